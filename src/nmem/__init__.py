@@ -1,0 +1,3 @@
+"""nmem: local-first memory for AI coding agents."""
+
+__version__ = "0.1.0"

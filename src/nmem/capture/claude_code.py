@@ -1,0 +1,82 @@
+"""Claude Code adapter: one hook payload (the JSON on stdin) → a harness-neutral HookEvent."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from nmem.capture import events as ev
+from nmem.errors import InvalidArgument
+
+EVENT_KINDS: dict[str, str] = {
+    "SessionStart": ev.SESSION_START,
+    "UserPromptSubmit": ev.PROMPT,
+    "PostToolUse": ev.TOOL,
+    "PostToolUseFailure": ev.TOOL_FAILURE,
+    "PreCompact": ev.PRE_COMPACT,
+    "Stop": ev.STOP,
+    "SubagentStop": ev.SUBAGENT_STOP,
+    "SessionEnd": ev.SESSION_END,
+}
+
+# `nmem hook <name>` accepts subcog's kebab-case names as well as Claude Code's.
+HOOK_ALIASES: dict[str, str] = {
+    "session-start": "SessionStart",
+    "user-prompt": "UserPromptSubmit",
+    "user-prompt-submit": "UserPromptSubmit",
+    "post-tool": "PostToolUse",
+    "post-tool-use": "PostToolUse",
+    "post-tool-failure": "PostToolUseFailure",
+    "post-tool-use-failure": "PostToolUseFailure",
+    "pre-compact": "PreCompact",
+    "stop": "Stop",
+    "subagent-stop": "SubagentStop",
+    "session-end": "SessionEnd",
+}
+
+
+def _required_str(payload: Mapping[str, Any], key: str) -> str:
+    value = payload.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"hook input: missing required field {key!r}")
+    return value
+
+
+def _optional_str(payload: Mapping[str, Any], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) else None
+
+
+def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
+    """Validate the common fields and normalise; unknown fields are ignored."""
+    if not isinstance(payload, dict):
+        raise InvalidArgument("hook input: expected a JSON object")
+    name = _required_str(payload, "hook_event_name")
+    session_id = _required_str(payload, "session_id")
+    cwd = _required_str(payload, "cwd")
+    kind = EVENT_KINDS.get(name, ev.OTHER)
+    tool_name = _optional_str(payload, "tool_name")
+    if kind in (ev.TOOL, ev.TOOL_FAILURE) and not tool_name:
+        raise InvalidArgument(f"hook input: {name} without 'tool_name'")
+    tool_input = payload.get("tool_input")
+    if kind == ev.PROMPT and not isinstance(payload.get("prompt"), str):
+        raise InvalidArgument("hook input: UserPromptSubmit without 'prompt'")
+    source = (_optional_str(payload, "source") or _optional_str(payload, "reason")
+              or _optional_str(payload, "trigger"))
+    return ev.HookEvent(
+        kind=kind,
+        session_id=session_id,
+        cwd=cwd,
+        timestamp=int(now if now is not None else time.time()),
+        hook_event_name=name,
+        source=source,
+        prompt=_optional_str(payload, "prompt"),
+        assistant_message=_optional_str(payload, "last_assistant_message"),
+        tool_name=tool_name,
+        tool_input=tool_input if isinstance(tool_input, dict) else {},
+        tool_response=payload.get("tool_response"),
+        error=_optional_str(payload, "error"),
+        transcript_path=_optional_str(payload, "transcript_path"),
+        agent_id=_optional_str(payload, "agent_id"),
+    )

@@ -1,0 +1,26 @@
+"""Project identity from a working directory: the git top-level's name, else the directory's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def git_toplevel(cwd: str) -> Path | None:
+    """The nearest ancestor holding `.git` (dir or worktree file), found without running git."""
+    try:
+        path = Path(cwd).resolve()
+    except (OSError, RuntimeError):
+        return None
+    for candidate in (path, *path.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def project_name(cwd: str, override: str = "") -> str:
+    if override:
+        return override
+    top = git_toplevel(cwd)
+    name = (top or Path(cwd)).name
+    return name or os.path.basename(os.path.normpath(cwd)) or "root"

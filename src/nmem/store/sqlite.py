@@ -1,0 +1,695 @@
+"""The SQLite engine: ADR-001 PRAGMAs, WAL, one writer connection, one read-only reader.
+
+Writes run in `BEGIN IMMEDIATE` transactions so concurrent writers queue on the busy
+timeout instead of deadlocking; readers never block writers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+from typing import Any
+
+from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
+from nmem.models import Memory, Observation, Prompt, Session
+from nmem.store import NewMemory, NewObservation, SearchFilters, Status
+from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
+
+LN2 = math.log(2)
+HALF_LIFE_DAYS = 7.0
+# Rows considered by recent-context scoring: recency decays fast, so older rows cannot win.
+RECENT_CANDIDATES = 4000
+
+OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
+               "tool_name, file_path, content, metadata, is_pinned")
+
+TYPE_WEIGHT_SQL = """CASE {col}
+    WHEN 'file_edit' THEN 1.0 WHEN 'file_write' THEN 1.0
+    WHEN 'command' THEN 0.67 WHEN 'command_error' THEN 0.67
+    WHEN 'git_commit' THEN 0.67
+    WHEN 'session_compact' THEN 0.5 WHEN 'mcp_call' THEN 0.33
+    ELSE 0.17 END"""
+
+
+def exp_decay(age_seconds: float | None) -> float:
+    """Recency in 0..1 with a 7-day half-life; future timestamps count as now."""
+    if age_seconds is None:
+        return 0.0
+    age_days = max(float(age_seconds), 0.0) / 86400.0
+    return math.exp(-LN2 * age_days / HALF_LIFE_DAYS)
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _fts_error(exc: sqlite3.OperationalError) -> QuerySyntaxError | None:
+    text = str(exc)
+    markers = ("fts5", "syntax error", "unterminated string", "no such column", "unknown special query")
+    if any(m in text for m in markers):
+        return QuerySyntaxError(f"invalid search query: {text}")
+    return None
+
+
+class SqliteStore:
+    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
+        self.path = Path(path).expanduser()
+        self.url = f"sqlite:///{self.path}"
+        self.busy_timeout_ms = busy_timeout_ms
+        self.readonly = readonly
+        self._w: sqlite3.Connection | None = None
+        self._r: sqlite3.Connection | None = None
+        self._depth = 0
+        if readonly:
+            if not self.path.exists():
+                raise StorageError(f"database does not exist: {self.path}")
+        else:
+            self._prepare_files()
+            self._migrate(self._writer())
+
+    # -- connections -------------------------------------------------------------------
+
+    def _prepare_files(self) -> None:
+        directory = self.path.parent
+        try:
+            if not directory.exists():
+                directory.mkdir(parents=True, mode=0o700)
+            if not self.path.exists():
+                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
+                os.close(fd)
+        except OSError as exc:
+            raise StorageError(f"cannot create database {self.path}: {exc.strerror}") from exc
+
+    def _configure(self, conn: sqlite3.Connection, writer: bool) -> None:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        if writer:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
+
+    def _writer(self) -> sqlite3.Connection:
+        if self.readonly:
+            raise StorageError("store opened read-only")
+        if self._w is None:
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                self._configure(conn, writer=True)
+            except sqlite3.Error as exc:
+                raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+            self._w = conn
+        return self._w
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._r is None:
+            uri = f"file:{quote(str(self.path))}?mode=ro"
+            try:
+                conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                self._configure(conn, writer=False)
+            except sqlite3.Error as exc:
+                raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+            self._r = conn
+        return self._r
+
+    def close(self, checkpoint: bool = True) -> None:
+        if self._r is not None:
+            self._r.close()
+            self._r = None
+        if self._w is not None:
+            if checkpoint:
+                try:
+                    self._w.execute("PRAGMA busy_timeout = 100")
+                    self._w.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    pass  # another connection is active; the next clean close folds the WAL
+            self._w.close()
+            self._w = None
+
+    # -- transactions and migrations -----------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A write transaction; nested uses join the outer one."""
+        conn = self._writer()
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise StoreBusy(f"database is busy (waited {self.busy_timeout_ms} ms)") from exc
+            raise StorageError(f"cannot start a write: {exc}") from exc
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            conn.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StorageError(f"cannot commit: {exc}") from exc
+
+    def schema_version(self) -> int:
+        conn = self._w if self._w is not None else self._reader()
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self, conn: sqlite3.Connection, target: int = LATEST_VERSION) -> None:
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > LATEST_VERSION:
+                raise StorageError(
+                    f"database schema v{version} is newer than this nmem (v{LATEST_VERSION})")
+            if version >= target:
+                return
+            if version == 0:
+                # Only effective before the first table exists; both persist in the file.
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("PRAGMA journal_mode = WAL")
+            for step in range(version + 1, target + 1):
+                with self.transaction():
+                    # Re-read inside the lock: another process may have migrated meanwhile.
+                    current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                    if current >= step:
+                        continue
+                    for statement in split_statements(MIGRATIONS[step - 1]):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {step}")
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+
+    def migrate_to(self, target: int) -> None:
+        """Apply migrations up to `target` (tests use it to build older databases)."""
+        self._migrate(self._writer(), target)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        conn = self._writer()
+        try:
+            if self._depth:
+                return conn.execute(sql, params)
+            with self.transaction():
+                return conn.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise StoreBusy(f"database is busy: {exc}") from exc
+            raise StorageError(str(exc)) from exc
+        except sqlite3.IntegrityError as exc:
+            raise StorageError(f"constraint failed: {exc}") from exc
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        # Inside a write transaction, read through the writer so we see our own writes.
+        conn = self._w if (self._depth and self._w is not None) else self._reader()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            fts = _fts_error(exc)
+            if fts is not None:
+                raise fts from exc
+            if _is_locked(exc):
+                raise StoreBusy(f"database is busy: {exc}") from exc
+            raise StorageError(str(exc)) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(str(exc)) from exc
+
+    # -- trail writes --------------------------------------------------------------------
+
+    def ensure_session(self, session_id: str, project: str, started_at: int) -> Session:
+        self._exec(
+            "INSERT INTO sessions (id, project, started_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(id) DO NOTHING",
+            (session_id, project, started_at),
+        )
+        session = self.get_session(session_id)
+        assert session is not None
+        return session
+
+    def add_prompt(self, session_id: str, timestamp: int, source: str, content: str) -> int:
+        cur = self._exec(
+            "INSERT INTO prompts (session_id, timestamp, source, content) VALUES (?, ?, ?, ?)",
+            (session_id, timestamp, source, content),
+        )
+        return int(cur.lastrowid or 0)
+
+    def latest_prompt_id(self, session_id: str) -> int | None:
+        rows = self._query(
+            "SELECT id FROM prompts WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)
+        )
+        return int(rows[0]["id"]) if rows else None
+
+    def add_observation(self, obs: NewObservation) -> int:
+        cur = self._exec(
+            "INSERT INTO observations (session_id, project, prompt_id, timestamp, obs_type, "
+            "source_event, tool_name, file_path, content, metadata) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (obs.session_id, obs.project, obs.prompt_id, obs.timestamp, obs.obs_type,
+             obs.source_event, obs.tool_name, obs.file_path, obs.content,
+             json.dumps(obs.metadata, sort_keys=True) if obs.metadata else None),
+        )
+        return int(cur.lastrowid or 0)
+
+    def recent_duplicate(self, session_id: str, obs_type: str, file_path: str | None,
+                         content: str, since: int) -> int | None:
+        rows = self._query(
+            "SELECT id FROM observations WHERE session_id = ? AND obs_type = ? "
+            "AND file_path IS ? AND timestamp >= ? AND content = ? ORDER BY id DESC LIMIT 1",
+            (session_id, obs_type, file_path, since, content),
+        )
+        return int(rows[0]["id"]) if rows else None
+
+    def close_session(self, session_id: str, ended_at: int, signature: dict[str, Any],
+                      summary: dict[str, Any]) -> None:
+        self._exec(
+            "UPDATE sessions SET ended_at = ?, signature = ?, summary = ? WHERE id = ?",
+            (ended_at, json.dumps(signature, sort_keys=True), json.dumps(summary), session_id),
+        )
+
+    def set_observation_pin(self, obs_id: int, pinned: bool) -> bool:
+        cur = self._exec("UPDATE observations SET is_pinned = ? WHERE id = ?", (int(pinned), obs_id))
+        return cur.rowcount > 0
+
+    def purge_observations(self, ids: Sequence[int]) -> int:
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        with self.transaction():
+            cur = self._exec(f"DELETE FROM observations WHERE id IN ({marks})", list(ids))
+        self._reclaim()
+        return cur.rowcount
+
+    def purge_observations_where(self, obs_types: Sequence[str], older_than: int | None,
+                                 project: str | None) -> int:
+        clauses, params = ["is_pinned = 0"], []  # pins exempt a row from retention
+        if obs_types:
+            clauses.append(f"obs_type IN ({','.join('?' * len(obs_types))})")
+            params.extend(obs_types)
+        if older_than is not None:
+            clauses.append("timestamp < ?")
+            params.append(older_than)
+        if project is not None:
+            clauses.append("project = ?")
+            params.append(project)
+        with self.transaction():
+            cur = self._exec(f"DELETE FROM observations WHERE {' AND '.join(clauses)}", params)
+        self._reclaim()
+        return cur.rowcount
+
+    def _reclaim(self) -> None:
+        try:
+            self._writer().execute("PRAGMA incremental_vacuum(1000)").fetchall()
+        except sqlite3.Error:
+            pass  # space is reclaimed on a later purge; never fail a delete for it
+
+    # -- curated memories --------------------------------------------------------------------
+
+    def insert_memory(self, mem: NewMemory) -> Memory:
+        self._exec(
+            "INSERT INTO memories (uid, domain, namespace, summary, content, tags, source, "
+            "relates_to, tier, is_pinned, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mem.uid, mem.domain, mem.namespace, mem.summary, mem.content,
+             json.dumps(list(mem.tags)), mem.source, json.dumps(list(mem.relates_to)),
+             mem.tier, int(mem.is_pinned), mem.timestamp, mem.timestamp),
+        )
+        stored = self.get_memory(mem.uid)
+        assert stored is not None
+        return stored
+
+    _MEMORY_FIELDS = ("domain", "namespace", "summary", "content", "tags", "source",
+                      "relates_to", "tier", "is_pinned")
+
+    def update_memory(self, uid: str, fields: dict[str, Any], timestamp: int) -> Memory | None:
+        sets, params = ["updated_at = ?"], [timestamp]
+        for name, value in fields.items():
+            if name not in self._MEMORY_FIELDS:
+                raise ValueError(f"not an updatable memory field: {name}")
+            if name in ("tags", "relates_to"):
+                value = json.dumps(list(value))
+            elif name == "is_pinned":
+                value = int(value)
+            sets.append(f"{name} = ?")
+            params.append(value)
+        params.append(uid)
+        cur = self._exec(
+            f"UPDATE memories SET {', '.join(sets)} WHERE uid = ? AND deleted_at IS NULL", params
+        )
+        return self.get_memory(uid) if cur.rowcount else None
+
+    def tombstone_memory(self, uid: str, timestamp: int) -> bool:
+        cur = self._exec(
+            "UPDATE memories SET summary = '', content = '', tags = '[]', relates_to = '[]', "
+            "deleted_at = ?, updated_at = ? WHERE uid = ? AND deleted_at IS NULL",
+            (timestamp, timestamp, uid),
+        )
+        return cur.rowcount > 0
+
+    def get_memory(self, uid: str) -> Memory | None:
+        rows = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))
+        return Memory.from_row(rows[0]) if rows else None
+
+    def touch_memories(self, uids: Sequence[str], timestamp: int) -> None:
+        if not uids:
+            return
+        marks = ",".join("?" * len(uids))
+        self._exec(
+            f"UPDATE memories SET accessed_at = ?, access_count = access_count + 1 "
+            f"WHERE uid IN ({marks})",
+            [timestamp, *uids],
+        )
+
+    def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
+        clauses, params = ["deleted_at IS NULL"], []
+        if domain:
+            clauses.append("domain = ?")
+            params.append(domain)
+        if namespace:
+            clauses.append("namespace = ?")
+            params.append(namespace)
+        for row in self._query(
+            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY updated_at DESC", params
+        ):
+            yield Memory.from_row(row)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_observations(self, ids: Sequence[int]) -> list[Observation]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id IN ({marks})", list(ids))
+        by_id = {row["id"]: Observation.from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def get_prompts(self, ids: Sequence[int]) -> list[Prompt]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._query(
+            f"SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"WHERE p.id IN ({marks})", list(ids),
+        )
+        by_id = {row["id"]: Prompt.from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return Session.from_row(rows[0]) if rows else None
+
+    @staticmethod
+    def _order(order: str, time_col: str, has_match: bool) -> str:
+        if order == "date_asc":
+            return f"{time_col} ASC"
+        if order == "date_desc" or not has_match:
+            return f"{time_col} DESC"
+        return "rank ASC"
+
+    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
+                            limit: int, offset: int) -> list[tuple[Observation, float]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if match is not None:
+            source = "observations_fts f JOIN observations o ON o.id = f.rowid"
+            clauses.append("observations_fts MATCH ?")
+            params.append(match)
+            rank = "bm25(observations_fts)"
+        else:
+            source, rank = "observations o", "0.0"
+        if filters.project:
+            clauses.append("o.project = ?")
+            params.append(filters.project)
+        if filters.obs_types:
+            clauses.append(f"o.obs_type IN ({','.join('?' * len(filters.obs_types))})")
+            params.extend(filters.obs_types)
+        if filters.files:
+            ors = []
+            for f in filters.files:
+                ors.append("(o.file_path = ? OR o.file_path LIKE ? ESCAPE '\\')")
+                params.extend([f, "%" + f.replace("%", "\\%").replace("_", "\\_")])
+            clauses.append("(" + " OR ".join(ors) + ")")
+        if filters.session_id:
+            clauses.append("o.session_id = ?")
+            params.append(filters.session_id)
+        self._date_clauses("o.timestamp", filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        sql = (f"SELECT {', '.join('o.' + c.strip() for c in OBS_COLUMNS.split(','))}, "
+               f"{rank} AS rank FROM {source} {where} "
+               f"ORDER BY {self._order(order, 'o.timestamp', match is not None)}, o.id DESC "
+               f"LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Observation.from_row(r), -float(r["rank"])) for r in rows]
+
+    @staticmethod
+    def _date_clauses(col: str, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+        if filters.date_start is not None:
+            clauses.append(f"{col} >= ?")
+            params.append(filters.date_start)
+        if filters.date_end is not None:
+            clauses.append(f"{col} <= ?")
+            params.append(filters.date_end)
+
+    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
+                       limit: int, offset: int) -> list[tuple[Prompt, float]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if match is not None:
+            source = ("prompts_fts f JOIN prompts p ON p.id = f.rowid "
+                      "JOIN sessions s ON s.id = p.session_id")
+            clauses.append("prompts_fts MATCH ?")
+            params.append(match)
+            rank = "bm25(prompts_fts)"
+        else:
+            source, rank = "prompts p JOIN sessions s ON s.id = p.session_id", "0.0"
+        if filters.project:
+            clauses.append("s.project = ?")
+            params.append(filters.project)
+        if filters.session_id:
+            clauses.append("p.session_id = ?")
+            params.append(filters.session_id)
+        if filters.source:
+            clauses.append("p.source = ?")
+            params.append(filters.source)
+        self._date_clauses("p.timestamp", filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        sql = (f"SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
+               f"{rank} AS rank FROM {source} {where} "
+               f"ORDER BY {self._order(order, 'p.timestamp', match is not None)}, p.id DESC "
+               f"LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Prompt.from_row(r), -float(r["rank"])) for r in rows]
+
+    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Session, float]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if match is not None:
+            source = "sessions_fts f JOIN sessions s ON s.rowid = f.rowid"
+            clauses.append("sessions_fts MATCH ?")
+            params.append(match)
+            rank = "bm25(sessions_fts)"
+        else:
+            source, rank = "sessions s", "0.0"
+        if filters.project:
+            clauses.append("s.project = ?")
+            params.append(filters.project)
+        if filters.session_id:
+            clauses.append("s.id = ?")
+            params.append(filters.session_id)
+        self._date_clauses("s.started_at", filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        sql = (f"SELECT s.*, {rank} AS rank FROM {source} {where} "
+               f"ORDER BY {self._order(order, 's.started_at', match is not None)} "
+               f"LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Session.from_row(r), -float(r["rank"])) for r in rows]
+
+    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Memory, float]]:
+        clauses = ["m.deleted_at IS NULL"]
+        params: list[Any] = []
+        if match is not None:
+            source = "memories_fts f JOIN memories m ON m.id = f.rowid"
+            clauses.append("memories_fts MATCH ?")
+            params.append(match)
+            # Summary and tags say what a memory is about: weigh them above the body.
+            rank = "bm25(memories_fts, 3.0, 1.0, 2.0, 0.5)"
+        else:
+            source, rank = "memories m", "0.0"
+        if filters.domains:
+            clauses.append(f"m.domain IN ({','.join('?' * len(filters.domains))})")
+            params.extend(filters.domains)
+        elif filters.project:
+            # A project sees its own memories plus the user's and the organisation's.
+            clauses.append("m.domain IN (?, 'user', 'org')")
+            params.append(f"project:{filters.project}")
+        if filters.namespaces:
+            clauses.append(f"m.namespace IN ({','.join('?' * len(filters.namespaces))})")
+            params.extend(filters.namespaces)
+        for tag in filters.tags:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
+            params.append(tag)
+        if not filters.include_archived:
+            clauses.append("m.tier != 'archived'")
+        self._date_clauses("m.updated_at", filters, clauses, params)
+        sql = (f"SELECT m.*, {rank} AS rank FROM {source} WHERE {' AND '.join(clauses)} "
+               f"ORDER BY m.is_pinned DESC, "
+               f"{self._order(order, 'm.updated_at', match is not None)} LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Memory.from_row(r), -float(r["rank"])) for r in rows]
+
+    def neighbours(self, anchor: Observation, before: int, after: int
+                   ) -> tuple[list[Observation], list[Observation]]:
+        prev = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id < ? "
+            "ORDER BY id DESC LIMIT ?", (anchor.session_id, anchor.id, before),
+        )
+        nxt = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id > ? "
+            "ORDER BY id ASC LIMIT ?", (anchor.session_id, anchor.id, after),
+        )
+        return ([Observation.from_row(r) for r in reversed(prev)],
+                [Observation.from_row(r) for r in nxt])
+
+    def session_prompts(self, session_id: str, before: int | None, after: int | None
+                        ) -> list[Prompt]:
+        clauses, params = ["p.session_id = ?"], [session_id]
+        if before is not None:
+            clauses.append("p.timestamp < ?")
+            params.append(before)
+        if after is not None:
+            clauses.append("p.timestamp > ?")
+            params.append(after)
+        rows = self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content "
+            "FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"WHERE {' AND '.join(clauses)} ORDER BY p.id", params,
+        )
+        return [Prompt.from_row(r) for r in rows]
+
+    def session_observations(self, session_id: str, before: int | None, after: int | None
+                             ) -> list[Observation]:
+        clauses, params = ["session_id = ?"], [session_id]
+        if before is not None:
+            clauses.append("timestamp < ?")
+            params.append(before)
+        if after is not None:
+            clauses.append("timestamp > ?")
+            params.append(after)
+        rows = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE {' AND '.join(clauses)} ORDER BY id",
+            params,
+        )
+        return [Observation.from_row(r) for r in rows]
+
+    def file_touches(self, file_path: str, before: int | None, after: int | None,
+                     limit: int) -> list[tuple[Observation, str | None]]:
+        clauses, params = ["o.file_path = ?"], [file_path]
+        if before is not None:
+            clauses.append("o.timestamp < ?")
+            params.append(before)
+        if after is not None:
+            clauses.append("o.timestamp > ?")
+            params.append(after)
+        rows = self._query(
+            f"SELECT {', '.join('o.' + c.strip() for c in OBS_COLUMNS.split(','))}, "
+            "p.content AS prompt_content FROM observations o "
+            "LEFT JOIN prompts p ON p.id = o.prompt_id AND p.source = 'user' "
+            f"WHERE {' AND '.join(clauses)} ORDER BY o.timestamp DESC, o.id DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [(Observation.from_row(r), r["prompt_content"]) for r in rows]
+
+    def recent_scored(self, project: str | None, limit: int, now: int
+                      ) -> list[tuple[Observation, float]]:
+        cols = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+        weight = TYPE_WEIGHT_SQL.format(col="o.obs_type")
+        if project:
+            candidates = (
+                "SELECT id FROM (SELECT id FROM observations ORDER BY timestamp DESC LIMIT ?) "
+                "UNION SELECT id FROM (SELECT id FROM observations WHERE project = ? "
+                "ORDER BY timestamp DESC LIMIT ?)"
+            )
+            cand_params: list[Any] = [RECENT_CANDIDATES, project, RECENT_CANDIDATES]
+            score = (f"exp_decay(? - o.timestamp) * 0.5 + ({weight}) * 0.3 + "
+                     "(CASE WHEN o.project = ? THEN 1.0 ELSE 0.3 END) * 0.2")
+            score_params: list[Any] = [now, project]
+        else:
+            candidates = "SELECT id FROM observations ORDER BY timestamp DESC LIMIT ?"
+            cand_params = [RECENT_CANDIDATES]
+            score = f"exp_decay(? - o.timestamp) * 0.6 + ({weight}) * 0.4"
+            score_params = [now]
+        sql = f"""
+            WITH scored AS (
+                SELECT {cols}, {score} AS score FROM observations o
+                WHERE o.id IN ({candidates})
+            ), ranked AS (
+                SELECT *, CASE WHEN file_path IS NULL THEN 1 ELSE
+                    ROW_NUMBER() OVER (PARTITION BY file_path ORDER BY score DESC, id DESC) END AS rn
+                FROM scored
+            )
+            SELECT * FROM ranked WHERE rn = 1 ORDER BY score DESC, id DESC LIMIT ?"""
+        rows = self._query(sql, [*score_params, *cand_params, limit])
+        return [(Observation.from_row(r), float(r["score"])) for r in rows]
+
+    def recent_intents(self, project: str, limit: int) -> list[tuple[Prompt, int]]:
+        rows = self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
+            "COUNT(o.id) AS actions FROM prompts p "
+            "JOIN sessions s ON s.id = p.session_id "
+            "JOIN observations o ON o.prompt_id = p.id "
+            "WHERE s.project = ? AND p.source = 'user' "
+            "GROUP BY p.id HAVING COUNT(o.id) > 0 ORDER BY p.timestamp DESC, p.id DESC LIMIT ?",
+            (project, limit),
+        )
+        return [(Prompt.from_row(r), int(r["actions"])) for r in rows]
+
+    def session_event_counts(self, session_id: str) -> dict[str, int]:
+        rows = self._query(
+            "SELECT obs_type, COUNT(*) AS n FROM observations WHERE session_id = ? GROUP BY obs_type",
+            (session_id,),
+        )
+        return {r["obs_type"]: int(r["n"]) for r in rows}
+
+    def status(self) -> Status:
+        def count(sql: str) -> int:
+            return int(self._query(sql)[0][0])
+
+        def group(sql: str) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in self._query(sql)}
+
+        page_count = count("PRAGMA page_count")
+        page_size = count("PRAGMA page_size")
+        wal = self.path.with_name(self.path.name + "-wal")
+        wal_bytes = wal.stat().st_size if wal.exists() else 0
+        return Status(
+            url=self.url,
+            schema_version=self.schema_version(),
+            size_bytes=page_count * page_size + wal_bytes,
+            sessions=count("SELECT COUNT(*) FROM sessions"),
+            prompts=count("SELECT COUNT(*) FROM prompts"),
+            observations=count("SELECT COUNT(*) FROM observations"),
+            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
+            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC"),
+            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                               "GROUP BY 1 ORDER BY 2 DESC"),
+            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                          "GROUP BY 1 ORDER BY 2 DESC"),
+            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC"),
+        )

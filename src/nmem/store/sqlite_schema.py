@@ -1,0 +1,173 @@
+"""SQLite schema as an ordered list of migrations; `PRAGMA user_version` is the step applied.
+
+Rules: append only, never edit a released step, never drop user data. Each step runs in
+its own `BEGIN IMMEDIATE` transaction, so a crash mid-migration leaves the previous version.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+# Step 1: ADR-001 as written (sessions, prompts, observations, FTS5 + triggers, indexes).
+_V1_ADR001 = """
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,
+    project     TEXT NOT NULL,
+    started_at  INTEGER NOT NULL,
+    ended_at    INTEGER,
+    signature   TEXT,
+    summary     TEXT
+);
+
+CREATE TABLE prompts (
+    id          INTEGER PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions(id),
+    timestamp   INTEGER NOT NULL,
+    source      TEXT NOT NULL,
+    content     TEXT NOT NULL
+);
+
+CREATE TABLE observations (
+    id           INTEGER PRIMARY KEY,
+    session_id   TEXT NOT NULL REFERENCES sessions(id),
+    prompt_id    INTEGER REFERENCES prompts(id),
+    timestamp    INTEGER NOT NULL,
+    obs_type     TEXT NOT NULL,
+    source_event TEXT NOT NULL,
+    tool_name    TEXT,
+    file_path    TEXT,
+    content      TEXT NOT NULL,
+    metadata     TEXT
+);
+
+CREATE INDEX idx_obs_dedup ON observations(session_id, obs_type, file_path, timestamp);
+CREATE INDEX idx_obs_session ON observations(session_id, timestamp);
+CREATE INDEX idx_obs_prompt ON observations(prompt_id);
+CREATE INDEX idx_obs_type ON observations(obs_type);
+CREATE INDEX idx_obs_file ON observations(file_path) WHERE file_path IS NOT NULL;
+CREATE INDEX idx_prompts_session ON prompts(session_id, id);
+
+CREATE VIRTUAL TABLE observations_fts USING fts5(
+    content, content='observations', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER observations_ai AFTER INSERT ON observations BEGIN
+    INSERT INTO observations_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER observations_ad AFTER DELETE ON observations BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, content)
+        VALUES('delete', old.id, old.content);
+END;
+CREATE TRIGGER observations_au AFTER UPDATE OF content ON observations BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, content)
+        VALUES('delete', old.id, old.content);
+    INSERT INTO observations_fts(rowid, content) VALUES (new.id, new.content);
+END;
+
+CREATE VIRTUAL TABLE prompts_fts USING fts5(
+    content, content='prompts', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER prompts_ai AFTER INSERT ON prompts BEGIN
+    INSERT INTO prompts_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER prompts_ad AFTER DELETE ON prompts BEGIN
+    INSERT INTO prompts_fts(prompts_fts, rowid, content)
+        VALUES('delete', old.id, old.content);
+END;
+"""
+
+# Step 2: pin flag, and the project denormalised onto observations (backfilled from sessions)
+# so project filters and recent-context scoring need no join.
+_V2_PIN_AND_PROJECT = """
+ALTER TABLE observations ADD COLUMN is_pinned INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE observations ADD COLUMN project TEXT NOT NULL DEFAULT '';
+UPDATE observations
+   SET project = COALESCE((SELECT s.project FROM sessions s WHERE s.id = observations.session_id), '');
+CREATE INDEX idx_obs_project_time ON observations(project, timestamp);
+CREATE INDEX idx_obs_time ON observations(timestamp);
+CREATE INDEX idx_sessions_project ON sessions(project, started_at);
+CREATE TRIGGER prompts_au AFTER UPDATE OF content ON prompts BEGIN
+    INSERT INTO prompts_fts(prompts_fts, rowid, content)
+        VALUES('delete', old.id, old.content);
+    INSERT INTO prompts_fts(rowid, content) VALUES (new.id, new.content);
+END;
+"""
+
+# Step 3: curated memories with their own FTS index. Forgetting leaves a tombstone (uid,
+# domain, namespace, deleted_at) so the delete can sync; the text itself is erased.
+_V3_MEMORIES = """
+CREATE TABLE memories (
+    id           INTEGER PRIMARY KEY,
+    uid          TEXT NOT NULL UNIQUE,
+    domain       TEXT NOT NULL,
+    namespace    TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    tags         TEXT NOT NULL DEFAULT '[]',
+    source       TEXT,
+    relates_to   TEXT NOT NULL DEFAULT '[]',
+    tier         TEXT NOT NULL DEFAULT 'warm' CHECK (tier IN ('hot', 'warm', 'cold', 'archived')),
+    is_pinned    INTEGER NOT NULL DEFAULT 0,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL,
+    accessed_at  INTEGER,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    deleted_at   INTEGER
+);
+CREATE INDEX idx_memories_domain_ns ON memories(domain, namespace, updated_at);
+CREATE INDEX idx_memories_updated ON memories(updated_at);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    summary, content, tags, namespace,
+    content='memories', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, summary, content, tags, namespace)
+        VALUES (new.id, new.summary, new.content, new.tags, new.namespace);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, summary, content, tags, namespace)
+        VALUES('delete', old.id, old.summary, old.content, old.tags, old.namespace);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF summary, content, tags, namespace ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, summary, content, tags, namespace)
+        VALUES('delete', old.id, old.summary, old.content, old.tags, old.namespace);
+    INSERT INTO memories_fts(rowid, summary, content, tags, namespace)
+        VALUES (new.id, new.summary, new.content, new.tags, new.namespace);
+END;
+"""
+
+# Step 4: session summaries become searchable (scope "sessions").
+_V4_SESSIONS_FTS = """
+CREATE VIRTUAL TABLE sessions_fts USING fts5(project, summary, tokenize='porter unicode61');
+INSERT INTO sessions_fts(rowid, project, summary)
+    SELECT rowid, project, COALESCE(summary, '') FROM sessions;
+CREATE TRIGGER sessions_ai AFTER INSERT ON sessions BEGIN
+    INSERT INTO sessions_fts(rowid, project, summary)
+        VALUES (new.rowid, new.project, COALESCE(new.summary, ''));
+END;
+CREATE TRIGGER sessions_ad AFTER DELETE ON sessions BEGIN
+    DELETE FROM sessions_fts WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER sessions_au AFTER UPDATE OF summary, project ON sessions BEGIN
+    UPDATE sessions_fts SET project = new.project, summary = COALESCE(new.summary, '')
+     WHERE rowid = old.rowid;
+END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS)
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def split_statements(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (which contain `;`) whole."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip():
+                statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        statements.append(pending.strip())
+    return statements

@@ -1,0 +1,72 @@
+"""Parsing the times people and models type: epoch seconds, ISO dates, and ages like `30d`."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from nmem.errors import InvalidArgument
+
+_AGE = re.compile(r"^\s*(\d+)\s*(s|m|h|d|w|y)\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_time(value: object, *, name: str = "date", end_of_day: bool = False) -> int | None:
+    """Epoch seconds (int, float, digit string; milliseconds are detected) or an ISO date/time.
+
+    A bare date (`2026-05-01`) means its first second, or its last with `end_of_day`.
+    Naive times are UTC.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{name}: expected a date, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip().replace("Z", "+00:00")
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidArgument(
+                f"{name}: cannot read {value!r} as a date (use 2026-05-01, an ISO time or epoch seconds)"
+            ) from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=timezone.utc)
+        seconds = int(parsed.timestamp())
+        if end_of_day and len(text) == 10:
+            seconds += 86399
+        return seconds
+    else:
+        raise InvalidArgument(f"{name}: expected a date, got {value!r}")
+    if number > 1e11:  # milliseconds, as JavaScript clients send them
+        number /= 1000.0
+    return int(number)
+
+
+def parse_age(value: str, *, name: str = "age") -> int:
+    """`90s`, `15m`, `12h`, `30d`, `2w`, `1y` → seconds."""
+    match = _AGE.match(value)
+    if not match:
+        raise InvalidArgument(f"{name}: expected an age like 30d, 12h or 2w, got {value!r}")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+
+
+def iso(ts: int | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ago(ts: int, now: int) -> str:
+    """A short relative age: `just now`, `5m ago`, `3h ago`, `2d ago`."""
+    delta = max(now - ts, 0)
+    if delta < 60:
+        return "just now"
+    if delta < 3600:
+        return f"{delta // 60}m ago"
+    if delta < 86400:
+        return f"{delta // 3600}h ago"
+    return f"{delta // 86400}d ago"
