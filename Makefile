@@ -1,0 +1,37 @@
+# One entry point for chores. Everything runs from the project venv (.venv).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup run test lint typecheck bench bench-quick docs clean
+
+$(BIN)/nmem: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+setup: $(BIN)/nmem
+
+# The main job on the embedded default: SQLite in ~/.nmem (or $$NMEM_HOME).
+run: setup
+	$(BIN)/nmem status
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -n 2 -q
+
+docs: setup
+	$(BIN)/python -m nmem.docs
+
+bench: setup
+	$(BIN)/python bench/core.py
+
+bench-quick: setup
+	$(BIN)/python bench/core.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

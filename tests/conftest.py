@@ -1,0 +1,77 @@
+"""Shared fixtures: every test gets its own data dir, so nothing touches ~/.nmem."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nmem.capture.claude_code import parse
+from nmem.config import Settings, load_settings
+from nmem.memory import Service
+
+
+@pytest.fixture
+def nmem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "nmem-home"
+    monkeypatch.setenv("NMEM_HOME", str(home))
+    for var in ("NMEM_DB", "NMEM_CONFIG", "NMEM_STORE_URL", "NMEM_PROJECT", "NMEM_ENABLED", "NMEM_FORMAT"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def settings(nmem_home: Path) -> Settings:
+    return load_settings()
+
+
+@pytest.fixture
+def service(settings: Settings) -> Iterator[Service]:
+    svc = Service.open(settings)
+    yield svc
+    svc.close()
+
+
+class Clock:
+    """A settable clock so tests control timestamps."""
+
+    def __init__(self, now: float = 1_790_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(service: Service) -> Clock:
+    c = Clock()
+    service.clock = c
+    return c
+
+
+def hook_payload(event: str, session_id: str = "sess-1", cwd: str = "/work/demo", **fields: Any) -> dict[str, Any]:
+    return {"hook_event_name": event, "session_id": session_id, "cwd": cwd,
+            "transcript_path": f"/tmp/{session_id}.jsonl", **fields}
+
+
+def record(service: Service, event: str, *, now: float | None = None, **fields: Any) -> Any:
+    return service.record_event(parse(hook_payload(event, **fields), now=now))
+
+
+def run_nmem(args: list[str], *, stdin: str = "", env: dict[str, str] | None = None,
+             timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run nmem as a real process, the way Claude Code or a shell does."""
+    return subprocess.run([sys.executable, "-m", "nmem", *args], input=stdin, capture_output=True,
+                          text=True, env=env, timeout=timeout, check=False)
+
+
+def dumps(payload: dict[str, Any]) -> str:
+    return json.dumps(payload)
