@@ -76,7 +76,8 @@ def render(service: Service, project: str, source: str | None = None, now: int |
         lines = ["## Recent Intents"]
         for prompt, actions in intents:
             plural = "action" if actions == 1 else "actions"
-            lines.append(f'- [{ago(prompt.timestamp, now)}] "{_cell(prompt.content, INTENT_CHARS)}" → {actions} {plural}')
+            text = _cell(prompt.content, INTENT_CHARS)
+            lines.append(f'- [{ago(prompt.timestamp, now)}] "{text}" → {actions} {plural}')
         sections.append(lines)
 
     memories = [hit.record for hit in service._run_search(

@@ -186,13 +186,13 @@ class Service:
             ))
             return RecordOutcome(sid, project, stored="observation", observation_id=obs_id)
         if event.kind in (ev.STOP, ev.SUBAGENT_STOP, ev.SESSION_END):
-            prompt_id = None
+            agent_prompt: int | None = None
             message = (event.assistant_message or "").strip()
             if message:
-                prompt_id = self.store.add_prompt(sid, event.timestamp, "agent", message[:PROMPT_CHARS])
-            obs_id = None
+                agent_prompt = self.store.add_prompt(sid, event.timestamp, "agent", message[:PROMPT_CHARS])
+            end_obs: int | None = None
             if event.kind == ev.SESSION_END:
-                obs_id = self.store.add_observation(NewObservation(
+                end_obs = self.store.add_observation(NewObservation(
                     session_id=sid, project=project, timestamp=event.timestamp,
                     obs_type="session_end", source_event=event.hook_event_name,
                     content=f"session_end ({event.source or 'other'})",
@@ -200,8 +200,8 @@ class Service:
                 ))
             if event.kind != ev.SUBAGENT_STOP:
                 self._close_session(sid, event.timestamp)
-            return RecordOutcome(sid, project, stored="session_end", prompt_id=prompt_id,
-                                 observation_id=obs_id)
+            return RecordOutcome(sid, project, stored="session_end", prompt_id=agent_prompt,
+                                 observation_id=end_obs)
         return RecordOutcome(sid, project, skipped="ignored")
 
     def _close_session(self, session_id: str, ended_at: int) -> None:
@@ -417,7 +417,7 @@ class Service:
         if order == "relevance" and match is not None:
             merged.sort(key=lambda h: -h.score)
         else:
-            merged.sort(key=lambda h: _hit_time(h), reverse=(order != "date_asc"))
+            merged.sort(key=_hit_time, reverse=(order != "date_asc"))
         return merged[offset:offset + limit]
 
     def _run_search(self, scope: str, match: str | None, filters: SearchFilters, order: str,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from nmem.errors import InvalidArgument
 
@@ -21,9 +21,7 @@ def parse_time(value: object, *, name: str = "date", end_of_day: bool = False) -
         return None
     if isinstance(value, bool):
         raise InvalidArgument(f"{name}: expected a date, got {value!r}")
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
+    if isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value)):
         number = float(value)
     elif isinstance(value, str):
         text = value.strip().replace("Z", "+00:00")
@@ -34,7 +32,7 @@ def parse_time(value: object, *, name: str = "date", end_of_day: bool = False) -
                 f"{name}: cannot read {value!r} as a date (use 2026-05-01, an ISO time or epoch seconds)"
             ) from None
         if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=timezone.utc)
+            parsed = parsed.replace(tzinfo=UTC)
         seconds = int(parsed.timestamp())
         if end_of_day and len(text) == 10:
             seconds += 86399
@@ -57,7 +55,7 @@ def parse_age(value: str, *, name: str = "age") -> int:
 def iso(ts: int | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def ago(ts: int, now: int) -> str:

@@ -205,7 +205,7 @@ def task(event: HookEvent) -> Extracted | None:
 
 def mcp_call(event: HookEvent) -> Extracted | None:
     name = event.tool_name or ""
-    _, server, tool = (name.split("__", 2) + ["", ""])[:3]
+    _, server, tool = [*name.split("__", 2), "", ""][:3]
     args = head(_text(event.tool_input), ARGS_CHARS) if event.tool_input else ""
     meta: dict[str, Any] = {"server": server, "tool": tool}
     if event.kind == TOOL_FAILURE and event.error:

@@ -11,10 +11,10 @@ import math
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from urllib.parse import quote
 from typing import Any
+from urllib.parse import quote
 
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
 from nmem.models import Memory, Observation, Prompt, Session
@@ -297,7 +297,8 @@ class SqliteStore:
 
     def purge_observations_where(self, obs_types: Sequence[str], older_than: int | None,
                                  project: str | None) -> int:
-        clauses, params = ["is_pinned = 0"], []  # pins exempt a row from retention
+        clauses: list[str] = ["is_pinned = 0"]  # pins exempt a row from retention
+        params: list[Any] = []
         if obs_types:
             clauses.append(f"obs_type IN ({','.join('?' * len(obs_types))})")
             params.extend(obs_types)
@@ -313,10 +314,8 @@ class SqliteStore:
         return cur.rowcount
 
     def _reclaim(self) -> None:
-        try:
+        with suppress(sqlite3.Error):  # space is reclaimed on a later purge; never fail a delete for it
             self._writer().execute("PRAGMA incremental_vacuum(1000)").fetchall()
-        except sqlite3.Error:
-            pass  # space is reclaimed on a later purge; never fail a delete for it
 
     # -- curated memories --------------------------------------------------------------------
 
@@ -337,16 +336,18 @@ class SqliteStore:
                       "relates_to", "tier", "is_pinned")
 
     def update_memory(self, uid: str, fields: dict[str, Any], timestamp: int) -> Memory | None:
-        sets, params = ["updated_at = ?"], [timestamp]
-        for name, value in fields.items():
+        sets: list[str] = ["updated_at = ?"]
+        params: list[Any] = [timestamp]
+        for name, raw in fields.items():
             if name not in self._MEMORY_FIELDS:
                 raise ValueError(f"not an updatable memory field: {name}")
             if name in ("tags", "relates_to"):
-                value = json.dumps(list(value))
+                params.append(json.dumps(list(raw)))
             elif name == "is_pinned":
-                value = int(value)
+                params.append(int(raw))
+            else:
+                params.append(raw)
             sets.append(f"{name} = ?")
-            params.append(value)
         params.append(uid)
         cur = self._exec(
             f"UPDATE memories SET {', '.join(sets)} WHERE uid = ? AND deleted_at IS NULL", params
@@ -376,7 +377,8 @@ class SqliteStore:
         )
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
-        clauses, params = ["deleted_at IS NULL"], []
+        clauses: list[str] = ["deleted_at IS NULL"]
+        params: list[Any] = []
         if domain:
             clauses.append("domain = ?")
             params.append(domain)
@@ -569,7 +571,8 @@ class SqliteStore:
 
     def session_prompts(self, session_id: str, before: int | None, after: int | None
                         ) -> list[Prompt]:
-        clauses, params = ["p.session_id = ?"], [session_id]
+        clauses: list[str] = ["p.session_id = ?"]
+        params: list[Any] = [session_id]
         if before is not None:
             clauses.append("p.timestamp < ?")
             params.append(before)
@@ -585,7 +588,8 @@ class SqliteStore:
 
     def session_observations(self, session_id: str, before: int | None, after: int | None
                              ) -> list[Observation]:
-        clauses, params = ["session_id = ?"], [session_id]
+        clauses: list[str] = ["session_id = ?"]
+        params: list[Any] = [session_id]
         if before is not None:
             clauses.append("timestamp < ?")
             params.append(before)
@@ -600,7 +604,8 @@ class SqliteStore:
 
     def file_touches(self, file_path: str, before: int | None, after: int | None,
                      limit: int) -> list[tuple[Observation, str | None]]:
-        clauses, params = ["o.file_path = ?"], [file_path]
+        clauses: list[str] = ["o.file_path = ?"]
+        params: list[Any] = [file_path]
         if before is not None:
             clauses.append("o.timestamp < ?")
             params.append(before)
