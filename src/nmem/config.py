@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nmem.capture.markers import DEFAULT_MARKERS
 from nmem.errors import ConfigError
 
 HOME_ENV = "NMEM_HOME"
@@ -61,6 +62,14 @@ SETTINGS: tuple[Setting, ...] = (
             "Glob patterns of project names or directories that are never captured (comma-separated in env)."),
     Setting("capture.exclude_tools", list, [], "NMEM_EXCLUDE_TOOLS",
             "Tool names (globs) whose calls are never captured, e.g. `mcp__secret__*`."),
+    Setting("capture.markers", list, list(DEFAULT_MARKERS), "NMEM_MARKERS",
+            "Prompt markers that create curated memories, as `marker=namespace` (e.g. `[decision]=decisions`)."),
+    Setting("capture.read_transcript", bool, True, "NMEM_READ_TRANSCRIPT",
+            "At Stop, also keep the agent's thinking from the transcript file when it is readable."),
+    Setting("capture.checkpoint_on_compact", bool, True, "NMEM_CHECKPOINT_ON_COMPACT",
+            "Store a `progress` memory summarising the session so far when the context is compacted."),
+    Setting("context.format", str, "text", "NMEM_CONTEXT_FORMAT",
+            "How SessionStart returns context: `text` (plain stdout) or `json` (`hookSpecificOutput`)."),
     Setting("hooks.busy_budget_ms", int, 2000, "NMEM_BUSY_BUDGET_MS",
             "How long a hook waits for a locked database before spooling the event for later."),
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",

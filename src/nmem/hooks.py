@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from nmem.capture import events as ev
 from nmem.capture.claude_code import HOOK_ALIASES, parse
+from nmem.capture.privacy import scrub_value
 from nmem.config import Settings, load_settings
 from nmem.context import render as render_context
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StoreBusy
@@ -72,7 +73,8 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
 
 
 def _spool(settings: Settings, payload: dict[str, Any]) -> Path:
-    """Keep an event the database could not take; written atomically, drained later."""
+    """Keep an event the database could not take; scrubbed, written atomically, drained later."""
+    payload = scrub_value(payload)
     settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"{time.time_ns()}-{os.getpid()}.json"
     tmp = settings.spool_dir / f".{name}.tmp"
@@ -154,11 +156,26 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
             _logger(settings).warning("database busy; spooled %s event", event.hook_event_name)
             return ""
         drain_spool(service, _logger(settings))
-        if event.kind == ev.SESSION_START and outcome.skipped is None:
-            return render_context(service, outcome.project, event.source, event.timestamp)
+        if outcome.skipped == "disabled":
+            return ""
+        if event.kind == ev.SESSION_START:
+            block = render_context(service, outcome.project, event.source, event.timestamp)
+            return _hook_output(settings, event.hook_event_name, block)
+        if event.kind == ev.PROMPT and outcome.memories:
+            note = "; ".join(f"{m.namespace}: {m.summary} ({m.urn})" for m in outcome.memories)
+            return _hook_output(settings, event.hook_event_name, f"nmem remembered {note}")
         return ""
     finally:
         service.close(checkpoint=False)
+
+
+def _hook_output(settings: Settings, event_name: str, text: str) -> str:
+    """Context for Claude Code: plain text, or `hookSpecificOutput` JSON when configured."""
+    if not text:
+        return ""
+    if settings["context.format"] == "json":
+        return json.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}) + "\n"
+    return text + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

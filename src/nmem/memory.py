@@ -11,15 +11,15 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nmem.capture import events as ev
-from nmem.capture.extract import extract
+from nmem.capture.privacy import scrub
 from nmem.capture.project import project_name
-from nmem.capture.summary import signature, summarize
+from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings
-from nmem.errors import InvalidArgument, NotFound, ValidationError
+from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
 from nmem.models import (
     NAMESPACES,
@@ -34,17 +34,12 @@ from nmem.models import (
     project_domain,
 )
 from nmem.search.query import plan
-from nmem.store import NewMemory, NewObservation, SearchFilters, Store, open_store
+from nmem.store import NewMemory, SearchFilters, Store, open_store
 from nmem.timeutil import parse_time
 
 MAX_LIMIT = 100
 MAX_IDS = 50
 SUMMARY_CHARS = 100
-PROMPT_CHARS = 8000
-SESSION_START_TYPES = {
-    "startup": "session_start", "resume": "session_resume",
-    "compact": "session_compact", "clear": "session_clear",
-}
 NAMESPACE_ALIASES = {
     "decision": "decisions", "learning": "learnings", "learned": "learnings",
     "pattern": "patterns", "blocker": "blockers", "gotcha": "gotchas",
@@ -79,19 +74,6 @@ def _as_list(value: object, name: str) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(v.strip() for v in value if v.strip())
     raise InvalidArgument(f"{name} must be a string or a list of strings")
-
-
-@dataclass(frozen=True)
-class RecordOutcome:
-    """What recording one hook event did."""
-
-    session_id: str
-    project: str
-    stored: str | None = None          # observation | prompt | session_end | None
-    observation_id: int | None = None
-    prompt_id: int | None = None
-    memories: list[Memory] = field(default_factory=list)
-    skipped: str | None = None         # disabled | duplicate | ignored | excluded
 
 
 @dataclass(frozen=True)
@@ -137,7 +119,7 @@ class Service:
     # -- capture -----------------------------------------------------------------------
 
     def record_event(self, event: ev.HookEvent) -> RecordOutcome:
-        """Store one hook event: session row on first sight, then prompt or observation."""
+        """Store one hook event: the session row on first sight, then what the event adds."""
         project = self.project_for(event.cwd)
         if not self.settings.project_enabled(project, event.cwd):
             return RecordOutcome(event.session_id, project, skipped="disabled")
@@ -145,70 +127,11 @@ class Service:
             return RecordOutcome(event.session_id, project, skipped="excluded")
         with self.store.transaction():
             session = self.store.ensure_session(event.session_id, project, event.timestamp)
-            project = session.project  # subagent and resumed events keep their session's project
-            return self._record_in_session(event, project)
+            # Subagent and resumed events keep the project their session started in.
+            return Recorder(self.store, self.settings, self.remember).record(event, session.project)
 
     def _tool_excluded(self, tool: str) -> bool:
         return any(fnmatch.fnmatch(tool, p) for p in self.settings["capture.exclude_tools"])
-
-    def _record_in_session(self, event: ev.HookEvent, project: str) -> RecordOutcome:
-        sid = event.session_id
-        if event.kind == ev.PROMPT:
-            text = (event.prompt or "").strip()
-            if not text:
-                return RecordOutcome(sid, project, skipped="ignored")
-            prompt_id = self.store.add_prompt(sid, event.timestamp, "user", text[:PROMPT_CHARS])
-            return RecordOutcome(sid, project, stored="prompt", prompt_id=prompt_id)
-        if event.kind in (ev.TOOL, ev.TOOL_FAILURE):
-            extracted = extract(event)
-            if extracted is None:
-                return RecordOutcome(sid, project, skipped="ignored")
-            if extracted.obs_type in ("file_read", "search"):
-                since = event.timestamp - int(self.settings["capture.dedup_window"])
-                dup = self.store.recent_duplicate(sid, extracted.obs_type, extracted.file_path,
-                                                  extracted.content, since)
-                if dup is not None:
-                    return RecordOutcome(sid, project, skipped="duplicate", observation_id=dup)
-            obs_id = self.store.add_observation(NewObservation(
-                session_id=sid, project=project, timestamp=event.timestamp,
-                obs_type=extracted.obs_type, source_event=event.hook_event_name,
-                content=extracted.content, tool_name=event.tool_name,
-                file_path=extracted.file_path, metadata=extracted.metadata,
-                prompt_id=self.store.latest_prompt_id(sid),
-            ))
-            return RecordOutcome(sid, project, stored="observation", observation_id=obs_id)
-        if event.kind == ev.SESSION_START:
-            obs_type = SESSION_START_TYPES.get(event.source or "startup", "session_start")
-            obs_id = self.store.add_observation(NewObservation(
-                session_id=sid, project=project, timestamp=event.timestamp, obs_type=obs_type,
-                source_event=event.hook_event_name, content=f"{obs_type} ({event.source or 'startup'})",
-                metadata={"source": event.source} if event.source else None,
-            ))
-            return RecordOutcome(sid, project, stored="observation", observation_id=obs_id)
-        if event.kind in (ev.STOP, ev.SUBAGENT_STOP, ev.SESSION_END):
-            agent_prompt: int | None = None
-            message = (event.assistant_message or "").strip()
-            if message:
-                agent_prompt = self.store.add_prompt(sid, event.timestamp, "agent", message[:PROMPT_CHARS])
-            end_obs: int | None = None
-            if event.kind == ev.SESSION_END:
-                end_obs = self.store.add_observation(NewObservation(
-                    session_id=sid, project=project, timestamp=event.timestamp,
-                    obs_type="session_end", source_event=event.hook_event_name,
-                    content=f"session_end ({event.source or 'other'})",
-                    metadata={"reason": event.source} if event.source else None,
-                ))
-            if event.kind != ev.SUBAGENT_STOP:
-                self._close_session(sid, event.timestamp)
-            return RecordOutcome(sid, project, stored="session_end", prompt_id=agent_prompt,
-                                 observation_id=end_obs)
-        return RecordOutcome(sid, project, skipped="ignored")
-
-    def _close_session(self, session_id: str, ended_at: int) -> None:
-        observations = self.store.session_observations(session_id, None, None)
-        prompts = self.store.session_prompts(session_id, None, None)
-        self.store.close_session(session_id, ended_at, signature(observations, prompts),
-                                 summarize(observations, prompts))
 
     # -- curated memories ----------------------------------------------------------------
 
@@ -238,10 +161,12 @@ class Service:
                  relates_to: Iterable[str] | str | None = None, tier: str = "warm",
                  pinned: bool = False) -> Memory:
         """Store a curated memory and return it (its `urn` names it everywhere)."""
-        body = (content or "").strip()
+        body = scrub(content or "").strip()
         if not body:
+            if (content or "").strip():
+                raise ContentBlocked("nothing left to store: the content is entirely private")
             raise ValidationError("content must not be empty")
-        title = (summary or "").strip() or body.splitlines()[0].strip()
+        title = scrub(summary or "").strip() or body.splitlines()[0].strip()
         if summary and len(title) > SUMMARY_CHARS:
             raise ValidationError(f"summary is {len(title)} characters; the limit is {SUMMARY_CHARS}")
         title = preview(title, SUMMARY_CHARS)
@@ -277,11 +202,11 @@ class Service:
         if content is not None:
             if not content.strip():
                 raise ValidationError("content must not be empty")
-            fields["content"] = content.strip()
+            fields["content"] = scrub(content).strip()
         if summary is not None:
             if not summary.strip() or len(summary.strip()) > SUMMARY_CHARS:
                 raise ValidationError(f"summary must be 1-{SUMMARY_CHARS} characters")
-            fields["summary"] = summary.strip()
+            fields["summary"] = scrub(summary).strip()
         if namespace is not None:
             fields["namespace"] = self._namespace(namespace)
         if tags is not None:

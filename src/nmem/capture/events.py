@@ -14,6 +14,7 @@ PRE_COMPACT = "pre_compact"          # PreCompact
 STOP = "stop"                        # Stop
 SUBAGENT_STOP = "subagent_stop"      # SubagentStop
 SESSION_END = "session_end"          # SessionEnd
+REASONING = "reasoning"              # agent thinking read from a transcript (no hook of its own)
 OTHER = "other"                      # anything else: accepted, ignored
 
 

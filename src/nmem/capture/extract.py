@@ -23,6 +23,7 @@ ARGS_CHARS = 300
 _COMMIT_LINE = re.compile(r"\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] (?P<msg>.+)")
 _PUSH_LINE = re.compile(r"(?P<old>[0-9a-f]{7,40})\.\.(?P<new>[0-9a-f]{7,40})\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
 _PUSH_NEW = re.compile(r"\*\s+\[new branch\]\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
+_EXIT_LINE = re.compile(r"\s*(?:Error: )?Exit code (-?\d+)\s*")
 _GIT = re.compile(r"(^|[;&|]\s*|\s)git(\s+-C\s+\S+)?\s+(?P<verb>commit|push)\b")
 
 
@@ -88,6 +89,9 @@ def bash(event: HookEvent) -> Extracted | None:
     failed = event.kind == TOOL_FAILURE or (code is not None and code != 0)
     if failed:
         error = event.error or stderr or stdout
+        if code is None and (found_code := _EXIT_LINE.match(error)):
+            meta["exit_code"] = int(found_code.group(1))
+            error = error[found_code.end():]
         meta["error"] = tail(error)
         content = f"{head(command, COMMAND_CHARS)}\n{tail(error, 400)}" if error else head(command, COMMAND_CHARS)
         return Extracted("command_error", content, None, meta)

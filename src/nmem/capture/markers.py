@@ -1,0 +1,61 @@
+"""Prompt markers that turn part of a user prompt into a curated memory.
+
+`[decision] use WAL mode because readers must not block` → a memory in `decisions`.
+Markers are configurable (`capture.markers`, entries `marker=namespace`); matching is
+case-insensitive, and a prefix marker like `remember:` takes the rest of its line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_MARKERS: tuple[str, ...] = (
+    "[decision]=decisions", "[decided]=decisions", "[learned]=learnings", "[learning]=learnings",
+    "[til]=learnings", "[blocker]=blockers", "[blocked]=blockers", "[progress]=progress",
+    "[gotcha]=gotchas", "[convention]=conventions", "[pattern]=patterns", "[tech-debt]=tech-debt",
+    "remember:=context", "#remember=context",
+)
+
+
+@dataclass(frozen=True)
+class MarkedMemory:
+    namespace: str
+    content: str
+    marker: str
+
+
+def parse_markers(entries: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for entry in entries:
+        marker, sep, namespace = entry.rpartition("=")
+        if sep and marker.strip() and namespace.strip():
+            out.append((marker.strip().lower(), namespace.strip().lower()))
+    # Longest first so `[decided]` is not shadowed by a shorter overlapping marker.
+    return sorted(out, key=lambda m: -len(m[0]))
+
+
+def find_marked(prompt: str, entries: list[str] | tuple[str, ...]) -> list[MarkedMemory]:
+    """Every marker in the prompt, each with the text it marks (its sentence or line)."""
+    found: list[MarkedMemory] = []
+    lowered = prompt.lower()
+    for marker, namespace in parse_markers(entries):
+        start = 0
+        while (at := lowered.find(marker, start)) != -1:
+            start = at + len(marker)
+            if marker.endswith(("]", ":")) or marker.startswith("#"):
+                content = _marked_text(prompt, at, start)
+                if content and not any(m.content == content for m in found):
+                    found.append(MarkedMemory(namespace, content, marker))
+    return found
+
+
+def _marked_text(prompt: str, at: int, end: int) -> str:
+    """The line holding the marker, without the marker; the whole prompt if the line is bare."""
+    line_start = prompt.rfind("\n", 0, at) + 1
+    line_end = prompt.find("\n", end)
+    line_end = len(prompt) if line_end == -1 else line_end
+    text = (prompt[line_start:at] + prompt[end:line_end]).strip(" \t-:")
+    if not text:
+        text = (prompt[:at] + prompt[end:]).strip(" \t-:\n")
+    return re.sub(r"\s+", " ", text).strip()

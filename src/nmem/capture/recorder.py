@@ -1,0 +1,154 @@
+"""Recording one harness-neutral event into the trail, inside the caller's write transaction.
+
+Everything stored passes the privacy filter first (`capture.privacy.scrub`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nmem.capture import events as ev
+from nmem.capture.extract import extract
+from nmem.capture.markers import find_marked
+from nmem.capture.privacy import scrub, scrub_value
+from nmem.capture.summary import signature, summarize
+from nmem.capture.transcript import latest_reasoning
+from nmem.config import Settings
+from nmem.models import Memory
+from nmem.store import NewObservation, Store
+
+PROMPT_CHARS = 8000
+SESSION_START_TYPES = {
+    "startup": "session_start", "resume": "session_resume", "fork": "session_resume",
+    "compact": "session_compact", "clear": "session_clear",
+}
+
+RememberFn = Callable[..., Memory]
+
+
+@dataclass(frozen=True)
+class RecordOutcome:
+    """What recording one hook event did."""
+
+    session_id: str
+    project: str
+    stored: str | None = None          # observation | prompt | session_end | checkpoint | None
+    observation_id: int | None = None
+    prompt_id: int | None = None
+    memories: list[Memory] = field(default_factory=list)
+    skipped: str | None = None         # disabled | duplicate | ignored | excluded
+
+
+class Recorder:
+    def __init__(self, store: Store, settings: Settings, remember: RememberFn) -> None:
+        self.store = store
+        self.settings = settings
+        self.remember = remember
+
+    def record(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        handler = {
+            ev.PROMPT: self._prompt,
+            ev.TOOL: self._tool,
+            ev.TOOL_FAILURE: self._tool,
+            ev.SESSION_START: self._session_start,
+            ev.PRE_COMPACT: self._pre_compact,
+            ev.REASONING: self._reasoning,
+            ev.STOP: self._stop,
+            ev.SUBAGENT_STOP: self._stop,
+            ev.SESSION_END: self._stop,
+        }.get(event.kind)
+        if handler is None:
+            return RecordOutcome(event.session_id, project, skipped="ignored")
+        return handler(event, project)
+
+    def _observation(self, event: ev.HookEvent, project: str, obs_type: str, content: str,
+                     file_path: str | None = None, metadata: dict[str, Any] | None = None,
+                     prompt_id: int | None = None) -> int:
+        meta = scrub_value(metadata) if metadata else None
+        if event.agent_id:
+            meta = {**(meta or {}), "agent_id": event.agent_id}
+        return self.store.add_observation(NewObservation(
+            session_id=event.session_id, project=project, timestamp=event.timestamp, obs_type=obs_type,
+            source_event=event.hook_event_name, content=scrub(content), tool_name=event.tool_name,
+            file_path=file_path, metadata=meta, prompt_id=prompt_id,
+        ))
+
+    def _prompt(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        raw = event.prompt or ""
+        text = scrub(raw).strip()
+        if not text:
+            return RecordOutcome(event.session_id, project, skipped="ignored")
+        prompt_id = self.store.add_prompt(event.session_id, event.timestamp, "user", text[:PROMPT_CHARS])
+        memories = [
+            self.remember(marked.content, namespace=marked.namespace, domain=f"project:{project}",
+                          source=f"session:{event.session_id}", tags=["prompt-marker"])
+            for marked in find_marked(text, self.settings["capture.markers"])
+        ]
+        return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id, memories=memories)
+
+    def _tool(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        extracted = extract(event)
+        if extracted is None:
+            return RecordOutcome(event.session_id, project, skipped="ignored")
+        content = scrub(extracted.content)
+        if extracted.obs_type in ("file_read", "search"):
+            since = event.timestamp - int(self.settings["capture.dedup_window"])
+            dup = self.store.recent_duplicate(event.session_id, extracted.obs_type, extracted.file_path,
+                                              content, since)
+            if dup is not None:
+                return RecordOutcome(event.session_id, project, skipped="duplicate", observation_id=dup)
+        obs_id = self._observation(event, project, extracted.obs_type, content, extracted.file_path,
+                                   extracted.metadata, self.store.latest_prompt_id(event.session_id))
+        return RecordOutcome(event.session_id, project, stored="observation", observation_id=obs_id)
+
+    def _session_start(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        source = event.source or "startup"
+        obs_type = SESSION_START_TYPES.get(source, "session_start")
+        obs_id = self._observation(event, project, obs_type, f"{obs_type} ({source})", metadata={"source": source})
+        return RecordOutcome(event.session_id, project, stored="observation", observation_id=obs_id)
+
+    def _pre_compact(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        if not self.settings["capture.checkpoint_on_compact"]:
+            return RecordOutcome(event.session_id, project, skipped="ignored")
+        observations = self.store.session_observations(event.session_id, None, None)
+        prompts = self.store.session_prompts(event.session_id, None, None)
+        summary = summarize(observations, prompts)
+        if not summary["text"]:
+            return RecordOutcome(event.session_id, project, skipped="ignored")
+        title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
+        memory = self.remember(summary["text"], summary=title[:100], namespace="progress",
+                               domain=f"project:{project}", source=f"session:{event.session_id}",
+                               tags=["checkpoint", f"compact-{event.source or 'auto'}"])
+        return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
+
+    def _agent_prompt(self, event: ev.HookEvent, text: str) -> int | None:
+        clean = scrub(text).strip()
+        if not clean:
+            return None
+        return self.store.add_prompt(event.session_id, event.timestamp, "agent", clean[:PROMPT_CHARS])
+
+    def _reasoning(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        prompt_id = self._agent_prompt(event, event.assistant_message or "")
+        if prompt_id is None:
+            return RecordOutcome(event.session_id, project, skipped="ignored")
+        return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id)
+
+    def _stop(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        sid = event.session_id
+        if event.kind == ev.STOP and self.settings["capture.read_transcript"]:
+            for thought in latest_reasoning(event.transcript_path):
+                self._agent_prompt(event, thought)
+        prompt_id = self._agent_prompt(event, event.assistant_message or "")
+        obs_id = None
+        if event.kind == ev.SESSION_END:
+            reason = event.source or "other"
+            obs_id = self._observation(event, project, "session_end", f"session_end ({reason})",
+                                       metadata={"reason": reason})
+        if event.kind != ev.SUBAGENT_STOP:
+            observations = self.store.session_observations(sid, None, None)
+            prompts = self.store.session_prompts(sid, None, None)
+            self.store.close_session(sid, event.timestamp, signature(observations, prompts),
+                                     summarize(observations, prompts))
+        return RecordOutcome(sid, project, stored="session_end", prompt_id=prompt_id, observation_id=obs_id)
