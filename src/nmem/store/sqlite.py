@@ -698,3 +698,8 @@ class SqliteStore:
                           "GROUP BY 1 ORDER BY 2 DESC"),
             by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC"),
         )
+
+    def integrity(self) -> str:
+        """`ok`, or what SQLite's quick_check found wrong."""
+        rows = self._query("PRAGMA quick_check")
+        return "; ".join(str(r[0]) for r in rows) or "ok"
