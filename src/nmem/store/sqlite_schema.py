@@ -154,7 +154,28 @@ CREATE TRIGGER sessions_au AFTER UPDATE OF summary, project ON sessions BEGIN
 END;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS)
+# Step 5: index a session summary's prose (`$.text`), not its JSON: step 4 indexed the key
+# names too, so "errors", "commands" or "files changed" matched every closed session.
+_SUMMARY_TEXT = ("CASE WHEN json_valid({s}) THEN COALESCE(json_extract({s}, '$.text'), {s}) "
+                 "ELSE COALESCE({s}, '') END")
+_V5_SESSIONS_FTS_TEXT = f"""
+DROP TRIGGER sessions_ai;
+DROP TRIGGER sessions_au;
+DELETE FROM sessions_fts;
+INSERT INTO sessions_fts(rowid, project, summary)
+    SELECT rowid, project, {_SUMMARY_TEXT.format(s="summary")} FROM sessions;
+CREATE TRIGGER sessions_ai AFTER INSERT ON sessions BEGIN
+    INSERT INTO sessions_fts(rowid, project, summary)
+        VALUES (new.rowid, new.project, {_SUMMARY_TEXT.format(s="new.summary")});
+END;
+CREATE TRIGGER sessions_au AFTER UPDATE OF summary, project ON sessions BEGIN
+    UPDATE sessions_fts SET project = new.project, summary = {_SUMMARY_TEXT.format(s="new.summary")}
+     WHERE rowid = old.rowid;
+END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
+                               _V5_SESSIONS_FTS_TEXT)
 LATEST_VERSION = len(MIGRATIONS)
 
 
