@@ -159,7 +159,7 @@ class Service:
                  tags: Iterable[str] | str | None = None, domain: str | None = None,
                  project: str | None = None, source: str | None = None,
                  relates_to: Iterable[str] | str | None = None, tier: str = "warm",
-                 pinned: bool = False) -> Memory:
+                 pinned: bool = False, at: int | None = None) -> Memory:
         """Store a curated memory and return it (its `urn` names it everywhere)."""
         body = scrub(content or "").strip()
         if not body:
@@ -175,7 +175,7 @@ class Service:
         return self.store.insert_memory(NewMemory(
             uid=new_uid(self.clock()), domain=self._domain(domain, project),
             namespace=self._namespace(namespace), summary=title, content=body,
-            timestamp=self.now(), tags=_as_list(tags, "tags"), source=source,
+            timestamp=at if at is not None else self.now(), tags=_as_list(tags, "tags"), source=source,
             relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
         ))
 

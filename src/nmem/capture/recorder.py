@@ -83,7 +83,7 @@ class Recorder:
         prompt_id = self.store.add_prompt(event.session_id, event.timestamp, "user", text[:PROMPT_CHARS])
         memories = [
             self.remember(marked.content, namespace=marked.namespace, domain=f"project:{project}",
-                          source=f"session:{event.session_id}", tags=["prompt-marker"])
+                          source=f"session:{event.session_id}", tags=["prompt-marker"], at=event.timestamp)
             for marked in find_marked(text, self.settings["capture.markers"])
         ]
         return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id, memories=memories)
@@ -120,7 +120,7 @@ class Recorder:
         title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
         memory = self.remember(summary["text"], summary=title[:100], namespace="progress",
                                domain=f"project:{project}", source=f"session:{event.session_id}",
-                               tags=["checkpoint", f"compact-{event.source or 'auto'}"])
+                               tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
 
     def _agent_prompt(self, event: ev.HookEvent, text: str) -> int | None:

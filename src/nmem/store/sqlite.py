@@ -251,7 +251,9 @@ class SqliteStore:
 
     def latest_prompt_id(self, session_id: str) -> int | None:
         rows = self._query(
-            "SELECT id FROM prompts WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)
+            # The user's directive frames what follows; agent reasoning does not replace it.
+            "SELECT id FROM prompts WHERE session_id = ? AND source = 'user' ORDER BY id DESC LIMIT 1",
+            (session_id,)
         )
         return int(rows[0]["id"]) if rows else None
 
