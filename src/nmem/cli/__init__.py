@@ -1,0 +1,40 @@
+"""The `nmem` command line: click commands over `nmem.memory.Service`.
+
+`main(args)` is what `python -m nmem` calls for everything but the hook fast path. It
+never shows a traceback: nmem's errors print `nmem: <message>` and exit with their code,
+usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import click
+
+from nmem.cli import admin, curate, query
+from nmem.cli.app import cli
+from nmem.errors import NmemError
+
+for _command in (*query.COMMANDS, *curate.COMMANDS, *admin.COMMANDS):
+    cli.add_command(_command)
+
+__all__ = ["cli", "main"]
+
+
+def main(args: list[str]) -> int:
+    """Run one command line; returns the exit code instead of exiting."""
+    try:
+        result = cli.main(args=list(args), prog_name="nmem", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:
+        click.echo("nmem: aborted", err=True)
+        return 130
+    except NmemError as exc:  # raised outside a command, e.g. while closing the store
+        click.echo(f"nmem: {exc.message}", err=True)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 1  # the reader went away (`nmem search x --ids | head -1`); nothing left to say
+    except Exception as exc:  # the one edge handler: a bug must still be one readable line
+        click.echo(f"nmem: internal error: {type(exc).__name__}: {exc}", err=True)
+        return 1
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,150 @@
+"""The `nmem` click group: global options, the per-run state, and the one error handler.
+
+Every command parses its arguments, calls `nmem.memory.Service`, and hands the result to
+`emit`. Errors raised as `NmemError` become a one-line `nmem: <message>` on stderr and the
+error type's exit code (subcog's table), whether the CLI runs standalone or under a runner.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import IO, Any, TypeVar
+
+import click
+
+from nmem import __version__
+from nmem.cli.output import FORMATS, Block, render
+from nmem.config import HOME_ENV, Settings, load_settings
+from nmem.errors import ConfigError, InvalidArgument, NmemError
+from nmem.memory import Service
+from nmem.timeutil import parse_age
+
+F = TypeVar("F", bound=Callable[..., Any])
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class CliError(click.ClickException):
+    """An `NmemError` on its way out: one line on stderr, the error's own exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click reads the code off the instance
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"nmem: {self.format_message()}", err=True)
+
+
+class NmemGroup(click.Group):
+    """The root group; turns service errors into `CliError` for every subcommand."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NmemError as exc:
+            raise CliError(exc.message, exc.exit_code) from exc
+
+
+class State:
+    """What one CLI run shares between the group and its command: settings, service, format."""
+
+    def __init__(self, env: dict[str, str] | None, fmt: str | None) -> None:
+        self.env = env
+        self.fmt = fmt
+        self._settings: Settings | None = None
+        self._service: Service | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.env)
+        return self._settings
+
+    def service(self) -> Service:
+        """The service, opened on first use and closed when the run ends."""
+        if self._service is None:
+            self._service = Service.open(self.settings)
+            click.get_current_context().find_root().call_on_close(self.close)
+        return self._service
+
+    def close(self) -> None:
+        if self._service is not None:
+            self._service.close()
+            self._service = None
+
+    def format(self, override: str | None) -> str:
+        """The command's --format, else the group's, else the `cli.format` setting."""
+        fmt = override or self.fmt or str(self.settings["cli.format"])
+        if fmt not in FORMATS:
+            raise ConfigError(f"cli.format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        return fmt
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def format_option(func: F) -> F:
+    """`--format` on each command, so it may follow the arguments (`nmem search x --format json`)."""
+    option = click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default=None,
+        help="Output format. Default: the global --format, else the cli.format setting (text).")
+    return option(func)
+
+
+def emit(state: State, fmt_override: str | None, data: Any, blocks: Callable[[], Sequence[Block]]) -> None:
+    """Print `data` as JSON/YAML, or the blocks as text/markdown."""
+    fmt = state.format(fmt_override)
+    shown = blocks() if fmt in ("text", "markdown") else ()
+    output = render(fmt, data, shown)
+    if output:
+        click.echo(output, nl=False)
+
+
+def note(message: str) -> None:
+    """A line for the person at the terminal, kept out of stdout so pipes stay clean."""
+    click.echo(f"nmem: {message}", err=True)
+
+
+def split_values(values: Iterable[str] | None) -> list[str]:
+    """Repeated options, each of which may also be comma-separated."""
+    out: list[str] = []
+    for value in values or ():
+        out.extend(part.strip() for part in value.split(",") if part.strip())
+    return out
+
+
+def read_stdin() -> str:
+    text = sys.stdin.read()
+    if not text.strip():
+        raise InvalidArgument("--stdin was given but standard input is empty")
+    return text
+
+
+def time_bound(service: Service, value: str | None) -> str | int | None:
+    """A date, an epoch time, or an age such as `7d` (that long before now)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text[-1:].isalpha() and text[:-1].strip().isdigit():
+        return service.now() - parse_age(text, name="time")
+    return text
+
+
+@click.group(cls=NmemGroup, context_settings=CONTEXT_SETTINGS)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Output format of every command (default: the cli.format setting, text).")
+@click.option("--home", type=click.Path(file_okay=False), default=None,
+              help=f"Data directory for this run (default: ${HOME_ENV}, else ~/.nmem).")
+@click.version_option(__version__, "--version", prog_name="nmem")
+@click.pass_context
+def cli(ctx: click.Context, fmt: str | None, home: str | None) -> None:
+    """nmem: local-first memory for AI coding agents.
+
+    Hooks record what agents do (`nmem record`); these commands search it, curate
+    memories worth keeping, and look after the database. Exit codes: 0 ok, 1 error,
+    2 invalid arguments, 3 configuration, 4 storage, 10 not found, 11 validation,
+    12 blocked by the security filter.
+    """
+    env = {**os.environ, HOME_ENV: os.path.abspath(home)} if home else None
+    ctx.obj = State(env, fmt)

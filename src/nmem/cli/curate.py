@@ -1,0 +1,197 @@
+"""Curated memories: remember / capture, recall, update, forget, pin, unpin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from nmem.cli.app import State, emit, format_option, note, pass_state, read_stdin, split_values
+from nmem.cli.output import Block, Body, Fields, Heading, one_line, when
+from nmem.models import TIERS, Memory
+
+F = TypeVar("F", bound=Callable[..., Any])
+DOMAIN_HELP = "Where it belongs: project (the current one), project:<name>, user or org."
+
+
+def memory_options(func: F) -> F:
+    """Options shared by `remember` and `capture`."""
+    for option in reversed((
+        click.option("--domain", default=None, help=DOMAIN_HELP + " Default: project."),
+        click.option("--project", default=None, help="Project for --domain project (default: the current one)."),
+        click.option("--tag", "--tags", "tags", multiple=True, help="Tags (repeat or comma-separate)."),
+        click.option("--relates-to", "relates_to", multiple=True,
+                     help="Ids or URNs of related memories (repeat or comma-separate)."),
+        click.option("--tier", type=click.Choice(TIERS), default="warm", show_default=True),
+        click.option("--pin", is_flag=True, help="Pin it: never aged out, listed first."),
+        click.option("--stdin", "from_stdin", is_flag=True, help="Read the content from standard input."),
+        format_option,
+    )):
+        func = option(func)
+    return func
+
+
+def _saved(state: State, fmt: str | None, verb: str, memory: Memory) -> None:
+    data = {"success": True, **memory.to_dict()}
+    emit(state, fmt, data, lambda: [
+        Body(f"{verb} {memory.namespace}/{memory.id}"),
+        Fields([("summary", memory.summary), ("domain", memory.domain), ("urn", memory.urn)]),
+    ])
+
+
+def _remember(state: State, fmt: str | None, content: str, *, summary: str | None, namespace: str | None,
+              domain: str | None, project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...],
+              tier: str, pin: bool) -> None:
+    memory = state.service().remember(
+        content, summary=summary, namespace=namespace, tags=split_values(tags), domain=domain,
+        project=project, source="cli", relates_to=split_values(relates_to), tier=tier, pinned=pin)
+    _saved(state, fmt, "Remembered", memory)
+
+
+@click.command("remember")
+@click.argument("content", required=False)
+@click.option("--summary", help="One line, at most 100 characters (default: the content's first line).")
+@click.option("--namespace", "-n", help="decisions, learnings, gotchas, patterns, blockers... (default: context).")
+@memory_options
+@pass_state
+def remember(state: State, content: str | None, summary: str | None, namespace: str | None, domain: str | None,
+             project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str, pin: bool,
+             from_stdin: bool, fmt: str | None) -> None:
+    """Keep a piece of knowledge: a decision, a learning, a gotcha.
+
+    CONTENT is markdown; with --stdin (or CONTENT "-") it is read from standard input.
+    Prints the memory's id and URN.
+    """
+    if from_stdin or content == "-":
+        if content not in (None, "-"):
+            raise click.UsageError("give CONTENT or --stdin, not both")
+        content = read_stdin()
+    if content is None:
+        raise click.UsageError("missing CONTENT (or pass --stdin)")
+    _remember(state, fmt, content, summary=summary, namespace=namespace, domain=domain, project=project,
+              tags=tags, relates_to=relates_to, tier=tier, pin=pin)
+
+
+@click.command("capture")
+@click.argument("namespace")
+@click.argument("summary")
+@click.option("--content", help="The memory's body (markdown). Default: the summary itself.")
+@memory_options
+@pass_state
+def capture(state: State, namespace: str, summary: str, content: str | None, domain: str | None,
+            project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str, pin: bool,
+            from_stdin: bool, fmt: str | None) -> None:
+    """Keep a memory given NAMESPACE and SUMMARY (subcog style).
+
+    The body comes from --content or --stdin, else the summary is the body:
+    echo "We need JSONB" | nmem capture decisions "Use PostgreSQL" --stdin
+    """
+    if from_stdin and content is not None:
+        raise click.UsageError("give --content or --stdin, not both")
+    body = read_stdin() if from_stdin else content or summary
+    _remember(state, fmt, body, summary=summary, namespace=namespace, domain=domain, project=project,
+              tags=tags, relates_to=relates_to, tier=tier, pin=pin)
+
+
+def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
+    if not hits:
+        return [Body("No memories found.")]
+    blocks: list[Block] = [Body(f"Found {len(hits)} memor{'y' if len(hits) == 1 else 'ies'}:")]
+    for i, hit in enumerate(hits, 1):
+        blocks.append(Heading(f"[{i}] {hit['namespace']}/{hit['id']}  {one_line(hit['summary'], 100)}", 2))
+        blocks.append(Fields([("domain", hit["domain"]), ("tags", ", ".join(hit["tags"]) or "-"),
+                              ("tier", hit["tier"]), ("updated", when(hit["timestamp"])), ("urn", hit["urn"])]))
+    return blocks
+
+
+@click.command("recall")
+@click.argument("query", required=False)
+@click.option("--namespace", "-n", help="Only this namespace.")
+@click.option("--tag", "--tags", "tags", multiple=True, help="Only memories with these tags (all of them).")
+@click.option("--domain", default="all", show_default=True, help="all, project, project:<name>, user or org.")
+@click.option("--project", help="Project whose memories to include (with user and org ones).")
+@click.option("--limit", type=int, default=10, show_default=True, help="Max results, clamped to 1-100.")
+@click.option("--include-archived", is_flag=True, help="Also search archived memories.")
+@format_option
+@pass_state
+def recall(state: State, query: str | None, namespace: str | None, tags: tuple[str, ...], domain: str,
+           project: str | None, limit: int, include_archived: bool, fmt: str | None) -> None:
+    """Search curated memories; without QUERY, the newest first."""
+    hits = state.service().recall(query, namespace=namespace, tags=split_values(tags) or None, domain=domain,
+                                  project=project, limit=limit, include_archived=include_archived)
+    results = [hit.to_dict() for hit in hits]
+    emit(state, fmt, {"query": query, "count": len(results), "results": results}, lambda: recall_blocks(results))
+    note(f'{len(results)} memories for "{query}"' if query else f"{len(results)} memories")
+
+
+@click.command("update")
+@click.argument("ref", metavar="ID|URN")
+@click.option("--content", help="New body (markdown).")
+@click.option("--stdin", "from_stdin", is_flag=True, help="Read the new body from standard input.")
+@click.option("--summary", help="New one-line summary (at most 100 characters).")
+@click.option("--namespace", "-n", help="Move it to another namespace.")
+@click.option("--tags", "--tag", "tags", multiple=True, help="Replace the tags (repeat or comma-separate; '' clears).")
+@click.option("--relates-to", "relates_to", multiple=True, help="Replace the related ids or URNs.")
+@click.option("--tier", type=click.Choice(TIERS), help="Move it to another tier.")
+@format_option
+@pass_state
+def update(state: State, ref: str, content: str | None, from_stdin: bool, summary: str | None,
+           namespace: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str | None,
+           fmt: str | None) -> None:
+    """Change a memory's content, summary, namespace, tags or tier."""
+    if from_stdin:
+        if content is not None:
+            raise click.UsageError("give --content or --stdin, not both")
+        content = read_stdin()
+    memory = state.service().update(
+        ref, content=content, summary=summary, namespace=namespace,
+        tags=split_values(tags) if tags else None, tier=tier,
+        relates_to=split_values(relates_to) if relates_to else None)
+    _saved(state, fmt, "Updated", memory)
+
+
+@click.command("forget")
+@click.argument("ref", metavar="ID|URN")
+@format_option
+@pass_state
+def forget(state: State, ref: str, fmt: str | None) -> None:
+    """Delete a memory, keeping a tombstone.
+
+    Its text is erased; the tombstone lets the delete reach other copies when they sync.
+    """
+    memory = state.service().forget(ref)
+    data = {"success": True, "forgotten": True, "id": memory.id, "urn": memory.urn}
+    emit(state, fmt, data, lambda: [Body(f"Forgot {memory.urn}")])
+
+
+def _pin(state: State, ref: str, pinned: bool, fmt: str | None) -> None:
+    data = state.service().pin(ref, pinned)
+    what = f"observation {data['id']}" if data["kind"] == "observation" else f"memory {data['urn']}"
+    emit(state, fmt, {"success": True, **data},
+         lambda: [Body(f"{'Pinned' if pinned else 'Unpinned'} {what}")])
+
+
+@click.command("pin")
+@click.argument("ref", metavar="ID|URN")
+@format_option
+@pass_state
+def pin(state: State, ref: str, fmt: str | None) -> None:
+    """Pin an observation or a memory so purges keep it.
+
+    A numeric ID is an observation; anything else a memory id or URN. Pinned memories
+    are listed first.
+    """
+    _pin(state, ref, True, fmt)
+
+
+@click.command("unpin")
+@click.argument("ref", metavar="ID|URN")
+@format_option
+@pass_state
+def unpin(state: State, ref: str, fmt: str | None) -> None:
+    """Remove a pin set with `nmem pin`."""
+    _pin(state, ref, False, fmt)
+
+
+COMMANDS: tuple[click.Command, ...] = (remember, capture, recall, update, forget, pin, unpin)

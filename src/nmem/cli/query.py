@@ -1,0 +1,312 @@
+"""Read commands: search, get, timeline, trace, file-history, context, status."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import click
+
+from nmem.cli.app import State, emit, format_option, note, pass_state, split_values, time_bound
+from nmem.cli.output import Bars, Block, Body, Fields, Heading, Table, human_size, one_line, record_fields, when
+from nmem.context import render as render_context
+from nmem.errors import NotFound
+from nmem.memory import SearchResult
+from nmem.models import ORDERS, SCOPES
+
+_OBS_URN = re.compile(r"^nmem://[^/]+/observations/(\d+)$")
+
+
+# -- search -------------------------------------------------------------------------------
+
+def _hit_type(hit: dict[str, Any]) -> str:
+    kind = hit.get("kind")
+    if kind == "observation":
+        return str(hit.get("obs_type", ""))
+    if kind == "memory":
+        return f"memory:{hit.get('namespace', '')}"
+    if kind == "prompt":
+        return f"prompt:{hit.get('source', '')}"
+    return str(kind)
+
+
+def _hit_row(hit: dict[str, Any]) -> list[str]:
+    where = hit.get("project") or hit.get("domain") or ""
+    text = hit.get("summary") or hit.get("content_preview") or hit.get("content") or ""
+    return [str(hit["id"]), when(hit.get("timestamp") or hit.get("updated_at") or hit.get("started_at")),
+            _hit_type(hit), str(where), one_line(text)]
+
+
+def search_blocks(result: SearchResult, full: bool) -> list[Block]:
+    hits = result.to_list(full=full)
+    if not hits:
+        return [Body("No results.")]
+    if not full:
+        return [Table(("id", "when", "type", "project", "preview"), [_hit_row(h) for h in hits])]
+    blocks: list[Block] = []
+    for hit in hits:
+        blocks.append(Heading(f"{_hit_type(hit)} {hit['id']}", 2))
+        blocks.append(record_fields(hit, skip=("content",)))
+        if hit.get("content"):
+            blocks.append(Body(str(hit["content"])))
+    return blocks
+
+
+def _count_line(count: int, query: str | None) -> str:
+    return f'{count} results for "{query}"' if query else f"{count} results"
+
+
+@click.command("search")
+@click.argument("query", required=False)
+@click.option("--project", help="Only this project ('.' = the current one). Default: every project.")
+@click.option("--type", "types", multiple=True, help="Observation type, e.g. command_error (repeat or comma-separate).")
+@click.option("--scope", type=click.Choice(SCOPES), default="observations", show_default=True,
+              help="What to search.")
+@click.option("--namespace", "namespaces", multiple=True, help="Memory namespace (memories scope).")
+@click.option("--tag", "tags", multiple=True, help="Memory tag (memories scope; repeat or comma-separate).")
+@click.option("--file", "files", multiple=True, help="File path, or a suffix of it (repeat or comma-separate).")
+@click.option("--session", help="Only this session id.")
+@click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
+@click.option("--until", help="Not after: same forms as --since.")
+@click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
+@click.option("--limit", type=int, default=None, help="Max results, clamped to 1-100 (default: search.default_limit).")
+@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many results (paging).")
+@click.option("--full", is_flag=True, help="Whole records instead of 120-character previews.")
+@click.option("--ids", is_flag=True, help="Print only ids, one per line (for pipes and xargs).")
+@format_option
+@pass_state
+def search(state: State, query: str | None, project: str | None, types: tuple[str, ...], scope: str,
+           namespaces: tuple[str, ...], tags: tuple[str, ...], files: tuple[str, ...], session: str | None,
+           since: str | None, until: str | None, order: str, limit: int | None, offset: int,
+           full: bool, ids: bool, fmt: str | None) -> None:
+    """Full-text search over what was recorded and remembered.
+
+    QUERY is FTS5 syntax (AND/OR/NOT, "phrase", prefix*) or plain words, which are
+    rewritten so a question finds what shares its words. Without QUERY, rows matching
+    the filters are listed newest first. A count line goes to stderr in every mode:
+    nmem search "stale" --ids | xargs -I{} nmem purge --id {} --confirm
+    """
+    service = state.service()
+    if project == ".":
+        project = service.project_for()
+    result = service.search(
+        query, scope=scope, project=project, obs_type=split_values(types) or None,
+        namespace=split_values(namespaces) or None, tags=split_values(tags) or None,
+        files=split_values(files) or None, session_id=session,
+        date_start=time_bound(service, since), date_end=time_bound(service, until),
+        order_by=order, limit=limit, offset=offset,
+    )
+    if ids:
+        for hit in result.hits:
+            click.echo(str(hit.record.id))
+    else:
+        emit(state, fmt, result.to_list(full=full), lambda: search_blocks(result, full))
+    note(_count_line(len(result.hits), query))
+
+
+# -- get ----------------------------------------------------------------------------------
+
+def _record_blocks(records: list[dict[str, Any]]) -> list[Block]:
+    blocks: list[Block] = []
+    for rec in records:
+        blocks.append(Heading(str(rec.get("urn", rec.get("id"))), 2))
+        blocks.append(record_fields(rec, skip=("content", "urn")))
+        if rec.get("content"):
+            blocks.append(Body(str(rec["content"])))
+    return blocks
+
+
+@click.command("get")
+@click.argument("refs", metavar="ID...", nargs=-1, required=True)
+@format_option
+@pass_state
+def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
+    """Full records by observation or memory id or URN.
+
+    ID is an observation id (42) or URN, or a memory id or URN. Records come back in
+    the order asked. Ids that no longer exist are named on stderr; if none of them
+    exists the exit code is 10.
+    """
+    service = state.service()
+    obs_ids = {}
+    for ref in refs:
+        match = _OBS_URN.match(ref)
+        if ref.isdigit() or match:
+            obs_ids[ref] = int(match.group(1) if match else ref)
+    found_obs = {o.id: o for o in service.get_observations(list(obs_ids.values()))} if obs_ids else {}
+    records: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for ref in refs:
+        if ref in obs_ids:
+            obs = found_obs.get(obs_ids[ref])
+            if obs is None:
+                missing.append(ref)
+            else:
+                records.append(obs.to_dict())
+            continue
+        try:
+            records.append(service.get_memory(ref).to_dict())
+        except NotFound:
+            missing.append(ref)
+    if not records:
+        raise NotFound(f"not found: {', '.join(missing)}")
+    emit(state, fmt, records, lambda: _record_blocks(records))
+    if missing:
+        note(f"not found: {', '.join(missing)}")
+
+
+# -- timeline, trace, file-history ----------------------------------------------------------
+
+def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
+    def text(o: dict[str, Any]) -> str:
+        return str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
+    return Table(("", "id", "when", "type", "content"),
+                 [["→" if o["id"] == anchor else "", str(o["id"]), when(o["timestamp"]), o["obs_type"],
+                   one_line(text(o))] for o in rows])
+
+
+@click.command("timeline")
+@click.argument("anchor", type=int, required=False)
+@click.option("--query", "-q", help="Anchor on the best match of this search instead of an id.")
+@click.option("--before", type=int, default=5, show_default=True, help="Observations before the anchor.")
+@click.option("--after", type=int, default=5, show_default=True, help="Observations after the anchor.")
+@click.option("--project", help="Project to search in with --query (default: every project).")
+@format_option
+@pass_state
+def timeline(state: State, anchor: int | None, query: str | None, before: int, after: int,
+             project: str | None, fmt: str | None) -> None:
+    """What happened around one observation, within its session."""
+    data = state.service().timeline(anchor, query=query, before=before, after=after, project=project)
+
+    def blocks() -> list[Block]:
+        center = data["anchor"]
+        rows = [*data["before"], center, *data["after"]]
+        return [Heading(f"Timeline around #{center['id']} (session {center['session_id']}, {center['project']})"),
+                _obs_table(rows, anchor=center["id"])]
+    emit(state, fmt, data, blocks)
+
+
+@click.command("trace")
+@click.argument("session_id")
+@click.option("--before", help="Only what happened before this time (date, ISO time or epoch seconds).")
+@click.option("--after", help="Only what happened after this time.")
+@format_option
+@pass_state
+def trace(state: State, session_id: str, before: str | None, after: str | None, fmt: str | None) -> None:
+    """A session's prompts, each with what it led to.
+
+    Prompts come in order, each with the observations recorded after it.
+    """
+    service = state.service()
+    data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after))
+
+    def blocks() -> list[Block]:
+        summary = data.get("summary")
+        intent = summary.get("intent") if isinstance(summary, dict) else summary
+        out: list[Block] = [
+            Heading(f"Session {data['session_id']}"),
+            Fields([("project", data["project"]), ("started", when(data["started_at"])),
+                    ("ended", when(data["ended_at"]) or "(open)"), ("intent", one_line(intent or "-")),
+                    ("urn", data["urn"])]),
+        ]
+        for prompt in data["prompts"]:
+            count = prompt["observation_count"]
+            out.append(Heading(f"{when(prompt['timestamp'])}  {prompt['source']}: "
+                               f"{one_line(prompt['content'], 100)}  ({count} action{'' if count == 1 else 's'})", 2))
+            if prompt["observations"]:
+                out.append(_obs_table(prompt["observations"]))
+        if not data["prompts"]:
+            out.append(Body("No prompts or observations in this window."))
+        return out
+    emit(state, fmt, data, blocks)
+
+
+@click.command("file-history")
+@click.argument("path")
+@click.option("--before", help="Only touches before this time (date, ISO time or epoch seconds).")
+@click.option("--after", help="Only touches after this time.")
+@click.option("--limit", type=int, default=10, show_default=True, help="Max touches, clamped to 1-50.")
+@format_option
+@pass_state
+def file_history(state: State, path: str, before: str | None, after: str | None, limit: int,
+                 fmt: str | None) -> None:
+    """Every session that touched a file, newest first.
+
+    Each touch comes with the user prompt (the intent) behind it. A relative PATH is taken
+    from the current directory.
+    """
+    service = state.service()
+    data = service.file_history(path, before=time_bound(service, before), after=time_bound(service, after),
+                                limit=limit, cwd=os.getcwd())
+
+    def blocks() -> list[Block]:
+        out: list[Block] = [Heading(f"History of {data['file_path']}")]
+        if not data["sessions"]:
+            out.append(Body("No session touched this file."))
+        for sess in data["sessions"]:
+            intent = f" — {sess['summary_intent']}" if sess.get("summary_intent") else ""
+            out.append(Heading(f"Session {sess['session_id']} ({sess['project']}, "
+                               f"{when(sess['started_at'])}){intent}", 2))
+            out.append(Table(("id", "when", "type", "content", "prompt"),
+                             [[str(t["observation_id"]), when(t["timestamp"]), t["obs_type"],
+                               one_line(t["content_preview"], 60), one_line(t["prompt_content"] or "", 60)]
+                              for t in sess["touches"]]))
+        return out
+    emit(state, fmt, data, blocks)
+
+
+# -- context and status ---------------------------------------------------------------------
+
+@click.command("context")
+@click.option("--project", help="Project to recall (default: the current directory's project).")
+@click.option("--recovery", is_flag=True, help="The larger block injected after a compact or clear.")
+@format_option
+@pass_state
+def context(state: State, project: str | None, recovery: bool, fmt: str | None) -> None:
+    """Print the SessionStart context block for a project.
+
+    The same block `nmem record` prints on SessionStart: recent intents, memories and
+    observations of the project, then other projects.
+    """
+    service = state.service()
+    name = project or service.project_for(os.getcwd())
+    block = render_context(service, name, "compact" if recovery else None, service.now())
+    data = {"project": name, "mode": "recovery" if recovery else "normal", "context": block}
+    if not block:
+        note(f"nothing recorded yet for project {name!r}")
+    emit(state, fmt, data, lambda: [Body(block)] if block else [])
+
+
+def status_blocks(data: dict[str, Any]) -> list[Block]:
+    return [
+        Heading("nmem status"),
+        Fields([
+            ("database", str(data["database"])),
+            ("schema", f"v{data['schema_version']}"),
+            ("size", human_size(int(data["size_bytes"]))),
+            ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
+            ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
+                      f"{data['observations']} observations"),
+            ("memories", str(data["memories"])),
+        ]),
+        Bars("By type", list(data["by_obs_type"].items())),
+        Bars("By namespace", list(data["by_namespace"].items())),
+        Bars("By tier", list(data["by_tier"].items())),
+        Bars("Sessions by project", list(data["by_project"].items())),
+    ]
+
+
+@click.command("status")
+@format_option
+@pass_state
+def status(state: State, fmt: str | None) -> None:
+    """Counts, database size and schema version.
+
+    Observations by type, memories by namespace and tier, sessions by project.
+    """
+    data = state.service().status()
+    emit(state, fmt, data, lambda: status_blocks(data))
+
+
+COMMANDS: tuple[click.Command, ...] = (search, get, timeline, trace, file_history, context, status)
