@@ -35,7 +35,10 @@ def purge(state: State, ids: tuple[int, ...], types: tuple[str, ...], older_than
     """Delete observations by id, or by type and/or age. Pinned rows are kept.
 
     Without --confirm nothing is deleted and the exit code is 2. The count deleted goes
-    to stderr: nmem search "stale" --ids | xargs -I{} nmem purge --id {} --confirm
+    to stderr.
+
+    \b
+        nmem search "stale" --ids | xargs -I{} nmem purge --id {} --confirm
     """
     if not confirm:
         raise InvalidArgument("purge deletes data and cannot be undone: add --confirm to proceed (nothing deleted)")

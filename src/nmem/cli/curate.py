@@ -84,8 +84,10 @@ def capture(state: State, namespace: str, summary: str, content: str | None, dom
             from_stdin: bool, fmt: str | None) -> None:
     """Keep a memory given NAMESPACE and SUMMARY (subcog style).
 
-    The body comes from --content or --stdin, else the summary is the body:
-    echo "We need JSONB" | nmem capture decisions "Use PostgreSQL" --stdin
+    The body comes from --content or --stdin, else the summary is the body.
+
+    \b
+        echo "We need JSONB" | nmem capture decisions "Use PostgreSQL" --stdin
     """
     if from_stdin and content is not None:
         raise click.UsageError("give --content or --stdin, not both")

@@ -73,7 +73,8 @@ def _count_line(count: int, query: str | None) -> str:
 @click.option("--limit", type=int, default=None, help="Max results, clamped to 1-100 (default: search.default_limit).")
 @click.option("--offset", type=int, default=0, show_default=True, help="Skip this many results (paging).")
 @click.option("--full", is_flag=True, help="Whole records instead of 120-character previews.")
-@click.option("--ids", is_flag=True, help="Print only ids, one per line (for pipes and xargs).")
+@click.option("--ids", is_flag=True,
+              help="Print only ids, one per line, for pipes (prompts and sessions: their URNs).")
 @format_option
 @pass_state
 def search(state: State, query: str | None, project: str | None, types: tuple[str, ...], scope: str,
@@ -84,8 +85,11 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
 
     QUERY is FTS5 syntax (AND/OR/NOT, "phrase", prefix*) or plain words, which are
     rewritten so a question finds what shares its words. Without QUERY, rows matching
-    the filters are listed newest first. A count line goes to stderr in every mode:
-    nmem search "stale" --ids | xargs -I{} nmem purge --id {} --confirm
+    the filters are listed newest first. `--format json` prints a JSON array of index
+    entries (all fields with --full). A count line goes to stderr in every mode.
+
+    \b
+        nmem search "stale" --ids | xargs -I{} nmem purge --id {} --confirm
     """
     service = state.service()
     if project == ".":
@@ -98,8 +102,9 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
         order_by=order, limit=limit, offset=offset,
     )
     if ids:
+        # Prompt and session ids would collide with observation ids in `get`/`purge`: name them by URN.
         for hit in result.hits:
-            click.echo(str(hit.record.id))
+            click.echo(str(hit.record.id) if hit.kind in ("observation", "memory") else hit.record.urn)
     else:
         emit(state, fmt, result.to_list(full=full), lambda: search_blocks(result, full))
     note(_count_line(len(result.hits), query))
@@ -161,9 +166,11 @@ def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
 def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
     def text(o: dict[str, Any]) -> str:
         return str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
-    return Table(("", "id", "when", "type", "content"),
-                 [["→" if o["id"] == anchor else "", str(o["id"]), when(o["timestamp"]), o["obs_type"],
-                   one_line(text(o))] for o in rows])
+    table = [[str(o["id"]), when(o["timestamp"]), o["obs_type"], one_line(text(o))] for o in rows]
+    if anchor is None:
+        return Table(("id", "when", "type", "content"), table)
+    marks = ["→" if o["id"] == anchor else "" for o in rows]
+    return Table(("", "id", "when", "type", "content"), [[mark, *row] for mark, row in zip(marks, table, strict=True)])
 
 
 @click.command("timeline")
