@@ -316,8 +316,12 @@ class SqliteStore:
         return cur.rowcount
 
     def _reclaim(self) -> None:
+        if self._depth:
+            return  # executescript() would commit the caller's open transaction
         with suppress(sqlite3.Error):  # space is reclaimed on a later purge; never fail a delete for it
-            self._writer().execute("PRAGMA incremental_vacuum(1000)").fetchall()
+            # incremental_vacuum frees one page per step and its rows have no columns, so
+            # execute() stops after the first page; executescript() steps it to the end.
+            self._writer().executescript("PRAGMA incremental_vacuum(1000);")
 
     # -- curated memories --------------------------------------------------------------------
 
