@@ -42,7 +42,7 @@ def test_search_json_is_the_adr_array_of_index_entries(history: History) -> None
     assert isinstance(hits, list)
     assert {h["id"] for h in hits} == {history.test_cmd, history.failure}
     for hit in hits:
-        assert ADR_INDEX_KEYS <= set(hit)
+        assert set(hit) >= ADR_INDEX_KEYS
         assert "content" not in hit and "metadata" not in hit
         assert len(hit["content_preview"]) <= 120
         assert hit["urn"] == f"nmem://project:demo/observations/{hit['id']}"
@@ -53,7 +53,7 @@ def test_search_full_includes_every_observation_field(history: History) -> None:
     hits = as_json("search", "login", "--full")
     assert len(hits) == 1
     hit = hits[0]
-    assert ADR_FULL_KEYS <= set(hit)
+    assert set(hit) >= ADR_FULL_KEYS
     assert hit["obs_type"] == "command_error"
     assert hit["tool_name"] == "Bash"
     assert hit["metadata"]["exit_code"] == 1
@@ -172,7 +172,7 @@ def test_get_returns_full_records_in_the_order_asked(history: History, service: 
     records = as_json("get", str(history.edit), f"nmem://project:demo/observations/{history.failure}", memory.urn)
     assert [r["id"] for r in records] == [history.edit, history.failure, memory.id]
     assert records[0]["file_path"] == AUTH_FILE
-    assert ADR_FULL_KEYS <= set(records[0])
+    assert set(records[0]) >= ADR_FULL_KEYS
     assert records[2]["content"] == "Prefer WAL"
 
 

@@ -114,7 +114,8 @@ def stale(docs_dir: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nmem.docs", description="Generate docs/cli.md and docs/configuration.md from the code.")
+    parser = argparse.ArgumentParser(prog="python -m nmem.docs",
+                                     description="Generate docs/cli.md and docs/configuration.md from the code.")
     parser.add_argument("--check", action="store_true", help="report stale docs instead of writing them")
     parser.add_argument("--docs-dir", type=Path, default=DOCS_DIR, help=f"default: {DOCS_DIR}")
     args = parser.parse_args(argv)

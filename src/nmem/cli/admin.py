@@ -74,9 +74,7 @@ def _source(settings: Settings, name: str) -> str:
     env = SETTINGS_BY_NAME[name].env
     if origin == "env":
         return f"env ${env}"
-    if origin == "file":
-        return f"file {settings.config_file}"
-    return "default"
+    return origin  # "file" (the config file named above the table) or "default"
 
 
 @click.group("config")
