@@ -709,3 +709,19 @@ class SqliteStore:
         """`ok`, or what SQLite's quick_check found wrong."""
         rows = self._query("PRAGMA quick_check")
         return "; ".join(str(r[0]) for r in rows) or "ok"
+
+    # -- change detection (MCP subscriptions) ------------------------------------------------
+
+    def change_token(self) -> int:
+        """Changes whenever any connection (another process included) commits to the database."""
+        return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
+
+    def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]:
+        """uid → (domain, namespace, updated_at, deleted_at) for every memory, tombstones included."""
+        rows = self._query("SELECT uid, domain, namespace, updated_at, deleted_at FROM memories")
+        return {r["uid"]: (r["domain"], r["namespace"], r["updated_at"], r["deleted_at"]) for r in rows}
+
+    def observations_after(self, obs_id: int) -> list[tuple[int, str, str]]:
+        """(id, project, session_id) of observations newer than `obs_id`."""
+        rows = self._query("SELECT id, project, session_id FROM observations WHERE id > ? ORDER BY id", (obs_id,))
+        return [(int(r["id"]), str(r["project"]), str(r["session_id"])) for r in rows]
