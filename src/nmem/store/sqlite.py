@@ -72,7 +72,11 @@ class SqliteStore:
                 raise StorageError(f"database does not exist: {self.path}")
         else:
             self._prepare_files()
-            self._migrate(self._writer())
+            try:
+                self._migrate(self._writer())
+            except BaseException:
+                self.close(checkpoint=False)  # a refused open must not leak its connection
+                raise
 
     # -- connections -------------------------------------------------------------------
 
