@@ -32,8 +32,8 @@ def main(args: list[str]) -> int:
     except NmemError as exc:  # raised outside a command, e.g. while closing the store
         click.echo(f"nmem: {exc.message}", err=True)
         return exc.exit_code
-    except BrokenPipeError:
-        return 1  # the reader went away (`nmem search x --ids | head -1`); nothing left to say
+    except SystemExit as exc:  # click exits by itself when the reader of stdout goes away (EPIPE)
+        return exc.code if isinstance(exc.code, int) else 1
     except Exception as exc:  # the one edge handler: a bug must still be one readable line
         click.echo(f"nmem: internal error: {type(exc).__name__}: {exc}", err=True)
         return 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any
 
@@ -10,14 +9,11 @@ import click
 
 from nmem import hooks
 from nmem.cli.app import State, emit, format_option, note, pass_state
-from nmem.cli.output import Block, Body, Fields, Heading, Table, one_line, scalar
+from nmem.cli.output import Block, Body, Fields, Heading, Table, mask_secrets, one_line, scalar
 from nmem.config import SETTINGS, SETTINGS_BY_NAME, Settings, write_setting
 from nmem.errors import ConfigError, InvalidArgument
 from nmem.models import OBS_TYPES
 from nmem.timeutil import parse_age
-
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
-
 
 # -- purge --------------------------------------------------------------------------------
 
@@ -55,13 +51,6 @@ def purge(state: State, ids: tuple[int, ...], types: tuple[str, ...], older_than
 
 # -- config -------------------------------------------------------------------------------
 
-def shown_value(value: Any) -> Any:
-    """Settings as displayed: passwords in store URLs masked."""
-    if isinstance(value, str):
-        return _URL_PASSWORD.sub(r"\1***@", value)
-    return value
-
-
 def setting_text(value: Any) -> str:
     """A setting's value as typed in the TOML file, without quotes: true, 20, a, b."""
     if isinstance(value, bool):
@@ -91,7 +80,7 @@ def config() -> None:
 def config_show(state: State, fmt: str | None) -> None:
     """Every setting's effective value and where it came from."""
     settings = state.settings
-    rows = [{"name": s.name, "value": shown_value(settings[s.name]), "source": settings.sources[s.name],
+    rows = [{"name": s.name, "value": mask_secrets(settings[s.name]), "source": settings.sources[s.name],
              "env": s.env} for s in SETTINGS]
     data = {"config_file": str(settings.config_file), "home": str(settings.home), "settings": rows,
             "projects": settings.projects}
@@ -126,7 +115,7 @@ def _setting(name: str) -> None:
 def config_get(state: State, name: str, fmt: str | None) -> None:
     """Print one setting's effective value."""
     _setting(name)
-    value = shown_value(state.settings[name])
+    value = mask_secrets(state.settings[name])
     data = {"name": name, "value": value, "source": state.settings.sources[name]}
     emit(state, fmt, data, lambda: [Body(setting_text(value))])
 
@@ -141,8 +130,8 @@ def config_set(state: State, name: str, value: str, fmt: str | None) -> None:
     _setting(name)
     settings = state.settings
     stored = write_setting(settings, name, value)
-    data = {"name": name, "value": shown_value(stored), "config_file": str(settings.config_file)}
-    emit(state, fmt, data, lambda: [Body(f"{name} = {setting_text(shown_value(stored))}  ({settings.config_file})")])
+    data = {"name": name, "value": mask_secrets(stored), "config_file": str(settings.config_file)}
+    emit(state, fmt, data, lambda: [Body(f"{name} = {setting_text(mask_secrets(stored))}  ({settings.config_file})")])
     env = SETTINGS_BY_NAME[name].env
     if settings.sources[name] == "env":
         note(f"${env} is set and overrides the file while it stays set")
@@ -155,7 +144,7 @@ def config_path(state: State, fmt: str | None) -> None:
     """Print the config file's path (it may not exist yet)."""
     settings = state.settings
     data = {"config_file": str(settings.config_file), "home": str(settings.home),
-            "database": shown_value(settings.store_url)}
+            "database": mask_secrets(settings.store_url)}
     emit(state, fmt, data, lambda: [Body(str(settings.config_file))])
 
 

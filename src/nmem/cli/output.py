@@ -8,6 +8,7 @@ the stable, documented shape; text and markdown are for reading and may change.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,7 @@ import yaml
 FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown")
 CELL_CHARS = 80
 BAR_WIDTH = 24
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,13 @@ def human_size(size: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{size} B"  # unreachable: the loop returns on GB
+
+
+def mask_secrets(value: Any) -> Any:
+    """Passwords in URLs (`postgresql://user:secret@host`) shown as `***`; other values as they are."""
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(r"\1***@", value)
+    return value
 
 
 def record_fields(record: dict[str, Any], skip: Sequence[str] = ()) -> Fields:

@@ -9,7 +9,19 @@ from typing import Any
 import click
 
 from nmem.cli.app import State, emit, format_option, note, pass_state, split_values, time_bound
-from nmem.cli.output import Bars, Block, Body, Fields, Heading, Table, human_size, one_line, record_fields, when
+from nmem.cli.output import (
+    Bars,
+    Block,
+    Body,
+    Fields,
+    Heading,
+    Table,
+    human_size,
+    mask_secrets,
+    one_line,
+    record_fields,
+    when,
+)
 from nmem.context import render as render_context
 from nmem.errors import NotFound
 from nmem.memory import SearchResult
@@ -313,6 +325,7 @@ def status(state: State, fmt: str | None) -> None:
     Observations by type, memories by namespace and tier, sessions by project.
     """
     data = state.service().status()
+    data["database"] = mask_secrets(data["database"])
     emit(state, fmt, data, lambda: status_blocks(data))
 
 
