@@ -31,7 +31,6 @@ WRITER = textwrap.dedent("""
     from pathlib import Path
     from nmem.capture.claude_code import parse
     from nmem.config import load_settings
-from nmem.errors import StoreBusy
     from nmem.memory import Service
 
     worker, events, every, go = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
@@ -56,7 +55,6 @@ READER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from nmem.config import load_settings
-from nmem.errors import StoreBusy
     from nmem.memory import Service
 
     go, stop = Path(sys.argv[1]), Path(sys.argv[2])
