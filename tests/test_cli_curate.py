@@ -126,9 +126,6 @@ def test_recall_json_and_filters(memories: dict[str, str]) -> None:
     assert ids("nothingsimilar") == set()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="service bug: Service.recall sends the raw text to FTS5 MATCH instead of "
-                          "planning it like Service.search, so '?' or '-' in a question is a syntax error")
 def test_recall_takes_plain_questions(memories: dict[str, str]) -> None:
     data = as_json("recall", "what did we decide about write-ahead WAL?")
     assert [r["id"] for r in data["results"]] == [memories["wal"]]

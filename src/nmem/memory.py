@@ -243,8 +243,7 @@ class Service:
             namespaces=(self._namespace(namespace),) if namespace else (),
             domains=domains, tags=_as_list(tags, "tags"), include_archived=include_archived,
         )
-        hits = self._run_search("memories", query, filters, "relevance",
-                                clamp(limit, 1, MAX_LIMIT, 10), 0)
+        hits = self._search("memories", query, filters, "relevance", clamp(limit, 1, MAX_LIMIT, 10), 0).hits
         self.store.touch_memories([str(h.record.id) for h in hits], self.now())
         return hits
 

@@ -725,6 +725,9 @@ class SqliteStore:
         rows = self._query("SELECT uid, domain, namespace, updated_at, deleted_at FROM memories")
         return {r["uid"]: (r["domain"], r["namespace"], r["updated_at"], r["deleted_at"]) for r in rows}
 
+    def max_observation_id(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM observations")[0][0])
+
     def observations_after(self, obs_id: int) -> list[tuple[int, str, str]]:
         """(id, project, session_id) of observations newer than `obs_id`."""
         rows = self._query("SELECT id, project, session_id FROM observations WHERE id > ? ORDER BY id", (obs_id,))

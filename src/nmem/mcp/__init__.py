@@ -1,0 +1,1 @@
+"""nmem's MCP server (official `mcp` SDK): tools, resources, prompts and subscriptions."""

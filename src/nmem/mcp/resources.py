@@ -1,0 +1,128 @@
+"""`nmem://` resources: what each URN names, and how to list and read them (no SDK here).
+
+  nmem://{domain}/{namespace}/{id}   one memory; or an observation, prompt or session
+  nmem://{domain}/{namespace}        the memories of a namespace (or a project's recent observations)
+  nmem://{domain}                    the namespaces of a domain with their counts
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from nmem.errors import NotFound
+from nmem.memory import Service
+from nmem.models import Memory
+from nmem.store import SearchFilters
+
+PAGE_SIZE = 50
+LISTING_LIMIT = 100
+TRAIL_NAMESPACES = ("observations", "prompts", "sessions")
+_URN = re.compile(r"^nmem://(?P<domain>[^/]+)(?:/(?P<ns>[^/]+)(?:/(?P<id>[^/]+))?)?/?$")
+
+TEMPLATES: tuple[tuple[str, str, str], ...] = (
+    ("nmem://{domain}/{namespace}/{id}", "record",
+     "One memory (domain project:<name>, user or org), or an observation, prompt or session of a project "
+     "(namespace observations, prompts or sessions)."),
+    ("nmem://{domain}/{namespace}", "namespace",
+     "The memories of a namespace, or a project's recent observations, prompts or sessions."),
+    ("nmem://{domain}", "domain", "The namespaces of a domain, with how many memories each holds."),
+)
+
+
+@dataclass(frozen=True)
+class Urn:
+    domain: str
+    namespace: str | None = None
+    id: str | None = None
+
+    @property
+    def project(self) -> str | None:
+        return self.domain.removeprefix("project:") if self.domain.startswith("project:") else None
+
+
+def parse_urn(uri: str) -> Urn:
+    match = _URN.match(uri.strip())
+    if not match:
+        raise NotFound(f"resource not found: {uri}")
+    return Urn(match.group("domain"), match.group("ns"), match.group("id"))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def read(service: Service, uri: str) -> str:
+    """The JSON text a URN names; NotFound for anything that does not exist."""
+    urn = parse_urn(uri)
+    if urn.id is not None and urn.namespace is not None:
+        return _json(_read_record(service, urn, uri))
+    if urn.namespace is not None:
+        return _json(_read_namespace(service, urn))
+    return _json(_read_domain(service, urn, uri))
+
+
+def _read_record(service: Service, urn: Urn, uri: str) -> dict[str, Any]:
+    project = urn.project
+    if project is not None and urn.namespace in TRAIL_NAMESPACES:
+        if urn.namespace == "sessions":
+            trace = service.session_trace(urn.id or "")
+            if trace["project"] != project:
+                raise NotFound(f"resource not found: {uri}")
+            return trace
+        if not (urn.id or "").isdigit():
+            raise NotFound(f"resource not found: {uri}")
+        store = service.store
+        found: list[Any] = (store.get_observations([int(urn.id or 0)]) if urn.namespace == "observations"
+                            else store.get_prompts([int(urn.id or 0)]))
+        if not found or found[0].project != project:
+            raise NotFound(f"resource not found: {uri}")
+        return dict(found[0].to_dict())
+    memory = service.store.get_memory(urn.id or "")
+    if memory is None or memory.deleted_at is not None or memory.domain != urn.domain \
+            or memory.namespace != urn.namespace:
+        raise NotFound(f"resource not found: {uri}")
+    return memory.to_dict()
+
+
+def _read_namespace(service: Service, urn: Urn) -> dict[str, Any]:
+    if urn.project is not None and urn.namespace in TRAIL_NAMESPACES:
+        scope = urn.namespace
+        result = service.search(None, scope=scope, project=urn.project, order_by="date_desc", limit=LISTING_LIMIT)
+        return {"uri": f"nmem://{urn.domain}/{scope}", "items": result.to_list()}
+    memories = list(service.store.iter_memories(urn.domain, urn.namespace))[:LISTING_LIMIT]
+    return {"uri": f"nmem://{urn.domain}/{urn.namespace}", "items": [m.index_entry() for m in memories]}
+
+
+def _read_domain(service: Service, urn: Urn, uri: str) -> dict[str, Any]:
+    counts = Counter(m.namespace for m in service.store.iter_memories(urn.domain, None))
+    namespaces = [{"namespace": ns, "count": n, "uri": f"nmem://{urn.domain}/{ns}"}
+                  for ns, n in sorted(counts.items())]
+    if urn.project is not None:
+        namespaces.extend({"namespace": ns, "uri": f"nmem://{urn.domain}/{ns}"} for ns in TRAIL_NAMESPACES)
+    elif not namespaces and urn.domain not in ("user", "org"):
+        raise NotFound(f"resource not found: {uri}")
+    return {"uri": f"nmem://{urn.domain}", "namespaces": namespaces}
+
+
+def list_page(service: Service, cursor: str | None) -> tuple[list[Memory], str | None]:
+    """One page of live memories, newest first; the cursor is an opaque offset."""
+    try:
+        offset = int(cursor) if cursor else 0
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise ValueError("invalid cursor")
+    rows = service.store.search_memories(None, SearchFilters(include_archived=True), "date_desc",
+                                         PAGE_SIZE + 1, offset)
+    memories = [m for m, _ in rows]
+    next_cursor = str(offset + PAGE_SIZE) if len(memories) > PAGE_SIZE else None
+    return memories[:PAGE_SIZE], next_cursor
+
+
+def affected_uris(memory: Memory) -> tuple[str, str, str]:
+    """The URNs whose content changes when a memory changes: itself, its namespace, its domain."""
+    return (memory.urn, f"nmem://{memory.domain}/{memory.namespace}", f"nmem://{memory.domain}")

@@ -1,0 +1,253 @@
+"""The MCP server: nmem's tools, resources, prompts and subscriptions on the official SDK.
+
+Built on the SDK's low-level `Server` for exact control of schemas, pagination, error
+codes and subscriptions. Every handler is a thin call into `nmem.memory.Service`.
+Subscriptions work for both protocol eras the SDK serves: 2025-11-25 clients (Claude
+Code over stdio) get `notifications/resources/updated` on their session; 2026-07-28
+clients get the same events through `subscriptions/listen`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import jsonschema
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.session import ServerSession
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from nmem import __version__
+from nmem.errors import NmemError, NotFound
+from nmem.mcp import prompts as prompt_specs
+from nmem.mcp import resources
+from nmem.mcp.tools import TOOLS_BY_NAME, ToolSpec, exposed
+from nmem.mcp.watch import ChangeSet, ChangeWatcher
+from nmem.memory import Service
+
+log = logging.getLogger("nmem.mcp")
+MAX_SESSIONS = 256  # client connections remembered for notifications
+RESOURCE_NOT_FOUND = -32002  # 2025-11-25; the 2026-07-28 spec moved it to -32602 (SEP-2164)
+INSTRUCTIONS = (
+    "nmem is this developer's local memory of past coding sessions (prompts, files touched, commands, "
+    "errors) and of curated decisions and learnings. Search or recall before assuming; remember durable "
+    "decisions, gotchas and conventions as you learn them."
+)
+
+
+class NmemServer:
+    """One server per process; one Service (and its SQLite connections) shared by its sessions."""
+
+    def __init__(self, service: Service, *, project: str | None = None, tools: str = "all",
+                 poll_interval: float = 0.5) -> None:
+        self.service = service
+        self.project = project
+        self.tools = exposed(tools)
+        self.poll_interval = poll_interval
+        self.bus = InMemorySubscriptionBus()
+        # ctx.session is a per-request proxy; the connection behind it is what lives on.
+        self.sessions: OrderedDict[int, ServerSession] = OrderedDict()
+        self.subscriptions: dict[str, set[int]] = {}
+        self.watcher = ChangeWatcher(service.store)
+        self.server: Server[Any] = Server(
+            "nmem", version=__version__, title="nmem memory", instructions=INSTRUCTIONS,
+            on_list_tools=self.list_tools, on_call_tool=self.call_tool,
+            on_list_resources=self.list_resources, on_list_resource_templates=self.list_templates,
+            on_read_resource=self.read_resource, on_subscribe_resource=self.subscribe,
+            on_unsubscribe_resource=self.unsubscribe, on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt, on_subscriptions_listen=ListenHandler(self.bus),
+        )
+        # The SDK's HTTP and in-memory paths build init options without arguments; advertise
+        # resources.listChanged on every transport.
+        original = self.server.create_initialization_options
+
+        def with_list_changed(notification_options: NotificationOptions | None = None,
+                              *args: Any, **kwargs: Any) -> Any:
+            return original(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
+
+        self.server.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+
+    def _seen(self, ctx: ServerRequestContext[Any]) -> int:
+        """Remember the client connection (for list_changed) and return its key."""
+        key = id(getattr(ctx.session, "_connection", ctx.session))
+        self.sessions[key] = ctx.session
+        self.sessions.move_to_end(key)
+        while len(self.sessions) > MAX_SESSIONS:
+            old, _ = self.sessions.popitem(last=False)
+            for subscribers in self.subscriptions.values():
+                subscribers.discard(old)
+        return key
+
+    # -- tools ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _tool(spec: ToolSpec) -> types.Tool:
+        return types.Tool(
+            name=spec.name, title=spec.title, description=spec.description,
+            input_schema=spec.input_schema, output_schema=spec.output_schema,
+            annotations=types.ToolAnnotations(
+                title=spec.title, read_only_hint=spec.read_only, destructive_hint=spec.destructive,
+                idempotent_hint=spec.idempotent, open_world_hint=False),
+        )
+
+    async def list_tools(self, ctx: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        self._seen(ctx)
+        return types.ListToolsResult(tools=[self._tool(t) for t in self.tools])
+
+    async def call_tool(self, ctx: ServerRequestContext[Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        self._seen(ctx)
+        spec = TOOLS_BY_NAME.get(params.name)
+        if spec is None or spec not in self.tools:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        args = dict(params.arguments or {})
+        try:
+            jsonschema.validate(args, spec.input_schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+            return _error_result(f"invalid arguments for {spec.name}: {where}: {exc.message}")
+        try:
+            result = spec.handler(self.service, args, self.project)
+        except NmemError as exc:
+            return _error_result(exc.message)
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=json.loads(text))
+
+    # -- resources -----------------------------------------------------------------------
+
+    async def list_resources(self, ctx: ServerRequestContext[Any],
+                             params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        self._seen(ctx)
+        try:
+            memories, next_cursor = resources.list_page(self.service, params.cursor if params else None)
+        except ValueError:
+            raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor") from None
+        return types.ListResourcesResult(
+            resources=[types.Resource(uri=m.urn, name=m.id, title=m.summary, description=f"[{m.namespace}] "
+                                      f"{m.summary}", mime_type="application/json") for m in memories],
+            next_cursor=next_cursor,
+        )
+
+    async def list_templates(self, ctx: ServerRequestContext[Any],
+                             params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[
+            types.ResourceTemplate(uri_template=uri, name=name, description=description,
+                                   mime_type="application/json")
+            for uri, name, description in resources.TEMPLATES
+        ])
+
+    async def read_resource(self, ctx: ServerRequestContext[Any],
+                            params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        self._seen(ctx)
+        uri = str(params.uri)
+        try:
+            text = resources.read(self.service, uri)
+        except NotFound:
+            code = types.INVALID_PARAMS if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
+            raise MCPError(code=code, message="Resource not found", data={"uri": uri}) from None
+        except NmemError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=exc.message, data={"uri": uri}) from None
+        return types.ReadResourceResult(contents=[
+            types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])
+
+    async def subscribe(self, ctx: ServerRequestContext[Any],
+                        params: types.SubscribeRequestParams) -> types.EmptyResult:
+        key = self._seen(ctx)
+        uri = str(params.uri)
+        try:
+            resources.parse_urn(uri)
+        except NotFound:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"not an nmem:// URN: {uri}") from None
+        self.subscriptions.setdefault(uri, set()).add(key)
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: ServerRequestContext[Any],
+                          params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        key = self._seen(ctx)
+        self.subscriptions.get(str(params.uri), set()).discard(key)
+        return types.EmptyResult()
+
+    # -- prompts ------------------------------------------------------------------------
+
+    async def list_prompts(self, ctx: ServerRequestContext[Any],
+                           params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[
+            types.Prompt(name=p.name, title=p.title, description=p.description, arguments=[
+                types.PromptArgument(name=a.name, description=a.description, required=a.required)
+                for a in p.arguments])
+            for p in prompt_specs.PROMPTS
+        ])
+
+    async def get_prompt(self, ctx: ServerRequestContext[Any],
+                         params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        spec = prompt_specs.PROMPTS_BY_NAME.get(params.name)
+        if spec is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
+        arguments = dict(params.arguments or {})
+        missing = [a.name for a in spec.arguments if a.required and not arguments.get(a.name)]
+        if missing:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Missing required argument: {', '.join(missing)}")
+        text = spec.render(arguments)
+        return types.GetPromptResult(description=spec.description, messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
+
+    # -- change notifications -------------------------------------------------------------
+
+    async def notify(self, changes: ChangeSet) -> None:
+        for uri in sorted(changes.updated):
+            for key in list(self.subscriptions.get(uri, ())):
+                session = self.sessions.get(key)
+                if session is not None:
+                    await session.send_resource_updated(uri)
+            await self.bus.publish(ResourceUpdated(uri=uri))
+        if changes.list_changed:
+            for session in list(self.sessions.values()):
+                await session.send_resource_list_changed()
+            await self.bus.publish(ResourcesListChanged())
+
+    async def watch(self) -> None:
+        """Poll the database for commits from any process and notify subscribers."""
+        while True:
+            await anyio.sleep(self.poll_interval)
+            try:
+                changes = self.watcher.poll()
+                if changes:
+                    await self.notify(changes)
+            except NmemError as exc:
+                log.warning("change watch failed: %s", exc.message)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.watch)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+
+
+def _error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def current_project(service: Service) -> str:
+    """Claude Code starts stdio servers with CLAUDE_PROJECT_DIR; otherwise the working directory."""
+    return service.project_for(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+
+
+async def run_stdio(app: NmemServer) -> None:
+    async with app.running(), stdio_server() as (read, write):
+        await app.server.run(read, write, app.server.create_initialization_options())

@@ -1,0 +1,302 @@
+"""nmem's MCP tools as plain data: name, description, schemas, hints, and the service call.
+
+No SDK import here, so the docs generator and tests can list tools cheaply. Each handler
+takes the service, the call's arguments and the server's default project, and returns a
+JSON object (the tool's `structuredContent`; its text content is the same JSON).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nmem.errors import InvalidArgument
+from nmem.memory import Service
+from nmem.models import OBS_TYPES, ORDERS, SCOPES
+
+Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    handler: Handler
+    read_only: bool = True
+    destructive: bool = False
+    idempotent: bool = True
+    core: bool = False
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+STR_OR_LIST = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+DATE = {"anyOf": [{"type": "string"}, {"type": "integer"}],
+        "description": "ISO date/time (2026-05-01, 2026-05-01T10:00Z) or Unix seconds/milliseconds."}
+ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
+RESULTS = _obj({"results": {"type": "array", "items": ANY_OBJECT}, "count": INT})
+
+
+def _pick(args: dict[str, Any], *names: str) -> Any:
+    """The first present argument among a name and its aliases (claude-mem spellings)."""
+    for name in names:
+        if name in args and args[name] is not None:
+            return args[name]
+    return None
+
+
+def _project(args: dict[str, Any], default: str | None) -> str | None:
+    """Missing → the server's current project; null, "" or "*" → every project."""
+    if "project" not in args:
+        return default
+    value = args["project"]
+    return None if value in (None, "", "*") else str(value)
+
+
+def _search(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    scope = _pick(args, "scope")
+    obs_type = _pick(args, "obs_type", "obsType")
+    kind = _pick(args, "type")
+    if kind is not None:
+        # claude-mem's `type` names the record kind (observations/sessions/prompts) in `search`
+        # and an observation type in its find_by_type tool; accept both readings.
+        if kind in SCOPES:
+            scope = scope or kind
+        else:
+            obs_type = obs_type or kind
+    fmt = _pick(args, "format") or "index"
+    if fmt not in ("index", "full"):
+        raise InvalidArgument("format must be 'index' or 'full'")
+    result = service.search(
+        _pick(args, "query"), scope=scope or "observations", project=_project(args, default_project),
+        obs_type=obs_type, namespace=_pick(args, "namespace", "category"),
+        tags=_pick(args, "tags", "concepts"), files=_pick(args, "files", "file_path"),
+        session_id=_pick(args, "session_id", "sessionId"),
+        date_start=_pick(args, "date_start", "dateStart"), date_end=_pick(args, "date_end", "dateEnd"),
+        order_by=_pick(args, "order_by", "orderBy") or "relevance",
+        limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0,
+    )
+    rows = result.to_list(full=fmt == "full")
+    return {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
+
+
+def _get_observations(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    ids = args.get("ids")
+    if ids is None or (isinstance(ids, list) and not ids):
+        raise InvalidArgument("ids array must not be empty")
+    if not isinstance(ids, list):
+        raise InvalidArgument("ids must be an array of observation ids")
+    rows = [o.to_dict() for o in service.get_observations(ids)]
+    return {"results": rows, "count": len(rows)}
+
+
+def _timeline(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    return service.timeline(_pick(args, "anchor", "anchor_id", "anchorId"), query=_pick(args, "query"),
+                            before=_pick(args, "before"), after=_pick(args, "after"),
+                            project=_project(args, default_project))
+
+
+def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    rows = service.recent_context(_project(args, default_project), _pick(args, "limit"))
+    return {"results": rows, "count": len(rows)}
+
+
+def _session_trace(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    return service.session_trace(str(_pick(args, "session_id", "sessionId") or ""),
+                                 before=_pick(args, "before"), after=_pick(args, "after"))
+
+
+def _file_history(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    return service.file_history(str(_pick(args, "file_path", "filePath", "path") or ""),
+                                before=_pick(args, "before"), after=_pick(args, "after"),
+                                limit=_pick(args, "limit"))
+
+
+def _remember(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    memory = service.remember(
+        str(_pick(args, "content") or ""), summary=_pick(args, "summary"),
+        namespace=_pick(args, "namespace", "category"), tags=_pick(args, "tags"),
+        domain=_pick(args, "domain"), project=default_project, relates_to=_pick(args, "relates_to"),
+        source="mcp",
+    )
+    return {"success": True, "id": memory.id, "urn": memory.urn, "memory": memory.to_dict()}
+
+
+def _recall(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    hits = service.recall(_pick(args, "query"), namespace=_pick(args, "namespace", "category"),
+                          tags=_pick(args, "tags"), domain=_pick(args, "domain"),
+                          project=_project(args, default_project), limit=_pick(args, "limit"))
+    rows = [h.to_dict(full=True) for h in hits]
+    return {"results": rows, "count": len(rows)}
+
+
+def _forget(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    ref = _pick(args, "id", "urn")
+    if ref is None:
+        raise InvalidArgument("give the id or urn of the memory to forget")
+    memory = service.forget(str(ref))
+    return {"success": True, "id": memory.id, "urn": memory.urn, "forgotten": True}
+
+
+def _status(service: Service, _args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    return service.status()
+
+
+_FILTERS = {
+    "project": {"type": ["string", "null"],
+                "description": "Project name. Default: the current project; null or \"*\" for all projects."},
+    "obs_type": {**STR_OR_LIST, "description": "Observation type(s): " + ", ".join(OBS_TYPES) + "."},
+    "namespace": {**STR_OR_LIST, "description": "Memory namespace(s), e.g. decisions, learnings, gotchas."},
+    "tags": {**STR_OR_LIST, "description": "Memory tags (all must match)."},
+    "files": {**STR_OR_LIST, "description": "File path(s) or path suffixes an observation must touch."},
+    "session_id": STR,
+    "date_start": DATE,
+    "date_end": DATE,
+}
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "search", "Search memory",
+        "Search everything nmem remembers: past sessions' prompts, file reads/edits, commands and errors, "
+        "and curated memories. Use it first when the user refers to earlier work, a past error or decision. "
+        "Returns compact index entries (120-char previews, ids, URNs); fetch full records with "
+        "get_observations. Plain words work; FTS5 syntax (AND/OR/NOT, \"phrase\", prefix*) is honoured.",
+        _obj({
+            "query": {**STR, "description": "Words or an FTS5 query. Omit to list by filters only."},
+            "scope": {"enum": list(SCOPES), "description": "What to search (default observations)."},
+            **_FILTERS,
+            "order_by": {"enum": list(ORDERS)},
+            "format": {"enum": ["index", "full"], "description": "index (default) or full records."},
+            "limit": {**INT, "minimum": 1, "maximum": 100, "description": "Default 20, max 100."},
+            "offset": {**INT, "minimum": 0},
+            "dateStart": DATE, "dateEnd": DATE, "orderBy": {"enum": list(ORDERS)},
+            "type": {**STR, "description": "Alias: a scope name or an observation type."},
+            "concepts": {**STR_OR_LIST, "description": "Alias of tags."},
+        }),
+        {**RESULTS, "properties": {**RESULTS["properties"], "query": {"type": ["string", "null"]},
+                                   "match": {"type": ["string", "null"]}}},
+        _search, core=True,
+    ),
+    ToolSpec(
+        "get_observations", "Fetch observations",
+        "Fetch full observation records by id (from search or timeline results), in the order given. "
+        "Up to 50 ids; ids that no longer exist are omitted.",
+        _obj({"ids": {"type": "array", "items": INT, "description": "1 to 50 observation ids."}}, ("ids",)),
+        RESULTS, _get_observations, core=True,
+    ),
+    ToolSpec(
+        "timeline", "Timeline around an observation",
+        "Show what happened just before and after an observation in the same session: give an anchor id, "
+        "or a query whose best match becomes the anchor.",
+        _obj({"anchor": {**INT, "description": "Observation id to centre on."},
+              "query": {**STR, "description": "Find the anchor by search instead of id."},
+              "before": {**INT, "minimum": 0, "description": "Default 5."},
+              "after": {**INT, "minimum": 0, "description": "Default 5."},
+              "project": _FILTERS["project"], "anchor_id": INT}),
+        _obj({"anchor": ANY_OBJECT, "before": {"type": "array"}, "after": {"type": "array"}},
+             ("anchor", "before", "after")),
+        _timeline, core=True,
+    ),
+    ToolSpec(
+        "recent_context", "Recent context",
+        "The most relevant recent activity for a project (recency, action type, project match), one row per "
+        "file: what the SessionStart context shows, on demand.",
+        _obj({"project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "maximum": 100}}),
+        RESULTS, _recent_context,
+    ),
+    ToolSpec(
+        "session_trace", "Trace a session",
+        "Walk one session: its prompts in order, each with the actions it led to. Use after search or "
+        "timeline points at a session worth understanding.",
+        _obj({"session_id": STR, "before": DATE, "after": DATE}, ("session_id",)),
+        _obj({"session_id": STR, "prompts": {"type": "array"}}, ("session_id", "prompts")),
+        _session_trace,
+    ),
+    ToolSpec(
+        "file_history", "File history",
+        "Every session that touched a file, newest first, with the user's intent behind each touch. Use "
+        "before changing a file to learn why it is the way it is.",
+        _obj({"file_path": STR, "before": DATE, "after": DATE,
+              "limit": {**INT, "minimum": 1, "maximum": 50}}, ("file_path",)),
+        _obj({"file_path": STR, "sessions": {"type": "array"}}, ("file_path", "sessions")),
+        _file_history,
+    ),
+    ToolSpec(
+        "remember", "Remember",
+        "Store a durable memory for future sessions: a decision and its reason, a learning, a gotcha, a "
+        "convention, an API behaviour. Be specific and factual; do not store logs or temporary state.",
+        _obj({"content": {**STR, "description": "The knowledge, in markdown."},
+              "summary": {**STR, "maxLength": 100, "description": "One line, at most 100 characters."},
+              "namespace": {**STR, "description": "decisions, learnings, gotchas, patterns, conventions, "
+                                                  "blockers, progress, context, apis, config, security, testing…"},
+              "category": {**STR, "description": "Alias of namespace (srvrmgr)."},
+              "tags": STR_OR_LIST,
+              "domain": {**STR, "description": "project (default), user, org or project:<name>."},
+              "relates_to": STR_OR_LIST}, ("content",)),
+        _obj({"success": {"type": "boolean"}, "id": STR, "urn": STR, "memory": ANY_OBJECT}, ("id", "urn")),
+        _remember, read_only=False, idempotent=False, core=True,
+    ),
+    ToolSpec(
+        "recall", "Recall memories",
+        "Search curated memories (decisions, learnings, gotchas…) for this project and the user's global "
+        "ones. Use before making assumptions about code, APIs or conventions seen before.",
+        _obj({"query": STR, "namespace": STR, "category": STR, "tags": STR_OR_LIST,
+              "domain": {**STR, "description": "all (default), project, user, org or project:<name>."},
+              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "maximum": 100}}),
+        RESULTS, _recall, core=True,
+    ),
+    ToolSpec(
+        "forget", "Forget a memory",
+        "Remove a curated memory that is wrong or outdated (by id or URN from recall results). Its text is "
+        "erased; a tombstone remains so the deletion can sync.",
+        _obj({"id": {**STR, "description": "Memory id or URN."}, "urn": STR}),
+        _obj({"success": {"type": "boolean"}, "id": STR, "urn": STR}, ("id", "urn")),
+        _forget, read_only=False, destructive=True, core=True,
+    ),
+    ToolSpec(
+        "status", "Memory status",
+        "Counts of what nmem holds (sessions, observations by type, memories by namespace and tier), the "
+        "database size and schema version.",
+        _obj({}), ANY_OBJECT, _status,
+    ),
+)
+
+TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
+
+
+def exposed(selection: str) -> tuple[ToolSpec, ...]:
+    """The tools a server exposes: `all`, `core`, or a comma-separated list of names."""
+    if selection == "all":
+        return TOOLS
+    if selection == "core":
+        return tuple(t for t in TOOLS if t.core)
+    names = {n.strip() for n in selection.split(",") if n.strip()}
+    unknown = names - set(TOOLS_BY_NAME)
+    if unknown:
+        raise InvalidArgument(f"unknown tool(s) in mcp.tools: {', '.join(sorted(unknown))}")
+    return tuple(t for t in TOOLS if t.name in names)
+
+
+def tools_markdown() -> str:
+    """The README's tool reference, generated so a test can keep it in sync."""
+    lines = ["| tool | what it is for | parameters | hints |", "|---|---|---|---|"]
+    for tool in TOOLS:
+        props = tool.input_schema.get("properties", {})
+        required = set(tool.input_schema.get("required", []))
+        params = ", ".join(f"`{p}`" + ("*" if p in required else "") for p in props) or "—"
+        hints = "read-only" if tool.read_only else ("destructive" if tool.destructive else "writes")
+        if tool.core:
+            hints += ", core"
+        lines.append(f"| `{tool.name}` | {tool.description.split('. ')[0].rstrip('.')}. | {params} | {hints} |")
+    return "\n".join(lines) + "\n"
