@@ -115,6 +115,13 @@ def test_search_filters(history: History) -> None:
     assert ids("nothing-matches-this") == set()
 
 
+def test_search_project_dot_is_the_current_project(history: History, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    assert [h["id"] for h in as_json("search", "auth", "--project", ".")] == [history.other_cmd]
+
+
 def test_search_order_limit_and_offset(history: History) -> None:
     newest = [h["id"] for h in as_json("search", "auth", "--order", "date_desc")]
     oldest = [h["id"] for h in as_json("search", "auth", "--order", "date_asc")]
