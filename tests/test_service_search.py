@@ -111,6 +111,22 @@ def test_plain_text_with_special_characters_is_quoted_not_a_syntax_error(service
     assert ids(result) == [corpus["deploy"]]
 
 
+def test_code_in_a_plain_question_is_not_a_syntax_error(service: Service, clock: Clock) -> None:
+    oid = bash(service, "python -c 'from nmem.timeutil import parse_time; parse_time(None)' fails", T0)
+    result = service.search("why does parse_time() fail")
+    assert (ids(result), result.match) == ([oid], '"parse" AND "time" AND "fail"')
+
+
+def test_file_names_work_inside_fts_syntax(service: Service, corpus: dict[str, Any]) -> None:
+    assert set(ids(service.search("src/login.py OR login-deployment.yaml"))) == {corpus["edit_login"], corpus["deploy"]}
+    assert ids(service.search("src/log*")) == [corpus["edit_login"]]
+
+
+def test_contractions_do_not_spoil_the_and_tier(service: Service, corpus: dict[str, Any]) -> None:
+    assert ids(service.search("why doesn't pytest redirect")) == [corpus["pytest_login"]]
+    assert service.search("why doesn't pytest redirect").match == '"pytest" AND "redirect"'
+
+
 def test_query_of_only_punctuation_finds_nothing(service: Service, corpus: dict[str, Any]) -> None:
     assert service.search("!!! ???").hits == []
 

@@ -1,7 +1,8 @@
 """Turn what a person or agent typed into FTS5 MATCH expressions.
 
-Queries that use FTS5 syntax (quotes, `*`, parentheses, AND/OR/NOT/NEAR) run as typed so
-experts keep full control; anything else is plain language and is rewritten into tiers,
+Queries that use FTS5 syntax (quotes, `prefix*`, `^first`, AND/OR/NOT/NEAR) run as typed so
+experts keep full control (only words FTS5 could not parse, like `auth.py`, get quoted);
+anything else is plain language and is rewritten into tiers,
 strictest first: every content word (AND), then any content word (OR). The caller runs
 tiers in order and stops at the first that finds something, so a question that shares
 any content word with a stored record never comes back empty.
@@ -14,8 +15,15 @@ from dataclasses import dataclass
 
 # Word characters as FTS5's unicode61 tokenizer sees them (underscore separates tokens).
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-_OPERATOR = re.compile(r"(^|\s)(AND|OR|NOT)(\s|$)|\bNEAR\(")
-_SYNTAX_CHARS = set('"*()^')
+_OPERATOR = re.compile(r"(^|[\s()])(AND|OR|NOT)([\s()]|$)|\bNEAR\(")
+# Prefix search (`auth*`) and initial-token anchors (`^fix`); a `*` or `^` elsewhere
+# (`**kwargs`, `x^2`) is just punctuation in a plain-language question.
+_PREFIX_OR_ANCHOR = re.compile(r"\w\*|(^|[\s(])\^\w")
+# Raw queries are split into quoted strings (possibly unterminated), parentheses, whitespace
+# and words; only words are touched.
+_RAW_PIECES = re.compile(r'("(?:[^"]|"")*"?|[(),]|\s+)')
+_EMPTY_GROUP = re.compile(r"\(\s*\)")  # `parse_time()`: FTS5 rejects an empty group, so it is no syntax
+_COLUMN_FILTER = re.compile(r"^(-?)(content|summary|tags|namespace|project):(.*)$", re.DOTALL)
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being
@@ -25,6 +33,8 @@ itself just me more most my myself no nor not now of off on once only or other o
 ourselves out over own same she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up very was we were
 what when where which while who whom why will with would you your yours yourself yourselves
+don doesn didn isn aren wasn weren hasn haven hadn wouldn shouldn couldn mustn needn shan ain
+t s d ll m ve
 """.split())
 
 
@@ -38,7 +48,54 @@ class QueryPlan:
 
 
 def uses_fts_syntax(text: str) -> bool:
-    return any(ch in _SYNTAX_CHARS for ch in text) or bool(_OPERATOR.search(text))
+    """Quotes, prefix stars, anchors or AND/OR/NOT/NEAR. Parentheses alone (`parse_time()`)
+    are code in a question, not grouping."""
+    return '"' in text or bool(_PREFIX_OR_ANCHOR.search(text)) or bool(_OPERATOR.search(text))
+
+
+def _bareword(text: str) -> bool:
+    """Characters FTS5 accepts in an unquoted token (anything else is a syntax error)."""
+    return all(not ch.isascii() or ch.isalnum() or ch == "_" for ch in text)
+
+
+def _raw_word(word: str) -> str:
+    """Keep an FTS5 word as typed unless FTS5 could not parse it; then quote its core, so
+    `auth.py OR login.py` and `src/auth*` work while operators, phrases, prefixes stay."""
+    if word in ("AND", "OR", "NOT", "NEAR", "+", "*", "^") or "{" in word or "}" in word:
+        return word
+    column = _COLUMN_FILTER.match(word)
+    if column:
+        return f"{column.group(1)}{column.group(2)}:{_raw_word(column.group(3)) if column.group(3) else ''}"
+    lead = "^" if word.startswith("^") else ""
+    trail = "*" if word.endswith("*") and len(word) > len(lead) + 1 else ""
+    core = word[len(lead):len(word) - len(trail)]
+    if not core or _bareword(core):
+        return word
+    return f"{lead}{quote(core)}{trail}"
+
+
+def raw_query(text: str) -> str:
+    """A query written in FTS5 syntax, with words FTS5 cannot parse quoted."""
+    out: list[str] = []
+    groups: list[bool] = []  # open parentheses: True when it is NEAR's
+    last_word = ""
+    for piece in _RAW_PIECES.split(_EMPTY_GROUP.sub(" ", text)):
+        if not piece or piece.isspace() or piece.startswith('"'):
+            out.append(piece)
+        elif piece == "(":
+            groups.append(last_word == "NEAR")
+            out.append(piece)
+        elif piece == ")":
+            if groups:
+                groups.pop()
+            out.append(piece)
+        elif piece == ",":
+            out.append("," if groups and groups[-1] else " ")  # only NEAR takes a comma
+        else:
+            out.append(_raw_word(piece))
+        if piece and not piece.isspace():
+            last_word = piece
+    return "".join(out)
 
 
 def tokens(text: str) -> list[str]:
@@ -68,7 +125,7 @@ def plan(text: str) -> QueryPlan:
     if not stripped:
         return QueryPlan((), raw=False)
     if uses_fts_syntax(stripped):
-        return QueryPlan((stripped,), raw=True)
+        return QueryPlan((raw_query(stripped),), raw=True)
     terms = content_terms(stripped)
     if not terms:
         return QueryPlan((), raw=False)
