@@ -302,3 +302,24 @@ def test_processes_opening_a_fresh_database_at_once_all_succeed(tmp_path: Path) 
         assert sorted(r[0] for r in conn.execute("SELECT id FROM sessions")) == ["s-0", "s-1", "s-2", "s-3"]
     finally:
         conn.close()
+
+
+def test_a_read_only_open_of_an_older_database_upgrades_it_first(db: Path, opened: list[Any]) -> None:
+    build_populated(db, 1)
+    reader = open_store(f"sqlite:///{db}", readonly=True)
+    opened.append(reader)
+    assert reader.schema_version() == LATEST_VERSION
+    assert [o.project for o in reader.get_observations([2, 5])] == ["demo", "ops"]
+    assert [o.id for o, _ in reader.search_observations('"kubectl"', SearchFilters(), "relevance", 10, 0)] == [5]
+    with pytest.raises(StorageError, match="store opened read-only"):
+        reader.ensure_session("x", "demo", T0)
+
+
+def test_a_read_only_open_of_a_newer_database_is_refused(db: Path) -> None:
+    build_populated(db, LATEST_VERSION)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 3}")
+    conn.close()
+    with pytest.raises(StorageError, match=f"database schema v{LATEST_VERSION + 3} is newer"):
+        open_store(f"sqlite:///{db}", readonly=True)
+    assert _open_fds(db) == []

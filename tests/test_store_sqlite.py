@@ -367,3 +367,10 @@ def test_open_store_urls(tmp_path: Path) -> None:
     for bad in ("mysql://x", "sqlite:///", "nmem.db"):
         with pytest.raises(ConfigError, match="unsupported store URL"):
             open_store(bad)
+
+
+def test_readonly_store_on_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"definitely not sqlite" * 200)
+    with pytest.raises(StorageError, match="file is not a database"):
+        SqliteStore(str(junk), readonly=True)

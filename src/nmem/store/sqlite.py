@@ -70,6 +70,16 @@ class SqliteStore:
         if readonly:
             if not self.path.exists():
                 raise StorageError(f"database does not exist: {self.path}")
+            try:
+                version = self.schema_version()
+            except sqlite3.DatabaseError as exc:
+                self.close()
+                raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+            if version != LATEST_VERSION:
+                # Readers query the latest schema: an older file is upgraded (the one write a
+                # read-only open makes), a newer one refused, before any query runs.
+                self.close()
+                SqliteStore(str(self.path), busy_timeout_ms=busy_timeout_ms).close(checkpoint=False)
         else:
             self._prepare_files()
             try:
