@@ -345,3 +345,16 @@ def test_malformed_fts_query_is_a_query_syntax_error(service: Service, corpus: d
         service.search('"unbalanced')
     assert err.value.exit_code == 2
     assert "unterminated string" in err.value.message
+
+
+def test_paging_a_plain_query_never_repeats_or_skips_a_hit(service: Service) -> None:
+    # three old rows hold both words, five newer rows only one: the AND tier has 3 hits
+    both = [bash(service, f"alpha beta old {i}", T0 + i) for i in range(3)]
+    alpha_only = [bash(service, f"alpha new {i}", T0 + 100 + i) for i in range(5)]
+    seen: list[int] = []
+    for offset in range(0, 10, 2):
+        seen += ids(service.search("alpha beta", order_by="date_desc", limit=2, offset=offset))
+    assert len(seen) == len(set(seen)), f"a hit came back twice while paging: {seen}"
+    # the pages are the pages of one result list: the AND tier's, as page 1 promised
+    assert seen == ids(service.search("alpha beta", order_by="date_desc", limit=100))
+    assert sorted(seen) == sorted(both) and not set(seen) & set(alpha_only)
