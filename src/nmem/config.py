@@ -103,8 +103,10 @@ def coerce(setting: Setting, raw: Any, origin: str) -> Any:
         raise ConfigError(f"{setting.name} ({origin}): expected {t.__name__}, got {raw!r}")
     if t is int and isinstance(raw, bool):
         raise ConfigError(f"{setting.name} ({origin}): expected int, got {raw!r}")
-    if t is list and isinstance(raw, list) and all(isinstance(x, str) for x in raw):
-        return list(raw)
+    if t is list:
+        if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+            return list(raw)
+        raise ConfigError(f"{setting.name} ({origin}): expected list, got {raw!r}")
     if isinstance(raw, t):
         return raw
     raise ConfigError(f"{setting.name} ({origin}): expected {t.__name__}, got {raw!r}")
@@ -237,11 +239,13 @@ def write_setting(settings: Settings, name: str, raw: str) -> Any:
     flat = _flatten({k: v for k, v in data.items() if k != "projects"})
     flat[name] = value
     lines: list[str] = []
-    sections: dict[str, list[str]] = {}
+    sections: dict[str, list[str]] = {"": []}  # top-level keys must come before any [table]
     for key in sorted(flat):
         section, _, leaf = key.rpartition(".")
         sections.setdefault(section, []).append(f"{leaf} = {render_toml_value(flat[key])}")
     for section, body in sections.items():
+        if not body:
+            continue
         if section:
             lines.append(f"[{section}]")
         lines.extend(body)

@@ -142,29 +142,53 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
 
 
 def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) -> str:
+    """Store the event (spooling it if the database stays busy) and return what to print."""
+    log = _logger(settings)
     budget = int(settings["hooks.busy_budget_ms"])
     try:
         service = Service.open(settings, busy_timeout_ms=budget)
     except StoreBusy:
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
-        return ""
+        log.warning("database busy at open; spooled %s event", event.hook_event_name)
+        return _busy_context(settings, event)
     try:
+        drain_spool(service, log)  # older events first, so prompts still frame later actions
         try:
             outcome = service.record_event(event)
         except StoreBusy:
             _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
-            _logger(settings).warning("database busy; spooled %s event", event.hook_event_name)
-            return ""
-        drain_spool(service, _logger(settings))
+            log.warning("database busy; spooled %s event", event.hook_event_name)
+            return _session_context(service, event) if event.kind == ev.SESSION_START else ""
         if outcome.skipped == "disabled":
             return ""
         if event.kind == ev.SESSION_START:
-            block = render_context(service, outcome.project, event.source, event.timestamp)
-            return _hook_output(settings, event.hook_event_name, block)
+            return _session_context(service, event, outcome.project)
         if event.kind == ev.PROMPT and outcome.memories:
             note = "; ".join(f"{m.namespace}: {m.summary} ({m.urn})" for m in outcome.memories)
             return _hook_output(settings, event.hook_event_name, f"nmem remembered {note}")
         return ""
+    finally:
+        service.close(checkpoint=False)
+
+
+def _session_context(service: Service, event: ev.HookEvent, project: str | None = None) -> str:
+    """The SessionStart block; readers are never blocked by a writer, so it works while busy too."""
+    project = project or service.project_for(event.cwd)
+    if not service.settings.project_enabled(project, event.cwd):
+        return ""
+    block = render_context(service, project, event.source, event.timestamp)
+    return _hook_output(service.settings, event.hook_event_name, block)
+
+
+def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
+    if event.kind != ev.SESSION_START or not settings.db_path.exists():
+        return ""
+    try:
+        service = Service.open(settings, readonly=True)
+    except NmemError:
+        return ""
+    try:
+        return _session_context(service, event)
     finally:
         service.close(checkpoint=False)
 

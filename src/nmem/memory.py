@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem.capture import events as ev
-from nmem.capture.privacy import scrub
+from nmem.capture.privacy import redact_url, scrub
 from nmem.capture.project import project_name
 from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings
@@ -179,25 +179,21 @@ class Service:
             relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
         ))
 
-    def resolve_memory_id(self, ref: str) -> str:
+    def get_memory(self, ref: str) -> Memory:
+        """A live memory by id or URN; a URN must name the memory's own domain and namespace."""
         ref = (ref or "").strip()
-        match = _URN.match(ref)
-        if match:
-            return match.group("id")
         if not ref:
             raise InvalidArgument("a memory id or URN is required")
-        return ref
-
-    def get_memory(self, ref: str) -> Memory:
-        memory = self.store.get_memory(self.resolve_memory_id(ref))
-        if memory is None or memory.deleted_at is not None:
+        match = _URN.match(ref)
+        memory = self.store.get_memory(match.group("id") if match else ref)
+        if memory is None or memory.deleted_at is not None or (match and memory.urn != ref):
             raise NotFound(f"memory not found: {ref}")
         return memory
 
     def update(self, ref: str, *, content: str | None = None, summary: str | None = None,
                namespace: str | None = None, tags: Iterable[str] | str | None = None,
                tier: str | None = None, relates_to: Iterable[str] | str | None = None) -> Memory:
-        uid = self.resolve_memory_id(ref)
+        uid = self.get_memory(ref).id
         fields: dict[str, Any] = {}
         if content is not None:
             if not content.strip():
@@ -481,7 +477,7 @@ class Service:
     def status(self) -> dict[str, Any]:
         st = self.store.status()
         return {
-            "database": st.url, "schema_version": st.schema_version, "size_bytes": st.size_bytes,
+            "database": redact_url(st.url), "schema_version": st.schema_version, "size_bytes": st.size_bytes,
             "sessions": st.sessions, "prompts": st.prompts, "observations": st.observations,
             "memories": st.memories, "by_obs_type": st.by_obs_type,
             "by_namespace": st.by_namespace, "by_tier": st.by_tier, "by_project": st.by_project,

@@ -164,15 +164,17 @@ def search(event: HookEvent) -> Extracted | None:
         meta["path"] = where
     if glob := event.tool_input.get("glob"):
         meta["glob"] = str(glob)
-    for key in ("numFiles", "numLines", "numMatches", "count"):
-        value = _response_field(event.tool_response, key)
-        if isinstance(value, int):
-            meta["matches"] = value
-            break
-    else:
+    # Grep reports by output mode: matches in count mode, lines in content mode, else files.
+    mode = _response_field(event.tool_response, "mode")
+    keys = {"count": ("numMatches", "numLines", "numFiles"),
+            "content": ("numLines", "numMatches", "numFiles")}.get(str(mode), ("numFiles", "numMatches", "numLines"))
+    counts = [_response_field(event.tool_response, key) for key in (*keys, "count")]
+    found = next((c for c in counts if isinstance(c, int) and not isinstance(c, bool)), None)
+    if found is None:
         names = _response_field(event.tool_response, "filenames")
-        if isinstance(names, list):
-            meta["matches"] = len(names)
+        found = len(names) if isinstance(names, list) else None
+    if found is not None:
+        meta["matches"] = found
     content = pattern if not where else f"{pattern} in {where}"
     return Extracted("search", content, None, meta)
 
@@ -244,6 +246,11 @@ EXTRACTORS: dict[str, Callable[[HookEvent], Extracted | None]] = {
 
 def extract(event: HookEvent) -> Extracted | None:
     name = event.tool_name or ""
-    if name.startswith("mcp__"):
-        return mcp_call(event)
-    return EXTRACTORS.get(name, other)(event)
+    extractor = mcp_call if name.startswith("mcp__") else EXTRACTORS.get(name, other)
+    found = extractor(event)
+    if found is not None and event.kind == TOOL_FAILURE and event.error:
+        meta = dict(found.metadata or {})
+        if "error" not in meta:  # a failed read/edit/fetch must not read as a success
+            meta["error"] = tail(event.error)
+            return Extracted(found.obs_type, found.content, found.file_path, meta)
+    return found

@@ -116,3 +116,11 @@ def scrub_value(value: Any) -> Any:
     if isinstance(value, list):
         return [scrub_value(v) for v in value]
     return value
+
+
+_URL_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@")
+
+
+def redact_url(url: str) -> str:
+    """A store URL safe to print: the password (if any) replaced by `***`."""
+    return _URL_PASSWORD.sub(lambda m: m.group(1) + "***@", url)

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -93,11 +94,12 @@ class SqliteStore:
     def _prepare_files(self) -> None:
         directory = self.path.parent
         try:
-            if not directory.exists():
-                directory.mkdir(parents=True, mode=0o700)
+            directory.mkdir(parents=True, mode=0o700, exist_ok=True)  # several processes may race here
             if not self.path.exists():
                 fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
                 os.close(fd)
+            elif self.path.stat().st_mode & 0o077:
+                self.path.chmod(0o600)  # a file made by an older tool: prompts are private
         except OSError as exc:
             raise StorageError(f"cannot create database {self.path}: {exc.strerror}") from exc
 
@@ -194,9 +196,9 @@ class SqliteStore:
             if version >= target:
                 return
             if version == 0:
-                # Only effective before the first table exists; both persist in the file.
+                # Only effective while the file has no table yet (a no-op if a racing opener
+                # created them first); it cannot be set inside a transaction.
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                conn.execute("PRAGMA journal_mode = WAL")
             for step in range(version + 1, target + 1):
                 with self.transaction():
                     # Re-read inside the lock: another process may have migrated meanwhile.
@@ -206,8 +208,23 @@ class SqliteStore:
                     for statement in split_statements(MIGRATIONS[step - 1]):
                         conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {step}")
+            self._ensure_wal(conn)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+
+    def _ensure_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch to WAL (persistent); another opener may hold a lock for a moment, so retry."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc) or time.monotonic() > deadline:
+                    raise
+                mode = None
+            if str(mode).lower() == "wal" or time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
 
     def migrate_to(self, target: int) -> None:
         """Apply migrations up to `target` (tests use it to build older databases)."""
@@ -387,8 +404,8 @@ class SqliteStore:
         return Memory.from_row(rows[0]) if rows else None
 
     def touch_memories(self, uids: Sequence[str], timestamp: int) -> None:
-        if not uids:
-            return
+        if not uids or self.readonly:
+            return  # access counts are bookkeeping: a read-only handle reads without them
         marks = ",".join("?" * len(uids))
         self._exec(
             f"UPDATE memories SET accessed_at = ?, access_count = access_count + 1 "
@@ -464,7 +481,8 @@ class SqliteStore:
             ors = []
             for f in filters.files:
                 ors.append("(o.file_path = ? OR o.file_path LIKE ? ESCAPE '\\')")
-                params.extend([f, "%" + f.replace("%", "\\%").replace("_", "\\_")])
+                # a suffix must start at a path separator: "auth.py" is not "oauth.py"
+                params.extend([f, "%/" + f.lstrip("/").replace("%", "\\%").replace("_", "\\_")])
             clauses.append("(" + " OR ".join(ors) + ")")
         if filters.session_id:
             clauses.append("o.session_id = ?")
@@ -476,7 +494,7 @@ class SqliteStore:
                f"ORDER BY {self._order(order, 'o.timestamp', match is not None)}, o.id DESC "
                f"LIMIT ? OFFSET ?")
         rows = self._query(sql, [*params, limit, offset])
-        return [(Observation.from_row(r), -float(r["rank"])) for r in rows]
+        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
     @staticmethod
     def _date_clauses(col: str, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
@@ -515,7 +533,7 @@ class SqliteStore:
                f"ORDER BY {self._order(order, 'p.timestamp', match is not None)}, p.id DESC "
                f"LIMIT ? OFFSET ?")
         rows = self._query(sql, [*params, limit, offset])
-        return [(Prompt.from_row(r), -float(r["rank"])) for r in rows]
+        return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
     def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
                         limit: int, offset: int) -> list[tuple[Session, float]]:
@@ -540,7 +558,7 @@ class SqliteStore:
                f"ORDER BY {self._order(order, 's.started_at', match is not None)} "
                f"LIMIT ? OFFSET ?")
         rows = self._query(sql, [*params, limit, offset])
-        return [(Session.from_row(r), -float(r["rank"])) for r in rows]
+        return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
     def search_memories(self, match: str | None, filters: SearchFilters, order: str,
                         limit: int, offset: int) -> list[tuple[Memory, float]]:
@@ -574,7 +592,7 @@ class SqliteStore:
                f"ORDER BY m.is_pinned DESC, "
                f"{self._order(order, 'm.updated_at', match is not None)} LIMIT ? OFFSET ?")
         rows = self._query(sql, [*params, limit, offset])
-        return [(Memory.from_row(r), -float(r["rank"])) for r in rows]
+        return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
     def neighbours(self, anchor: Observation, before: int, after: int
                    ) -> tuple[list[Observation], list[Observation]]:
