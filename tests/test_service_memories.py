@@ -305,3 +305,10 @@ def test_purge_errors_delete_nothing(service: Service, kwargs: dict[str, Any], m
         service.purge(confirm=True, **kwargs)
     assert message in err.value.message
     assert count(service, "SELECT COUNT(*) FROM observations") == 1
+
+
+def test_recall_works_on_a_read_only_service(service: Service) -> None:
+    mem = service.remember("read-only recall still finds this", project="p")
+    with Service.open(service.settings, readonly=True) as reader:
+        assert [h.record.id for h in reader.recall("recall", project="p")] == [mem.id]
+    assert service.get_memory(mem.id).access_count == 0

@@ -374,3 +374,20 @@ def test_readonly_store_on_a_file_that_is_not_a_database(tmp_path: Path) -> None
     junk.write_bytes(b"definitely not sqlite" * 200)
     with pytest.raises(StorageError, match="file is not a database"):
         SqliteStore(str(junk), readonly=True)
+
+
+def test_an_existing_world_readable_database_is_made_private(tmp_path: Path, stores: Any) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.close()
+    path.chmod(0o644)
+    stores(path=path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_readonly_store_skips_access_bookkeeping(stores: Any) -> None:
+    writer = stores()
+    mem = writer.insert_memory(NewMemory("u1", "user", "context", "s", "c", T0))
+    reader = stores(readonly=True)
+    reader.touch_memories([mem.id], T0 + 5)
+    assert writer.get_memory(mem.id) == mem
