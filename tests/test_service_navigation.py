@@ -390,3 +390,14 @@ def test_recent_context_future_timestamps_count_as_now(service: Service, clock: 
 
 def test_recent_context_empty(service: Service) -> None:
     assert service.recent_context(project="demo") == []
+
+
+@pytest.mark.parametrize(("obs_type", "weight"), [
+    ("file_edit", 1.0), ("file_write", 1.0), ("command", 0.67), ("command_error", 0.67), ("git_commit", 0.67),
+    ("session_compact", 0.5), ("mcp_call", 0.33), ("file_read", 0.17), ("search", 0.17), ("web_fetch", 0.17),
+    ("session_start", 0.17),
+])
+def test_recent_context_type_weights(service: Service, clock: Clock, obs_type: str, weight: float) -> None:
+    clock.now = T0
+    add(service, "demo", obs_type, T0, "x")
+    assert service.recent_context()[0]["score"] == pytest.approx(0.6 + weight * 0.4, abs=1e-4)
