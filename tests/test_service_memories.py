@@ -312,3 +312,15 @@ def test_recall_works_on_a_read_only_service(service: Service) -> None:
     with Service.open(service.settings, readonly=True) as reader:
         assert [h.record.id for h in reader.recall("recall", project="p")] == [mem.id]
     assert service.get_memory(mem.id).access_count == 0
+
+
+def test_purge_never_reads_a_string_of_ids_digit_by_digit(service: Service) -> None:
+    ids = [bash(service, f"cmd {i}", T0 + i) for i in range(15)]
+    assert ids[0] == 1 and ids[4] == 5 and ids[14] == 15
+    try:
+        deleted = service.purge(ids="15", confirm=True)  # type: ignore[arg-type]
+    except InvalidArgument:
+        deleted = 0
+    survivors = {o.id for o in service.get_observations(ids)}
+    assert {1, 5} <= survivors, "purge('15') deleted observations 1 and 5"
+    assert deleted in (0, 1)

@@ -401,3 +401,13 @@ def test_recent_context_type_weights(service: Service, clock: Clock, obs_type: s
     clock.now = T0
     add(service, "demo", obs_type, T0, "x")
     assert service.recent_context()[0]["score"] == pytest.approx(0.6 + weight * 0.4, abs=1e-4)
+
+
+def test_get_observations_never_reads_a_string_of_ids_digit_by_digit(service: Service) -> None:
+    for i in range(12):
+        bash(service, f"cmd {i}", T0 + i)
+    try:
+        got = [o.id for o in service.get_observations("12")]  # type: ignore[arg-type]
+    except InvalidArgument:
+        got = [12]
+    assert got == [12]
