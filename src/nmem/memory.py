@@ -193,12 +193,17 @@ class Service:
     def update(self, ref: str, *, content: str | None = None, summary: str | None = None,
                namespace: str | None = None, tags: Iterable[str] | str | None = None,
                tier: str | None = None, relates_to: Iterable[str] | str | None = None) -> Memory:
-        uid = self.get_memory(ref).id
+        current = self.get_memory(ref)
+        uid = current.id
         fields: dict[str, Any] = {}
         if content is not None:
             if not content.strip():
                 raise ValidationError("content must not be empty")
             fields["content"] = scrub(content).strip()
+            derived = preview(current.content.splitlines()[0].strip(), SUMMARY_CHARS) if current.content else ""
+            if summary is None and current.summary == derived:
+                # the summary was the old first line: keep it in step with the new content
+                fields["summary"] = preview(fields["content"].splitlines()[0].strip(), SUMMARY_CHARS)
         if summary is not None:
             if not summary.strip() or len(summary.strip()) > SUMMARY_CHARS:
                 raise ValidationError(f"summary must be 1-{SUMMARY_CHARS} characters")
@@ -265,6 +270,8 @@ class Service:
         types = _as_list(obs_type, "obs_type") if obs_type else ()
         for t in types:
             self._check_obs_type(t)
+        if isinstance(ids, (str, bytes)):
+            raise InvalidArgument("ids must be a list of observation ids, not a string")
         if ids:
             if types or older_than is not None:
                 raise InvalidArgument("purge takes either ids or a type/age selector, not both")
@@ -325,6 +332,9 @@ class Service:
             hits = self._run_scopes(scope, match, filters, order, limit, offset)
             if hits:
                 return SearchResult(hits, query, match)
+            # Past the last page of a tier that has hits: stay on it, or pages would mix tiers.
+            if offset and self._run_scopes(scope, match, filters, order, 1, 0):
+                return SearchResult([], query, match)
         return SearchResult([], query, tiers[-1])
 
     def _run_scopes(self, scope: str, match: str | None, filters: SearchFilters, order: str,
@@ -364,6 +374,8 @@ class Service:
                 for r, s in store.search_memories(match, filters, order, limit, offset)]
 
     def get_observations(self, ids: Sequence[Any]) -> list[Observation]:
+        if isinstance(ids, (str, bytes)):
+            raise InvalidArgument("ids must be a list of observation ids, not a string")
         if ids is None or len(ids) == 0:
             raise InvalidArgument("ids array must not be empty")
         if len(ids) > MAX_IDS:

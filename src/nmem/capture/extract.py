@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
+from nmem.capture.privacy import scrub
 
 HEAD_CHARS = 160
 COMMAND_CHARS = 2000
@@ -35,14 +36,22 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+# Cuts scrub a margin around the cut first, so a secret straddling it is still recognised whole.
+CUT_MARGIN = 512
+
+
 def head(text: str, size: int = HEAD_CHARS) -> str:
     text = text.strip()
-    return text if len(text) <= size else text[:size] + "…"
+    if len(text) <= size:
+        return text
+    return scrub(text[: size + CUT_MARGIN])[:size] + "…"
 
 
 def tail(text: str, size: int = ERROR_TAIL_CHARS) -> str:
     text = text.strip()
-    return text if len(text) <= size else "…" + text[-size:]
+    if len(text) <= size:
+        return text
+    return "…" + scrub(text[-(size + CUT_MARGIN):])[-size:]
 
 
 def digest(text: str) -> str:

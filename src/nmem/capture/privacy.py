@@ -60,7 +60,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Replacer], ...] = (
     (re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=\-]{8,}"),
      _keep_group1("auth-header")),
     (re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/\-]{20,}=*"), _keep_group1("bearer-token")),
-    # password=..., api_key: "...", export GITHUB_TOKEN=..., "client_secret": "..."
+    # Password-like names hide any value: export DB_PASSWORD=letmein, --password=swordfish.
+    (re.compile(r"(?i)(\b[A-Za-z0-9_.\-]*(?:passw(?:or)?d|passwd|pwd|passphrase)[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*)"
+                r"(?:\"[^\"\n]{3,}\"|'[^'\n]{3,}'"
+                # ...but not code reading another name: `password_field = form.password`
+                r"|(?![\"'])(?![A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:[\s,;)\]}]|$))[^\s,;()\[\]{}<>\"']{3,})"),
+     _keep_group1("secret")),
+    # api_key: "...", export GITHUB_TOKEN=..., "client_secret": "..." (unquoted values must look like one)
     (re.compile(
         r"(?i)(\b[A-Za-z0-9_.\-]*(?:passw(?:or)?d|passwd|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key"
         r"|private[_\-]?key|credentials?)[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*)"

@@ -123,11 +123,14 @@ class Recorder:
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
 
-    def _agent_prompt(self, event: ev.HookEvent, text: str) -> int | None:
-        clean = scrub(text).strip()
-        if not clean:
+    def _agent_prompt(self, event: ev.HookEvent, text: str, seen: set[str] | None = None) -> int | None:
+        """Store agent reasoning once: Stop can fire again for the same turn."""
+        clean = scrub(text).strip()[:PROMPT_CHARS]
+        if not clean or (seen is not None and clean in seen):
             return None
-        return self.store.add_prompt(event.session_id, event.timestamp, "agent", clean[:PROMPT_CHARS])
+        if seen is not None:
+            seen.add(clean)
+        return self.store.add_prompt(event.session_id, event.timestamp, "agent", clean)
 
     def _reasoning(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         prompt_id = self._agent_prompt(event, event.assistant_message or "")
@@ -137,10 +140,11 @@ class Recorder:
 
     def _stop(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         sid = event.session_id
+        seen = {p.content for p in self.store.session_prompts(sid, None, None) if p.source == "agent"}
         if event.kind == ev.STOP and self.settings["capture.read_transcript"]:
             for thought in latest_reasoning(event.transcript_path):
-                self._agent_prompt(event, thought)
-        prompt_id = self._agent_prompt(event, event.assistant_message or "")
+                self._agent_prompt(event, thought, seen)
+        prompt_id = self._agent_prompt(event, event.assistant_message or "", seen)
         obs_id = None
         if event.kind == ev.SESSION_END:
             reason = event.source or "other"

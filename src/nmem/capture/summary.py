@@ -36,7 +36,11 @@ def signature(observations: list[Observation], prompts: list[Prompt]) -> dict[st
 
 
 def summarize(observations: list[Observation], prompts: list[Prompt]) -> dict[str, Any]:
-    intents = _distinct([_first_line(p.content) for p in prompts if p.source == "user"], 5)
+    # Turns that led to work frame the session; "hi" or "thanks" do not (unless nothing else did).
+    acted_on = {o.prompt_id for o in observations}
+    users = [p for p in prompts if p.source == "user"]
+    framing = [p for p in users if p.id in acted_on] or users
+    intents = _distinct([_first_line(p.content) for p in framing], 5)
     files = _distinct([o.file_path or "" for o in observations if o.obs_type in CHANGES], 20)
     commands = _distinct([_first_line(o.content) for o in observations if o.obs_type == "command"], 10)
     errors = _distinct([_first_line(o.content) for o in observations if o.obs_type == "command_error"], 5)

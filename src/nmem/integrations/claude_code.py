@@ -95,7 +95,12 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _save(path: Path, data: dict[str, Any], report: Report) -> None:
     if path.exists():
-        backup = path.with_name(f"{path.name}.nmem-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup = path.with_name(f"{path.name}.nmem-backup-{stamp}")
+        n = 1
+        while backup.exists():  # two changes in one second keep both backups
+            n += 1
+            backup = path.with_name(f"{path.name}.nmem-backup-{stamp}-{n}")
         shutil.copy2(path, backup)
         report.backups.append(str(backup))
     path.parent.mkdir(parents=True, exist_ok=True)
