@@ -33,6 +33,10 @@ class Setting:
     default: Any
     env: str | None
     help: str
+    secret: bool = False  # never printed by `config show` or any status output
+
+    def shown(self, value: Any) -> Any:
+        return "***" if self.secret and value else value
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -72,6 +76,20 @@ SETTINGS: tuple[Setting, ...] = (
             "How SessionStart returns context: `text` (plain stdout) or `json` (`hookSpecificOutput`)."),
     Setting("hooks.busy_budget_ms", int, 2000, "NMEM_BUSY_BUDGET_MS",
             "How long a hook waits for a locked database before spooling the event for later."),
+    Setting("mcp.tools", str, "all", "NMEM_MCP_TOOLS",
+            "Tools the MCP server exposes: `all`, `core` (search, get_observations, timeline, remember, recall, "
+            "forget) or a comma-separated list."),
+    Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
+            "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
+    Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),
+    Setting("mcp.token", str, "", "NMEM_MCP_TOKEN",
+            "Bearer token required by the HTTP transport when set (always set it beyond loopback).", secret=True),
+    Setting("mcp.allowed_hosts", list, [], "NMEM_MCP_ALLOWED_HOSTS",
+            "Extra Host header names the HTTP transport accepts (DNS-rebinding guard); loopback names always are."),
+    Setting("mcp.cors_origins", list, [], "NMEM_MCP_CORS_ORIGINS",
+            "Browser origins allowed by CORS on the HTTP transport. Empty: no CORS headers at all."),
+    Setting("mcp.poll_interval_ms", int, 500, "NMEM_MCP_POLL_MS",
+            "How often the server checks the database for changes to notify subscribers about."),
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",

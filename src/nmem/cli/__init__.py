@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import click
 
-from nmem.cli import admin, curate, query
+from nmem.cli import admin, curate, query, serve, setup
 from nmem.cli.app import cli
 from nmem.errors import NmemError
 
-for _command in (*query.COMMANDS, *curate.COMMANDS, *admin.COMMANDS):
+for _command in (*query.COMMANDS, *curate.COMMANDS, *admin.COMMANDS, *setup.COMMANDS, *serve.COMMANDS):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -80,7 +80,7 @@ def config() -> None:
 def config_show(state: State, fmt: str | None) -> None:
     """Every setting's effective value and where it came from."""
     settings = state.settings
-    rows = [{"name": s.name, "value": mask_secrets(settings[s.name]), "source": settings.sources[s.name],
+    rows = [{"name": s.name, "value": mask_secrets(s.shown(settings[s.name])), "source": settings.sources[s.name],
              "env": s.env} for s in SETTINGS]
     data = {"config_file": str(settings.config_file), "home": str(settings.home), "settings": rows,
             "projects": settings.projects}
@@ -115,7 +115,7 @@ def _setting(name: str) -> None:
 def config_get(state: State, name: str, fmt: str | None) -> None:
     """Print one setting's effective value."""
     _setting(name)
-    value = mask_secrets(state.settings[name])
+    value = mask_secrets(SETTINGS_BY_NAME[name].shown(state.settings[name]))
     data = {"name": name, "value": value, "source": state.settings.sources[name]}
     emit(state, fmt, data, lambda: [Body(setting_text(value))])
 
@@ -129,7 +129,7 @@ def config_set(state: State, name: str, value: str, fmt: str | None) -> None:
     """Write one setting to the config file, keeping every other key."""
     _setting(name)
     settings = state.settings
-    stored = write_setting(settings, name, value)
+    stored = SETTINGS_BY_NAME[name].shown(write_setting(settings, name, value))
     data = {"name": name, "value": mask_secrets(stored), "config_file": str(settings.config_file)}
     emit(state, fmt, data, lambda: [Body(f"{name} = {setting_text(mask_secrets(stored))}  ({settings.config_file})")])
     env = SETTINGS_BY_NAME[name].env

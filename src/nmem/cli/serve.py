@@ -1,0 +1,98 @@
+"""`nmem serve` (the MCP server over stdio or Streamable HTTP) and `nmem mcp-config`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from nmem.cli.app import State, note, pass_state
+from nmem.errors import ConfigError, InvalidArgument
+from nmem.integrations.claude_code import SERVER_NAME, mcp_entry, nmem_executable
+
+
+@click.command("serve")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio: one client, spawned by it (Claude Code). http: Streamable HTTP at /mcp.")
+@click.option("--host", default=None, help="HTTP listen address (default: the mcp.host setting, 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="HTTP port (default: the mcp.port setting, 37777).")
+@click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
+              help="Bearer token clients must send. Required for any non-loopback --host.")
+@click.option("--tools", default=None, help="Tools to expose: all, core, or a comma-separated list.")
+@click.option("--project", default=None,
+              help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
+@pass_state
+def serve(state: State, transport: str, host: str | None, port: int | None, token: str | None,
+          tools: str | None, project: str | None) -> None:
+    """Run nmem's MCP server: search, recall and remember from any MCP client.
+
+    stdout carries only MCP messages; logs go to stderr. Stop with Ctrl-C.
+
+    \b
+        nmem serve                              # stdio, as Claude Code runs it
+        nmem serve --transport http             # http://127.0.0.1:37777/mcp
+        nmem serve --transport http --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+    """
+    # The SDK takes ~1 s to import; only this command pays for it, not every `nmem` run.
+    import anyio
+
+    from nmem.mcp.http import is_loopback, serve_http
+    from nmem.mcp.server import NmemServer, current_project, run_stdio
+
+    logging.basicConfig(stream=sys.stderr, level=str(state.settings["log.level"]).upper(),
+                        format="nmem: %(levelname)s %(message)s")
+    settings = state.settings
+    service = state.service()
+    app = NmemServer(service, project=project or current_project(service),
+                     tools=tools or str(settings["mcp.tools"]),
+                     poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
+    if transport == "stdio":
+        anyio.run(run_stdio, app)
+        return
+    bind = host or str(settings["mcp.host"])
+    listen_port = port if port is not None else int(settings["mcp.port"])
+    if not 0 < listen_port < 65536:
+        raise InvalidArgument(f"invalid port {listen_port}")
+    secret = token or str(settings["mcp.token"]) or None
+    if not is_loopback(bind) and not secret:
+        raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_MCP_TOKEN")
+    note(f"MCP over HTTP at http://{bind}:{listen_port}/mcp (database {settings.db_path})"
+         + ("; bearer token required" if secret else ""))
+
+    async def main() -> None:
+        await serve_http(app, host=bind, port=listen_port, token=secret,
+                         cors_origins=tuple(settings["mcp.cors_origins"]),
+                         allowed_hosts=tuple(settings["mcp.allowed_hosts"]))
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        note("stopped")
+
+
+@click.command("mcp-config")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--url", default=None, help="With --transport http: the server URL (default from mcp.host/port).")
+@click.option("--name", default=SERVER_NAME, show_default=True, help="Server name in the config.")
+@pass_state
+def mcp_config(state: State, transport: str, url: str | None, name: str) -> None:
+    """Print the JSON that registers nmem with an MCP client.
+
+    The output is a complete `{"mcpServers": {...}}` document: save it as `.mcp.json`, pass
+    it to `claude --mcp-config`, or merge its one entry into an existing config.
+    """
+    entry: dict[str, Any]
+    if transport == "stdio":
+        entry = mcp_entry(nmem_executable())
+    else:
+        settings = state.settings
+        entry = {"type": "http", "url": url or f"http://{settings['mcp.host']}:{settings['mcp.port']}/mcp"}
+        if settings["mcp.token"]:
+            entry["headers"] = {"Authorization": "Bearer ${NMEM_MCP_TOKEN}"}
+    click.echo(json.dumps({"mcpServers": {name: entry}}, indent=2))
+
+
+COMMANDS: tuple[click.Command, ...] = (serve, mcp_config)
