@@ -13,9 +13,9 @@ $(BIN)/nmem: pyproject.toml
 
 setup: $(BIN)/nmem
 
-# The main job on the embedded default: SQLite in ~/.nmem (or $$NMEM_HOME).
+# The main job on the embedded default: the MCP server over SQLite in ~/.nmem (or $$NMEM_HOME).
 run: setup
-	$(BIN)/nmem status
+	$(BIN)/nmem serve --transport http
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -10,6 +10,7 @@ import pytest
 from nmem import docs
 from nmem.cli import cli
 from nmem.config import CONFIG_ENV, HOME_ENV, SETTINGS
+from nmem.mcp.tools import TOOLS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -52,7 +53,7 @@ def test_every_command_is_documented_with_its_help() -> None:
 
 def test_check_reports_stale_docs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert docs.main(["--check", "--docs-dir", str(tmp_path)]) == 1
-    assert capsys.readouterr().err.count("stale: ") == 2
+    assert capsys.readouterr().err.count("stale: ") == 3  # cli.md, configuration.md, mcp.md
     assert docs.main(["--docs-dir", str(tmp_path)]) == 0
     assert docs.main(["--check", "--docs-dir", str(tmp_path)]) == 0
     (tmp_path / "cli.md").write_text("edited by hand\n", encoding="utf-8")
@@ -64,3 +65,12 @@ def test_help_text_does_not_depend_on_the_terminal(monkeypatch: pytest.MonkeyPat
     first = docs.cli_markdown()
     monkeypatch.setenv("COLUMNS", "40")
     assert docs.cli_markdown() == first
+
+
+def test_readme_lists_every_mcp_tool_with_its_parameters() -> None:
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split(docs.README_START, 1)[1].split(docs.README_END, 1)[0]
+    for tool in TOOLS:
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{tool.name}` |"))
+        for param in tool.input_schema.get("properties", {}):
+            assert f"`{param}`" in row, (tool.name, param)
