@@ -18,7 +18,7 @@ run: setup
 	$(BIN)/nmem serve --transport http
 
 lint: setup
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests $(wildcard bench)
 	$(BIN)/mypy
 
 test: lint
