@@ -1,0 +1,294 @@
+"""Hook latency: `nmem record` as a whole process, the way Claude Code runs it.
+
+Builds a database of N observations (default 50,000) in a temporary NMEM_HOME, then runs
+the installed `nmem` console script with a hook payload on stdin for PostToolUse,
+UserPromptSubmit and SessionStart (which renders the context block), interleaved, R times
+each (default 60). It prints p50/p99 per event next to the bare-interpreter floor measured
+in the same run (`python -c pass`, `python -S -c pass`) and the targets from DESIGN.md.
+
+    .venv/bin/python bench/hooks.py [--runs 60] [--observations 50000] [--json] [--check]
+    .venv/bin/python bench/hooks.py --profile PostToolUse    # importtime + cProfile of one run
+
+nmem's bytecode is compiled first (as `pip install` does), so a run measures an installed
+nmem even when PYTHONDONTWRITEBYTECODE is set in the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nmem
+from nmem.capture.claude_code import parse
+from nmem.config import load_settings
+from nmem.memory import Service
+
+TARGETS_MS: dict[str, tuple[float, float | None]] = {   # event -> (p50, p99)
+    "PostToolUse": (30.0, 60.0),
+    "UserPromptSubmit": (30.0, 60.0),
+    "SessionStart": (150.0, None),
+}
+PROJECTS = ("billing-api", "ledger-ui", "auth-service", "data-pipeline", "infra", "docs-site")
+BENCH_PROJECT = PROJECTS[0]
+ROOT = "/home/dev/code"
+
+
+# -- the database -------------------------------------------------------------------------------
+
+
+def synthetic_events(n_observations: int, end: int, seed: int = 7) -> Iterator[tuple[dict[str, Any], int]]:
+    """Hook payloads of plausible sessions, with event times spread over the ~90 days before `end`."""
+    rng = random.Random(seed)
+    step = max(1, 90 * 86400 // max(n_observations, 1))
+    ts = end - n_observations * step
+    produced = session = 0
+    tools = ("Read", "Edit", "Bash", "Bash", "Grep", "Write", "Bash", "Read", "WebFetch", "mcp__github__get_issue")
+    while produced < n_observations:
+        session += 1
+        project = rng.choice(PROJECTS)
+        cwd = f"{ROOT}/{project}"
+        sid = f"bench-{session:06d}"
+
+        def ev(name: str, sid: str = sid, cwd: str = cwd, **fields: Any) -> dict[str, Any]:
+            return {"session_id": sid, "cwd": cwd, "transcript_path": "", "hook_event_name": name, **fields}
+
+        yield ev("SessionStart", source=rng.choice(("startup", "startup", "resume", "compact"))), ts
+        produced += 1
+        for turn in range(rng.randint(2, 6)):
+            ts += step
+            topic = rng.randint(0, 400)
+            ask = f"turn {turn}: fix module_{topic} handling of case {rng.randint(0, 99)}"
+            yield ev("UserPromptSubmit", prompt=ask), ts
+            for _ in range(rng.randint(4, 12)):
+                ts += step
+                tool = rng.choice(tools)
+                path = f"{cwd}/src/pkg_{topic % 20}/module_{rng.randint(0, 999)}.py"
+                if tool == "Read":
+                    payload = ev("PostToolUse", tool_name=tool, tool_input={"file_path": path})
+                elif tool in ("Edit", "Write"):
+                    payload = ev("PostToolUse", tool_name=tool,
+                                 tool_input={"file_path": path, "old_string": "a = 1", "new_string": f"a = {ts}",
+                                             "content": f"# generated {ts}\n" * 20})
+                elif tool == "Grep":
+                    payload = ev("PostToolUse", tool_name=tool, tool_input={"pattern": f"def handler_{ts % 997}"},
+                                 tool_response={"numFiles": rng.randint(0, 9), "filenames": []})
+                elif tool == "WebFetch":
+                    payload = ev("PostToolUse", tool_name=tool,
+                                 tool_input={"url": f"https://docs.example.com/page/{ts % 5000}", "prompt": "summary"},
+                                 tool_response={"code": 200, "result": "ok"})
+                elif tool.startswith("mcp__"):
+                    payload = ev("PostToolUse", tool_name=tool, tool_input={"number": ts % 9000})
+                elif rng.random() < 0.15:
+                    payload = ev("PostToolUseFailure", tool_name="Bash",
+                                 tool_input={"command": f"pytest tests/test_module_{topic}.py -q"},
+                                 error=f"Exit code 1\nFAILED tests/test_module_{topic}.py::test_{ts % 50}\n1 failed")
+                else:
+                    payload = ev("PostToolUse", tool_name="Bash", tool_input={"command": f"make target-{ts % 1000}"},
+                                 tool_response={"stdout": "done", "stderr": "", "interrupted": False})
+                yield payload, ts
+                produced += 1
+            yield ev("Stop", last_assistant_message=f"Done with module_{topic}."), ts
+        yield ev("SessionEnd", reason="other"), ts
+        produced += 1
+
+
+def populate(home: Path, n_observations: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    service = Service.open(load_settings({"NMEM_HOME": str(home)}))
+    try:
+        with service.store.transaction():
+            for payload, ts in synthetic_events(n_observations, int(time.time()) - 60):
+                service.record_event(parse(payload, now=ts))
+        status = service.status()
+    finally:
+        service.close()
+    return {"observations": status["observations"], "sessions": status["sessions"], "prompts": status["prompts"],
+            "db_bytes": status["size_bytes"], "seconds": round(time.perf_counter() - started, 1)}
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+def nmem_script() -> str:
+    beside = Path(sys.executable).parent / "nmem"
+    found = str(beside) if beside.exists() else shutil.which("nmem")
+    if not found:
+        sys.exit("bench/hooks.py: no `nmem` console script beside this interpreter or on PATH")
+    return found
+
+
+def child_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NMEM_")}
+    env["NMEM_HOME"] = str(home)
+    return env
+
+
+def timed(argv: list[str], stdin: str, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, check=False)
+    return (time.perf_counter() - start) * 1000, done
+
+
+def payload_for(event: str, i: int) -> dict[str, Any]:
+    cwd = f"{ROOT}/{BENCH_PROJECT}"
+    if event == "PostToolUse":
+        return {"session_id": "bench-post", "cwd": cwd, "transcript_path": "", "hook_event_name": event,
+                "tool_name": "Bash", "tool_use_id": f"toolu_{i}", "tool_input": {"command": f"pytest -q -k case_{i}"},
+                "tool_response": {"stdout": f"{i} passed", "stderr": "", "interrupted": False, "isImage": False}}
+    if event == "UserPromptSubmit":
+        return {"session_id": "bench-prompt", "cwd": cwd, "transcript_path": "", "hook_event_name": event,
+                "prompt": f"run {i}: make the invoice export stream rows instead of buffering them"}
+    return {"session_id": f"bench-start-{i}", "cwd": cwd, "transcript_path": "", "hook_event_name": event,
+            "source": "startup"}
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    rank = max(1, round(pct / 100 * len(ordered)))  # nearest rank
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 1), "p99": round(percentile(values, 99), 1),
+            "mean": round(statistics.fmean(values), 1), "min": round(min(values), 1), "max": round(max(values), 1)}
+
+
+def measure(home: Path, runs: int, warmup: int = 3) -> dict[str, Any]:
+    env = child_env(home)
+    script = nmem_script()
+    floors = {"python -c pass": [sys.executable, "-c", "pass"],
+              "python -S -c pass": [sys.executable, "-S", "-c", "pass"],
+              "python -c 'import nmem.hooks'": [sys.executable, "-c", "import nmem.hooks"]}
+    samples: dict[str, list[float]] = {name: [] for name in [*floors, *TARGETS_MS]}
+    context_chars: list[int] = []
+    for i in range(-warmup, runs):
+        for name, argv in floors.items():
+            ms, _ = timed(argv, "", env)
+            if i >= 0:
+                samples[name].append(ms)
+        for event in TARGETS_MS:
+            ms, done = timed([script, "record"], json.dumps(payload_for(event, i)), env)
+            if done.returncode != 0 or done.stderr:
+                sys.exit(f"bench/hooks.py: {event} failed ({done.returncode}): {done.stderr.strip()}")
+            if event == "SessionStart":
+                if "<nmem-context>" not in done.stdout:
+                    sys.exit("bench/hooks.py: SessionStart printed no context block")
+                context_chars.append(len(done.stdout))
+            if i >= 0:
+                samples[event].append(ms)
+    results: dict[str, Any] = {"floor": {name: summary(samples[name]) for name in floors}, "events": {}}
+    for event, (t50, t99) in TARGETS_MS.items():
+        stats = summary(samples[event])
+        ok = stats["p50"] <= t50 and (t99 is None or stats["p99"] <= t99)
+        results["events"][event] = {**stats, "target_p50": t50, "target_p99": t99, "ok": ok}
+    results["context_chars"] = max(context_chars)
+    return results
+
+
+# -- profiling ----------------------------------------------------------------------------------
+
+
+def profile(home: Path, event: str) -> str:
+    """Where one hook run spends its time: the slowest imports and the hottest functions."""
+    env = child_env(home)
+    stdin = json.dumps(payload_for(event, 10_000))
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "nmem", "record"], input=stdin,
+                          capture_output=True, text=True, env=env, check=False)
+    imports = []  # (cumulative us, self us, name, depth in the import tree)
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        self_us, cumulative, name = line[len("import time:"):].split("|")
+        depth = (len(name) - len(name.lstrip()) - 1) // 2
+        imports.append((int(cumulative), int(self_us), name.strip(), depth))
+    out = ["importtime, modules imported directly by the entry point, by cumulative time (ms):"]
+    out += [f"  {c / 1000:7.1f}  {n}" for c, _, n, d in sorted(imports, reverse=True) if d == 0][:12]
+    out.append("nmem modules by self time (ms):")
+    out += [f"  {s / 1000:7.1f}  {n}" for _, s, n, _ in sorted(imports, key=lambda r: -r[1])
+            if n.startswith("nmem")][:10]
+    nmem_self = sum(s for _, s, n, _ in imports if n.startswith("nmem"))
+    total = sum(s for _, s, _, _ in imports)
+    out.append(f"  all imports {total / 1000:.1f} ms, of which nmem's own modules {nmem_self / 1000:.1f} ms")
+
+    code = ("import cProfile, io, pstats, sys\n"
+            "from nmem import hooks\n"
+            "p = cProfile.Profile(); p.enable()\n"
+            f"hooks.run(['record'], io.StringIO({stdin!r}), io.StringIO(), sys.stderr)\n"
+            "p.disable(); s = io.StringIO(); pstats.Stats(p, stream=s).sort_stats('cumulative').print_stats(18)\n"
+            "print(s.getvalue())\n")
+    prof = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    out.append(f"cProfile of one {event} after imports (cumulative):")
+    out += ["  " + line for line in prof.stdout.splitlines() if line.strip()][:40]
+    return "\n".join(out)
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
+    lines = [f"nmem hook benchmark: {db['observations']:,} observations, {db['sessions']:,} sessions "
+             f"({db['db_bytes'] / 1e6:.0f} MB, built in {db['seconds']} s); {runs} runs per event; "
+             f"python {sys.version.split()[0]}",
+             "",
+             f"{'process':34} {'p50 ms':>8} {'p99 ms':>8} {'min':>7} {'max':>7}   target (p50/p99)"]
+    for name, s in results["floor"].items():
+        label = "(import only)" if "import" in name else "(floor)"
+        lines.append(f"{name:34} {s['p50']:8.1f} {s['p99']:8.1f} {s['min']:7.1f} {s['max']:7.1f}   {label}")
+    for name, s in results["events"].items():
+        target = f"{s['target_p50']:.0f}" + (f"/{s['target_p99']:.0f}" if s["target_p99"] else "")
+        verdict = "ok" if s["ok"] else "MISSED"
+        lines.append(f"{'nmem record ' + name:34} {s['p50']:8.1f} {s['p99']:8.1f} {s['min']:7.1f} {s['max']:7.1f}"
+                     f"   {target:>9} ms  {verdict}")
+    floor = results["floor"]["python -c pass"]["p50"]
+    lines.append("")
+    lines.append("above the `python -c pass` floor (p50): " + ", ".join(
+        f"{name} +{s['p50'] - floor:.1f} ms" for name, s in results["events"].items()))
+    lines.append(f"largest SessionStart output: {results['context_chars']:,} characters (Claude Code caps at 10,000)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=60, help="measured runs per event (default 60)")
+    parser.add_argument("--observations", type=int, default=50_000, help="database size (default 50000)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--profile", choices=sorted(TARGETS_MS), help="profile one event instead of timing")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
+    args = parser.parse_args(argv)
+
+    compileall.compile_dir(str(Path(nmem.__file__).parent), quiet=1)
+    home = Path(tempfile.mkdtemp(prefix="nmem-bench-")) / "home"
+    try:
+        db = populate(home, args.observations)
+        if args.profile:
+            print(profile(home, args.profile))
+            return 0
+        results = measure(home, args.runs)
+    finally:
+        if args.keep:
+            print(f"kept {home}", file=sys.stderr)
+        else:
+            shutil.rmtree(home.parent, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"database": db, "runs": args.runs, "python": sys.version.split()[0], **results}, indent=2))
+    else:
+        print(text_report(db, results, args.runs))
+    missed = [name for name, s in results["events"].items() if not s["ok"]]
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The hook path imports only the standard library and nmem's light modules.
+
+`python -X importtime -m nmem record` lists every module a hook run imports (on stderr);
+each top-level name must be in `sys.stdlib_module_names` or be `nmem` itself, and none of
+the heavy or CLI-only packages may appear.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.harness import event, hook_env, hook_ok
+
+FORBIDDEN = ("click", "yaml", "mcp", "pydantic", "numpy", "rich", "typer", "httpx", "starlette", "uvicorn",
+             "psycopg", "sentence_transformers", "torch", "nmem.cli", "nmem.mcp", "nmem.http")
+# Names importtime prints that are not imports of the hook: the interpreter's own start-up
+# (site's .pth files, the sitecustomize probe) is measured separately, and `copy` probes for
+# Jython's `org.python.core` (a failed import that importtime still lists).
+JYTHON_PROBE = "org"
+
+
+def importtime(args: list[str], stdin: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    done = subprocess.run([sys.executable, "-X", "importtime", *args], input=stdin, capture_output=True,
+                          text=True, env=env, timeout=60, check=False)
+    modules = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name and name != "imported package":
+                modules.append(name)
+    return done, modules
+
+
+@pytest.fixture
+def startup_modules(tmp_path: Path) -> set[str]:
+    """Modules a bare `python -c pass` imports in this environment (site, .pth hooks)."""
+    _, modules = importtime(["-c", "pass"], "", hook_env(tmp_path / "bare"))
+    return set(modules)
+
+
+def check_hook_imports(modules: list[str], startup: set[str]) -> None:
+    assert "nmem.hooks" in modules, "importtime output not parsed; is -X importtime working?"
+    imported = [m for m in modules if m not in startup]
+    tops = {m.split(".")[0] for m in imported}
+    foreign = sorted(t for t in tops if t not in sys.stdlib_module_names and t not in ("nmem", JYTHON_PROBE))
+    assert foreign == [], f"hook path imports non-stdlib modules: {foreign}"
+    heavy = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN))
+    assert heavy == [], f"hook path imports heavy or CLI-only modules: {heavy}"
+
+
+def seed(home: Path) -> None:
+    """A database with some history, so SessionStart really renders context."""
+    cwd = "/home/dev/code/imports-demo"
+    hook_ok(home, event("UserPromptSubmit", "seed", cwd, prompt="[decision] keep the hook path stdlib-only"))
+    hook_ok(home, event("PostToolUse", "seed", cwd, tool_name="Edit",
+                        tool_input={"file_path": f"{cwd}/src/app.py", "old_string": "a", "new_string": "b"},
+                        tool_response={"filePath": f"{cwd}/src/app.py"}))
+
+
+POST_TOOL_USE: dict[str, Any] = event(
+    "PostToolUse", "imports-1", "/home/dev/code/imports-demo", tool_name="Bash", tool_use_id="toolu_01",
+    tool_input={"command": "pytest -q", "description": "Run tests"},
+    tool_response={"stdout": "3 passed in 0.01s", "stderr": "", "interrupted": False, "isImage": False})
+
+
+@pytest.mark.parametrize("args", [["-m", "nmem", "record"], ["-m", "nmem", "hook", "post-tool-use"]],
+                         ids=["record", "hook-post-tool-use"])
+def test_post_tool_use_imports_only_stdlib_and_nmem(tmp_path: Path, startup_modules: set[str],
+                                                     args: list[str]) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    done, modules = importtime(args, json.dumps(POST_TOOL_USE), hook_env(home))
+    assert done.returncode == 0, done.stderr[-2000:]
+    check_hook_imports(modules, startup_modules)
+
+
+def test_session_start_context_rendering_imports_only_stdlib_and_nmem(tmp_path: Path,
+                                                                      startup_modules: set[str]) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    payload = event("SessionStart", "imports-2", "/home/dev/code/imports-demo", source="startup")
+    done, modules = importtime(["-m", "nmem", "record"], json.dumps(payload), hook_env(home))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "<nmem-context>" in done.stdout, "SessionStart rendered no context; the test would prove nothing"
+    assert "nmem.context" in modules
+    check_hook_imports(modules, startup_modules)
+
+
+def test_user_prompt_with_marker_imports_only_stdlib_and_nmem(tmp_path: Path, startup_modules: set[str]) -> None:
+    home = tmp_path / "home"
+    payload = event("UserPromptSubmit", "imports-3", "/home/dev/code/imports-demo",
+                    prompt="[learned] WAL readers never block the writer")
+    done, modules = importtime(["-m", "nmem", "record"], json.dumps(payload), hook_env(home))
+    assert done.returncode == 0, done.stderr[-2000:]
+    check_hook_imports(modules, startup_modules)
+
+
+def test_the_import_check_would_catch_a_cli_import(tmp_path: Path, startup_modules: set[str]) -> None:
+    """The same parser sees click when the CLI is loaded, so a pass above is meaningful."""
+    _, modules = importtime(["-m", "nmem", "--help"], "", hook_env(tmp_path / "home"))
+    with pytest.raises(AssertionError):
+        check_hook_imports([*modules, "nmem.hooks"], startup_modules)

@@ -1,0 +1,282 @@
+"""`install` / `uninstall` of the Claude Code wiring, and the shipped plugin directory.
+
+Settings files that already hold other hooks, permissions and MCP servers are merged into,
+backed up, left alone on a second install, and restored exactly by uninstall.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_nmem
+from fixtures.harness import counts, event, hook_env
+from nmem.errors import ConfigError
+from nmem.integrations import claude_code
+from nmem.integrations.claude_code import HOOK_EVENTS, install, nmem_executable, uninstall, wiring
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN = REPO / "plugins" / "nmem"
+
+USER_SETTINGS: dict[str, Any] = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(./.env)"]},
+    "env": {"FOO": "bar"},
+    "hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "/usr/local/bin/guard.sh",
+                                                      "timeout": 10}]}],
+        "PostToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "prettier --write"}]}],
+        "SessionStart": [{"hooks": [{"type": "command", "command": "nmem search --recent"}]}],
+    },
+    "statusLine": {"type": "command", "command": "~/.claude/statusline.sh"},
+}
+CLAUDE_JSON: dict[str, Any] = {
+    "numStartups": 42,
+    "mcpServers": {"github": {"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"],
+                              "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}}},
+    "projects": {"/home/dev/code/billing-api": {"mcpServers": {}, "allowedTools": []}},
+}
+PROJECT_SETTINGS: dict[str, Any] = {
+    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/lint.sh"}]}]},
+    "enabledMcpjsonServers": ["db"],
+}
+PROJECT_MCP: dict[str, Any] = {"mcpServers": {"db": {"type": "stdio", "command": "./bin/db-mcp", "args": ["--ro"]}}}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = (json.dumps(data, indent=4) + "\n").encode()
+    path.write_bytes(raw)
+    return raw
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def nmem_handlers(settings: dict[str, Any]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for name, groups in settings.get("hooks", {}).items():
+        for group in groups:
+            for handler in group.get("hooks", []):
+                if claude_code.is_nmem_command(handler.get("command")):
+                    found.setdefault(name, []).append(handler["command"])
+    return found
+
+
+def backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(path.name + ".nmem-backup-*"))
+
+
+@pytest.fixture
+def user_home(tmp_path: Path) -> Path:
+    home = tmp_path / "userhome"
+    write_json(home / ".claude" / "settings.json", USER_SETTINGS)
+    write_json(home / ".claude.json", CLAUDE_JSON)
+    return home
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "billing-api"
+    write_json(root / ".claude" / "settings.json", PROJECT_SETTINGS)
+    write_json(root / ".mcp.json", PROJECT_MCP)
+    return root
+
+
+def test_user_scope_install_merges_and_backs_up(user_home: Path) -> None:
+    settings_path, mcp_path = user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    original_settings, original_mcp = settings_path.read_bytes(), mcp_path.read_bytes()
+    report = install("user", home=user_home)
+    assert sorted(report.changed) == sorted([str(settings_path), str(mcp_path)])
+
+    settings = load(settings_path)
+    exe = nmem_executable()
+    assert os.path.isabs(exe) and os.access(exe, os.X_OK)
+    ours = nmem_handlers(settings)
+    assert sorted(ours) == sorted(HOOK_EVENTS)
+    assert all(cmds == [f"{shlex.quote(exe)} record"] for cmds in ours.values()), ours
+    # Everything that was there is still there.
+    for key in ("model", "permissions", "env", "statusLine"):
+        assert settings[key] == USER_SETTINGS[key]
+    assert settings["hooks"]["PreToolUse"] == USER_SETTINGS["hooks"]["PreToolUse"]
+    assert settings["hooks"]["PostToolUse"][0] == USER_SETTINGS["hooks"]["PostToolUse"][0]
+    assert settings["hooks"]["SessionStart"][0] == USER_SETTINGS["hooks"]["SessionStart"][0]
+
+    config = load(mcp_path)
+    assert config["mcpServers"]["github"] == CLAUDE_JSON["mcpServers"]["github"]
+    assert config["mcpServers"]["nmem"]["command"] == exe and config["mcpServers"]["nmem"]["args"] == ["serve"]
+    assert (config["numStartups"], config["projects"]) == (42, CLAUDE_JSON["projects"])
+
+    assert [p.read_bytes() for p in backups(settings_path)] == [original_settings]
+    assert [p.read_bytes() for p in backups(mcp_path)] == [original_mcp]
+
+
+def test_second_install_changes_nothing(user_home: Path) -> None:
+    install("user", home=user_home)
+    files = [user_home / ".claude" / "settings.json", user_home / ".claude.json"]
+    before = {p: p.read_bytes() for p in files}
+    listing = sorted(p.name for p in (user_home / ".claude").iterdir())
+    report = install("user", home=user_home)
+    assert report.changed == [] and report.backups == []
+    assert {p: p.read_bytes() for p in files} == before
+    assert sorted(p.name for p in (user_home / ".claude").iterdir()) == listing
+
+
+def test_install_replaces_an_older_nmem_entry_instead_of_adding_one(user_home: Path) -> None:
+    settings_path = user_home / ".claude" / "settings.json"
+    stale = load(settings_path)
+    stale["hooks"]["Stop"] = [{"hooks": [{"type": "command", "command": "/old/venv/bin/nmem record"}]}]
+    write_json(settings_path, stale)
+    install("user", home=user_home)
+    assert nmem_handlers(load(settings_path))["Stop"] == [f"{shlex.quote(nmem_executable())} record"]
+
+
+def test_uninstall_restores_exactly_what_was_there(user_home: Path) -> None:
+    settings_path, mcp_path = user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    install("user", home=user_home)
+    uninstall("user", home=user_home)
+    assert load(settings_path) == USER_SETTINGS
+    assert load(mcp_path) == CLAUDE_JSON
+    assert wiring("user", home=user_home)["events"] == []
+    report = uninstall("user", home=user_home)
+    assert report.changed == [], "a second uninstall has nothing to remove"
+
+
+def test_install_then_uninstall_on_empty_home(tmp_path: Path) -> None:
+    home = tmp_path / "fresh"
+    install("user", home=home)
+    assert sorted(nmem_handlers(load(home / ".claude" / "settings.json"))) == sorted(HOOK_EVENTS)
+    assert backups(home / ".claude" / "settings.json") == [], "nothing to back up"
+    uninstall("user", home=home)
+    assert load(home / ".claude" / "settings.json") == {}
+    assert load(home / ".claude.json") == {"mcpServers": {}}
+
+
+def test_backups_of_install_and_uninstall_in_the_same_second_are_both_kept(user_home: Path, tmp_path: Path) -> None:
+    settings_path = user_home / ".claude" / "settings.json"
+    original = settings_path.read_bytes()
+    for _ in range(5):
+        start = int(time.time())
+        install("user", home=user_home)
+        installed = settings_path.read_bytes()
+        uninstall("user", home=user_home)
+        if int(time.time()) == start:
+            break
+        for p in backups(settings_path):
+            p.unlink()
+        settings_path.write_bytes(original)
+    kept = [p.read_bytes() for p in backups(settings_path)]
+    assert original in kept, "the backup of the user's own settings was overwritten"
+    assert installed in kept
+
+
+def test_project_scope_install_and_uninstall(project: Path) -> None:
+    settings_path, mcp_path = project / ".claude" / "settings.json", project / ".mcp.json"
+    install("project", project_dir=project)
+    settings = load(settings_path)
+    assert sorted(nmem_handlers(settings)) == sorted(HOOK_EVENTS)
+    assert settings["hooks"]["Stop"][0] == PROJECT_SETTINGS["hooks"]["Stop"][0]
+    assert settings["enabledMcpjsonServers"] == ["db"]
+    servers = load(mcp_path)["mcpServers"]
+    assert servers["db"] == PROJECT_MCP["mcpServers"]["db"] and servers["nmem"]["args"] == ["serve"]
+    assert len(backups(settings_path)) == 1 and len(backups(mcp_path)) == 1
+    assert install("project", project_dir=project).changed == []
+    uninstall("project", project_dir=project)
+    assert load(settings_path) == PROJECT_SETTINGS
+    assert load(mcp_path) == PROJECT_MCP
+
+
+def test_unreadable_settings_are_left_alone(tmp_path: Path) -> None:
+    home = tmp_path / "broken"
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"hooks": {', encoding="utf-8")
+    with pytest.raises(ConfigError):
+        install("user", home=home)
+    assert path.read_text(encoding="utf-8") == '{"hooks": {'
+    assert backups(path) == []
+
+
+def test_installed_hook_command_runs_and_records(tmp_path: Path) -> None:
+    """The command written into settings.json is what Claude Code runs through `sh -c`."""
+    home = tmp_path / "fresh"
+    install("user", home=home)
+    (command,) = {c for cmds in nmem_handlers(load(home / ".claude" / "settings.json")).values() for c in cmds}
+    nmem_home = tmp_path / "nmem-home"
+    payload = event("PostToolUse", "inst", "/home/dev/code/demo", tool_name="Bash", tool_input={"command": "ls"},
+                    tool_response={"stdout": "", "stderr": ""})
+    done = subprocess.run(["sh", "-c", command], input=json.dumps(payload), capture_output=True, text=True,
+                          env=hook_env(nmem_home, PATH="/usr/bin:/bin"), timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert counts(nmem_home)["observations"] == 1
+
+
+# -- the plugin directory -----------------------------------------------------------------------
+
+
+def test_plugin_manifest() -> None:
+    assert sorted(p.name for p in (PLUGIN / ".claude-plugin").iterdir()) == ["plugin.json"]
+    manifest = load(PLUGIN / ".claude-plugin" / "plugin.json")
+    assert manifest["name"] == "nmem"
+    assert all(isinstance(manifest.get(k, ""), str) for k in ("version", "description"))
+
+
+def test_plugin_hooks_file_has_the_wrapper_and_every_event() -> None:
+    data = load(PLUGIN / "hooks" / "hooks.json")
+    assert set(data) <= {"description", "hooks"}
+    hooks = data["hooks"]
+    assert sorted(hooks) == sorted(HOOK_EVENTS)
+    for name, groups in hooks.items():
+        handlers = [h for g in groups for h in g["hooks"]]
+        assert len(handlers) == 1, name
+        (handler,) = handlers
+        assert handler["type"] == "command"
+        assert shlex.split(handler["command"])[-1] in ("record", name) or "record" in handler["command"]
+        assert Path(shlex.split(handler["command"])[0]).name == "nmem"
+        assert isinstance(handler.get("timeout", 30), int)
+
+
+def test_plugin_mcp_file() -> None:
+    data = load(PLUGIN / ".mcp.json")
+    server = data["mcpServers"]["nmem"]
+    assert Path(server["command"]).name == "nmem" and server["args"] == ["serve"]
+    assert server.get("type", "stdio") == "stdio"
+
+
+# -- through the CLI ----------------------------------------------------------------------------
+
+
+def test_cli_install_and_uninstall_project_scope(project: Path, tmp_path: Path) -> None:
+    env = hook_env(tmp_path / "nmem-home", HOME=str(tmp_path / "userhome"))
+    args = ["claude-code", "--scope", "project", "--project-dir", str(project), "--format", "json"]
+    first = run_nmem(["install", *args], env=env)
+    assert first.returncode == 0, first.stderr
+    assert str(project / ".claude" / "settings.json") in json.dumps(json.loads(first.stdout))
+    assert sorted(nmem_handlers(load(project / ".claude" / "settings.json"))) == sorted(HOOK_EVENTS)
+    again = run_nmem(["install", *args], env=env)
+    assert again.returncode == 0 and json.loads(again.stdout)["changed"] == []
+    removed = run_nmem(["uninstall", *args], env=env)
+    assert removed.returncode == 0, removed.stderr
+    assert load(project / ".claude" / "settings.json") == PROJECT_SETTINGS
+    assert load(project / ".mcp.json") == PROJECT_MCP
+    assert not (tmp_path / "userhome" / ".claude").exists(), "project scope leaves the user's files alone"
+
+
+def test_cli_install_user_scope_uses_home(user_home: Path, tmp_path: Path) -> None:
+    env = hook_env(tmp_path / "nmem-home", HOME=str(user_home))
+    done = run_nmem(["install", "claude-code"], env=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(nmem_handlers(load(user_home / ".claude" / "settings.json"))) == sorted(HOOK_EVENTS)
+    assert "nmem" in load(user_home / ".claude.json")["mcpServers"]
+    assert run_nmem(["uninstall", "claude-code"], env=env).returncode == 0
+    assert load(user_home / ".claude" / "settings.json") == USER_SETTINGS

@@ -1,0 +1,273 @@
+"""Replay a realistic Claude Code session through real `nmem record` processes and check the result.
+
+The stream (tests/fixtures/session_full.json) starts a session, chats, reads and edits,
+runs a failing test, fixes it, commits and pushes, records a decision and a gotcha, spawns a
+subagent, compacts, writes new files, fails and passes again, commits, opens a PR and ends.
+A short session in another project (session_other_project.json) runs first.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.harness import FIXTURES, event, hook_ok, load_stream, observations, query
+
+CWD = "/home/dev/code/billing-api"
+OTHER_CWD = "/home/dev/code/ledger-ui"
+SID = "replay-0001"
+PROJECT = "billing-api"
+
+
+@dataclass
+class Replay:
+    home: Path
+    outputs: list[tuple[dict[str, Any], str]]   # each event with what its process printed
+
+    def printed(self, name: str, **match: Any) -> str:
+        for payload, out in self.outputs:
+            if payload["hook_event_name"] == name and all(payload.get(k) == v for k, v in match.items()):
+                return out
+        raise AssertionError(f"no {name} {match} in the stream")
+
+
+def replay_once(shared: Path) -> Path:
+    """Replay the streams into `shared/home` unless another xdist worker already did (the replay is slow)."""
+    shared.mkdir(exist_ok=True)
+    outputs_file = shared / "outputs.json"
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not outputs_file.exists():
+            streams = (load_stream("session_other_project.json", other_cwd=OTHER_CWD)
+                       + load_stream("session_full.json", cwd=CWD,
+                                     transcript=str(FIXTURES / "session_full_transcript.jsonl")))
+            outputs = [(payload, hook_ok(shared / "home", payload)) for payload in streams]
+            outputs_file.write_text(json.dumps(outputs), encoding="utf-8")
+    return outputs_file
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory: pytest.TempPathFactory) -> Replay:
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "session-replay"
+    outputs_file = replay_once(shared)
+    home = tmp_path_factory.mktemp("replay") / "home"
+    shutil.copytree(shared / "home", home)  # each worker checks (and adds to) its own copy
+    outputs = [(payload, out) for payload, out in json.loads(outputs_file.read_text(encoding="utf-8"))]
+    return Replay(home, outputs)
+
+
+def session_rows(replay: Replay) -> list[dict[str, Any]]:
+    return observations(replay.home, "session_id = ?", SID)
+
+
+def sections(block: str) -> dict[str, str]:
+    """`## Heading` -> its body, for a context block."""
+    out = {}
+    for part in block.split("\n## ")[1:]:
+        title, _, body = part.partition("\n")
+        out[title.strip()] = body.split("</nmem-context>")[0]
+    return out
+
+
+def table_rows(body: str) -> list[str]:
+    return [line for line in body.splitlines() if re.match(r"^\| #\d+ ", line)]
+
+
+# -- stored rows --------------------------------------------------------------------------------
+
+EXPECTED_TYPES = [
+    "session_start", "search", "file_read", "file_read", "command_error", "file_edit", "command", "command",
+    "command", "command", "command", "git_commit", "git_push", "task_spawn", "search", "file_read",
+    "session_compact", "file_write", "file_write", "command_error", "file_edit", "command", "command",
+    "web_fetch", "web_search", "command", "command", "git_commit", "mcp_call", "tool_other", "session_end",
+]
+
+
+def test_every_event_became_the_expected_observation(replay: Replay) -> None:
+    rows = session_rows(replay)
+    assert [r["obs_type"] for r in rows] == EXPECTED_TYPES
+    assert {r["project"] for r in rows} == {PROJECT}
+    reads = [r["file_path"] for r in rows if r["obs_type"] == "file_read"]
+    assert reads.count(f"{CWD}/src/billing/invoice.py") == 1, "the repeated read was collapsed"
+    failure = next(r for r in rows if r["obs_type"] == "command_error")
+    assert failure["metadata"]["exit_code"] == 1
+    assert "test_total_rounds_half_up" in failure["metadata"]["error"]
+    commits = [r["metadata"] for r in rows if r["obs_type"] == "git_commit"]
+    assert [(c["sha"], c["branch"]) for c in commits] == [("3f2a1b9", "main"), ("7e6d5c4", "main")]
+    subagent_glob = next(r for r in rows if r["tool_name"] == "Glob")
+    assert subagent_glob["metadata"]["agent_id"] == "agent-7", "subagent events stay in the parent session"
+    assert query(replay.home, "SELECT id FROM sessions ORDER BY id") == [{"id": "ledger-0001"}, {"id": SID}]
+
+
+# Which user prompt (index into the session's user prompts) each observation belongs to.
+EXPECTED_OWNERS = [None] + [1] * 8 + [2] * 4 + [4] * 3 + [None] + [5] * 13 + [None]
+
+
+def test_prompts_and_links(replay: Replay) -> None:
+    prompts = query(replay.home, "SELECT id, source, content FROM prompts WHERE session_id = ? ORDER BY id", SID)
+    users = [p for p in prompts if p["source"] == "user"]
+    assert [p["content"].splitlines()[0] for p in users] == [
+        "hi there", "the invoice total test fails on rounding, please fix it",
+        "[decision] use Decimal with ROUND_HALF_UP for all invoice money math",
+        "[gotcha] the tax fixture caches rates per process, clear it between tests",
+        "add a CSV export for invoices", "continue with the CSV export"]
+    rows = session_rows(replay)
+    assert len(EXPECTED_OWNERS) == len(rows)
+    for row, owner in zip(rows, EXPECTED_OWNERS, strict=True):
+        expected = None if owner is None else users[owner]["id"]
+        assert row["prompt_id"] == expected, (row["obs_type"], row["content"][:60])
+    linked = {r["prompt_id"] for r in rows}
+    assert users[0]["id"] not in linked and users[3]["id"] not in linked, "chat turns led to no action"
+
+
+def test_agent_reasoning_is_kept_as_agent_prompts(replay: Replay) -> None:
+    agent = [p["content"] for p in query(
+        replay.home, "SELECT content FROM prompts WHERE session_id = ? AND source = 'agent' ORDER BY id", SID)]
+    assert "Hello! What would you like to work on in billing-api today?" in agent
+    assert "Found src/billing/export.py with a JSON exporter." in agent, "SubagentStop's message"
+    thoughts = [a for a in agent if a.startswith(("The exporter should stream", "Tests pass; commit"))]
+    assert len(thoughts) == 2, "the last turn's thinking from the transcript, once each"
+    assert not any(a.startswith("Earlier turn") for a in agent), "only the last turn's thinking is read"
+    assert agent[-1].startswith("Added src/billing/export_csv.py"), "last_assistant_message comes last"
+    assert len(agent) == len(set(agent))
+
+
+def test_session_is_closed_with_signature_and_extractive_summary(replay: Replay) -> None:
+    (session,) = query(replay.home, "SELECT * FROM sessions WHERE id = ?", SID)
+    assert session["project"] == PROJECT and session["ended_at"] is not None
+    signature = json.loads(session["signature"])
+    counts: dict[str, int] = {}
+    for t in EXPECTED_TYPES:
+        counts[t] = counts.get(t, 0) + 1
+    assert signature["events"] == counts
+    assert (signature["observations"], signature["prompts"], signature["compactions"]) == (31, 6, 1)
+    summary = json.loads(session["summary"])
+    assert summary["files_changed"] == [f"{CWD}/src/billing/invoice.py", f"{CWD}/src/billing/export_csv.py",
+                                        f"{CWD}/tests/test_export_csv.py"]
+    assert summary["commits"] == ["3f2a1b9 fix: round invoice totals half up", "7e6d5c4 feat: CSV export for invoices"]
+    assert summary["errors"] == ["pytest tests/test_invoice.py -q", "pytest tests/test_export_csv.py -q"]
+    assert "git status --short" in summary["commands"] and "mypy src" in summary["commands"]
+    assert "the invoice total test fails on rounding, please fix it" in summary["intents"]
+    assert "add a CSV export for invoices" in summary["intents"]
+    for label in ("Intents:", "Files changed:", "Commits:", "Errors:", "Commands:"):
+        assert label in summary["text"]
+
+
+def test_headline_intent_is_a_prompt_that_led_to_work(replay: Replay) -> None:
+    """"hi there" led to nothing; the session's headline (and the checkpoint's title) should not be it."""
+    (session,) = query(replay.home, "SELECT summary FROM sessions WHERE id = ?", SID)
+    assert json.loads(session["summary"])["intent"] != "hi there"
+    (checkpoint,) = query(replay.home, "SELECT summary FROM memories WHERE namespace = 'progress'")
+    assert "hi there" not in checkpoint["summary"]
+
+
+def test_pre_compact_checkpoint_memory(replay: Replay) -> None:
+    (memory,) = query(replay.home, "SELECT * FROM memories WHERE namespace = 'progress'")
+    assert memory["domain"] == f"project:{PROJECT}"
+    assert memory["source"] == f"session:{SID}"
+    assert {"checkpoint", "compact-auto"} <= set(json.loads(memory["tags"]))
+    content = memory["content"]
+    assert f"{CWD}/src/billing/invoice.py" in content
+    assert "3f2a1b9 fix: round invoice totals half up" in content
+    assert "pytest tests/test_invoice.py -q" in content
+    assert "export_csv" not in content, "the checkpoint holds the session so far, not what came after"
+
+
+def test_marker_memories(replay: Replay) -> None:
+    rows = query(replay.home, "SELECT namespace, content, tags, domain FROM memories "
+                              "WHERE namespace != 'progress' ORDER BY id")
+    assert [(r["namespace"], r["content"]) for r in rows] == [
+        ("decisions", "use Decimal with ROUND_HALF_UP for all invoice money math"),
+        ("gotchas", "the tax fixture caches rates per process, clear it between tests"),
+    ]
+    assert all(r["domain"] == f"project:{PROJECT}" and "prompt-marker" in json.loads(r["tags"]) for r in rows)
+    acknowledged = replay.printed("UserPromptSubmit", prompt="[decision] use Decimal with ROUND_HALF_UP for all "
+                                                             "invoice money math\ncommit this")
+    assert "decisions" in acknowledged and "nmem://project:billing-api/decisions/" in acknowledged
+
+
+# -- context ------------------------------------------------------------------------------------
+
+
+def test_context_after_compaction_is_in_recovery_mode_with_the_checkpoint(replay: Replay) -> None:
+    block = replay.printed("SessionStart", source="compact").strip()
+    assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>")
+    parts = sections(block)
+    assert "[progress] Checkpoint before compaction" in parts["Memories"]
+    assert "[decisions] use Decimal with ROUND_HALF_UP" in parts["Memories"]
+    assert len(block) <= 6000
+
+
+def test_context_at_the_next_session_start(replay: Replay) -> None:
+    block = hook_ok(replay.home, event("SessionStart", "replay-0002", CWD, source="startup")).strip()
+    assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>")
+    assert block.count("<nmem-context>") == 1 and block.count("</nmem-context>") == 1
+    assert "reference data" in block and "not instructions" in block
+    assert len(block) <= 6000 < 10_000
+    parts = sections(block)
+    assert list(parts)[:1] == ["Recent Intents"]
+
+    intents = parts["Recent Intents"]
+    assert '"the invoice total test fails on rounding, please fix it" → 8 actions' in intents
+    assert '"add a CSV export for invoices" → 3 actions' in intents
+    assert '"continue with the CSV export" → 13 actions' in intents
+    assert "hi there" not in intents and "[gotcha]" not in intents, "zero-action turns are filtered"
+    assert "ledger" not in intents, "intents are project-local"
+
+    memories = [line for line in parts["Memories"].splitlines() if line.startswith("- [")]
+    assert [m.split("]")[0] for m in memories] == ["- [decisions", "- [gotchas", "- [progress"]
+    assert all("nmem://project:billing-api/" in m for m in memories)
+
+    local = table_rows(parts[f"Recent ({PROJECT})"])
+    assert 10 <= len(local) <= 20
+    assert any("| git_commit |" in r and "3f2a1b9" in r for r in local)
+    assert any("| file_edit |" in r and "src/billing/export_csv.py" in r for r in local)
+    assert any("| command_error |" in r for r in local)
+    assert all("ledger-ui" not in r for r in local)
+
+    cross = table_rows(parts["Other projects"])
+    assert cross and all(r.endswith("[ledger-ui] |") for r in cross)
+    assert any("LedgerTable.tsx" in r for r in cross)
+
+
+def test_recovery_mode_after_clear_shows_more_rows(replay: Replay) -> None:
+    env = {"NMEM_CONTEXT_MAX_CHARS": "9500"}
+    normal = hook_ok(replay.home, event("SessionStart", "replay-0003", CWD, source="startup"), **env)
+    recovery = hook_ok(replay.home, event("SessionStart", "replay-0003", CWD, source="clear"), **env)
+    normal_rows = table_rows(sections(normal)[f"Recent ({PROJECT})"])
+    recovery_rows = table_rows(sections(recovery)[f"Recent ({PROJECT})"])
+    assert len(normal_rows) == 20
+    assert 20 < len(recovery_rows) <= 30
+    assert len(recovery) <= 9500
+    assert [o["obs_type"] for o in observations(replay.home, "session_id = ?", "replay-0003")] == [
+        "session_start", "session_clear"]
+
+
+def test_context_stays_under_a_small_budget(replay: Replay) -> None:
+    block = hook_ok(replay.home, event("SessionStart", "replay-0004", CWD, source="compact"),
+                    NMEM_CONTEXT_MAX_CHARS="1500").strip()
+    assert len(block) <= 1500
+    assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>")
+    assert "## Recent Intents" in block
+
+
+def test_reasoning_is_not_stored_twice_when_stop_fires_again_in_a_turn(tmp_path: Path) -> None:
+    """A blocking Stop hook (or a lagging transcript) makes Stop fire twice over the same last turn."""
+    home = tmp_path / "home"
+    transcript = str(FIXTURES / "session_full_transcript.jsonl")
+    hook_ok(home, event("UserPromptSubmit", "twice", CWD, prompt="continue with the CSV export"))
+    hook_ok(home, event("Stop", "twice", CWD, transcript_path=transcript, stop_hook_active=False,
+                        last_assistant_message="Done."))
+    hook_ok(home, event("Stop", "twice", CWD, transcript_path=transcript, stop_hook_active=True,
+                        last_assistant_message="Done."))
+    agent = [p["content"] for p in query(home, "SELECT content FROM prompts WHERE source = 'agent'")]
+    assert sorted(set(agent)) == sorted(agent), f"duplicate agent prompts: {agent}"
