@@ -77,9 +77,17 @@ def test_record_help_goes_through_click_and_record_does_not_load_it(env: dict[st
     helped = run_nmem(["record", "--help"], env=env)
     assert helped.returncode == 0
     assert helped.stdout.startswith("Usage: nmem record")
-    probe = ("import json, sys; from nmem.__main__ import main; code = main(['record']); "
-             "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('click', 'yaml') or m.startswith('nmem.cli'))]), file=sys.stderr)")
+    # A hook run leaves through os._exit; catch the exit to report what was imported by then.
+    probe = ("import json, os, sys\n"
+             "real_exit = os._exit\n"
+             "def report(code):\n"
+             "    print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('click', 'yaml') or m.startswith('nmem.cli'))]), file=sys.stderr)\n"
+             "    sys.stderr.flush()\n"
+             "    real_exit(code)\n"
+             "os._exit = report\n"
+             "from nmem.__main__ import main\n"
+             "main(['record'])\n")
     payload = hook_payload("UserPromptSubmit", cwd="/work/demo", prompt="hello")
     done = subprocess.run([sys.executable, "-c", probe], input=json.dumps(payload), env=env,
                           capture_output=True, text=True, timeout=60, check=False)

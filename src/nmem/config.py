@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +163,12 @@ class Settings:
     def store_url(self) -> str:
         return self.values["store.url"] or f"sqlite:///{self.db_path}"
 
+    def ensure_dir(self, path: Path) -> str:
+        """Create `path` (and the data dir above it) private to the user; returns it as a string."""
+        os.makedirs(self.home, mode=0o700, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return str(path)
+
     @property
     def log_dir(self) -> Path:
         return self.home / "logs"
@@ -187,6 +192,17 @@ class Settings:
         return True
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    # The TOML parser is only needed when a config file exists; most hook runs have none.
+    import tomllib
+
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+
+
 def data_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     raw = env.get(HOME_ENV)
@@ -204,11 +220,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     unknown: list[str] = []
 
     if config_file.is_file():
-        try:
-            with config_file.open("rb") as fh:
-                data = tomllib.load(fh)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read {config_file}: {exc}") from exc
+        data = _read_toml(config_file)
         raw_projects = data.pop("projects", {})
         if not isinstance(raw_projects, dict):
             raise ConfigError(f"{config_file}: [projects] must be a table")
@@ -252,8 +264,7 @@ def write_setting(settings: Settings, name: str, raw: str) -> Any:
     path = settings.config_file
     data: dict[str, Any] = {}
     if path.is_file():
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        data = _read_toml(path)
     flat = _flatten({k: v for k, v in data.items() if k != "projects"})
     flat[name] = value
     lines: list[str] = []
@@ -272,7 +283,7 @@ def write_setting(settings: Settings, name: str, raw: str) -> Any:
         lines.append(f'[projects."{project}"]')
         lines.extend(f"{k} = {render_toml_value(v)}" for k, v in table.items())
         lines.append("")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings.ensure_dir(path.parent)
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text("\n".join(lines), encoding="utf-8")
     os.replace(tmp, path)

@@ -9,14 +9,12 @@ user's prompt in Claude Code. A database locked past the budget spools the event
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import os
 import sys
 import time
-import traceback
-from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from nmem.capture import events as ev
 from nmem.capture.claude_code import HOOK_ALIASES, parse
@@ -28,22 +26,50 @@ from nmem.memory import Service
 
 USAGE = "usage: nmem record  |  nmem hook <event> [--input FILE] [--output FILE]  (hook JSON on stdin)"
 SPOOL_BATCH = 200
+LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 
-def _logger(settings: Settings | None) -> logging.Logger:
-    log = logging.getLogger("nmem.hooks")
-    if log.handlers or settings is None:
-        return log
-    try:
-        settings.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handler = logging.FileHandler(settings.log_dir / "nmem.log", encoding="utf-8")
-    except OSError:
-        return log
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    log.addHandler(handler)
-    log.setLevel(str(settings["log.level"]).upper())
-    log.propagate = False
-    return log
+class HookLog:
+    """Appends lines to `<data dir>/logs/nmem.log` (the format `nmem doctor` reads).
+
+    The logging package costs more to import than a hook's whole budget allows, and a hook
+    writes at most a line or two, so this opens the file only when there is something to say.
+    """
+
+    def __init__(self, settings: Settings | None) -> None:
+        self.settings = settings
+
+    def write(self, level: str, message: str) -> None:
+        settings = self.settings
+        if settings is None or LOG_LEVELS[level] < LOG_LEVELS.get(str(settings["log.level"]).lower(), 30):
+            return
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+        try:
+            settings.ensure_dir(settings.log_dir)
+            fd = os.open(os.path.join(settings.log_dir, "nmem.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
+                fh.write(f"{stamp} {level.upper()} {message}\n")
+        except OSError:
+            pass  # nowhere to log to; the hook still must not fail
+
+    def warning(self, message: str) -> None:
+        self.write("warning", message)
+
+    def error(self, message: str) -> None:
+        self.write("error", message)
+
+
+def _traceback(exc: BaseException) -> str:
+    """The exception's frames in Python's traceback layout (without the traceback module)."""
+    lines = ["Traceback (most recent call last):"]
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        lines.append(f'  File "{code.co_filename}", line {tb.tb_lineno}, in {code.co_name}')
+        tb = tb.tb_next
+    lines.append(f"{type(exc).__name__}: {exc}")
+    return "\n".join(lines)
 
 
 def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
@@ -72,49 +98,59 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
     return event, input_file, output_file
 
 
-def _spool(settings: Settings, payload: dict[str, Any]) -> Path:
+def _spool(settings: Settings, payload: dict[str, Any]) -> str:
     """Keep an event the database could not take; scrubbed, written atomically, drained later."""
     payload = scrub_value(payload)
-    settings.spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    spool = settings.ensure_dir(settings.spool_dir)
     name = f"{time.time_ns()}-{os.getpid()}.json"
-    tmp = settings.spool_dir / f".{name}.tmp"
+    tmp = os.path.join(spool, f".{name}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(payload, fh)
-    final = settings.spool_dir / name
+    final = os.path.join(spool, name)
     os.replace(tmp, final)
     return final
 
 
-def drain_spool(service: Service, log: logging.Logger, limit: int = SPOOL_BATCH) -> int:
+def drain_spool(service: Service, log: HookLog, limit: int = SPOOL_BATCH) -> int:
     """Record spooled events, oldest first; each file is removed only once stored."""
-    spool = service.settings.spool_dir
-    if not spool.is_dir():
-        return 0
+    spool = str(service.settings.spool_dir)
+    try:
+        names = sorted(n for n in os.listdir(spool) if n[:1].isdigit() and n.endswith(".json"))[:limit]
+    except OSError:
+        return 0  # no spool dir: the common case, one failed syscall
     done = 0
-    for path in sorted(spool.glob("[0-9]*.json"))[:limit]:
+    for name in names:
+        path = os.path.join(spool, name)
         try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
+            with open(path, encoding="utf-8") as fh:
+                payload = json.load(fh)
             stamp = payload.pop("_nmem_received_at", None)
             service.record_event(parse(payload, now=stamp))
         except StoreBusy:
             break
         except (OSError, ValueError, NmemError) as exc:
-            log.warning("dropping unreadable spool file %s: %s", path.name, exc)
-            path.rename(path.with_suffix(".bad"))
+            log.warning(f"dropping unreadable spool file {name}: {exc}")
+            os.replace(path, path[: -len(".json")] + ".bad")
             continue
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
         done += 1
     return done
 
 
 def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
-        env: dict[str, str] | None = None) -> int:
+        env: dict[str, str] | None = None, *, keep_open: bool = False) -> int:
+    """Handle one hook event. `keep_open` leaves the database connections to process exit."""
     settings: Settings | None = None
     try:
         event_override, input_file, output_file = _parse_args(argv)
         settings = load_settings(env)
-        raw = Path(input_file).read_text(encoding="utf-8") if input_file else stdin.read()
+        if input_file:
+            with open(input_file, encoding="utf-8") as fh:
+                raw = fh.read()
+        else:
+            raw = stdin.read()
         try:
             payload = json.loads(raw)
         except ValueError as exc:
@@ -124,10 +160,11 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
         event = parse(payload)
         if not settings["memory.enabled"]:
             return 0
-        output = _record(settings, payload, event)
+        output = _record(settings, payload, event, keep_open)
         if output:
             if output_file:
-                Path(output_file).write_text(output, encoding="utf-8")
+                with open(output_file, "w", encoding="utf-8") as fh:
+                    fh.write(output)
             else:
                 stdout.write(output)
                 stdout.flush()
@@ -135,21 +172,21 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
     except (InvalidArgument, ConfigError) as exc:
         stderr.write(f"nmem: {exc.message}\n")
         return 1
-    except Exception as exc:  # the agent must never see a traceback; the log keeps it
-        _logger(settings).error("hook failed: %s\n%s", exc, traceback.format_exc())
+    except Exception as exc:  # the agent must never see a traceback; the log keeps where it happened
+        HookLog(settings).error(f"hook failed: {type(exc).__name__}: {exc}\n{_traceback(exc)}")
         stderr.write(f"nmem: internal error ({type(exc).__name__}); see the nmem log\n")
         return 1
 
 
-def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) -> str:
+def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, keep_open: bool) -> str:
     """Store the event (spooling it if the database stays busy) and return what to print."""
-    log = _logger(settings)
+    log = HookLog(settings)
     budget = int(settings["hooks.busy_budget_ms"])
     try:
         service = Service.open(settings, busy_timeout_ms=budget)
     except StoreBusy:
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
-        log.warning("database busy at open; spooled %s event", event.hook_event_name)
+        log.warning(f"database busy at open; spooled {event.hook_event_name} event")
         return _busy_context(settings, event)
     try:
         drain_spool(service, log)  # older events first, so prompts still frame later actions
@@ -157,7 +194,7 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
             outcome = service.record_event(event)
         except StoreBusy:
             _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
-            log.warning("database busy; spooled %s event", event.hook_event_name)
+            log.warning(f"database busy; spooled {event.hook_event_name} event")
             return _session_context(service, event) if event.kind == ev.SESSION_START else ""
         if outcome.skipped == "disabled":
             return ""
@@ -168,7 +205,8 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
             return _hook_output(settings, event.hook_event_name, f"nmem remembered {note}")
         return ""
     finally:
-        service.close(checkpoint=False)
+        if not keep_open:
+            service.close(checkpoint=False)
 
 
 def _session_context(service: Service, event: ev.HookEvent, project: str | None = None) -> str:
@@ -202,5 +240,15 @@ def _hook_output(settings: Settings, event_name: str, text: str) -> str:
     return text + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout, sys.stderr)
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Process entry for hook runs: handle the event, flush, and leave without teardown.
+
+    Exiting through os._exit skips interpreter teardown and SQLite's close-time checkpoint,
+    which the last connection to a WAL database would otherwise run (an fsync per hook).
+    Everything is committed by then, so nothing is lost; the periodic auto-checkpoint of a
+    later write folds the WAL back.
+    """
+    code = run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout, sys.stderr, keep_open=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

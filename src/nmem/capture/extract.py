@@ -6,7 +6,6 @@ in for them. Large responses are cut to a tail or a head.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -55,6 +54,9 @@ def tail(text: str, size: int = ERROR_TAIL_CHARS) -> str:
 
 
 def digest(text: str) -> str:
+    # hashlib loads OpenSSL (~3 ms); only Write/Edit events need it, so they alone pay for it.
+    import hashlib
+
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 

@@ -44,15 +44,18 @@ def find_marked(prompt: str, entries: list[str] | tuple[str, ...]) -> list[Marke
         while (at := lowered.find(marker, start)) != -1:
             start = at + len(marker)
             if marker.endswith(("]", ":")) or marker.startswith("#"):
-                content = _marked_text(prompt, at, start)
+                content = _marked_text(prompt, at, start, prefix=marker.endswith(":"))
                 if content and not any(m.content == content for m in found):
                     found.append(MarkedMemory(namespace, content, marker))
     return found
 
 
-def _marked_text(prompt: str, at: int, end: int) -> str:
-    """The line holding the marker, without the marker; the whole prompt if the line is bare."""
-    line_start = prompt.rfind("\n", 0, at) + 1
+def _marked_text(prompt: str, at: int, end: int, prefix: bool = False) -> str:
+    """The line holding the marker, without the marker; the whole prompt if the line is bare.
+
+    A prefix marker (`remember:`) takes only the rest of its line.
+    """
+    line_start = at if prefix else prompt.rfind("\n", 0, at) + 1
     line_end = prompt.find("\n", end)
     line_end = len(prompt) if line_end == -1 else line_end
     text = (prompt[line_start:at] + prompt[end:line_end]).strip(" \t-:")

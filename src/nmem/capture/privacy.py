@@ -18,7 +18,7 @@ from typing import Any
 PLACEHOLDER = "[REDACTED:{kind}]"
 
 _PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
-_OWN_CONTEXT = re.compile(r"<nmem-context>.*?(?:</nmem-context>|\Z)", re.DOTALL)
+_OWN_CONTEXT = re.compile(r"<nmem-context>.*?(?:</nmem-context>|\Z)|</nmem-context>", re.DOTALL)
 
 _Replacer = Callable[[re.Match[str]], str]
 

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
 from nmem.models import Memory, Observation, Prompt, Session
@@ -24,8 +23,9 @@ from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statement
 
 LN2 = math.log(2)
 HALF_LIFE_DAYS = 7.0
-# Rows considered by recent-context scoring: recency decays fast, so older rows cannot win.
-RECENT_CANDIDATES = 4000
+# Rows considered by recent-context scoring: recency decays fast, so older rows cannot win
+# (the newest 1,000 rows of a scope span days to weeks of work; deduplication by file needs headroom).
+RECENT_CANDIDATES = 1000
 
 OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
                "tool_name, file_path, content, metadata, is_pinned")
@@ -94,7 +94,7 @@ class SqliteStore:
     def _prepare_files(self) -> None:
         directory = self.path.parent
         try:
-            directory.mkdir(parents=True, mode=0o700, exist_ok=True)  # several processes may race here
+            os.makedirs(directory, mode=0o700, exist_ok=True)  # several processes may race here
             if not self.path.exists():
                 fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
                 os.close(fd)
@@ -111,6 +111,10 @@ class SqliteStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
         conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
+        try:
+            conn.execute("SELECT exp(0.0)")
+        except sqlite3.OperationalError:  # an SQLite built without math functions
+            conn.create_function("exp", 1, math.exp, deterministic=True)
 
     def _writer(self) -> sqlite3.Connection:
         if self.readonly:
@@ -126,7 +130,9 @@ class SqliteStore:
 
     def _reader(self) -> sqlite3.Connection:
         if self._r is None:
-            uri = f"file:{quote(str(self.path))}?mode=ro"
+            # A URI filename: only %, ? and # need escaping (urllib.parse costs the hook path ~2 ms).
+            escaped = str(self.path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+            uri = f"file:{escaped}?mode=ro"
             try:
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
                 self._configure(conn, writer=False)
@@ -659,24 +665,35 @@ class SqliteStore:
         )
         return [(Observation.from_row(r), r["prompt_content"]) for r in rows]
 
-    def recent_scored(self, project: str | None, limit: int, now: int
-                      ) -> list[tuple[Observation, float]]:
+    def recent_scored(self, project: str | None, limit: int, now: int, *, where: str = "any",
+                      exclude_types: Sequence[str] = ()) -> list[tuple[Observation, float]]:
+        """ADR-006 composite score, deduplicated by file_path.
+
+        `where`: "any" ranks every project with the project match as a boost; "local" keeps
+        only `project`; "other" only the rest (so a busy project cannot starve the backfill).
+        """
         cols = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
         weight = TYPE_WEIGHT_SQL.format(col="o.obs_type")
-        if project:
+        # Built-in exp() (SQLite math functions) keeps the scoring in C; no Python callback per row.
+        recency = f"exp({-LN2 / (HALF_LIFE_DAYS * 86400.0)!r} * max(? - o.timestamp, 0))"
+        skip = f"AND obs_type NOT IN ({','.join('?' * len(exclude_types))})" if exclude_types else ""
+        if project and where == "any":
             candidates = (
-                "SELECT id FROM (SELECT id FROM observations ORDER BY timestamp DESC LIMIT ?) "
-                "UNION SELECT id FROM (SELECT id FROM observations WHERE project = ? "
+                f"SELECT id FROM (SELECT id FROM observations WHERE 1 {skip} ORDER BY timestamp DESC LIMIT ?) "
+                f"UNION SELECT id FROM (SELECT id FROM observations WHERE project = ? {skip} "
                 "ORDER BY timestamp DESC LIMIT ?)"
             )
-            cand_params: list[Any] = [RECENT_CANDIDATES, project, RECENT_CANDIDATES]
-            score = (f"exp_decay(? - o.timestamp) * 0.5 + ({weight}) * 0.3 + "
+            cand_params: list[Any] = [*exclude_types, RECENT_CANDIDATES, project, *exclude_types,
+                                      RECENT_CANDIDATES]
+            score = (f"{recency} * 0.5 + ({weight}) * 0.3 + "
                      "(CASE WHEN o.project = ? THEN 1.0 ELSE 0.3 END) * 0.2")
             score_params: list[Any] = [now, project]
         else:
-            candidates = "SELECT id FROM observations ORDER BY timestamp DESC LIMIT ?"
-            cand_params = [RECENT_CANDIDATES]
-            score = f"exp_decay(? - o.timestamp) * 0.6 + ({weight}) * 0.4"
+            scope = {"local": "project = ?", "other": "project != ?"}.get(where) if project else None
+            filter_sql = f"WHERE {scope} {skip}" if scope else f"WHERE 1 {skip}"
+            candidates = f"SELECT id FROM observations {filter_sql} ORDER BY timestamp DESC LIMIT ?"
+            cand_params = [*([project] if scope else []), *exclude_types, RECENT_CANDIDATES]
+            score = f"{recency} * 0.6 + ({weight}) * 0.4"
             score_params = [now]
         sql = f"""
             WITH scored AS (
