@@ -35,3 +35,13 @@ bench-quick: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: conformance bench-mcp
+
+# The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
+conformance: setup
+	conformance/run.sh
+
+# `nmem serve` startup to the first tools/list, and search latency through the stdio client at 100k observations.
+bench-mcp: setup
+	$(BIN)/python bench/mcp_server.py
