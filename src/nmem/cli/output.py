@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import yaml
-
 FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown")
 CELL_CHARS = 80
 BAR_WIDTH = 24
@@ -124,6 +122,8 @@ def to_json(data: Any) -> str:
 
 
 def to_yaml(data: Any) -> str:
+    import yaml  # only --format yaml needs it; every other command (and `nmem serve`) starts faster
+
     return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False))
 
 

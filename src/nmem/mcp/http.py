@@ -46,8 +46,9 @@ def _hostname(header: str) -> str:
 class Guard:
     """Host check, bearer token and opt-in CORS in front of the MCP app."""
 
-    def __init__(self, app: ASGIApp, *, allowed_hosts: set[str], token: str | None,
+    def __init__(self, app: ASGIApp, *, allowed_hosts: set[str] | None, token: str | None,
                  cors_origins: tuple[str, ...] = ()) -> None:
+        """`allowed_hosts=None` turns the Host check off (a token-guarded wildcard bind)."""
         self.app = app
         self.allowed_hosts = allowed_hosts
         self.token = token
@@ -63,7 +64,7 @@ class Guard:
                 "access-control-allow-headers": "authorization, content-type, mcp-session-id, mcp-protocol-version",
                 "access-control-allow-methods": "GET, POST, DELETE, OPTIONS",
                 "access-control-expose-headers": "mcp-session-id"} if origin in self.cors_origins else {}
-        if _hostname(headers.get("host", "")) not in self.allowed_hosts:
+        if self.allowed_hosts is not None and _hostname(headers.get("host", "")) not in self.allowed_hosts:
             await JSONResponse({"error": "invalid Host header"}, status_code=421)(scope, receive, send)
             return
         if scope["method"] == "OPTIONS" and cors:
@@ -100,7 +101,10 @@ def build_app(app: NmemServer, *, host: str, port: int, token: str | None,
     # Our guard checks Host (with or without a port); the SDK's own check would demand exact ports.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     inner = app.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security, host=host)
-    return Guard(inner, allowed_hosts=hosts, token=token or None, cors_origins=cors_origins)
+    # Bound beyond loopback with a token, every request must prove itself, which a rebound page
+    # cannot; the machine's names are unknowable here, so the Host check would only refuse them.
+    check_hosts = None if (token and not is_loopback(host) and not allowed_hosts) else hosts
+    return Guard(inner, allowed_hosts=check_hosts, token=token or None, cors_origins=cors_origins)
 
 
 async def serve_http(app: NmemServer, *, host: str, port: int, token: str | None,

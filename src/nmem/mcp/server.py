@@ -54,6 +54,8 @@ class NmemServer:
         self.service = service
         self.project = project
         self.tools = exposed(tools)
+        # One compiled validator per tool: checking the schema itself on every call costs ~10 ms.
+        self.validators = {t.name: jsonschema.Draft202012Validator(t.input_schema) for t in self.tools}
         self.poll_interval = poll_interval
         self.bus = InMemorySubscriptionBus()
         # ctx.session is a per-request proxy; the connection behind it is what lives on.
@@ -113,15 +115,17 @@ class NmemServer:
         if spec is None or spec not in self.tools:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         args = dict(params.arguments or {})
-        try:
-            jsonschema.validate(args, spec.input_schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-            return _error_result(f"invalid arguments for {spec.name}: {where}: {exc.message}")
+        error = jsonschema.exceptions.best_match(self.validators[spec.name].iter_errors(args))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+            return _error_result(f"invalid arguments for {spec.name}: {where}: {error.message}")
         try:
             result = spec.handler(self.service, args, self.project)
         except NmemError as exc:
-            return _error_result(exc.message)
+            return _error_result(_public(exc, self.service))
+        except Exception as exc:  # a bug must still answer the model, not drop the connection
+            log.exception("tool %s failed", spec.name)
+            return _error_result(f"internal error in {spec.name}: {type(exc).__name__}")
         text = json.dumps(result, ensure_ascii=False, default=str)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=json.loads(text))
@@ -237,6 +241,12 @@ class NmemServer:
                 yield
             finally:
                 group.cancel_scope.cancel()
+
+
+def _public(exc: NmemError, service: Service) -> str:
+    """An error message without the database's file path (ADR-006: no internal paths)."""
+    path = str(getattr(service.store, "path", "") or "")
+    return exc.message.replace(path, "<database>") if path else exc.message
 
 
 def _error_result(message: str) -> types.CallToolResult:

@@ -40,9 +40,10 @@ def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str
 
 
 STR = {"type": "string"}
-INT = {"type": "integer"}
+# SQLite integers are 64-bit; anything wider must be refused by the schema, not crash the query.
+INT = {"type": "integer", "minimum": -(2**63) + 1, "maximum": 2**63 - 1}
 STR_OR_LIST = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-DATE = {"anyOf": [{"type": "string"}, {"type": "integer"}],
+DATE = {"anyOf": [{"type": "string"}, INT],
         "description": "ISO date/time (2026-05-01, 2026-05-01T10:00Z) or Unix seconds/milliseconds."}
 ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
 RESULTS = _obj({"results": {"type": "array", "items": ANY_OBJECT}, "count": INT})
@@ -178,7 +179,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             **_FILTERS,
             "order_by": {"enum": list(ORDERS)},
             "format": {"enum": ["index", "full"], "description": "index (default) or full records."},
-            "limit": {**INT, "minimum": 1, "maximum": 100, "description": "Default 20, max 100."},
+            "limit": {**INT, "minimum": 1, "description": "Default 20; larger values are capped at 100."},
             "offset": {**INT, "minimum": 0},
             "dateStart": DATE, "dateEnd": DATE, "orderBy": {"enum": list(ORDERS)},
             "type": {**STR, "description": "Alias: a scope name or an observation type."},
@@ -212,7 +213,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "recent_context", "Recent context",
         "The most relevant recent activity for a project (recency, action type, project match), one row per "
         "file: what the SessionStart context shows, on demand.",
-        _obj({"project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "maximum": 100}}),
+        _obj({"project": _FILTERS["project"],
+              "limit": {**INT, "minimum": 1, "description": "Default 30; capped at 100."}}),
         RESULTS, _recent_context,
     ),
     ToolSpec(
@@ -228,7 +230,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Every session that touched a file, newest first, with the user's intent behind each touch. Use "
         "before changing a file to learn why it is the way it is.",
         _obj({"file_path": STR, "before": DATE, "after": DATE,
-              "limit": {**INT, "minimum": 1, "maximum": 50}}, ("file_path",)),
+              "limit": {**INT, "minimum": 1, "description": "Default 10; capped at 50."}}, ("file_path",)),
         _obj({"file_path": STR, "sessions": {"type": "array"}}, ("file_path", "sessions")),
         _file_history,
     ),
@@ -253,7 +255,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "ones. Use before making assumptions about code, APIs or conventions seen before.",
         _obj({"query": STR, "namespace": STR, "category": STR, "tags": STR_OR_LIST,
               "domain": {**STR, "description": "all (default), project, user, org or project:<name>."},
-              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "maximum": 100}}),
+              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "description": "Capped at 100."}}),
         RESULTS, _recall, core=True,
     ),
     ToolSpec(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nmem.models import memory_urn, observation_urn, session_urn
+from nmem.models import memory_urn, observation_urn, prompt_urn, session_urn
 from nmem.store import Store
 
 
@@ -24,7 +24,9 @@ class ChangeWatcher:
         self.store = store
         self.token = store.change_token()
         self.memories = store.memory_versions()
+        self.sessions = store.session_versions()
         self.last_observation = store.max_observation_id()
+        self.last_prompt = store.max_prompt_id()
 
     def poll(self) -> ChangeSet:
         changes = ChangeSet()
@@ -48,5 +50,17 @@ class ChangeWatcher:
             changes.updated.update({observation_urn(project, obs_id), f"nmem://{domain}/observations",
                                     f"nmem://{domain}", session_urn(project, session_id)})
             self.last_observation = obs_id
+        for prompt_id, project, session_id in self.store.prompts_after(self.last_prompt):
+            domain = f"project:{project}"
+            changes.updated.update({prompt_urn(project, prompt_id), f"nmem://{domain}/prompts",
+                                    f"nmem://{domain}", session_urn(project, session_id)})
+            self.last_prompt = prompt_id
+        sessions = self.store.session_versions()
+        for session_id, (project, state) in sessions.items():
+            seen = self.sessions.get(session_id)
+            if seen is None or seen[1] != state:
+                changes.updated.update({session_urn(project, session_id), f"nmem://project:{project}/sessions",
+                                        f"nmem://project:{project}"})
+        self.sessions = sessions
         return changes
 

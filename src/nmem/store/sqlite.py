@@ -766,9 +766,29 @@ class SqliteStore:
         return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
 
     def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]:
-        """uid → (domain, namespace, updated_at, deleted_at) for every memory, tombstones included."""
-        rows = self._query("SELECT uid, domain, namespace, updated_at, deleted_at FROM memories")
-        return {r["uid"]: (r["domain"], r["namespace"], r["updated_at"], r["deleted_at"]) for r in rows}
+        """uid → (domain, namespace, version, deleted_at) for every memory, tombstones included.
+
+        The version hashes what a reader sees, so two edits within one second still differ.
+        """
+        rows = self._query("SELECT uid, domain, namespace, summary, content, tags, tier, is_pinned, "
+                           "updated_at, deleted_at FROM memories")
+        return {r["uid"]: (r["domain"], r["namespace"],
+                           hash((r["summary"], r["content"], r["tags"], r["tier"], r["is_pinned"], r["updated_at"])),
+                           r["deleted_at"]) for r in rows}
+
+    def session_versions(self) -> dict[str, tuple[str, int]]:
+        """session id → (project, version of its ended_at/summary)."""
+        rows = self._query("SELECT id, project, ended_at, summary FROM sessions")
+        return {r["id"]: (r["project"], hash((r["ended_at"], r["summary"]))) for r in rows}
+
+    def max_prompt_id(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM prompts")[0][0])
+
+    def prompts_after(self, prompt_id: int) -> list[tuple[int, str, str]]:
+        """(id, project, session_id) of prompts newer than `prompt_id`."""
+        rows = self._query("SELECT p.id, s.project, p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id > ? ORDER BY p.id", (prompt_id,))
+        return [(int(r["id"]), str(r["project"]), str(r["session_id"])) for r in rows]
 
     def max_observation_id(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(id), 0) FROM observations")[0][0])
