@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 
+@functools.lru_cache(maxsize=256)
 def git_toplevel(cwd: str) -> Path | None:
-    """The nearest ancestor holding `.git` (dir or worktree file), found without running git."""
+    """The nearest ancestor holding `.git` (dir or worktree file), found without running git.
+
+    Cached per process: an import or a server records many events from the same directories.
+    """
     try:
         path = Path(cwd).resolve()
     except (OSError, RuntimeError):
