@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
 from nmem.models import Memory, Observation, Prompt, Session
@@ -797,3 +797,143 @@ class SqliteStore:
         """(id, project, session_id) of observations newer than `obs_id`."""
         rows = self._query("SELECT id, project, session_id FROM observations WHERE id > ? ORDER BY id", (obs_id,))
         return [(int(r["id"]), str(r["project"]), str(r["session_id"])) for r in rows]
+
+    # -- vectors (optional embeddings, nmem.search.embeddings) ------------------------------
+
+    # Per kind: the table, its integer key, the text embedded, and which rows count.
+    _VECTOR_SOURCES: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "observation": ("observations", "content", "1"),
+        "prompt": ("prompts", "content", "1"),
+        "memory": ("memories", "summary || char(10) || content", "deleted_at IS NULL"),
+    }
+
+    def _vector_source(self, kind: str) -> tuple[str, str, str]:
+        if kind not in self._VECTOR_SOURCES:
+            raise ValueError(f"no vectors for kind {kind!r}")
+        return self._VECTOR_SOURCES[kind]
+
+    def count_missing_vectors(self, kind: str, model: str) -> int:
+        table, _, live = self._vector_source(kind)
+        return int(self._query(
+            f"SELECT COUNT(*) FROM {table} t WHERE {live} AND NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.kind = ? AND v.row_id = t.id AND v.model = ?)",
+            (kind, model))[0][0])
+
+    def missing_vectors(self, kind: str, model: str, after: int, limit: int) -> list[tuple[int, str]]:
+        """(row id, text) of rows past `after` without a vector for `model`, in id order."""
+        table, text, live = self._vector_source(kind)
+        rows = self._query(
+            f"SELECT t.id, {text} AS text FROM {table} t WHERE t.id > ? AND {live} AND NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.kind = ? AND v.row_id = t.id AND v.model = ?) "
+            "ORDER BY t.id LIMIT ?", (after, kind, model, limit))
+        return [(int(r["id"]), str(r["text"])) for r in rows]
+
+    def put_vectors(self, kind: str, model: str, dim: int, rows: Sequence[tuple[int, bytes]]) -> None:
+        self._vector_source(kind)
+        if not rows:
+            return
+        with self.transaction():
+            self._writer().executemany(
+                "INSERT OR REPLACE INTO vectors (kind, row_id, model, dim, vec) VALUES (?, ?, ?, ?, ?)",
+                [(kind, row_id, model, dim, blob) for row_id, blob in rows])
+
+    def get_vectors(self, kind: str, model: str, ids: Sequence[int | str]) -> dict[int | str, bytes]:
+        self._vector_source(kind)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        if kind == "memory":
+            rows = self._query(
+                "SELECT m.uid AS id, v.vec FROM memories m JOIN vectors v "
+                "ON v.kind = 'memory' AND v.row_id = m.id AND v.model = ? "
+                f"WHERE m.uid IN ({marks})", [model, *ids])
+        else:
+            rows = self._query(
+                f"SELECT row_id AS id, vec FROM vectors WHERE kind = ? AND model = ? AND row_id IN ({marks})",
+                [kind, model, *ids])
+        return {r["id"]: bytes(r["vec"]) for r in rows}
+
+    def vector_scan(self, kind: str, model: str, filters: SearchFilters, limit: int
+                    ) -> tuple[list[int | str], list[bytes]]:
+        """Ids and vectors of the newest `limit` rows of a kind that match the search filters."""
+        clauses: list[str] = []
+        params: list[Any] = [kind, model]
+        if kind == "observation":
+            select = "SELECT o.id AS id, v.vec FROM observations o"
+            key, order = "o.id", "o.id"
+            if filters.project:
+                clauses.append("o.project = ?")
+                params.append(filters.project)
+            if filters.obs_types:
+                clauses.append(f"o.obs_type IN ({','.join('?' * len(filters.obs_types))})")
+                params.extend(filters.obs_types)
+            if filters.files:
+                ors = []
+                for f in filters.files:
+                    ors.append("(o.file_path = ? OR o.file_path LIKE ? ESCAPE '\\')")
+                    params.extend([f, "%/" + f.lstrip("/").replace("%", "\\%").replace("_", "\\_")])
+                clauses.append("(" + " OR ".join(ors) + ")")
+            if filters.session_id:
+                clauses.append("o.session_id = ?")
+                params.append(filters.session_id)
+            self._date_clauses("o.timestamp", filters, clauses, params)
+        elif kind == "prompt":
+            select = "SELECT p.id AS id, v.vec FROM prompts p JOIN sessions s ON s.id = p.session_id"
+            key, order = "p.id", "p.id"
+            if filters.project:
+                clauses.append("s.project = ?")
+                params.append(filters.project)
+            if filters.session_id:
+                clauses.append("p.session_id = ?")
+                params.append(filters.session_id)
+            if filters.source:
+                clauses.append("p.source = ?")
+                params.append(filters.source)
+            self._date_clauses("p.timestamp", filters, clauses, params)
+        else:
+            self._vector_source(kind)
+            select = "SELECT m.uid AS id, v.vec FROM memories m"
+            key, order = "m.id", "m.updated_at"
+            clauses.append("m.deleted_at IS NULL")
+            if filters.domains:
+                clauses.append(f"m.domain IN ({','.join('?' * len(filters.domains))})")
+                params.extend(filters.domains)
+            elif filters.project:
+                clauses.append("m.domain IN (?, 'user', 'org')")
+                params.append(f"project:{filters.project}")
+            if filters.namespaces:
+                clauses.append(f"m.namespace IN ({','.join('?' * len(filters.namespaces))})")
+                params.extend(filters.namespaces)
+            for tag in filters.tags:
+                clauses.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
+                params.append(tag)
+            if not filters.include_archived:
+                clauses.append("m.tier != 'archived'")
+            self._date_clauses("m.updated_at", filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = self._query(
+            f"{select} JOIN vectors v ON v.kind = ? AND v.row_id = {key} AND v.model = ? {where} "
+            f"ORDER BY {order} DESC LIMIT ?", [*params, limit])
+        return [r["id"] for r in rows], [bytes(r["vec"]) for r in rows]
+
+    def count_vectors(self, kind: str, model: str) -> int:
+        self._vector_source(kind)
+        return int(self._query("SELECT COUNT(*) FROM vectors WHERE kind = ? AND model = ?", (kind, model))[0][0])
+
+    def delete_vectors(self, model: str | None) -> int:
+        """Drop the stored vectors of one model, or of every model (None)."""
+        if model is None:
+            cur = self._exec("DELETE FROM vectors")
+        else:
+            cur = self._exec("DELETE FROM vectors WHERE model = ?", (model,))
+        return cur.rowcount
+
+    def prune_vectors(self) -> int:
+        """Drop vectors whose row is gone (written while the row was being deleted)."""
+        removed = 0
+        for kind, (table, _, live) in self._VECTOR_SOURCES.items():
+            cur = self._exec(
+                f"DELETE FROM vectors WHERE kind = ? AND row_id NOT IN (SELECT id FROM {table} WHERE {live})",
+                (kind,))
+            removed += cur.rowcount
+        return removed

@@ -174,8 +174,43 @@ CREATE TRIGGER sessions_au AFTER UPDATE OF summary, project ON sessions BEGIN
 END;
 """
 
+# Step 6: optional embeddings (nmem.search.embeddings), stored beside the rows: one float32
+# little-endian BLOB per row and model, written by `nmem index`, never by the hooks. A row's
+# vector goes when the row goes or its text changes (the indexer computes it again).
+_V6_VECTORS = """
+CREATE TABLE vectors (
+    kind    TEXT NOT NULL,
+    row_id  INTEGER NOT NULL,
+    model   TEXT NOT NULL,
+    dim     INTEGER NOT NULL,
+    vec     BLOB NOT NULL,
+    PRIMARY KEY (kind, row_id, model)
+);
+CREATE TRIGGER vectors_observations_ad AFTER DELETE ON observations BEGIN
+    DELETE FROM vectors WHERE kind = 'observation' AND row_id = old.id;
+END;
+CREATE TRIGGER vectors_observations_au AFTER UPDATE OF content ON observations
+WHEN old.content IS NOT new.content BEGIN
+    DELETE FROM vectors WHERE kind = 'observation' AND row_id = old.id;
+END;
+CREATE TRIGGER vectors_prompts_ad AFTER DELETE ON prompts BEGIN
+    DELETE FROM vectors WHERE kind = 'prompt' AND row_id = old.id;
+END;
+CREATE TRIGGER vectors_prompts_au AFTER UPDATE OF content ON prompts
+WHEN old.content IS NOT new.content BEGIN
+    DELETE FROM vectors WHERE kind = 'prompt' AND row_id = old.id;
+END;
+CREATE TRIGGER vectors_memories_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM vectors WHERE kind = 'memory' AND row_id = old.id;
+END;
+CREATE TRIGGER vectors_memories_au AFTER UPDATE OF summary, content ON memories
+WHEN old.summary IS NOT new.summary OR old.content IS NOT new.content BEGIN
+    DELETE FROM vectors WHERE kind = 'memory' AND row_id = old.id;
+END;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
-                               _V5_SESSIONS_FTS_TEXT)
+                               _V5_SESSIONS_FTS_TEXT, _V6_VECTORS)
 LATEST_VERSION = len(MIGRATIONS)
 
 
