@@ -65,6 +65,7 @@ def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
         ("nmem pin, unpin", ["unpin", ids["obs"]]),
         ("nmem forget", ["forget", ids["spare"]]),
         ("nmem purge", ["purge", "--id", "9999", "--confirm"]),
+        ("nmem index", ["index", "--backend", "hashing"]),
         ("nmem config show", ["config", "show"]),
         ("nmem config get", ["config", "get", "cli.format"]),
         ("nmem config set", ["config", "set", "search.default_limit", "30"]),

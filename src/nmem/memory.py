@@ -324,6 +324,12 @@ class Service:
 
     def _search(self, scope: str, query: str | None, filters: SearchFilters, order: str,
                 limit: int, offset: int) -> SearchResult:
+        if self.settings["search.embeddings"] != "none":  # hook: optional embeddings fused with BM25
+            from nmem.search.embeddings import hybrid_search
+
+            fused = hybrid_search(self, scope, query, filters, order, limit, offset)
+            if fused is not None:
+                return fused
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
             return SearchResult([], query, None)  # nothing searchable in it (only punctuation)

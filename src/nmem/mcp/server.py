@@ -233,10 +233,19 @@ class NmemServer:
             except NmemError as exc:
                 log.warning("change watch failed: %s", exc.message)
 
+    async def index_embeddings(self) -> None:
+        """Embed new records in the background when optional embeddings are on (nmem.search.embeddings)."""
+        if str(self.service.settings["search.embeddings"]).strip().lower() in ("", "none"):
+            return
+        from nmem.search.embeddings import index_in_background
+
+        await index_in_background(self.service.store.url, self.service.settings)
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         async with anyio.create_task_group() as group:
             group.start_soon(self.watch)
+            group.start_soon(self.index_embeddings)
             try:
                 yield
             finally:
