@@ -150,3 +150,26 @@ def test_plain_tiers_always_parse_in_fts5(fts: sqlite3.Connection) -> None:
         for tier in plan(text).tiers:
             match(fts, tier)  # raises on a syntax error
     assert match(fts, plan("where is the login redirect?").tiers[0]) == [1]
+
+
+# -- questions that quote a title -------------------------------------------------------------------
+
+
+def test_a_quoted_title_in_a_question_runs_as_typed_then_as_plain_language() -> None:
+    p = plan('what did we decide about "fast path" caching?')
+    assert p.raw and p.tiers == ('what did we decide about "fast path" "caching?"',)
+    assert p.fallback == plan("what did we decide about fast path caching?")
+    assert p.fallback is not None and p.fallback.any_term == '"decide" OR "fast" OR "path" OR "caching"'
+
+
+@pytest.mark.parametrize("typed", ['"exact phrase"', '"one" "two"', '"unbalanced', '"login" AND bug',
+                                   '"login" OR auth*', 'NEAR("a b" c)'])
+def test_phrases_alone_or_with_operators_have_no_fallback(typed: str) -> None:
+    assert plan(typed).raw and plan(typed).fallback is None
+
+
+def test_any_term_is_the_or_tier_of_plain_language_only() -> None:
+    assert plan("fix the login redirect").any_term == '"fix" OR "login" OR "redirect"'
+    assert plan("redirect").any_term == '"redirect"'
+    assert plan("login AND redirect").any_term is None
+    assert plan("").any_term is None

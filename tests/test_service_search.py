@@ -98,9 +98,21 @@ def test_plain_question_drops_stop_words_and_ands_the_rest(service: Service, cor
     assert set(ids(result)) == {corpus["pytest_login"], corpus["pytest_all"], corpus["running"]}
 
 
-def test_plain_question_uses_the_and_tier_when_it_finds_something(service: Service,
-                                                                   corpus: dict[str, Any]) -> None:
+# Ranked by relevance, a plain question finds every record sharing a word, those holding
+# every word first (nmem.search.rank); sorted by date it keeps the strictest tier that finds
+# something, so a date-ordered list is not swamped by one-word matches.
+
+
+def test_plain_question_ranks_records_with_every_word_first(service: Service, corpus: dict[str, Any]) -> None:
     result = service.search("where is the pytest redirect?")
+    assert result.match == '"pytest" OR "redirect"'
+    assert ids(result)[0] == corpus["pytest_login"]
+    assert set(ids(result)) == {corpus["pytest_login"], corpus["pytest_all"]}
+
+
+def test_plain_question_by_date_uses_the_and_tier_when_it_finds_something(service: Service,
+                                                                          corpus: dict[str, Any]) -> None:
+    result = service.search("where is the pytest redirect?", order_by="date_desc")
     assert result.match == '"pytest" AND "redirect"'
     assert ids(result) == [corpus["pytest_login"]]
 
@@ -108,13 +120,13 @@ def test_plain_question_uses_the_and_tier_when_it_finds_something(service: Servi
 def test_plain_text_with_special_characters_is_quoted_not_a_syntax_error(service: Service,
                                                                           corpus: dict[str, Any]) -> None:
     result = service.search("login-deployment.yaml: apply")
-    assert ids(result) == [corpus["deploy"]]
+    assert ids(result)[0] == corpus["deploy"]
 
 
 def test_code_in_a_plain_question_is_not_a_syntax_error(service: Service, clock: Clock) -> None:
     oid = bash(service, "python -c 'from nmem.timeutil import parse_time; parse_time(None)' fails", T0)
     result = service.search("why does parse_time() fail")
-    assert (ids(result), result.match) == ([oid], '"parse" AND "time" AND "fail"')
+    assert (ids(result), result.match) == ([oid], '"parse" OR "time" OR "fail"')
 
 
 def test_file_names_work_inside_fts_syntax(service: Service, corpus: dict[str, Any]) -> None:
@@ -123,8 +135,10 @@ def test_file_names_work_inside_fts_syntax(service: Service, corpus: dict[str, A
 
 
 def test_contractions_do_not_spoil_the_and_tier(service: Service, corpus: dict[str, Any]) -> None:
-    assert ids(service.search("why doesn't pytest redirect")) == [corpus["pytest_login"]]
-    assert service.search("why doesn't pytest redirect").match == '"pytest" AND "redirect"'
+    by_date = service.search("why doesn't pytest redirect", order_by="date_desc")
+    assert (ids(by_date), by_date.match) == ([corpus["pytest_login"]], '"pytest" AND "redirect"')
+    ranked = service.search("why doesn't pytest redirect")
+    assert (ids(ranked)[0], ranked.match) == (corpus["pytest_login"], '"pytest" OR "redirect"')
 
 
 def test_query_of_only_punctuation_finds_nothing(service: Service, corpus: dict[str, Any]) -> None:

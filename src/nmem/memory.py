@@ -29,11 +29,14 @@ from nmem.models import (
     TIERS,
     Memory,
     Observation,
+    Prompt,
     SearchHit,
     preview,
     project_domain,
 )
-from nmem.search.query import plan
+from nmem.search import rank
+from nmem.search.query import QueryPlan, plan
+from nmem.search.timeexpr import TimeRange, find_time
 from nmem.store import NewMemory, SearchFilters, Store, open_store
 from nmem.timeutil import parse_time
 
@@ -45,6 +48,7 @@ NAMESPACE_ALIASES = {
     "pattern": "patterns", "blocker": "blockers", "gotcha": "gotchas",
     "convention": "conventions", "api": "apis", "test": "testing",
 }
+RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 _SLUG = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _URN = re.compile(r"^nmem://(?P<domain>[^/]+)/(?P<ns>[^/]+)/(?P<id>[^/]+)$")
 
@@ -93,6 +97,7 @@ class Service:
         self.store = store
         self.settings = settings
         self.clock = clock
+        self.ranking = rank.Ranking()
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
@@ -333,6 +338,28 @@ class Service:
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
             return SearchResult([], query, None)  # nothing searchable in it (only punctuation)
+        if query_plan.fallback is not None:
+            # A question quoting a title: as typed if that finds anything, else as plain
+            # language. A quote FTS5 cannot parse stays an error that says so.
+            typed = self._tiered(scope, query, query_plan, filters, order, limit, offset)
+            if typed.hits or (offset and self._run_scopes(scope, typed.match, filters, order, 1, 0)):
+                return typed
+            query_plan = query_plan.fallback
+        ranking = self.ranking
+        if (order == "relevance" and not query_plan.raw and query_plan.terms and ranking.candidates
+                and scope in RANKED_SCOPES):
+            when = None
+            if ranking.time_expressions and query:
+                when, rest = find_time(query, self.now())
+                rest_plan = plan(rest) if when else query_plan
+                if rest_plan.terms:  # a question that is only a time keeps its words
+                    query_plan = rest_plan
+            return self._ranked(scope, query, query_plan, when, filters, limit, offset)
+        return self._tiered(scope, query, query_plan, filters, order, limit, offset)
+
+    def _tiered(self, scope: str, query: str | None, query_plan: QueryPlan, filters: SearchFilters,
+                order: str, limit: int, offset: int) -> SearchResult:
+        """The first tier that finds anything, in the store's order (FTS5 BM25 or by date)."""
         tiers: Sequence[str | None] = query_plan.tiers or (None,)
         for match in tiers:
             hits = self._run_scopes(scope, match, filters, order, limit, offset)
@@ -342,6 +369,63 @@ class Service:
             if offset and self._run_scopes(scope, match, filters, order, 1, 0):
                 return SearchResult([], query, match)
         return SearchResult([], query, tiers[-1])
+
+    def _ranked(self, scope: str, query: str | None, query_plan: QueryPlan, when: TimeRange | None,
+                filters: SearchFilters, limit: int, offset: int) -> SearchResult:
+        """Relevance ranking of a plain-language query (`nmem.search.rank`): every record that
+        shares a content word is a candidate; the trail is scored with context windows."""
+        want = offset + limit
+        if scope != "all":
+            return SearchResult(self._rank_trail(scope, query_plan, when, filters, want)[offset:want],
+                                query, query_plan.any_term)
+        merged: list[SearchHit] = []
+        for one in ("observations", "prompts"):
+            merged.extend(self._rank_trail(one, query_plan, when, filters, want))
+        for one in ("sessions", "memories"):  # curated and summarised: strictest tier first, by BM25
+            for match in query_plan.tiers:
+                hits = self._run_search(one, match, filters, "relevance", want, 0)
+                if hits:
+                    merged.extend(hits)
+                    break
+        merged.sort(key=lambda h: -h.score)
+        return SearchResult(merged[offset:want], query, query_plan.any_term)
+
+    def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
+                    filters: SearchFilters, want: int) -> list[SearchHit]:
+        ranking = self.ranking
+        # Candidates come in blocks, so every page of one query reranks the same set.
+        pool = ranking.candidates * max(1, -(-want // ranking.candidates))
+        hits = self._run_search(scope, query_plan.any_term, filters, "relevance", pool, 0)
+        if not hits:
+            return []
+        stems = rank.query_stems(query_plan.terms)
+        trail = _Trail(self.store, scope, rank.TermCounter(stems), ranking.window,
+                       {int(h.record.id): h.record for h in hits})
+        candidates = list(trail.records)
+        trail.load(candidates)
+        fts = self.store.fts_stats(scope, stems)
+        stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
+        records = trail.records
+
+        def score(ids: list[int]) -> dict[int, float]:
+            return rank.score([rank.Candidate(i, int(records[i].timestamp)) for i in ids], trail.docs,
+                              trail.windows, stems, stats, ranking, when, self.now())
+
+        scores = score(candidates)
+        if ranking.promote and not (filters.obs_types or filters.files or filters.source
+                                    or filters.date_start is not None or filters.date_end is not None):
+            # A neighbour of a strong candidate that shares a word is a candidate too, though
+            # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
+            best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
+            extra = list(dict.fromkeys(n for i in best for n, _ in trail.windows.get(i, ())
+                                       if n not in scores and trail.docs[n].matches()))
+            trail.load(extra)
+            scores.update(score(extra))
+            candidates += extra
+        kind = hits[0].kind
+        ranked = [SearchHit(kind, scores[i], records[i]) for i in candidates]
+        ranked.sort(key=lambda h: (-h.score, -int(h.record.id)))
+        return ranked
 
     def _run_scopes(self, scope: str, match: str | None, filters: SearchFilters, order: str,
                     limit: int, offset: int) -> list[SearchHit]:
@@ -501,6 +585,33 @@ class Service:
             "by_namespace": st.by_namespace, "by_tier": st.by_tier, "by_project": st.by_project,
             "enabled": bool(self.settings["memory.enabled"]),
         }
+
+
+class _Trail:
+    """Records of one trail scope gathered for ranking: candidates, their session windows,
+    the neighbours' texts, and each record's stem counts and length."""
+
+    def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
+                 records: dict[int, Any]) -> None:
+        self.store, self.scope, self.counter, self.span = store, scope, counter, span
+        self.records = records
+        self.windows: dict[int, list[tuple[int, int]]] = {}
+        self.docs: dict[int, rank.Doc] = {}
+
+    def load(self, ids: Sequence[int]) -> None:
+        """Windows of `ids`, then whatever records and counts that makes necessary."""
+        if self.span and ids:
+            self.windows.update(self.store.session_windows(self.scope, ids, self.span))
+        missing = sorted({n for i in ids for n, _ in self.windows.get(i, ())} - self.records.keys())
+        if missing:
+            fetched: Sequence[Observation | Prompt] = (
+                self.store.get_prompts(missing) if self.scope == "prompts" else self.store.get_observations(missing))
+            self.records.update((int(r.id), r) for r in fetched)
+        new = [i for i in self.records if i not in self.docs]
+        lengths = self.store.fts_lengths(self.scope, new)
+        counts = self.counter.count_many([str(self.records[i].content) for i in new])
+        for i, c in zip(new, counts, strict=True):
+            self.docs[i] = rank.Doc(c, lengths.get(i, 0))
 
 
 def _hit_time(hit: SearchHit) -> int:

@@ -1,17 +1,20 @@
 """Turn what a person or agent typed into FTS5 MATCH expressions.
 
 Queries that use FTS5 syntax (quotes, `prefix*`, `^first`, AND/OR/NOT/NEAR) run as typed so
-experts keep full control (only words FTS5 could not parse, like `auth.py`, get quoted);
-anything else is plain language and is rewritten into tiers,
-strictest first: every content word (AND), then any content word (OR). The caller runs
-tiers in order and stops at the first that finds something, so a question that shares
-any content word with a stored record never comes back empty.
+experts keep full control (only words FTS5 could not parse, like `auth.py`, get quoted).
+A question that only quotes a title (`what did I think of "The Lean Startup"?`) runs as
+typed first and, if that finds nothing, as plain language (`fallback`).
+Anything else is plain language, rewritten into tiers, strictest first: every content word
+(AND), then any content word (OR). Searches ordered by date run the tiers in order and stop
+at the first that finds something; searches by relevance rank the OR tier's hits
+(`nmem.search.rank`). Either way a question that shares any content word with a stored
+record never comes back empty.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Word characters as FTS5's unicode61 tokenizer sees them (underscore separates tokens).
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -23,6 +26,7 @@ _PREFIX_OR_ANCHOR = re.compile(r"\w\*|(^|[\s(])\^\w")
 # and words; only words are touched.
 _RAW_PIECES = re.compile(r'("(?:[^"]|"")*"?|[(),]|\s+)')
 _EMPTY_GROUP = re.compile(r"\(\s*\)")  # `parse_time()`: FTS5 rejects an empty group, so it is no syntax
+_QUOTED = re.compile(r'"(?:[^"]|"")*"?')
 _COLUMN_FILTER = re.compile(r"^(-?)(content|summary|tags|namespace|project):(.*)$", re.DOTALL)
 
 STOP_WORDS = frozenset("""
@@ -45,12 +49,24 @@ class QueryPlan:
     tiers: tuple[str, ...]
     raw: bool
     terms: tuple[str, ...] = ()
+    fallback: QueryPlan | None = None     # plain-language plan if the raw query finds nothing
+
+    @property
+    def any_term(self) -> str | None:
+        """The OR of every content word: the candidate query of relevance ranking."""
+        return None if self.raw or not self.tiers else self.tiers[-1]
 
 
 def uses_fts_syntax(text: str) -> bool:
     """Quotes, prefix stars, anchors or AND/OR/NOT/NEAR. Parentheses alone (`parse_time()`)
     are code in a question, not grouping."""
     return '"' in text or bool(_PREFIX_OR_ANCHOR.search(text)) or bool(_OPERATOR.search(text))
+
+
+def _quotes_only(text: str) -> bool:
+    """FTS5 syntax made of quotes alone, with words outside them: a question quoting a title."""
+    return (not _PREFIX_OR_ANCHOR.search(text) and not _OPERATOR.search(text)
+            and bool(tokens(_QUOTED.sub(" ", text))))
 
 
 def _bareword(text: str) -> bool:
@@ -125,7 +141,12 @@ def plan(text: str) -> QueryPlan:
     if not stripped:
         return QueryPlan((), raw=False)
     if uses_fts_syntax(stripped):
-        return QueryPlan((raw_query(stripped),), raw=True)
+        raw = QueryPlan((raw_query(stripped),), raw=True)
+        if _quotes_only(stripped):
+            fallback = plan(stripped.replace('"', " "))
+            if fallback.tiers:
+                return replace(raw, fallback=fallback)
+        return raw
     terms = content_terms(stripped)
     if not terms:
         return QueryPlan((), raw=False)

@@ -1,10 +1,214 @@
-"""Ranking of plain-language searches (placeholder while levers are measured)."""
+"""Ranking plain-language searches over the trail (prompts and observations).
+
+FTS5 finds the candidates: the best `candidates` records sharing any content word with the
+question, by BM25, with every filter applied in SQL. Each candidate is then scored as BM25
+over its *context window*: the record plus up to `window` records on each side in the same
+session, counted together as one document, a neighbour `d` steps away weighing
+`window_decay ** d`. A question whose words are spread over a question and its answer, or
+over a command and the error after it, then finds them. On top of that score:
+
+- coverage: `× (1 + coverage · q)`, q the share of the question's IDF the record holds itself;
+- time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
+  names a time ("in May 2023", "last week"; see `timeexpr`);
+- recency: `× (1 + recency · ½^(age days / 7))`.
+
+Only candidates are returned: neighbours lend context, never become hits. Everything here is
+pure; the service fetches candidates, windows, texts and index statistics from the store.
+bench/locomo.py measures each knob (bench/README.md, "LoCoMo retrieval").
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from nmem.search.porter import stem
+from nmem.search.timeexpr import TimeRange
+
+DAY = 86400
+RECENCY_HALF_LIFE_DAYS = 7.0
 
 
 @dataclass(frozen=True)
 class Ranking:
-    candidates: int = 0
+    """Knobs of the ranking; the defaults are what the LoCoMo benchmark kept."""
+
+    candidates: int = 100           # FTS5 hits reranked per scope; 0 = plain FTS5 order, strictest tier first
+    window: int = 2                 # neighbours on each side scored with a record (same session)
+    window_decay: float = 0.5       # weight of a neighbour d records away: window_decay ** d
+    promote: int = 50               # neighbours of the best N that share a word become candidates too
+    k1: float = 1.2                 # BM25 term-frequency saturation
+    b: float = 0.75                 # BM25 length normalisation
+    coverage: float = 0.3           # boost for the share of the question a record matches itself
+    time_expressions: bool = True   # read "last week", "in May 2023" as a time to favour
+    time_boost: float = 1.0         # boost for records inside that time
+    time_half_life_days: float = 3.0
+    recency: float = 0.0            # boost for new records (7-day half-life)
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """Collection statistics for BM25: documents, mean length, document frequency per stem."""
+
+    docs: int
+    avg_length: float
+    df: Mapping[str, int] = field(default_factory=dict)
+
+    def idf(self, term: str) -> float:
+        df = self.df.get(term, 0)
+        return math.log(1.0 + (max(self.docs, df) - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What ranking needs of one record: how often each query stem occurs (in the order of
+    the question's stems), and its length in tokens."""
+
+    counts: tuple[int, ...]
+    length: int
+
+    def matches(self) -> bool:
+        return any(self.counts)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    timestamp: int
+
+
+_TOKEN = r"[^\W_]"
+
+
+@lru_cache(maxsize=4096)
+def _fold_char(ch: str) -> str:
+    parts = unicodedata.normalize("NFD", ch)
+    return parts[0] if len(parts) == 2 and parts[0].isascii() and unicodedata.combining(parts[1]) else ch
+
+
+def fold(text: str) -> str:
+    """Lower-case and strip a single diacritic from Latin letters, as FTS5's unicode61 does."""
+    text = text.lower()
+    if text.isascii():
+        return text
+    table = {c: folded for c in set(text) if not c.isascii() and (folded := _fold_char(c)) != c}
+    if not table:
+        return text
+    # Few characters fold: replace just those rather than translate every character.
+    return re.sub("|".join(map(re.escape, table)), lambda m: table[m.group()], text)
+
+
+def query_stems(terms: Iterable[str]) -> tuple[str, ...]:
+    """The index terms (FTS5 porter stems) of a question's words, once each."""
+    return tuple(dict.fromkeys(stem(fold(t)) for t in terms if t))
+
+
+class TermCounter:
+    """Counts a question's stems in text the way the FTS5 index tokenised it.
+
+    Only words starting like a stem are stemmed (a stem differs from its word in at most
+    its last two letters), so counting costs one regex scan, not a stemmer call per word.
+    """
+
+    def __init__(self, stems: Sequence[str]) -> None:
+        self.stems = tuple(stems)
+        self._slot = {s: i for i, s in enumerate(self.stems)}
+        prefixes = sorted({s[:max(2, len(s) - 2)] for s in self.stems}, key=len, reverse=True)
+        self._words = (re.compile(rf"(?<!{_TOKEN})(?:{'|'.join(map(re.escape, prefixes))}){_TOKEN}*")
+                       if prefixes else None)
+
+    def counts(self, text: str) -> tuple[int, ...]:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
+        """Counts for each text, from one scan over all of them."""
+        out = [[0] * len(self.stems) for _ in texts]
+        if self._words is None or not texts:
+            return [tuple(c) for c in out]
+        starts: list[int] = []
+        offset = 0
+        for text in texts:
+            starts.append(offset)
+            offset += len(text) + 1
+        joined = fold("\n".join(texts))  # folding keeps lengths: one character per character
+        if len(joined) != offset - 1:  # a letter that folds into several: scan one by one
+            return [self.count_many([t])[0] for t in texts] if len(texts) > 1 else [self._slow(texts[0])]
+        for m in self._words.finditer(joined):
+            slot = self._slot.get(stem(m.group()))
+            if slot is not None:
+                out[bisect_right(starts, m.start()) - 1][slot] += 1
+        return [tuple(c) for c in out]
+
+    def _slow(self, text: str) -> tuple[int, ...]:
+        counts = [0] * len(self.stems)
+        if self._words is not None:
+            for word in self._words.findall(fold(text)):
+                slot = self._slot.get(stem(word))
+                if slot is not None:
+                    counts[slot] += 1
+        return tuple(counts)
+
+
+def window_tf(doc: Doc, neighbours: Sequence[tuple[Doc, int]], decay: float) -> tuple[list[float], float]:
+    """Term counts and length of a record and its neighbours as one document, a neighbour
+    `d` records away weighing `decay ** |d|`."""
+    tf = [float(c) for c in doc.counts]
+    length = float(doc.length)
+    for other, offset in neighbours:
+        weight = decay ** abs(offset)
+        length += other.length * weight
+        for i, c in enumerate(other.counts):
+            if c:
+                tf[i] += c * weight
+    return tf, length
+
+
+def bm25(tf: Sequence[float], length: float, idf: Sequence[float], avg_length: float, k1: float, b: float) -> float:
+    """Okapi BM25 of one document given its term counts and length."""
+    norm = k1 * (1.0 - b + b * length / max(avg_length, 1e-9))
+    return sum(w * t * (k1 + 1.0) / (t + norm) for w, t in zip(idf, tf, strict=True) if t)
+
+
+def coverage(doc: Doc, idf: Sequence[float]) -> float:
+    """Share (0..1) of the question's IDF mass found in the record itself."""
+    total = sum(idf)
+    return sum(w for w, c in zip(idf, doc.counts, strict=True) if c) / total if total else 0.0
+
+
+def time_weight(timestamp: int, when: TimeRange | None, ranking: Ranking) -> float:
+    if when is None or not ranking.time_boost:
+        return 1.0
+    return 1.0 + ranking.time_boost * math.pow(0.5, when.distance(timestamp) / ranking.time_half_life_days)
+
+
+def recency_weight(timestamp: int, now: int, ranking: Ranking) -> float:
+    if not ranking.recency:
+        return 1.0
+    age_days = max(now - timestamp, 0) / DAY
+    return 1.0 + ranking.recency * math.pow(0.5, age_days / RECENCY_HALF_LIFE_DAYS)
+
+
+def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
+          windows: Mapping[int, Sequence[tuple[int, int]]], stems: Sequence[str], stats: IndexStats,
+          ranking: Ranking, when: TimeRange | None = None, now: int = 0) -> dict[int, float]:
+    """Final score of every candidate (ids missing from `docs` count as empty records)."""
+    empty = Doc((0,) * len(stems), 0)
+    idf = [stats.idf(t) for t in stems]
+    # The average window is as long as `window` records each side, decayed the same way.
+    span = 1.0 + 2.0 * sum(ranking.window_decay ** d for d in range(1, ranking.window + 1))
+    avg = stats.avg_length * span
+    out: dict[int, float] = {}
+    for cand in candidates:
+        doc = docs.get(cand.id, empty)
+        neighbours = [(docs.get(n, empty), d) for n, d in windows.get(cand.id, ()) if abs(d) <= ranking.window]
+        tf, length = window_tf(doc, neighbours, ranking.window_decay)
+        value = bm25(tf, length, idf, avg, ranking.k1, ranking.b)
+        value *= 1.0 + ranking.coverage * coverage(doc, idf)
+        value *= time_weight(cand.timestamp, when, ranking) * recency_weight(cand.timestamp, now, ranking)
+        out[cand.id] = value
+    return out

@@ -76,6 +76,15 @@ class Status:
     by_project: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FtsStats:
+    """A full-text index's totals, for BM25 computed outside the engine."""
+
+    docs: int                          # rows indexed
+    tokens: int                        # tokens indexed, all rows
+    df: dict[str, int] = field(default_factory=dict)   # rows holding each asked-for index term
+
+
 class Store(Protocol):
     """What the service needs from a database engine."""
 
@@ -120,6 +129,11 @@ class Store(Protocol):
                         limit: int, offset: int) -> list[tuple[Memory, float]]: ...
     def neighbours(self, anchor: Observation, before: int, after: int
                    ) -> tuple[list[Observation], list[Observation]]: ...
+    # ranking support: scope is "prompts" or "observations"
+    def session_windows(self, scope: str, ids: Sequence[int], span: int
+                        ) -> dict[int, list[tuple[int, int]]]: ...
+    def fts_lengths(self, scope: str, ids: Sequence[int]) -> dict[int, int]: ...
+    def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats: ...
     def session_prompts(self, session_id: str, before: int | None, after: int | None
                         ) -> list[Prompt]: ...
     def session_observations(self, session_id: str, before: int | None, after: int | None

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import NewMemory, NewObservation, SearchFilters, Status
+from nmem.store import FtsStats, NewMemory, NewObservation, SearchFilters, Status
 from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
 
 LN2 = math.log(2)
@@ -26,6 +26,10 @@ HALF_LIFE_DAYS = 7.0
 # Rows considered by recent-context scoring: recency decays fast, so older rows cannot win
 # (the newest 1,000 rows of a scope span days to weeks of work; deduplication by file needs headroom).
 RECENT_CANDIDATES = 1000
+
+# scope -> (table, its FTS5 table, the column after session_id that orders a session)
+RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
+                 "observations": ("observations", "observations_fts", "timestamp")}
 
 OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
                "tool_name, file_path, content, metadata, is_pinned")
@@ -44,6 +48,22 @@ def exp_decay(age_seconds: float | None) -> float:
         return 0.0
     age_days = max(float(age_seconds), 0.0) / 86400.0
     return math.exp(-LN2 * age_days / HALF_LIFE_DAYS)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """SQLite's big-endian varint (FTS5 writes its sizes and totals with it): value, next pos."""
+    value = 0
+    for i in range(9):
+        if pos >= len(data):
+            break
+        byte = data[pos]
+        pos += 1
+        if i == 8:
+            return (value << 8) | byte, pos
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value, pos
 
 
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
@@ -612,6 +632,73 @@ class SqliteStore:
         )
         return ([Observation.from_row(r) for r in reversed(prev)],
                 [Observation.from_row(r) for r in nxt])
+
+    # -- ranking support: context windows and index statistics ------------------------------
+
+    def _ranked(self, scope: str) -> tuple[str, str, str]:
+        try:
+            return RANKED_TABLES[scope]
+        except KeyError:
+            raise ValueError(f"no ranking support for scope {scope!r}") from None
+
+    def session_windows(self, scope: str, ids: Sequence[int], span: int
+                        ) -> dict[int, list[tuple[int, int]]]:
+        """For each id, the ids up to `span` records before (-1, -2, …) and after (1, 2, …) it
+        in its session, in session order: (timestamp, id) for observations, id for prompts.
+        Each side is one index range scan on (session_id, order column)."""
+        if not ids or span <= 0:
+            return {}
+        table, _, col = self._ranked(scope)
+        key, anchor = ("n.id", "a.id") if col == "id" else ("n.timestamp, n.id", "a.timestamp, a.id")
+        side = ("(SELECT group_concat(k || ':' || id) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
+                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?))")
+        before = side.format(col=col, table=table, key=key, anchor=anchor, op="<",
+                             order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
+        after = side.format(col=col, table=table, key=key, anchor=anchor, op=">", order=key)
+        rows = self._query(f"SELECT a.id, {before} AS before, {after} AS after FROM {table} a "
+                           f"WHERE a.id IN (SELECT value FROM json_each(?))",
+                           (span, span, json.dumps([int(i) for i in ids])))
+
+        def members(text: str | None, reverse: bool) -> list[int]:
+            pairs = [tuple(int(x) for x in item.split(":")) for item in text.split(",")] if text else []
+            return [p[1] for p in sorted(pairs, reverse=reverse)]
+
+        out: dict[int, list[tuple[int, int]]] = {}
+        for r in rows:
+            earlier = members(r["before"], reverse=True)   # nearest first
+            later = members(r["after"], reverse=False)
+            out[int(r["id"])] = ([(m, -(d + 1)) for d, m in reversed(list(enumerate(earlier)))]
+                                 + [(m, d + 1) for d, m in enumerate(later)])
+        return out
+
+    def fts_lengths(self, scope: str, ids: Sequence[int]) -> dict[int, int]:
+        """Tokens FTS5 indexed for each row (its `docsize` record)."""
+        if not ids:
+            return {}
+        _, fts, _ = self._ranked(scope)
+        rows = self._query(f"SELECT id, sz FROM {fts}_docsize WHERE id IN (SELECT value FROM json_each(?))",
+                           (json.dumps([int(i) for i in ids]),))
+        return {int(r["id"]): _varint(bytes(r["sz"]), 0)[0] for r in rows if r["sz"]}
+
+    def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
+        """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""
+        _, fts, _ = self._ranked(scope)
+        conn = self._w if (self._depth and self._w is not None) else self._reader()
+        docs = tokens = 0
+        block = self._query(f"SELECT block FROM {fts}_data WHERE id = 1")
+        if block and block[0]["block"]:
+            data = bytes(block[0]["block"])
+            docs, pos = _varint(data, 0)
+            tokens, _ = _varint(data, pos)
+        df: dict[str, int] = {}
+        if terms:
+            vocab = f"nmem_{fts}_vocab"
+            # fts5vocab reads the index in place; a temp table costs nothing and needs no write.
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, row)")
+            rows = self._query(f"SELECT term, doc FROM temp.{vocab} WHERE term IN "
+                               f"({','.join('?' * len(terms))})", list(terms))
+            df = {str(r["term"]): int(r["doc"]) for r in rows}
+        return FtsStats(docs, tokens, df)
 
     def session_prompts(self, session_id: str, before: int | None, after: int | None
                         ) -> list[Prompt]:

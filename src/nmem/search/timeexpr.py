@@ -1,0 +1,189 @@
+"""Time expressions in a question ("last week", "in May 2023", "on 3 June") as a time range.
+
+`find_time(text, now)` returns the first expression it recognises as a `TimeRange` (epoch
+seconds, start inclusive, end exclusive, either end open for "before …"/"since …") and the
+text without it, so ranking can favour records from that time instead of searching for the
+words "May" or "2023". Dates are read in UTC, like every other date nmem takes. Relative
+expressions count from `now`; a month or day without a year is its latest occurrence that
+has begun by `now`. Anything ambiguous ("may" the verb, a bare number) is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+DAY = 86400
+
+MONTHS = {name: i for i, names in enumerate((
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+    ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
+    ("october", "oct"), ("november", "nov"), ("december", "dec")), start=1) for name in names}
+WEEKDAYS = {name: i for i, name in enumerate(
+    ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
+NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "few": 3,
+           "several": 3}
+UNITS = {"day": 1, "week": 7, "month": 30, "year": 365}
+
+_MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_NUM = r"(?P<num>\d{1,3}|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + r")"
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+# before/by/until: up to the end of what follows; after/since: from its start. Otherwise
+# a preposition ("in May 2023", "on 3 June") belongs to the expression.
+_BOUND = r"(?:(?P<bound>before|by|until|till|after|since)\s+|(?:in|on|during|of|at|from)\s+)?"
+
+# Most specific first; each pattern must name enough groups to build a range.
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rf"(?<![\w-]){_BOUND}{body}(?![\w-])",
+                                                                             re.IGNORECASE)) for kind, body in (
+    ("iso_day", r"(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]?\d)-(?P<day>[0-3]?\d)"),
+    ("day", rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH},?\s+{_YEAR}"),
+    ("day", rf"{_MONTH}\s+{_DAY},?\s+{_YEAR}"),
+    ("iso_month", r"(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]\d)"),
+    ("month", rf"(?:(?:early|mid|late|the\s+(?:beginning|start|end|middle)\s+of)\s+)?{_MONTH},?\s+(?:of\s+)?{_YEAR}"),
+    ("day", rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH}"),
+    ("day", rf"{_MONTH}\s+{_DAY}"),
+    ("ago", rf"{_NUM}\s+{_UNIT}\s+ago"),
+    ("past", rf"(?:the\s+)?(?:last|past)\s+{_NUM}\s+{_UNIT}"),
+    ("yesterday", r"(?:the\s+day\s+before\s+)?yesterday"),
+    ("today", r"today|tonight|this\s+morning|this\s+afternoon|this\s+evening"),
+    ("weekday", r"last\s+(?P<weekday>" + "|".join(WEEKDAYS) + r")"),
+    ("weekend", r"(?P<which>last|this|past)\s+weekend"),
+    ("period", r"(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)"),
+    # a month or a year alone needs a word that makes it a time: "may" is mostly a verb
+    ("month", rf"(?:(?<=in\s)|(?<=of\s)|(?<=during\s)|(?<=since\s)|(?<=before\s)|(?<=after\s)|(?<=by\s)"
+              rf"|(?<=until\s)|early\s+|mid\s+|late\s+){_MONTH}"),
+    ("year", rf"(?:(?<=in\s)|(?<=of\s)|(?<=during\s)|(?<=since\s)|(?<=before\s)|(?<=after\s)|(?<=by\s)"
+             rf"|(?<=until\s)){_YEAR}"),
+))
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    start: int | None          # epoch seconds, inclusive; None: open
+    end: int | None            # epoch seconds, exclusive; None: open
+    text: str                  # the words that said it
+
+    def distance(self, timestamp: int) -> float:
+        """Days from `timestamp` to the range (0 inside it)."""
+        if self.start is not None and timestamp < self.start:
+            return (self.start - timestamp) / DAY
+        if self.end is not None and timestamp >= self.end:
+            return (timestamp - self.end) / DAY
+        return 0.0
+
+
+def _ts(d: date) -> int:
+    return int(datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp())
+
+
+def _month_range(year: int, month: int) -> tuple[date, date]:
+    first = date(year, month, 1)
+    return first, date(year + month // 12, month % 12 + 1, 1)
+
+
+def _latest_month(today: date, month: int) -> int:
+    return today.year if month <= today.month else today.year - 1
+
+
+def _latest_day(today: date, month: int, day: int) -> date | None:
+    for year in (today.year, today.year - 1):
+        try:
+            candidate = date(year, month, day)
+        except ValueError:
+            return None
+        if candidate <= today:
+            return candidate
+    return None
+
+
+def _number(text: str) -> int:
+    text = " ".join(text.lower().split())
+    return int(text) if text.isdigit() else NUMBERS[text]
+
+
+def _span(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | None:
+    """The [first day, day after last) an expression covers, or None if it names no real date."""
+    groups = m.groupdict()
+    try:
+        if kind in ("iso_day", "day"):
+            month = int(groups["mnum"]) if kind == "iso_day" else MONTHS[groups["month"].lower()]
+            day = int(groups["day"])
+            if groups.get("year"):
+                start = date(int(groups["year"]), month, day)
+            else:
+                latest = _latest_day(today, month, day)
+                if latest is None:
+                    return None
+                start = latest
+            return start, start + timedelta(days=1)
+        if kind in ("iso_month", "month"):
+            month = int(groups["mnum"]) if kind == "iso_month" else MONTHS[groups["month"].lower()]
+            year = int(groups["year"]) if groups.get("year") else _latest_month(today, month)
+            return _month_range(year, month)
+        if kind == "year":
+            year = int(groups["year"])
+            return date(year, 1, 1), date(year + 1, 1, 1)
+    except ValueError:
+        return None  # 31 February, month 13
+    if kind == "ago":
+        days = _number(groups["num"]) * UNITS[groups["unit"].lower()]
+        centre = today - timedelta(days=days)
+        slack = max(1, days // 7)  # "three weeks ago" is roughly, not exactly, 21 days
+        return centre - timedelta(days=slack), centre + timedelta(days=slack + 1)
+    if kind == "past":
+        days = _number(groups["num"]) * UNITS[groups["unit"].lower()]
+        return today - timedelta(days=days), today + timedelta(days=1)
+    if kind == "yesterday":
+        back = 2 if m.group(0).lower().startswith("the") else 1
+        return today - timedelta(days=back), today - timedelta(days=back - 1)
+    if kind == "today":
+        return today, today + timedelta(days=1)
+    if kind == "weekday":
+        back = (today.weekday() - WEEKDAYS[groups["weekday"].lower()] - 1) % 7 + 1
+        that_day = today - timedelta(days=back)
+        return that_day, that_day + timedelta(days=1)
+    if kind == "weekend":
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        if groups["which"].lower() != "this" and saturday + timedelta(days=1) >= today:
+            saturday -= timedelta(days=7)  # "last weekend" said on a Sunday is the one before
+        return saturday, saturday + timedelta(days=2)
+    which = groups["which"].lower()
+    unit = groups["unit"].lower()
+    back = 0 if which == "this" else 1
+    if unit == "week":
+        monday = today - timedelta(days=today.weekday() + 7 * back)
+        return monday, monday + timedelta(days=7)
+    if unit == "month":
+        year, month = today.year, today.month - back
+        if month == 0:
+            year, month = year - 1, 12
+        return _month_range(year, month)
+    return date(today.year - back, 1, 1), date(today.year - back + 1, 1, 1)
+
+
+def find_time(text: str, now: float) -> tuple[TimeRange | None, str]:
+    """The first time expression in `text` and the text without it."""
+    today = datetime.fromtimestamp(now, UTC).date()
+    best: tuple[int, str, re.Match[str]] | None = None
+    for kind, pattern in _PATTERNS:
+        m = pattern.search(text)
+        if m and (best is None or m.start() < best[0]):
+            best = (m.start(), kind, m)
+    if best is None:
+        return None, text
+    _, kind, m = best
+    span = _span(kind, m, today)
+    rest = " ".join(f"{text[:m.start()]} {text[m.end():]}".split())
+    if span is None:
+        return None, text
+    start, end = _ts(span[0]), _ts(span[1])
+    bound = (m.group("bound") or "").lower()
+    if bound in ("before", "by", "until", "till"):
+        return TimeRange(None, end if bound != "before" else start, m.group(0)), rest
+    if bound in ("after", "since"):
+        return TimeRange(start if bound != "after" else end, None, m.group(0)), rest
+    return TimeRange(start, end, m.group(0)), rest
