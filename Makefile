@@ -33,6 +33,9 @@ bench: setup
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
 
+bench-locomo: setup
+	$(BIN)/python bench/locomo.py --group tune=conv-26,conv-30,conv-41,conv-42 --group held-out=conv-43,conv-44,conv-47
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 

@@ -90,6 +90,24 @@ def test_term_counter_with_no_stems_counts_nothing() -> None:
     assert TermCounter(()).count_many(["anything", "at all"]) == [(), ()]
 
 
+# -- candidates ------------------------------------------------------------------------------------
+
+def test_candidates_or_the_rarest_words_within_the_postings_budget() -> None:
+    df = {"webhook": 40, "flaki": 300, "test": 30_000, "fail": 9_000}
+    terms = ["flaky", "webhooks", "tests", "fail"]
+    assert rank.candidate_queries(terms, df, 5000) == ['"flaky" OR "webhooks"']       # question order
+    assert rank.candidate_queries(terms, df, 10_000) == ['"flaky" OR "webhooks" OR "fail"']
+    assert rank.candidate_queries(terms, df, 100_000) == ['"flaky" OR "webhooks" OR "tests" OR "fail"']
+    assert rank.candidate_queries(["nowhere", "tests"], df, 5000) == ['"nowhere"']   # no rows cost nothing
+
+
+def test_candidates_of_only_common_words_are_all_of_them_then_the_rarest() -> None:
+    df = {"test": 30_000, "fail": 9_000}
+    assert rank.candidate_queries(["tests", "fail"], df, 5000) == ['"tests" AND "fail"', '"fail"']
+    assert rank.candidate_queries(["tests"], df, 5000) == ['"tests"']
+    assert rank.candidate_queries([], df, 5000) == []
+
+
 # -- the arithmetic ---------------------------------------------------------------------------------
 
 def test_idf_is_bm25_plus_one_and_never_negative() -> None:
@@ -188,9 +206,10 @@ def test_session_windows_of_observations_follow_time_then_id(service: Service) -
     assert windows[ids[1]] == [(ids[3], -2), (ids[0], -1), (ids[2], 1)]
 
 
-def test_fts_lengths_and_stats_are_what_fts5_indexed(service: Service) -> None:
+def test_fts_texts_and_stats_are_what_fts5_indexed(service: Service) -> None:
     ids = [prompt(service, "deploy the api to staging", T0), prompt(service, "the api is down, again", T0 + 1)]
-    assert service.store.fts_lengths("prompts", ids) == {ids[0]: 5, ids[1]: 5}
+    assert service.store.fts_texts("prompts", [*ids, 999]) == {
+        ids[0]: ("deploy the api to staging", 5), ids[1]: ("the api is down, again", 5)}
     stats = service.store.fts_stats("prompts", ["api", "deploi", "missing"])
     assert (stats.docs, stats.tokens, stats.df) == (2, 10, {"api": 2, "deploi": 1})
     with pytest.raises(ValueError, match="no ranking support"):

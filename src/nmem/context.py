@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from nmem.memory import Service
+from nmem.core import CoreService
 from nmem.models import Memory, Observation
 from nmem.store import SearchFilters
 from nmem.timeutil import ago
@@ -33,7 +33,7 @@ class ContextLimits:
     max_chars: int = 6000
 
 
-def limits_for(service: Service, source: str | None) -> ContextLimits:
+def limits_for(service: CoreService, source: str | None) -> ContextLimits:
     s = service.settings
     if source in ("compact", "clear"):
         return ContextLimits(int(s["context.recovery_local_limit"]), int(s["context.recovery_cross_limit"]),
@@ -67,7 +67,7 @@ def _memory_rank(memory: Memory) -> tuple[int, int, int]:
     return (0 if memory.is_pinned else 1, ns, -memory.updated_at)
 
 
-def render(service: Service, project: str, source: str | None = None, now: int | None = None) -> str:
+def render(service: CoreService, project: str, source: str | None = None, now: int | None = None) -> str:
     """The whole block, or "" when there is nothing worth injecting."""
     limits = limits_for(service, source)
     now = now if now is not None else int(time.time())
@@ -83,9 +83,8 @@ def render(service: Service, project: str, source: str | None = None, now: int |
             lines.append(f'- [{ago(prompt.timestamp, now)}] "{text}" → {actions} {plural}')
         sections.append(lines)
 
-    memories = [hit.record for hit in service._run_search(
-        "memories", None, SearchFilters(project=project), "date_desc", 50, 0)]
-    chosen = sorted((m for m in memories if isinstance(m, Memory)), key=_memory_rank)[: limits.memories]
+    recent = store.search_memories(None, SearchFilters(project=project), "date_desc", 50, 0)
+    chosen = sorted((m for m, _ in recent), key=_memory_rank)[: limits.memories]
     if chosen:
         lines = ["## Memories"]
         lines.extend(f"- [{m.namespace}] {_cell(m.summary)} ({m.urn})" for m in chosen)

@@ -21,8 +21,8 @@ from nmem.capture.claude_code import HOOK_ALIASES, parse
 from nmem.capture.privacy import scrub_value
 from nmem.config import Settings, load_settings
 from nmem.context import render as render_context
+from nmem.core import CoreService
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StoreBusy
-from nmem.memory import Service
 
 USAGE = "usage: nmem record  |  nmem hook <event> [--input FILE] [--output FILE]  (hook JSON on stdin)"
 SPOOL_BATCH = 200
@@ -112,7 +112,7 @@ def _spool(settings: Settings, payload: dict[str, Any]) -> str:
     return final
 
 
-def drain_spool(service: Service, log: HookLog, limit: int = SPOOL_BATCH) -> int:
+def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) -> int:
     """Record spooled events, oldest first; each file is removed only once stored."""
     spool = str(service.settings.spool_dir)
     try:
@@ -183,7 +183,7 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, ke
     log = HookLog(settings)
     budget = int(settings["hooks.busy_budget_ms"])
     try:
-        service = Service.open(settings, busy_timeout_ms=budget)
+        service = CoreService.open(settings, busy_timeout_ms=budget)
     except StoreBusy:
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         log.warning(f"database busy at open; spooled {event.hook_event_name} event")
@@ -209,7 +209,7 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, ke
             service.close(checkpoint=False)
 
 
-def _session_context(service: Service, event: ev.HookEvent, project: str | None = None) -> str:
+def _session_context(service: CoreService, event: ev.HookEvent, project: str | None = None) -> str:
     """The SessionStart block; readers are never blocked by a writer, so it works while busy too."""
     project = project or service.project_for(event.cwd)
     if not service.settings.project_enabled(project, event.cwd):
@@ -222,7 +222,7 @@ def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
     if event.kind != ev.SESSION_START or not settings.db_path.exists():
         return ""
     try:
-        service = Service.open(settings, readonly=True)
+        service = CoreService.open(settings, readonly=True)
     except NmemError:
         return ""
     try:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nmem.search.porter import stem
+from nmem.search.query import quote
 from nmem.search.timeexpr import TimeRange
 
 DAY = 86400
@@ -38,7 +39,8 @@ RECENCY_HALF_LIFE_DAYS = 7.0
 class Ranking:
     """Knobs of the ranking; the defaults are what the LoCoMo benchmark kept."""
 
-    candidates: int = 100           # FTS5 hits reranked per scope; 0 = plain FTS5 order, strictest tier first
+    candidates: int = 50            # FTS5 hits reranked per scope; 0 = plain FTS5 order, strictest tier first
+    postings: int = 2000            # index entries the candidate OR may read; commoner words only score
     window: int = 2                 # neighbours on each side scored with a record (same session)
     window_decay: float = 0.5       # weight of a neighbour d records away: window_decay ** d
     promote: int = 50               # neighbours of the best N that share a word become candidates too
@@ -152,6 +154,33 @@ class TermCounter:
                 if slot is not None:
                     counts[slot] += 1
         return tuple(counts)
+
+
+def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int) -> list[str]:
+    """FTS5 queries for the candidates, to run in order until one finds something.
+
+    An OR reads (and BM25-scores) every row holding any of its words, so a word found in a
+    third of the trail would cost tens of milliseconds at 100k records: the OR takes the
+    rarest words while their rows add up to at most `postings` (the others still count when
+    candidates are scored). When even the rarest is commoner than that, every word (AND)
+    first, which FTS5 answers by skipping through the lists, then the rarest word alone.
+    """
+    def rows(term: str) -> int:
+        return df.get(stem(fold(term)), 0)
+
+    if not terms:
+        return []
+    chosen: set[str] = set()
+    total = 0
+    for term in sorted(terms, key=rows):
+        if total + rows(term) > postings:
+            break
+        chosen.add(term)
+        total += rows(term)
+    if chosen:
+        return [" OR ".join(quote(t) for t in terms if t in chosen)]
+    rarest = min(terms, key=rows)
+    return ([" AND ".join(quote(t) for t in terms)] if len(terms) > 1 else []) + [quote(rarest)]
 
 
 def window_tf(doc: Doc, neighbours: Sequence[tuple[Doc, int]], decay: float) -> tuple[list[float], float]:

@@ -650,7 +650,8 @@ class SqliteStore:
             return {}
         table, _, col = self._ranked(scope)
         key, anchor = ("n.id", "a.id") if col == "id" else ("n.timestamp, n.id", "a.timestamp, a.id")
-        side = ("(SELECT group_concat(k || ':' || id) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
+        # "<order key, zero-padded>:<id>" items sort as text in session order
+        side = ("(SELECT group_concat(printf('%019d:%d', k, id)) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
                 "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?))")
         before = side.format(col=col, table=table, key=key, anchor=anchor, op="<",
                              order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
@@ -659,26 +660,23 @@ class SqliteStore:
                            f"WHERE a.id IN (SELECT value FROM json_each(?))",
                            (span, span, json.dumps([int(i) for i in ids])))
 
-        def members(text: str | None, reverse: bool) -> list[int]:
-            pairs = [tuple(int(x) for x in item.split(":")) for item in text.split(",")] if text else []
-            return [p[1] for p in sorted(pairs, reverse=reverse)]
-
         out: dict[int, list[tuple[int, int]]] = {}
-        for r in rows:
-            earlier = members(r["before"], reverse=True)   # nearest first
-            later = members(r["after"], reverse=False)
-            out[int(r["id"])] = ([(m, -(d + 1)) for d, m in reversed(list(enumerate(earlier)))]
-                                 + [(m, d + 1) for d, m in enumerate(later)])
+        for anchor, before_items, after_items in rows:
+            earlier = sorted(before_items.split(",")) if before_items else []   # farthest first
+            later = sorted(after_items.split(",")) if after_items else []
+            out[int(anchor)] = ([(int(item[20:]), d - len(earlier)) for d, item in enumerate(earlier)]
+                                + [(int(item[20:]), d + 1) for d, item in enumerate(later)])
         return out
 
-    def fts_lengths(self, scope: str, ids: Sequence[int]) -> dict[int, int]:
-        """Tokens FTS5 indexed for each row (its `docsize` record)."""
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
+        """The indexed text of each row and how many tokens FTS5 counted in it (`docsize`)."""
         if not ids:
             return {}
-        _, fts, _ = self._ranked(scope)
-        rows = self._query(f"SELECT id, sz FROM {fts}_docsize WHERE id IN (SELECT value FROM json_each(?))",
+        table, fts, _ = self._ranked(scope)
+        rows = self._query(f"SELECT t.id, t.content, d.sz FROM {table} t LEFT JOIN {fts}_docsize d ON d.id = t.id "
+                           f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
                            (json.dumps([int(i) for i in ids]),))
-        return {int(r["id"]): _varint(bytes(r["sz"]), 0)[0] for r in rows if r["sz"]}
+        return {int(r["id"]): (str(r["content"]), _varint(bytes(r["sz"]), 0)[0] if r["sz"] else 0) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""

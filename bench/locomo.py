@@ -1,0 +1,227 @@
+"""LoCoMo retrieval benchmark: does nmem's own search find the turns a question is about?
+
+    .venv/bin/python bench/locomo.py                         # all conversations, nmem's default ranking
+    .venv/bin/python bench/locomo.py --json                  # one JSON object
+    .venv/bin/python bench/locomo.py --conversations conv-43,conv-44,conv-47
+    .venv/bin/python bench/locomo.py --mode tiers            # another ranking (see MODES)
+
+Every conversation is ingested through nmem's public API in a throw-away NMEM_HOME: one
+project per conversation, one session per LoCoMo session (its date as the time), one user
+prompt per turn (`Speaker: text`, plus `[shares a photo: caption]`). Then each category 1-4
+question with evidence is asked through `Service.search(question, scope="prompts",
+project=conversation, limit=10)` and the hits' turn ids are scored (bench/locomo_scoring.py).
+The data (CC BY-NC 4.0) is read from ../shared/bench/locomo/locomo-dev.json; never commit it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from locomo_scoring import METRICS, Conversation, Tally, iter_turns, load_conversation, question_scores
+from nmem.capture import events as ev
+from nmem.config import load_settings
+from nmem.errors import QuerySyntaxError
+from nmem.memory import Service
+from nmem.search.rank import Ranking
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo-dev.json"
+LIMIT = 10
+DAY = 86400
+
+# Named rankings: nmem's default, the levers added one at a time, and ablations of the
+# default (bench/README.md, "LoCoMo retrieval").
+BASE = Ranking()
+_OR = replace(BASE, window=0, promote=0, coverage=0.0, time_expressions=False)
+MODES: dict[str, Ranking] = {
+    "default": BASE,
+    # nmem before ranking: FTS5 bm25 order of the strictest tier (AND, then OR) that finds anything
+    "tiers": replace(BASE, candidates=0),
+    "or": _OR,                                                   # every content word OR'd, BM25 order
+    "windows": replace(_OR, window=BASE.window),                 # + BM25 over ±2 records of the session
+    "promote": replace(_OR, window=BASE.window, promote=BASE.promote),   # + matching neighbours as candidates
+    "time": replace(BASE, coverage=0.0),                         # + time expressions
+    # ablations of the default
+    "no-windows": replace(BASE, window=0, promote=0),
+    "no-promote": replace(BASE, promote=0),
+    "no-time": replace(BASE, time_expressions=False),
+    "no-coverage": replace(BASE, coverage=0.0),
+    "window-1": replace(BASE, window=1),
+    "window-3": replace(BASE, window=3),
+    "recency": replace(BASE, recency=0.5),
+}
+
+
+def with_settings(ranking: Ranking, pairs: list[str]) -> Ranking:
+    """`--set window=3 --set coverage=0`: one-off variations of a mode."""
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        current = getattr(ranking, name.strip())
+        changes[name.strip()] = (value.strip().lower() in ("1", "true", "yes") if isinstance(current, bool)
+                                 else type(current)(value))
+    return replace(ranking, **changes)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version, "platform": platform.platform()}
+
+
+def ingest(service: Service, root: Path, conversation: Conversation) -> dict[int, str]:
+    """Record every turn as a user prompt; return prompt id → dia id."""
+    dia: dict[int, str] = {}
+    cwd = str(root / conversation.sample_id)  # the project is the directory's name
+    for session, turn in iter_turns(conversation):
+        index = int(turn.dia_id.split(":")[1])
+        outcome = service.record_event(ev.HookEvent(
+            kind=ev.PROMPT, session_id=f"{conversation.sample_id}-s{session.number}", cwd=cwd,
+            timestamp=session.timestamp + index,  # the session's date; turns keep their order
+            hook_event_name="UserPromptSubmit", prompt=turn.content()))
+        if outcome.prompt_id is None or outcome.project != conversation.sample_id:
+            raise RuntimeError(f"{conversation.sample_id} {turn.dia_id}: not stored ({outcome})")
+        dia[outcome.prompt_id] = turn.dia_id
+    return dia
+
+
+def run(conversations: list[Conversation], ranking: Ranking, home: Path,
+        groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    service = Service.open(load_settings({"NMEM_HOME": str(home)}))
+    service.ranking = ranking
+    try:
+        started = time.perf_counter()
+        maps = {c.sample_id: ingest(service, home / "projects", c) for c in conversations}
+        ingest_s = time.perf_counter() - started
+        total = Tally()
+        per_conv: dict[str, Any] = {}
+        latencies: list[float] = []
+        tallies: dict[str, Tally] = {}
+        errors = 0
+        for conv in conversations:
+            # Asked the day after the conversation's last session.
+            service.clock = lambda t=conv.sessions[-1].timestamp + DAY: float(t)
+            tally = Tally()
+            dia = maps[conv.sample_id]
+            for q in conv.questions:
+                t0 = time.perf_counter()
+                try:
+                    hits = service.search(q.text, scope="prompts", project=conv.sample_id, limit=LIMIT).hits
+                except QuerySyntaxError:
+                    hits, errors = [], errors + 1  # a question nmem could not even run counts as empty
+                latencies.append((time.perf_counter() - t0) * 1000)
+                tally.add(q.category, question_scores(q.evidence, [dia[int(h.record.id)] for h in hits]))
+            per_conv[conv.sample_id] = {**tally.overall(), "skipped": conv.skipped}
+            tallies[conv.sample_id] = tally
+            total.extend(tally)
+    finally:
+        service.close()
+    turns = sum(len(s.turns) for c in conversations for s in c.sessions)
+    by_group: dict[str, Any] = {}
+    for name, members in (groups or {}).items():
+        tally = Tally()
+        for member in members:
+            tally.extend(tallies[member])
+        by_group[name] = {"conversations": members, "overall": tally.overall(), "by_category": tally.by_category()}
+    return {
+        "overall": total.overall(),
+        "by_category": total.by_category(),
+        "by_conversation": per_conv,
+        "by_group": by_group,
+        "turns": turns,
+        "query_errors": errors,
+        "ingest_s": round(ingest_s, 3),
+        "ingest_turns_per_s": round(turns / ingest_s, 1) if ingest_s else None,
+        "query_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
+        "query_p95_ms": round(percentile(latencies, 95), 3) if latencies else None,
+    }
+
+
+def load(path: Path, only: list[str] | None) -> list[Conversation]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    conversations = [load_conversation(c) for c in raw]
+    if only:
+        known = {c.sample_id for c in conversations}
+        missing = [name for name in only if name not in known]
+        if missing:
+            raise SystemExit(f"unknown conversation(s): {', '.join(missing)}; have {', '.join(sorted(known))}")
+        conversations = [c for c in conversations if c.sample_id in only]
+    return conversations
+
+
+def print_report(report: dict[str, Any]) -> None:
+    cols = list(METRICS)
+    print(f"LoCoMo retrieval — mode {report['mode']}, {report['turns']} turns, "
+          f"{report['overall']['questions']} questions ({', '.join(report['conversations'])})")
+    print(f"{'':>14}" + "".join(f"{c:>16}" for c in [*cols, "questions"]))
+    rows = [("overall", report["overall"])] + [(f"category {k}", v) for k, v in report["by_category"].items()]
+    rows += [(k, v) for k, v in report["by_conversation"].items()]
+    rows += [(f"group {k}", v["overall"]) for k, v in report["by_group"].items()]
+    for name, row in rows:
+        print(f"{name:>14}" + "".join(f"{row[c]:>16.3f}" for c in cols) + f"{int(row['questions']):>16}")
+    print(f"ingest {report['ingest_s']:.2f} s ({report['ingest_turns_per_s']} turns/s, one transaction per turn); "
+          f"query p50 {report['query_p50_ms']:.2f} ms, p95 {report['query_p95_ms']:.2f} ms")
+    m = report["machine"]
+    print(f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, SQLite {m['sqlite']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON (default: %(default)s)")
+    parser.add_argument("--mode", choices=sorted(MODES), default="default", help="ranking to measure")
+    parser.add_argument("--conversations", default="", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                        help="override one field of the mode's nmem.search.rank.Ranking (repeatable)")
+    parser.add_argument("--group", action="append", default=[], metavar="NAME=ID,ID",
+                        help="also report these conversations together, e.g. tune=conv-26,conv-30 (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        parser.error(f"no data at {args.data} (pass --data)")
+    only = [c.strip() for c in args.conversations.split(",") if c.strip()]
+    conversations = load(args.data, only or None)
+    groups: dict[str, list[str]] = {}
+    for spec in args.group:
+        name, _, members = spec.partition("=")
+        groups[name.strip()] = [m.strip() for m in members.split(",") if m.strip()]
+        unknown = set(groups[name.strip()]) - {c.sample_id for c in conversations}
+        if not name.strip() or unknown:
+            parser.error(f"--group {spec!r}: expected NAME=ID,ID of loaded conversations")
+    with tempfile.TemporaryDirectory(prefix="nmem-locomo-") as tmp:
+        ranking = with_settings(MODES[args.mode], args.set)
+        report = run(conversations, ranking, Path(tmp), groups)
+    report = {"mode": args.mode, "ranking": asdict(ranking), "conversations": [c.sample_id for c in conversations],
+              **report, "machine": machine()}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The half of the service API that capture needs: recording events and curating memories.
+
+Hooks run as a fresh process per event, so they use `CoreService` and never import the
+search machinery (`nmem.memory.Service` adds search, recall and navigation on top of it).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Self
+
+from nmem.capture import events as ev
+from nmem.capture.privacy import redact_url, scrub
+from nmem.capture.project import project_name
+from nmem.capture.recorder import Recorder, RecordOutcome
+from nmem.config import Settings, load_settings
+from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
+from nmem.ids import new_uid
+from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain
+from nmem.store import NewMemory, Store, open_store
+
+MAX_LIMIT = 100
+MAX_IDS = 50
+SUMMARY_CHARS = 100
+NAMESPACE_ALIASES = {
+    "decision": "decisions", "learning": "learnings", "learned": "learnings",
+    "pattern": "patterns", "blocker": "blockers", "gotcha": "gotchas",
+    "convention": "conventions", "api": "apis", "test": "testing",
+}
+_SLUG = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_URN = re.compile(r"^nmem://(?P<domain>[^/]+)/(?P<ns>[^/]+)/(?P<id>[^/]+)$")
+
+
+def clamp(value: int | None, low: int, high: int, default: int) -> int:
+    if value is None:
+        return default
+    return max(low, min(high, int(value)))
+
+
+def _as_int(value: object, name: str) -> int:
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise InvalidArgument(f"{name} must be an integer, got {value!r}")
+
+
+def _as_list(value: object, name: str) -> tuple[str, ...]:
+    """Accept a list or a comma-separated string (claude-mem sends `files: "a.ts,b.ts"`)."""
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value if v.strip())
+    raise InvalidArgument(f"{name} must be a string or a list of strings")
+
+
+class CoreService:
+    """Recording and curation over one store. One per process (or per request in a server)."""
+
+    def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+
+    @classmethod
+    def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
+             readonly: bool = False) -> Self:
+        settings = settings or load_settings()
+        return cls(open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms,
+                              readonly=readonly), settings)
+
+    def close(self, checkpoint: bool = True) -> None:
+        self.store.close(checkpoint=checkpoint)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def now(self) -> int:
+        return int(self.clock())
+
+    def project_for(self, cwd: str | None = None) -> str:
+        return project_name(cwd or os.getcwd(), self.settings["project.name"])
+
+    def record_event(self, event: ev.HookEvent) -> RecordOutcome:
+        """Store one hook event: the session row on first sight, then what the event adds."""
+        project = self.project_for(event.cwd)
+        if not self.settings.project_enabled(project, event.cwd):
+            return RecordOutcome(event.session_id, project, skipped="disabled")
+        if event.kind in (ev.TOOL, ev.TOOL_FAILURE) and self._tool_excluded(event.tool_name or ""):
+            return RecordOutcome(event.session_id, project, skipped="excluded")
+        with self.store.transaction():
+            session = self.store.ensure_session(event.session_id, project, event.timestamp)
+            # Subagent and resumed events keep the project their session started in.
+            return Recorder(self.store, self.settings, self.remember).record(event, session.project)
+
+    def _tool_excluded(self, tool: str) -> bool:
+        return any(fnmatch.fnmatch(tool, p) for p in self.settings["capture.exclude_tools"])
+
+    def _namespace(self, namespace: str | None) -> str:
+        ns = (namespace or "context").strip().lower()
+        ns = NAMESPACE_ALIASES.get(ns, ns)
+        if not _SLUG.match(ns):
+            raise ValidationError(
+                f"invalid namespace {namespace!r}: use a short lower-case slug such as "
+                + ", ".join(NAMESPACES[:6])
+            )
+        return ns
+
+    def _domain(self, domain: str | None, project: str | None) -> str:
+        value = (domain or "project").strip()
+        if value in ("user", "org"):
+            return value
+        if value == "project":
+            return project_domain(project or self.project_for())
+        if value.startswith("project:") and len(value) > len("project:"):
+            return value
+        raise ValidationError(f"invalid domain {domain!r}: use project, project:<name>, user or org")
+
+    def remember(self, content: str, *, summary: str | None = None, namespace: str | None = None,
+                 tags: Iterable[str] | str | None = None, domain: str | None = None,
+                 project: str | None = None, source: str | None = None,
+                 relates_to: Iterable[str] | str | None = None, tier: str = "warm",
+                 pinned: bool = False, at: int | None = None) -> Memory:
+        """Store a curated memory and return it (its `urn` names it everywhere)."""
+        body = scrub(content or "").strip()
+        if not body:
+            if (content or "").strip():
+                raise ContentBlocked("nothing left to store: the content is entirely private")
+            raise ValidationError("content must not be empty")
+        title = scrub(summary or "").strip() or body.splitlines()[0].strip()
+        if summary and len(title) > SUMMARY_CHARS:
+            raise ValidationError(f"summary is {len(title)} characters; the limit is {SUMMARY_CHARS}")
+        title = preview(title, SUMMARY_CHARS)
+        if tier not in TIERS:
+            raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
+        return self.store.insert_memory(NewMemory(
+            uid=new_uid(self.clock()), domain=self._domain(domain, project),
+            namespace=self._namespace(namespace), summary=title, content=body,
+            timestamp=at if at is not None else self.now(), tags=_as_list(tags, "tags"), source=source,
+            relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
+        ))
+
+    def get_memory(self, ref: str) -> Memory:
+        """A live memory by id or URN; a URN must name the memory's own domain and namespace."""
+        ref = (ref or "").strip()
+        if not ref:
+            raise InvalidArgument("a memory id or URN is required")
+        match = _URN.match(ref)
+        memory = self.store.get_memory(match.group("id") if match else ref)
+        if memory is None or memory.deleted_at is not None or (match and memory.urn != ref):
+            raise NotFound(f"memory not found: {ref}")
+        return memory
+
+    def update(self, ref: str, *, content: str | None = None, summary: str | None = None,
+               namespace: str | None = None, tags: Iterable[str] | str | None = None,
+               tier: str | None = None, relates_to: Iterable[str] | str | None = None) -> Memory:
+        current = self.get_memory(ref)
+        uid = current.id
+        fields: dict[str, Any] = {}
+        if content is not None:
+            if not content.strip():
+                raise ValidationError("content must not be empty")
+            fields["content"] = scrub(content).strip()
+            derived = preview(current.content.splitlines()[0].strip(), SUMMARY_CHARS) if current.content else ""
+            if summary is None and current.summary == derived:
+                # the summary was the old first line: keep it in step with the new content
+                fields["summary"] = preview(fields["content"].splitlines()[0].strip(), SUMMARY_CHARS)
+        if summary is not None:
+            if not summary.strip() or len(summary.strip()) > SUMMARY_CHARS:
+                raise ValidationError(f"summary must be 1-{SUMMARY_CHARS} characters")
+            fields["summary"] = scrub(summary).strip()
+        if namespace is not None:
+            fields["namespace"] = self._namespace(namespace)
+        if tags is not None:
+            fields["tags"] = _as_list(tags, "tags")
+        if relates_to is not None:
+            fields["relates_to"] = _as_list(relates_to, "relates_to")
+        if tier is not None:
+            if tier not in TIERS:
+                raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
+            fields["tier"] = tier
+        if not fields:
+            raise InvalidArgument("nothing to update: give content, summary, namespace, tags, tier or relates_to")
+        updated = self.store.update_memory(uid, fields, self.now())
+        if updated is None:
+            raise NotFound(f"memory not found: {ref}")
+        return updated
+
+    def forget(self, ref: str) -> Memory:
+        """Erase a memory's text, keeping a tombstone so the delete can sync."""
+        memory = self.get_memory(ref)
+        self.store.tombstone_memory(memory.id, self.now())
+        return memory
+
+    def pin(self, ref: str | int, pinned: bool = True) -> dict[str, Any]:
+        """Pin an observation (numeric id) or a memory (id or URN): exempt from retention."""
+        text = str(ref).strip()
+        if text.isdigit():
+            if not self.store.set_observation_pin(int(text), pinned):
+                raise NotFound(f"observation not found: {text}")
+            return {"kind": "observation", "id": int(text), "is_pinned": pinned}
+        memory = self.get_memory(text)
+        self.store.update_memory(memory.id, {"is_pinned": pinned}, self.now())
+        return {"kind": "memory", "id": memory.id, "urn": memory.urn, "is_pinned": pinned}
+
+    def purge(self, *, ids: Sequence[int | str] = (), obs_type: str | Sequence[str] | None = None,
+              older_than: int | None = None, project: str | None = None,
+              confirm: bool = False) -> int:
+        """Delete observations by id, or by type and/or age (pinned rows are kept)."""
+        if not confirm:
+            raise InvalidArgument("purge deletes data: pass --confirm (confirm=true) to proceed")
+        types = _as_list(obs_type, "obs_type") if obs_type else ()
+        for t in types:
+            self._check_obs_type(t)
+        if isinstance(ids, (str, bytes)):
+            raise InvalidArgument("ids must be a list of observation ids, not a string")
+        if ids:
+            if types or older_than is not None:
+                raise InvalidArgument("purge takes either ids or a type/age selector, not both")
+            return self.store.purge_observations([_as_int(i, "id") for i in ids])
+        if not types and older_than is None:
+            raise InvalidArgument("purge needs ids, a type or an age (--older-than)")
+        if older_than is not None and older_than < 0:
+            raise InvalidArgument("older_than must be a positive age")
+        cutoff = self.now() - older_than if older_than is not None else None
+        return self.store.purge_observations_where(types, cutoff, project)
+
+    @staticmethod
+    def _check_obs_type(obs_type: str) -> None:
+        if obs_type not in OBS_TYPES:
+            raise InvalidArgument(f"unknown obs_type {obs_type!r}; valid: {', '.join(OBS_TYPES)}")
+
+    def status(self) -> dict[str, Any]:
+        st = self.store.status()
+        return {
+            "database": redact_url(st.url), "schema_version": st.schema_version, "size_bytes": st.size_bytes,
+            "sessions": st.sessions, "prompts": st.prompts, "observations": st.observations,
+            "memories": st.memories, "by_obs_type": st.by_obs_type,
+            "by_namespace": st.by_namespace, "by_tier": st.by_tier, "by_project": st.by_project,
+            "enabled": bool(self.settings["memory.enabled"]),
+        }
+
