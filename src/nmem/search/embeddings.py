@@ -75,7 +75,9 @@ RRF_K = 60
 # tail unrelated to the question.
 DENSE_FLOOR = 0.5
 MAX_TEXT_CHARS = 2000     # MiniLM reads 256 word pieces; longer text only costs time
-INDEX_BATCH = 64
+# Texts per encode call and per write: MiniLM sorts each call by length, so bigger calls pad
+# less (LoCoMo turns, one thread: 21 s per 1,000 at 64, 14 s at 256).
+INDEX_BATCH = 256
 
 
 class EmbeddingsUnavailable(Exception):
