@@ -1,0 +1,163 @@
+"""LoCoMo with the optional embeddings: BM25 against dense and hybrid retrieval.
+
+    .venv/bin/python bench/locomo_hybrid.py                     # every variant, all conversations
+    .venv/bin/python bench/locomo_hybrid.py --json
+    .venv/bin/python bench/locomo_hybrid.py --variants bm25,dense,weighted-0.3 --conversations conv-26
+
+Needs the extra for the MiniLM variants (`pip install torch==2.13.0` (the CPU build),
+then `pip install 'nmem[embeddings]'`); without it they are reported as unavailable and
+only BM25 and the built-in hashing backend run. Ingestion and scoring are bench/locomo.py's
+(one project per conversation, one prompt per turn, the question asked through
+`Service.search(..., scope="prompts", project=conversation, limit=10)`), on one database:
+every conversation is ingested once, embedded once per backend with `build_index` (timed:
+the index build time per 1,000 records), then each variant switches the settings and asks
+every question again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from locomo import DAY, DEFAULT_DATA, LIMIT, MODES, ingest, load, machine, percentile
+from locomo_scoring import METRICS, Conversation, Tally, question_scores
+from nmem.config import load_settings
+from nmem.errors import QuerySyntaxError
+from nmem.memory import Service
+from nmem.search import embeddings
+
+# name → (backend, fusion, hybrid weight, dense floor)
+VARIANTS: dict[str, tuple[str, str, float, float]] = {
+    "bm25": ("none", "weighted", 0.0, embeddings.DENSE_FLOOR),
+    "dense": ("minilm", "dense", 1.0, 0.0),
+    "rrf-0.5": ("minilm", "rrf", 0.5, 0.0),
+    "rrf-0.3": ("minilm", "rrf", 0.3, 0.0),
+    "weighted-0.2": ("minilm", "weighted", 0.2, embeddings.DENSE_FLOOR),
+    "weighted-0.3": ("minilm", "weighted", 0.3, embeddings.DENSE_FLOOR),
+    "weighted-0.5": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR),
+    "weighted-0.7": ("minilm", "weighted", 0.7, embeddings.DENSE_FLOOR),
+    "weighted-0.3-nofloor": ("minilm", "weighted", 0.3, 0.0),
+    "hashing-dense": ("hashing", "dense", 1.0, 0.0),
+    "hashing-weighted-0.3": ("hashing", "weighted", 0.3, embeddings.DENSE_FLOOR),
+}
+
+
+def ask(service: Service, conversations: list[Conversation], maps: dict[str, dict[int, str]]) -> dict[str, Any]:
+    """Every question through nmem's search with the service's current settings (bench/locomo.py's loop)."""
+    total = Tally()
+    per_conv: dict[str, Any] = {}
+    latencies: list[float] = []
+    errors = 0
+    for conv in conversations:
+        service.clock = lambda t=conv.sessions[-1].timestamp + DAY: float(t)
+        tally = Tally()
+        dia = maps[conv.sample_id]
+        for q in conv.questions:
+            t0 = time.perf_counter()
+            try:
+                hits = service.search(q.text, scope="prompts", project=conv.sample_id, limit=LIMIT).hits
+            except QuerySyntaxError:
+                hits, errors = [], errors + 1
+            latencies.append((time.perf_counter() - t0) * 1000)
+            tally.add(q.category, question_scores(q.evidence, [dia[int(h.record.id)] for h in hits]))
+        per_conv[conv.sample_id] = tally.overall()
+        total.extend(tally)
+    return {"overall": total.overall(), "by_category": total.by_category(), "by_conversation": per_conv,
+            "query_errors": errors,
+            "query_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
+            "query_p95_ms": round(percentile(latencies, 95), 3) if latencies else None}
+
+
+def run(conversations: list[Conversation], variants: list[str], home: Path) -> dict[str, Any]:
+    service = Service.open(load_settings({"NMEM_HOME": str(home)}))
+    service.ranking = MODES["default"]  # type: ignore[attr-defined]  # as bench/locomo.py does
+    values = service.settings.values
+    out: dict[str, Any] = {"variants": {}, "index": {}}
+    try:
+        started = time.perf_counter()
+        maps = {c.sample_id: ingest(service, home / "projects", c) for c in conversations}
+        out["ingest_s"] = round(time.perf_counter() - started, 3)
+        out["turns"] = sum(len(m) for m in maps.values())
+        for backend in dict.fromkeys(VARIANTS[v][0] for v in variants):
+            if backend == "none":
+                continue
+            try:
+                t0 = time.perf_counter()
+                embedder = embeddings.load_embedder(backend, str(values["search.embedding_model"]))
+                load_s = time.perf_counter() - t0
+            except embeddings.EmbeddingsUnavailable as exc:
+                out["index"][backend] = {"unavailable": str(exc)}
+                continue
+            report = embeddings.build_index(service.store, embedder)
+            records = sum(report.embedded.values())
+            out["index"][backend] = {
+                "model": report.model, "records": records, "load_s": round(load_s, 2),
+                "seconds": round(report.seconds, 2),
+                "seconds_per_1k": round(report.seconds / records * 1000, 2) if records else None}
+        for name in variants:
+            backend, fusion, weight, floor = VARIANTS[name]
+            if backend != "none" and "unavailable" in out["index"].get(backend, {}):
+                out["variants"][name] = {"unavailable": out["index"][backend]["unavailable"]}
+                continue
+            values.update({"search.embeddings": backend, "search.fusion": fusion, "search.hybrid_weight": weight})
+            embeddings.DENSE_FLOOR = floor
+            print(f"… {name}", file=sys.stderr)
+            out["variants"][name] = ask(service, conversations, maps)
+    finally:
+        service.close()
+    return out
+
+
+def print_report(report: dict[str, Any]) -> None:
+    cols = [m for m in METRICS if m != "empty"]
+    print(f"LoCoMo, {report['turns']} turns, conversations {', '.join(report['conversations'])}")
+    print(f"{'variant':<22}" + "".join(f"{c:>15}" for c in cols) + f"{'empty':>8}{'p50 ms':>9}{'p95 ms':>9}")
+    for name, row in report["variants"].items():
+        if "unavailable" in row:
+            print(f"{name:<22} unavailable: {row['unavailable']}")
+            continue
+        o = row["overall"]
+        print(f"{name:<22}" + "".join(f"{o[c]:>15.3f}" for c in cols)
+              + f"{o['empty']:>8.3f}{row['query_p50_ms']:>9.2f}{row['query_p95_ms']:>9.2f}")
+    for backend, idx in report["index"].items():
+        if "unavailable" in idx:
+            continue
+        print(f"index {backend} ({idx['model']}): {idx['records']} records in {idx['seconds']} s "
+              f"({idx['seconds_per_1k']} s per 1k; model load {idx['load_s']} s)")
+    m = report["machine"]
+    print(f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, SQLite {m['sqlite']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON (default: %(default)s)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
+    parser.add_argument("--conversations", default="", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        parser.error(f"no data at {args.data} (pass --data)")
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s): {', '.join(unknown)}")
+    only = [c.strip() for c in args.conversations.split(",") if c.strip()]
+    conversations = load(args.data, only or None)
+    with tempfile.TemporaryDirectory(prefix="nmem-locomo-hybrid-") as tmp:
+        report = run(conversations, variants, Path(tmp))
+    report = {"conversations": [c.sample_id for c in conversations], **report, "machine": machine()}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
