@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint typecheck bench bench-quick docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,8 +27,14 @@ test: lint
 docs: setup
 	$(BIN)/python -m nmem.docs
 
-bench: setup
+# Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
+bench: bench-core bench-hooks bench-mcp bench-locomo
+
+bench-core: setup
 	$(BIN)/python bench/core.py
+
+bench-hooks: setup
+	$(BIN)/python bench/hooks.py
 
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
