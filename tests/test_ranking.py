@@ -95,17 +95,31 @@ def test_term_counter_with_no_stems_counts_nothing() -> None:
 def test_candidates_or_the_rarest_words_within_the_postings_budget() -> None:
     df = {"webhook": 40, "flaki": 300, "test": 30_000, "fail": 9_000}
     terms = ["flaky", "webhooks", "tests", "fail"]
-    assert rank.candidate_queries(terms, df, 5000) == ['"flaky" OR "webhooks"']       # question order
-    assert rank.candidate_queries(terms, df, 10_000) == ['"flaky" OR "webhooks" OR "fail"']
-    assert rank.candidate_queries(terms, df, 100_000) == ['"flaky" OR "webhooks" OR "tests" OR "fail"']
-    assert rank.candidate_queries(["nowhere", "tests"], df, 5000) == ['"nowhere"']   # no rows cost nothing
+    every = '"flaky" OR "webhooks" OR "tests" OR "fail"'
+    # question order; the OR of every word last, for filters that leave the rare words out
+    assert rank.candidate_queries(terms, df, 5000) == ['"flaky" OR "webhooks"', every]
+    assert rank.candidate_queries(terms, df, 10_000) == ['"flaky" OR "webhooks" OR "fail"', every]
+    assert rank.candidate_queries(terms, df, 100_000) == [every]
+    assert rank.candidate_queries(["nowhere", "tests"], df, 5000) == ['"nowhere"', '"nowhere" OR "tests"']
 
 
 def test_candidates_of_only_common_words_are_all_of_them_then_the_rarest() -> None:
     df = {"test": 30_000, "fail": 9_000}
-    assert rank.candidate_queries(["tests", "fail"], df, 5000) == ['"tests" AND "fail"', '"fail"']
+    assert rank.candidate_queries(["tests", "fail"], df, 5000) == [
+        '"tests" AND "fail"', '"fail"', '"tests" OR "fail"']
     assert rank.candidate_queries(["tests"], df, 5000) == ['"tests"']
     assert rank.candidate_queries([], df, 5000) == []
+
+
+def test_a_common_word_still_finds_what_the_rare_words_cannot(service: Service, clock: Clock) -> None:
+    clock.now = T0 + DAY
+    for i in range(4):
+        prompt(service, f"deploy step {i}", T0 + i, session_id=f"s{i}", cwd="/w/ops")
+    prompt(service, "zanzibar", T0 + 10, session_id="other", cwd="/w/demo")   # the rare word, elsewhere
+    service.ranking = replace(service.ranking, postings=2)
+    result = service.search("zanzibar deploy", scope="prompts", project="ops")
+    assert len(result.hits) == 4 and result.match == '"zanzibar" OR "deploy"'
+
 
 
 # -- the arithmetic ---------------------------------------------------------------------------------

@@ -164,6 +164,8 @@ def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int
     rarest words while their rows add up to at most `postings` (the others still count when
     candidates are scored). When even the rarest is commoner than that, every word (AND)
     first, which FTS5 answers by skipping through the lists, then the rarest word alone.
+    The OR of every word comes last, so a question sharing any word with a record that the
+    filters allow never comes back empty (`df` counts the whole index, not the filtered part).
     """
     def rows(term: str) -> int:
         return df.get(stem(fold(term)), 0)
@@ -177,10 +179,13 @@ def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int
             break
         chosen.add(term)
         total += rows(term)
-    if chosen:
-        return [" OR ".join(quote(t) for t in terms if t in chosen)]
-    rarest = min(terms, key=rows)
-    return ([" AND ".join(quote(t) for t in terms)] if len(terms) > 1 else []) + [quote(rarest)]
+    queries = [" OR ".join(quote(t) for t in terms if t in chosen)] if chosen else []
+    if not chosen:
+        if len(terms) > 1:
+            queries.append(" AND ".join(quote(t) for t in terms))
+        queries.append(quote(min(terms, key=rows)))
+    every = " OR ".join(quote(t) for t in terms)
+    return queries if every in queries else [*queries, every]
 
 
 def window_tf(doc: Doc, neighbours: Sequence[tuple[Doc, int]], decay: float) -> tuple[list[float], float]:
