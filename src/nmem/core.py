@@ -69,6 +69,8 @@ class CoreService:
         self.store = store
         self.settings = settings
         self.clock = clock
+        # Sessions never change project: one lookup per session per process (imports, servers).
+        self._session_projects: dict[str, str] = {}
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
@@ -99,10 +101,14 @@ class CoreService:
             return RecordOutcome(event.session_id, project, skipped="disabled")
         if event.kind in (ev.TOOL, ev.TOOL_FAILURE) and self._tool_excluded(event.tool_name or ""):
             return RecordOutcome(event.session_id, project, skipped="excluded")
+        known = self._session_projects.get(event.session_id)
         with self.store.transaction():
-            session = self.store.ensure_session(event.session_id, project, event.timestamp)
-            # Subagent and resumed events keep the project their session started in.
-            return Recorder(self.store, self.settings, self.remember).record(event, session.project)
+            if known is None:
+                # Subagent and resumed events keep the project their session started in.
+                known = self.store.ensure_session(event.session_id, project, event.timestamp).project
+            outcome = Recorder(self.store, self.settings, self.remember).record(event, known)
+        self._session_projects[event.session_id] = known  # only once committed
+        return outcome
 
     def _tool_excluded(self, tool: str) -> bool:
         return any(fnmatch.fnmatch(tool, p) for p in self.settings["capture.exclude_tools"])
