@@ -100,7 +100,10 @@ def test_candidates_or_the_rarest_words_within_the_postings_budget() -> None:
     assert rank.candidate_queries(terms, df, 5000) == ['"flaky" OR "webhooks"', every]
     assert rank.candidate_queries(terms, df, 10_000) == ['"flaky" OR "webhooks" OR "fail"', every]
     assert rank.candidate_queries(terms, df, 100_000) == [every]
-    assert rank.candidate_queries(["nowhere", "tests"], df, 5000) == ['"nowhere"', '"nowhere" OR "tests"']
+    # a word the index never saw costs nothing and finds nothing: it is left out
+    assert rank.candidate_queries(["nowhere", "flaky", "tests"], df, 5000) == ['"flaky"', '"flaky" OR "tests"']
+    assert rank.candidate_queries(["nowhere", "tests"], df, 5000) == ['"tests"']
+    assert rank.candidate_queries(["nowhere", "else"], df, 5000) == ['"nowhere" OR "else"']
 
 
 def test_candidates_of_only_common_words_are_all_of_them_then_the_rarest() -> None:
@@ -230,6 +233,27 @@ def test_fts_texts_and_stats_are_what_fts5_indexed(service: Service) -> None:
         service.store.fts_stats("memories", [])
 
 
+def test_term_counts_are_reused_until_the_index_grows_five_percent(service: Service) -> None:
+    store = service.store
+    with store.transaction():
+        store.ensure_session("s1", "demo", T0)
+        for i in range(100):
+            store.add_prompt("s1", T0 + i, "user", f"filler {i} api" if i < 10 else f"filler {i}")
+    assert store.fts_stats("prompts", ["api"]).df == {"api": 10}
+    prompt(service, "the api again", T0 + 200)                       # 1% more rows: the count is kept
+    assert store.fts_stats("prompts", ["api"]) == rank_stats(101, {"api": 10}, store)
+    with store.transaction():
+        for i in range(10):
+            store.add_prompt("s1", T0 + 300 + i, "user", "api")
+    assert store.fts_stats("prompts", ["api"]).df == {"api": 21}     # 11% more: counted again
+
+
+def rank_stats(docs: int, df: dict[str, int], store: Any) -> Any:
+    current = store.fts_stats("prompts", [])
+    assert current.docs == docs
+    return type(current)(docs, current.tokens, df)
+
+
 # -- what search returns ------------------------------------------------------------------------------
 
 def ids(result: Any) -> list[Any]:
@@ -298,7 +322,7 @@ def test_a_question_that_is_only_a_time_searches_its_words(service: Service, clo
 
 def test_time_words_are_not_search_words(service: Service, clock: Clock) -> None:
     clock.now = T0
-    prompt(service, "may the tests pass", T0 - DAY)
+    prompt(service, "may the flaky tests pass", T0 - DAY)
     result = service.search("flaky tests in May 2026", scope="prompts")
     assert result.match == '"flaky" OR "tests"'
 
@@ -308,7 +332,7 @@ def test_a_quoted_title_in_a_question_falls_back_to_its_words(service: Service, 
     # as typed, FTS5 wants every word ("what", "we", …) and the exact phrase: nothing
     result = service.search('what did we think of "The Lean Startup" book?', scope="prompts")
     assert ids(result) == [book]
-    assert result.match == '"think" OR "lean" OR "startup" OR "book"'
+    assert result.match == '"lean" OR "startup" OR "book"'   # "think" is in no record
     # a quoted phrase that exists runs as typed
     exact = service.search('"lean startup" book', scope="prompts")
     assert (ids(exact), exact.match) == ([book], '"lean startup" book')

@@ -170,21 +170,22 @@ def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int
     def rows(term: str) -> int:
         return df.get(stem(fold(term)), 0)
 
-    if not terms:
-        return []
+    present = [t for t in terms if rows(t)]   # a word the index never saw matches nothing
+    if not present:
+        return [" OR ".join(quote(t) for t in terms)] if terms else []
     chosen: set[str] = set()
     total = 0
-    for term in sorted(terms, key=rows):
+    for term in sorted(present, key=rows):
         if total + rows(term) > postings:
             break
         chosen.add(term)
         total += rows(term)
-    queries = [" OR ".join(quote(t) for t in terms if t in chosen)] if chosen else []
-    if not chosen:
-        if len(terms) > 1:
-            queries.append(" AND ".join(quote(t) for t in terms))
-        queries.append(quote(min(terms, key=rows)))
-    every = " OR ".join(quote(t) for t in terms)
+    if chosen:
+        queries = [" OR ".join(quote(t) for t in present if t in chosen)]
+    else:
+        queries = [" AND ".join(quote(t) for t in present)] if len(present) > 1 else []
+        queries.append(quote(min(present, key=rows)))
+    every = " OR ".join(quote(t) for t in present)
     return queries if every in queries else [*queries, every]
 
 

@@ -31,6 +31,9 @@ RECENT_CANDIDATES = 1000
 RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
                  "observations": ("observations", "observations_fts", "timestamp")}
 
+DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays within 5%
+DF_CACHE_SIZE = 20_000
+
 OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
                "tool_name, file_path, content, metadata, is_pinned")
 
@@ -88,6 +91,7 @@ class SqliteStore:
         self._w: sqlite3.Connection | None = None
         self._r: sqlite3.Connection | None = None
         self._depth = 0
+        self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (fts, term) -> (rows, docs then)
         if readonly:
             if not self.path.exists():
                 raise StorageError(f"database does not exist: {self.path}")
@@ -688,14 +692,29 @@ class SqliteStore:
             data = bytes(block[0]["block"])
             docs, pos = _varint(data, 0)
             tokens, _ = _varint(data, pos)
+        # fts5vocab counts a term's rows by reading its whole list (10 ms for a word in a third
+        # of a million rows), so counts are kept while the index grows or shrinks under 5%.
         df: dict[str, int] = {}
-        if terms:
+        stale = []
+        for term in dict.fromkeys(terms):
+            cached = self._df_cache.get((fts, term))
+            if cached is not None and abs(docs - cached[1]) <= docs * DF_CACHE_DRIFT:
+                if cached[0]:
+                    df[term] = cached[0]
+            else:
+                stale.append(term)
+        if stale:
             vocab = f"nmem_{fts}_vocab"
             # fts5vocab reads the index in place; a temp table costs nothing and needs no write.
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, row)")
             rows = self._query(f"SELECT term, doc FROM temp.{vocab} WHERE term IN "
-                               f"({','.join('?' * len(terms))})", list(terms))
-            df = {str(r["term"]): int(r["doc"]) for r in rows}
+                               f"({','.join('?' * len(stale))})", stale)
+            counted = {str(r["term"]): int(r["doc"]) for r in rows}
+            if len(self._df_cache) > DF_CACHE_SIZE:
+                self._df_cache.clear()
+            for term in stale:
+                self._df_cache[(fts, term)] = (counted.get(term, 0), docs)
+            df.update(counted)
         return FtsStats(docs, tokens, df)
 
     def session_prompts(self, session_id: str, before: int | None, after: int | None
