@@ -501,6 +501,18 @@ class SqliteStore:
             rank = "bm25(observations_fts)"
         else:
             source, rank = "observations o", "0.0"
+        self._observation_filters(filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        sql = (f"SELECT {', '.join('o.' + c.strip() for c in OBS_COLUMNS.split(','))}, "
+               f"{rank} AS rank FROM {source} {where} "
+               f"ORDER BY {self._order(order, 'o.timestamp', match is not None)}, o.id DESC "
+               f"LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    @classmethod
+    def _observation_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+        """WHERE clauses (on alias `o`) for the filters that apply to observations."""
         if filters.project:
             clauses.append("o.project = ?")
             params.append(filters.project)
@@ -517,14 +529,7 @@ class SqliteStore:
         if filters.session_id:
             clauses.append("o.session_id = ?")
             params.append(filters.session_id)
-        self._date_clauses("o.timestamp", filters, clauses, params)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        sql = (f"SELECT {', '.join('o.' + c.strip() for c in OBS_COLUMNS.split(','))}, "
-               f"{rank} AS rank FROM {source} {where} "
-               f"ORDER BY {self._order(order, 'o.timestamp', match is not None)}, o.id DESC "
-               f"LIMIT ? OFFSET ?")
-        rows = self._query(sql, [*params, limit, offset])
-        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+        cls._date_clauses("o.timestamp", filters, clauses, params)
 
     @staticmethod
     def _date_clauses(col: str, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
@@ -965,22 +970,7 @@ class SqliteStore:
         if kind == "observation":
             select = "SELECT o.id AS id, v.vec FROM observations o"
             key, order = "o.id", "o.id"
-            if filters.project:
-                clauses.append("o.project = ?")
-                params.append(filters.project)
-            if filters.obs_types:
-                clauses.append(f"o.obs_type IN ({','.join('?' * len(filters.obs_types))})")
-                params.extend(filters.obs_types)
-            if filters.files:
-                ors = []
-                for f in filters.files:
-                    ors.append("(o.file_path = ? OR o.file_path LIKE ? ESCAPE '\\')")
-                    params.extend([f, "%/" + f.lstrip("/").replace("%", "\\%").replace("_", "\\_")])
-                clauses.append("(" + " OR ".join(ors) + ")")
-            if filters.session_id:
-                clauses.append("o.session_id = ?")
-                params.append(filters.session_id)
-            self._date_clauses("o.timestamp", filters, clauses, params)
+            self._observation_filters(filters, clauses, params)
         elif kind == "prompt":
             select = "SELECT p.id AS id, v.vec FROM prompts p JOIN sessions s ON s.id = p.session_id"
             key, order = "p.id", "p.id"
