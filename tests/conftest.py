@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
 from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
+from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 
 
@@ -75,3 +77,32 @@ def run_nmem(args: list[str], *, stdin: str = "", env: dict[str, str] | None = N
 
 def dumps(payload: dict[str, Any]) -> str:
     return json.dumps(payload)
+
+
+# -- MCP server fixtures (anyio runs the async tests on asyncio) ------------------------------
+
+# mcp_support uses the helpers above, so it is imported once they exist.
+from mcp_support import PROJECT, Seeded, seed  # noqa: E402
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def seeded(service: Service) -> Seeded:
+    return seed(service)
+
+
+@pytest.fixture
+def app(service: Service, seeded: Seeded) -> NmemServer:
+    return NmemServer(service, project=PROJECT)
+
+
+@pytest.fixture
+async def client(app: NmemServer) -> AsyncIterator[Client]:
+    """A 2025-11-25 client (what Claude Code speaks over stdio) connected in memory."""
+    async with Client(app.server, mode="legacy") as c:
+        assert c.protocol_version == "2025-11-25"
+        yield c

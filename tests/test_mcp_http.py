@@ -50,11 +50,6 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "clientInfo": {"name": "raw-http-test", "version": "0"}}}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def seeded_home(path: Path) -> tuple[Path, Seeded]:
     home = path / "nmem-home"
     service = Service.open(load_settings({"NMEM_HOME": str(home)}))

@@ -3,40 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from mcp import Client, MCPError, types
 
-from mcp_support import PROJECT, T0, Seeded, seed
+from mcp_support import PROJECT, T0, Seeded
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 
 pytestmark = pytest.mark.anyio
 
 RESOURCE_NOT_FOUND = -32002  # 2025-11-25
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def seeded(service: Service) -> Seeded:
-    return seed(service)
-
-
-@pytest.fixture
-def app(service: Service, seeded: Seeded) -> NmemServer:
-    return NmemServer(service, project=PROJECT)
-
-
-@pytest.fixture
-async def client(app: NmemServer) -> AsyncIterator[Client]:
-    async with Client(app.server, mode="legacy") as c:
-        yield c
 
 
 async def read_json(client: Client, uri: str) -> Any:

@@ -10,23 +10,12 @@ from pathlib import Path
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client, types
 
-from mcp_support import CWD, PROJECT, Inbox, Seeded, child_env, record_process, seed, structured, tool_error
-from nmem.memory import Service
+from mcp_support import CWD, PROJECT, Inbox, Seeded, child_env, record_process, structured, tool_error
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ALL_TOOLS = ["search", "get_observations", "timeline", "recent_context", "session_trace", "file_history",
              "remember", "recall", "forget", "status"]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def seeded(service: Service) -> Seeded:
-    return seed(service)
 
 
 def params(home: Path, *args: str, **env: str) -> StdioServerParameters:

@@ -18,7 +18,7 @@ from mcp import Client, MCPError
 from mcp.client.subscriptions import Subscription
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
 
-from mcp_support import CWD, PROJECT, Inbox, Seeded, record_process, run_nmem_async, seed
+from mcp_support import CWD, PROJECT, Inbox, Seeded, record_process, run_nmem_async
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 
@@ -28,16 +28,6 @@ OBSERVATIONS = f"nmem://project:{PROJECT}/observations"
 DOMAIN = f"nmem://project:{PROJECT}"
 POLL = 0.1  # seconds between the server's change checks
 WAIT = 5.0  # generous: a child process start costs ~0.3 s, more on a loaded 2-core box
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def seeded(service: Service) -> Seeded:
-    return seed(service)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ through the default client, which settles on 2026-07-28 against an SDK 2.x serve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import jsonschema
@@ -14,7 +13,7 @@ import pytest
 from mcp import Client, MCPError, types
 
 from conftest import record
-from mcp_support import AUTH_FILE, PROJECT, T0, Seeded, bash, check_output, seed, structured, tool_error
+from mcp_support import AUTH_FILE, PROJECT, T0, Seeded, bash, check_output, structured, tool_error
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 
@@ -23,28 +22,6 @@ pytestmark = pytest.mark.anyio
 ALL_TOOLS = ["search", "get_observations", "timeline", "recent_context", "session_trace", "file_history",
              "remember", "recall", "forget", "status"]
 CORE_TOOLS = ["search", "get_observations", "timeline", "remember", "recall", "forget"]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def seeded(service: Service) -> Seeded:
-    return seed(service)
-
-
-@pytest.fixture
-def app(service: Service, seeded: Seeded) -> NmemServer:
-    return NmemServer(service, project=PROJECT)
-
-
-@pytest.fixture
-async def client(app: NmemServer) -> AsyncIterator[Client]:
-    async with Client(app.server, mode="legacy") as c:
-        assert c.protocol_version == "2025-11-25"
-        yield c
 
 
 async def call(client: Client, name: str, arguments: dict[str, Any] | None = None) -> Any:

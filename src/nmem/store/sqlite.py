@@ -531,6 +531,40 @@ class SqliteStore:
             params.append(filters.session_id)
         cls._date_clauses("o.timestamp", filters, clauses, params)
 
+    @classmethod
+    def _prompt_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+        """WHERE clauses (aliases `p`, `s`) for the filters that apply to prompts."""
+        if filters.project:
+            clauses.append("s.project = ?")
+            params.append(filters.project)
+        if filters.session_id:
+            clauses.append("p.session_id = ?")
+            params.append(filters.session_id)
+        if filters.source:
+            clauses.append("p.source = ?")
+            params.append(filters.source)
+        cls._date_clauses("p.timestamp", filters, clauses, params)
+
+    @classmethod
+    def _memory_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+        """WHERE clauses (alias `m`) for the filters that apply to memories."""
+        if filters.domains:
+            clauses.append(f"m.domain IN ({','.join('?' * len(filters.domains))})")
+            params.extend(filters.domains)
+        elif filters.project:
+            # A project sees its own memories plus the user's and the organisation's.
+            clauses.append("m.domain IN (?, 'user', 'org')")
+            params.append(f"project:{filters.project}")
+        if filters.namespaces:
+            clauses.append(f"m.namespace IN ({','.join('?' * len(filters.namespaces))})")
+            params.extend(filters.namespaces)
+        for tag in filters.tags:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
+            params.append(tag)
+        if not filters.include_archived:
+            clauses.append("m.tier != 'archived'")
+        cls._date_clauses("m.updated_at", filters, clauses, params)
+
     @staticmethod
     def _date_clauses(col: str, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
         if filters.date_start is not None:
@@ -552,16 +586,7 @@ class SqliteStore:
             rank = "bm25(prompts_fts)"
         else:
             source, rank = "prompts p JOIN sessions s ON s.id = p.session_id", "0.0"
-        if filters.project:
-            clauses.append("s.project = ?")
-            params.append(filters.project)
-        if filters.session_id:
-            clauses.append("p.session_id = ?")
-            params.append(filters.session_id)
-        if filters.source:
-            clauses.append("p.source = ?")
-            params.append(filters.source)
-        self._date_clauses("p.timestamp", filters, clauses, params)
+        self._prompt_filters(filters, clauses, params)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         sql = (f"SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
                f"{rank} AS rank FROM {source} {where} "
@@ -607,22 +632,7 @@ class SqliteStore:
             rank = "bm25(memories_fts, 3.0, 1.0, 2.0, 0.5)"
         else:
             source, rank = "memories m", "0.0"
-        if filters.domains:
-            clauses.append(f"m.domain IN ({','.join('?' * len(filters.domains))})")
-            params.extend(filters.domains)
-        elif filters.project:
-            # A project sees its own memories plus the user's and the organisation's.
-            clauses.append("m.domain IN (?, 'user', 'org')")
-            params.append(f"project:{filters.project}")
-        if filters.namespaces:
-            clauses.append(f"m.namespace IN ({','.join('?' * len(filters.namespaces))})")
-            params.extend(filters.namespaces)
-        for tag in filters.tags:
-            clauses.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
-            params.append(tag)
-        if not filters.include_archived:
-            clauses.append("m.tier != 'archived'")
-        self._date_clauses("m.updated_at", filters, clauses, params)
+        self._memory_filters(filters, clauses, params)
         sql = (f"SELECT m.*, {rank} AS rank FROM {source} WHERE {' AND '.join(clauses)} "
                f"ORDER BY m.is_pinned DESC, "
                f"{self._order(order, 'm.updated_at', match is not None)} LIMIT ? OFFSET ?")
@@ -829,13 +839,6 @@ class SqliteStore:
         )
         return [(Prompt.from_row(r), int(r["actions"])) for r in rows]
 
-    def session_event_counts(self, session_id: str) -> dict[str, int]:
-        rows = self._query(
-            "SELECT obs_type, COUNT(*) AS n FROM observations WHERE session_id = ? GROUP BY obs_type",
-            (session_id,),
-        )
-        return {r["obs_type"]: int(r["n"]) for r in rows}
-
     def status(self) -> Status:
         def count(sql: str) -> int:
             return int(self._query(sql)[0][0])
@@ -974,36 +977,13 @@ class SqliteStore:
         elif kind == "prompt":
             select = "SELECT p.id AS id, v.vec FROM prompts p JOIN sessions s ON s.id = p.session_id"
             key, order = "p.id", "p.id"
-            if filters.project:
-                clauses.append("s.project = ?")
-                params.append(filters.project)
-            if filters.session_id:
-                clauses.append("p.session_id = ?")
-                params.append(filters.session_id)
-            if filters.source:
-                clauses.append("p.source = ?")
-                params.append(filters.source)
-            self._date_clauses("p.timestamp", filters, clauses, params)
+            self._prompt_filters(filters, clauses, params)
         else:
             self._vector_source(kind)
             select = "SELECT m.uid AS id, v.vec FROM memories m"
             key, order = "m.id", "m.updated_at"
             clauses.append("m.deleted_at IS NULL")
-            if filters.domains:
-                clauses.append(f"m.domain IN ({','.join('?' * len(filters.domains))})")
-                params.extend(filters.domains)
-            elif filters.project:
-                clauses.append("m.domain IN (?, 'user', 'org')")
-                params.append(f"project:{filters.project}")
-            if filters.namespaces:
-                clauses.append(f"m.namespace IN ({','.join('?' * len(filters.namespaces))})")
-                params.extend(filters.namespaces)
-            for tag in filters.tags:
-                clauses.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
-                params.append(tag)
-            if not filters.include_archived:
-                clauses.append("m.tier != 'archived'")
-            self._date_clauses("m.updated_at", filters, clauses, params)
+            self._memory_filters(filters, clauses, params)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._query(
             f"{select} JOIN vectors v ON v.kind = ? AND v.row_id = {key} AND v.model = ? {where} "
