@@ -7,13 +7,14 @@ instructions, and cut to a character budget well under Claude Code's 10,000 cap.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from datetime import datetime
 
-from nmem.core import CoreService
-from nmem.models import Memory, Observation
 from nmem.store import SearchFilters
 from nmem.timeutil import ago
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.core import CoreService
+    from nmem.models import Memory, Observation
 
 OPEN_TAG = "<nmem-context>"
 CLOSE_TAG = "</nmem-context>"
@@ -24,13 +25,15 @@ LIFECYCLE_TYPES = ("session_start", "session_resume", "session_clear")
 MEMORY_NAMESPACE_ORDER = ("decisions", "gotchas", "blockers", "conventions", "patterns", "learnings")
 
 
-@dataclass(frozen=True)
 class ContextLimits:
-    local: int
-    cross: int
-    intents: int = 10
-    memories: int = 8
-    max_chars: int = 6000
+    __slots__ = ("cross", "intents", "local", "max_chars", "memories")
+
+    def __init__(self, local: int, cross: int, intents: int = 10, memories: int = 8, max_chars: int = 6000) -> None:
+        self.local = local
+        self.cross = cross
+        self.intents = intents
+        self.memories = memories
+        self.max_chars = max_chars
 
 
 def limits_for(service: CoreService, source: str | None) -> ContextLimits:
@@ -43,7 +46,7 @@ def limits_for(service: CoreService, source: str | None) -> ContextLimits:
 
 
 def _clock(ts: int) -> str:
-    return datetime.fromtimestamp(ts).strftime("%b %d %H:%M")
+    return time.strftime("%b %d %H:%M", time.localtime(ts))
 
 
 def _cell(text: str, size: int = ROW_CHARS) -> str:

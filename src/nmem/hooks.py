@@ -9,20 +9,21 @@ user's prompt in Claude Code. A database locked past the budget spools the event
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import sys
 import time
-from typing import IO, Any, NoReturn
 
+from nmem import jsonlite as json
 from nmem.capture import events as ev
 from nmem.capture.claude_code import HOOK_ALIASES, parse
 from nmem.capture.privacy import scrub_value
 from nmem.config import Settings, load_settings
-from nmem.context import render as render_context
 from nmem.core import CoreService
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StoreBusy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, NoReturn
 
 USAGE = "usage: nmem record  |  nmem hook <event> [--input FILE] [--output FILE]  (hook JSON on stdin)"
 SPOOL_BATCH = 200
@@ -106,7 +107,7 @@ def _spool(settings: Settings, payload: dict[str, Any]) -> str:
     tmp = os.path.join(spool, f".{name}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh)
+        fh.write(json.dumps(payload))
     final = os.path.join(spool, name)
     os.replace(tmp, final)
     return final
@@ -114,7 +115,7 @@ def _spool(settings: Settings, payload: dict[str, Any]) -> str:
 
 def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) -> int:
     """Record spooled events, oldest first; each file is removed only once stored."""
-    spool = str(service.settings.spool_dir)
+    spool = service.settings.spool_dir
     try:
         names = sorted(n for n in os.listdir(spool) if n[:1].isdigit() and n.endswith(".json"))[:limit]
     except OSError:
@@ -124,7 +125,7 @@ def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) ->
         path = os.path.join(spool, name)
         try:
             with open(path, encoding="utf-8") as fh:
-                payload = json.load(fh)
+                payload = json.loads(fh.read())
             stamp = payload.pop("_nmem_received_at", None)
             service.record_event(parse(payload, now=stamp))
         except StoreBusy:
@@ -133,8 +134,10 @@ def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) ->
             log.warning(f"dropping unreadable spool file {name}: {exc}")
             os.replace(path, path[: -len(".json")] + ".bad")
             continue
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(path)
+        except FileNotFoundError:
+            pass
         done += 1
     return done
 
@@ -214,12 +217,14 @@ def _session_context(service: CoreService, event: ev.HookEvent, project: str | N
     project = project or service.project_for(event.cwd)
     if not service.settings.project_enabled(project, event.cwd):
         return ""
-    block = render_context(service, project, event.source, event.timestamp)
+    from nmem.context import render  # only SessionStart renders; other events never load it
+
+    block = render(service, project, event.source, event.timestamp)
     return _hook_output(service.settings, event.hook_event_name, block)
 
 
 def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
-    if event.kind != ev.SESSION_START or not settings.db_path.exists():
+    if event.kind != ev.SESSION_START or not os.path.exists(settings.db_path):
         return ""
     try:
         service = CoreService.open(settings, readonly=True)

@@ -5,19 +5,24 @@ Everything stored passes the privacy filter first (`capture.privacy.scrub`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
 from nmem.capture import events as ev
 from nmem.capture.extract import extract
 from nmem.capture.markers import find_marked
 from nmem.capture.privacy import scrub, scrub_value
 from nmem.capture.summary import signature, summarize
 from nmem.capture.transcript import latest_reasoning
-from nmem.config import Settings
-from nmem.models import Memory
-from nmem.store import NewObservation, Store
+from nmem.store import NewObservation
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from nmem.config import Settings
+    from nmem.models import Memory
+    from nmem.store.protocol import Store
+
+    RememberFn = Callable[..., Memory]
 
 PROMPT_CHARS = 8000
 SESSION_START_TYPES = {
@@ -25,20 +30,25 @@ SESSION_START_TYPES = {
     "compact": "session_compact", "clear": "session_clear",
 }
 
-RememberFn = Callable[..., Memory]
-
-
-@dataclass(frozen=True)
 class RecordOutcome:
     """What recording one hook event did."""
 
-    session_id: str
-    project: str
-    stored: str | None = None          # observation | prompt | session_end | checkpoint | None
-    observation_id: int | None = None
-    prompt_id: int | None = None
-    memories: list[Memory] = field(default_factory=list)
-    skipped: str | None = None         # disabled | duplicate | ignored | excluded
+    __slots__ = ("memories", "observation_id", "project", "prompt_id", "session_id", "skipped", "stored")
+
+    def __init__(self, session_id: str, project: str, stored: str | None = None,
+                 observation_id: int | None = None, prompt_id: int | None = None,
+                 memories: list[Memory] | None = None, skipped: str | None = None) -> None:
+        self.session_id = session_id
+        self.project = project
+        self.stored = stored                  # observation | prompt | session_end | checkpoint | None
+        self.observation_id = observation_id
+        self.prompt_id = prompt_id
+        self.memories: list[Memory] = [] if memories is None else memories
+        self.skipped = skipped                # disabled | duplicate | ignored | excluded
+
+    def __repr__(self) -> str:
+        return (f"RecordOutcome(session={self.session_id!r}, stored={self.stored!r}, "
+                f"observation_id={self.observation_id!r}, prompt_id={self.prompt_id!r}, skipped={self.skipped!r})")
 
 
 class Recorder:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-from nmem.models import Observation, Prompt
+    from nmem.models import Observation, Prompt
 
 CHANGES = ("file_write", "file_edit")
 
@@ -26,7 +27,9 @@ def _distinct(items: list[str], limit: int) -> list[str]:
 
 
 def signature(observations: list[Observation], prompts: list[Prompt]) -> dict[str, Any]:
-    counts = Counter(o.obs_type for o in observations)
+    counts: dict[str, int] = {}
+    for o in observations:
+        counts[o.obs_type] = counts.get(o.obs_type, 0) + 1
     return {
         "events": dict(sorted(counts.items())),
         "observations": len(observations),
