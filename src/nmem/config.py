@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 
 from nmem import jsonlite
-from nmem.capture.markers import DEFAULT_MARKERS
 from nmem.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -46,6 +45,14 @@ class Setting:
     def __repr__(self) -> str:
         return f"Setting({self.name!r})"
 
+
+# Prompt markers that create curated memories (nmem.capture.markers), `marker=namespace`.
+DEFAULT_MARKERS: tuple[str, ...] = (
+    "[decision]=decisions", "[decided]=decisions", "[learned]=learnings", "[learning]=learnings",
+    "[til]=learnings", "[blocker]=blockers", "[blocked]=blockers", "[progress]=progress",
+    "[gotcha]=gotchas", "[convention]=conventions", "[pattern]=patterns", "[tech-debt]=tech-debt",
+    "remember:=context", "#remember=context",
+)
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("memory.enabled", bool, True, "NMEM_ENABLED",

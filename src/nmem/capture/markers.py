@@ -1,18 +1,12 @@
 """Prompt markers that turn part of a user prompt into a curated memory.
 
 `[decision] use WAL mode because readers must not block` → a memory in `decisions`.
-Markers are configurable (`capture.markers`, entries `marker=namespace`); matching is
-case-insensitive, and a prefix marker like `remember:` takes the rest of its line.
+Markers are configurable (`capture.markers`, entries `marker=namespace`, defaults in
+`nmem.config.DEFAULT_MARKERS`); matching is case-insensitive, and a prefix marker like
+`remember:` takes the rest of its line.
 """
 
 from __future__ import annotations
-
-DEFAULT_MARKERS: tuple[str, ...] = (
-    "[decision]=decisions", "[decided]=decisions", "[learned]=learnings", "[learning]=learnings",
-    "[til]=learnings", "[blocker]=blockers", "[blocked]=blockers", "[progress]=progress",
-    "[gotcha]=gotchas", "[convention]=conventions", "[pattern]=patterns", "[tech-debt]=tech-debt",
-    "remember:=context", "#remember=context",
-)
 
 
 class MarkedMemory:

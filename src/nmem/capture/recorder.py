@@ -1,16 +1,15 @@
 """Recording one harness-neutral event into the trail, inside the caller's write transaction.
 
-Everything stored passes the privacy filter first (`capture.privacy.scrub`).
+Everything stored passes the privacy filter first (`capture.privacy.scrub`). A hook process
+records one event, so the helpers only some events need (prompt markers, session
+summaries, transcript reading) are imported by the handlers of those events.
 """
 
 from __future__ import annotations
 
 from nmem.capture import events as ev
 from nmem.capture.extract import extract
-from nmem.capture.markers import find_marked
 from nmem.capture.privacy import scrub, scrub_value
-from nmem.capture.summary import signature, summarize
-from nmem.capture.transcript import latest_reasoning
 from nmem.store import NewObservation
 
 TYPE_CHECKING = False
@@ -86,6 +85,8 @@ class Recorder:
         ))
 
     def _prompt(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        from nmem.capture.markers import find_marked
+
         raw = event.prompt or ""
         text = scrub(raw).strip()
         if not text:
@@ -122,6 +123,8 @@ class Recorder:
     def _pre_compact(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         if not self.settings["capture.checkpoint_on_compact"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
+        from nmem.capture.summary import summarize
+
         observations = self.store.session_observations(event.session_id, None, None)
         prompts = self.store.session_prompts(event.session_id, None, None)
         summary = summarize(observations, prompts)
@@ -149,6 +152,9 @@ class Recorder:
         return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id)
 
     def _stop(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        from nmem.capture.summary import signature, summarize
+        from nmem.capture.transcript import latest_reasoning
+
         sid = event.session_id
         seen = {p.content for p in self.store.session_prompts(sid, None, None) if p.source == "agent"}
         if event.kind == ev.STOP and self.settings["capture.read_transcript"]:

@@ -301,12 +301,14 @@ class SqliteStore:
     # -- trail writes --------------------------------------------------------------------
 
     def ensure_session(self, session_id: str, project: str, started_at: int) -> Session:
-        self._exec(
-            "INSERT INTO sessions (id, project, started_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(id) DO NOTHING",
-            (session_id, project, started_at),
-        )
-        session = self.get_session(session_id)
+        session = self.get_session(session_id)  # most events belong to a session already stored
+        if session is None:
+            self._exec(
+                "INSERT INTO sessions (id, project, started_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO NOTHING",
+                (session_id, project, started_at),
+            )
+            session = self.get_session(session_id)
         assert session is not None
         return session
 
