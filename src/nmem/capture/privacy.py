@@ -43,10 +43,11 @@ class _Secret:
         self.keep_label = keep_label      # group 1 is a label (`password=`) kept before the placeholder
         self.assignment = assignment      # needs `:` or `=` in the text
 
-    def present(self, text: str, lowered: str) -> bool:
+    def present(self, text: str, found: set[str]) -> bool:
+        """Whether the text can hold this secret, given the triggers `found` in it."""
         if self.assignment and "=" not in text and ":" not in text:
             return False
-        return any(t in lowered for t in self.triggers)
+        return not found.isdisjoint(self.triggers)
 
     def redact(self, text: str) -> str:
         placeholder = PLACEHOLDER.format(kind=self.kind)
@@ -100,6 +101,8 @@ _SECRETS: tuple[_Secret, ...] = (
             "secret", ("passw", "pwd", "secret", "token", "key", "credential"), keep_label=True, assignment=True),
 )
 
+_ALL_TRIGGERS = tuple(sorted({t for secret in _SECRETS for t in secret.triggers}))
+
 # High-entropy candidates: runs of 32+ characters of this class.
 MIN_RUN = 32
 _RUN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+_=-"
@@ -147,9 +150,11 @@ def strip_private(text: str) -> str:
 def redact(text: str) -> str:
     """Replace every secret in `text` with a placeholder."""
     lowered = text.lower()
-    for secret in _SECRETS:
-        if secret.present(text, lowered):
-            text = secret.redact(text)
+    found = {t for t in _ALL_TRIGGERS if t in lowered}
+    if found:
+        for secret in _SECRETS:
+            if secret.present(text, found):
+                text = secret.redact(text)
     if _has_high_entropy_run(text):
         text = _CANDIDATE.get().sub(_high_entropy, text)
     return text

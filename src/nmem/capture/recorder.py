@@ -125,9 +125,7 @@ class Recorder:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         from nmem.capture.summary import summarize
 
-        observations = self.store.session_observations(event.session_id, None, None)
-        prompts = self.store.session_prompts(event.session_id, None, None)
-        summary = summarize(observations, prompts)
+        summary = summarize(*self.store.session_outline(event.session_id))
         if not summary["text"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
@@ -136,13 +134,12 @@ class Recorder:
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
 
-    def _agent_prompt(self, event: ev.HookEvent, text: str, seen: set[str] | None = None) -> int | None:
-        """Store agent reasoning once: Stop can fire again for the same turn."""
+    def _agent_prompt(self, event: ev.HookEvent, text: str, once: bool = False) -> int | None:
+        """Store agent reasoning; with `once`, not if the session holds it already (Stop can
+        fire again for the same turn)."""
         clean = scrub(text).strip()[:PROMPT_CHARS]
-        if not clean or (seen is not None and clean in seen):
+        if not clean or (once and self.store.has_prompt(event.session_id, "agent", clean)):
             return None
-        if seen is not None:
-            seen.add(clean)
         return self.store.add_prompt(event.session_id, event.timestamp, "agent", clean)
 
     def _reasoning(self, event: ev.HookEvent, project: str) -> RecordOutcome:
@@ -156,19 +153,17 @@ class Recorder:
         from nmem.capture.transcript import latest_reasoning
 
         sid = event.session_id
-        seen = {p.content for p in self.store.session_prompts(sid, None, None) if p.source == "agent"}
         if event.kind == ev.STOP and self.settings["capture.read_transcript"]:
             for thought in latest_reasoning(event.transcript_path):
-                self._agent_prompt(event, thought, seen)
-        prompt_id = self._agent_prompt(event, event.assistant_message or "", seen)
+                self._agent_prompt(event, thought, once=True)
+        prompt_id = self._agent_prompt(event, event.assistant_message or "", once=True)
         obs_id = None
         if event.kind == ev.SESSION_END:
             reason = event.source or "other"
             obs_id = self._observation(event, project, "session_end", f"session_end ({reason})",
                                        metadata={"reason": reason})
         if event.kind != ev.SUBAGENT_STOP:
-            observations = self.store.session_observations(sid, None, None)
-            prompts = self.store.session_prompts(sid, None, None)
+            observations, prompts = self.store.session_outline(sid)
             self.store.close_session(sid, event.timestamp, signature(observations, prompts),
                                      summarize(observations, prompts))
         return RecordOutcome(sid, project, stored="session_end", prompt_id=prompt_id, observation_id=obs_id)

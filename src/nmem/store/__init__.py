@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
     from nmem.store.protocol import Store
 
+# A session's outline (`Store.session_outline`), what summaries are made of:
+ObsOutline = tuple[str, str | None, str, int | None]   # obs_type, file_path, content head, prompt_id
+PromptOutline = tuple[int, str, str]                    # id, source, content head
+OUTLINE_CHARS = 400
+
 
 class SearchFilters(Record):
     """Filters shared by every search scope; None means "no filter"."""

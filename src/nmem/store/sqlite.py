@@ -18,13 +18,15 @@ import time
 from nmem import jsonlite as json
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import FtsStats, NewMemory, NewObservation, SearchFilters, Status
+from nmem.store import OUTLINE_CHARS, FtsStats, NewMemory, NewObservation, SearchFilters, Status
 from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any, ClassVar
+
+    from nmem.store import ObsOutline, PromptOutline
 
 LN2 = math.log(2)
 HALF_LIFE_DAYS = 7.0
@@ -353,6 +355,25 @@ class SqliteStore:
             "UPDATE sessions SET ended_at = ?, signature = ?, summary = ? WHERE id = ?",
             (ended_at, json.dumps(signature, sort_keys=True), json.dumps(summary), session_id),
         )
+
+    # What a session summary reads: the first OUTLINE_CHARS of each text, no metadata. Stop
+    # runs on every turn, so it must not re-read and re-decode a long session's full rows.
+    def session_outline(self, session_id: str) -> tuple[list[ObsOutline], list[PromptOutline]]:
+        observations = [
+            (str(r[0]), r[1], str(r[2]), r[3]) for r in self._query(
+                f"SELECT obs_type, file_path, substr(content, 1, {OUTLINE_CHARS}), prompt_id "
+                "FROM observations WHERE session_id = ? ORDER BY id", (session_id,))
+        ]
+        prompts = [
+            (int(r[0]), str(r[1]), str(r[2])) for r in self._query(
+                f"SELECT id, source, substr(content, 1, {OUTLINE_CHARS}) FROM prompts "
+                "WHERE session_id = ? ORDER BY id", (session_id,))
+        ]
+        return observations, prompts
+
+    def has_prompt(self, session_id: str, source: str, content: str) -> bool:
+        return bool(self._query("SELECT 1 FROM prompts WHERE session_id = ? AND source = ? AND content = ? LIMIT 1",
+                                (session_id, source, content)))
 
     def set_observation_pin(self, obs_id: int, pinned: bool) -> bool:
         cur = self._exec("UPDATE observations SET is_pinned = ? WHERE id = ?", (int(pinned), obs_id))
