@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 USAGE = "usage: nmem record  |  nmem hook <event> [--input FILE] [--output FILE]  (hook JSON on stdin)"
 SPOOL_BATCH = 200
+HOT_WAL_PAGES = 8000  # ~32 MB of WAL before a tool-call hook folds it anyway
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 
@@ -181,12 +182,22 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
         return 1
 
 
+def wal_pages_for(kind: str) -> int | None:
+    """How much WAL this event's commit may leave unfolded (None: SQLite's 1,000 pages).
+
+    Tool calls and prompts are the latency targets, so their commits leave the fold (copying
+    the WAL into the database, with fsyncs) to the end of the turn: Stop and the other events
+    keep SQLite's default. HOT_WAL_PAGES caps the WAL for turns without a Stop hook.
+    """
+    return HOT_WAL_PAGES if kind in (ev.TOOL, ev.TOOL_FAILURE, ev.PROMPT) else None
+
+
 def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, keep_open: bool) -> str:
     """Store the event (spooling it if the database stays busy) and return what to print."""
     log = HookLog(settings)
     budget = int(settings["hooks.busy_budget_ms"])
     try:
-        service = CoreService.open(settings, busy_timeout_ms=budget)
+        service = CoreService.open(settings, busy_timeout_ms=budget, wal_autocheckpoint=wal_pages_for(event.kind))
     except StoreBusy:
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         log.warning(f"database busy at open; spooled {event.hook_event_name} event")
