@@ -547,3 +547,31 @@ def test_tool_calls_leave_the_wal_fold_to_the_end_of_the_turn(tmp_path: Path) ->
     finally:
         hot.close(checkpoint=False)
         turn_end.close(checkpoint=False)
+
+
+# -- opt-in: memories about a file when the agent first touches it -------------------------------
+
+
+def test_first_touch_of_a_file_surfaces_its_memories_when_enabled(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    on = {"NMEM_FILE_MEMORIES": "1"}
+    hook_ok(home, event("UserPromptSubmit", "fm-0", CWD,
+                        prompt="[gotcha] invoice.py rounds half-even; never use float for totals"))
+    hook_ok(home, event("UserPromptSubmit", "fm-other", "/home/dev/code/other-repo",
+                        prompt="[gotcha] invoice.py in other-repo is generated, do not edit"))
+    out = hook_ok(home, read_event("fm-1", f"{CWD}/src/billing/invoice.py"), **on)
+    context = json.loads(out)["hookSpecificOutput"]
+    assert context["hookEventName"] == "PostToolUse"
+    assert "rounds half-even" in context["additionalContext"]
+    assert "generated" not in context["additionalContext"], "another project's memory leaked in"
+    assert context["additionalContext"].startswith("<nmem-context>")
+    # Once per file per session: a second read, or an edit, of the same file says nothing more.
+    assert hook_ok(home, read_event("fm-1", f"{CWD}/src/billing/invoice.py"), **on) == ""
+    edit = event("PostToolUse", "fm-1", CWD, tool_name="Edit",
+                 tool_input={"file_path": f"{CWD}/src/billing/invoice.py", "old_string": "a", "new_string": "b"})
+    assert hook_ok(home, edit, **on) == ""
+    # A file no memory names, and the same file in a new session without the setting: nothing.
+    assert hook_ok(home, read_event("fm-1", f"{CWD}/src/billing/ledger.py"), **on) == ""
+    assert hook_ok(home, read_event("fm-2", f"{CWD}/src/billing/invoice.py")) == ""
+    # ...and with it, the new session hears it again.
+    assert "rounds half-even" in hook_ok(home, read_event("fm-3", f"{CWD}/src/billing/invoice.py"), **on)

@@ -97,6 +97,9 @@ SETTINGS: tuple[Setting, ...] = (
             "At Stop, also keep the agent's thinking from the transcript file when it is readable."),
     Setting("capture.checkpoint_on_compact", bool, True, "NMEM_CHECKPOINT_ON_COMPACT",
             "Store a `progress` memory summarising the session so far when the context is compacted."),
+    Setting("context.file_memories", bool, False, "NMEM_FILE_MEMORIES",
+            "On the first read or edit of a file in a session, PostToolUse hands the agent the curated memories "
+            "that name the file (at most 3, as `hookSpecificOutput` JSON)."),
     Setting("context.format", str, "text", "NMEM_CONTEXT_FORMAT",
             "How SessionStart returns context: `text` (plain stdout) or `json` (`hookSpecificOutput`)."),
     Setting("hooks.busy_budget_ms", int, 2000, "NMEM_BUSY_BUDGET_MS",

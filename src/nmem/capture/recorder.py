@@ -32,11 +32,13 @@ SESSION_START_TYPES = {
 class RecordOutcome:
     """What recording one hook event did."""
 
-    __slots__ = ("memories", "observation_id", "project", "prompt_id", "session_id", "skipped", "stored")
+    __slots__ = ("file_path", "memories", "observation_id", "project", "prompt_id", "session_id", "skipped",
+                 "stored")
 
     def __init__(self, session_id: str, project: str, stored: str | None = None,
                  observation_id: int | None = None, prompt_id: int | None = None,
-                 memories: list[Memory] | None = None, skipped: str | None = None) -> None:
+                 memories: list[Memory] | None = None, skipped: str | None = None,
+                 file_path: str | None = None) -> None:
         self.session_id = session_id
         self.project = project
         self.stored = stored                  # observation | prompt | session_end | checkpoint | None
@@ -44,6 +46,7 @@ class RecordOutcome:
         self.prompt_id = prompt_id
         self.memories: list[Memory] = [] if memories is None else memories
         self.skipped = skipped                # disabled | duplicate | ignored | excluded
+        self.file_path = file_path            # the file a stored tool call read or changed
 
     def __repr__(self) -> str:
         return (f"RecordOutcome(session={self.session_id!r}, stored={self.stored!r}, "
@@ -112,7 +115,8 @@ class Recorder:
                 return RecordOutcome(event.session_id, project, skipped="duplicate", observation_id=dup)
         obs_id = self._observation(event, project, extracted.obs_type, content, extracted.file_path,
                                    extracted.metadata, self.store.latest_prompt_id(event.session_id))
-        return RecordOutcome(event.session_id, project, stored="observation", observation_id=obs_id)
+        return RecordOutcome(event.session_id, project, stored="observation", observation_id=obs_id,
+                             file_path=extracted.file_path)
 
     def _session_start(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         source = event.source or "startup"

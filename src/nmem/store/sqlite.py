@@ -376,6 +376,11 @@ class SqliteStore:
         ]
         return observations, prompts
 
+    def session_file_touches(self, session_id: str, file_path: str) -> int:
+        rows = self._query("SELECT count(*) FROM observations WHERE session_id = ? AND file_path = ?",
+                           (session_id, file_path))
+        return int(rows[0][0])
+
     def has_prompt(self, session_id: str, source: str, content: str) -> bool:
         return bool(self._query("SELECT 1 FROM prompts WHERE session_id = ? AND source = ? AND content = ? LIMIT 1",
                                 (session_id, source, content)))
