@@ -59,6 +59,8 @@ MODES: dict[str, Ranking] = {
     "window-1": replace(BASE, window=1),
     "window-3": replace(BASE, window=3),
     "recency": replace(BASE, recency=0.5),
+    # levers after the first LoCoMo section (bench/README.md), each on top of the one before
+    "label": replace(BASE, label_boost=0.6),                     # + a record labelled with a name the question says
 }
 
 

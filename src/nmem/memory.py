@@ -396,8 +396,8 @@ class _Trail:
         wanted = {*ids, *(n for i in ids for n, _ in self.windows.get(i, ()))}
         texts = self.store.fts_texts(self.scope, sorted(wanted - self.docs.keys()))
         counts = self.counter.count_many([text for text, _ in texts.values()])
-        for (i, (_, length)), c in zip(texts.items(), counts, strict=True):
-            self.docs[i] = rank.Doc(c, length)
+        for (i, (text, length)), c in zip(texts.items(), counts, strict=True):
+            self.docs[i] = rank.Doc(c, length, self.counter.labelled(text))
 
 
 def _hit_time(hit: SearchHit) -> int:

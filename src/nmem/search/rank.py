@@ -8,6 +8,8 @@ session, counted together as one document, a neighbour `d` steps away weighing
 over a command and the error after it, then finds them. On top of that score:
 
 - coverage: `× (1 + coverage · q)`, q the share of the question's IDF the record holds itself;
+- label: `× (1 + label_boost)` when the record opens with a label the question names
+  (`Caroline: …`, `pytest: …`): who spoke, or what the line is about;
 - time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
   names a time ("in May 2023", "last week"; see `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
@@ -47,6 +49,7 @@ class Ranking:
     k1: float = 1.2                 # BM25 term-frequency saturation
     b: float = 0.75                 # BM25 length normalisation
     coverage: float = 0.3           # boost for the share of the question a record matches itself
+    label_boost: float = 0.0        # boost for a record whose leading label ("Name: …") the question names
     time_expressions: bool = True   # read "last week", "in May 2023" as a time to favour
     time_boost: float = 1.0         # boost for records inside that time
     time_half_life_days: float = 3.0
@@ -73,6 +76,7 @@ class Doc:
 
     counts: tuple[int, ...]
     length: int
+    labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
 
     def matches(self) -> bool:
         return any(self.counts)
@@ -85,6 +89,9 @@ class Candidate:
 
 
 _TOKEN = r"[^\W_]"
+# A line that opens with a short label and a colon: a speaker ("Caroline: …"), a tool, a tag.
+# One to three words, the first a letter; `http://…` is no label.
+_LABEL = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ '.-]{1,2}[^\W_]+){0,2}):(?!//)")
 
 
 @lru_cache(maxsize=4096)
@@ -145,6 +152,11 @@ class TermCounter:
             if slot is not None:
                 out[bisect_right(starts, m.start()) - 1][slot] += 1
         return [tuple(c) for c in out]
+
+    def labelled(self, text: str) -> bool:
+        """Whether the text opens with a label ("Name: …") holding one of the stems."""
+        label = _LABEL.match(text)
+        return bool(label) and any(x in self._slot for x in query_stems(re.findall(_TOKEN + "+", label.group(1))))
 
     def _slow(self, text: str) -> tuple[int, ...]:
         counts = [0] * len(self.stems)
@@ -244,6 +256,7 @@ def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
         tf, length = window_tf(doc, neighbours, ranking.window_decay)
         value = bm25(tf, length, idf, avg, ranking.k1, ranking.b)
         value *= 1.0 + ranking.coverage * coverage(doc, idf)
+        value *= 1.0 + ranking.label_boost * doc.labelled
         value *= time_weight(cand.timestamp, when, ranking) * recency_weight(cand.timestamp, now, ranking)
         out[cand.id] = value
     return out
