@@ -61,6 +61,7 @@ MODES: dict[str, Ranking] = {
     "recency": replace(BASE, recency=0.5),
     # levers after the first LoCoMo section (bench/README.md), each on top of the one before
     "label": replace(BASE, label_boost=0.6),                     # + a record labelled with a name the question says
+    "answer": replace(BASE, label_boost=0.6, answer_boost=0.3),  # + "when …" favours times, "how many …" numbers
 }
 
 

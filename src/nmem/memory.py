@@ -144,7 +144,8 @@ class Service(CoreService):
                 rest_plan = plan(rest) if when else query_plan
                 if rest_plan.terms:  # a question that is only a time keeps its words
                     query_plan = rest_plan
-            return self._ranked(scope, query, query_plan, when, filters, limit, offset)
+            cue = rank.answer_cue(query) if ranking.answer_boost and query else None
+            return self._ranked(scope, query, query_plan, when, cue, filters, limit, offset)
         return self._tiered(scope, query, query_plan, filters, order, limit, offset)
 
     def _tiered(self, scope: str, query: str | None, query_plan: QueryPlan, filters: SearchFilters,
@@ -161,17 +162,17 @@ class Service(CoreService):
         return SearchResult([], query, tiers[-1])
 
     def _ranked(self, scope: str, query: str | None, query_plan: QueryPlan, when: TimeRange | None,
-                filters: SearchFilters, limit: int, offset: int) -> SearchResult:
+                cue: Callable[[str], bool] | None, filters: SearchFilters, limit: int, offset: int) -> SearchResult:
         """Relevance ranking of a plain-language query (`nmem.search.rank`): records sharing a
         content word are candidates; the trail is scored with context windows."""
         want = offset + limit
         if scope != "all":
-            hits, match = self._rank_trail(scope, query_plan, when, filters, want)
+            hits, match = self._rank_trail(scope, query_plan, when, cue, filters, want)
             return SearchResult(hits[offset:want], query, match)
         merged: list[SearchHit] = []
         matches: list[str] = []
         for one in ("observations", "prompts"):
-            hits, match = self._rank_trail(one, query_plan, when, filters, want)
+            hits, match = self._rank_trail(one, query_plan, when, cue, filters, want)
             merged.extend(hits)
             matches.append(match)
         for one in ("sessions", "memories"):  # curated and summarised: strictest tier first, by BM25
@@ -184,7 +185,8 @@ class Service(CoreService):
         return SearchResult(merged[offset:want], query, matches[0])
 
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
-                    filters: SearchFilters, want: int) -> tuple[list[SearchHit], str]:
+                    cue: Callable[[str], bool] | None, filters: SearchFilters,
+                    want: int) -> tuple[list[SearchHit], str]:
         """Ranked hits of one trail scope, and the FTS5 expression that found the candidates."""
         ranking = self.ranking
         store = self.store
@@ -201,7 +203,7 @@ class Service(CoreService):
         if not hits:
             return [], match
         records: dict[int, Any] = {int(h.record.id): h.record for h in hits}
-        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window)
+        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue)
         candidates = list(records)
         trail.load(candidates)
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
@@ -385,8 +387,9 @@ class _Trail:
     """What ranking gathers around the candidates of one trail scope: their session windows
     and, for every record involved, its stem counts and length."""
 
-    def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int) -> None:
-        self.store, self.scope, self.counter, self.span = store, scope, counter, span
+    def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
+                 cue: Callable[[str], bool] | None = None) -> None:
+        self.store, self.scope, self.counter, self.span, self.cue = store, scope, counter, span, cue
         self.windows: dict[int, list[tuple[int, int]]] = {}
         self.docs: dict[int, rank.Doc] = {}
 
@@ -397,7 +400,8 @@ class _Trail:
         texts = self.store.fts_texts(self.scope, sorted(wanted - self.docs.keys()))
         counts = self.counter.count_many([text for text, _ in texts.values()])
         for (i, (text, length)), c in zip(texts.items(), counts, strict=True):
-            self.docs[i] = rank.Doc(c, length, self.counter.labelled(text))
+            answers = self.cue is not None and self.cue(text)
+            self.docs[i] = rank.Doc(c, length, self.counter.labelled(text), answers)
 
 
 def _hit_time(hit: SearchHit) -> int:

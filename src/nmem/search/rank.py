@@ -10,6 +10,8 @@ over a command and the error after it, then finds them. On top of that score:
 - coverage: `× (1 + coverage · q)`, q the share of the question's IDF the record holds itself;
 - label: `× (1 + label_boost)` when the record opens with a label the question names
   (`Caroline: …`, `pytest: …`): who spoke, or what the line is about;
+- answer: `× (1 + answer_boost)` when the question asks for a time or a number ("when …",
+  "how many …") and the record says one (`answer_cue`);
 - time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
   names a time ("in May 2023", "last week"; see `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
@@ -25,13 +27,13 @@ import math
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nmem.search.porter import stem
 from nmem.search.query import quote
-from nmem.search.timeexpr import TimeRange
+from nmem.search.timeexpr import TimeRange, mentions_time
 
 DAY = 86400
 RECENCY_HALF_LIFE_DAYS = 7.0
@@ -50,6 +52,7 @@ class Ranking:
     b: float = 0.75                 # BM25 length normalisation
     coverage: float = 0.3           # boost for the share of the question a record matches itself
     label_boost: float = 0.0        # boost for a record whose leading label ("Name: …") the question names
+    answer_boost: float = 0.0       # boost for a record that says what the question asks for (a time, a number)
     time_expressions: bool = True   # read "last week", "in May 2023" as a time to favour
     time_boost: float = 1.0         # boost for records inside that time
     time_half_life_days: float = 3.0
@@ -77,6 +80,7 @@ class Doc:
     counts: tuple[int, ...]
     length: int
     labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
+    answers: bool = False           # it mentions the kind of thing the question asks for
 
     def matches(self) -> bool:
         return any(self.counts)
@@ -168,6 +172,23 @@ class TermCounter:
         return tuple(counts)
 
 
+_ASKS_TIME = re.compile(r"\s*(?:when|since\s+when|what\s+(?:time|date|day|year|month)|how\s+long\s+ago)\b",
+                        re.IGNORECASE)
+_ASKS_COUNT = re.compile(r"\s*how\s+(?:many|much|often|long)\b", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![^\W\d_])(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
+                     r"hundred|thousand|once|twice|couple|few|several|dozens?)(?![^\W\d_])", re.IGNORECASE)
+
+
+def answer_cue(question: str) -> Callable[[str], bool] | None:
+    """What a record answering the question would mention, when its first words say so: a
+    time for "when …", "what date …"; a number for "how many …", "how often …"."""
+    if _ASKS_TIME.match(question):
+        return mentions_time
+    if _ASKS_COUNT.match(question):
+        return lambda text: bool(_NUMBER.search(text))
+    return None
+
+
 def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int) -> list[str]:
     """FTS5 queries for the candidates, to run in order until one finds something.
 
@@ -257,6 +278,7 @@ def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
         value = bm25(tf, length, idf, avg, ranking.k1, ranking.b)
         value *= 1.0 + ranking.coverage * coverage(doc, idf)
         value *= 1.0 + ranking.label_boost * doc.labelled
+        value *= 1.0 + ranking.answer_boost * doc.answers
         value *= time_weight(cand.timestamp, when, ranking) * recency_weight(cand.timestamp, now, ranking)
         out[cand.id] = value
     return out

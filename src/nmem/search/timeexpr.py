@@ -61,6 +61,25 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rf"
 ))
 
 
+# Words that place a record in time: what a "when" question's answer says.
+_MENTION = re.compile(
+    r"(?<![\w-])(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekend|"
+    r"(?:last|next|this|past|previous)\s+(?:night|week|month|year|morning|evening|summer|winter|spring|fall|"
+    + "|".join(WEEKDAYS) + r")|" + "|".join(WEEKDAYS) + r"|"
+    + "|".join(sorted((m for m in MONTHS if m not in ("may", "mar")), key=len, reverse=True))
+    + r"|(?:19|20)\d\d|\d{1,2}[/.]\d{1,2}(?:[/.]\d{2,4})?)(?![\w-])|(?<![\w-])May(?![\w-])",
+    re.IGNORECASE)
+
+
+def mentions_time(text: str) -> bool:
+    """Whether the text says when something happened: a date, a weekday, a month (the verb
+    "may" is not one), or a relative time ("yesterday", "last week", "3 days ago")."""
+    for m in _MENTION.finditer(text):
+        if m.group(0).lower() != "may" or m.group(0) == "May":
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class TimeRange:
     start: int | None          # epoch seconds, inclusive; None: open
