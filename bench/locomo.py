@@ -62,6 +62,7 @@ MODES: dict[str, Ranking] = {
     # levers after the first LoCoMo section (bench/README.md), each on top of the one before
     "label": replace(BASE, label_boost=0.6),                     # + a record labelled with a name the question says
     "answer": replace(BASE, label_boost=0.6, answer_boost=0.3),  # + "when …" favours times, "how many …" numbers
+    "time-pool": replace(BASE, label_boost=0.6, answer_boost=0.3, time_candidates=10),  # + candidates from the named time
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nmem.capture.recorder import RecordOutcome
@@ -203,6 +203,13 @@ class Service(CoreService):
         if not hits:
             return [], match
         records: dict[int, Any] = {int(h.record.id): h.record for h in hits}
+        if when is not None and ranking.time_candidates:
+            # A named time is a boost, not a filter, so the best matches of the whole trail
+            # may all lie outside it: its own best matches join them.
+            inside = self._run_search(scope, match, _within(filters, when, ranking.time_half_life_days),
+                                      "relevance", ranking.time_candidates, 0)
+            for hit in inside:
+                records.setdefault(int(hit.record.id), hit.record)
         trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue)
         candidates = list(records)
         trail.load(candidates)
@@ -402,6 +409,18 @@ class _Trail:
         for (i, (text, length)), c in zip(texts.items(), counts, strict=True):
             answers = self.cue is not None and self.cue(text)
             self.docs[i] = rank.Doc(c, length, self.counter.labelled(text), answers)
+
+
+def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
+    """The filters narrowed to a time range widened by `slack_days` on each side."""
+    slack = int(slack_days * rank.DAY)
+    start = when.start - slack if when.start is not None else None
+    end = when.end - 1 + slack if when.end is not None else None
+    if filters.date_start is not None:
+        start = filters.date_start if start is None else max(start, filters.date_start)
+    if filters.date_end is not None:
+        end = filters.date_end if end is None else min(end, filters.date_end)
+    return replace(filters, date_start=start, date_end=end)
 
 
 def _hit_time(hit: SearchHit) -> int:

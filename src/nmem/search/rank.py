@@ -56,6 +56,7 @@ class Ranking:
     time_expressions: bool = True   # read "last week", "in May 2023" as a time to favour
     time_boost: float = 1.0         # boost for records inside that time
     time_half_life_days: float = 3.0
+    time_candidates: int = 0        # extra candidates from inside the named time (± one half-life)
     recency: float = 0.0            # boost for new records (7-day half-life)
 
 
