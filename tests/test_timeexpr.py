@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nmem.search.timeexpr import TimeRange, find_time
+from nmem.search.timeexpr import TimeRange, find_time, mentions_time
 
 NOW = datetime(2023, 8, 16, 15, 30, tzinfo=UTC).timestamp()   # a Wednesday afternoon
 
@@ -105,3 +105,14 @@ def test_distance_is_days_outside_the_range() -> None:
 def test_dates_are_read_in_utc_whatever_the_hour() -> None:
     late = datetime(2023, 8, 16, 23, 59, tzinfo=UTC).timestamp()
     assert find_time("yesterday", late)[0] == find_time("yesterday", NOW)[0]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("I went there yesterday", True), ("3 days ago", True), ("last Friday was rough", True),
+    ("see you next week", True), ("back in 2019", True), ("on 5/12 we shipped", True),
+    ("in May we moved", True), ("we married in june", True), ("lately it has been slow", True),
+    ("you may go", False), ("the tests fail", False), ("last time I checked", False),
+    ("March ahead", True), ("marching band", False), ("a 500 error", False),
+])
+def test_mentions_time_finds_dates_weekdays_months_and_relative_times(text: str, said: bool) -> None:
+    assert mentions_time(text) is said

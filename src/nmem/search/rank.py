@@ -1,7 +1,8 @@
 """Ranking plain-language searches over the trail (prompts and observations).
 
 FTS5 finds the candidates: the best `candidates` records sharing any content word with the
-question, by BM25, with every filter applied in SQL. Each candidate is then scored as BM25
+question, by BM25, with every filter applied in SQL (and, when the question names a time,
+the best `time_candidates` from inside it). Each candidate is then scored as BM25
 over its *context window*: the record plus up to `window` records on each side in the same
 session, counted together as one document, a neighbour `d` steps away weighing
 `window_decay ** d`. A question whose words are spread over a question and its answer, or
@@ -51,12 +52,12 @@ class Ranking:
     k1: float = 1.2                 # BM25 term-frequency saturation
     b: float = 0.75                 # BM25 length normalisation
     coverage: float = 0.3           # boost for the share of the question a record matches itself
-    label_boost: float = 0.0        # boost for a record whose leading label ("Name: …") the question names
-    answer_boost: float = 0.0       # boost for a record that says what the question asks for (a time, a number)
+    label_boost: float = 0.6        # boost for a record whose leading label ("Name: …") the question names
+    answer_boost: float = 0.3       # boost for a record that says what the question asks for (a time, a number)
     time_expressions: bool = True   # read "last week", "in May 2023" as a time to favour
     time_boost: float = 1.0         # boost for records inside that time
     time_half_life_days: float = 3.0
-    time_candidates: int = 0        # extra candidates from inside the named time (± one half-life)
+    time_candidates: int = 10       # extra candidates from inside the named time (± one half-life)
     recency: float = 0.0            # boost for new records (7-day half-life)
 
 
@@ -161,7 +162,9 @@ class TermCounter:
     def labelled(self, text: str) -> bool:
         """Whether the text opens with a label ("Name: …") holding one of the stems."""
         label = _LABEL.match(text)
-        return bool(label) and any(x in self._slot for x in query_stems(re.findall(_TOKEN + "+", label.group(1))))
+        if label is None:
+            return False
+        return any(x in self._slot for x in query_stems(re.findall(_TOKEN + "+", label.group(1))))
 
     def _slow(self, text: str) -> tuple[int, ...]:
         counts = [0] * len(self.stems)

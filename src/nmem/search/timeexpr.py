@@ -74,10 +74,7 @@ _MENTION = re.compile(
 def mentions_time(text: str) -> bool:
     """Whether the text says when something happened: a date, a weekday, a month (the verb
     "may" is not one), or a relative time ("yesterday", "last week", "3 days ago")."""
-    for m in _MENTION.finditer(text):
-        if m.group(0).lower() != "may" or m.group(0) == "May":
-            return True
-    return False
+    return any(m.group(0).lower() != "may" or m.group(0) == "May" for m in _MENTION.finditer(text))
 
 
 @dataclass(frozen=True)
