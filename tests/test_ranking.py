@@ -115,6 +115,8 @@ def test_a_label_is_the_short_name_a_record_opens_with(text: str, labelled: bool
     ("How many turtles does Nate have?", "three of them now", True),
     ("how often do the tests fail", "fails 2 times a week", True),
     ("How many turtles does Nate have?", "turtles are great", False),
+    ("How many books?", "stories from the 1900s", True), ("how many runs", "an mp3 of the 5K", True),
+    ("how many runs", "an mp3 and a someone", False),
 ])
 def test_answer_cue_matches_what_the_question_asks_for(question: str, text: str, answers: bool) -> None:
     cue = rank.answer_cue(question)

@@ -112,7 +112,8 @@ def test_dates_are_read_in_utc_whatever_the_hour() -> None:
     ("see you next week", True), ("back in 2019", True), ("on 5/12 we shipped", True),
     ("in May we moved", True), ("we married in june", True), ("lately it has been slow", True),
     ("you may go", False), ("the tests fail", False), ("last time I checked", False),
-    ("March ahead", True), ("marching band", False), ("a 500 error", False),
+    ("March ahead", True), ("marching band", False), ("a 500 error", False), ("deployed 2023-05-08", True),
+    ("Friday.", True), ("python 3.11 and v1.2.3", False), ("bind 0.0.0.0:6379", False), ("10-12 people", False),
 ])
 def test_mentions_time_finds_dates_weekdays_months_and_relative_times(text: str, said: bool) -> None:
     assert mentions_time(text) is said

@@ -179,8 +179,14 @@ class TermCounter:
 _ASKS_TIME = re.compile(r"\s*(?:when|since\s+when|what\s+(?:time|date|day|year|month)|how\s+long\s+ago)\b",
                         re.IGNORECASE)
 _ASKS_COUNT = re.compile(r"\s*how\s+(?:many|much|often|long)\b", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![^\W\d_])(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
-                     r"hundred|thousand|once|twice|couple|few|several|dozens?)(?![^\W\d_])", re.IGNORECASE)
+_NUMBER_WORDS = frozenset("""one two three four five six seven eight nine ten eleven twelve twenty hundred thousand
+once twice couple few several dozen dozens""".split())
+
+
+def mentions_number(text: str) -> bool:
+    """Whether the text says how many: a word that starts with a digit ("3", "5K", "1900s")
+    or a number word."""
+    return any(word[0].isdigit() or word.lower() in _NUMBER_WORDS for word in re.findall(_TOKEN + "+", text))
 
 
 def answer_cue(question: str) -> Callable[[str], bool] | None:
@@ -189,7 +195,7 @@ def answer_cue(question: str) -> Callable[[str], bool] | None:
     if _ASKS_TIME.match(question):
         return mentions_time
     if _ASKS_COUNT.match(question):
-        return lambda text: bool(_NUMBER.search(text))
+        return mentions_number
     return None
 
 
