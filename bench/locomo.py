@@ -43,9 +43,10 @@ DAY = 86400
 # default (bench/README.md, "LoCoMo retrieval").
 BASE = Ranking()
 # The first ranking (commit c3ff0b3): windows, promotion, time boost, coverage
-FIRST = replace(BASE, label_boost=0.0, answer_boost=0.0, time_candidates=0)
+FIRST = replace(BASE, coverage=0.3, label_boost=0.0, answer_boost=0.0, time_candidates=0)
 _OR = replace(FIRST, window=0, promote=0, coverage=0.0, time_expressions=False)
 _LABEL = replace(FIRST, label_boost=BASE.label_boost)
+_ANSWER = replace(_LABEL, answer_boost=BASE.answer_boost)
 MODES: dict[str, Ranking] = {
     "default": BASE,
     # nmem before ranking: FTS5 bm25 order of the strictest tier (AND, then OR) that finds anything
@@ -56,13 +57,14 @@ MODES: dict[str, Ranking] = {
     "time": replace(FIRST, coverage=0.0),                        # + time expressions
     "first": FIRST,                                              # + coverage boost: the first default
     "label": _LABEL,                                             # + a record labelled with a name the question says
-    "answer": replace(_LABEL, answer_boost=BASE.answer_boost),   # + "when …" favours times, "how many …" numbers
-    # + candidates from inside a named time: the default
+    "answer": _ANSWER,                                           # + "when …" favours times, "how many …" numbers
+    "time-pool": replace(_ANSWER, time_candidates=BASE.time_candidates),  # + candidates from inside a named time
+    # − the coverage boost, which stopped paying once the label boost came in: the default
     # ablations of the default
     "no-windows": replace(BASE, window=0, promote=0),
     "no-promote": replace(BASE, promote=0),
     "no-time": replace(BASE, time_expressions=False),
-    "no-coverage": replace(BASE, coverage=0.0),
+    "coverage": replace(BASE, coverage=FIRST.coverage),
     "no-label": replace(BASE, label_boost=0.0),
     "no-answer": replace(BASE, answer_boost=0.0),
     "no-time-pool": replace(BASE, time_candidates=0),

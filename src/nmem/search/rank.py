@@ -51,7 +51,7 @@ class Ranking:
     promote: int = 50               # neighbours of the best N that share a word become candidates too
     k1: float = 1.2                 # BM25 term-frequency saturation
     b: float = 0.75                 # BM25 length normalisation
-    coverage: float = 0.3           # boost for the share of the question a record matches itself
+    coverage: float = 0.0           # boost for the share of the question a record matches itself
     label_boost: float = 0.6        # boost for a record whose leading label ("Name: …") the question names
     answer_boost: float = 0.3       # boost for a record that says what the question asks for (a time, a number)
     time_expressions: bool = True   # read "last week", "in May 2023" as a time to favour
