@@ -145,6 +145,14 @@ def test_candidates_or_the_rarest_words_within_the_postings_budget() -> None:
     assert rank.candidate_queries(["nowhere", "else"], df, 5000) == ['"nowhere" OR "else"']
 
 
+def test_rare_terms_are_the_rarest_within_the_budget_in_question_order() -> None:
+    df = {"webhook": 40, "flaki": 300, "test": 30_000, "fail": 9_000}
+    terms = ["flaky", "webhooks", "tests", "fail", "nowhere"]
+    assert rank.rare_terms(terms, df, 5000) == ["flaky", "webhooks"]
+    assert rank.rare_terms(terms, df, 10_000) == ["flaky", "webhooks", "fail"]
+    assert rank.rare_terms(["tests", "fail"], df, 5000) == []
+
+
 def test_candidates_of_only_common_words_are_all_of_them_then_the_rarest() -> None:
     df = {"test": 30_000, "fail": 9_000}
     assert rank.candidate_queries(["tests", "fail"], df, 5000) == [

@@ -199,35 +199,44 @@ def answer_cue(question: str) -> Callable[[str], bool] | None:
     return None
 
 
+def _rows(term: str, df: Mapping[str, int]) -> int:
+    return df.get(stem(fold(term)), 0)
+
+
+def rare_terms(terms: Sequence[str], df: Mapping[str, int], postings: int) -> list[str]:
+    """The rarest words, in question order, while their index rows add up to at most
+    `postings`: an OR of them costs a bounded read however large the index grows."""
+    chosen: set[str] = set()
+    total = 0
+    for term in sorted((t for t in terms if _rows(t, df)), key=lambda t: _rows(t, df)):
+        if total + _rows(term, df) > postings:
+            break
+        chosen.add(term)
+        total += _rows(term, df)
+    return [t for t in terms if t in chosen]
+
+
 def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int) -> list[str]:
     """FTS5 queries for the candidates, to run in order until one finds something.
 
     An OR reads (and BM25-scores) every row holding any of its words, so a word found in a
     third of the trail would cost tens of milliseconds at 100k records: the OR takes the
-    rarest words while their rows add up to at most `postings` (the others still count when
-    candidates are scored). When even the rarest is commoner than that, every word (AND)
-    first, which FTS5 answers by skipping through the lists, then the rarest word alone.
-    The OR of every word comes last, so a question sharing any word with a record that the
-    filters allow never comes back empty (`df` counts the whole index, not the filtered part).
+    rarest words while their rows add up to at most `postings` (`rare_terms`; the others
+    still count when candidates are scored). When even the rarest is commoner than that,
+    every word (AND) first, which FTS5 answers by skipping through the lists, then the
+    rarest word alone. The OR of every word comes last, so a question sharing any word with
+    a record that the filters allow never comes back empty (`df` counts the whole index,
+    not the filtered part).
     """
-    def rows(term: str) -> int:
-        return df.get(stem(fold(term)), 0)
-
-    present = [t for t in terms if rows(t)]   # a word the index never saw matches nothing
+    present = [t for t in terms if _rows(t, df)]   # a word the index never saw matches nothing
     if not present:
         return [" OR ".join(quote(t) for t in terms)] if terms else []
-    chosen: set[str] = set()
-    total = 0
-    for term in sorted(present, key=rows):
-        if total + rows(term) > postings:
-            break
-        chosen.add(term)
-        total += rows(term)
-    if chosen:
-        queries = [" OR ".join(quote(t) for t in present if t in chosen)]
+    rare = rare_terms(present, df, postings)
+    if rare:
+        queries = [" OR ".join(quote(t) for t in rare)]
     else:
         queries = [" AND ".join(quote(t) for t in present)] if len(present) > 1 else []
-        queries.append(quote(min(present, key=rows)))
+        queries.append(quote(min(present, key=lambda t: _rows(t, df))))
     every = " OR ".join(quote(t) for t in present)
     return queries if every in queries else [*queries, every]
 
