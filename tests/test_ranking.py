@@ -1,6 +1,6 @@
 """Relevance ranking of plain questions: stemming as FTS5 does it, term counts, BM25 over
-context windows, time and coverage boosts, the store's window and statistics queries, and
-what the service returns."""
+context windows, time, coverage, label and answer boosts, candidates from a named time, the
+store's window and statistics queries, and what the service returns."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from conftest import Clock, record
-from nmem.memory import Service
+from nmem.memory import Service, _within
 from nmem.search import rank
 from nmem.search.porter import stem
 from nmem.search.rank import Candidate, Doc, IndexStats, Ranking, TermCounter
 from nmem.search.timeexpr import TimeRange
-from nmem.store import NewObservation
+from nmem.store import NewObservation, SearchFilters
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_790_000_000
@@ -386,8 +386,6 @@ def test_the_named_time_adds_its_own_best_matches_to_the_candidates(service: Ser
 
 
 def test_within_narrows_filters_to_the_named_time() -> None:
-    from nmem.memory import _within
-    from nmem.store import SearchFilters
     may = TimeRange(T0, T0 + 31 * DAY, "in May")
     got = _within(SearchFilters(project="p"), may, 1.0)
     assert (got.project, got.date_start, got.date_end) == ("p", T0 - DAY, T0 + 32 * DAY - 1)
