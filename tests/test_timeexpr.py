@@ -72,6 +72,29 @@ def test_before_and_after_open_one_end(question: str, start: str | None, end: st
     assert span(question) == (start, end)
 
 
+@pytest.mark.parametrize(("question", "start", "end"), [
+    # counted from a named day, not from now; the range runs from the event to that day,
+    # both included, since a record about it may be dated at either
+    ("what did we ship the week before August 3, 2023", "2023-07-27", "2023-08-04"),
+    ("the day before 3 June", "2023-06-02", "2023-06-04"),
+    ("the week after 2023-05-08", "2023-05-08", "2023-05-16"),
+    ("a month before 1 July 2023", "2023-05-28", "2023-07-02"),              # about 30 days: ± 4
+    ("the puppy she got two weeks before August 11, 2023", "2023-07-26", "2023-08-12"),
+    ("two days after May 3, 2023", "2023-05-03", "2023-05-07"),
+    ("on the Sunday before October 25, 2022", "2022-10-23", "2022-10-26"),   # the 25th is a Tuesday
+    ("what did she do last weekend before April 10, 2023", "2023-04-08", "2023-04-11"),
+    ("the weekend before 9 April 2023", "2023-04-01", "2023-04-10"),         # the 9th is a Sunday
+    ("what did Joanna finish last Friday on 23 January, 2022", "2022-01-21", "2022-01-24"),
+])
+def test_times_counted_from_a_named_day(question: str, start: str, end: str) -> None:
+    assert span(question) == (start, end)
+
+
+def test_a_time_counted_from_a_day_is_cut_out_whole() -> None:
+    assert find_time("what did Maria do last weekend before April 10, 2023?", NOW)[1] == "what did Maria do ?"
+    assert find_time("what broke the week before the release", NOW) == (None, "what broke the week before the release")
+
+
 @pytest.mark.parametrize("question", [
     "it may fail on CI", "may I ask why", "port 2023 is in use", "bump to 2023.1", "march through the logs",
     "on 31 February", "the 3 tests failed", "release 12 of the api",
