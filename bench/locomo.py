@@ -42,7 +42,11 @@ DAY = 86400
 # Named rankings: nmem's default, the levers added one at a time, and ablations of the
 # default (bench/README.md, "LoCoMo retrieval").
 BASE = Ranking()
-_OR = replace(BASE, window=0, promote=0, coverage=0.0, time_expressions=False)
+# The first ranking (commit c3ff0b3): windows, promotion, time boost, coverage
+FIRST = replace(BASE, coverage=0.3, label_boost=0.0, answer_boost=0.0, time_candidates=0)
+_OR = replace(FIRST, window=0, promote=0, coverage=0.0, time_expressions=False)
+_LABEL = replace(FIRST, label_boost=BASE.label_boost)
+_ANSWER = replace(_LABEL, answer_boost=BASE.answer_boost)
 MODES: dict[str, Ranking] = {
     "default": BASE,
     # nmem before ranking: FTS5 bm25 order of the strictest tier (AND, then OR) that finds anything
@@ -50,12 +54,20 @@ MODES: dict[str, Ranking] = {
     "or": _OR,                                                   # every content word OR'd, BM25 order
     "windows": replace(_OR, window=BASE.window),                 # + BM25 over ±2 records of the session
     "promote": replace(_OR, window=BASE.window, promote=BASE.promote),   # + matching neighbours as candidates
-    "time": replace(BASE, coverage=0.0),                         # + time expressions
+    "time": replace(FIRST, coverage=0.0),                        # + time expressions
+    "first": FIRST,                                              # + coverage boost: the first default
+    "label": _LABEL,                                             # + a record labelled with a name the question says
+    "answer": _ANSWER,                                           # + "when …" favours times, "how many …" numbers
+    "time-pool": replace(_ANSWER, time_candidates=BASE.time_candidates),  # + candidates from inside a named time
+    # − the coverage boost, which stopped paying once the label boost came in: the default
     # ablations of the default
     "no-windows": replace(BASE, window=0, promote=0),
     "no-promote": replace(BASE, promote=0),
     "no-time": replace(BASE, time_expressions=False),
-    "no-coverage": replace(BASE, coverage=0.0),
+    "coverage": replace(BASE, coverage=FIRST.coverage),
+    "no-label": replace(BASE, label_boost=0.0),
+    "no-answer": replace(BASE, answer_boost=0.0),
+    "no-time-pool": replace(BASE, time_candidates=0),
     "window-1": replace(BASE, window=1),
     "window-3": replace(BASE, window=3),
     "recency": replace(BASE, recency=0.5),

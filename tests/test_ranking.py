@@ -1,6 +1,6 @@
 """Relevance ranking of plain questions: stemming as FTS5 does it, term counts, BM25 over
-context windows, time and coverage boosts, the store's window and statistics queries, and
-what the service returns."""
+context windows, time, coverage, label and answer boosts, candidates from a named time, the
+store's window and statistics queries, and what the service returns."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from conftest import Clock, record
-from nmem.memory import Service
+from nmem.memory import Service, _within
 from nmem.search import rank
 from nmem.search.porter import stem
 from nmem.search.rank import Candidate, Doc, IndexStats, Ranking, TermCounter
 from nmem.search.timeexpr import TimeRange
-from nmem.store import NewObservation
+from nmem.store import NewObservation, SearchFilters
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_790_000_000
@@ -90,6 +90,45 @@ def test_term_counter_with_no_stems_counts_nothing() -> None:
     assert TermCounter(()).count_many(["anything", "at all"]) == [(), ()]
 
 
+@pytest.mark.parametrize(("text", "labelled"), [
+    ("Caroline: I went to the support group", True),
+    ("  caroline said: hi", True),                              # up to three words, any case
+    ("Dr. Caroline Smith: the results are in", True),
+    ("Caroline's mum: hello", True),
+    ("Melanie: thanks, Caroline!", False),                       # named, but not the label
+    ("http://caroline: nothing", False),                         # a URL is no label
+    ("so then I told Caroline: yes", False),                     # more than three words before the colon
+    ("2023 Caroline: numbers first", False),
+    ("Caroline went home", False),
+])
+def test_a_label_is_the_short_name_a_record_opens_with(text: str, labelled: bool) -> None:
+    counter = TermCounter(rank.query_stems(["caroline", "support"]))
+    assert counter.labelled(text) is labelled
+
+
+@pytest.mark.parametrize(("question", "text", "answers"), [
+    ("When did Gina open her store?", "I opened it last Friday", True),
+    ("when did the deploy break", "broke on 2023-05-08, see 5/8 notes", True),
+    ("What date was the release?", "we shipped in March", True),
+    ("When did Gina open her store?", "the store is open", False),
+    ("When did Gina open her store?", "you may come by", False),    # the verb, not the month
+    ("How many turtles does Nate have?", "three of them now", True),
+    ("how often do the tests fail", "fails 2 times a week", True),
+    ("How many turtles does Nate have?", "turtles are great", False),
+    ("How many books?", "stories from the 1900s", True), ("how many runs", "an mp3 of the 5K", True),
+    ("how many runs", "an mp3 and a someone", False),
+])
+def test_answer_cue_matches_what_the_question_asks_for(question: str, text: str, answers: bool) -> None:
+    cue = rank.answer_cue(question)
+    assert cue is not None and cue(text) is answers
+
+
+@pytest.mark.parametrize("question", ["What did Gina open?", "why does it fail when run twice",
+                                      "how did the deploy go", "which city did they visit"])
+def test_other_questions_have_no_answer_cue(question: str) -> None:
+    assert rank.answer_cue(question) is None
+
+
 # -- candidates ------------------------------------------------------------------------------------
 
 def test_candidates_or_the_rarest_words_within_the_postings_budget() -> None:
@@ -104,6 +143,14 @@ def test_candidates_or_the_rarest_words_within_the_postings_budget() -> None:
     assert rank.candidate_queries(["nowhere", "flaky", "tests"], df, 5000) == ['"flaky"', '"flaky" OR "tests"']
     assert rank.candidate_queries(["nowhere", "tests"], df, 5000) == ['"tests"']
     assert rank.candidate_queries(["nowhere", "else"], df, 5000) == ['"nowhere" OR "else"']
+
+
+def test_rare_terms_are_the_rarest_within_the_budget_in_question_order() -> None:
+    df = {"webhook": 40, "flaki": 300, "test": 30_000, "fail": 9_000}
+    terms = ["flaky", "webhooks", "tests", "fail", "nowhere"]
+    assert rank.rare_terms(terms, df, 5000) == ["flaky", "webhooks"]
+    assert rank.rare_terms(terms, df, 10_000) == ["flaky", "webhooks", "fail"]
+    assert rank.rare_terms(["tests", "fail"], df, 5000) == []
 
 
 def test_candidates_of_only_common_words_are_all_of_them_then_the_rarest() -> None:
@@ -192,6 +239,17 @@ def test_score_boosts_the_named_time_and_coverage() -> None:
     flat = rank.score(cands, docs, {}, ("deploy", "api"), stats, Ranking(coverage=0.0))
     covered = rank.score(cands, docs, {}, ("deploy", "api"), stats, Ranking(coverage=0.5))
     assert covered[3] / flat[3] == pytest.approx(1.5) and covered[1] / flat[1] == pytest.approx(1.25)
+
+
+def test_score_boosts_a_labelled_record_and_one_that_answers() -> None:
+    stats = IndexStats(docs=100, avg_length=5, df={"gina": 50, "store": 5})
+    docs = {1: Doc((1, 1), 5), 2: Doc((1, 1), 5, labelled=True), 3: Doc((1, 1), 5, answers=True)}
+    cands = [Candidate(i, T0) for i in docs]
+    ranking = Ranking(coverage=0.0, label_boost=0.5, answer_boost=0.25)
+    scores = rank.score(cands, docs, {}, ("gina", "store"), stats, ranking)
+    assert scores[2] == pytest.approx(1.5 * scores[1]) and scores[3] == pytest.approx(1.25 * scores[1])
+    off = rank.score(cands, docs, {}, ("gina", "store"), stats, replace(ranking, label_boost=0.0, answer_boost=0.0))
+    assert off[1] == off[2] == off[3] == pytest.approx(scores[1])
 
 
 # -- the store's side -----------------------------------------------------------------------------
@@ -311,6 +369,52 @@ def test_a_named_time_brings_its_records_forward(service: Service, clock: Clock)
     assert ids(service.search("what did we deploy yesterday", scope="prompts"))[0] == later
     service.ranking = replace(service.ranking, time_expressions=False)
     assert ids(service.search(f"what did we deploy in {month}", scope="prompts"))[0] == later
+
+
+def test_the_named_time_adds_its_own_best_matches_to_the_candidates(service: Service, clock: Clock) -> None:
+    clock.now = T0
+    for i in range(6):   # the best BM25 matches, all long ago
+        prompt(service, f"turtle tank cleaned {i}", T0 - 300 * DAY + i, session_id=f"old{i}")
+    then = prompt(service, "a long walk with the turtle and the dog and then lunch in the park", T0 - 40 * DAY,
+                  session_id="then")
+    service.ranking = replace(service.ranking, candidates=3, promote=0)
+    from datetime import UTC, datetime
+    month = datetime.fromtimestamp(T0 - 40 * DAY, UTC).strftime("%B %Y")
+    assert ids(service.search(f"turtle in {month}", scope="prompts", limit=3))[0] == then
+    service.ranking = replace(service.ranking, time_candidates=0)
+    assert then not in ids(service.search(f"turtle in {month}", scope="prompts", limit=3))
+
+
+def test_within_narrows_filters_to_the_named_time() -> None:
+    may = TimeRange(T0, T0 + 31 * DAY, "in May")
+    got = _within(SearchFilters(project="p"), may, 1.0)
+    assert (got.project, got.date_start, got.date_end) == ("p", T0 - DAY, T0 + 32 * DAY - 1)
+    tighter = _within(SearchFilters(date_start=T0 + 2 * DAY, date_end=T0 + 40 * DAY), may, 1.0)
+    assert (tighter.date_start, tighter.date_end) == (T0 + 2 * DAY, T0 + 32 * DAY - 1)
+    before = _within(SearchFilters(), TimeRange(None, T0, "before May"), 0.0)
+    assert (before.date_start, before.date_end) == (None, T0 - 1)
+
+
+def test_a_question_naming_a_speaker_prefers_what_they_said(service: Service, clock: Clock) -> None:
+    clock.now = T0 + DAY
+    asked = prompt(service, "Bob: Alice, did you paint the lake?", T0, session_id="s1")
+    filler = prompt(service, "Bob: nice weather today", T0 + 1, session_id="s1")
+    told = prompt(service, "Alice: yes, that painting is finished, the colours took me a while", T0,
+                  session_id="s2")
+    got = ids(service.search("What did Alice paint?", scope="prompts"))
+    assert got[0] == told and filler not in got
+    service.ranking = replace(service.ranking, label_boost=0.0)
+    assert ids(service.search("What did Alice paint?", scope="prompts"))[0] == asked
+
+
+def test_a_when_question_prefers_the_record_that_says_when(service: Service, clock: Clock) -> None:
+    clock.now = T0 + DAY
+    plain = prompt(service, "the migration to postgres went fine", T0, session_id="s1")
+    dated = prompt(service, "we ran the migration to postgres last Friday, all good", T0, session_id="s2")
+    assert ids(service.search("When did we run the postgres migration?", scope="prompts"))[0] == dated
+    assert ids(service.search("Did the postgres migration go fine?", scope="prompts"))[0] == plain
+    service.ranking = replace(service.ranking, answer_boost=0.0)
+    assert ids(service.search("When did we run the postgres migration?", scope="prompts"))[0] == plain
 
 
 def test_a_question_that_is_only_a_time_searches_its_words(service: Service, clock: Clock) -> None:

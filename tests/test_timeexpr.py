@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nmem.search.timeexpr import TimeRange, find_time
+from nmem.search.timeexpr import TimeRange, find_time, mentions_time
 
 NOW = datetime(2023, 8, 16, 15, 30, tzinfo=UTC).timestamp()   # a Wednesday afternoon
 
@@ -72,6 +72,29 @@ def test_before_and_after_open_one_end(question: str, start: str | None, end: st
     assert span(question) == (start, end)
 
 
+@pytest.mark.parametrize(("question", "start", "end"), [
+    # counted from a named day, not from now; the range runs from the event to that day,
+    # both included, since a record about it may be dated at either
+    ("what did we ship the week before August 3, 2023", "2023-07-27", "2023-08-04"),
+    ("the day before 3 June", "2023-06-02", "2023-06-04"),
+    ("the week after 2023-05-08", "2023-05-08", "2023-05-16"),
+    ("a month before 1 July 2023", "2023-05-28", "2023-07-02"),              # about 30 days: ± 4
+    ("the puppy she got two weeks before August 11, 2023", "2023-07-26", "2023-08-12"),
+    ("two days after May 3, 2023", "2023-05-03", "2023-05-07"),
+    ("on the Sunday before October 25, 2022", "2022-10-23", "2022-10-26"),   # the 25th is a Tuesday
+    ("what did she do last weekend before April 10, 2023", "2023-04-08", "2023-04-11"),
+    ("the weekend before 9 April 2023", "2023-04-01", "2023-04-10"),         # the 9th is a Sunday
+    ("what did Joanna finish last Friday on 23 January, 2022", "2022-01-21", "2022-01-24"),
+])
+def test_times_counted_from_a_named_day(question: str, start: str, end: str) -> None:
+    assert span(question) == (start, end)
+
+
+def test_a_time_counted_from_a_day_is_cut_out_whole() -> None:
+    assert find_time("what did Maria do last weekend before April 10, 2023?", NOW)[1] == "what did Maria do ?"
+    assert find_time("what broke the week before the release", NOW) == (None, "what broke the week before the release")
+
+
 @pytest.mark.parametrize("question", [
     "it may fail on CI", "may I ask why", "port 2023 is in use", "bump to 2023.1", "march through the logs",
     "on 31 February", "the 3 tests failed", "release 12 of the api",
@@ -105,3 +128,15 @@ def test_distance_is_days_outside_the_range() -> None:
 def test_dates_are_read_in_utc_whatever_the_hour() -> None:
     late = datetime(2023, 8, 16, 23, 59, tzinfo=UTC).timestamp()
     assert find_time("yesterday", late)[0] == find_time("yesterday", NOW)[0]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("I went there yesterday", True), ("3 days ago", True), ("last Friday was rough", True),
+    ("see you next week", True), ("back in 2019", True), ("on 5/12 we shipped", True),
+    ("in May we moved", True), ("we married in june", True), ("lately it has been slow", True),
+    ("you may go", False), ("the tests fail", False), ("last time I checked", False),
+    ("March ahead", True), ("marching band", False), ("a 500 error", False), ("deployed 2023-05-08", True),
+    ("Friday.", True), ("python 3.11 and v1.2.3", False), ("bind 0.0.0.0:6379", False), ("10-12 people", False),
+])
+def test_mentions_time_finds_dates_weekdays_months_and_relative_times(text: str, said: bool) -> None:
+    assert mentions_time(text) is said

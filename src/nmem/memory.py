@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nmem.capture.recorder import RecordOutcome
@@ -20,7 +20,7 @@ from nmem.core import MAX_IDS, MAX_LIMIT, CoreService, _as_int, _as_list, clamp
 from nmem.errors import InvalidArgument, NotFound
 from nmem.models import ORDERS, SCOPES, Observation, SearchHit, preview
 from nmem.search import rank
-from nmem.search.query import QueryPlan, plan
+from nmem.search.query import QueryPlan, plan, quote
 from nmem.search.timeexpr import TimeRange, find_time
 from nmem.store import SearchFilters
 from nmem.store.protocol import Store
@@ -145,7 +145,8 @@ class Service(CoreService):
                 rest_plan = plan(rest) if when else query_plan
                 if rest_plan.terms:  # a question that is only a time keeps its words
                     query_plan = rest_plan
-            return self._ranked(scope, query, query_plan, when, filters, limit, offset)
+            cue = rank.answer_cue(query) if ranking.answer_boost and query else None
+            return self._ranked(scope, query, query_plan, when, cue, filters, limit, offset)
         return self._tiered(scope, query, query_plan, filters, order, limit, offset)
 
     def _tiered(self, scope: str, query: str | None, query_plan: QueryPlan, filters: SearchFilters,
@@ -162,17 +163,17 @@ class Service(CoreService):
         return SearchResult([], query, tiers[-1])
 
     def _ranked(self, scope: str, query: str | None, query_plan: QueryPlan, when: TimeRange | None,
-                filters: SearchFilters, limit: int, offset: int) -> SearchResult:
+                cue: Callable[[str], bool] | None, filters: SearchFilters, limit: int, offset: int) -> SearchResult:
         """Relevance ranking of a plain-language query (`nmem.search.rank`): records sharing a
         content word are candidates; the trail is scored with context windows."""
         want = offset + limit
         if scope != "all":
-            hits, match = self._rank_trail(scope, query_plan, when, filters, want)
+            hits, match = self._rank_trail(scope, query_plan, when, cue, filters, want)
             return SearchResult(hits[offset:want], query, match)
         merged: list[SearchHit] = []
         matches: list[str] = []
         for one in ("observations", "prompts"):
-            hits, match = self._rank_trail(one, query_plan, when, filters, want)
+            hits, match = self._rank_trail(one, query_plan, when, cue, filters, want)
             merged.extend(hits)
             matches.append(match)
         for one in ("sessions", "memories"):  # curated and summarised: strictest tier first, by BM25
@@ -185,7 +186,8 @@ class Service(CoreService):
         return SearchResult(merged[offset:want], query, matches[0])
 
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
-                    filters: SearchFilters, want: int) -> tuple[list[SearchHit], str]:
+                    cue: Callable[[str], bool] | None, filters: SearchFilters,
+                    want: int) -> tuple[list[SearchHit], str]:
         """Ranked hits of one trail scope, and the FTS5 expression that found the candidates."""
         ranking = self.ranking
         store = self.store
@@ -202,7 +204,9 @@ class Service(CoreService):
         if not hits:
             return [], match
         records: dict[int, Any] = {int(h.record.id): h.record for h in hits}
-        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window)
+        if when is not None and ranking.time_candidates:
+            records.update(self._time_candidates(scope, query_plan, when, filters, fts.df, records))
+        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue)
         candidates = list(records)
         trail.load(candidates)
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
@@ -230,6 +234,21 @@ class Service(CoreService):
         ranked = [SearchHit(kind, scores[i], records[i]) for i in candidates]
         ranked.sort(key=lambda h: (-h.score, -int(h.record.id)))
         return ranked, match
+
+    def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
+                         df: Mapping[str, int], known: Mapping[int, Any]) -> dict[int, Any]:
+        """A named time is a boost, not a filter, so the best matches of the whole trail may
+        all lie outside it: the best matches of the question's rare words inside it (± one
+        half-life) join them. Rare words only: a second pass over common ones would cost
+        tens of milliseconds at a million records."""
+        ranking = self.ranking
+        rare = rank.rare_terms(query_plan.terms, df, ranking.postings)
+        if not rare:
+            return {}
+        inside = self._run_search(scope, " OR ".join(quote(t) for t in rare),
+                                  _within(filters, when, ranking.time_half_life_days),
+                                  "relevance", ranking.time_candidates, 0)
+        return {int(h.record.id): h.record for h in inside if int(h.record.id) not in known}
 
     def _run_scopes(self, scope: str, match: str | None, filters: SearchFilters, order: str,
                     limit: int, offset: int) -> list[SearchHit]:
@@ -386,8 +405,9 @@ class _Trail:
     """What ranking gathers around the candidates of one trail scope: their session windows
     and, for every record involved, its stem counts and length."""
 
-    def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int) -> None:
-        self.store, self.scope, self.counter, self.span = store, scope, counter, span
+    def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
+                 cue: Callable[[str], bool] | None = None) -> None:
+        self.store, self.scope, self.counter, self.span, self.cue = store, scope, counter, span, cue
         self.windows: dict[int, list[tuple[int, int]]] = {}
         self.docs: dict[int, rank.Doc] = {}
 
@@ -397,8 +417,21 @@ class _Trail:
         wanted = {*ids, *(n for i in ids for n, _ in self.windows.get(i, ()))}
         texts = self.store.fts_texts(self.scope, sorted(wanted - self.docs.keys()))
         counts = self.counter.count_many([text for text, _ in texts.values()])
-        for (i, (_, length)), c in zip(texts.items(), counts, strict=True):
-            self.docs[i] = rank.Doc(c, length)
+        for (i, (text, length)), c in zip(texts.items(), counts, strict=True):
+            answers = self.cue is not None and self.cue(text)
+            self.docs[i] = rank.Doc(c, length, self.counter.labelled(text), answers)
+
+
+def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
+    """The filters narrowed to a time range widened by `slack_days` on each side."""
+    slack = int(slack_days * rank.DAY)
+    start = when.start - slack if when.start is not None else None
+    end = when.end - 1 + slack if when.end is not None else None
+    if filters.date_start is not None:
+        start = filters.date_start if start is None else max(start, filters.date_start)
+    if filters.date_end is not None:
+        end = filters.date_end if end is None else min(end, filters.date_end)
+    return replace(filters, date_start=start, date_end=end)
 
 
 def _hit_time(hit: SearchHit) -> int:

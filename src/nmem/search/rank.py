@@ -1,13 +1,18 @@
 """Ranking plain-language searches over the trail (prompts and observations).
 
 FTS5 finds the candidates: the best `candidates` records sharing any content word with the
-question, by BM25, with every filter applied in SQL. Each candidate is then scored as BM25
+question, by BM25, with every filter applied in SQL (and, when the question names a time,
+the best `time_candidates` from inside it). Each candidate is then scored as BM25
 over its *context window*: the record plus up to `window` records on each side in the same
 session, counted together as one document, a neighbour `d` steps away weighing
 `window_decay ** d`. A question whose words are spread over a question and its answer, or
 over a command and the error after it, then finds them. On top of that score:
 
 - coverage: `× (1 + coverage · q)`, q the share of the question's IDF the record holds itself;
+- label: `× (1 + label_boost)` when the record opens with a label the question names
+  (`Caroline: …`, `pytest: …`): who spoke, or what the line is about;
+- answer: `× (1 + answer_boost)` when the question asks for a time or a number ("when …",
+  "how many …") and the record says one (`answer_cue`);
 - time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
   names a time ("in May 2023", "last week"; see `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
@@ -23,13 +28,13 @@ import math
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nmem.search.porter import stem
 from nmem.search.query import quote
-from nmem.search.timeexpr import TimeRange
+from nmem.search.timeexpr import TimeRange, mentions_time
 
 DAY = 86400
 RECENCY_HALF_LIFE_DAYS = 7.0
@@ -46,10 +51,13 @@ class Ranking:
     promote: int = 50               # neighbours of the best N that share a word become candidates too
     k1: float = 1.2                 # BM25 term-frequency saturation
     b: float = 0.75                 # BM25 length normalisation
-    coverage: float = 0.3           # boost for the share of the question a record matches itself
+    coverage: float = 0.0           # boost for the share of the question a record matches itself
+    label_boost: float = 0.6        # boost for a record whose leading label ("Name: …") the question names
+    answer_boost: float = 0.3       # boost for a record that says what the question asks for (a time, a number)
     time_expressions: bool = True   # read "last week", "in May 2023" as a time to favour
     time_boost: float = 1.0         # boost for records inside that time
     time_half_life_days: float = 3.0
+    time_candidates: int = 10       # extra candidates from inside the named time (± one half-life)
     recency: float = 0.0            # boost for new records (7-day half-life)
 
 
@@ -73,6 +81,8 @@ class Doc:
 
     counts: tuple[int, ...]
     length: int
+    labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
+    answers: bool = False           # it mentions the kind of thing the question asks for
 
     def matches(self) -> bool:
         return any(self.counts)
@@ -85,6 +95,9 @@ class Candidate:
 
 
 _TOKEN = r"[^\W_]"
+# A line that opens with a short label and a colon: a speaker ("Caroline: …"), a tool, a tag.
+# One to three words, the first a letter; `http://…` is no label.
+_LABEL = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ '.-]{1,2}[^\W_]+){0,2}):(?!//)")
 
 
 @lru_cache(maxsize=4096)
@@ -146,6 +159,13 @@ class TermCounter:
                 out[bisect_right(starts, m.start()) - 1][slot] += 1
         return [tuple(c) for c in out]
 
+    def labelled(self, text: str) -> bool:
+        """Whether the text opens with a label ("Name: …") holding one of the stems."""
+        label = _LABEL.match(text)
+        if label is None:
+            return False
+        return any(x in self._slot for x in query_stems(re.findall(_TOKEN + "+", label.group(1))))
+
     def _slow(self, text: str) -> tuple[int, ...]:
         counts = [0] * len(self.stems)
         if self._words is not None:
@@ -156,35 +176,67 @@ class TermCounter:
         return tuple(counts)
 
 
+_ASKS_TIME = re.compile(r"\s*(?:when|since\s+when|what\s+(?:time|date|day|year|month)|how\s+long\s+ago)\b",
+                        re.IGNORECASE)
+_ASKS_COUNT = re.compile(r"\s*how\s+(?:many|much|often|long)\b", re.IGNORECASE)
+_NUMBER_WORDS = frozenset("""one two three four five six seven eight nine ten eleven twelve twenty hundred thousand
+once twice couple few several dozen dozens""".split())
+
+
+def mentions_number(text: str) -> bool:
+    """Whether the text says how many: a word that starts with a digit ("3", "5K", "1900s")
+    or a number word."""
+    return any(word[0].isdigit() or word.lower() in _NUMBER_WORDS for word in re.findall(_TOKEN + "+", text))
+
+
+def answer_cue(question: str) -> Callable[[str], bool] | None:
+    """What a record answering the question would mention, when its first words say so: a
+    time for "when …", "what date …"; a number for "how many …", "how often …"."""
+    if _ASKS_TIME.match(question):
+        return mentions_time
+    if _ASKS_COUNT.match(question):
+        return mentions_number
+    return None
+
+
+def _rows(term: str, df: Mapping[str, int]) -> int:
+    return df.get(stem(fold(term)), 0)
+
+
+def rare_terms(terms: Sequence[str], df: Mapping[str, int], postings: int) -> list[str]:
+    """The rarest words, in question order, while their index rows add up to at most
+    `postings`: an OR of them costs a bounded read however large the index grows."""
+    chosen: set[str] = set()
+    total = 0
+    for term in sorted((t for t in terms if _rows(t, df)), key=lambda t: _rows(t, df)):
+        if total + _rows(term, df) > postings:
+            break
+        chosen.add(term)
+        total += _rows(term, df)
+    return [t for t in terms if t in chosen]
+
+
 def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int) -> list[str]:
     """FTS5 queries for the candidates, to run in order until one finds something.
 
     An OR reads (and BM25-scores) every row holding any of its words, so a word found in a
     third of the trail would cost tens of milliseconds at 100k records: the OR takes the
-    rarest words while their rows add up to at most `postings` (the others still count when
-    candidates are scored). When even the rarest is commoner than that, every word (AND)
-    first, which FTS5 answers by skipping through the lists, then the rarest word alone.
-    The OR of every word comes last, so a question sharing any word with a record that the
-    filters allow never comes back empty (`df` counts the whole index, not the filtered part).
+    rarest words while their rows add up to at most `postings` (`rare_terms`; the others
+    still count when candidates are scored). When even the rarest is commoner than that,
+    every word (AND) first, which FTS5 answers by skipping through the lists, then the
+    rarest word alone. The OR of every word comes last, so a question sharing any word with
+    a record that the filters allow never comes back empty (`df` counts the whole index,
+    not the filtered part).
     """
-    def rows(term: str) -> int:
-        return df.get(stem(fold(term)), 0)
-
-    present = [t for t in terms if rows(t)]   # a word the index never saw matches nothing
+    present = [t for t in terms if _rows(t, df)]   # a word the index never saw matches nothing
     if not present:
         return [" OR ".join(quote(t) for t in terms)] if terms else []
-    chosen: set[str] = set()
-    total = 0
-    for term in sorted(present, key=rows):
-        if total + rows(term) > postings:
-            break
-        chosen.add(term)
-        total += rows(term)
-    if chosen:
-        queries = [" OR ".join(quote(t) for t in present if t in chosen)]
+    rare = rare_terms(present, df, postings)
+    if rare:
+        queries = [" OR ".join(quote(t) for t in rare)]
     else:
         queries = [" AND ".join(quote(t) for t in present)] if len(present) > 1 else []
-        queries.append(quote(min(present, key=rows)))
+        queries.append(quote(min(present, key=lambda t: _rows(t, df))))
     every = " OR ".join(quote(t) for t in present)
     return queries if every in queries else [*queries, every]
 
@@ -244,6 +296,8 @@ def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
         tf, length = window_tf(doc, neighbours, ranking.window_decay)
         value = bm25(tf, length, idf, avg, ranking.k1, ranking.b)
         value *= 1.0 + ranking.coverage * coverage(doc, idf)
+        value *= 1.0 + ranking.label_boost * doc.labelled
+        value *= 1.0 + ranking.answer_boost * doc.answers
         value *= time_weight(cand.timestamp, when, ranking) * recency_weight(cand.timestamp, now, ranking)
         out[cand.id] = value
     return out

@@ -36,9 +36,24 @@ _UNIT = r"(?P<unit>day|week|month|year)s?"
 # a preposition ("in May 2023", "on 3 June") belongs to the expression.
 _BOUND = r"(?:(?P<bound>before|by|until|till|after|since)\s+|(?:in|on|during|of|at|from)\s+)?"
 
+# A day named outright: the anchor of "the week before 9 June 2023".
+_DAYS = (
+    r"(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]?\d)-(?P<day>[0-3]?\d)",
+    rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH},?\s+{_YEAR}",
+    rf"{_MONTH}\s+{_DAY},?\s+{_YEAR}",
+    rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH}",
+    rf"{_MONTH}\s+{_DAY}",
+)
+_PERIOD = r"(?P<period>day|week|weekend|month|" + "|".join(WEEKDAYS) + r")"
+# "the week before 9 June", "two days after May 3, 2023", "last weekend before April 10",
+# "last Friday on 23 January": a time counted from a day rather than from now.
+_OFFSET = rf"(?:(?:in|on|during|at|from)\s+)?(?:(?:the|last|that)\s+{_PERIOD}|{_NUM}\s+{_UNIT})"
+_ANCHORED = tuple(re.compile(rf"(?<![\w-]){_OFFSET}\s+(?P<direction>before|after|on)\s+{body}(?![\w-])",
+                             re.IGNORECASE) for body in _DAYS)
+
 # Most specific first; each pattern must name enough groups to build a range.
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rf"(?<![\w-]){_BOUND}{body}(?![\w-])",
-                                                                             re.IGNORECASE)) for kind, body in (
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(("anchored", p) for p in _ANCHORED) + tuple(
+    (kind, re.compile(rf"(?<![\w-]){_BOUND}{body}(?![\w-])", re.IGNORECASE)) for kind, body in (
     ("iso_day", r"(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]?\d)-(?P<day>[0-3]?\d)"),
     ("day", rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH},?\s+{_YEAR}"),
     ("day", rf"{_MONTH}\s+{_DAY},?\s+{_YEAR}"),
@@ -59,6 +74,31 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rf"
     ("year", rf"(?:(?<=in\s)|(?<=of\s)|(?<=during\s)|(?<=since\s)|(?<=before\s)|(?<=after\s)|(?<=by\s)"
              rf"|(?<=until\s)){_YEAR}"),
 ))
+
+
+# Words that place a record in time: what a "when" question's answer says. Records are read
+# word by word (a set lookup each) rather than by one big regex: ten times faster on the trail.
+_TIME_WORDS = frozenset(("yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend",
+                         *WEEKDAYS, *(m for m in MONTHS if m not in ("may", "mar"))))
+_RELATIVE = frozenset(("last", "next", "this", "past", "previous"))
+_PERIODS = frozenset(("night", "week", "month", "year", "morning", "evening", "summer", "winter", "spring", "fall",
+                      *WEEKDAYS))
+# A word with its inner dots, dashes and slashes: "2023-05-08", "5/12", "0.0.0.0", "de-stress".
+_WORD = re.compile(r"[^\W_]+(?:[/.-][^\W_]+)*")
+_DATE = re.compile(r"(?:19|20)\d\d(?:-[01]?\d(?:-[0-3]?\d)?)?|[0-3]?\d/[0-3]?\d(?:/(?:19|20)?\d\d)?")
+
+
+def mentions_time(text: str) -> bool:
+    """Whether the text says when something happened: a date, a weekday, a month (the verb
+    "may" is not one), or a relative time ("yesterday", "last week", "3 days ago")."""
+    previous = ""
+    for word in _WORD.findall(text):
+        lower = word.lower()
+        if (lower in _TIME_WORDS or word == "May" or (previous in _RELATIVE and lower in _PERIODS)
+                or _DATE.fullmatch(word)):
+            return True
+        previous = lower
+    return False
 
 
 @dataclass(frozen=True)
@@ -105,20 +145,52 @@ def _number(text: str) -> int:
     return int(text) if text.isdigit() else NUMBERS[text]
 
 
+def _day(groups: dict[str, str | None], today: date) -> date | None:
+    """The day a "day" or "iso_day" match names (ValueError for 31 February)."""
+    month = int(groups["mnum"] or 0) if groups.get("mnum") else MONTHS[(groups["month"] or "").lower()]
+    if groups.get("year"):
+        return date(int(groups["year"] or 0), month, int(groups["day"] or 0))
+    return _latest_day(today, month, int(groups["day"] or 0))
+
+
+def _from_anchor(anchor: date, groups: dict[str, str | None]) -> tuple[date, date]:
+    """What "the week before <anchor>", "two days after <anchor>" cover, the anchor included:
+    a record about the event may be dated at either end."""
+    after = (groups["direction"] or "").lower() == "after"
+    sign = 1 if after else -1
+    period = (groups.get("period") or "").lower()
+    if groups.get("num"):
+        days = _number(groups["num"] or "") * UNITS[(groups["unit"] or "").lower()]
+        slack = max(1, days // 7)
+        start = anchor + timedelta(days=sign * days - slack)
+        end = anchor + timedelta(days=sign * days + slack + 1)
+    elif period in WEEKDAYS:
+        gap = ((WEEKDAYS[period] - anchor.weekday()) if after else (anchor.weekday() - WEEKDAYS[period])) % 7 or 7
+        start = anchor + timedelta(days=sign * gap)
+        end = start + timedelta(days=1)
+    elif period == "weekend":
+        gap = ((5 - anchor.weekday()) if after else (anchor.weekday() - 5)) % 7 or 7
+        start = anchor + timedelta(days=sign * gap)
+        if not after and start + timedelta(days=1) >= anchor:
+            start -= timedelta(days=7)  # the weekend before a Sunday is the one before it
+        end = start + timedelta(days=2)
+    else:
+        length = timedelta(days={"day": 1, "week": 7, "month": 30}[period])
+        start = anchor + timedelta(days=1) if after else anchor - length
+        end = start + length
+    return min(start, anchor), max(end, anchor + timedelta(days=1))
+
+
 def _span(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | None:
     """The [first day, day after last) an expression covers, or None if it names no real date."""
     groups = m.groupdict()
     try:
-        if kind in ("iso_day", "day"):
-            month = int(groups["mnum"]) if kind == "iso_day" else MONTHS[groups["month"].lower()]
-            day = int(groups["day"])
-            if groups.get("year"):
-                start = date(int(groups["year"]), month, day)
-            else:
-                latest = _latest_day(today, month, day)
-                if latest is None:
-                    return None
-                start = latest
+        if kind in ("iso_day", "day", "anchored"):
+            start = _day(groups, today)
+            if start is None:
+                return None
+            if kind == "anchored":
+                return _from_anchor(start, groups)
             return start, start + timedelta(days=1)
         if kind in ("iso_month", "month"):
             month = int(groups["mnum"]) if kind == "iso_month" else MONTHS[groups["month"].lower()]
@@ -181,7 +253,7 @@ def find_time(text: str, now: float) -> tuple[TimeRange | None, str]:
     if span is None:
         return None, text
     start, end = _ts(span[0]), _ts(span[1])
-    bound = (m.group("bound") or "").lower()
+    bound = (m.groupdict().get("bound") or "").lower()
     if bound in ("before", "by", "until", "till"):
         return TimeRange(None, end if bound != "before" else start, m.group(0)), rest
     if bound in ("after", "since"):
