@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from nmem.capture.recorder import RecordOutcome
@@ -431,7 +431,7 @@ def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> Searc
         start = filters.date_start if start is None else max(start, filters.date_start)
     if filters.date_end is not None:
         end = filters.date_end if end is None else min(end, filters.date_end)
-    return replace(filters, date_start=start, date_end=end)
+    return filters.replace(date_start=start, date_end=end)
 
 
 def _hit_time(hit: SearchHit) -> int:

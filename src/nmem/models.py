@@ -12,7 +12,7 @@ from nmem import jsonlite as json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Self
 
 PREVIEW_CHARS = 120
 
@@ -86,6 +86,15 @@ class Record:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"{self.__class__.__name__}({fields})"
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with some fields changed (what `dataclasses.replace` does)."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise TypeError(f"{self.__class__.__name__} has no field {sorted(unknown)[0]!r}")
+        values.update(changes)
+        return self.__class__(**values)
 
     def fields(self) -> dict[str, Any]:
         """Field name → value, containers copied (what `dataclasses.asdict` returns)."""
