@@ -47,3 +47,9 @@ def test_to_dict_copies_containers_and_adds_the_urn() -> None:
 
 def test_repr_names_every_field() -> None:
     assert repr(SearchFilters(project="p")).startswith("SearchFilters(project='p', obs_types=()")
+
+
+def test_fields_keep_their_declared_order_in_json() -> None:
+    assert list(obs().to_dict()) == ["id", "session_id", "project", "prompt_id", "timestamp", "obs_type",
+                                     "source_event", "tool_name", "file_path", "content", "metadata", "is_pinned",
+                                     "urn"]

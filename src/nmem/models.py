@@ -110,20 +110,8 @@ def _plain(value: Any) -> Any:
 
 
 class Observation(Record):
-    __slots__ = (
-        "content",
-        "file_path",
-        "id",
-        "is_pinned",
-        "metadata",
-        "obs_type",
-        "project",
-        "prompt_id",
-        "session_id",
-        "source_event",
-        "timestamp",
-        "tool_name",
-    )
+    __slots__ = ("id", "session_id", "project", "prompt_id", "timestamp", "obs_type", "source_event", "tool_name",
+                 "file_path", "content", "metadata", "is_pinned")
 
     def __init__(self, id: int, session_id: str, project: str, prompt_id: int | None, timestamp: int,
                  obs_type: str, source_event: str, tool_name: str | None, file_path: str | None,
@@ -169,7 +157,7 @@ class Observation(Record):
 
 
 class Prompt(Record):
-    __slots__ = ("content", "id", "project", "session_id", "source", "timestamp")
+    __slots__ = ("id", "session_id", "project", "timestamp", "source", "content")
 
     def __init__(self, id: int, session_id: str, project: str, timestamp: int, source: str,
                  content: str) -> None:
@@ -203,7 +191,7 @@ class Prompt(Record):
 
 
 class Session(Record):
-    __slots__ = ("ended_at", "id", "project", "signature", "started_at", "summary")
+    __slots__ = ("id", "project", "started_at", "ended_at", "signature", "summary")
 
     def __init__(self, id: str, project: str, started_at: int, ended_at: int | None,
                  signature: dict[str, Any] | None, summary: Any) -> None:
@@ -243,23 +231,8 @@ class Session(Record):
 class Memory(Record):
     """A curated memory: a decision, learning, gotcha... chosen to be remembered."""
 
-    __slots__ = (
-        "access_count",
-        "accessed_at",
-        "content",
-        "created_at",
-        "deleted_at",
-        "domain",
-        "id",
-        "is_pinned",
-        "namespace",
-        "relates_to",
-        "source",
-        "summary",
-        "tags",
-        "tier",
-        "updated_at",
-    )
+    __slots__ = ("id", "domain", "namespace", "summary", "content", "tags", "source", "relates_to", "tier",
+                 "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at")
 
     def __init__(self, id: str, domain: str, namespace: str, summary: str, content: str,
                  tags: list[str] | None = None, source: str | None = None, relates_to: list[str] | None = None,
@@ -314,7 +287,7 @@ class Memory(Record):
 class SearchHit(Record):
     """One search result: what kind of record, its score and the record itself."""
 
-    __slots__ = ("kind", "record", "score")
+    __slots__ = ("kind", "score", "record")
 
     def __init__(self, kind: str, score: float, record: Observation | Prompt | Session | Memory) -> None:
         self.kind = kind  # observation | prompt | session | memory

@@ -25,19 +25,8 @@ OUTLINE_CHARS = 400
 class SearchFilters(Record):
     """Filters shared by every search scope; None means "no filter"."""
 
-    __slots__ = (
-        "date_end",
-        "date_start",
-        "domains",
-        "files",
-        "include_archived",
-        "namespaces",
-        "obs_types",
-        "project",
-        "session_id",
-        "source",
-        "tags",
-    )
+    __slots__ = ("project", "obs_types", "namespaces", "domains", "tags", "files", "session_id", "source",
+                 "date_start", "date_end", "include_archived")
 
     def __init__(self, project: str | None = None, obs_types: tuple[str, ...] = (),
                  namespaces: tuple[str, ...] = (), domains: tuple[str, ...] = (), tags: tuple[str, ...] = (),
@@ -58,18 +47,8 @@ class SearchFilters(Record):
 
 
 class NewObservation(Record):
-    __slots__ = (
-        "content",
-        "file_path",
-        "metadata",
-        "obs_type",
-        "project",
-        "prompt_id",
-        "session_id",
-        "source_event",
-        "timestamp",
-        "tool_name",
-    )
+    __slots__ = ("session_id", "project", "timestamp", "obs_type", "source_event", "content", "tool_name",
+                 "file_path", "metadata", "prompt_id")
 
     def __init__(self, session_id: str, project: str, timestamp: int, obs_type: str, source_event: str,
                  content: str, tool_name: str | None = None, file_path: str | None = None,
@@ -87,19 +66,8 @@ class NewObservation(Record):
 
 
 class NewMemory(Record):
-    __slots__ = (
-        "content",
-        "domain",
-        "is_pinned",
-        "namespace",
-        "relates_to",
-        "source",
-        "summary",
-        "tags",
-        "tier",
-        "timestamp",
-        "uid",
-    )
+    __slots__ = ("uid", "domain", "namespace", "summary", "content", "timestamp", "tags", "source", "relates_to",
+                 "tier", "is_pinned")
 
     def __init__(self, uid: str, domain: str, namespace: str, summary: str, content: str, timestamp: int,
                  tags: tuple[str, ...] = (), source: str | None = None, relates_to: tuple[str, ...] = (),
@@ -118,19 +86,8 @@ class NewMemory(Record):
 
 
 class Status(Record):
-    __slots__ = (
-        "by_namespace",
-        "by_obs_type",
-        "by_project",
-        "by_tier",
-        "memories",
-        "observations",
-        "prompts",
-        "schema_version",
-        "sessions",
-        "size_bytes",
-        "url",
-    )
+    __slots__ = ("url", "schema_version", "size_bytes", "sessions", "prompts", "observations", "memories",
+                 "by_obs_type", "by_namespace", "by_tier", "by_project")
 
     def __init__(self, url: str, schema_version: int, size_bytes: int, sessions: int, prompts: int,
                  observations: int, memories: int, by_obs_type: dict[str, int] | None = None,
@@ -152,7 +109,7 @@ class Status(Record):
 class FtsStats(Record):
     """A full-text index's totals, for BM25 computed outside the engine."""
 
-    __slots__ = ("df", "docs", "tokens")
+    __slots__ = ("docs", "tokens", "df")
 
     def __init__(self, docs: int, tokens: int, df: dict[str, int] | None = None) -> None:
         self.docs = docs                                   # rows indexed
