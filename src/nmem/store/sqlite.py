@@ -11,7 +11,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,11 +38,11 @@ OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_
                "tool_name, file_path, content, metadata, is_pinned")
 OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
 
-# Relevance-ordered full-text reads rank the newest RELEVANCE_WINDOW matches first (BM25 costs
-# ~1 µs a match), then windows WINDOW_GROWTH times larger until RESULT_BLOCK rows pass the filters.
-RELEVANCE_WINDOW = 5000
-WINDOW_GROWTH = 4
-RESULT_BLOCK = 50
+# Relevance-ordered full-text reads rank the newest RELEVANCE_WINDOW matching rows that pass the
+# filters: FTS5 hands matches over by rowid and stops there, and BM25 costs ~1 µs a match, so a
+# word found in a third of a million rows no longer costs half a second.
+RELEVANCE_WINDOW = 2000
+SCAN_FIRST = 4 * RELEVANCE_WINDOW
 ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
 
 TYPE_WEIGHT_SQL = """CASE {col}
@@ -88,6 +88,15 @@ def _fts_error(exc: sqlite3.OperationalError) -> QuerySyntaxError | None:
     if any(m in text for m in markers):
         return QuerySyntaxError(f"invalid search query: {text}")
     return None
+
+
+def _newest_ranked(fts: str, join: str, clauses: Sequence[str]) -> str:
+    """SQL for the best rows by BM25 (`id`, `rank`) among the newest matching rows that pass
+    `clauses`; two LIMIT parameters follow the clauses' (how many newest, how many best).
+    FTS5 reads the match by rowid, newest first, and stops at the first LIMIT."""
+    return (f"SELECT id, rank, COUNT(*) OVER () AS passed FROM (SELECT f.rowid AS id, bm25({fts}) AS rank "
+            f"FROM {fts} f{join} WHERE {' AND '.join(clauses)} ORDER BY f.rowid DESC LIMIT ?) "
+            "ORDER BY rank, id DESC LIMIT ?")
 
 
 class SqliteStore:
@@ -508,19 +517,19 @@ class SqliteStore:
             rows = self._query(f"SELECT {OBS_COLS_O}, 0.0 AS rank FROM observations o {where} "
                                f"ORDER BY {self._order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
                                [*params, limit, offset])
+            return [(Observation.from_row(r), 0.0) for r in rows]
+        ids = self._observation_id_range(filters)
+        if ids is None:
+            return []
+        if order == "relevance":
+            ranked = self._observations_by_bm25(match, filters, ids, offset + limit)[offset:]
+            found = {o.id: o for o in self.get_observations([i for i, _ in ranked])}
+            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+        if order == "date_desc":
+            rows = self._newest_observations(match, filters, ids, offset + limit)
         else:
-            ids = self._observation_id_range(filters)
-            if ids is None:
-                return []
-            if order == "relevance":
-                rows = self._by_relevance("observations_fts", match, ids, offset + limit,
-                                          lambda lo, hi, n: self._observations_by_bm25(match, filters, lo, hi, n))
-            elif order == "date_desc":
-                rows = self._newest_observations(match, filters, ids, offset + limit)
-            else:
-                rows = self._observation_matches(match, filters, ids, "o.timestamp ASC, o.id DESC", offset + limit)
-            rows = rows[offset:offset + limit]
-        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+            rows = self._observation_matches(match, filters, ids, "o.timestamp ASC, o.id DESC", offset + limit)
+        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
 
     # -- reading FTS5 matches by rowid ------------------------------------------------------
     #
@@ -528,49 +537,50 @@ class SqliteStore:
     # wants the newest rows, or rows of a time range, can stop early instead of scoring and
     # sorting every match (a word found in a third of a million rows costs ~0.5 s to rank).
 
-    def _by_relevance(self, fts: str, match: str, ids: tuple[int, int], want: int,
-                      fetch: Callable[[int, int, int], list[sqlite3.Row]]) -> list[sqlite3.Row]:
-        """The best rows by BM25 (then newest) among the newest matches with rowids in `ids`.
-
-        Matches are read newest first in windows of RELEVANCE_WINDOW, growing, until a block
-        of rows has passed the filters or every match has been read; `fetch(lo, hi, n)` ranks
-        the rows of one rowid range. A search whose matches fit in the first window ranks
-        them all, as before; a broader one ranks its newest matches. Pages within one block
-        read the same windows, so they never overlap."""
-        block = -(-want // RESULT_BLOCK) * RESULT_BLOCK
-        lo, hi = ids
-        found: list[sqlite3.Row] = []
-        window = RELEVANCE_WINDOW
-        while lo <= hi:
-            floor = self._nth_newest_match(fts, match, lo, hi, window)
-            found.extend(fetch(lo if floor is None else floor, hi, block))
-            found.sort(key=lambda r: (r["rank"], -r["fts_rowid"]))
-            del found[block:]
-            if floor is None or len(found) >= block:
-                break
-            hi = floor - 1
-            window *= WINDOW_GROWTH
-        return found
-
-    def _nth_newest_match(self, fts: str, match: str, lo: int, hi: int, n: int) -> int | None:
-        """The rowid of the n-th newest match within [lo, hi]; None when there are fewer."""
-        rows = self._query(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ? "
-                           "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, lo, hi, n - 1))
-        return int(rows[0][0]) if rows else None
-
-    def _observations_by_bm25(self, match: str, filters: SearchFilters, lo: int, hi: int,
-                              n: int) -> list[sqlite3.Row]:
-        clauses = ["observations_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
-        params: list[Any] = [match, lo, hi]
+    def _observations_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
+                              want: int) -> list[tuple[int, float]]:
+        """(id, bm25) of the best `want` among the newest RELEVANCE_WINDOW matching rows that
+        pass the filters. Filtered, the newest SCAN_FIRST matches are checked row by row; when
+        too few of those pass, a type filter's id set (read off idx_obs_type_time) is built
+        and the older matches are checked against it, which costs a fifth of a row lookup."""
+        window = max(RELEVANCE_WINDOW, want)
+        clauses: list[str] = []
+        params: list[Any] = []
         self._observation_filters(filters, clauses, params)
+        if not clauses:
+            return self._rank_newest("observations_fts", match, ids, "", [], [], window, want)[0]
+        floor = self._nth_newest_match("observations_fts", match, ids, SCAN_FIRST)
+        recent = (ids[0] if floor is None else floor, ids[1])
         # CROSS JOIN keeps FTS5 the outer loop: driven by a filter's index, SQLite would run
         # the MATCH once per row (seconds at a million rows).
-        join = " CROSS JOIN observations o ON o.id = f.rowid" if len(clauses) > 2 else ""
-        return self._query(
-            f"SELECT {OBS_COLS_O}, r.rank, r.id AS fts_rowid FROM ("
-            f"SELECT f.rowid AS id, bm25(observations_fts) AS rank FROM observations_fts f{join} "
-            f"WHERE {' AND '.join(clauses)} ORDER BY rank, f.rowid DESC LIMIT ?) r "
-            "JOIN observations o ON o.id = r.id ORDER BY r.rank, r.id DESC", [*params, n])
+        join = " CROSS JOIN observations o ON o.id = f.rowid"
+        ranked, passed = self._rank_newest("observations_fts", match, recent, join, clauses, params, window, want)
+        if floor is None or floor <= ids[0] or passed >= window:
+            return ranked
+        rest = (ids[0], floor - 1)
+        if filters.obs_types:
+            # `+` keeps SQLite from handing the id set to FTS5 as one rowid lookup per id.
+            member = ("+f.rowid IN (SELECT o.id FROM observations o INDEXED BY idx_obs_type_time "
+                      f"WHERE o.id BETWEEN ? AND ? AND {' AND '.join(clauses)})")
+            older, _ = self._rank_newest("observations_fts", match, rest, "", [member], [*rest, *params],
+                                         window - passed, want)
+        else:
+            older, _ = self._rank_newest("observations_fts", match, rest, join, clauses, params, window - passed, want)
+        return sorted([*ranked, *older], key=lambda r: (r[1], -r[0]))[:want]
+
+    def _rank_newest(self, fts: str, match: str, ids: tuple[int, int], join: str, clauses: Sequence[str],
+                     params: Sequence[Any], window: int, want: int) -> tuple[list[tuple[int, float]], int]:
+        """The best `want` (rowid, bm25) among the newest `window` matches within `ids` that
+        pass `clauses`, and how many passed (FTS5 reads by rowid and stops at `window`)."""
+        sql = _newest_ranked(fts, join, [f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
+        rows = self._query(sql, [match, *ids, *params, window, want])
+        return [(int(r["id"]), float(r["rank"])) for r in rows], int(rows[0]["passed"]) if rows else 0
+
+    def _nth_newest_match(self, fts: str, match: str, ids: tuple[int, int], n: int) -> int | None:
+        """The rowid of the n-th newest match within `ids`; None when there are fewer."""
+        rows = self._query(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ? "
+                           "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, *ids, n - 1))
+        return int(rows[0][0]) if rows else None
 
     def _observation_matches(self, match: str, filters: SearchFilters, ids: tuple[int, int], order: str,
                              n: int, since: int | None = None) -> list[sqlite3.Row]:
@@ -711,8 +721,7 @@ class SqliteStore:
     def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int) -> list[tuple[Prompt, float]]:
         if match is not None and order == "relevance":
-            rows = self._by_relevance("prompts_fts", match, self._prompt_id_range(filters), offset + limit,
-                                      lambda lo, hi, n: self._prompts_by_bm25(match, filters, lo, hi, n))
+            rows = self._prompts_by_bm25(match, filters, self._prompt_id_range(filters), offset + limit)
             return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
         clauses: list[str] = []
         params: list[Any] = []
@@ -740,18 +749,18 @@ class SqliteStore:
                                   (filters.session_id,))[0]
         return (1, 0) if first is None else (int(first), int(last))
 
-    def _prompts_by_bm25(self, match: str, filters: SearchFilters, lo: int, hi: int, n: int) -> list[sqlite3.Row]:
+    def _prompts_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
+                         want: int) -> list[sqlite3.Row]:
         clauses = ["prompts_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
-        params: list[Any] = [match, lo, hi]
+        params: list[Any] = [match, *ids]
         self._prompt_filters(filters, clauses, params)
         join = (" CROSS JOIN prompts p ON p.id = f.rowid CROSS JOIN sessions s ON s.id = p.session_id"
                 if len(clauses) > 2 else "")
         return self._query(
-            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank, r.id AS fts_rowid "
-            f"FROM (SELECT f.rowid AS id, bm25(prompts_fts) AS rank FROM prompts_fts f{join} "
-            f"WHERE {' AND '.join(clauses)} ORDER BY rank, f.rowid DESC LIMIT ?) r "
-            "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id ORDER BY r.rank, r.id DESC",
-            [*params, n])
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank "
+            f"FROM ({_newest_ranked('prompts_fts', join, clauses)}) r "
+            "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id "
+            "ORDER BY r.rank, r.id DESC", [*params, max(RELEVANCE_WINDOW, want), want])
 
     @classmethod
     def _session_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
@@ -763,22 +772,20 @@ class SqliteStore:
             params.append(filters.session_id)
         cls._date_clauses("s.started_at", filters, clauses, params)
 
-    def _sessions_by_bm25(self, match: str, filters: SearchFilters, lo: int, hi: int, n: int) -> list[sqlite3.Row]:
+    def _sessions_by_bm25(self, match: str, filters: SearchFilters, want: int) -> list[sqlite3.Row]:
         clauses = ["sessions_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
-        params: list[Any] = [match, lo, hi]
+        params: list[Any] = [match, ROWID_MIN, ROWID_MAX]
         self._session_filters(filters, clauses, params)
         join = " CROSS JOIN sessions s ON s.rowid = f.rowid" if len(clauses) > 2 else ""
         return self._query(
-            "SELECT s.*, r.rank, r.id AS fts_rowid "
-            f"FROM (SELECT f.rowid AS id, bm25(sessions_fts) AS rank FROM sessions_fts f{join} "
-            f"WHERE {' AND '.join(clauses)} ORDER BY rank, f.rowid DESC LIMIT ?) r "
-            "JOIN sessions s ON s.rowid = r.id ORDER BY r.rank, r.id DESC", [*params, n])
+            f"SELECT s.*, r.rank FROM ({_newest_ranked('sessions_fts', join, clauses)}) r "
+            "JOIN sessions s ON s.rowid = r.id ORDER BY r.rank, r.id DESC",
+            [*params, max(RELEVANCE_WINDOW, want), want])
 
     def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
                         limit: int, offset: int) -> list[tuple[Session, float]]:
         if match is not None and order == "relevance":
-            rows = self._by_relevance("sessions_fts", match, (ROWID_MIN, ROWID_MAX), offset + limit,
-                                      lambda lo, hi, n: self._sessions_by_bm25(match, filters, lo, hi, n))
+            rows = self._sessions_by_bm25(match, filters, offset + limit)
             return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
         clauses: list[str] = []
         params: list[Any] = []
