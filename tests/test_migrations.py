@@ -197,7 +197,7 @@ def test_fresh_database_gets_every_step(db: Path, opened: list[Any]) -> None:
             "memories_fts", "sessions_fts", "observations_ai", "observations_ad", "observations_au",
             "prompts_ai", "prompts_ad", "prompts_au", "memories_ai", "memories_ad", "memories_au",
             "sessions_ai", "sessions_ad", "sessions_au", "idx_obs_session", "idx_obs_prompt",
-            "idx_obs_type_time", "idx_obs_file_time", "idx_prompts_session", "observations_late",
+            "idx_obs_type_project", "idx_obs_file_time", "idx_prompts_session", "observations_late",
             "observations_late_ai", "observations_late_au", "observations_late_ad"} <= names
     # step 7 folded the dedup index into the session index
     assert not {"idx_obs_dedup", "idx_obs_type", "idx_obs_file"} & names

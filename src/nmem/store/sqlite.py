@@ -42,7 +42,6 @@ OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
 # filters: FTS5 hands matches over by rowid and stops there, and BM25 costs ~1 µs a match, so a
 # word found in a third of a million rows no longer costs half a second.
 RELEVANCE_WINDOW = 2000
-SCAN_FIRST = 4 * RELEVANCE_WINDOW
 ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
 
 TYPE_WEIGHT_SQL = """CASE {col}
@@ -94,9 +93,8 @@ def _newest_ranked(fts: str, join: str, clauses: Sequence[str]) -> str:
     """SQL for the best rows by BM25 (`id`, `rank`) among the newest matching rows that pass
     `clauses`; two LIMIT parameters follow the clauses' (how many newest, how many best).
     FTS5 reads the match by rowid, newest first, and stops at the first LIMIT."""
-    return (f"SELECT id, rank, COUNT(*) OVER () AS passed FROM (SELECT f.rowid AS id, bm25({fts}) AS rank "
-            f"FROM {fts} f{join} WHERE {' AND '.join(clauses)} ORDER BY f.rowid DESC LIMIT ?) "
-            "ORDER BY rank, id DESC LIMIT ?")
+    return (f"SELECT id, rank FROM (SELECT f.rowid AS id, bm25({fts}) AS rank FROM {fts} f{join} "
+            f"WHERE {' AND '.join(clauses)} ORDER BY f.rowid DESC LIMIT ?) ORDER BY rank, id DESC LIMIT ?")
 
 
 class SqliteStore:
@@ -540,47 +538,33 @@ class SqliteStore:
     def _observations_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
                               want: int) -> list[tuple[int, float]]:
         """(id, bm25) of the best `want` among the newest RELEVANCE_WINDOW matching rows that
-        pass the filters. Filtered, the newest SCAN_FIRST matches are checked row by row; when
-        too few of those pass, a type filter's id set (read off idx_obs_type_time) is built
-        and the older matches are checked against it, which costs a fifth of a row lookup."""
+        pass the filters. Each match is checked against its row, except under a type filter:
+        then the ids of that type (and project) are read off idx_obs_type_project once and each
+        match checked against them, at a fifth of the cost, which matters when a broad word
+        meets a rare type (every match of "py" checked to find a project's commits)."""
         window = max(RELEVANCE_WINDOW, want)
         clauses: list[str] = []
         params: list[Any] = []
         self._observation_filters(filters, clauses, params)
         if not clauses:
-            return self._rank_newest("observations_fts", match, ids, "", [], [], window, want)[0]
-        floor = self._nth_newest_match("observations_fts", match, ids, SCAN_FIRST)
-        recent = (ids[0] if floor is None else floor, ids[1])
+            return self._rank_newest("observations_fts", match, ids, "", [], [], window, want)
+        if filters.obs_types:
+            # `+` keeps SQLite from handing the id set to FTS5 as one rowid lookup per id.
+            member = ("+f.rowid IN (SELECT o.id FROM observations o INDEXED BY idx_obs_type_project "
+                      f"WHERE o.id BETWEEN ? AND ? AND {' AND '.join(clauses)})")
+            return self._rank_newest("observations_fts", match, ids, "", [member], [*ids, *params], window, want)
         # CROSS JOIN keeps FTS5 the outer loop: driven by a filter's index, SQLite would run
         # the MATCH once per row (seconds at a million rows).
         join = " CROSS JOIN observations o ON o.id = f.rowid"
-        ranked, passed = self._rank_newest("observations_fts", match, recent, join, clauses, params, window, want)
-        if floor is None or floor <= ids[0] or passed >= window:
-            return ranked
-        rest = (ids[0], floor - 1)
-        if filters.obs_types:
-            # `+` keeps SQLite from handing the id set to FTS5 as one rowid lookup per id.
-            member = ("+f.rowid IN (SELECT o.id FROM observations o INDEXED BY idx_obs_type_time "
-                      f"WHERE o.id BETWEEN ? AND ? AND {' AND '.join(clauses)})")
-            older, _ = self._rank_newest("observations_fts", match, rest, "", [member], [*rest, *params],
-                                         window - passed, want)
-        else:
-            older, _ = self._rank_newest("observations_fts", match, rest, join, clauses, params, window - passed, want)
-        return sorted([*ranked, *older], key=lambda r: (r[1], -r[0]))[:want]
+        return self._rank_newest("observations_fts", match, ids, join, clauses, params, window, want)
 
     def _rank_newest(self, fts: str, match: str, ids: tuple[int, int], join: str, clauses: Sequence[str],
-                     params: Sequence[Any], window: int, want: int) -> tuple[list[tuple[int, float]], int]:
+                     params: Sequence[Any], window: int, want: int) -> list[tuple[int, float]]:
         """The best `want` (rowid, bm25) among the newest `window` matches within `ids` that
-        pass `clauses`, and how many passed (FTS5 reads by rowid and stops at `window`)."""
+        pass `clauses` (FTS5 reads by rowid and stops at `window`)."""
         sql = _newest_ranked(fts, join, [f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
         rows = self._query(sql, [match, *ids, *params, window, want])
-        return [(int(r["id"]), float(r["rank"])) for r in rows], int(rows[0]["passed"]) if rows else 0
-
-    def _nth_newest_match(self, fts: str, match: str, ids: tuple[int, int], n: int) -> int | None:
-        """The rowid of the n-th newest match within `ids`; None when there are fewer."""
-        rows = self._query(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? AND rowid BETWEEN ? AND ? "
-                           "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, *ids, n - 1))
-        return int(rows[0][0]) if rows else None
+        return [(int(r["id"]), float(r["rank"])) for r in rows]
 
     def _observation_matches(self, match: str, filters: SearchFilters, ids: tuple[int, int], order: str,
                              n: int, since: int | None = None) -> list[sqlite3.Row]:

@@ -213,9 +213,10 @@ END;
 # - One session index (session_id, timestamp, obs_type, file_path) serves session windows,
 #   timelines and the capture dedup check (type and file read from the index): it replaces
 #   idx_obs_dedup, whose session_id prefix repeated idx_obs_session's (~70 bytes a row).
-# - (file_path, timestamp) and (obs_type, timestamp, project): a file's history and a type's
-#   newest rows come straight off the index, LIMIT-bound, instead of sorting every touch; a
-#   search filtered by type (and project) reads the ids that pass from the index alone.
+# - (file_path, timestamp): a file's history comes off the index, LIMIT-bound, instead of
+#   sorting every touch of the file.
+# - (obs_type, project, timestamp) replaces (obs_type): a search filtered by type and project
+#   reads the ids that pass from one range of the index, newest first.
 # - observations_late lists the rows inserted out of time order (an import of older transcripts,
 #   a clock step, two hooks racing): every other row has a timestamp no older than any row
 #   with a smaller id, so reads may walk FTS5 doclists by rowid and stop at the LIMIT
@@ -227,7 +228,7 @@ CREATE INDEX idx_obs_session ON observations(session_id, timestamp, obs_type, fi
 DROP INDEX idx_obs_file;
 CREATE INDEX idx_obs_file_time ON observations(file_path, timestamp) WHERE file_path IS NOT NULL;
 DROP INDEX idx_obs_type;
-CREATE INDEX idx_obs_type_time ON observations(obs_type, timestamp, project);
+CREATE INDEX idx_obs_type_project ON observations(obs_type, project, timestamp);
 
 CREATE TABLE observations_late (
     id        INTEGER PRIMARY KEY,
