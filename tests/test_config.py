@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import record
-from nmem.config import SETTINGS, Settings, load_settings, write_setting
+from nmem.config import CONFIG_CACHE, SETTINGS, Settings, load_settings, write_setting
 from nmem.errors import ConfigError
 from nmem.memory import Service
 from nmem.store import SearchFilters
@@ -56,9 +58,9 @@ def test_defaults_without_file_or_env(home: Path) -> None:
     s = load_settings(env_for(home))
     assert s.values == {setting.name: setting.default for setting in SETTINGS}
     assert set(s.sources.values()) == {"default"}
-    assert s.db_path == home / "nmem.db"
+    assert s.db_path == str(home / "nmem.db")
     assert s.store_url == f"sqlite:///{home / 'nmem.db'}"
-    assert s.config_file == home / "config.toml"
+    assert s.config_file == str(home / "config.toml")
     assert (s.unknown_keys, s.projects) == ([], {})
 
 
@@ -86,13 +88,13 @@ def test_nmem_config_points_at_another_file(home: Path, tmp_path: Path) -> None:
     other.write_text("[memory]\nenabled = false\n", encoding="utf-8")
     write_config(home, "[memory]\nenabled = true\n")
     s = load_settings(env_for(home, NMEM_CONFIG=str(other)))
-    assert s.config_file == other
+    assert s.config_file == str(other)
     assert s["memory.enabled"] is False
 
 
 def test_database_location_overrides(home: Path, tmp_path: Path) -> None:
     s = load_settings(env_for(home, NMEM_DB=str(tmp_path / "x" / "db.sqlite")))
-    assert s.db_path == tmp_path / "x" / "db.sqlite"
+    assert s.db_path == str(tmp_path / "x" / "db.sqlite")
     assert s.store_url == f"sqlite:///{tmp_path / 'x' / 'db.sqlite'}"
     s = load_settings(env_for(home, NMEM_DB="/ignored.db", NMEM_STORE_URL="sqlite:////tmp/y.db"))
     assert s.store_url == "sqlite:////tmp/y.db"
@@ -266,3 +268,49 @@ def test_write_setting_creates_the_file_and_directory(tmp_path: Path) -> None:
     write_setting(s, "context.max_chars", "4000")
     assert (home / "config.toml").is_file()
     assert load_settings(env_for(home))["context.max_chars"] == 4000
+
+
+# -- the parsed-config cache (hooks skip tomllib while the file is unchanged) -----------------
+
+
+def test_config_cache_is_written_private_and_used_while_the_file_is_unchanged(home: Path) -> None:
+    write_config(home, "[search]\ndefault_limit = 42\n")
+    assert load_settings(env_for(home))["search.default_limit"] == 42
+    cache = home / CONFIG_CACHE
+    assert cache.stat().st_mode & 0o777 == 0o600
+    # A forged cache entry for the same file identity is what the next load reads: proof it is used.
+    data = json.loads(cache.read_text(encoding="utf-8"))
+    data["data"]["search"]["default_limit"] = 7
+    cache.write_text(json.dumps(data), encoding="utf-8")
+    assert load_settings(env_for(home))["search.default_limit"] == 7
+
+
+def test_config_cache_follows_edits_even_of_the_same_size(home: Path) -> None:
+    path = write_config(home, "[search]\ndefault_limit = 42\n")
+    assert load_settings(env_for(home))["search.default_limit"] == 42
+    stamp = path.stat().st_mtime_ns
+    path.write_text("[search]\ndefault_limit = 43\n", encoding="utf-8")
+    os.utime(path, ns=(stamp, stamp))  # same size and mtime: the inode change time still differs
+    assert load_settings(env_for(home))["search.default_limit"] == 43
+
+
+@pytest.mark.parametrize("garbage", ["", "{not json", "[]", '{"file": [], "data": 3}'])
+def test_a_broken_config_cache_is_ignored_and_rewritten(home: Path, garbage: str) -> None:
+    write_config(home, "[search]\ndefault_limit = 42\n")
+    (home / CONFIG_CACHE).write_text(garbage, encoding="utf-8")
+    assert load_settings(env_for(home))["search.default_limit"] == 42
+    assert json.loads((home / CONFIG_CACHE).read_text(encoding="utf-8"))["data"] == {"search": {"default_limit": 42}}
+
+
+def test_a_config_with_toml_dates_still_loads_without_a_cache(home: Path) -> None:
+    write_config(home, "[search]\ndefault_limit = 5\n[projects.demo]\nsince = 2026-01-01\n")
+    assert load_settings(env_for(home))["search.default_limit"] == 5
+    assert not (home / CONFIG_CACHE).exists()
+
+
+def test_a_broken_config_file_is_an_error_even_after_a_cached_good_one(home: Path) -> None:
+    path = write_config(home, "[search]\ndefault_limit = 42\n")
+    load_settings(env_for(home))
+    path.write_text("[search\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(env_for(home))

@@ -70,16 +70,21 @@ def test_old_errors_and_warnings_do_not_warn(nmem_home: Path, tmp_path: Path) ->
 
 def test_missing_hook_executable_and_events_are_reported(nmem_home: Path, tmp_path: Path) -> None:
     user_home = tmp_path / "userhome"
-    install("user", home=user_home, exe="/opt/gone/bin/nmem")
+    install("user", home=user_home)
     settings = user_home / ".claude" / "settings.json"
     data = json.loads(settings.read_text(encoding="utf-8"))
     del data["hooks"]["PreCompact"]
+    data["hooks"]["Stop"][-1]["hooks"][0]["command"] = "/opt/gone/bin/python -S /opt/gone/nmem/hook_entry.py record"
+    data["hooks"]["SessionEnd"][-1]["hooks"][0]["command"] = "/opt/gone/bin/nmem record"
     settings.write_text(json.dumps(data), encoding="utf-8")
     checks = run_checks(project_dir=tmp_path / "project", home=user_home)
     names = by_name(checks)
     assert names["claude code hooks (user)"].status == WARN
     assert "PreCompact" in names["claude code hooks (user)"].detail
-    assert names["hook executable"].status == FAIL and "/opt/gone/bin/nmem" in names["hook executable"].detail
+    missing = [c.detail for c in checks if c.name == "hook executable"]
+    assert all(c.status == FAIL for c in checks if c.name == "hook executable")
+    assert sorted(d.split()[0] for d in missing) == ["/opt/gone/bin/nmem", "/opt/gone/bin/python",
+                                                      "/opt/gone/nmem/hook_entry.py"]
 
 
 def test_pending_spool_is_a_warning(nmem_home: Path, tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def meta(obs: Observation | None) -> dict[str, Any]:
 
 
 def db_bytes(settings: Settings) -> bytes:
-    return raw_bytes(settings.db_path, settings.db_path.with_name(settings.db_path.name + "-wal"))
+    return raw_bytes(Path(settings.db_path), Path(settings.db_path + "-wal"))
 
 
 BASH_OK = {"stdout": "", "stderr": "", "interrupted": False, "isImage": False}

@@ -8,6 +8,7 @@ the heavy or CLI-only packages may appear.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,67 @@ def test_the_import_check_would_catch_a_cli_import(tmp_path: Path, startup_modul
     _, modules = importtime(["-m", "nmem", "--help"], "", hook_env(tmp_path / "home"))
     with pytest.raises(AssertionError):
         check_hook_imports([*modules, "nmem.hooks"], startup_modules)
+
+
+# -- the installed command: designed to load nothing it does not need ---------------------------
+
+# Standard-library modules whose import alone costs a hook several milliseconds on a small VM;
+# the common events (a tool call, a plain prompt) need none of them.
+HEAVY_STDLIB = ("re", "json", "enum", "typing", "dataclasses", "inspect", "pathlib", "datetime", "tomllib",
+                "hashlib", "logging", "contextlib", "urllib", "traceback", "sqlite3", "fnmatch", "shlex")
+
+COMMON_EVENTS: list[dict[str, Any]] = [
+    POST_TOOL_USE,
+    event("PostToolUse", "imports-4", "/home/dev/code/imports-demo", tool_name="Read",
+          tool_input={"file_path": "/home/dev/code/imports-demo/src/billing/invoice.py"},
+          tool_response={"type": "text", "file": {"numLines": 120}}),
+    event("PostToolUse", "imports-4", "/home/dev/code/imports-demo", tool_name="Edit",
+          tool_input={"file_path": "src/billing/invoice.py", "old_string": "rows = list(q)",
+                      "new_string": "rows = iter(q)  # stream instead of buffering"},
+          tool_response={"filePath": "/home/dev/code/imports-demo/src/billing/invoice.py"}),
+    event("PostToolUse", "imports-4", "/home/dev/code/imports-demo", tool_name="Grep",
+          tool_input={"pattern": "def export_rows", "path": "src"}, tool_response={"numFiles": 2, "filenames": []}),
+    event("UserPromptSubmit", "imports-4", "/home/dev/code/imports-demo",
+          prompt="make the invoice export stream rows instead of buffering them"),
+]
+
+
+def installed_command() -> list[str]:
+    from nmem.integrations.claude_code import hook_command
+
+    return shlex.split(hook_command())
+
+
+@pytest.mark.parametrize("payload", COMMON_EVENTS, ids=lambda p: p.get("tool_name") or p["hook_event_name"])
+def test_installed_hook_command_loads_no_heavy_module_for_common_events(tmp_path: Path,
+                                                                        payload: dict[str, Any]) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    python, *args = installed_command()
+    assert python == sys.executable
+    done, modules = importtime(args, json.dumps(payload), hook_env(home))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "nmem.hooks" in modules and "site" not in modules
+    heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY_STDLIB))
+    assert heavy == [], f"the hook path loads {heavy} for a {payload['hook_event_name']} event"
+
+
+def test_a_config_file_is_parsed_once_then_read_from_its_cache(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text("[capture]\ndedup_window = 60\n", encoding="utf-8")
+    args = installed_command()[1:]
+    first, first_modules = importtime(args, json.dumps(POST_TOOL_USE), hook_env(home))
+    second, second_modules = importtime(args, json.dumps(POST_TOOL_USE), hook_env(home))
+    assert first.returncode == second.returncode == 0, (first.stderr[-1000:], second.stderr[-1000:])
+    assert "tomllib" in first_modules
+    assert "tomllib" not in second_modules and "re" not in second_modules
+
+
+def test_the_heavy_module_check_would_catch_the_console_script_path(tmp_path: Path) -> None:
+    """`-m nmem record` loads runpy's helpers and `nmem record` pip's `re`: the check above can fail."""
+    home = tmp_path / "home"
+    seed(home)
+    done, modules = importtime(["-m", "nmem", "record"], json.dumps(POST_TOOL_USE), hook_env(home))
+    assert done.returncode == 0
+    assert {m.split(".")[0] for m in modules} & set(HEAVY_STDLIB)

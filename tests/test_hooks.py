@@ -506,3 +506,72 @@ def test_input_file_option(tmp_path: Path) -> None:
     done = hook(home, "", args=("hook", "post-tool-use", "--input", str(source)))
     assert (done.returncode, done.stderr) == (0, "")
     assert [o["content"] for o in observations(home)] == ["make lint"]
+
+
+# -- the WAL: tool calls never pay for folding it, the end of the turn does ----------------------
+
+
+def test_tool_calls_leave_the_wal_fold_to_the_end_of_the_turn(tmp_path: Path) -> None:
+    """A hook keeps its connection to process exit, so a commit folds the WAL only when the
+    connection's limit says so: hot events (tool calls, prompts) raise it, Stop keeps SQLite's."""
+    from nmem import hooks
+    from nmem.capture.claude_code import parse
+    from nmem.config import load_settings
+    from nmem.core import CoreService
+
+    settings = load_settings({"NMEM_HOME": str(tmp_path / "home")})
+    wal = Path(settings.db_path + "-wal")
+    kinds = {name: parse(event(name, "wal-1", CWD, prompt="p", tool_name="Bash")).kind
+             for name in ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop", "SessionStart")}
+    assert {name: hooks.wal_pages_for(kind) for name, kind in kinds.items()} == {
+        "PostToolUse": hooks.HOT_WAL_PAGES, "PostToolUseFailure": hooks.HOT_WAL_PAGES,
+        "UserPromptSubmit": hooks.HOT_WAL_PAGES, "Stop": None, "SessionStart": None}
+
+    def frames() -> int:
+        return wal.stat().st_size // (4096 + 24)
+
+    hot = CoreService.open(settings, wal_autocheckpoint=hooks.wal_pages_for(kinds["PostToolUse"]))
+    turn_end = CoreService.open(settings, wal_autocheckpoint=hooks.wal_pages_for(kinds["Stop"]))
+    try:
+        events = 0
+        while frames() <= 1300 and events < 2000:  # SQLite folds at 1,000 frames by default
+            hot.record_event(parse(bash_event(f"pytest -q -k case_{events}", "wal-1")))
+            events += 1
+        assert frames() > 1300, "tool-call commits folded the WAL back"
+        turn_end.record_event(parse(event("Stop", "wal-1", CWD, last_assistant_message="Done.")))
+        grown = frames()
+        for i in range(20):
+            hot.record_event(parse(bash_event(f"echo after-{i}", "wal-1")))
+        # Once folded, the WAL is written again from its start: the file stops growing.
+        assert frames() == grown, "the Stop did not fold the WAL: later commits still append to it"
+    finally:
+        hot.close(checkpoint=False)
+        turn_end.close(checkpoint=False)
+
+
+# -- opt-in: memories about a file when the agent first touches it -------------------------------
+
+
+def test_first_touch_of_a_file_surfaces_its_memories_when_enabled(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    on = {"NMEM_FILE_MEMORIES": "1"}
+    hook_ok(home, event("UserPromptSubmit", "fm-0", CWD,
+                        prompt="[gotcha] invoice.py rounds half-even; never use float for totals"))
+    hook_ok(home, event("UserPromptSubmit", "fm-other", "/home/dev/code/other-repo",
+                        prompt="[gotcha] invoice.py in other-repo is generated, do not edit"))
+    out = hook_ok(home, read_event("fm-1", f"{CWD}/src/billing/invoice.py"), **on)
+    context = json.loads(out)["hookSpecificOutput"]
+    assert context["hookEventName"] == "PostToolUse"
+    assert "rounds half-even" in context["additionalContext"]
+    assert "generated" not in context["additionalContext"], "another project's memory leaked in"
+    assert context["additionalContext"].startswith("<nmem-context>")
+    # Once per file per session: a second read, or an edit, of the same file says nothing more.
+    assert hook_ok(home, read_event("fm-1", f"{CWD}/src/billing/invoice.py"), **on) == ""
+    edit = event("PostToolUse", "fm-1", CWD, tool_name="Edit",
+                 tool_input={"file_path": f"{CWD}/src/billing/invoice.py", "old_string": "a", "new_string": "b"})
+    assert hook_ok(home, edit, **on) == ""
+    # A file no memory names, and the same file in a new session without the setting: nothing.
+    assert hook_ok(home, read_event("fm-1", f"{CWD}/src/billing/ledger.py"), **on) == ""
+    assert hook_ok(home, read_event("fm-2", f"{CWD}/src/billing/invoice.py")) == ""
+    # ...and with it, the new session hears it again.
+    assert "rounds half-even" in hook_ok(home, read_event("fm-3", f"{CWD}/src/billing/invoice.py"), **on)

@@ -88,10 +88,10 @@ def test_imported_reasoning_is_not_duplicated(service: Service) -> None:
 
 def test_reimport_is_idempotent(service: Service) -> None:
     import_transcripts(service, [TRANSCRIPT])
-    before = counts(service.settings.home)
+    before = counts(Path(service.settings.home))
     report = import_transcripts(service, [TRANSCRIPT, TRANSCRIPT])
     assert (report.imported, report.skipped, report.events) == (0, 2, 0)
-    assert counts(service.settings.home) == before
+    assert counts(Path(service.settings.home)) == before
 
 
 def test_a_session_captured_live_is_skipped(service: Service, nmem_home: Path) -> None:
@@ -114,7 +114,7 @@ def test_unreadable_and_empty_transcripts_are_tolerated(service: Service, tmp_pa
                       encoding="utf-8")
     report = import_transcripts(service, [garbage, empty, missing, no_cwd, TRANSCRIPT])
     assert report.imported == 1 and report.files == 5
-    assert counts(service.settings.home)["sessions"] == 1
+    assert counts(Path(service.settings.home))["sessions"] == 1
 
 
 def test_find_transcripts_skips_subagent_files(tmp_path: Path) -> None:

@@ -10,17 +10,19 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import nmem
 from conftest import run_nmem
 from fixtures.harness import counts, event, hook_env
 from nmem.errors import ConfigError
 from nmem.integrations import claude_code
-from nmem.integrations.claude_code import HOOK_EVENTS, install, nmem_executable, uninstall, wiring
+from nmem.integrations.claude_code import HOOK_EVENTS, hook_command, install, nmem_executable, uninstall, wiring
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "plugins" / "nmem"
@@ -104,7 +106,10 @@ def test_user_scope_install_merges_and_backs_up(user_home: Path) -> None:
     assert os.path.isabs(exe) and os.access(exe, os.X_OK)
     ours = nmem_handlers(settings)
     assert sorted(ours) == sorted(HOOK_EVENTS)
-    assert all(cmds == [f"{shlex.quote(exe)} record"] for cmds in ours.values()), ours
+    assert all(cmds == [hook_command()] for cmds in ours.values()), ours
+    python, flag, entry, verb = shlex.split(hook_command())
+    assert (python, flag, verb) == (sys.executable, "-S", "record")
+    assert os.path.isabs(entry) and os.path.samefile(entry, Path(nmem.__file__).parent / "hook_entry.py")
     # Everything that was there is still there.
     for key in ("model", "permissions", "env", "statusLine"):
         assert settings[key] == USER_SETTINGS[key]
@@ -136,9 +141,20 @@ def test_install_replaces_an_older_nmem_entry_instead_of_adding_one(user_home: P
     settings_path = user_home / ".claude" / "settings.json"
     stale = load(settings_path)
     stale["hooks"]["Stop"] = [{"hooks": [{"type": "command", "command": "/old/venv/bin/nmem record"}]}]
+    stale["hooks"]["SessionEnd"] = [{"hooks": [
+        {"type": "command", "command": "/old/venv/bin/python -S /old/venv/lib/nmem/hook_entry.py record"}]}]
     write_json(settings_path, stale)
     install("user", home=user_home)
-    assert nmem_handlers(load(settings_path))["Stop"] == [f"{shlex.quote(nmem_executable())} record"]
+    assert nmem_handlers(load(settings_path))["Stop"] == [hook_command()]
+    assert nmem_handlers(load(settings_path))["SessionEnd"] == [hook_command()]
+
+
+def test_only_nmem_commands_are_recognised_as_ours() -> None:
+    ours = ["/v/bin/nmem record", "nmem hook post-tool-use", "'/a b/python' -S '/a b/site/nmem/hook_entry.py' record"]
+    theirs = ["/v/bin/python -S /v/other/hook_entry.py record", "/v/bin/python /v/nmem/hook_entry.py record",
+              "/v/bin/nmem serve", "mynmem record", "echo nmem record", "'unbalanced", None, 42]
+    assert [claude_code.is_nmem_command(c) for c in ours] == [True] * len(ours)
+    assert [claude_code.is_nmem_command(c) for c in theirs] == [False] * len(theirs)
 
 
 def test_uninstall_restores_exactly_what_was_there(user_home: Path) -> None:

@@ -11,32 +11,48 @@ Per-project overrides live in `[projects."<name>"]` tables of the same file:
 
 from __future__ import annotations
 
-import fnmatch
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from nmem.capture.markers import DEFAULT_MARKERS
+from nmem import jsonlite
 from nmem.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 HOME_ENV = "NMEM_HOME"
 CONFIG_ENV = "NMEM_CONFIG"
+# The parsed config file, keyed by its identity: `tomllib` (with `re`) costs a hook ~13 ms.
+CONFIG_CACHE = ".config-cache.json"
 
 
-@dataclass(frozen=True)
 class Setting:
-    name: str
-    type: type
-    default: Any
-    env: str | None
-    help: str
-    secret: bool = False  # never printed by `config show` or any status output
+    __slots__ = ("default", "env", "help", "name", "secret", "type")
+
+    def __init__(self, name: str, type: type, default: Any, env: str | None, help: str,
+                 secret: bool = False) -> None:
+        self.name = name
+        self.type = type
+        self.default = default
+        self.env = env
+        self.help = help
+        self.secret = secret  # never printed by `config show` or any status output
 
     def shown(self, value: Any) -> Any:
         return "***" if self.secret and value else value
 
+    def __repr__(self) -> str:
+        return f"Setting({self.name!r})"
+
+
+# Prompt markers that create curated memories (nmem.capture.markers), `marker=namespace`.
+DEFAULT_MARKERS: tuple[str, ...] = (
+    "[decision]=decisions", "[decided]=decisions", "[learned]=learnings", "[learning]=learnings",
+    "[til]=learnings", "[blocker]=blockers", "[blocked]=blockers", "[progress]=progress",
+    "[gotcha]=gotchas", "[convention]=conventions", "[pattern]=patterns", "[tech-debt]=tech-debt",
+    "remember:=context", "#remember=context",
+)
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("memory.enabled", bool, True, "NMEM_ENABLED",
@@ -81,6 +97,9 @@ SETTINGS: tuple[Setting, ...] = (
             "At Stop, also keep the agent's thinking from the transcript file when it is readable."),
     Setting("capture.checkpoint_on_compact", bool, True, "NMEM_CHECKPOINT_ON_COMPACT",
             "Store a `progress` memory summarising the session so far when the context is compacted."),
+    Setting("context.file_memories", bool, False, "NMEM_FILE_MEMORIES",
+            "On the first read or edit of a file in a session, PostToolUse hands the agent the curated memories "
+            "that name the file (at most 3, as `hookSpecificOutput` JSON)."),
     Setting("context.format", str, "text", "NMEM_CONTEXT_FORMAT",
             "How SessionStart returns context: `text` (plain stdout) or `json` (`hookSpecificOutput`)."),
     Setting("hooks.busy_budget_ms", int, 2000, "NMEM_BUSY_BUDGET_MS",
@@ -157,42 +176,55 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-@dataclass
-class Settings:
-    """Effective settings: values plus where each came from (`default`, `file`, `env`)."""
+def matches_any(name: str, patterns: Sequence[str]) -> bool:
+    """Whether `name` matches one of the glob patterns (fnmatch, loaded only when there are any)."""
+    if not patterns:
+        return False
+    import fnmatch
 
-    home: Path
-    config_file: Path
-    values: dict[str, Any]
-    sources: dict[str, str]
-    projects: dict[str, dict[str, Any]] = field(default_factory=dict)
-    unknown_keys: list[str] = field(default_factory=list)
+    return any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+class Settings:
+    """Effective settings: values plus where each came from (`default`, `file`, `env`).
+
+    Paths are strings: the hook path loads this module, and `pathlib` costs it ~10 ms.
+    """
+
+    def __init__(self, home: str, config_file: str, values: dict[str, Any], sources: dict[str, str],
+                 projects: dict[str, dict[str, Any]] | None = None, unknown_keys: list[str] | None = None) -> None:
+        self.home = home
+        self.config_file = config_file
+        self.values = values
+        self.sources = sources
+        self.projects: dict[str, dict[str, Any]] = {} if projects is None else projects
+        self.unknown_keys: list[str] = [] if unknown_keys is None else unknown_keys
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
     @property
-    def db_path(self) -> Path:
+    def db_path(self) -> str:
         path = self.values["memory.path"]
-        return Path(path).expanduser() if path else self.home / "nmem.db"
+        return os.path.expanduser(path) if path else os.path.join(self.home, "nmem.db")
 
     @property
     def store_url(self) -> str:
         return self.values["store.url"] or f"sqlite:///{self.db_path}"
 
-    def ensure_dir(self, path: Path) -> str:
-        """Create `path` (and the data dir above it) private to the user; returns it as a string."""
+    def ensure_dir(self, path: str) -> str:
+        """Create `path` (and the data dir above it) private to the user; returns it."""
         os.makedirs(self.home, mode=0o700, exist_ok=True)
         os.makedirs(path, mode=0o700, exist_ok=True)
-        return str(path)
+        return path
 
     @property
-    def log_dir(self) -> Path:
-        return self.home / "logs"
+    def log_dir(self) -> str:
+        return os.path.join(self.home, "logs")
 
     @property
-    def spool_dir(self) -> Path:
-        return self.home / "spool"
+    def spool_dir(self) -> str:
+        return os.path.join(self.home, "spool")
 
     def project_enabled(self, project: str, cwd: str | None = None) -> bool:
         """False when memory is off globally, for this project, or the project is excluded."""
@@ -201,43 +233,73 @@ class Settings:
         override = self.projects.get(project, {})
         if override.get("memory") is False:
             return False
-        for pattern in self.values["capture.exclude_projects"]:
-            if fnmatch.fnmatch(project, pattern):
-                return False
-            if cwd and fnmatch.fnmatch(cwd, os.path.expanduser(pattern)):
-                return False
-        return True
+        patterns = self.values["capture.exclude_projects"]
+        if matches_any(project, patterns):
+            return False
+        return not (cwd and matches_any(cwd, [os.path.expanduser(p) for p in patterns]))
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    # The TOML parser is only needed when a config file exists; most hook runs have none.
+def _read_toml(path: str) -> dict[str, Any]:
     import tomllib
 
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        with open(path, "rb") as fh:
+            data: dict[str, Any] = tomllib.load(fh)
+            return data
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
 
 
-def data_home(env: Mapping[str, str] | None = None) -> Path:
+def _read_config(path: str, home: str) -> dict[str, Any]:
+    """The config file's tables, from the data dir's cache while the file is unchanged."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    identity = [os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    cache = os.path.join(home, CONFIG_CACHE)
+    try:
+        with open(cache, encoding="utf-8") as fh:
+            cached = jsonlite.loads(fh.read())
+        if isinstance(cached, dict) and cached.get("file") == identity and isinstance(cached.get("data"), dict):
+            return dict(cached["data"])
+    except (OSError, ValueError):
+        pass
+    data = _read_toml(path)
+    if os.path.isdir(home):
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        try:
+            text = jsonlite.dumps({"file": identity, "data": data})
+            fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, cache)
+        except (OSError, TypeError, ValueError):  # TOML dates do not round-trip: such files are parsed each time
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return data
+
+
+def data_home(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     raw = env.get(HOME_ENV)
-    return Path(raw).expanduser() if raw else Path.home() / ".nmem"
+    return os.path.expanduser(raw) if raw else os.path.join(os.path.expanduser("~"), ".nmem")
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read defaults, then the TOML file, then the environment."""
     env = os.environ if env is None else env
     home = data_home(env)
-    config_file = Path(env[CONFIG_ENV]).expanduser() if env.get(CONFIG_ENV) else home / "config.toml"
+    config_file = os.path.expanduser(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else os.path.join(home, "config.toml")
     values = {s.name: s.default for s in SETTINGS}
     sources = {s.name: "default" for s in SETTINGS}
     projects: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
 
-    if config_file.is_file():
-        data = _read_toml(config_file)
+    if os.path.isfile(config_file):
+        data = _read_config(config_file, home)
         raw_projects = data.pop("projects", {})
         if not isinstance(raw_projects, dict):
             raise ConfigError(f"{config_file}: [projects] must be a table")
@@ -250,7 +312,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             if setting is None:
                 unknown.append(name)
                 continue
-            values[name] = coerce(setting, raw, str(config_file))
+            values[name] = coerce(setting, raw, config_file)
             sources[name] = "file"
 
     for setting in SETTINGS:
@@ -280,7 +342,7 @@ def write_setting(settings: Settings, name: str, raw: str) -> Any:
     value = coerce(setting, raw, "command line")
     path = settings.config_file
     data: dict[str, Any] = {}
-    if path.is_file():
+    if os.path.isfile(path):
         data = _read_toml(path)
     flat = _flatten({k: v for k, v in data.items() if k != "projects"})
     flat[name] = value
@@ -300,9 +362,10 @@ def write_setting(settings: Settings, name: str, raw: str) -> Any:
         lines.append(f'[projects."{project}"]')
         lines.extend(f"{k} = {render_toml_value(v)}" for k, v in table.items())
         lines.append("")
-    settings.ensure_dir(path.parent)
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text("\n".join(lines), encoding="utf-8")
+    settings.ensure_dir(os.path.dirname(os.path.abspath(path)))
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
     os.replace(tmp, path)
     return value
 

@@ -6,22 +6,25 @@ search machinery (`nmem.memory.Service` adds search, recall and navigation on to
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Self
 
 from nmem.capture import events as ev
 from nmem.capture.privacy import redact_url, scrub
 from nmem.capture.project import project_name
 from nmem.capture.recorder import Recorder, RecordOutcome
-from nmem.config import Settings, load_settings
+from nmem.config import Settings, load_settings, matches_any
 from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
 from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain
-from nmem.store import NewMemory, Store, open_store
+from nmem.store import NewMemory, open_store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, Self
+
+    from nmem.store.protocol import Store
 
 MAX_LIMIT = 100
 MAX_IDS = 50
@@ -31,8 +34,20 @@ NAMESPACE_ALIASES = {
     "pattern": "patterns", "blocker": "blockers", "gotcha": "gotchas",
     "convention": "conventions", "api": "apis", "test": "testing",
 }
-_SLUG = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
-_URN = re.compile(r"^nmem://(?P<domain>[^/]+)/(?P<ns>[^/]+)/(?P<id>[^/]+)$")
+_SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+URN_PREFIX = "nmem://"
+
+
+def _is_slug(text: str) -> bool:
+    return 0 < len(text) <= 40 and "a" <= text[0] <= "z" and all(c in _SLUG_CHARS for c in text)
+
+
+def urn_id(ref: str) -> str | None:
+    """The id a well-formed `nmem://domain/namespace/id` URN names, else None."""
+    if not ref.startswith(URN_PREFIX):
+        return None
+    parts = ref[len(URN_PREFIX):].split("/")
+    return parts[2] if len(parts) == 3 and all(parts) else None
 
 
 def clamp(value: int | None, low: int, high: int, default: int) -> int:
@@ -74,10 +89,10 @@ class CoreService:
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
-             readonly: bool = False) -> Self:
+             readonly: bool = False, wal_autocheckpoint: int | None = None) -> Self:
         settings = settings or load_settings()
-        return cls(open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms,
-                              readonly=readonly), settings)
+        return cls(open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms, readonly=readonly,
+                              wal_autocheckpoint=wal_autocheckpoint), settings)
 
     def close(self, checkpoint: bool = True) -> None:
         self.store.close(checkpoint=checkpoint)
@@ -111,12 +126,12 @@ class CoreService:
         return outcome
 
     def _tool_excluded(self, tool: str) -> bool:
-        return any(fnmatch.fnmatch(tool, p) for p in self.settings["capture.exclude_tools"])
+        return matches_any(tool, self.settings["capture.exclude_tools"])
 
     def _namespace(self, namespace: str | None) -> str:
         ns = (namespace or "context").strip().lower()
         ns = NAMESPACE_ALIASES.get(ns, ns)
-        if not _SLUG.match(ns):
+        if not _is_slug(ns):
             raise ValidationError(
                 f"invalid namespace {namespace!r}: use a short lower-case slug such as "
                 + ", ".join(NAMESPACES[:6])
@@ -162,9 +177,9 @@ class CoreService:
         ref = (ref or "").strip()
         if not ref:
             raise InvalidArgument("a memory id or URN is required")
-        match = _URN.match(ref)
-        memory = self.store.get_memory(match.group("id") if match else ref)
-        if memory is None or memory.deleted_at is not None or (match and memory.urn != ref):
+        uid = urn_id(ref)
+        memory = self.store.get_memory(uid or ref)
+        if memory is None or memory.deleted_at is not None or (uid and memory.urn != ref):
             raise NotFound(f"memory not found: {ref}")
         return memory
 

@@ -38,13 +38,13 @@ def _config() -> tuple[Settings | None, Check]:
     if settings.unknown_keys:
         return settings, Check("config", WARN, f"unknown keys in {settings.config_file}: "
                                + ", ".join(settings.unknown_keys))
-    where = settings.config_file if settings.config_file.exists() else "defaults (no config file)"
+    where = settings.config_file if os.path.exists(settings.config_file) else "defaults (no config file)"
     state = "enabled" if settings["memory.enabled"] else "DISABLED (memory.enabled = false)"
     return settings, Check("config", OK if settings["memory.enabled"] else WARN, f"{where}; memory {state}")
 
 
 def _data_dir(settings: Settings) -> Check:
-    home = settings.home
+    home = Path(settings.home)
     if not home.exists():
         return Check("data dir", WARN, f"{home} does not exist yet (created on first use)")
     mode = stat.S_IMODE(home.stat().st_mode)
@@ -85,9 +85,10 @@ def _wiring(project_dir: Path, home: Path | None) -> list[Check]:
         status = WARN if missing else OK
         detail = f"{w['settings']}: {len(w['events'])} events" + (f", missing {', '.join(missing)}" if missing else "")
         checks.append(Check(f"claude code hooks ({w['scope']})", status, detail))
-        for exe in w["executables"]:
-            if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-                checks.append(Check("hook executable", FAIL, f"{exe} is missing; run nmem install claude-code again"))
+        for path in w["executables"]:  # the interpreter and launcher, or an `nmem` executable
+            runnable = path.endswith(".py") or os.access(path, os.X_OK)
+            if not (os.path.isfile(path) and runnable):
+                checks.append(Check("hook executable", FAIL, f"{path} is missing; run nmem install claude-code again"))
     servers = [w for w in found if w.get("mcp")]
     if servers:
         checks.extend(Check(f"mcp server ({w['scope']})", OK, f"{w['mcp_file']}: {w['mcp'].get('command')} serve")
@@ -98,7 +99,7 @@ def _wiring(project_dir: Path, home: Path | None) -> list[Check]:
 
 
 def _recent_errors(settings: Settings, since: float) -> Check:
-    log = settings.log_dir / "nmem.log"
+    log = Path(settings.log_dir) / "nmem.log"
     if not log.exists():
         return Check("hook log", OK, "no errors logged")
     errors, last = 0, ""
@@ -117,7 +118,7 @@ def _recent_errors(settings: Settings, since: float) -> Check:
 
 
 def _spool(settings: Settings) -> Check:
-    spool = settings.spool_dir
+    spool = Path(settings.spool_dir)
     pending = len(list(spool.glob("[0-9]*.json"))) if spool.is_dir() else 0
     bad = len(list(spool.glob("*.bad"))) if spool.is_dir() else 0
     if bad:

@@ -9,23 +9,25 @@ user's prompt in Claude Code. A database locked past the budget spools the event
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import sys
 import time
-from typing import IO, Any, NoReturn
 
+from nmem import jsonlite as json
 from nmem.capture import events as ev
 from nmem.capture.claude_code import HOOK_ALIASES, parse
 from nmem.capture.privacy import scrub_value
 from nmem.config import Settings, load_settings
-from nmem.context import render as render_context
 from nmem.core import CoreService
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StoreBusy
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, NoReturn
+
 USAGE = "usage: nmem record  |  nmem hook <event> [--input FILE] [--output FILE]  (hook JSON on stdin)"
 SPOOL_BATCH = 200
+HOT_WAL_PAGES = 8000  # ~32 MB of WAL before a tool-call hook folds it anyway
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 
@@ -106,7 +108,7 @@ def _spool(settings: Settings, payload: dict[str, Any]) -> str:
     tmp = os.path.join(spool, f".{name}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh)
+        fh.write(json.dumps(payload))
     final = os.path.join(spool, name)
     os.replace(tmp, final)
     return final
@@ -114,7 +116,7 @@ def _spool(settings: Settings, payload: dict[str, Any]) -> str:
 
 def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) -> int:
     """Record spooled events, oldest first; each file is removed only once stored."""
-    spool = str(service.settings.spool_dir)
+    spool = service.settings.spool_dir
     try:
         names = sorted(n for n in os.listdir(spool) if n[:1].isdigit() and n.endswith(".json"))[:limit]
     except OSError:
@@ -124,7 +126,7 @@ def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) ->
         path = os.path.join(spool, name)
         try:
             with open(path, encoding="utf-8") as fh:
-                payload = json.load(fh)
+                payload = json.loads(fh.read())
             stamp = payload.pop("_nmem_received_at", None)
             service.record_event(parse(payload, now=stamp))
         except StoreBusy:
@@ -133,8 +135,10 @@ def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) ->
             log.warning(f"dropping unreadable spool file {name}: {exc}")
             os.replace(path, path[: -len(".json")] + ".bad")
             continue
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(path)
+        except FileNotFoundError:
+            pass
         done += 1
     return done
 
@@ -178,12 +182,22 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
         return 1
 
 
+def wal_pages_for(kind: str) -> int | None:
+    """How much WAL this event's commit may leave unfolded (None: SQLite's 1,000 pages).
+
+    Tool calls and prompts are the latency targets, so their commits leave the fold (copying
+    the WAL into the database, with fsyncs) to the end of the turn: Stop and the other events
+    keep SQLite's default. HOT_WAL_PAGES caps the WAL for turns without a Stop hook.
+    """
+    return HOT_WAL_PAGES if kind in (ev.TOOL, ev.TOOL_FAILURE, ev.PROMPT) else None
+
+
 def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, keep_open: bool) -> str:
     """Store the event (spooling it if the database stays busy) and return what to print."""
     log = HookLog(settings)
     budget = int(settings["hooks.busy_budget_ms"])
     try:
-        service = CoreService.open(settings, busy_timeout_ms=budget)
+        service = CoreService.open(settings, busy_timeout_ms=budget, wal_autocheckpoint=wal_pages_for(event.kind))
     except StoreBusy:
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         log.warning(f"database busy at open; spooled {event.hook_event_name} event")
@@ -200,6 +214,11 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, ke
             return ""
         if event.kind == ev.SESSION_START:
             return _session_context(service, event, outcome.project)
+        if event.kind == ev.TOOL and outcome.file_path and settings["context.file_memories"]:
+            from nmem.context import file_memories  # opt-in: a default hook never loads it
+
+            block = file_memories(service, outcome.project, event.session_id, outcome.file_path)
+            return _hook_output(settings, event.hook_event_name, block, force_json=True)
         if event.kind == ev.PROMPT and outcome.memories:
             note = "; ".join(f"{m.namespace}: {m.summary} ({m.urn})" for m in outcome.memories)
             return _hook_output(settings, event.hook_event_name, f"nmem remembered {note}")
@@ -214,12 +233,14 @@ def _session_context(service: CoreService, event: ev.HookEvent, project: str | N
     project = project or service.project_for(event.cwd)
     if not service.settings.project_enabled(project, event.cwd):
         return ""
-    block = render_context(service, project, event.source, event.timestamp)
+    from nmem.context import render  # only SessionStart renders; other events never load it
+
+    block = render(service, project, event.source, event.timestamp)
     return _hook_output(service.settings, event.hook_event_name, block)
 
 
 def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
-    if event.kind != ev.SESSION_START or not settings.db_path.exists():
+    if event.kind != ev.SESSION_START or not os.path.exists(settings.db_path):
         return ""
     try:
         service = CoreService.open(settings, readonly=True)
@@ -231,11 +252,12 @@ def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
         service.close(checkpoint=False)
 
 
-def _hook_output(settings: Settings, event_name: str, text: str) -> str:
-    """Context for Claude Code: plain text, or `hookSpecificOutput` JSON when configured."""
+def _hook_output(settings: Settings, event_name: str, text: str, *, force_json: bool = False) -> str:
+    """Context for Claude Code: plain text, or `hookSpecificOutput` JSON when configured (and
+    always for PostToolUse, whose plain output Claude Code does not pass to the model)."""
     if not text:
         return ""
-    if settings["context.format"] == "json":
+    if force_json or settings["context.format"] == "json":
         return json.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}) + "\n"
     return text + "\n"
 

@@ -22,7 +22,8 @@ from nmem.models import ORDERS, SCOPES, Observation, SearchHit, preview
 from nmem.search import rank
 from nmem.search.query import QueryPlan, plan
 from nmem.search.timeexpr import TimeRange, find_time
-from nmem.store import SearchFilters, Store
+from nmem.store import SearchFilters
+from nmem.store.protocol import Store
 from nmem.timeutil import parse_time
 
 __all__ = ["CoreService", "RecordOutcome", "SearchResult", "Service"]

@@ -1,13 +1,18 @@
-"""Frozen records that cross the service boundary, and the URNs that name them.
+"""Records that cross the service boundary, and the URNs that name them.
 
 Every record renders to the stable JSON shape documented in docs/json.md via `to_dict()`.
+Records are plain classes with slots rather than dataclasses: the hook path builds them,
+and `dataclasses` (with `inspect`, `typing` and `ast` behind it) costs more to import than
+a hook may spend. Treat them as immutable.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from nmem import jsonlite as json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PREVIEW_CHARS = 120
 
@@ -62,27 +67,77 @@ def _json_or_none(text: str | None) -> Any:
         return text
 
 
-@dataclass(frozen=True)
-class Observation:
-    id: int
-    session_id: str
-    project: str
-    prompt_id: int | None
-    timestamp: int
-    obs_type: str
-    source_event: str
-    tool_name: str | None
-    file_path: str | None
-    content: str
-    metadata: dict[str, Any] | None
-    is_pinned: bool = False
+class Record:
+    """Equality, repr and a plain-data `to_dict` over `__slots__`, as a frozen dataclass gives."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((self.__class__, self._values()))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{self.__class__.__name__}({fields})"
+
+    def fields(self) -> dict[str, Any]:
+        """Field name → value, containers copied (what `dataclasses.asdict` returns)."""
+        return {name: _plain(getattr(self, name)) for name in self.__slots__}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+class Observation(Record):
+    __slots__ = (
+        "content",
+        "file_path",
+        "id",
+        "is_pinned",
+        "metadata",
+        "obs_type",
+        "project",
+        "prompt_id",
+        "session_id",
+        "source_event",
+        "timestamp",
+        "tool_name",
+    )
+
+    def __init__(self, id: int, session_id: str, project: str, prompt_id: int | None, timestamp: int,
+                 obs_type: str, source_event: str, tool_name: str | None, file_path: str | None,
+                 content: str, metadata: dict[str, Any] | None, is_pinned: bool = False) -> None:
+        self.id = id
+        self.session_id = session_id
+        self.project = project
+        self.prompt_id = prompt_id
+        self.timestamp = timestamp
+        self.obs_type = obs_type
+        self.source_event = source_event
+        self.tool_name = tool_name
+        self.file_path = file_path
+        self.content = content
+        self.metadata = metadata
+        self.is_pinned = is_pinned
 
     @property
     def urn(self) -> str:
         return observation_urn(self.project, self.id)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = self.fields()
         d["urn"] = self.urn
         return d
 
@@ -104,21 +159,24 @@ class Observation:
         )
 
 
-@dataclass(frozen=True)
-class Prompt:
-    id: int
-    session_id: str
-    project: str
-    timestamp: int
-    source: str
-    content: str
+class Prompt(Record):
+    __slots__ = ("content", "id", "project", "session_id", "source", "timestamp")
+
+    def __init__(self, id: int, session_id: str, project: str, timestamp: int, source: str,
+                 content: str) -> None:
+        self.id = id
+        self.session_id = session_id
+        self.project = project
+        self.timestamp = timestamp
+        self.source = source
+        self.content = content
 
     @property
     def urn(self) -> str:
         return prompt_urn(self.project, self.id)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = self.fields()
         d["urn"] = self.urn
         return d
 
@@ -135,21 +193,24 @@ class Prompt:
                    row["source"], row["content"])
 
 
-@dataclass(frozen=True)
-class Session:
-    id: str
-    project: str
-    started_at: int
-    ended_at: int | None
-    signature: dict[str, Any] | None
-    summary: Any
+class Session(Record):
+    __slots__ = ("ended_at", "id", "project", "signature", "started_at", "summary")
+
+    def __init__(self, id: str, project: str, started_at: int, ended_at: int | None,
+                 signature: dict[str, Any] | None, summary: Any) -> None:
+        self.id = id
+        self.project = project
+        self.started_at = started_at
+        self.ended_at = ended_at
+        self.signature = signature
+        self.summary = summary
 
     @property
     def urn(self) -> str:
         return session_urn(self.project, self.id)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = self.fields()
         d["urn"] = self.urn
         return d
 
@@ -170,32 +231,53 @@ class Session:
                    _json_or_none(row["signature"]), _json_or_none(row["summary"]))
 
 
-@dataclass(frozen=True)
-class Memory:
+class Memory(Record):
     """A curated memory: a decision, learning, gotcha... chosen to be remembered."""
 
-    id: str
-    domain: str
-    namespace: str
-    summary: str
-    content: str
-    tags: list[str] = field(default_factory=list)
-    source: str | None = None
-    relates_to: list[str] = field(default_factory=list)
-    tier: str = "warm"
-    is_pinned: bool = False
-    created_at: int = 0
-    updated_at: int = 0
-    accessed_at: int | None = None
-    access_count: int = 0
-    deleted_at: int | None = None
+    __slots__ = (
+        "access_count",
+        "accessed_at",
+        "content",
+        "created_at",
+        "deleted_at",
+        "domain",
+        "id",
+        "is_pinned",
+        "namespace",
+        "relates_to",
+        "source",
+        "summary",
+        "tags",
+        "tier",
+        "updated_at",
+    )
+
+    def __init__(self, id: str, domain: str, namespace: str, summary: str, content: str,
+                 tags: list[str] | None = None, source: str | None = None, relates_to: list[str] | None = None,
+                 tier: str = "warm", is_pinned: bool = False, created_at: int = 0, updated_at: int = 0,
+                 accessed_at: int | None = None, access_count: int = 0, deleted_at: int | None = None) -> None:
+        self.id = id
+        self.domain = domain
+        self.namespace = namespace
+        self.summary = summary
+        self.content = content
+        self.tags: list[str] = [] if tags is None else tags
+        self.source = source
+        self.relates_to: list[str] = [] if relates_to is None else relates_to
+        self.tier = tier
+        self.is_pinned = is_pinned
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self.accessed_at = accessed_at
+        self.access_count = access_count
+        self.deleted_at = deleted_at
 
     @property
     def urn(self) -> str:
         return memory_urn(self.domain, self.namespace, self.id)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = self.fields()
         d["urn"] = self.urn
         return d
 
@@ -220,13 +302,15 @@ class Memory:
         )
 
 
-@dataclass(frozen=True)
-class SearchHit:
+class SearchHit(Record):
     """One search result: what kind of record, its score and the record itself."""
 
-    kind: str  # observation | prompt | session | memory
-    score: float
-    record: Observation | Prompt | Session | Memory
+    __slots__ = ("kind", "record", "score")
+
+    def __init__(self, kind: str, score: float, record: Observation | Prompt | Session | Memory) -> None:
+        self.kind = kind  # observation | prompt | session | memory
+        self.score = score
+        self.record = record
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         body = self.record.to_dict() if full else self.record.index_entry()

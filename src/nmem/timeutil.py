@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
+import time
 
 from nmem.errors import InvalidArgument
 
-_AGE = re.compile(r"^\s*(\d+)\s*(s|m|h|d|w|y)\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
@@ -21,9 +19,11 @@ def parse_time(value: object, *, name: str = "date", end_of_day: bool = False) -
         return None
     if isinstance(value, bool):
         raise InvalidArgument(f"{name}: expected a date, got {value!r}")
-    if isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value)):
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _is_number(value)):
         number = float(value)
     elif isinstance(value, str):
+        from datetime import UTC, datetime  # only ISO strings from the CLI or MCP need it
+
         text = value.strip().replace("Z", "+00:00")
         try:
             parsed = datetime.fromisoformat(text)
@@ -44,18 +44,29 @@ def parse_time(value: object, *, name: str = "date", end_of_day: bool = False) -
     return int(number)
 
 
+def _is_number(text: str) -> bool:
+    """Digits with an optional fraction, blanks around: `1714000000`, ` 1714000000.5 `."""
+    whole, dot, fraction = text.strip().partition(".")
+    return _is_digits(whole) and (not dot or _is_digits(fraction))
+
+
+def _is_digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def parse_age(value: str, *, name: str = "age") -> int:
     """`90s`, `15m`, `12h`, `30d`, `2w`, `1y` → seconds."""
-    match = _AGE.match(value)
-    if not match:
+    text = value.strip()
+    count, unit = text[:-1].rstrip(), text[-1:].lower()
+    if not (_is_digits(count) and unit in _UNIT_SECONDS):
         raise InvalidArgument(f"{name}: expected an age like 30d, 12h or 2w, got {value!r}")
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+    return int(count) * _UNIT_SECONDS[unit]
 
 
 def iso(ts: int | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def ago(ts: int, now: int) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from nmem.capture import events as ev
 from nmem.errors import InvalidArgument
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 EVENT_KINDS: dict[str, str] = {
     "SessionStart": ev.SESSION_START,

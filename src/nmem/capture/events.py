@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Normalised event kinds (Claude Code names in comments).
 SESSION_START = "session_start"      # SessionStart
@@ -18,29 +19,70 @@ REASONING = "reasoning"              # agent thinking read from a transcript (no
 OTHER = "other"                      # anything else: accepted, ignored
 
 
-@dataclass(frozen=True)
 class HookEvent:
-    kind: str
-    session_id: str
-    cwd: str
-    timestamp: int
-    hook_event_name: str
-    source: str | None = None            # SessionStart source / SessionEnd reason / PreCompact trigger
-    prompt: str | None = None
-    assistant_message: str | None = None
-    tool_name: str | None = None
-    tool_input: dict[str, Any] = field(default_factory=dict)
-    tool_response: Any = None
-    error: str | None = None
-    transcript_path: str | None = None
-    agent_id: str | None = None          # set on subagent events; the parent session is kept
+    """One hook event, normalised. A plain class: a hook builds one per process and
+    `dataclasses` costs more to import than a hook may spend."""
+
+    __slots__ = (
+        "agent_id",
+        "assistant_message",
+        "cwd",
+        "error",
+        "hook_event_name",
+        "kind",
+        "prompt",
+        "session_id",
+        "source",
+        "timestamp",
+        "tool_input",
+        "tool_name",
+        "tool_response",
+        "transcript_path",
+    )
+
+    def __init__(self, kind: str, session_id: str, cwd: str, timestamp: int, hook_event_name: str,
+                 source: str | None = None, prompt: str | None = None, assistant_message: str | None = None,
+                 tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
+                 tool_response: Any = None, error: str | None = None, transcript_path: str | None = None,
+                 agent_id: str | None = None) -> None:
+        self.kind = kind
+        self.session_id = session_id
+        self.cwd = cwd
+        self.timestamp = timestamp
+        self.hook_event_name = hook_event_name
+        self.source = source                      # SessionStart source / SessionEnd reason / PreCompact trigger
+        self.prompt = prompt
+        self.assistant_message = assistant_message
+        self.tool_name = tool_name
+        self.tool_input: dict[str, Any] = {} if tool_input is None else tool_input
+        self.tool_response = tool_response
+        self.error = error
+        self.transcript_path = transcript_path
+        self.agent_id = agent_id                  # set on subagent events; the parent session is kept
+
+    def __repr__(self) -> str:
+        return f"HookEvent({self.hook_event_name}, session={self.session_id!r}, tool={self.tool_name!r})"
 
 
-@dataclass(frozen=True)
 class Extracted:
     """What one tool call contributes: zero or one observation's worth of fields."""
 
-    obs_type: str
-    content: str
-    file_path: str | None = None
-    metadata: dict[str, Any] | None = None
+    __slots__ = ("content", "file_path", "metadata", "obs_type")
+
+    def __init__(self, obs_type: str, content: str, file_path: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> None:
+        self.obs_type = obs_type
+        self.content = content
+        self.file_path = file_path
+        self.metadata = metadata
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Extracted):
+            return NotImplemented
+        return (self.obs_type, self.content, self.file_path, self.metadata) == (
+            other.obs_type, other.content, other.file_path, other.metadata)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Extracted({self.obs_type!r}, {self.content!r}, {self.file_path!r}, {self.metadata!r})"

@@ -6,25 +6,36 @@ in for them. Large responses are cut to a tail or a head.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Callable
-from typing import Any
 
+from nmem import jsonlite
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
 from nmem.capture.privacy import scrub
+from nmem.lazyregex import LazyRegex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 HEAD_CHARS = 160
 COMMAND_CHARS = 2000
 ERROR_TAIL_CHARS = 800
 ARGS_CHARS = 300
 
-_COMMIT_LINE = re.compile(r"\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] (?P<msg>.+)")
-_PUSH_LINE = re.compile(r"(?P<old>[0-9a-f]{7,40})\.\.(?P<new>[0-9a-f]{7,40})\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
-_PUSH_NEW = re.compile(r"\*\s+\[new branch\]\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
-_EXIT_LINE = re.compile(r"\s*(?:Error: )?Exit code (-?\d+)\s*")
-_GIT = re.compile(r"(^|[;&|]\s*|\s)git(\s+-C\s+\S+)?\s+(?P<verb>commit|push)\b")
+_COMMIT_LINE = LazyRegex(r"\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] (?P<msg>.+)")
+_PUSH_LINE = LazyRegex(r"(?P<old>[0-9a-f]{7,40})\.\.(?P<new>[0-9a-f]{7,40})\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
+_PUSH_NEW = LazyRegex(r"\*\s+\[new branch\]\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
+_EXIT_LINE = LazyRegex(r"\s*(?:Error: )?Exit code (-?\d+)\s*")
+_GIT = LazyRegex(r"(^|[;&|]\s*|\s)git(\s+-C\s+\S+)?\s+(?P<verb>commit|push)\b")
+
+try:  # the hash functions without hashlib, which loads OpenSSL (~4 ms) for what one digest needs
+    from _sha256 import sha256 as _sha256  # type: ignore[import-not-found, unused-ignore]  # Python 3.11
+except ImportError:
+    try:
+        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found, no-redef, unused-ignore]  # 3.12+
+    except ImportError:  # pragma: no cover - builds without the builtin module
+        from hashlib import sha256 as _sha256  # type: ignore[assignment, unused-ignore]
 
 
 def _text(value: Any) -> str:
@@ -32,7 +43,7 @@ def _text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return jsonlite.dumps(value, ensure_ascii=False, default=str)
 
 
 # Cuts scrub a margin around the cut first, so a secret straddling it is still recognised whole.
@@ -54,10 +65,7 @@ def tail(text: str, size: int = ERROR_TAIL_CHARS) -> str:
 
 
 def digest(text: str) -> str:
-    # hashlib loads OpenSSL (~3 ms); only Write/Edit events need it, so they alone pay for it.
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    return str(_sha256(text.encode("utf-8", "replace")).hexdigest()[:16])
 
 
 def absolute(path: str | None, cwd: str) -> str | None:
@@ -100,25 +108,25 @@ def bash(event: HookEvent) -> Extracted | None:
     failed = event.kind == TOOL_FAILURE or (code is not None and code != 0)
     if failed:
         error = event.error or stderr or stdout
-        if code is None and (found_code := _EXIT_LINE.match(error)):
+        if code is None and "Exit code" in error[:200] and (found_code := _EXIT_LINE.get().match(error)):
             meta["exit_code"] = int(found_code.group(1))
             error = error[found_code.end():]
         meta["error"] = tail(error)
         content = f"{head(command, COMMAND_CHARS)}\n{tail(error, 400)}" if error else head(command, COMMAND_CHARS)
         return Extracted("command_error", content, None, meta)
-    git = _GIT.search(command)
+    git = _GIT.get().search(command) if "git" in command else None
     if git and git.group("verb") == "commit":
-        found = _COMMIT_LINE.search(stdout)
+        found = _COMMIT_LINE.get().search(stdout)
         if found:
             meta.update(branch=found.group("branch"), sha=found.group("sha"), message=head(found.group("msg")))
             return Extracted("git_commit", f"{found.group('sha')} {found.group('msg')}", None, meta)
         return Extracted("git_commit", head(command, COMMAND_CHARS), None, meta)
     if git and git.group("verb") == "push":
         combined = f"{stdout}\n{stderr}"
-        found = _PUSH_LINE.search(combined)
+        found = _PUSH_LINE.get().search(combined)
         if found:
             meta.update(old=found.group("old"), sha=found.group("new"), branch=found.group("dst"))
-        elif new := _PUSH_NEW.search(combined):
+        elif new := _PUSH_NEW.get().search(combined):
             meta.update(branch=new.group("dst"), new_branch=True)
         return Extracted("git_push", head(command, COMMAND_CHARS), None, meta)
     return Extracted("command", head(command, COMMAND_CHARS), None, meta or None)

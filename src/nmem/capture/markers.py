@@ -1,28 +1,31 @@
 """Prompt markers that turn part of a user prompt into a curated memory.
 
 `[decision] use WAL mode because readers must not block` → a memory in `decisions`.
-Markers are configurable (`capture.markers`, entries `marker=namespace`); matching is
-case-insensitive, and a prefix marker like `remember:` takes the rest of its line.
+Markers are configurable (`capture.markers`, entries `marker=namespace`, defaults in
+`nmem.config.DEFAULT_MARKERS`); matching is case-insensitive, and a prefix marker like
+`remember:` takes the rest of its line.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 
-DEFAULT_MARKERS: tuple[str, ...] = (
-    "[decision]=decisions", "[decided]=decisions", "[learned]=learnings", "[learning]=learnings",
-    "[til]=learnings", "[blocker]=blockers", "[blocked]=blockers", "[progress]=progress",
-    "[gotcha]=gotchas", "[convention]=conventions", "[pattern]=patterns", "[tech-debt]=tech-debt",
-    "remember:=context", "#remember=context",
-)
-
-
-@dataclass(frozen=True)
 class MarkedMemory:
-    namespace: str
-    content: str
-    marker: str
+    __slots__ = ("content", "marker", "namespace")
+
+    def __init__(self, namespace: str, content: str, marker: str) -> None:
+        self.namespace = namespace
+        self.content = content
+        self.marker = marker
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MarkedMemory):
+            return NotImplemented
+        return (self.namespace, self.content, self.marker) == (other.namespace, other.content, other.marker)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MarkedMemory({self.namespace!r}, {self.content!r}, {self.marker!r})"
 
 
 def parse_markers(entries: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
@@ -61,4 +64,4 @@ def _marked_text(prompt: str, at: int, end: int, prefix: bool = False) -> str:
     text = (prompt[line_start:at] + prompt[end:line_end]).strip(" \t-:")
     if not text:
         text = (prompt[:at] + prompt[end:]).strip(" \t-:\n")
-    return re.sub(r"\s+", " ", text).strip()
+    return " ".join(text.split())

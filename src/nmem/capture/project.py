@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from pathlib import Path
+
+_TOPLEVELS: dict[str, str | None] = {}  # cwd -> git top-level, per process (imports and servers repeat cwds)
 
 
-@functools.lru_cache(maxsize=256)
-def git_toplevel(cwd: str) -> Path | None:
-    """The nearest ancestor holding `.git` (dir or worktree file), found without running git.
-
-    Cached per process: an import or a server records many events from the same directories.
-    """
+def git_toplevel(cwd: str) -> str | None:
+    """The nearest ancestor holding `.git` (dir or worktree file), found without running git."""
+    if cwd in _TOPLEVELS:
+        return _TOPLEVELS[cwd]
     try:
-        path = Path(cwd).resolve()
-    except (OSError, RuntimeError):
-        return None
-    for candidate in (path, *path.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return None
+        path = os.path.realpath(cwd)
+    except (OSError, ValueError):
+        path = None
+    found = None
+    while path:
+        if os.path.exists(os.path.join(path, ".git")):
+            found = path
+            break
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if len(_TOPLEVELS) < 256:
+        _TOPLEVELS[cwd] = found
+    return found
 
 
 def project_name(cwd: str, override: str = "") -> str:
     if override:
         return override
     top = git_toplevel(cwd)
-    name = (top or Path(cwd)).name
+    name = os.path.basename(top) if top else ""
     return name or os.path.basename(os.path.normpath(cwd)) or "root"

@@ -1,23 +1,27 @@
 """Recording one harness-neutral event into the trail, inside the caller's write transaction.
 
-Everything stored passes the privacy filter first (`capture.privacy.scrub`).
+Everything stored passes the privacy filter first (`capture.privacy.scrub`). A hook process
+records one event, so the helpers only some events need (prompt markers, session
+summaries, transcript reading) are imported by the handlers of those events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
 from nmem.capture import events as ev
 from nmem.capture.extract import extract
-from nmem.capture.markers import find_marked
 from nmem.capture.privacy import scrub, scrub_value
-from nmem.capture.summary import signature, summarize
-from nmem.capture.transcript import latest_reasoning
-from nmem.config import Settings
-from nmem.models import Memory
-from nmem.store import NewObservation, Store
+from nmem.store import NewObservation
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from nmem.config import Settings
+    from nmem.models import Memory
+    from nmem.store.protocol import Store
+
+    RememberFn = Callable[..., Memory]
 
 PROMPT_CHARS = 8000
 SESSION_START_TYPES = {
@@ -25,20 +29,28 @@ SESSION_START_TYPES = {
     "compact": "session_compact", "clear": "session_clear",
 }
 
-RememberFn = Callable[..., Memory]
-
-
-@dataclass(frozen=True)
 class RecordOutcome:
     """What recording one hook event did."""
 
-    session_id: str
-    project: str
-    stored: str | None = None          # observation | prompt | session_end | checkpoint | None
-    observation_id: int | None = None
-    prompt_id: int | None = None
-    memories: list[Memory] = field(default_factory=list)
-    skipped: str | None = None         # disabled | duplicate | ignored | excluded
+    __slots__ = ("file_path", "memories", "observation_id", "project", "prompt_id", "session_id", "skipped",
+                 "stored")
+
+    def __init__(self, session_id: str, project: str, stored: str | None = None,
+                 observation_id: int | None = None, prompt_id: int | None = None,
+                 memories: list[Memory] | None = None, skipped: str | None = None,
+                 file_path: str | None = None) -> None:
+        self.session_id = session_id
+        self.project = project
+        self.stored = stored                  # observation | prompt | session_end | checkpoint | None
+        self.observation_id = observation_id
+        self.prompt_id = prompt_id
+        self.memories: list[Memory] = [] if memories is None else memories
+        self.skipped = skipped                # disabled | duplicate | ignored | excluded
+        self.file_path = file_path            # the file a stored tool call read or changed
+
+    def __repr__(self) -> str:
+        return (f"RecordOutcome(session={self.session_id!r}, stored={self.stored!r}, "
+                f"observation_id={self.observation_id!r}, prompt_id={self.prompt_id!r}, skipped={self.skipped!r})")
 
 
 class Recorder:
@@ -76,6 +88,8 @@ class Recorder:
         ))
 
     def _prompt(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        from nmem.capture.markers import find_marked
+
         raw = event.prompt or ""
         text = scrub(raw).strip()
         if not text:
@@ -101,7 +115,8 @@ class Recorder:
                 return RecordOutcome(event.session_id, project, skipped="duplicate", observation_id=dup)
         obs_id = self._observation(event, project, extracted.obs_type, content, extracted.file_path,
                                    extracted.metadata, self.store.latest_prompt_id(event.session_id))
-        return RecordOutcome(event.session_id, project, stored="observation", observation_id=obs_id)
+        return RecordOutcome(event.session_id, project, stored="observation", observation_id=obs_id,
+                             file_path=extracted.file_path)
 
     def _session_start(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         source = event.source or "startup"
@@ -112,9 +127,9 @@ class Recorder:
     def _pre_compact(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         if not self.settings["capture.checkpoint_on_compact"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
-        observations = self.store.session_observations(event.session_id, None, None)
-        prompts = self.store.session_prompts(event.session_id, None, None)
-        summary = summarize(observations, prompts)
+        from nmem.capture.summary import summarize
+
+        summary = summarize(*self.store.session_outline(event.session_id))
         if not summary["text"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
@@ -123,13 +138,12 @@ class Recorder:
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
 
-    def _agent_prompt(self, event: ev.HookEvent, text: str, seen: set[str] | None = None) -> int | None:
-        """Store agent reasoning once: Stop can fire again for the same turn."""
+    def _agent_prompt(self, event: ev.HookEvent, text: str, once: bool = False) -> int | None:
+        """Store agent reasoning; with `once`, not if the session holds it already (Stop can
+        fire again for the same turn)."""
         clean = scrub(text).strip()[:PROMPT_CHARS]
-        if not clean or (seen is not None and clean in seen):
+        if not clean or (once and self.store.has_prompt(event.session_id, "agent", clean)):
             return None
-        if seen is not None:
-            seen.add(clean)
         return self.store.add_prompt(event.session_id, event.timestamp, "agent", clean)
 
     def _reasoning(self, event: ev.HookEvent, project: str) -> RecordOutcome:
@@ -139,20 +153,21 @@ class Recorder:
         return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id)
 
     def _stop(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        from nmem.capture.summary import signature, summarize
+        from nmem.capture.transcript import latest_reasoning
+
         sid = event.session_id
-        seen = {p.content for p in self.store.session_prompts(sid, None, None) if p.source == "agent"}
         if event.kind == ev.STOP and self.settings["capture.read_transcript"]:
             for thought in latest_reasoning(event.transcript_path):
-                self._agent_prompt(event, thought, seen)
-        prompt_id = self._agent_prompt(event, event.assistant_message or "", seen)
+                self._agent_prompt(event, thought, once=True)
+        prompt_id = self._agent_prompt(event, event.assistant_message or "", once=True)
         obs_id = None
         if event.kind == ev.SESSION_END:
             reason = event.source or "other"
             obs_id = self._observation(event, project, "session_end", f"session_end ({reason})",
                                        metadata={"reason": reason})
         if event.kind != ev.SUBAGENT_STOP:
-            observations = self.store.session_observations(sid, None, None)
-            prompts = self.store.session_prompts(sid, None, None)
+            observations, prompts = self.store.session_outline(sid)
             self.store.close_session(sid, event.timestamp, signature(observations, prompts),
                                      summarize(observations, prompts))
         return RecordOutcome(sid, project, stored="session_end", prompt_id=prompt_id, observation_id=obs_id)

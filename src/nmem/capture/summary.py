@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
-from nmem.models import Observation, Prompt
+    from nmem.store import ObsOutline, PromptOutline
 
 CHANGES = ("file_write", "file_edit")
 
@@ -25,26 +27,33 @@ def _distinct(items: list[str], limit: int) -> list[str]:
     return list(seen)
 
 
-def signature(observations: list[Observation], prompts: list[Prompt]) -> dict[str, Any]:
-    counts = Counter(o.obs_type for o in observations)
+def signature(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutline]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for obs_type, _, _, _ in observations:
+        counts[obs_type] = counts.get(obs_type, 0) + 1
     return {
         "events": dict(sorted(counts.items())),
         "observations": len(observations),
-        "prompts": sum(1 for p in prompts if p.source == "user"),
+        "prompts": sum(1 for _, source, _ in prompts if source == "user"),
         "compactions": counts.get("session_compact", 0),
     }
 
 
-def summarize(observations: list[Observation], prompts: list[Prompt]) -> dict[str, Any]:
+def summarize(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutline]) -> dict[str, Any]:
+    """Intents, files changed, commits, errors and commands of a session, from its outline."""
     # Turns that led to work frame the session; "hi" or "thanks" do not (unless nothing else did).
-    acted_on = {o.prompt_id for o in observations}
-    users = [p for p in prompts if p.source == "user"]
-    framing = [p for p in users if p.id in acted_on] or users
-    intents = _distinct([_first_line(p.content) for p in framing], 5)
-    files = _distinct([o.file_path or "" for o in observations if o.obs_type in CHANGES], 20)
-    commands = _distinct([_first_line(o.content) for o in observations if o.obs_type == "command"], 10)
-    errors = _distinct([_first_line(o.content) for o in observations if o.obs_type == "command_error"], 5)
-    commits = _distinct([_first_line(o.content) for o in observations if o.obs_type == "git_commit"], 5)
+    acted_on = {prompt_id for _, _, _, prompt_id in observations}
+    users = [(pid, text) for pid, source, text in prompts if source == "user"]
+    framing = [text for pid, text in users if pid in acted_on] or [text for _, text in users]
+
+    def first_lines(kind: str, limit: int) -> list[str]:
+        return _distinct([_first_line(text) for obs_type, _, text, _ in observations if obs_type == kind], limit)
+
+    intents = _distinct([_first_line(text) for text in framing], 5)
+    files = _distinct([path or "" for obs_type, path, _, _ in observations if obs_type in CHANGES], 20)
+    commands = first_lines("command", 10)
+    errors = first_lines("command_error", 5)
+    commits = first_lines("git_commit", 5)
     parts = []
     if intents:
         parts.append("Intents: " + "; ".join(intents))

@@ -7,13 +7,15 @@ are skipped, never raised.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
-from datetime import datetime
-from typing import Any
 
+from nmem import jsonlite
 from nmem.capture import events as ev
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 TAIL_BYTES = 256 * 1024
 REASONING_CHARS = 4000
@@ -30,7 +32,7 @@ def iter_lines(path: str, tail_bytes: int | None = None) -> Iterator[dict[str, A
                     fh.readline()  # drop the partial first line
             for raw in fh:
                 try:
-                    obj = json.loads(raw)
+                    obj = jsonlite.loads(raw)
                 except ValueError:
                     continue
                 if isinstance(obj, dict):
@@ -82,6 +84,9 @@ def latest_reasoning(path: str | None) -> list[str]:
 
 def _epoch(value: Any, fallback: int) -> int:
     if isinstance(value, str):
+        # Only a backfill replays whole transcripts; a hook (Stop) reads reasoning, not times.
+        from datetime import datetime
+
         try:
             return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
         except ValueError:

@@ -2,7 +2,11 @@
 
 Writes merge with what is there, keep a timestamped backup of every file they change,
 are idempotent, and `uninstall` removes exactly the entries nmem added (recognised by
-their command: the `nmem` executable with `record` or `serve`).
+their command: nmem's hook launcher, or the `nmem` executable with `record` or `serve`).
+
+Hooks run `<python> -S <nmem>/hook_entry.py record` with absolute paths: no shell shim,
+no `site` start-up and no console-script wrapper on a path that runs on every tool call
+(see `nmem.hook_entry`). The MCP server entry runs the `nmem` executable.
 """
 
 from __future__ import annotations
@@ -66,19 +70,44 @@ def nmem_executable() -> str:
     raise ConfigError("cannot find the nmem executable; install nmem (pip install nmem) and retry")
 
 
-def hook_command(exe: str) -> str:
-    return f"{shlex.quote(exe)} record"
+HOOK_ENTRY = "hook_entry.py"
 
 
-def is_nmem_command(command: object, verbs: tuple[str, ...] = ("record", "hook")) -> bool:
-    """True for a command that runs the `nmem` executable with one of `verbs`."""
+def hook_entry() -> str:
+    """The absolute path of this nmem's hook launcher (`nmem/hook_entry.py`)."""
+    import nmem
+
+    return os.path.join(os.path.dirname(os.path.abspath(nmem.__file__)), HOOK_ENTRY)
+
+
+def hook_command(python: str | None = None, entry: str | None = None) -> str:
+    """The command a hook runs: this interpreter, without `site`, on the launcher file."""
+    return f"{shlex.quote(python or sys.executable)} -S {shlex.quote(entry or hook_entry())} record"
+
+
+def _is_launcher(path: str) -> bool:
+    return Path(path).name == HOOK_ENTRY and Path(path).parent.name == "nmem"
+
+
+def command_files(command: object, verbs: tuple[str, ...] = ("record", "hook")) -> list[str] | None:
+    """The files an nmem hook command runs (interpreter and launcher, or the `nmem` executable),
+    or None when the command is not nmem's."""
     if not isinstance(command, str):
-        return False
+        return None
     try:
         parts = shlex.split(command)
     except ValueError:
-        return False
-    return len(parts) >= 2 and Path(parts[0]).name == "nmem" and parts[1] in verbs
+        return None
+    if len(parts) >= 4 and parts[1] == "-S" and _is_launcher(parts[2]) and parts[3] in verbs:
+        return parts[:1] + parts[2:3]
+    if len(parts) >= 2 and Path(parts[0]).name == "nmem" and parts[1] in verbs:
+        return parts[:1]
+    return None
+
+
+def is_nmem_command(command: object, verbs: tuple[str, ...] = ("record", "hook")) -> bool:
+    """True for a command that runs nmem's hook launcher or the `nmem` executable with one of `verbs`."""
+    return command_files(command, verbs) is not None
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -128,11 +157,11 @@ def _without_ours(groups: Any) -> list[Any]:
     return kept
 
 
-def merged_hooks(settings: dict[str, Any], exe: str) -> dict[str, Any]:
+def merged_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
     hooks = dict(settings.get("hooks") or {})
     for event in HOOK_EVENTS:
         groups = _without_ours(hooks.get(event))
-        groups.append({"hooks": [{"type": "command", "command": hook_command(exe), "timeout": HOOK_TIMEOUT_S}]})
+        groups.append({"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]})
         hooks[event] = groups
     return {**settings, "hooks": hooks}
 
@@ -151,7 +180,7 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     paths = paths_for(scope, project_dir, home)
     report = Report()
     settings = _load(paths.settings)
-    wanted = merged_hooks(settings, exe)
+    wanted = merged_hooks(settings, hook_command())
     if wanted != settings:
         _save(paths.settings, wanted, report)
     else:
@@ -204,9 +233,10 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
     for event, groups in (hooks or {}).items():
         for group in groups if isinstance(groups, list) else []:
             for handler in group.get("hooks", []) if isinstance(group, dict) else []:
-                if isinstance(handler, dict) and is_nmem_command(handler.get("command")):
+                files = command_files(handler.get("command")) if isinstance(handler, dict) else None
+                if files:
                     events.append(event)
-                    exes.add(shlex.split(handler["command"])[0])
+                    exes.update(files)
     servers = config.get("mcpServers") if isinstance(config.get("mcpServers"), dict) else {}
     return {"scope": scope, "settings": str(paths.settings), "events": sorted(set(events)),
             "missing_events": [e for e in HOOK_EVENTS if e not in events],

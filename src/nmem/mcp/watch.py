@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nmem.models import memory_urn, observation_urn, prompt_urn, session_urn
-from nmem.store import Store
+from nmem.store.protocol import Store
 
 
 @dataclass

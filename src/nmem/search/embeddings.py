@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from nmem.config import Settings
     from nmem.memory import SearchResult, Service
     from nmem.models import SearchHit
-    from nmem.store import SearchFilters, Store
+    from nmem.store import SearchFilters
+    from nmem.store.protocol import Store
 
 log = logging.getLogger("nmem.embeddings")
 

@@ -1,182 +1,179 @@
-"""The storage contract every engine implements, and `open_store(url)` to pick one.
+"""Records the store takes and returns, and `open_store(url)` to pick an engine.
 
-Engines own their SQL and migrations; the service layer only speaks this protocol.
-SQLite (`sqlite:///path`) is the embedded default; a PostgreSQL engine plugs in here.
+Engines own their SQL and migrations; the service layer speaks the protocol in
+`nmem.store.protocol`. SQLite (`sqlite:///path`) is the embedded default; a PostgreSQL
+engine plugs in here. This module is on the hook path, so its records are plain classes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
-
 from nmem.errors import ConfigError
-from nmem.models import Memory, Observation, Prompt, Session
+from nmem.models import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from nmem.store.protocol import Store
+
+# A session's outline (`Store.session_outline`), what summaries are made of:
+ObsOutline = tuple[str, str | None, str, int | None]   # obs_type, file_path, content head, prompt_id
+PromptOutline = tuple[int, str, str]                    # id, source, content head
+OUTLINE_CHARS = 400
 
 
-@dataclass(frozen=True)
-class SearchFilters:
+class SearchFilters(Record):
     """Filters shared by every search scope; None means "no filter"."""
 
-    project: str | None = None
-    obs_types: tuple[str, ...] = ()
-    namespaces: tuple[str, ...] = ()
-    domains: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    files: tuple[str, ...] = ()
-    session_id: str | None = None
-    source: str | None = None
-    date_start: int | None = None
-    date_end: int | None = None
-    include_archived: bool = False
+    __slots__ = (
+        "date_end",
+        "date_start",
+        "domains",
+        "files",
+        "include_archived",
+        "namespaces",
+        "obs_types",
+        "project",
+        "session_id",
+        "source",
+        "tags",
+    )
+
+    def __init__(self, project: str | None = None, obs_types: tuple[str, ...] = (),
+                 namespaces: tuple[str, ...] = (), domains: tuple[str, ...] = (), tags: tuple[str, ...] = (),
+                 files: tuple[str, ...] = (), session_id: str | None = None, source: str | None = None,
+                 date_start: int | None = None, date_end: int | None = None,
+                 include_archived: bool = False) -> None:
+        self.project = project
+        self.obs_types = obs_types
+        self.namespaces = namespaces
+        self.domains = domains
+        self.tags = tags
+        self.files = files
+        self.session_id = session_id
+        self.source = source
+        self.date_start = date_start
+        self.date_end = date_end
+        self.include_archived = include_archived
 
 
-@dataclass(frozen=True)
-class NewObservation:
-    session_id: str
-    project: str
-    timestamp: int
-    obs_type: str
-    source_event: str
-    content: str
-    tool_name: str | None = None
-    file_path: str | None = None
-    metadata: dict[str, Any] | None = None
-    prompt_id: int | None = None
+class NewObservation(Record):
+    __slots__ = (
+        "content",
+        "file_path",
+        "metadata",
+        "obs_type",
+        "project",
+        "prompt_id",
+        "session_id",
+        "source_event",
+        "timestamp",
+        "tool_name",
+    )
+
+    def __init__(self, session_id: str, project: str, timestamp: int, obs_type: str, source_event: str,
+                 content: str, tool_name: str | None = None, file_path: str | None = None,
+                 metadata: dict[str, Any] | None = None, prompt_id: int | None = None) -> None:
+        self.session_id = session_id
+        self.project = project
+        self.timestamp = timestamp
+        self.obs_type = obs_type
+        self.source_event = source_event
+        self.content = content
+        self.tool_name = tool_name
+        self.file_path = file_path
+        self.metadata = metadata
+        self.prompt_id = prompt_id
 
 
-@dataclass(frozen=True)
-class NewMemory:
-    uid: str
-    domain: str
-    namespace: str
-    summary: str
-    content: str
-    timestamp: int
-    tags: tuple[str, ...] = ()
-    source: str | None = None
-    relates_to: tuple[str, ...] = ()
-    tier: str = "warm"
-    is_pinned: bool = False
+class NewMemory(Record):
+    __slots__ = (
+        "content",
+        "domain",
+        "is_pinned",
+        "namespace",
+        "relates_to",
+        "source",
+        "summary",
+        "tags",
+        "tier",
+        "timestamp",
+        "uid",
+    )
+
+    def __init__(self, uid: str, domain: str, namespace: str, summary: str, content: str, timestamp: int,
+                 tags: tuple[str, ...] = (), source: str | None = None, relates_to: tuple[str, ...] = (),
+                 tier: str = "warm", is_pinned: bool = False) -> None:
+        self.uid = uid
+        self.domain = domain
+        self.namespace = namespace
+        self.summary = summary
+        self.content = content
+        self.timestamp = timestamp
+        self.tags = tags
+        self.source = source
+        self.relates_to = relates_to
+        self.tier = tier
+        self.is_pinned = is_pinned
 
 
-@dataclass(frozen=True)
-class Status:
-    url: str
-    schema_version: int
-    size_bytes: int
-    sessions: int
-    prompts: int
-    observations: int
-    memories: int
-    by_obs_type: dict[str, int] = field(default_factory=dict)
-    by_namespace: dict[str, int] = field(default_factory=dict)
-    by_tier: dict[str, int] = field(default_factory=dict)
-    by_project: dict[str, int] = field(default_factory=dict)
+class Status(Record):
+    __slots__ = (
+        "by_namespace",
+        "by_obs_type",
+        "by_project",
+        "by_tier",
+        "memories",
+        "observations",
+        "prompts",
+        "schema_version",
+        "sessions",
+        "size_bytes",
+        "url",
+    )
+
+    def __init__(self, url: str, schema_version: int, size_bytes: int, sessions: int, prompts: int,
+                 observations: int, memories: int, by_obs_type: dict[str, int] | None = None,
+                 by_namespace: dict[str, int] | None = None, by_tier: dict[str, int] | None = None,
+                 by_project: dict[str, int] | None = None) -> None:
+        self.url = url
+        self.schema_version = schema_version
+        self.size_bytes = size_bytes
+        self.sessions = sessions
+        self.prompts = prompts
+        self.observations = observations
+        self.memories = memories
+        self.by_obs_type: dict[str, int] = by_obs_type or {}
+        self.by_namespace: dict[str, int] = by_namespace or {}
+        self.by_tier: dict[str, int] = by_tier or {}
+        self.by_project: dict[str, int] = by_project or {}
 
 
-@dataclass(frozen=True)
-class FtsStats:
+class FtsStats(Record):
     """A full-text index's totals, for BM25 computed outside the engine."""
 
-    docs: int                          # rows indexed
-    tokens: int                        # tokens indexed, all rows
-    df: dict[str, int] = field(default_factory=dict)   # rows holding each asked-for index term
+    __slots__ = ("df", "docs", "tokens")
+
+    def __init__(self, docs: int, tokens: int, df: dict[str, int] | None = None) -> None:
+        self.docs = docs                                   # rows indexed
+        self.tokens = tokens                               # tokens indexed, all rows
+        self.df: dict[str, int] = df or {}                 # rows holding each asked-for index term
 
 
-class Store(Protocol):
-    """What the service needs from a database engine."""
+def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
+               wal_autocheckpoint: int | None = None) -> Store:
+    """Open (creating and migrating if needed) the store a URL names.
 
-    url: str
-
-    def close(self, checkpoint: bool = True) -> None: ...
-    def transaction(self) -> AbstractContextManager[None]: ...
-    def schema_version(self) -> int: ...
-
-    # trail writes
-    def ensure_session(self, session_id: str, project: str, started_at: int) -> Session: ...
-    def add_prompt(self, session_id: str, timestamp: int, source: str, content: str) -> int: ...
-    def latest_prompt_id(self, session_id: str) -> int | None: ...
-    def add_observation(self, obs: NewObservation) -> int: ...
-    def recent_duplicate(self, session_id: str, obs_type: str, file_path: str | None,
-                         content: str, since: int) -> int | None: ...
-    def close_session(self, session_id: str, ended_at: int, signature: dict[str, Any],
-                      summary: dict[str, Any]) -> None: ...
-    def set_observation_pin(self, obs_id: int, pinned: bool) -> bool: ...
-    def purge_observations(self, ids: Sequence[int]) -> int: ...
-    def purge_observations_where(self, obs_types: Sequence[str], older_than: int | None,
-                                 project: str | None) -> int: ...
-
-    # curated memories
-    def insert_memory(self, mem: NewMemory) -> Memory: ...
-    def update_memory(self, uid: str, fields: dict[str, Any], timestamp: int) -> Memory | None: ...
-    def tombstone_memory(self, uid: str, timestamp: int) -> bool: ...
-    def get_memory(self, uid: str) -> Memory | None: ...
-    def touch_memories(self, uids: Sequence[str], timestamp: int) -> None: ...
-
-    # reads
-    def get_observations(self, ids: Sequence[int]) -> list[Observation]: ...
-    def get_prompts(self, ids: Sequence[int]) -> list[Prompt]: ...
-    def get_session(self, session_id: str) -> Session | None: ...
-    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
-                            limit: int, offset: int) -> list[tuple[Observation, float]]: ...
-    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
-                       limit: int, offset: int) -> list[tuple[Prompt, float]]: ...
-    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Session, float]]: ...
-    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Memory, float]]: ...
-    def neighbours(self, anchor: Observation, before: int, after: int
-                   ) -> tuple[list[Observation], list[Observation]]: ...
-    # ranking support: scope is "prompts" or "observations"
-    def session_windows(self, scope: str, ids: Sequence[int], span: int
-                        ) -> dict[int, list[tuple[int, int]]]: ...
-    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int]]: ...
-    def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats: ...
-    def session_prompts(self, session_id: str, before: int | None, after: int | None
-                        ) -> list[Prompt]: ...
-    def session_observations(self, session_id: str, before: int | None, after: int | None
-                             ) -> list[Observation]: ...
-    def file_touches(self, file_path: str, before: int | None, after: int | None,
-                     limit: int) -> list[tuple[Observation, str | None]]: ...
-    def recent_scored(self, project: str | None, limit: int, now: int, *, where: str = "any",
-                      exclude_types: Sequence[str] = ()) -> list[tuple[Observation, float]]: ...
-    def recent_intents(self, project: str, limit: int) -> list[tuple[Prompt, int]]: ...
-    def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]: ...
-    def status(self) -> Status: ...
-    def integrity(self) -> str: ...
-
-    # change detection for subscriptions
-    def change_token(self) -> int: ...
-    def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]: ...
-    def session_versions(self) -> dict[str, tuple[str, int]]: ...
-    def max_prompt_id(self) -> int: ...
-    def prompts_after(self, prompt_id: int) -> list[tuple[int, str, str]]: ...
-    def max_observation_id(self) -> int: ...
-    def observations_after(self, obs_id: int) -> list[tuple[int, str, str]]: ...
-
-    # vectors of the optional embeddings (nmem.search.embeddings); kind is observation,
-    # prompt or memory, ids are the ids records carry (a memory's uid)
-    def count_missing_vectors(self, kind: str, model: str) -> int: ...
-    def missing_vectors(self, kind: str, model: str, after: int, limit: int) -> list[tuple[int, str]]: ...
-    def put_vectors(self, kind: str, model: str, dim: int, rows: Sequence[tuple[int, bytes]]) -> None: ...
-    def get_vectors(self, kind: str, model: str, ids: Sequence[int | str]) -> dict[int | str, bytes]: ...
-    def vector_scan(self, kind: str, model: str, filters: SearchFilters, limit: int
-                    ) -> tuple[list[int | str], list[bytes]]: ...
-    def count_vectors(self, kind: str, model: str) -> int: ...
-    def delete_vectors(self, model: str | None) -> int: ...
-    def prune_vectors(self) -> int: ...
-
-
-def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> Store:
-    """Open (creating and migrating if needed) the store a URL names."""
+    `wal_autocheckpoint`: WAL pages a SQLite writer lets pile up before a commit folds them
+    back (None: SQLite's 1,000); hooks on the hot path raise it so a tool call never pays
+    for the fold, and leave it to the end of the turn.
+    """
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         from nmem.store.sqlite import SqliteStore  # engines load only when chosen
 
         # sqlite:///relative.db and sqlite:////absolute/path.db, as SQLAlchemy spells them
         return SqliteStore(url.removeprefix("sqlite:///"), busy_timeout_ms=busy_timeout_ms,
-                           readonly=readonly)
+                           readonly=readonly, wal_autocheckpoint=wal_autocheckpoint)
     if url.startswith(("postgresql://", "postgres://")):
         raise ConfigError("the PostgreSQL engine is not available in this version of nmem")
     raise ConfigError(f"unsupported store URL: {url!r} (expected sqlite:///path)")

@@ -2,24 +2,31 @@
 
 Writes run in `BEGIN IMMEDIATE` transactions so concurrent writers queue on the busy
 timeout instead of deadlocking; readers never block writers.
+
+Every hook process opens this engine, so it imports like the rest of the hook path: the
+`_sqlite3` extension itself (the `sqlite3` package adds only datetime adapters nmem never
+uses, and `datetime` with them, ~2 ms), nmem's JSON codec, and no typing at run time.
 """
 
 from __future__ import annotations
 
-import json
+import _sqlite3 as sqlite3
 import math
 import os
-import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
-from pathlib import Path
-from typing import Any, ClassVar
 
+from nmem import jsonlite as json
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import FtsStats, NewMemory, NewObservation, SearchFilters, Status
+from nmem.store import OUTLINE_CHARS, FtsStats, NewMemory, NewObservation, SearchFilters, Status
 from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any, ClassVar
+
+    from nmem.store import ObsOutline, PromptOutline
 
 LN2 = math.log(2)
 HALF_LIFE_DAYS = 7.0
@@ -98,17 +105,20 @@ def _newest_ranked(fts: str, join: str, clauses: Sequence[str]) -> str:
 
 
 class SqliteStore:
-    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
-        self.path = Path(path).expanduser()
+    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
+                 wal_autocheckpoint: int | None = None) -> None:
+        self.path = os.path.expanduser(path)
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout_ms = busy_timeout_ms
+        # WAL pages after which a commit folds the WAL into the database (SQLite's default: 1000)
+        self.wal_autocheckpoint = wal_autocheckpoint
         self.readonly = readonly
         self._w: sqlite3.Connection | None = None
         self._r: sqlite3.Connection | None = None
         self._depth = 0
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (fts, term) -> (rows, docs then)
         if readonly:
-            if not self.path.exists():
+            if not os.path.exists(self.path):
                 raise StorageError(f"database does not exist: {self.path}")
             try:
                 version = self.schema_version()
@@ -119,7 +129,7 @@ class SqliteStore:
                 # Readers query the latest schema: an older file is upgraded (the one write a
                 # read-only open makes), a newer one refused, before any query runs.
                 self.close()
-                SqliteStore(str(self.path), busy_timeout_ms=busy_timeout_ms).close(checkpoint=False)
+                SqliteStore(self.path, busy_timeout_ms=busy_timeout_ms).close(checkpoint=False)
         else:
             self._prepare_files()
             try:
@@ -131,14 +141,16 @@ class SqliteStore:
     # -- connections -------------------------------------------------------------------
 
     def _prepare_files(self) -> None:
-        directory = self.path.parent
+        directory = os.path.dirname(os.path.abspath(self.path))
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)  # several processes may race here
-            if not self.path.exists():
-                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
-                os.close(fd)
-            elif self.path.stat().st_mode & 0o077:
-                self.path.chmod(0o600)  # a file made by an older tool: prompts are private
+            try:
+                mode = os.stat(self.path).st_mode
+            except FileNotFoundError:
+                os.makedirs(directory, mode=0o700, exist_ok=True)  # several processes may race here
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            else:
+                if mode & 0o077:
+                    os.chmod(self.path, 0o600)  # a file made by an older tool: prompts are private
         except OSError as exc:
             raise StorageError(f"cannot create database {self.path}: {exc.strerror}") from exc
 
@@ -149,6 +161,8 @@ class SqliteStore:
         if writer:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            if self.wal_autocheckpoint is not None:
+                conn.execute(f"PRAGMA wal_autocheckpoint = {int(self.wal_autocheckpoint)}")
         conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
         try:
             conn.execute("SELECT exp(0.0)")
@@ -170,7 +184,7 @@ class SqliteStore:
     def _reader(self) -> sqlite3.Connection:
         if self._r is None:
             # A URI filename: only %, ? and # need escaping (urllib.parse costs the hook path ~2 ms).
-            escaped = str(self.path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+            escaped = self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
             uri = f"file:{escaped}?mode=ro"
             try:
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -196,16 +210,14 @@ class SqliteStore:
 
     # -- transactions and migrations -----------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """A write transaction; nested uses join the outer one."""
+    def transaction(self) -> _Transaction:
+        """A write transaction (`with store.transaction():`); nested uses join the outer one."""
+        return _Transaction(self)
+
+    def _begin(self) -> None:
         conn = self._writer()
         if self._depth:
             self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
             return
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -214,13 +226,15 @@ class SqliteStore:
                 raise StoreBusy(f"database is busy (waited {self.busy_timeout_ms} ms)") from exc
             raise StorageError(f"cannot start a write: {exc}") from exc
         self._depth = 1
-        try:
-            yield
-        except BaseException:
-            self._depth = 0
+
+    def _end(self, failed: bool) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        conn = self._writer()
+        if failed:
             conn.execute("ROLLBACK")
-            raise
-        self._depth = 0
+            return
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -309,12 +323,14 @@ class SqliteStore:
     # -- trail writes --------------------------------------------------------------------
 
     def ensure_session(self, session_id: str, project: str, started_at: int) -> Session:
-        self._exec(
-            "INSERT INTO sessions (id, project, started_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(id) DO NOTHING",
-            (session_id, project, started_at),
-        )
-        session = self.get_session(session_id)
+        session = self.get_session(session_id)  # most events belong to a session already stored
+        if session is None:
+            self._exec(
+                "INSERT INTO sessions (id, project, started_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO NOTHING",
+                (session_id, project, started_at),
+            )
+            session = self.get_session(session_id)
         assert session is not None
         return session
 
@@ -360,6 +376,30 @@ class SqliteStore:
             (ended_at, json.dumps(signature, sort_keys=True), json.dumps(summary), session_id),
         )
 
+    # What a session summary reads: the first OUTLINE_CHARS of each text, no metadata. Stop
+    # runs on every turn, so it must not re-read and re-decode a long session's full rows.
+    def session_outline(self, session_id: str) -> tuple[list[ObsOutline], list[PromptOutline]]:
+        observations = [
+            (str(r[0]), r[1], str(r[2]), r[3]) for r in self._query(
+                f"SELECT obs_type, file_path, substr(content, 1, {OUTLINE_CHARS}), prompt_id "
+                "FROM observations WHERE session_id = ? ORDER BY id", (session_id,))
+        ]
+        prompts = [
+            (int(r[0]), str(r[1]), str(r[2])) for r in self._query(
+                f"SELECT id, source, substr(content, 1, {OUTLINE_CHARS}) FROM prompts "
+                "WHERE session_id = ? ORDER BY id", (session_id,))
+        ]
+        return observations, prompts
+
+    def session_file_touches(self, session_id: str, file_path: str) -> int:
+        rows = self._query("SELECT count(*) FROM observations WHERE session_id = ? AND file_path = ?",
+                           (session_id, file_path))
+        return int(rows[0][0])
+
+    def has_prompt(self, session_id: str, source: str, content: str) -> bool:
+        return bool(self._query("SELECT 1 FROM prompts WHERE session_id = ? AND source = ? AND content = ? LIMIT 1",
+                                (session_id, source, content)))
+
     def set_observation_pin(self, obs_id: int, pinned: bool) -> bool:
         cur = self._exec("UPDATE observations SET is_pinned = ? WHERE id = ?", (int(pinned), obs_id))
         return cur.rowcount > 0
@@ -394,10 +434,12 @@ class SqliteStore:
     def _reclaim(self) -> None:
         if self._depth:
             return  # executescript() would commit the caller's open transaction
-        with suppress(sqlite3.Error):  # space is reclaimed on a later purge; never fail a delete for it
+        try:
             # incremental_vacuum frees one page per step and its rows have no columns, so
             # execute() stops after the first page; executescript() steps it to the end.
             self._writer().executescript("PRAGMA incremental_vacuum(1000);")
+        except sqlite3.Error:
+            pass  # space is reclaimed on a later purge; never fail a delete for it
 
     # -- curated memories --------------------------------------------------------------------
 
@@ -1016,8 +1058,8 @@ class SqliteStore:
 
         page_count = count("PRAGMA page_count")
         page_size = count("PRAGMA page_size")
-        wal = self.path.with_name(self.path.name + "-wal")
-        wal_bytes = wal.stat().st_size if wal.exists() else 0
+        wal = self.path + "-wal"
+        wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
         return Status(
             url=self.url,
             schema_version=self.schema_version(),
@@ -1179,3 +1221,21 @@ class SqliteStore:
                 (kind,))
             removed += cur.rowcount
         return removed
+
+
+class _Transaction:
+    """`with store.transaction():` — BEGIN IMMEDIATE, then COMMIT, or ROLLBACK on any exception.
+
+    A class rather than `contextlib.contextmanager`, which costs the hook path ~3 ms to import.
+    """
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        self.store._begin()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self.store._end(failed=kind is not None)

@@ -6,7 +6,7 @@ its own `BEGIN IMMEDIATE` transaction, so a crash mid-migration leaves the previ
 
 from __future__ import annotations
 
-import sqlite3
+import _sqlite3 as sqlite3  # the extension itself: see nmem.store.sqlite
 
 # Step 1: ADR-001 as written (sessions, prompts, observations, FTS5 + triggers, indexes).
 _V1_ADR001 = """
