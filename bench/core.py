@@ -257,7 +257,7 @@ def run(sizes: list[int], n_queries: int, hook_events: int, seed: int, log: Call
     home = workdir / "main"
     corp = corpus.Corpus(seed)
     service = open_service(home, corpus.START)
-    db = service.settings.db_path
+    db = Path(service.settings.db_path)  # a str since settings stopped importing pathlib
     loaded = events = 0
     bulk_seconds = 0.0
     result["sizes"] = []
