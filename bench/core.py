@@ -3,6 +3,7 @@
     .venv/bin/python bench/core.py            # 10k and 100k observations (a few minutes on 2 cores)
     .venv/bin/python bench/core.py --quick    # 2k and 10k (about half a minute)
     .venv/bin/python bench/core.py --json     # one JSON object with every figure
+    .venv/bin/python bench/core.py --db COPY  # latency only, on a database kept by --keep (migrates it)
 
 Everything runs in one process against the service API (`nmem.memory.Service`), on a
 throw-away data directory (`NMEM_HOME` under the system temp dir; ~/.nmem is never touched).
@@ -172,7 +173,8 @@ LABELS = {
 }
 
 
-def workloads(service: Service, corp: corpus.Corpus, n: int, seed: int, now: int) -> dict[str, list[Call]]:
+def workloads(service: Service, corp: Any, n: int, seed: int, now: int) -> dict[str, list[Call]]:
+    """The latency series; `corp` is the corpus (or anything with its `files` counts)."""
     rng = random.Random(seed)
     plain = corpus.plain_queries(n, seed)
     fts = corpus.fts_queries(n, seed + 1)
@@ -255,7 +257,7 @@ def run(sizes: list[int], n_queries: int, hook_events: int, seed: int, log: Call
     home = workdir / "main"
     corp = corpus.Corpus(seed)
     service = open_service(home, corpus.START)
-    db = service.settings.db_path
+    db = Path(service.settings.db_path)  # a str since settings stopped importing pathlib
     loaded = events = 0
     bulk_seconds = 0.0
     result["sizes"] = []
@@ -293,6 +295,47 @@ def run(sizes: list[int], n_queries: int, hook_events: int, seed: int, log: Call
     return result
 
 
+def run_existing(db: Path, n_queries: int, seed: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """Latency and size of a database built earlier (`--keep DIR` leaves DIR/main/nmem.db).
+
+    Opening it through the service migrates it to this nmem's schema, so pass a copy when the
+    original must stay as it is. The paths file_history asks for are drawn from the files the
+    database holds, weighted by their reads and edits, as the corpus would have drawn them."""
+    home = db.parent if db.name == "nmem.db" else db.with_suffix(".home")
+    if db.name != "nmem.db":
+        home.mkdir(exist_ok=True)
+        link = home / "nmem.db"
+        if not link.exists():
+            link.symlink_to(db.resolve())
+    log(f"opening {db} (migrating if older) …")
+    started = time.perf_counter()
+    service = open_service(home, 0)
+    migrate_s = time.perf_counter() - started
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        newest = int(conn.execute("SELECT MAX(timestamp) FROM observations").fetchone()[0])
+        oldest = int(conn.execute("SELECT MIN(timestamp) FROM observations").fetchone()[0])
+        files = dict(conn.execute("SELECT file_path, COUNT(*) FROM observations WHERE file_path IS NOT NULL "
+                                  "AND obs_type IN ('file_read', 'file_edit', 'file_write') GROUP BY file_path"))
+    finally:
+        conn.close()
+    status = service.status()
+    now = newest + 600
+    service.clock = lambda: float(now)
+    log(f"queries at {status['observations']:,} observations ({n_queries} per series) …")
+    entry: dict[str, Any] = {
+        "observations": status["observations"], "events": None, "sessions": status["sessions"],
+        "prompts": status["prompts"], "days": round((newest - oldest) / DAY, 1), "open_seconds": round(migrate_s, 1),
+        "latency": {name: run_series(calls) for name, calls in
+                    workloads(service, argparse.Namespace(files=files), n_queries, seed, now).items()},
+    }
+    service.close()
+    entry.update(database_size(db, status["observations"]))
+    return {"machine": machine(), "config": {"database": str(db), "queries_per_series": n_queries, "seed": seed,
+                                             "corpus": "bench/corpus.py synthetic coding sessions",
+                                             "projects": corpus.project_names()}, "sizes": [entry]}
+
+
 # -- output ------------------------------------------------------------------------------------
 
 def render(r: dict[str, Any]) -> str:
@@ -305,8 +348,18 @@ def render(r: dict[str, Any]) -> str:
         f"corpus:  {r['config']['corpus']}, seed {r['config']['seed']}, "
         f"projects {', '.join(r['config']['projects'])}",
         "",
-        "(a) ingest through Service.record_event (parse + record, in process; no process start or JSON decode)",
     ]
+    if "ingest_bulk" in r:
+        lines += ["(a) ingest through Service.record_event (parse + record, in process; no process start or JSON "
+                  "decode)", *render_ingest(r)]
+    else:
+        lines.append(f"existing database {r['config']['database']} (opened in {r['sizes'][0]['open_seconds']} s)")
+    lines += render_sizes(r)
+    return "\n".join(lines)
+
+
+def render_ingest(r: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
     for key, label in (("ingest_per_event_fresh", "one transaction per event (as hooks), fresh db"),
                        ("ingest_per_event_full", "one transaction per event (as hooks), db at "
                                                   f"{r['ingest_per_event_full']['database_observations']:,} obs")):
@@ -321,12 +374,17 @@ def render(r: dict[str, Any]) -> str:
     lines.append(f"  bulk, {b['batch']:,} events per transaction: {b['events']:,} events "
                  f"({b['observations']:,} obs) in {b['seconds']:.1f} s = {b['events_per_s']:,} events/s, "
                  f"{b['observations_per_s']:,} obs/s")
+    return lines
+
+
+def render_sizes(r: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
     for s in r["sizes"]:
         part = ", ".join(f"{k} {v:,.0f}" for k, v in s["bytes_per_observation_by_part"].items())
         lines += [
             "",
             f"at {s['observations']:,} observations ({s['sessions']:,} sessions, {s['prompts']:,} prompts, "
-            f"{s['events']:,} events, {s['days']} days)",
+            + (f"{s['events']:,} events, " if s["events"] else "") + f"{s['days']} days)",
             f"  (c) database {s['bytes'] / 1e6:.1f} MB after checkpoint = {s['bytes_per_observation']:,.0f} "
             f"bytes/observation",
             f"      by part (bytes/obs): {part}",
@@ -341,7 +399,7 @@ def render(r: dict[str, Any]) -> str:
                      f"{worst[1]['slowest']['ms']:.1f} ms")
     lines += ["", "Queries: each series is a different set of calls, timed one by one after "
               f"{WARMUP} untimed warm-up calls; p50/p95 are over {r['config']['queries_per_series']} calls."]
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="observations' worth of events recorded one transaction each (default 2000, quick 500)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", metavar="DIR", help="build the databases in DIR and keep them")
+    parser.add_argument("--db", metavar="PATH", help="no ingest: time the queries on this database (a copy: "
+                        "opening migrates it)")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")] if args.sizes else (
         [2_000, 10_000] if args.quick else [10_000, 100_000])
@@ -365,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     started = time.perf_counter()
-    if args.keep:
+    if args.db:
+        result = run_existing(Path(args.db), args.queries, args.seed, log)
+    elif args.keep:
         workdir = Path(args.keep)
         workdir.mkdir(parents=True, exist_ok=True)
         result = run(sizes, args.queries, hook_events, args.seed, log, workdir)

@@ -18,7 +18,7 @@ import pytest
 from nmem.config import load_settings
 from nmem.errors import StorageError
 from nmem.memory import Service
-from nmem.store import SearchFilters, open_store
+from nmem.store import NewObservation, SearchFilters, open_store
 from nmem.store.sqlite import SqliteStore
 from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
 
@@ -196,8 +196,11 @@ def test_fresh_database_gets_every_step(db: Path, opened: list[Any]) -> None:
     assert {"sessions", "prompts", "observations", "memories", "observations_fts", "prompts_fts",
             "memories_fts", "sessions_fts", "observations_ai", "observations_ad", "observations_au",
             "prompts_ai", "prompts_ad", "prompts_au", "memories_ai", "memories_ad", "memories_au",
-            "sessions_ai", "sessions_ad", "sessions_au", "idx_obs_dedup", "idx_obs_session", "idx_obs_prompt",
-            "idx_obs_type", "idx_obs_file", "idx_prompts_session"} <= names
+            "sessions_ai", "sessions_ad", "sessions_au", "idx_obs_session", "idx_obs_prompt",
+            "idx_obs_type_project", "idx_obs_file_time", "idx_prompts_session", "observations_late",
+            "observations_late_ai", "observations_late_au", "observations_late_ad"} <= names
+    # step 7 folded the dedup index into the session index
+    assert not {"idx_obs_dedup", "idx_obs_type", "idx_obs_file"} & names
 
 
 def test_reopening_a_current_database_changes_nothing(db: Path, opened: list[Any]) -> None:
@@ -323,3 +326,28 @@ def test_a_read_only_open_of_a_newer_database_is_refused(db: Path) -> None:
     with pytest.raises(StorageError, match=f"database schema v{LATEST_VERSION + 3} is newer"):
         open_store(f"sqlite:///{db}", readonly=True)
     assert _open_fds(db) == []
+
+
+def test_step_7_lists_the_rows_already_out_of_time_order(db: Path, opened: list[Any]) -> None:
+    build_populated(db, 6)
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:  # an import of older transcripts into a v6 database: ids 6 and 7 are older than id 5
+        conn.executemany(f"INSERT INTO observations ({OBS_COLS}, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            (6, "sess-a", None, T0 + 5, "command", "PostToolUse", "Bash", None, "make import", None, "demo"),
+            (7, "sess-a", None, T0 + 7220, "command", "PostToolUse", "Bash", None, "make same-second", None, "demo"),
+            (8, "sess-b", None, T0 + 3000, "command", "PostToolUse", "Bash", None, "make older", None, "ops"),
+            (9, "sess-b", None, T0 + 9000, "command", "PostToolUse", "Bash", None, "make newest", None, "ops")])
+    finally:
+        conn.close()
+    store = open_latest(db, opened)
+    assert select(store, "SELECT id, timestamp FROM observations_late ORDER BY id") == [(6, T0 + 5), (8, T0 + 3000)]
+    assert select(store, f"SELECT {OBS_COLS} FROM observations WHERE id <= 5 ORDER BY id") == V1_OBSERVATIONS
+    assert [o.id for o, _ in store.search_observations('"make"', SearchFilters(), "date_desc", 3, 0)] == [9, 7, 8]
+    names = {r[0] for r in select(store, "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"idx_obs_session", "idx_obs_file_time", "idx_obs_type_project", "idx_obs_late_time"} <= names
+    assert not {"idx_obs_dedup", "idx_obs_file", "idx_obs_type"} & names
+    # new rows keep the list up to date: one from the past joins it, one from now does not
+    store.ensure_session("sess-c", "demo", T0)
+    late = store.add_observation(NewObservation("sess-c", "demo", T0 + 1, "command", "PostToolUse", "make late"))
+    store.add_observation(NewObservation("sess-c", "demo", T0 + 9500, "command", "PostToolUse", "make now"))
+    assert select(store, "SELECT id FROM observations_late ORDER BY id") == [(6,), (8,), (late,)]

@@ -43,6 +43,13 @@ DF_CACHE_SIZE = 20_000
 
 OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
                "tool_name, file_path, content, metadata, is_pinned")
+OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+
+# Relevance-ordered full-text reads rank the newest RELEVANCE_WINDOW matching rows that pass the
+# filters: FTS5 hands matches over by rowid and stops there, and BM25 costs ~1 µs a match, so a
+# word found in a third of a million rows no longer costs half a second.
+RELEVANCE_WINDOW = 2000
+ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
 
 TYPE_WEIGHT_SQL = """CASE {col}
     WHEN 'file_edit' THEN 1.0 WHEN 'file_write' THEN 1.0
@@ -87,6 +94,14 @@ def _fts_error(exc: sqlite3.OperationalError) -> QuerySyntaxError | None:
     if any(m in text for m in markers):
         return QuerySyntaxError(f"invalid search query: {text}")
     return None
+
+
+def _newest_ranked(fts: str, join: str, clauses: Sequence[str]) -> str:
+    """SQL for the best rows by BM25 (`id`, `rank`) among the newest matching rows that pass
+    `clauses`; two LIMIT parameters follow the clauses' (how many newest, how many best).
+    FTS5 reads the match by rowid, newest first, and stops at the first LIMIT."""
+    return (f"SELECT id, rank FROM (SELECT f.rowid AS id, bm25({fts}) AS rank FROM {fts} f{join} "
+            f"WHERE {' AND '.join(clauses)} ORDER BY f.rowid DESC LIMIT ?) ORDER BY rank, id DESC LIMIT ?")
 
 
 class SqliteStore:
@@ -534,23 +549,136 @@ class SqliteStore:
 
     def search_observations(self, match: str | None, filters: SearchFilters, order: str,
                             limit: int, offset: int) -> list[tuple[Observation, float]]:
+        if match is None:
+            clauses: list[str] = []
+            params: list[Any] = []
+            self._observation_filters(filters, clauses, params)
+            where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+            rows = self._query(f"SELECT {OBS_COLS_O}, 0.0 AS rank FROM observations o {where} "
+                               f"ORDER BY {self._order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
+                               [*params, limit, offset])
+            return [(Observation.from_row(r), 0.0) for r in rows]
+        ids = self._observation_id_range(filters)
+        if ids is None:
+            return []
+        if order == "relevance":
+            ranked = self._observations_by_bm25(match, filters, ids, offset + limit)[offset:]
+            found = {o.id: o for o in self.get_observations([i for i, _ in ranked])}
+            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+        if order == "date_desc":
+            rows = self._newest_observations(match, filters, ids, offset + limit)
+        else:
+            rows = self._observation_matches(match, filters, ids, "o.timestamp ASC, o.id DESC", offset + limit)
+        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
+
+    # -- reading FTS5 matches by rowid ------------------------------------------------------
+    #
+    # FTS5 walks a match's doclists in rowid order and takes rowid bounds, so a read that
+    # wants the newest rows, or rows of a time range, can stop early instead of scoring and
+    # sorting every match (a word found in a third of a million rows costs ~0.5 s to rank).
+
+    def _observations_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
+                              want: int) -> list[tuple[int, float]]:
+        """(id, bm25) of the best `want` among the newest RELEVANCE_WINDOW matching rows that
+        pass the filters. Each match is checked against its row, except under a type filter:
+        then the ids of that type (and project) are read off idx_obs_type_project once and each
+        match checked against them, at a fifth of the cost, which matters when a broad word
+        meets a rare type (every match of "py" checked to find a project's commits)."""
+        window = max(RELEVANCE_WINDOW, want)
         clauses: list[str] = []
         params: list[Any] = []
-        if match is not None:
-            source = "observations_fts f JOIN observations o ON o.id = f.rowid"
-            clauses.append("observations_fts MATCH ?")
-            params.append(match)
-            rank = "bm25(observations_fts)"
-        else:
-            source, rank = "observations o", "0.0"
         self._observation_filters(filters, clauses, params)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        sql = (f"SELECT {', '.join('o.' + c.strip() for c in OBS_COLUMNS.split(','))}, "
-               f"{rank} AS rank FROM {source} {where} "
-               f"ORDER BY {self._order(order, 'o.timestamp', match is not None)}, o.id DESC "
-               f"LIMIT ? OFFSET ?")
-        rows = self._query(sql, [*params, limit, offset])
-        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+        if not clauses:
+            return self._rank_newest("observations_fts", match, ids, "", [], [], window, want)
+        if filters.obs_types:
+            # `+` keeps SQLite from handing the id set to FTS5 as one rowid lookup per id.
+            member = ("+f.rowid IN (SELECT o.id FROM observations o INDEXED BY idx_obs_type_project "
+                      f"WHERE o.id BETWEEN ? AND ? AND {' AND '.join(clauses)})")
+            return self._rank_newest("observations_fts", match, ids, "", [member], [*ids, *params], window, want)
+        # CROSS JOIN keeps FTS5 the outer loop: driven by a filter's index, SQLite would run
+        # the MATCH once per row (seconds at a million rows).
+        join = " CROSS JOIN observations o ON o.id = f.rowid"
+        return self._rank_newest("observations_fts", match, ids, join, clauses, params, window, want)
+
+    def _rank_newest(self, fts: str, match: str, ids: tuple[int, int], join: str, clauses: Sequence[str],
+                     params: Sequence[Any], window: int, want: int) -> list[tuple[int, float]]:
+        """The best `want` (rowid, bm25) among the newest `window` matches within `ids` that
+        pass `clauses` (FTS5 reads by rowid and stops at `window`)."""
+        sql = _newest_ranked(fts, join, [f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
+        rows = self._query(sql, [match, *ids, *params, window, want])
+        return [(int(r["id"]), float(r["rank"])) for r in rows]
+
+    def _observation_matches(self, match: str, filters: SearchFilters, ids: tuple[int, int], order: str,
+                             n: int, since: int | None = None) -> list[sqlite3.Row]:
+        clauses = ["observations_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
+        params: list[Any] = [match, *ids]
+        if since is not None:
+            clauses.append("o.timestamp >= ?")
+            params.append(since)
+        self._observation_filters(filters, clauses, params)
+        return self._query(
+            f"SELECT {OBS_COLS_O}, bm25(observations_fts) AS rank FROM observations_fts f "
+            f"CROSS JOIN observations o ON o.id = f.rowid WHERE {' AND '.join(clauses)} "
+            f"ORDER BY {order} LIMIT ?", [*params, n])
+
+    def _newest_observations(self, match: str, filters: SearchFilters, ids: tuple[int, int],
+                             want: int) -> list[sqlite3.Row]:
+        """The `want` newest matches (timestamp, then id): read by rowid, newest first, which
+        stops at the LIMIT. Rows inserted out of time order (observations_late) are the only
+        ones that could be newer than the oldest row read while having a smaller id; when
+        one exists, the rows from the first that could be are read again and sorted."""
+        rows = self._observation_matches(match, filters, ids, "f.rowid DESC", want)
+        if len(rows) == want:
+            oldest = min(int(r["timestamp"]) for r in rows)
+            if self._query("SELECT 1 FROM observations_late WHERE timestamp >= ? LIMIT 1", (oldest,)):
+                floor = self._first_id_since(oldest)
+                lo = ids[0] if floor is None else max(ids[0], floor)
+                rows = self._observation_matches(match, filters, (lo, ids[1]), "o.timestamp DESC, o.id DESC",
+                                                 want, since=oldest)
+        return sorted(rows, key=lambda r: (-r["timestamp"], -r["id"]))
+
+    def _observation_id_range(self, filters: SearchFilters) -> tuple[int, int] | None:
+        """Bounds on the ids of rows the filters can pass (dates, session); None if none can."""
+        lo, hi = ROWID_MIN, ROWID_MAX
+        if filters.date_start is not None:
+            first = self._first_id_since(filters.date_start)
+            if first is None:
+                return None
+            lo = first
+        if filters.date_end is not None:
+            last = self._last_id_until(filters.date_end)
+            if last is None:
+                return None
+            hi = last
+        if filters.session_id:
+            first, last = self._query("SELECT MIN(id), MAX(id) FROM observations WHERE session_id = ?",
+                                      (filters.session_id,))[0]
+            if first is None:
+                return None
+            lo, hi = max(lo, int(first)), min(hi, int(last))
+        return (lo, hi) if lo <= hi else None
+
+    def _first_id_since(self, timestamp: int) -> int | None:
+        """The smallest id of a row at or after `timestamp`. Rows in time order have ids in
+        time order too, so the first of them by time has it; late rows are looked up apart."""
+        row = self._query(
+            "SELECT MIN(id) FROM ("
+            "SELECT id FROM (SELECT id FROM observations WHERE timestamp >= ?1 "
+            "AND id NOT IN (SELECT id FROM observations_late) ORDER BY timestamp, id LIMIT 1) "
+            "UNION ALL SELECT MIN(id) FROM observations_late WHERE timestamp >= ?1)", (timestamp,))
+        return None if row[0][0] is None else int(row[0][0])
+
+    def _last_id_until(self, timestamp: int) -> int | None:
+        """The largest id of a row at or before `timestamp` (ROWID_MAX when that is every row)."""
+        newest = self._query("SELECT MAX(timestamp) FROM observations")[0][0]
+        if newest is not None and timestamp >= newest:
+            return ROWID_MAX
+        row = self._query(
+            "SELECT MAX(id) FROM ("
+            "SELECT id FROM (SELECT id FROM observations WHERE timestamp <= ?1 "
+            "AND id NOT IN (SELECT id FROM observations_late) ORDER BY timestamp DESC, id DESC LIMIT 1) "
+            "UNION ALL SELECT MAX(id) FROM observations_late WHERE timestamp <= ?1)", (timestamp,))
+        return None if row[0][0] is None else int(row[0][0])
 
     @classmethod
     def _observation_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
@@ -618,6 +746,9 @@ class SqliteStore:
 
     def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int) -> list[tuple[Prompt, float]]:
+        if match is not None and order == "relevance":
+            rows = self._prompts_by_bm25(match, filters, self._prompt_id_range(filters), offset + limit)
+            return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
         clauses: list[str] = []
         params: list[Any] = []
         if match is not None:
@@ -637,8 +768,51 @@ class SqliteStore:
         rows = self._query(sql, [*params, limit, offset])
         return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
+    def _prompt_id_range(self, filters: SearchFilters) -> tuple[int, int]:
+        if not filters.session_id:
+            return ROWID_MIN, ROWID_MAX
+        first, last = self._query("SELECT MIN(id), MAX(id) FROM prompts WHERE session_id = ?",
+                                  (filters.session_id,))[0]
+        return (1, 0) if first is None else (int(first), int(last))
+
+    def _prompts_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
+                         want: int) -> list[sqlite3.Row]:
+        clauses = ["prompts_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
+        params: list[Any] = [match, *ids]
+        self._prompt_filters(filters, clauses, params)
+        join = (" CROSS JOIN prompts p ON p.id = f.rowid CROSS JOIN sessions s ON s.id = p.session_id"
+                if len(clauses) > 2 else "")
+        return self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank "
+            f"FROM ({_newest_ranked('prompts_fts', join, clauses)}) r "
+            "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id "
+            "ORDER BY r.rank, r.id DESC", [*params, max(RELEVANCE_WINDOW, want), want])
+
+    @classmethod
+    def _session_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+        if filters.project:
+            clauses.append("s.project = ?")
+            params.append(filters.project)
+        if filters.session_id:
+            clauses.append("s.id = ?")
+            params.append(filters.session_id)
+        cls._date_clauses("s.started_at", filters, clauses, params)
+
+    def _sessions_by_bm25(self, match: str, filters: SearchFilters, want: int) -> list[sqlite3.Row]:
+        clauses = ["sessions_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
+        params: list[Any] = [match, ROWID_MIN, ROWID_MAX]
+        self._session_filters(filters, clauses, params)
+        join = " CROSS JOIN sessions s ON s.rowid = f.rowid" if len(clauses) > 2 else ""
+        return self._query(
+            f"SELECT s.*, r.rank FROM ({_newest_ranked('sessions_fts', join, clauses)}) r "
+            "JOIN sessions s ON s.rowid = r.id ORDER BY r.rank, r.id DESC",
+            [*params, max(RELEVANCE_WINDOW, want), want])
+
     def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
                         limit: int, offset: int) -> list[tuple[Session, float]]:
+        if match is not None and order == "relevance":
+            rows = self._sessions_by_bm25(match, filters, offset + limit)
+            return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
         clauses: list[str] = []
         params: list[Any] = []
         if match is not None:
@@ -648,13 +822,7 @@ class SqliteStore:
             rank = "bm25(sessions_fts)"
         else:
             source, rank = "sessions s", "0.0"
-        if filters.project:
-            clauses.append("s.project = ?")
-            params.append(filters.project)
-        if filters.session_id:
-            clauses.append("s.id = ?")
-            params.append(filters.session_id)
-        self._date_clauses("s.started_at", filters, clauses, params)
+        self._session_filters(filters, clauses, params)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         sql = (f"SELECT s.*, {rank} AS rank FROM {source} {where} "
                f"ORDER BY {self._order(order, 's.started_at', match is not None)} "

@@ -209,8 +209,54 @@ WHEN old.summary IS NOT new.summary OR old.content IS NOT new.content BEGIN
 END;
 """
 
+# Step 7: indexes for reads at a million rows, and the rows whose id order disagrees with time.
+# - One session index (session_id, timestamp, obs_type, file_path) serves session windows,
+#   timelines and the capture dedup check (type and file read from the index): it replaces
+#   idx_obs_dedup, whose session_id prefix repeated idx_obs_session's (~70 bytes a row).
+# - (file_path, timestamp): a file's history comes off the index, LIMIT-bound, instead of
+#   sorting every touch of the file.
+# - (obs_type, project, timestamp) replaces (obs_type): a search filtered by type and project
+#   reads the ids that pass from one range of the index, newest first.
+# - observations_late lists the rows inserted out of time order (an import of older transcripts,
+#   a clock step, two hooks racing): every other row has a timestamp no older than any row
+#   with a smaller id, so reads may walk FTS5 doclists by rowid and stop at the LIMIT
+#   (see SqliteStore), consulting this (normally empty) table to stay exact.
+_V7_READ_INDEXES = """
+DROP INDEX idx_obs_dedup;
+DROP INDEX idx_obs_session;
+CREATE INDEX idx_obs_session ON observations(session_id, timestamp, obs_type, file_path);
+DROP INDEX idx_obs_file;
+CREATE INDEX idx_obs_file_time ON observations(file_path, timestamp) WHERE file_path IS NOT NULL;
+DROP INDEX idx_obs_type;
+CREATE INDEX idx_obs_type_project ON observations(obs_type, project, timestamp);
+
+CREATE TABLE observations_late (
+    id        INTEGER PRIMARY KEY,
+    timestamp INTEGER NOT NULL
+);
+CREATE INDEX idx_obs_late_time ON observations_late(timestamp);
+INSERT INTO observations_late (id, timestamp)
+    SELECT id, timestamp FROM (
+        SELECT id, timestamp, MAX(timestamp) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+               AS newest_before
+          FROM observations)
+     WHERE timestamp < newest_before;
+CREATE TRIGGER observations_late_ai AFTER INSERT ON observations
+WHEN new.id < (SELECT MAX(id) FROM observations)
+  OR new.timestamp < (SELECT MAX(timestamp) FROM observations) BEGIN
+    INSERT OR REPLACE INTO observations_late (id, timestamp) VALUES (new.id, new.timestamp);
+END;
+CREATE TRIGGER observations_late_au AFTER UPDATE OF id, timestamp ON observations BEGIN
+    DELETE FROM observations_late WHERE id = old.id;
+    INSERT OR REPLACE INTO observations_late (id, timestamp) VALUES (new.id, new.timestamp);
+END;
+CREATE TRIGGER observations_late_ad AFTER DELETE ON observations BEGIN
+    DELETE FROM observations_late WHERE id = old.id;
+END;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
-                               _V5_SESSIONS_FTS_TEXT, _V6_VECTORS)
+                               _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,288 @@
+"""The SQLite store's read paths at scale: full-text reads walk FTS5 by rowid (newest first,
+date ranges as rowid bounds, relevance over the newest matches) and must stay exact when rows
+arrive out of time order; file history and navigation read straight off their indexes.
+
+Plans are checked with EXPLAIN QUERY PLAN on the statements the store actually runs."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nmem.store.sqlite as sqlite_store
+from nmem.store import NewObservation, SearchFilters
+from nmem.store.sqlite import SqliteStore
+
+T0 = 1_790_000_000
+TYPES = ("command", "command_error", "file_edit", "git_commit")
+PROJECTS = ("api", "web")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    opened = SqliteStore(str(tmp_path / "nmem.db"))
+    yield opened
+    opened.close()
+
+
+def add(store: SqliteStore, content: str, at: int, *, session: str = "s1", project: str = "api",
+        obs_type: str = "command", file_path: str | None = None) -> int:
+    with store.transaction():
+        store.ensure_session(session, project, at)
+        return store.add_observation(NewObservation(session, project, at, obs_type, "PostToolUse", content,
+                                                    "Bash", file_path=file_path))
+
+
+def populate(store: SqliteStore, n: int = 300, seed: int = 1, shuffled: int = 0) -> None:
+    """n rows in time order (ids follow time), then `shuffled` more whose times fall anywhere
+    in that history: an import of older transcripts."""
+    rng = random.Random(seed)
+    words = ("deploy", "pytest", "login", "cache", "retry")
+    times = [T0 + 60 * i for i in range(n)] + sorted(rng.randrange(T0, T0 + 60 * n) for _ in range(shuffled))
+    for i, at in enumerate(times):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+        add(store, f"{text} #{i}", at, session=f"s{i // 20}", project=PROJECTS[i // 20 % 2],
+            obs_type=TYPES[i % len(TYPES)])
+
+
+def rows(store: SqliteStore, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in store._reader().execute(sql, params).fetchall()]
+
+
+def matching(store: SqliteStore, match: str, where: str = "1", params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """(id, timestamp, bm25) of every match passing `where`, straight from SQL."""
+    return rows(store, "SELECT o.id, o.timestamp, bm25(observations_fts) FROM observations_fts f "
+                       "JOIN observations o ON o.id = f.rowid WHERE observations_fts MATCH ? AND " + where,
+                (match, *params))
+
+
+def newest_first(found: list[tuple[Any, ...]]) -> list[int]:
+    return [i for i, _, _ in sorted(found, key=lambda r: (-r[1], -r[0]))]
+
+
+def ids(store: SqliteStore, match: str | None, order: str = "relevance", limit: int = 20, offset: int = 0,
+        **filters: Any) -> list[int]:
+    return [o.id for o, _ in store.search_observations(match, SearchFilters(**filters), order, limit, offset)]
+
+
+def plans(store: SqliteStore, call: Callable[[], object]) -> list[str]:
+    """The query plan of every statement `call` runs on the reader, one string each."""
+    conn = store._reader()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        call()
+    finally:
+        conn.set_trace_callback(None)
+    return ["\n".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql)) for sql in statements
+            if sql.lstrip().upper().startswith(("SELECT", "WITH"))]
+
+
+# -- rows out of time order ---------------------------------------------------------------------------
+
+
+def test_rows_inserted_out_of_time_order_are_listed_as_late(store: SqliteStore) -> None:
+    first = add(store, "one", T0 + 100)
+    add(store, "two", T0 + 100)                      # same second: in order
+    late = add(store, "three", T0 + 50)              # older than a row already stored
+    add(store, "four", T0 + 200)
+    assert rows(store, "SELECT id, timestamp FROM observations_late") == [(late, T0 + 50)]
+    with store.transaction():
+        store._writer().execute("UPDATE observations SET timestamp = ? WHERE id = ?", (T0 + 500, first))
+    assert rows(store, "SELECT id FROM observations_late ORDER BY id") == [(first,), (late,)]
+    store.purge_observations([late, first])
+    assert rows(store, "SELECT id FROM observations_late") == []
+
+
+def test_newest_first_is_exact_when_an_import_adds_older_rows(store: SqliteStore) -> None:
+    populate(store, n=200, shuffled=60)
+    assert rows(store, "SELECT COUNT(*) FROM observations_late")[0][0] > 0
+    for match in ('"pytest"', '"deploy" AND "cache"', '"login" OR "retry"'):
+        expected = newest_first(matching(store, match))
+        for limit, offset in ((1, 0), (10, 0), (10, 10), (25, 37), (500, 0)):
+            assert ids(store, match, "date_desc", limit, offset) == expected[offset:offset + limit]
+
+
+def test_newest_first_with_filters_matches_a_full_sort(store: SqliteStore) -> None:
+    populate(store, n=200, shuffled=40, seed=3)
+    match = '"pytest" OR "cache"'
+    expected = newest_first(matching(store, match, "o.project = ? AND o.obs_type = ?", ("web", "file_edit")))
+    assert ids(store, match, "date_desc", 7, project="web", obs_types=("file_edit",)) == expected[:7]
+    session = rows(store, "SELECT session_id FROM observations WHERE id = 150")[0][0]
+    expected = newest_first(matching(store, match, "o.session_id = ?", (session,)))
+    assert ids(store, match, "date_desc", 5, session_id=session) == expected[:5]
+
+
+def test_date_ranges_find_late_rows_and_nothing_outside(store: SqliteStore) -> None:
+    populate(store, n=200, shuffled=60, seed=5)
+    match = '"deploy" OR "login"'
+    for start, end in ((T0 + 600, T0 + 3000), (T0, T0 + 60), (T0 + 9000, T0 + 99_999), (T0 + 5000, T0 + 5001)):
+        expected = matching(store, match, "o.timestamp BETWEEN ? AND ?", (start, end))
+        got = ids(store, match, "date_desc", 500, date_start=start, date_end=end)
+        assert got == newest_first(expected)
+        by_rank = ids(store, match, "relevance", 500, date_start=start, date_end=end)
+        assert sorted(by_rank) == sorted(i for i, _, _ in expected)
+    assert ids(store, match, date_start=T0 + 10**6) == []
+    assert ids(store, match, date_end=T0 - 1) == []
+
+
+def test_oldest_first_is_unchanged(store: SqliteStore) -> None:
+    populate(store, n=120, shuffled=30, seed=7)
+    found = matching(store, '"retry"')
+    expected = [i for i, _, _ in sorted(found, key=lambda r: (r[1], -r[0]))]
+    assert ids(store, '"retry"', "date_asc", 15, 5) == expected[5:20]
+
+
+# -- relevance over the newest matches -------------------------------------------------------------
+
+
+def by_rank(found: list[tuple[Any, ...]]) -> list[int]:
+    return [i for i, _, _ in sorted(found, key=lambda r: (r[2], -r[0]))]
+
+
+def test_relevance_ranks_every_match_when_they_fit_the_window(store: SqliteStore) -> None:
+    populate(store, n=150)
+    for match in ('"pytest"', '"login" AND "cache"', "deploy NOT retry"):
+        expected = by_rank(matching(store, match))
+        assert ids(store, match, limit=100) == expected[:100]
+        assert ids(store, match, limit=7) + ids(store, match, limit=7, offset=7) == expected[:14]
+
+
+def test_relevance_over_a_huge_match_ranks_its_newest_rows(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    populate(store, n=150)
+    monkeypatch.setattr(sqlite_store, "RELEVANCE_WINDOW", 30)
+    found = matching(store, '"pytest"')
+    newest = sorted(found, key=lambda r: -r[0])[:30]
+    assert ids(store, '"pytest"', limit=10) == by_rank(newest)[:10]
+    # pages read the same window, so they neither overlap nor skip
+    assert ids(store, '"pytest"', limit=5) + ids(store, '"pytest"', limit=5, offset=5) == by_rank(newest)[:10]
+    # a page past the window widens it to what was asked for
+    assert ids(store, '"pytest"', limit=20, offset=25) == by_rank(sorted(found, key=lambda r: -r[0])[:45])[25:45]
+
+
+@pytest.mark.parametrize("filters", [
+    {"project": "web"}, {"obs_types": ("git_commit",)}, {"obs_types": ("git_commit", "file_edit"), "project": "api"},
+    {"obs_types": ("command",), "date_start": T0 + 1200, "date_end": T0 + 6000},
+])
+def test_filtered_relevance_ranks_the_newest_rows_that_pass(store: SqliteStore, monkeypatch: pytest.MonkeyPatch,
+                                                           filters: dict[str, Any]) -> None:
+    populate(store, n=200, shuffled=20, seed=11)
+    monkeypatch.setattr(sqlite_store, "RELEVANCE_WINDOW", 12)
+    where, params = ["1"], []
+    if "project" in filters:
+        where.append("o.project = ?")
+        params.append(filters["project"])
+    if "obs_types" in filters:
+        where.append(f"o.obs_type IN ({','.join('?' * len(filters['obs_types']))})")
+        params.extend(filters["obs_types"])
+    if "date_start" in filters:
+        where.append("o.timestamp BETWEEN ? AND ?")
+        params.extend([filters["date_start"], filters["date_end"]])
+    found = matching(store, '"cache" OR "login"', " AND ".join(where), tuple(params))
+    newest = sorted(found, key=lambda r: -r[0])[:12]
+    assert ids(store, '"cache" OR "login"', limit=8, **filters) == by_rank(newest)[:8]
+
+
+def test_prompts_and_sessions_rank_their_newest_matches(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    with store.transaction():
+        for i in range(40):
+            store.ensure_session(f"s{i}", "api", T0 + i)
+            store.add_prompt(f"s{i}", T0 + i, "user", "fix the login " + "login " * (i % 5))
+            store._writer().execute("UPDATE sessions SET summary = ? WHERE id = ?",
+                                    ('{"text": "' + "login " * (1 + i % 4) + 'work"}', f"s{i}"))
+    monkeypatch.setattr(sqlite_store, "RELEVANCE_WINDOW", 10)
+    prompts = rows(store, "SELECT rowid, bm25(prompts_fts) FROM prompts_fts WHERE prompts_fts MATCH 'login' "
+                          "ORDER BY rowid DESC LIMIT 10")
+    expected = [i for i, _ in sorted(prompts, key=lambda r: (r[1], -r[0]))]
+    assert [p.id for p, _ in store.search_prompts('"login"', SearchFilters(), "relevance", 10, 0)] == expected
+    sessions = rows(store, "SELECT s.id, f.rowid, bm25(sessions_fts) FROM sessions_fts f JOIN sessions s "
+                           "ON s.rowid = f.rowid WHERE sessions_fts MATCH 'login' ORDER BY f.rowid DESC LIMIT 10")
+    expected_s = [i for i, _, _ in sorted(sessions, key=lambda r: (r[2], -r[1]))]
+    assert [s.id for s, _ in store.search_sessions('"login"', SearchFilters(), "relevance", 10, 0)] == expected_s
+
+
+# -- file history and navigation -------------------------------------------------------------------------
+
+
+def test_file_history_is_newest_first_by_time_then_id(store: SqliteStore) -> None:
+    path = "/w/api/auth.py"
+    touches = [add(store, path, at, obs_type="file_edit", file_path=path) for at in (T0 + 10, T0 + 30, T0 + 30)]
+    late = add(store, path, T0 + 20, obs_type="file_read", file_path=path)
+    add(store, "/w/api/other.py", T0 + 40, obs_type="file_edit", file_path="/w/api/other.py")
+
+    def history(**kw: Any) -> list[int]:
+        return [o.id for o, _ in store.file_touches(path, kw.get("before"), kw.get("after"), kw.get("limit", 10))]
+
+    assert history() == [touches[2], touches[1], late, touches[0]]
+    assert history(limit=2) == [touches[2], touches[1]]
+    assert history(before=T0 + 30, after=T0 + 10) == [late]
+
+
+def test_file_history_reads_the_file_index_without_sorting(store: SqliteStore) -> None:
+    add(store, "/w/a.py", T0, obs_type="file_edit", file_path="/w/a.py")
+    (plan,) = plans(store, lambda: store.file_touches("/w/a.py", T0 + 5, None, 10))
+    assert "USING INDEX idx_obs_file_time (file_path=? AND timestamp<?)" in plan
+    assert "TEMP B-TREE" not in plan
+
+
+def test_dedup_check_and_timeline_use_the_session_index(store: SqliteStore) -> None:
+    anchor = add(store, "pytest", T0)
+    (dedup,) = plans(store, lambda: store.recent_duplicate("s1", "command", None, "pytest", T0 - 300))
+    assert "USING INDEX idx_obs_session (session_id=? AND timestamp>?)" in dedup
+    (obs,) = store.get_observations([anchor])
+    for plan in plans(store, lambda: store.neighbours(obs, 5, 5)):
+        assert "USING INDEX idx_obs_session (session_id=?)" in plan
+
+
+# -- query plans of the full-text reads -----------------------------------------------------------------
+
+
+def fts_walk_first(plan: str) -> bool:
+    """FTS5 is the outer loop and hands rows over by rowid (no per-row MATCH, no full sort)."""
+    lines = [line for line in plan.splitlines() if line.startswith(("SCAN", "SEARCH"))]
+    return bool(lines) and lines[0].startswith("SCAN f VIRTUAL TABLE INDEX") and ":=" not in plan
+
+
+@pytest.mark.parametrize("filters", [
+    {}, {"project": "api"}, {"obs_types": ("git_commit",), "project": "api"}, {"date_start": T0, "date_end": T0 + 99},
+])
+def test_full_text_reads_walk_fts5_first(store: SqliteStore, filters: dict[str, Any]) -> None:
+    populate(store, n=40)
+    for order in ("relevance", "date_desc"):
+        found = [p for p in plans(store, lambda o=order: ids(store, '"pytest"', o, **filters)) if "VIRTUAL TABLE" in p]
+        assert found and all(fts_walk_first(p) for p in found), found
+
+
+def test_newest_first_stops_at_the_limit(store: SqliteStore) -> None:
+    populate(store, n=40)
+    (plan,) = [p for p in plans(store, lambda: ids(store, '"pytest"', "date_desc", project="api"))
+               if "VIRTUAL TABLE" in p]
+    assert "TEMP B-TREE FOR ORDER BY" not in plan
+
+
+def test_type_filters_read_their_ids_off_the_type_index(store: SqliteStore) -> None:
+    populate(store, n=40)
+    (plan,) = [p for p in plans(store, lambda: ids(store, '"pytest"', obs_types=("git_commit",), project="api"))
+               if "VIRTUAL TABLE" in p]
+    assert "USING COVERING INDEX idx_obs_type_project (obs_type=? AND project=?)" in plan
+
+
+@pytest.mark.parametrize("analyze", [False, True])
+def test_a_filter_never_drives_the_match_row_by_row(store: SqliteStore, analyze: bool) -> None:
+    """Left to itself, SQLite starts from (project, timestamp) to read `project = ? ORDER BY
+    timestamp DESC` and runs the MATCH once per row (`INDEX 0:=M1`): seconds at a million
+    rows. Every full-text read keeps FTS5 the outer loop, late rows (a re-sort) included."""
+    populate(store, n=40, shuffled=10)
+    if analyze:
+        store._writer().execute("ANALYZE")
+    for filters in ({"project": "web"}, {"obs_types": ("command_error",)}, {"session_id": "s1"}):
+        for order in ("relevance", "date_desc", "date_asc"):
+            # a page of 3 leaves late rows newer than its oldest: the newest-first re-sort runs
+            for plan in plans(store, lambda o=order, f=filters: ids(store, '"pytest"', o, limit=3, **f)):
+                if "VIRTUAL TABLE" in plan:
+                    assert ":=" not in plan, plan
+
