@@ -89,10 +89,9 @@ class CoreService:
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
-             readonly: bool = False, wal_autocheckpoint: int | None = None) -> Self:
+             readonly: bool = False) -> Self:
         settings = settings or load_settings()
-        return cls(open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms, readonly=readonly,
-                              wal_autocheckpoint=wal_autocheckpoint), settings)
+        return cls(open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms, readonly=readonly), settings)
 
     def close(self, checkpoint: bool = True) -> None:
         self.store.close(checkpoint=checkpoint)

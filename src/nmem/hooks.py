@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 USAGE = "usage: nmem record  |  nmem hook <event> [--input FILE] [--output FILE]  (hook JSON on stdin)"
 SPOOL_BATCH = 200
-HOT_WAL_PAGES = 8000  # ~32 MB of WAL before a tool-call hook folds it anyway
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 
@@ -144,8 +143,8 @@ def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) ->
 
 
 def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
-        env: dict[str, str] | None = None, *, keep_open: bool = False) -> int:
-    """Handle one hook event. `keep_open` leaves the database connections to process exit."""
+        env: dict[str, str] | None = None) -> int:
+    """Handle one hook event."""
     settings: Settings | None = None
     try:
         event_override, input_file, output_file = _parse_args(argv)
@@ -164,7 +163,7 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
         event = parse(payload)
         if not settings["memory.enabled"]:
             return 0
-        output = _record(settings, payload, event, keep_open)
+        output = _record(settings, payload, event)
         if output:
             if output_file:
                 with open(output_file, "w", encoding="utf-8") as fh:
@@ -182,22 +181,12 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
         return 1
 
 
-def wal_pages_for(kind: str) -> int | None:
-    """How much WAL this event's commit may leave unfolded (None: SQLite's 1,000 pages).
-
-    Tool calls and prompts are the latency targets, so their commits leave the fold (copying
-    the WAL into the database, with fsyncs) to the end of the turn: Stop and the other events
-    keep SQLite's default. HOT_WAL_PAGES caps the WAL for turns without a Stop hook.
-    """
-    return HOT_WAL_PAGES if kind in (ev.TOOL, ev.TOOL_FAILURE, ev.PROMPT) else None
-
-
-def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, keep_open: bool) -> str:
+def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) -> str:
     """Store the event (spooling it if the database stays busy) and return what to print."""
     log = HookLog(settings)
     budget = int(settings["hooks.busy_budget_ms"])
     try:
-        service = CoreService.open(settings, busy_timeout_ms=budget, wal_autocheckpoint=wal_pages_for(event.kind))
+        service = CoreService.open(settings, busy_timeout_ms=budget)
     except StoreBusy:
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         log.warning(f"database busy at open; spooled {event.hook_event_name} event")
@@ -224,8 +213,10 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, ke
             return _hook_output(settings, event.hook_event_name, f"nmem remembered {note}")
         return ""
     finally:
-        if not keep_open:
-            service.close(checkpoint=False)
+        # SQLite's own close: the last connection to the file folds the WAL back and deletes
+        # it. A process that skipped this (os._exit) would leave the WAL for the next hook to
+        # recover, reading all of it, and never reset it: hooks slowed as the WAL grew.
+        service.close(checkpoint=False)
 
 
 def _session_context(service: CoreService, event: ev.HookEvent, project: str | None = None) -> str:
@@ -263,14 +254,12 @@ def _hook_output(settings: Settings, event_name: str, text: str, *, force_json: 
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Process entry for hook runs: handle the event, flush, and leave without teardown.
+    """Process entry for hook runs: handle the event, flush, and leave without interpreter teardown.
 
-    Exiting through os._exit skips interpreter teardown and SQLite's close-time checkpoint,
-    which the last connection to a WAL database would otherwise run (an fsync per hook).
-    Everything is committed by then, so nothing is lost; the periodic auto-checkpoint of a
-    later write folds the WAL back.
+    The database is closed by then (see `_record`); os._exit only skips the interpreter's
+    own clean-up of modules and objects, which a one-event process does not need.
     """
-    code = run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout, sys.stderr, keep_open=True)
+    code = run(sys.argv[1:] if argv is None else argv, sys.stdin, sys.stdout, sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -117,20 +117,14 @@ class FtsStats(Record):
         self.df: dict[str, int] = df or {}                 # rows holding each asked-for index term
 
 
-def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
-               wal_autocheckpoint: int | None = None) -> Store:
-    """Open (creating and migrating if needed) the store a URL names.
-
-    `wal_autocheckpoint`: WAL pages a SQLite writer lets pile up before a commit folds them
-    back (None: SQLite's 1,000); hooks on the hot path raise it so a tool call never pays
-    for the fold, and leave it to the end of the turn.
-    """
+def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> Store:
+    """Open (creating and migrating if needed) the store a URL names."""
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         from nmem.store.sqlite import SqliteStore  # engines load only when chosen
 
         # sqlite:///relative.db and sqlite:////absolute/path.db, as SQLAlchemy spells them
         return SqliteStore(url.removeprefix("sqlite:///"), busy_timeout_ms=busy_timeout_ms,
-                           readonly=readonly, wal_autocheckpoint=wal_autocheckpoint)
+                           readonly=readonly)
     if url.startswith(("postgresql://", "postgres://")):
         raise ConfigError("the PostgreSQL engine is not available in this version of nmem")
     raise ConfigError(f"unsupported store URL: {url!r} (expected sqlite:///path)")

@@ -105,13 +105,10 @@ def _newest_ranked(fts: str, join: str, clauses: Sequence[str]) -> str:
 
 
 class SqliteStore:
-    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
-                 wal_autocheckpoint: int | None = None) -> None:
+    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
         self.path = os.path.expanduser(path)
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout_ms = busy_timeout_ms
-        # WAL pages after which a commit folds the WAL into the database (SQLite's default: 1000)
-        self.wal_autocheckpoint = wal_autocheckpoint
         self.readonly = readonly
         self._w: sqlite3.Connection | None = None
         self._r: sqlite3.Connection | None = None
@@ -161,8 +158,6 @@ class SqliteStore:
         if writer:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            if self.wal_autocheckpoint is not None:
-                conn.execute(f"PRAGMA wal_autocheckpoint = {int(self.wal_autocheckpoint)}")
         conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
         try:
             conn.execute("SELECT exp(0.0)")
