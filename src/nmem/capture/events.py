@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from nmem.models import Record
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -64,10 +66,10 @@ class HookEvent:
         return f"HookEvent({self.hook_event_name}, session={self.session_id!r}, tool={self.tool_name!r})"
 
 
-class Extracted:
+class Extracted(Record):
     """What one tool call contributes: zero or one observation's worth of fields."""
 
-    __slots__ = ("content", "file_path", "metadata", "obs_type")
+    __slots__ = ("obs_type", "content", "file_path", "metadata")
 
     def __init__(self, obs_type: str, content: str, file_path: str | None = None,
                  metadata: dict[str, Any] | None = None) -> None:
@@ -75,14 +77,3 @@ class Extracted:
         self.content = content
         self.file_path = file_path
         self.metadata = metadata
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Extracted):
-            return NotImplemented
-        return (self.obs_type, self.content, self.file_path, self.metadata) == (
-            other.obs_type, other.content, other.file_path, other.metadata)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Extracted({self.obs_type!r}, {self.content!r}, {self.file_path!r}, {self.metadata!r})"

@@ -8,24 +8,16 @@ Markers are configurable (`capture.markers`, entries `marker=namespace`, default
 
 from __future__ import annotations
 
+from nmem.models import Record
 
-class MarkedMemory:
-    __slots__ = ("content", "marker", "namespace")
+
+class MarkedMemory(Record):
+    __slots__ = ("namespace", "content", "marker")
 
     def __init__(self, namespace: str, content: str, marker: str) -> None:
         self.namespace = namespace
         self.content = content
         self.marker = marker
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, MarkedMemory):
-            return NotImplemented
-        return (self.namespace, self.content, self.marker) == (other.namespace, other.content, other.marker)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"MarkedMemory({self.namespace!r}, {self.content!r}, {self.marker!r})"
 
 
 def parse_markers(entries: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
