@@ -96,14 +96,6 @@ def _fts_error(exc: sqlite3.OperationalError) -> QuerySyntaxError | None:
     return None
 
 
-def _newest_ranked(fts: str, join: str, clauses: Sequence[str]) -> str:
-    """SQL for the best rows by BM25 (`id`, `rank`) among the newest matching rows that pass
-    `clauses`; two LIMIT parameters follow the clauses' (how many newest, how many best).
-    FTS5 reads the match by rowid, newest first, and stops at the first LIMIT."""
-    return (f"SELECT id, rank FROM (SELECT f.rowid AS id, bm25({fts}) AS rank FROM {fts} f{join} "
-            f"WHERE {' AND '.join(clauses)} ORDER BY f.rowid DESC LIMIT ?) ORDER BY rank, id DESC LIMIT ?")
-
-
 class SqliteStore:
     def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
         self.path = os.path.expanduser(path)
@@ -579,29 +571,35 @@ class SqliteStore:
         then the ids of that type (and project) are read off idx_obs_type_project once and each
         match checked against them, at a fifth of the cost, which matters when a broad word
         meets a rare type (every match of "py" checked to find a project's commits)."""
-        window = max(RELEVANCE_WINDOW, want)
         clauses: list[str] = []
         params: list[Any] = []
         self._observation_filters(filters, clauses, params)
-        if not clauses:
-            return self._rank_newest("observations_fts", match, ids, "", [], [], window, want)
+        join = ""
         if filters.obs_types:
             # `+` keeps SQLite from handing the id set to FTS5 as one rowid lookup per id.
-            member = ("+f.rowid IN (SELECT o.id FROM observations o INDEXED BY idx_obs_type_project "
-                      f"WHERE o.id BETWEEN ? AND ? AND {' AND '.join(clauses)})")
-            return self._rank_newest("observations_fts", match, ids, "", [member], [*ids, *params], window, want)
-        # CROSS JOIN keeps FTS5 the outer loop: driven by a filter's index, SQLite would run
-        # the MATCH once per row (seconds at a million rows).
-        join = " CROSS JOIN observations o ON o.id = f.rowid"
-        return self._rank_newest("observations_fts", match, ids, join, clauses, params, window, want)
+            clauses = ["+f.rowid IN (SELECT o.id FROM observations o INDEXED BY idx_obs_type_project "
+                       f"WHERE o.id BETWEEN ? AND ? AND {' AND '.join(clauses)})"]
+            params = [*ids, *params]
+        elif clauses:
+            join = " CROSS JOIN observations o ON o.id = f.rowid"
+        rows = self._rank_newest("observations_fts", match, ids, join, clauses, params, want)
+        return [(int(r["id"]), float(r["rank"])) for r in rows]
 
     def _rank_newest(self, fts: str, match: str, ids: tuple[int, int], join: str, clauses: Sequence[str],
-                     params: Sequence[Any], window: int, want: int) -> list[tuple[int, float]]:
-        """The best `want` (rowid, bm25) among the newest `window` matches within `ids` that
-        pass `clauses` (FTS5 reads by rowid and stops at `window`)."""
-        sql = _newest_ranked(fts, join, [f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
-        rows = self._query(sql, [match, *ids, *params, window, want])
-        return [(int(r["id"]), float(r["rank"])) for r in rows]
+                     params: Sequence[Any], want: int, select: str = "r.id, r.rank",
+                     rows: str = "") -> list[sqlite3.Row]:
+        """The best `want` rows by BM25 among the newest RELEVANCE_WINDOW matches within `ids`
+        that pass `clauses`, best first: FTS5 reads the match by rowid, newest first, and
+        stops at the window. `select` and `rows` (joins on `r.id`) say what to return of them.
+
+        `join` brings the table the clauses name; CROSS JOIN keeps FTS5 the outer loop, since
+        driven by a filter's index SQLite would run the MATCH once per row (seconds at 1M)."""
+        where = " AND ".join([f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
+        newest = (f"SELECT f.rowid AS id, bm25({fts}) AS rank FROM {fts} f{join} WHERE {where} "
+                  "ORDER BY f.rowid DESC LIMIT ?")
+        return self._query(f"SELECT {select} FROM (SELECT id, rank FROM ({newest}) ORDER BY rank, id DESC LIMIT ?) r "
+                           f"{rows} ORDER BY r.rank, r.id DESC",
+                           [match, *ids, *params, max(RELEVANCE_WINDOW, want), want])
 
     def _observation_matches(self, match: str, filters: SearchFilters, ids: tuple[int, int], order: str,
                              n: int, since: int | None = None) -> list[sqlite3.Row]:
@@ -772,16 +770,13 @@ class SqliteStore:
 
     def _prompts_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
                          want: int) -> list[sqlite3.Row]:
-        clauses = ["prompts_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
-        params: list[Any] = [match, *ids]
+        clauses: list[str] = []
+        params: list[Any] = []
         self._prompt_filters(filters, clauses, params)
-        join = (" CROSS JOIN prompts p ON p.id = f.rowid CROSS JOIN sessions s ON s.id = p.session_id"
-                if len(clauses) > 2 else "")
-        return self._query(
-            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank "
-            f"FROM ({_newest_ranked('prompts_fts', join, clauses)}) r "
-            "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id "
-            "ORDER BY r.rank, r.id DESC", [*params, max(RELEVANCE_WINDOW, want), want])
+        join = " CROSS JOIN prompts p ON p.id = f.rowid CROSS JOIN sessions s ON s.id = p.session_id" if clauses else ""
+        return self._rank_newest("prompts_fts", match, ids, join, clauses, params, want,
+                                 "p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank",
+                                 "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id")
 
     @classmethod
     def _session_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
@@ -794,14 +789,12 @@ class SqliteStore:
         cls._date_clauses("s.started_at", filters, clauses, params)
 
     def _sessions_by_bm25(self, match: str, filters: SearchFilters, want: int) -> list[sqlite3.Row]:
-        clauses = ["sessions_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
-        params: list[Any] = [match, ROWID_MIN, ROWID_MAX]
+        clauses: list[str] = []
+        params: list[Any] = []
         self._session_filters(filters, clauses, params)
-        join = " CROSS JOIN sessions s ON s.rowid = f.rowid" if len(clauses) > 2 else ""
-        return self._query(
-            f"SELECT s.*, r.rank FROM ({_newest_ranked('sessions_fts', join, clauses)}) r "
-            "JOIN sessions s ON s.rowid = r.id ORDER BY r.rank, r.id DESC",
-            [*params, max(RELEVANCE_WINDOW, want), want])
+        join = " CROSS JOIN sessions s ON s.rowid = f.rowid" if clauses else ""
+        return self._rank_newest("sessions_fts", match, (ROWID_MIN, ROWID_MAX), join, clauses, params, want,
+                                 "s.*, r.rank", "JOIN sessions s ON s.rowid = r.id")
 
     def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
                         limit: int, offset: int) -> list[tuple[Session, float]]:
