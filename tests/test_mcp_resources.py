@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 from mcp import Client, MCPError, types
+from mcp.shared.uri_template import UriTemplate
+from pydantic import AnyUrl, ValidationError
 
 from mcp_support import PROJECT, T0, Seeded
+from nmem.mcp.resources import as_uri
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 
@@ -77,8 +80,8 @@ async def test_list_is_paginated_with_cursors_no_repeats_no_gaps(client: Client,
     assert [len(p) for p in pages] == [50, 50, 30]
     urns = [str(r.uri) for page in pages for r in page]
     assert len(urns) == len(set(urns)), "a memory is listed twice"
-    assert set(urns) == expected, "memories missing from the listing"
-    assert gone.urn not in urns
+    assert set(urns) == {as_uri(u) for u in expected}, "memories missing from the listing"
+    assert as_uri(gone.urn) not in urns
     first = pages[0][0]
     assert first.mime_type == "application/json"
     assert first.name and first.title
@@ -87,7 +90,7 @@ async def test_list_is_paginated_with_cursors_no_repeats_no_gaps(client: Client,
 async def test_list_with_few_memories_has_no_next_cursor(client: Client, seeded: Seeded) -> None:
     page = await client.list_resources()
     assert page.next_cursor is None
-    assert {str(r.uri) for r in page.resources} == {seeded.memory_urn, seeded.user_memory_urn}
+    assert {str(r.uri) for r in page.resources} == {as_uri(seeded.memory_urn), seeded.user_memory_urn}
 
 
 @pytest.mark.parametrize("cursor", ["not-a-cursor", "-50", "1.5"])
@@ -110,7 +113,7 @@ async def test_read_memory_urn(client: Client, seeded: Seeded) -> None:
 
 async def test_read_namespace_urn(client: Client, seeded: Seeded) -> None:
     listing = await read_json(client, "nmem://project:demo/decisions")
-    assert listing["uri"] == "nmem://project:demo/decisions"
+    assert listing["uri"] == "nmem://project%3Ademo/decisions"
     assert [item["urn"] for item in listing["items"]] == [seeded.memory_urn]
     assert listing["items"][0]["summary"] == "JWT for login sessions"
 
@@ -118,7 +121,7 @@ async def test_read_namespace_urn(client: Client, seeded: Seeded) -> None:
 async def test_read_domain_urn(client: Client, seeded: Seeded) -> None:
     project = await read_json(client, "nmem://project:demo")
     by_ns = {n["namespace"]: n for n in project["namespaces"]}
-    assert by_ns["decisions"] == {"namespace": "decisions", "count": 1, "uri": "nmem://project:demo/decisions"}
+    assert by_ns["decisions"] == {"namespace": "decisions", "count": 1, "uri": "nmem://project%3Ademo/decisions"}
     assert {"observations", "prompts", "sessions"} <= set(by_ns)
     user = await read_json(client, "nmem://user")
     assert user["namespaces"] == [{"namespace": "learnings", "count": 1, "uri": "nmem://user/learnings"}]
@@ -140,7 +143,33 @@ async def test_read_observation_prompt_and_session_urns(client: Client, seeded: 
     assert {item["id"] for item in sessions["items"]} == {"s1", "s-lonely"}
 
 
+# -- URIs strict clients accept -----------------------------------------------------------------------
+
+
+async def test_listed_uris_are_rfc3986_uris_that_read_back(client: Client, service: Service, seeded: Seeded) -> None:
+    service.remember("a project name with a space and an accent", namespace="decisions", project="my café")
+    listed = [str(r.uri) for page in await all_pages(client) for r in page]
+    for uri in listed:
+        assert str(AnyUrl(uri)) == uri  # what the 1.x Python SDK validates (and re-sends) every resource URI with
+        assert (await read_json(client, uri))["urn"] in {seeded.memory_urn, seeded.user_memory_urn,
+                                                          *(m.urn for m in service.store.iter_memories(None, None))}
+    assert "nmem://project%3Amy%20caf%C3%A9/decisions/" in " ".join(listed)
+    with pytest.raises(ValidationError):  # why: a ':' in the authority is a port, and must be digits
+        AnyUrl(seeded.memory_urn)
+
+
+async def test_both_forms_of_a_urn_read_the_same_thing(client: Client, seeded: Seeded) -> None:
+    template = UriTemplate.parse("nmem://{domain}/{namespace}/{id}")
+    expanded = template.expand({"domain": "project:demo", "namespace": "decisions", "id": seeded.memory_id})
+    assert expanded == as_uri(seeded.memory_urn) != seeded.memory_urn  # RFC 6570 encodes the ':'
+    assert await read_json(client, expanded) == await read_json(client, seeded.memory_urn)
+    trail = f"nmem://project%3Ademo/observations/{seeded.failure}"
+    assert (await read_json(client, trail))["id"] == seeded.failure
+    assert (await read_json(client, "nmem://project%3Ademo"))["uri"] == "nmem://project%3Ademo"
+
+
 @pytest.mark.parametrize("uri", [
+    "nmem://project%3Ademo/decisions%2Fx/01NOSUCHMEMORY0000000000000",   # an encoded '/' is no separator
     "nmem://project:demo/decisions/01NOSUCHMEMORY0000000000000",
     "nmem://project:demo/observations/999999",
     "nmem://project:other/observations/3",          # exists, but in project demo
@@ -177,7 +206,7 @@ async def test_modern_client_lists_and_reads_and_gets_invalid_params_for_unknown
     async with Client(app.server) as modern:
         assert modern.protocol_version == "2026-07-28"
         page = await modern.list_resources()
-        assert {str(r.uri) for r in page.resources} == {seeded.memory_urn, seeded.user_memory_urn}
+        assert {str(r.uri) for r in page.resources} == {as_uri(seeded.memory_urn), seeded.user_memory_urn}
         memory = await read_json(modern, seeded.memory_urn)
         assert memory["id"] == seeded.memory_id
         with pytest.raises(MCPError) as err:

@@ -19,6 +19,7 @@ from mcp.client.subscriptions import Subscription
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
 
 from mcp_support import CWD, PROJECT, Inbox, Seeded, record_process, run_nmem_async
+from nmem.mcp.resources import as_uri
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 
@@ -86,7 +87,7 @@ async def test_a_memory_added_by_the_cli_sends_list_changed_and_an_update_notifi
         await inbox.wait_list_changed(1, WAIT)
         added = json.loads(out)["urn"]
         after = {str(r.uri) for r in (await client.list_resources(cache_mode="bypass")).resources}
-        assert after == before | {added}
+        assert after == before | {as_uri(added)}
         assert inbox.updated() == []  # the subscribed memory did not change
 
         await run_nmem_async(nmem_home, ["update", seeded.memory_id, "--content", "JWT, 30 minute ttl."])
@@ -218,3 +219,18 @@ async def test_modern_listen_gets_updates_and_list_changed_from_other_processes(
             await run_nmem_async(nmem_home, ["update", seeded.memory_id, "--summary", "JWT sessions"])
             await next_matching(sub, ResourceUpdated(uri=seeded.memory_urn))
 
+
+
+async def test_the_rfc3986_form_of_a_urn_is_subscribed_and_notified_as_written(
+        app: NmemServer, nmem_home: Path, seeded: Seeded) -> None:
+    encoded = OBSERVATIONS.replace("project:", "project%3A")
+    inbox = Inbox()
+    async with Client(app.server, mode="legacy", message_handler=inbox) as legacy:
+        await subscribe(legacy, encoded)
+        async with Client(app.server) as modern, modern.listen(resource_subscriptions=[encoded]) as sub:
+            await hook_bash(nmem_home, "npm test")
+            await next_matching(sub, ResourceUpdated(uri=encoded))
+            await inbox.wait_updated(encoded, WAIT)
+        assert set(inbox.updated()) == {encoded}
+        await unsubscribe(legacy, OBSERVATIONS)  # either form undoes the subscription
+        assert all(not subscribers for subscribers in app.subscriptions.values())

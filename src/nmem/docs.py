@@ -139,7 +139,13 @@ def mcp_markdown() -> str:
                   "unknown URN is the spec's resource-not-found error (-32002; -32602 on 2026-07-28). A",
                   "client that subscribes to a URN gets `notifications/resources/updated` when it changes,",
                   "whoever wrote the change (a hook, the CLI, another server); new or deleted memories send",
-                  "`notifications/resources/list_changed`.", "", "## Prompts", "",
+                  "`notifications/resources/list_changed`.", "",
+                  "Resource URIs are RFC 3986 URIs: the `:` of a `project:<name>` domain (and anything",
+                  "else a URI authority or path cannot hold) is %-encoded, `nmem://project%3Aweb/decisions/…`,",
+                  "which is also what expanding the templates gives. Records, tool results and the CLI",
+                  "write URNs as `nmem://project:web/…`; either form can be read, subscribed to and",
+                  "passed to a tool, and a notification names the URI as the client subscribed to it.",
+                  "", "## Prompts", "",
                   "| prompt | arguments | what it does |", "|---|---|---|"])
     for prompt in PROMPTS:
         args = ", ".join(f"`{a.name}`" + ("" if a.required else " (optional)") for a in prompt.arguments)

@@ -3,6 +3,13 @@
   nmem://{domain}/{namespace}/{id}   one memory; or an observation, prompt or session
   nmem://{domain}/{namespace}        the memories of a namespace (or a project's recent observations)
   nmem://{domain}                    the namespaces of a domain with their counts
+
+A URN is written as nmem writes it everywhere (`nmem://project:web/decisions/…`), but a
+URI's authority cannot hold a `:` other than before a port (RFC 3986), and strict clients
+(pydantic's `AnyUrl`, which the 1.x Python SDK validates every resource URI with) refuse
+it. So the URIs the MCP layer hands out are the URN with such characters %-encoded
+(`nmem://project%3Aweb/…`), which is also what a client gets by expanding the templates
+(RFC 6570 encodes `:` in a simple `{domain}`); both forms are read, subscribed and notified.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 from nmem.errors import NotFound
 from nmem.memory import Service
@@ -43,12 +51,44 @@ class Urn:
     def project(self) -> str | None:
         return self.domain.removeprefix("project:") if self.domain.startswith("project:") else None
 
+    def parts(self) -> list[str]:
+        return [p for p in (self.domain, self.namespace, self.id) if p is not None]
+
+    def text(self) -> str:
+        """The URN as nmem writes it (`nmem://project:web/observations/12`)."""
+        return "nmem://" + "/".join(self.parts())
+
+    def uri(self) -> str:
+        """The URN as an RFC 3986 URI (`nmem://project%3Aweb/observations/12`)."""
+        domain, *path = self.parts()
+        return "nmem://" + "/".join([quote(domain, safe=_HOST_SAFE), *(quote(p, safe=_SEGMENT_SAFE) for p in path)])
+
+
+# What RFC 3986 lets through unencoded besides letters, digits and -._~: in a host (reg-name)
+# the sub-delimiters, in a path segment those and ':' and '@'.
+_HOST_SAFE = "!$&'()*+,;="
+_SEGMENT_SAFE = _HOST_SAFE + ":@"
+
 
 def parse_urn(uri: str) -> Urn:
+    """The parts a URN names, from either form (%-escapes decoded); NotFound if it is none."""
     match = _URN.match(uri.strip())
     if not match:
         raise NotFound(f"resource not found: {uri}")
-    return Urn(match.group("domain"), match.group("ns"), match.group("id"))
+    domain, namespace, uid = (unquote(p) if p is not None else None for p in match.group("domain", "ns", "id"))
+    if not domain or "/" in domain or namespace == "" or "/" in (namespace or "") or "/" in (uid or ""):
+        raise NotFound(f"resource not found: {uri}")
+    return Urn(domain, namespace, uid)
+
+
+def as_uri(urn: str) -> str:
+    """A URN written as an RFC 3986 URI, for MCP clients that validate URIs strictly."""
+    return parse_urn(urn).uri()
+
+
+def canonical(uri: str) -> str:
+    """The URN a URI of either form names, as nmem writes it; NotFound if it names none."""
+    return parse_urn(uri).text()
 
 
 def _json(value: Any) -> str:
@@ -92,20 +132,20 @@ def _read_namespace(service: Service, urn: Urn) -> dict[str, Any]:
     if urn.project is not None and urn.namespace in TRAIL_NAMESPACES:
         scope = urn.namespace
         result = service.search(None, scope=scope, project=urn.project, order_by="date_desc", limit=LISTING_LIMIT)
-        return {"uri": f"nmem://{urn.domain}/{scope}", "items": result.to_list()}
+        return {"uri": Urn(urn.domain, scope).uri(), "items": result.to_list()}
     memories = list(service.store.iter_memories(urn.domain, urn.namespace))[:LISTING_LIMIT]
-    return {"uri": f"nmem://{urn.domain}/{urn.namespace}", "items": [m.index_entry() for m in memories]}
+    return {"uri": Urn(urn.domain, urn.namespace).uri(), "items": [m.index_entry() for m in memories]}
 
 
 def _read_domain(service: Service, urn: Urn, uri: str) -> dict[str, Any]:
     counts = Counter(m.namespace for m in service.store.iter_memories(urn.domain, None))
-    namespaces = [{"namespace": ns, "count": n, "uri": f"nmem://{urn.domain}/{ns}"}
+    namespaces = [{"namespace": ns, "count": n, "uri": Urn(urn.domain, ns).uri()}
                   for ns, n in sorted(counts.items())]
     if urn.project is not None:
-        namespaces.extend({"namespace": ns, "uri": f"nmem://{urn.domain}/{ns}"} for ns in TRAIL_NAMESPACES)
+        namespaces.extend({"namespace": ns, "uri": Urn(urn.domain, ns).uri()} for ns in TRAIL_NAMESPACES)
     elif not namespaces and urn.domain not in ("user", "org"):
         raise NotFound(f"resource not found: {uri}")
-    return {"uri": f"nmem://{urn.domain}", "namespaces": namespaces}
+    return {"uri": Urn(urn.domain).uri(), "namespaces": namespaces}
 
 
 def list_page(service: Service, cursor: str | None) -> tuple[list[Memory], str | None]:
@@ -122,7 +162,3 @@ def list_page(service: Service, cursor: str | None) -> tuple[list[Memory], str |
     next_cursor = str(offset + PAGE_SIZE) if len(memories) > PAGE_SIZE else None
     return memories[:PAGE_SIZE], next_cursor
 
-
-def affected_uris(memory: Memory) -> tuple[str, str, str]:
-    """The URNs whose content changes when a memory changes: itself, its namespace, its domain."""
-    return (memory.urn, f"nmem://{memory.domain}/{memory.namespace}", f"nmem://{memory.domain}")

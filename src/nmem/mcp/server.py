@@ -60,7 +60,8 @@ class NmemServer:
         self.bus = InMemorySubscriptionBus()
         # ctx.session is a per-request proxy; the connection behind it is what lives on.
         self.sessions: OrderedDict[int, ServerSession] = OrderedDict()
-        self.subscriptions: dict[str, set[int]] = {}
+        # URN as nmem writes it -> {client connection: the URI as that client subscribed to it}
+        self.subscriptions: dict[str, dict[int, str]] = {}
         self.watcher = ChangeWatcher(service.store)
         self.server: Server[Any] = Server(
             "nmem", version=__version__, title="nmem memory", instructions=INSTRUCTIONS,
@@ -88,7 +89,7 @@ class NmemServer:
         while len(self.sessions) > MAX_SESSIONS:
             old, _ = self.sessions.popitem(last=False)
             for subscribers in self.subscriptions.values():
-                subscribers.discard(old)
+                subscribers.pop(old, None)
         return key
 
     # -- tools ---------------------------------------------------------------------------
@@ -140,8 +141,9 @@ class NmemServer:
         except ValueError:
             raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor") from None
         return types.ListResourcesResult(
-            resources=[types.Resource(uri=m.urn, name=m.id, title=m.summary, description=f"[{m.namespace}] "
-                                      f"{m.summary}", mime_type="application/json") for m in memories],
+            resources=[types.Resource(uri=resources.as_uri(m.urn), name=m.id, title=m.summary,
+                                      description=f"[{m.namespace}] {m.summary}", mime_type="application/json")
+                       for m in memories],
             next_cursor=next_cursor,
         )
 
@@ -172,16 +174,20 @@ class NmemServer:
         key = self._seen(ctx)
         uri = str(params.uri)
         try:
-            resources.parse_urn(uri)
+            urn = resources.canonical(uri)
         except NotFound:
             raise MCPError(code=types.INVALID_PARAMS, message=f"not an nmem:// URN: {uri}") from None
-        self.subscriptions.setdefault(uri, set()).add(key)
+        self.subscriptions.setdefault(urn, {})[key] = uri
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: ServerRequestContext[Any],
                           params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         key = self._seen(ctx)
-        self.subscriptions.get(str(params.uri), set()).discard(key)
+        try:
+            urn = resources.canonical(str(params.uri))
+        except NotFound:
+            return types.EmptyResult()  # never subscribed: nothing to undo
+        self.subscriptions.get(urn, {}).pop(key, None)
         return types.EmptyResult()
 
     # -- prompts ------------------------------------------------------------------------
@@ -212,11 +218,13 @@ class NmemServer:
 
     async def notify(self, changes: ChangeSet) -> None:
         for uri in sorted(changes.updated):
-            for key in list(self.subscriptions.get(uri, ())):
+            for key, subscribed in list(self.subscriptions.get(uri, {}).items()):
                 session = self.sessions.get(key)
                 if session is not None:
-                    await session.send_resource_updated(uri)
-            await self.bus.publish(ResourceUpdated(uri=uri))
+                    await session.send_resource_updated(subscribed)
+            # listeners filter by exact URI: publish the URN in both of its forms
+            for form in dict.fromkeys((uri, resources.as_uri(uri))):
+                await self.bus.publish(ResourceUpdated(uri=form))
         if changes.list_changed:
             for session in list(self.sessions.values()):
                 await session.send_resource_list_changed()
