@@ -15,7 +15,9 @@
   fuses the BM25 candidates with cosine similarity (`search.fusion`: `weighted`, `rrf`, or
   `dense` for vectors alone; `search.hybrid_weight`) and returns None, so BM25 answers
   alone, whenever embeddings cannot help (FTS5 syntax typed by an expert, date ordering,
-  sessions) or are unavailable (the extra not installed: one warning in the log).
+  sessions) or are unavailable (the extra not installed: one warning in the log). The
+  question is embedded without the words that name a label of its BM25 hits ("Caroline: …";
+  `without_labels`, `search.hybrid_drop_labels`): BM25 matches those already.
 
 Importing this module imports only the standard library: numpy, torch and
 sentence-transformers load when the `minilm` backend is first used.
