@@ -32,26 +32,33 @@ from nmem.errors import QuerySyntaxError
 from nmem.memory import Service
 from nmem.search import embeddings
 
-# name → (backend, fusion, hybrid weight, dense floor)
-VARIANTS: dict[str, tuple[str, str, float, float]] = {
-    "bm25": ("none", "weighted", 0.0, embeddings.DENSE_FLOOR),
-    "dense": ("minilm", "dense", 1.0, 0.0),
-    "rrf-0.5": ("minilm", "rrf", 0.5, 0.0),
-    "rrf-0.3": ("minilm", "rrf", 0.3, 0.0),
-    "weighted-0.2": ("minilm", "weighted", 0.2, embeddings.DENSE_FLOOR),
-    "weighted-0.3": ("minilm", "weighted", 0.3, embeddings.DENSE_FLOOR),
-    "weighted-0.5": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR),
-    "weighted-0.7": ("minilm", "weighted", 0.7, embeddings.DENSE_FLOOR),
-    "weighted-0.3-nofloor": ("minilm", "weighted", 0.3, 0.0),
-    "hashing-dense": ("hashing", "dense", 1.0, 0.0),
-    "hashing-weighted-0.3": ("hashing", "weighted", 0.3, embeddings.DENSE_FLOOR),
+# name → (backend, fusion, hybrid weight, dense floor, question embedded without label words)
+VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
+    "bm25": ("none", "weighted", 0.0, embeddings.DENSE_FLOOR, True),
+    "dense": ("minilm", "dense", 1.0, 0.0, True),
+    "rrf-0.5": ("minilm", "rrf", 0.5, 0.0, True),
+    "rrf-0.3": ("minilm", "rrf", 0.3, 0.0, True),
+    "weighted-0.2": ("minilm", "weighted", 0.2, embeddings.DENSE_FLOOR, True),
+    "weighted-0.3": ("minilm", "weighted", 0.3, embeddings.DENSE_FLOOR, True),
+    "weighted-0.4": ("minilm", "weighted", 0.4, embeddings.DENSE_FLOOR, True),
+    "weighted-0.5": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR, True),
+    "weighted-0.7": ("minilm", "weighted", 0.7, embeddings.DENSE_FLOOR, True),
+    "weighted-0.3-nofloor": ("minilm", "weighted", 0.3, 0.0, True),
+    # the question embedded whole, names and all (search.hybrid_drop_labels = false): before 2026-11-22
+    "weighted-0.3-names": ("minilm", "weighted", 0.3, embeddings.DENSE_FLOOR, False),
+    "weighted-0.5-names": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR, False),
+    "rrf-0.3-names": ("minilm", "rrf", 0.3, 0.0, False),
+    "hashing-dense": ("hashing", "dense", 1.0, 0.0, True),
+    "hashing-weighted-0.3": ("hashing", "weighted", 0.3, embeddings.DENSE_FLOOR, True),
 }
 
 
-def ask(service: Service, conversations: list[Conversation], maps: dict[str, dict[int, str]]) -> dict[str, Any]:
+def ask(service: Service, conversations: list[Conversation], maps: dict[str, dict[int, str]],
+        groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Every question through nmem's search with the service's current settings (bench/locomo.py's loop)."""
     total = Tally()
     per_conv: dict[str, Any] = {}
+    tallies: dict[str, Tally] = {}
     latencies: list[float] = []
     errors = 0
     for conv in conversations:
@@ -67,14 +74,22 @@ def ask(service: Service, conversations: list[Conversation], maps: dict[str, dic
             latencies.append((time.perf_counter() - t0) * 1000)
             tally.add(q.category, question_scores(q.evidence, [dia[int(h.record.id)] for h in hits]))
         per_conv[conv.sample_id] = tally.overall()
+        tallies[conv.sample_id] = tally
         total.extend(tally)
+    by_group: dict[str, Any] = {}
+    for name, members in (groups or {}).items():
+        group = Tally()
+        for member in members:
+            group.extend(tallies[member])
+        by_group[name] = {"conversations": members, "overall": group.overall(), "by_category": group.by_category()}
     return {"overall": total.overall(), "by_category": total.by_category(), "by_conversation": per_conv,
-            "query_errors": errors,
+            "by_group": by_group, "query_errors": errors,
             "query_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
             "query_p95_ms": round(percentile(latencies, 95), 3) if latencies else None}
 
 
-def run(conversations: list[Conversation], variants: list[str], home: Path) -> dict[str, Any]:
+def run(conversations: list[Conversation], variants: list[str], home: Path,
+        groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
     service = Service.open(load_settings({"NMEM_HOME": str(home)}))
     service.ranking = MODES["default"]  # type: ignore[attr-defined]  # as bench/locomo.py does
     values = service.settings.values
@@ -101,14 +116,15 @@ def run(conversations: list[Conversation], variants: list[str], home: Path) -> d
                 "seconds": round(report.seconds, 2),
                 "seconds_per_1k": round(report.seconds / records * 1000, 2) if records else None}
         for name in variants:
-            backend, fusion, weight, floor = VARIANTS[name]
+            backend, fusion, weight, floor, drop_labels = VARIANTS[name]
             if backend != "none" and "unavailable" in out["index"].get(backend, {}):
                 out["variants"][name] = {"unavailable": out["index"][backend]["unavailable"]}
                 continue
-            values.update({"search.embeddings": backend, "search.fusion": fusion, "search.hybrid_weight": weight})
+            values.update({"search.embeddings": backend, "search.fusion": fusion, "search.hybrid_weight": weight,
+                           "search.hybrid_drop_labels": drop_labels})
             embeddings.DENSE_FLOOR = floor
             print(f"… {name}", file=sys.stderr)
-            out["variants"][name] = ask(service, conversations, maps)
+            out["variants"][name] = ask(service, conversations, maps, groups)
     finally:
         service.close()
     return out
@@ -125,6 +141,10 @@ def print_report(report: dict[str, Any]) -> None:
         o = row["overall"]
         print(f"{name:<22}" + "".join(f"{o[c]:>15.3f}" for c in cols)
               + f"{o['empty']:>8.3f}{row['query_p50_ms']:>9.2f}{row['query_p95_ms']:>9.2f}")
+        for group, g in row.get("by_group", {}).items():
+            mh = g["by_category"].get("1", {})
+            print(f"  {group:<20}" + "".join(f"{g['overall'][c]:>15.3f}" for c in cols)
+                  + f"   multi-hop session_all@5 {mh.get('session_all@5', 0.0):.3f}")
     for backend, idx in report["index"].items():
         if "unavailable" in idx:
             continue
@@ -139,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON (default: %(default)s)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
     parser.add_argument("--conversations", default="", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--group", action="append", default=[], metavar="NAME=ID,ID",
+                        help="also report these conversations together, e.g. tune=conv-26,conv-30 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if not args.data.exists():
@@ -149,8 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown variant(s): {', '.join(unknown)}")
     only = [c.strip() for c in args.conversations.split(",") if c.strip()]
     conversations = load(args.data, only or None)
+    groups: dict[str, list[str]] = {}
+    for spec in args.group:
+        name, _, members = spec.partition("=")
+        groups[name.strip()] = [m.strip() for m in members.split(",") if m.strip()]
+        if not name.strip() or set(groups[name.strip()]) - {c.sample_id for c in conversations}:
+            parser.error(f"--group {spec!r}: expected NAME=ID,ID of loaded conversations")
     with tempfile.TemporaryDirectory(prefix="nmem-locomo-hybrid-") as tmp:
-        report = run(conversations, variants, Path(tmp))
+        report = run(conversations, variants, Path(tmp), groups)
     report = {"conversations": [c.sample_id for c in conversations], **report, "machine": machine()}
     if args.json:
         print(json.dumps(report, indent=2))

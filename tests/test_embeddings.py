@@ -167,6 +167,58 @@ def test_register_backend_plugs_in_another_embedder(service: Service, talk: dict
         del emb.BACKENDS["letters"]
 
 
+@pytest.mark.parametrize(("question", "labels", "semantic"), [
+    ("What has Melanie painted?", {"melani"}, "What has painted?"),
+    ("What do Melanie's kids like?", {"melani"}, "What do kids like?"),
+    ("What do Melanie\u2019s kids like?", {"melani"}, "What do kids like?"),
+    ("Did Jon and Gina both dance?", {"jon", "gina"}, "Did and both dance?"),
+    ("What does pytest say about the fixture?", {"pytest"}, "What does say about the fixture?"),
+    ("What has Melanie painted?", set(), "What has Melanie painted?"),          # no label among the hits
+    ("What has Melanie painted?", {"carolin"}, "What has Melanie painted?"),    # a label it does not name
+    ("Melanie?", {"melani"}, "Melanie?"),                                       # nothing would be left
+    ("What about Melanie?", {"melani"}, "What about Melanie?"),                 # only stop words would be left
+])
+def test_the_question_is_embedded_without_the_labels_it_names(question: str, labels: set[str],
+                                                               semantic: str) -> None:
+    assert emb.without_labels(question, labels) == semantic
+
+
+class Recorder:
+    """The hashing backend, remembering every text it embeds."""
+
+    name, dimension = "recorder-384", 384
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.inner = emb.HashingEmbedder()
+
+    def embed(self, texts: Any) -> list[Any]:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_hybrid_embeds_the_question_without_the_speaker_it_names(service: Service, clock: Clock) -> None:
+    clock.now = T0 + 86400
+    for i, text in enumerate(["Caroline: I painted a sunset over the lake", "Melanie: we went camping",
+                              "Caroline: the support group was powerful"]):
+        prompt(service, text, T0 + i)
+    recorder = Recorder()
+    emb.register_backend("recorder", lambda model: recorder)
+    try:
+        emb.build_index(service.store, emb.load_embedder("recorder", ""))
+        use(service, backend="recorder")
+        recorder.texts.clear()
+        found = service.search("What has Caroline painted?", scope="prompts")
+        assert recorder.texts == ["What has painted?"]
+        assert "Caroline: I painted" in found.hits[0].record.content
+        service.settings.values["search.hybrid_drop_labels"] = False
+        recorder.texts.clear()
+        service.search("What has Caroline painted?", scope="prompts")
+        assert recorder.texts == ["What has Caroline painted?"]
+    finally:
+        del emb.BACKENDS["recorder"]
+
+
 # -- stored vectors -----------------------------------------------------------------------
 
 def test_vectors_round_trip_beside_the_rows(service: Service, talk: dict[str, int]) -> None:

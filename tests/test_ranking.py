@@ -106,6 +106,13 @@ def test_a_label_is_the_short_name_a_record_opens_with(text: str, labelled: bool
     assert counter.labelled(text) is labelled
 
 
+def test_label_stems_are_the_index_terms_of_the_opening_label() -> None:
+    assert rank.label_stems("Caroline: I went to the support group") == ("carolin",)
+    assert rank.label_stems("Dr. Caroline Smith: results") == ("dr", "carolin", "smith")
+    assert rank.label_stems("so then I told Caroline: yes") == ()
+    assert rank.label_stems("http://caroline: nothing") == ()
+
+
 @pytest.mark.parametrize(("question", "text", "answers"), [
     ("When did Gina open her store?", "I opened it last Friday", True),
     ("when did the deploy break", "broke on 2023-05-08, see 5/8 notes", True),

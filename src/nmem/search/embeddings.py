@@ -15,7 +15,9 @@
   fuses the BM25 candidates with cosine similarity (`search.fusion`: `weighted`, `rrf`, or
   `dense` for vectors alone; `search.hybrid_weight`) and returns None, so BM25 answers
   alone, whenever embeddings cannot help (FTS5 syntax typed by an expert, date ordering,
-  sessions) or are unavailable (the extra not installed: one warning in the log).
+  sessions) or are unavailable (the extra not installed: one warning in the log). The
+  question is embedded without the words that name a label of its BM25 hits ("Caroline: …";
+  `without_labels`, `search.hybrid_drop_labels`): BM25 matches those already.
 
 Importing this module imports only the standard library: numpy, torch and
 sentence-transformers load when the `minilm` backend is first used.
@@ -44,7 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from nmem.errors import ConfigError
+from nmem.search.porter import stem
 from nmem.search.query import STOP_WORDS, plan
+from nmem.search.rank import fold, label_stems
 
 if TYPE_CHECKING:
     from nmem.config import Settings
@@ -508,6 +512,32 @@ def fusion_settings(settings: Settings) -> tuple[str, float]:
     return fusion, weight
 
 
+_QUESTION_WORD = re.compile(r"([^\W_]+)(?:['\u2019]s\b)?")
+
+
+def without_labels(query: str, labels: Iterable[str]) -> str:
+    """The question as its vector should read it: the words naming a record label left out.
+
+    A label ("Caroline: …", "pytest: …") is matched lexically (`rank`'s label boost). Embedded,
+    the name pulls the question's vector towards everything said under that label, whatever
+    it was about: measured on LoCoMo, the question's vector without its speaker's name
+    finds the right turns far better (bench/README.md, "Embeddings"). The question comes back
+    unchanged when no word names a label, or when nothing searchable would be left.
+    """
+    wanted = set(labels)
+    if not wanted:
+        return query
+    rest = _QUESTION_WORD.sub(lambda m: "" if stem(fold(m.group(1))) in wanted else m.group(0), query)
+    rest = re.sub(r"\s+", " ", rest).strip()
+    searchable = any(word.lower() not in STOP_WORDS for word in _WORD.findall(rest))
+    return rest if searchable and rest != query.strip() else query
+
+
+def hit_labels(hits: Iterable[SearchHit]) -> set[str]:
+    """Index terms of the labels the hits open with."""
+    return {s for hit in hits for s in label_stems(str(getattr(hit.record, "content", "") or ""))}
+
+
 def _key(hit: SearchHit) -> Key:
     return (hit.kind, hit.record.id)
 
@@ -540,7 +570,10 @@ def hybrid_search(service: Service, scope: str, query: str | None, filters: Sear
         finally:
             _in_hybrid.reset(token)
         lexical_hits, match = lexical.hits, lexical.match
-    query_vec = embedder.embed([query])[0]
+    semantic = query
+    if lexical_hits and service.settings["search.hybrid_drop_labels"]:
+        semantic = without_labels(query, hit_labels(lexical_hits))
+    query_vec = embedder.embed([semantic])[0]
 
     similarity: dict[Key, float] = {}
     nearest: list[Key] = []

@@ -123,6 +123,12 @@ def query_stems(terms: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(stem(fold(t)) for t in terms if t))
 
 
+def label_stems(text: str) -> tuple[str, ...]:
+    """Index terms of the label a record opens with ("Caroline: …" → ("carolin",)); none without one."""
+    label = _LABEL.match(text)
+    return query_stems(re.findall(_TOKEN + "+", label.group(1))) if label else ()
+
+
 class TermCounter:
     """Counts a question's stems in text the way the FTS5 index tokenised it.
 
@@ -161,10 +167,7 @@ class TermCounter:
 
     def labelled(self, text: str) -> bool:
         """Whether the text opens with a label ("Name: …") holding one of the stems."""
-        label = _LABEL.match(text)
-        if label is None:
-            return False
-        return any(x in self._slot for x in query_stems(re.findall(_TOKEN + "+", label.group(1))))
+        return any(x in self._slot for x in label_stems(text))
 
     def _slow(self, text: str) -> tuple[int, ...]:
         counts = [0] * len(self.stems)
