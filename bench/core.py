@@ -13,9 +13,6 @@ The corpus is the deterministic synthetic one from `bench/corpus.py`. See bench/
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import sqlite3
 import statistics
@@ -23,12 +20,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import corpus
+from measure import emit, loadavg, machine, percentile
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
 from nmem.errors import NmemError
@@ -41,38 +38,9 @@ DAY = 86400
 
 # -- measuring ---------------------------------------------------------------------------------
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
 def summary(ms: list[float]) -> dict[str, float]:
     return {"n": len(ms), "p50_ms": round(statistics.median(ms), 3), "p95_ms": round(percentile(ms, 95), 3),
             "mean_ms": round(statistics.fmean(ms), 3), "max_ms": round(max(ms), 3)}
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "loadavg_start": loadavg()}
-
-
-def loadavg() -> float | None:
-    """1-minute load average: a busy machine (tests running beside) inflates every figure."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def open_service(home: Path, now: int) -> Service:
@@ -436,11 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run(sizes, args.queries, hook_events, args.seed, log, Path(tmp))
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
     result["machine"]["loadavg_end"] = loadavg()
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(render(result))
-        print(f"\nwall time {result['wall_seconds']:.0f} s")
+    emit(result, render, args.json)
     return 0
 
 

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -29,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from locomo_scoring import METRICS, Conversation, Tally, iter_turns, load_conversation, question_scores
+from measure import machine, percentile
 from nmem.capture import events as ev
 from nmem.config import load_settings
 from nmem.errors import QuerySyntaxError
@@ -85,26 +83,6 @@ def with_settings(ranking: Ranking, pairs: list[str]) -> Ranking:
     return replace(ranking, **changes)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "sqlite": sqlite3.sqlite_version, "platform": platform.platform()}
-
-
 def ingest(service: Service, root: Path, conversation: Conversation) -> dict[int, str]:
     """Record every turn as a user prompt; return prompt id → dia id."""
     dia: dict[int, str] = {}
@@ -121,6 +99,42 @@ def ingest(service: Service, root: Path, conversation: Conversation) -> dict[int
     return dia
 
 
+def ask(service: Service, conversations: list[Conversation], maps: dict[str, dict[int, str]],
+        groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Every question through nmem's search as the service is set up, scored, with latencies."""
+    total = Tally()
+    per_conv: dict[str, Any] = {}
+    tallies: dict[str, Tally] = {}
+    latencies: list[float] = []
+    errors = 0
+    for conv in conversations:
+        # Asked the day after the conversation's last session.
+        service.clock = lambda t=conv.sessions[-1].timestamp + DAY: float(t)
+        tally = Tally()
+        dia = maps[conv.sample_id]
+        for q in conv.questions:
+            t0 = time.perf_counter()
+            try:
+                hits = service.search(q.text, scope="prompts", project=conv.sample_id, limit=LIMIT).hits
+            except QuerySyntaxError:
+                hits, errors = [], errors + 1  # a question nmem could not even run counts as empty
+            latencies.append((time.perf_counter() - t0) * 1000)
+            tally.add(q.category, question_scores(q.evidence, [dia[int(h.record.id)] for h in hits]))
+        per_conv[conv.sample_id] = {**tally.overall(), "skipped": conv.skipped}
+        tallies[conv.sample_id] = tally
+        total.extend(tally)
+    by_group: dict[str, Any] = {}
+    for name, members in (groups or {}).items():
+        group = Tally()
+        for member in members:
+            group.extend(tallies[member])
+        by_group[name] = {"conversations": members, "overall": group.overall(), "by_category": group.by_category()}
+    return {"overall": total.overall(), "by_category": total.by_category(), "by_conversation": per_conv,
+            "by_group": by_group, "query_errors": errors,
+            "query_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
+            "query_p95_ms": round(percentile(latencies, 95), 3) if latencies else None}
+
+
 def run(conversations: list[Conversation], ranking: Ranking, home: Path,
         groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
     service = Service.open(load_settings({"NMEM_HOME": str(home)}))
@@ -129,48 +143,12 @@ def run(conversations: list[Conversation], ranking: Ranking, home: Path,
         started = time.perf_counter()
         maps = {c.sample_id: ingest(service, home / "projects", c) for c in conversations}
         ingest_s = time.perf_counter() - started
-        total = Tally()
-        per_conv: dict[str, Any] = {}
-        latencies: list[float] = []
-        tallies: dict[str, Tally] = {}
-        errors = 0
-        for conv in conversations:
-            # Asked the day after the conversation's last session.
-            service.clock = lambda t=conv.sessions[-1].timestamp + DAY: float(t)
-            tally = Tally()
-            dia = maps[conv.sample_id]
-            for q in conv.questions:
-                t0 = time.perf_counter()
-                try:
-                    hits = service.search(q.text, scope="prompts", project=conv.sample_id, limit=LIMIT).hits
-                except QuerySyntaxError:
-                    hits, errors = [], errors + 1  # a question nmem could not even run counts as empty
-                latencies.append((time.perf_counter() - t0) * 1000)
-                tally.add(q.category, question_scores(q.evidence, [dia[int(h.record.id)] for h in hits]))
-            per_conv[conv.sample_id] = {**tally.overall(), "skipped": conv.skipped}
-            tallies[conv.sample_id] = tally
-            total.extend(tally)
+        answers = ask(service, conversations, maps, groups)
     finally:
         service.close()
     turns = sum(len(s.turns) for c in conversations for s in c.sessions)
-    by_group: dict[str, Any] = {}
-    for name, members in (groups or {}).items():
-        tally = Tally()
-        for member in members:
-            tally.extend(tallies[member])
-        by_group[name] = {"conversations": members, "overall": tally.overall(), "by_category": tally.by_category()}
-    return {
-        "overall": total.overall(),
-        "by_category": total.by_category(),
-        "by_conversation": per_conv,
-        "by_group": by_group,
-        "turns": turns,
-        "query_errors": errors,
-        "ingest_s": round(ingest_s, 3),
-        "ingest_turns_per_s": round(turns / ingest_s, 1) if ingest_s else None,
-        "query_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
-        "query_p95_ms": round(percentile(latencies, 95), 3) if latencies else None,
-    }
+    return {**answers, "turns": turns, "ingest_s": round(ingest_s, 3),
+            "ingest_turns_per_s": round(turns / ingest_s, 1) if ingest_s else None}
 
 
 def load(path: Path, only: list[str] | None) -> list[Conversation]:
@@ -183,6 +161,18 @@ def load(path: Path, only: list[str] | None) -> list[Conversation]:
             raise SystemExit(f"unknown conversation(s): {', '.join(missing)}; have {', '.join(sorted(known))}")
         conversations = [c for c in conversations if c.sample_id in only]
     return conversations
+
+
+def parse_groups(parser: argparse.ArgumentParser, specs: list[str],
+                 conversations: list[Conversation]) -> dict[str, list[str]]:
+    """`--group NAME=ID,ID` options as {name: ids}; a usage error for an id not loaded."""
+    groups: dict[str, list[str]] = {}
+    for spec in specs:
+        name, _, members = spec.partition("=")
+        groups[name.strip()] = [m.strip() for m in members.split(",") if m.strip()]
+        if not name.strip() or set(groups[name.strip()]) - {c.sample_id for c in conversations}:
+            parser.error(f"--group {spec!r}: expected NAME=ID,ID of loaded conversations")
+    return groups
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -216,13 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no data at {args.data} (pass --data)")
     only = [c.strip() for c in args.conversations.split(",") if c.strip()]
     conversations = load(args.data, only or None)
-    groups: dict[str, list[str]] = {}
-    for spec in args.group:
-        name, _, members = spec.partition("=")
-        groups[name.strip()] = [m.strip() for m in members.split(",") if m.strip()]
-        unknown = set(groups[name.strip()]) - {c.sample_id for c in conversations}
-        if not name.strip() or unknown:
-            parser.error(f"--group {spec!r}: expected NAME=ID,ID of loaded conversations")
+    groups = parse_groups(parser, args.group, conversations)
     with tempfile.TemporaryDirectory(prefix="nmem-locomo-") as tmp:
         ranking = with_settings(MODES[args.mode], args.set)
         report = run(conversations, ranking, Path(tmp), groups)

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from locomo import DAY, DEFAULT_DATA, LIMIT, MODES, ingest, load, machine, percentile
-from locomo_scoring import METRICS, Conversation, Tally, question_scores
+from locomo import DEFAULT_DATA, MODES, ask, ingest, load, parse_groups
+from locomo_scoring import METRICS, Conversation
+from measure import machine
 from nmem.config import load_settings
-from nmem.errors import QuerySyntaxError
 from nmem.memory import Service
 from nmem.search import embeddings
 
@@ -51,41 +50,6 @@ VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
     "hashing-dense": ("hashing", "dense", 1.0, 0.0, True),
     "hashing-weighted-0.3": ("hashing", "weighted", 0.3, embeddings.DENSE_FLOOR, True),
 }
-
-
-def ask(service: Service, conversations: list[Conversation], maps: dict[str, dict[int, str]],
-        groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """Every question through nmem's search with the service's current settings (bench/locomo.py's loop)."""
-    total = Tally()
-    per_conv: dict[str, Any] = {}
-    tallies: dict[str, Tally] = {}
-    latencies: list[float] = []
-    errors = 0
-    for conv in conversations:
-        service.clock = lambda t=conv.sessions[-1].timestamp + DAY: float(t)
-        tally = Tally()
-        dia = maps[conv.sample_id]
-        for q in conv.questions:
-            t0 = time.perf_counter()
-            try:
-                hits = service.search(q.text, scope="prompts", project=conv.sample_id, limit=LIMIT).hits
-            except QuerySyntaxError:
-                hits, errors = [], errors + 1
-            latencies.append((time.perf_counter() - t0) * 1000)
-            tally.add(q.category, question_scores(q.evidence, [dia[int(h.record.id)] for h in hits]))
-        per_conv[conv.sample_id] = tally.overall()
-        tallies[conv.sample_id] = tally
-        total.extend(tally)
-    by_group: dict[str, Any] = {}
-    for name, members in (groups or {}).items():
-        group = Tally()
-        for member in members:
-            group.extend(tallies[member])
-        by_group[name] = {"conversations": members, "overall": group.overall(), "by_category": group.by_category()}
-    return {"overall": total.overall(), "by_category": total.by_category(), "by_conversation": per_conv,
-            "by_group": by_group, "query_errors": errors,
-            "query_p50_ms": round(statistics.median(latencies), 3) if latencies else None,
-            "query_p95_ms": round(percentile(latencies, 95), 3) if latencies else None}
 
 
 def run(conversations: list[Conversation], variants: list[str], home: Path,
@@ -171,12 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown variant(s): {', '.join(unknown)}")
     only = [c.strip() for c in args.conversations.split(",") if c.strip()]
     conversations = load(args.data, only or None)
-    groups: dict[str, list[str]] = {}
-    for spec in args.group:
-        name, _, members = spec.partition("=")
-        groups[name.strip()] = [m.strip() for m in members.split(",") if m.strip()]
-        if not name.strip() or set(groups[name.strip()]) - {c.sample_id for c in conversations}:
-            parser.error(f"--group {spec!r}: expected NAME=ID,ID of loaded conversations")
+    groups = parse_groups(parser, args.group, conversations)
     with tempfile.TemporaryDirectory(prefix="nmem-locomo-hybrid-") as tmp:
         report = run(conversations, variants, Path(tmp), groups)
     report = {"conversations": [c.sample_id for c in conversations], **report, "machine": machine()}

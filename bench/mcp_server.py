@@ -29,21 +29,20 @@ import asyncio
 import compileall
 import json
 import os
-import platform
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import corpus
 import nmem
+from measure import emit, loadavg, machine, percentile
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
 from nmem.memory import Service
@@ -60,39 +59,10 @@ HANDSHAKE = [
 ]
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
 def series(values: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
     v = [x * scale for x in values]
     return {"n": len(v), "min": round(min(v), digits), "p50": round(statistics.median(v), digits),
             "p95": round(percentile(v, 95), digits), "max": round(max(v), digits)}
-
-
-def loadavg() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    from importlib.metadata import version
-
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-            "mcp": version("mcp"), "nmem": nmem.__version__,
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "loadavg_start": loadavg()}
 
 
 def child_env(home: Path, **extra: str) -> dict[str, str]:
@@ -296,7 +266,7 @@ async def search_latency(home: Path, n: int, seed: int, log: Callable[[str], Non
 def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
     # nmem's bytecode compiled as `pip install` would, so startup is not measured cold
     compileall.compile_dir(str(Path(nmem.__file__).parent), quiet=1)
-    result: dict[str, Any] = {"machine": machine(), "config": {
+    result: dict[str, Any] = {"machine": machine(mcp=version("mcp"), nmem=nmem.__version__), "config": {
         "runs": args.runs, "observations": args.observations, "queries": args.queries, "seed": args.seed}}
     home = workdir / "home"
     log(f"populating {args.observations:,} observations (one transaction) …")
@@ -382,11 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="nmem-bench-mcp-") as tmp:
             result = run(args, Path(tmp), log)
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(render(result))
-        print(f"\nwall time {result['wall_seconds']:.0f} s")
+    emit(result, render, args.json)
     return 0
 
 

@@ -1,0 +1,57 @@
+"""What every benchmark here shares: percentiles, the machine a run was on, and printing a report.
+
+Imported by name (`import measure`), as the scripts import each other when run from bench/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def loadavg() -> float | None:
+    """1-minute load average: a busy machine (tests running beside) inflates every figure."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(**extra: Any) -> dict[str, Any]:
+    """The machine, the versions and the time a run started, plus whatever a benchmark adds."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "sqlite": sqlite3.sqlite_version, **extra,
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "loadavg_start": loadavg()}
+
+
+def emit(result: dict[str, Any], render: Callable[[dict[str, Any]], str], as_json: bool) -> None:
+    """Print a finished run: one JSON object, or the rendered report and its wall time."""
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    print(render(result))
+    if "wall_seconds" in result:
+        print(f"\nwall time {result['wall_seconds']:.0f} s")
