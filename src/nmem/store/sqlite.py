@@ -38,6 +38,13 @@ RECENT_CANDIDATES = 1000
 RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
                  "observations": ("observations", "observations_fts", "timestamp")}
 
+# Pages the WAL may hold before a commit folds it into the database (SQLite's default is 1,000).
+# A checkpoint writes each page changed since the last one and syncs the file; a bulk load
+# rewrites the same pages (index tails, FTS5 segments and structure) in every transaction, so
+# checkpointing every ~4 MB wrote them over and over: ~64 MB between checkpoints saves ~15% of
+# bulk ingest time at 1M rows. A clean close still truncates the WAL.
+WAL_AUTOCHECKPOINT_PAGES = 16_000
+
 DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays within 5%
 DF_CACHE_SIZE = 20_000
 
@@ -153,6 +160,7 @@ class SqliteStore:
         conn.execute("PRAGMA temp_store = MEMORY")
         if writer:
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
             conn.execute("PRAGMA foreign_keys = ON")
         conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
         try:
