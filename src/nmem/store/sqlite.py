@@ -41,8 +41,9 @@ RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
 # Pages the WAL may hold before a commit folds it into the database (SQLite's default is 1,000).
 # A checkpoint writes each page changed since the last one and syncs the file; a bulk load
 # rewrites the same pages (index tails, FTS5 segments and structure) in every transaction, so
-# checkpointing every ~4 MB wrote them over and over: ~64 MB between checkpoints saves ~15% of
-# bulk ingest time at 1M rows. A clean close still truncates the WAL.
+# checkpointing every ~4 MB wrote them over and over: ~64 MB between checkpoints halves the time
+# a bulk load at 1M rows spends committing (43 -> 22 us an event). A clean close still truncates
+# the WAL.
 WAL_AUTOCHECKPOINT_PAGES = 16_000
 
 DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays within 5%
