@@ -164,14 +164,16 @@ def test_relevance_over_a_huge_match_ranks_its_newest_rows(store: SqliteStore, m
     assert ids(store, '"pytest"', limit=20, offset=25) == by_rank(sorted(found, key=lambda r: -r[0])[:45])[25:45]
 
 
+@pytest.mark.parametrize("type_ids_min", [0, 10**9])   # type filters checked against the type's ids, or per row
 @pytest.mark.parametrize("filters", [
     {"project": "web"}, {"obs_types": ("git_commit",)}, {"obs_types": ("git_commit", "file_edit"), "project": "api"},
     {"obs_types": ("command",), "date_start": T0 + 1200, "date_end": T0 + 6000},
 ])
 def test_filtered_relevance_ranks_the_newest_rows_that_pass(store: SqliteStore, monkeypatch: pytest.MonkeyPatch,
-                                                           filters: dict[str, Any]) -> None:
+                                                           filters: dict[str, Any], type_ids_min: int) -> None:
     populate(store, n=200, shuffled=20, seed=11)
     monkeypatch.setattr(sqlite_store, "RELEVANCE_WINDOW", 12)
+    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", type_ids_min)
     where, params = ["1"], []
     if "project" in filters:
         where.append("o.project = ?")
@@ -264,18 +266,36 @@ def test_newest_first_stops_at_the_limit(store: SqliteStore) -> None:
     assert "TEMP B-TREE FOR ORDER BY" not in plan
 
 
-def test_type_filters_read_their_ids_off_the_type_index(store: SqliteStore) -> None:
+def test_type_filters_on_a_large_match_read_their_ids_off_the_type_index(
+        store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     populate(store, n=40)
-    (plan,) = [p for p in plans(store, lambda: ids(store, '"pytest"', obs_types=("git_commit",), project="api"))
-               if "VIRTUAL TABLE" in p]
+    count = rows(store, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'pytest'")[0][0]
+    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", count)
+    *_, plan = [p for p in plans(store, lambda: ids(store, '"pytest"', obs_types=("git_commit",), project="api"))
+                if "VIRTUAL TABLE" in p]
     assert "USING COVERING INDEX idx_obs_type_project (obs_type=? AND project=?)" in plan
 
 
+def test_type_filters_on_a_small_match_check_each_row(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading every id of a common type costs more than checking a few hundred matches."""
+    populate(store, n=40)
+    count = rows(store, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'pytest'")[0][0]
+    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", count + 1)
+    found = [p for p in plans(store, lambda: ids(store, '"pytest"', obs_types=("git_commit",), project="api"))
+             if "VIRTUAL TABLE" in p]
+    assert len(found) == 2   # the bounded count, then the ranking
+    assert "idx_obs_type_project" not in found[1]
+    assert "SEARCH o USING INTEGER PRIMARY KEY (rowid=?)" in found[1]
+
+
+@pytest.mark.parametrize("type_ids_min", [0, 10**9])
 @pytest.mark.parametrize("analyze", [False, True])
-def test_a_filter_never_drives_the_match_row_by_row(store: SqliteStore, analyze: bool) -> None:
+def test_a_filter_never_drives_the_match_row_by_row(store: SqliteStore, monkeypatch: pytest.MonkeyPatch,
+                                                    analyze: bool, type_ids_min: int) -> None:
     """Left to itself, SQLite starts from (project, timestamp) to read `project = ? ORDER BY
     timestamp DESC` and runs the MATCH once per row (`INDEX 0:=M1`): seconds at a million
     rows. Every full-text read keeps FTS5 the outer loop, late rows (a re-sort) included."""
+    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", type_ids_min)
     populate(store, n=40, shuffled=10)
     if analyze:
         store._writer().execute("ANALYZE")

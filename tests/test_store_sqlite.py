@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import nmem.store.sqlite as sqlite_store
 from nmem.errors import ConfigError, StorageError, StoreBusy
 from nmem.store import NewMemory, NewObservation, SearchFilters, open_store
 from nmem.store.sqlite import SqliteStore, exp_decay
@@ -76,6 +77,7 @@ def test_writer_pragmas(store: SqliteStore) -> None:
     assert pragma(w, "auto_vacuum") == 2  # INCREMENTAL
     assert pragma(w, "busy_timeout") == 5000
     assert pragma(w, "temp_store") == 2  # MEMORY
+    assert pragma(w, "wal_autocheckpoint") == sqlite_store.WAL_AUTOCHECKPOINT_PAGES > 1000
 
 
 def test_reader_pragmas(store: SqliteStore) -> None:
