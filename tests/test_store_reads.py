@@ -306,3 +306,46 @@ def test_a_filter_never_drives_the_match_row_by_row(store: SqliteStore, monkeypa
                 if "VIRTUAL TABLE" in plan:
                     assert ":=" not in plan, plan
 
+
+
+# -- recent intents (the SessionStart block) --------------------------------------------------------
+
+
+def intents_by_grouping(store: SqliteStore, project: str, limit: int) -> list[tuple[int, int]]:
+    """(prompt id, actions) of the project's newest user prompts with actions: every prompt grouped."""
+    return rows(store, "SELECT p.id, COUNT(o.id) FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                       "JOIN observations o ON o.prompt_id = p.id WHERE s.project = ? AND p.source = 'user' "
+                       "GROUP BY p.id ORDER BY p.timestamp DESC, p.id DESC LIMIT ?", (project, limit))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_recent_intents_match_grouping_every_prompt(store: SqliteStore, monkeypatch: pytest.MonkeyPatch,
+                                                     seed: int) -> None:
+    """Sessions overlap (a prompt's actions interleave with other sessions' and projects'), some
+    prompts lead to nothing, some are the agent's; read in small steps so the walk has to stop early."""
+    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_BATCH", 7)
+    rng = random.Random(seed)
+    open_prompts: list[tuple[str, str, int]] = []
+    at = T0
+    with store.transaction():
+        for i in range(600):
+            at += rng.randint(0, 30)    # ties in time too
+            if not open_prompts or rng.random() < 0.25:
+                session, project = f"s{rng.randrange(12)}", PROJECTS[rng.randrange(2)]
+                store.ensure_session(session, store.get_session(session).project if store.get_session(session)
+                                     else project, at)
+                project = store.get_session(session).project  # type: ignore[union-attr]
+                source = "user" if rng.random() < 0.8 else "agent"
+                prompt = store.add_prompt(session, at, source, f"prompt {i}")
+                if rng.random() < 0.2:
+                    continue            # a prompt that led to no action
+                open_prompts = [*open_prompts[-3:], (session, project, prompt)]
+            session, project, prompt = rng.choice(open_prompts)
+            store.add_observation(NewObservation(session, project, at, TYPES[i % len(TYPES)], "PostToolUse",
+                                                 f"action {i}", "Bash", prompt_id=prompt))
+    for project in PROJECTS:
+        for limit in (1, 3, 10, 1000):
+            found = [(p.id, n) for p, n in store.recent_intents(project, limit)]
+            assert found == intents_by_grouping(store, project, limit), (project, limit)
+    assert store.recent_intents("nowhere", 5) == []
+    assert store.recent_intents("api", 0) == []

@@ -46,6 +46,7 @@ RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
 # the WAL.
 WAL_AUTOCHECKPOINT_PAGES = 16_000
 
+INTENT_SCAN_BATCH = 256  # observations read per step while looking for recent intents
 DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays within 5%
 DF_CACHE_SIZE = 20_000
 
@@ -1047,16 +1048,43 @@ class SqliteStore:
         return [(Observation.from_row(r), float(r["score"])) for r in rows]
 
     def recent_intents(self, project: str, limit: int) -> list[tuple[Prompt, int]]:
-        rows = self._query(
-            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
-            "COUNT(o.id) AS actions FROM prompts p "
-            "JOIN sessions s ON s.id = p.session_id "
-            "JOIN observations o ON o.prompt_id = p.id "
-            "WHERE s.project = ? AND p.source = 'user' "
-            "GROUP BY p.id HAVING COUNT(o.id) > 0 ORDER BY p.timestamp DESC, p.id DESC LIMIT ?",
-            (project, limit),
-        )
-        return [(Prompt.from_row(r), int(r["actions"])) for r in rows]
+        """The project's newest user prompts that led to at least one action, with their counts.
+
+        Walks the project's observations newest first and collects the prompts they belong to,
+        stopping once `limit` of those are newer than every observation left unread: a prompt's
+        actions are recorded after it, so a prompt not met yet is no newer than the unread
+        actions. Grouping every prompt of the project with its actions instead cost 0.1-0.4 s
+        at a million observations, on every SessionStart.
+        """
+        if limit <= 0:
+            return []
+        intents: dict[int, Prompt] = {}
+        seen: set[int] = set()
+        cursor = (2**63 - 1, 2**63 - 1)
+        while True:
+            rows = self._query(
+                "SELECT id, timestamp, prompt_id FROM observations WHERE project = ? AND (timestamp, id) < (?, ?) "
+                "ORDER BY timestamp DESC, id DESC LIMIT ?", (project, *cursor, INTENT_SCAN_BATCH))
+            fresh = list(dict.fromkeys(r["prompt_id"] for r in rows if r["prompt_id"] is not None
+                                       and r["prompt_id"] not in seen))
+            seen.update(fresh)
+            for row in self._query(  # CROSS JOIN: by prompt id, not through every session of the project
+                    f"SELECT p.*, s.project FROM prompts p CROSS JOIN sessions s ON s.id = p.session_id "
+                    f"WHERE p.id IN ({','.join('?' * len(fresh))}) AND p.source = 'user' AND s.project = ?",
+                    (*fresh, project)):
+                intents[row["id"]] = Prompt.from_row(row)
+            newest = sorted(intents.values(), key=lambda p: (p.timestamp, p.id), reverse=True)[:limit]
+            if len(rows) < INTENT_SCAN_BATCH:
+                break
+            cursor = (rows[-1]["timestamp"], rows[-1]["id"])
+            if len(newest) == limit and cursor[0] < newest[-1].timestamp:
+                break
+        if not newest:
+            return []
+        counts: dict[int, int] = {row[0]: row[1] for row in self._query(
+            f"SELECT prompt_id, COUNT(*) FROM observations WHERE prompt_id IN ({','.join('?' * len(newest))}) "
+            f"GROUP BY prompt_id", [p.id for p in newest])}
+        return [(p, int(counts.get(p.id, 0))) for p in newest]
 
     def status(self) -> Status:
         def count(sql: str) -> int:
