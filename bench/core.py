@@ -26,6 +26,7 @@ from typing import Any
 
 import corpus
 from measure import emit, loadavg, machine, percentile
+from nmem import context
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
 from nmem.errors import NmemError
@@ -136,6 +137,7 @@ LABELS = {
     "search_all_scopes": "search, all scopes",
     "recent_context_project": "recent_context(project)",
     "recent_context_all": "recent_context(all)",
+    "session_start_block": "SessionStart context block(project)",
     "timeline": "timeline(anchor, 5, 5)",
     "file_history": "file_history(path)",
 }
@@ -177,6 +179,9 @@ def workloads(service: Service, corp: Any, n: int, seed: int, now: int) -> dict[
             (p, lambda p=p: len(service.recent_context(p, limit=30)))
             for p in (rng.choice(projects) for _ in range(n))],
         "recent_context_all": [("all", lambda: len(service.recent_context(None, limit=30)))] * n,
+        "session_start_block": [
+            (p, lambda p=p: len(context.render(service, p, "startup", now)))
+            for p in (rng.choice(projects) for _ in range(n))],
         "timeline": [(str(a), lambda a=a: timeline(a)) for a in (rng.randint(1, max_id) for _ in range(n))],
         "file_history": [(p, lambda p=p: history(p)) for p in corpus.file_paths(corp, n, seed)],
     }
