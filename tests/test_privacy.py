@@ -341,3 +341,15 @@ def test_a_prompt_that_is_entirely_private_stores_no_prompt(tmp_path: Path) -> N
     assert query(home, "SELECT COUNT(*) AS n FROM prompts")[0]["n"] == 0
     assert b"120k" not in raw_bytes(db_path(home), home / "nmem.db-wal")
 
+
+
+@pytest.mark.parametrize(("run", "redacted"), [
+    ("Zx8Qp2Lm9Rt4Vw7Ks1Nb6Hc3Jd5Fg0AyUe", True),      # lower, upper and digits, varied
+    ("ZxhQpkLmqRtaVwzKsyNbmHcuJdvFgoAyUe", False),     # no digit
+    ("zx8qp2lm9rt4vw7ks1nb6hc3jd5fg0ayue", False),     # no upper case
+    ("ZX8QP2LM9RT4VW7KS1NB6HC3JD5FG0AYUE", False),     # no lower case
+    ("Aa1Aa1Aa1Aa1Aa1Aa1Aa1Aa1Aa1Aa1Aa1Aa1", False),   # every class, little entropy
+])
+def test_a_long_run_is_high_entropy_only_with_every_character_class(run: str, redacted: bool) -> None:
+    out = scrub(f"value {run} end")
+    assert (run not in out) is redacted, out

@@ -122,8 +122,9 @@ def shannon_entropy(text: str) -> float:
 
 
 def _is_high_entropy(token: str) -> bool:
-    has_classes = (any(c.islower() for c in token) and any(c.isupper() for c in token)
-                   and any(c.isdigit() for c in token))
+    # Tokens are ASCII runs of _RUN_CHARS: upper() changes one iff it holds a lower-case
+    # letter, lower() iff an upper-case one (C loops, no Python frame per character).
+    has_classes = token != token.upper() and token != token.lower() and any(map(str.isdigit, token))
     return has_classes and shannon_entropy(token) >= ENTROPY_BITS
 
 
@@ -136,6 +137,8 @@ def _has_high_entropy_run(text: str) -> bool:
     if len(text) < MIN_RUN:
         return False
     runs = text.encode("utf-8", "surrogatepass").translate(_RUNS_TABLE).split()
+    if max(map(len, runs), default=0) < MIN_RUN:  # nearly every text: decided without a Python loop
+        return False
     return any(len(run) >= MIN_RUN and _is_high_entropy(run.decode("ascii")) for run in runs)
 
 
