@@ -265,3 +265,15 @@ async def test_get_unknown_prompt_is_invalid_params(client: Client) -> None:
     with pytest.raises(MCPError) as err:
         await client.get_prompt("no-such-prompt", {})
     assert err.value.code == -32602
+
+
+@pytest.mark.parametrize("project", ["acme/web", "a%20b", "50%", "my café"])
+async def test_odd_project_names_list_and_read_back_in_both_forms(client: Client, service: Service,
+                                                                  project: str) -> None:
+    memory = service.remember(f"a decision for {project}", namespace="decisions", project=project)
+    listed = [str(r.uri) for page in await all_pages(client) for r in page]
+    (uri,) = [u for u in listed if u.endswith(memory.id)]
+    assert str(AnyUrl(uri)) == uri
+    assert (await read_json(client, uri))["urn"] == memory.urn
+    if "/" not in project:  # the form nmem writes cannot hold a '/' in a project name unambiguously
+        assert (await read_json(client, memory.urn))["id"] == memory.id

@@ -21,6 +21,7 @@ from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, Serv
 from mcp_support import CWD, PROJECT, Inbox, Seeded, record_process, run_nmem_async
 from nmem.mcp.resources import as_uri
 from nmem.mcp.server import NmemServer
+from nmem.mcp.watch import ChangeSet
 from nmem.memory import Service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -234,3 +235,13 @@ async def test_the_rfc3986_form_of_a_urn_is_subscribed_and_notified_as_written(
         assert set(inbox.updated()) == {encoded}
         await unsubscribe(legacy, OBSERVATIONS)  # either form undoes the subscription
         assert all(not subscribers for subscribers in app.subscriptions.values())
+
+
+async def test_a_urn_that_cannot_be_split_again_does_not_cost_the_other_notifications(
+        app: NmemServer, seeded: Seeded) -> None:
+    inbox = Inbox()
+    async with Client(app.server, mode="legacy", message_handler=inbox) as client:
+        await subscribe(client, OBSERVATIONS)
+        # a project named "acme/web": its URN has four parts; it sorts before the subscribed one
+        await app.notify(ChangeSet(updated={"nmem://project:acme/web/decisions/01ANY", OBSERVATIONS}))
+        await inbox.wait_updated(OBSERVATIONS, WAIT)

@@ -341,7 +341,8 @@ def test_recent_intents_match_grouping_every_prompt(store: SqliteStore, monkeypa
                     continue            # a prompt that led to no action
                 open_prompts = [*open_prompts[-3:], (session, project, prompt)]
             session, project, prompt = rng.choice(open_prompts)
-            store.add_observation(NewObservation(session, project, at, TYPES[i % len(TYPES)], "PostToolUse",
+            stamped = at - rng.randint(0, 300) if rng.random() < 0.1 else at   # a clock that stepped back
+            store.add_observation(NewObservation(session, project, stamped, TYPES[i % len(TYPES)], "PostToolUse",
                                                  f"action {i}", "Bash", prompt_id=prompt))
     for project in PROJECTS:
         for limit in (1, 3, 10, 1000):
@@ -349,3 +350,40 @@ def test_recent_intents_match_grouping_every_prompt(store: SqliteStore, monkeypa
             assert found == intents_by_grouping(store, project, limit), (project, limit)
     assert store.recent_intents("nowhere", 5) == []
     assert store.recent_intents("api", 0) == []
+
+
+def test_recent_intents_of_a_project_with_few_of_them_group_after_a_bounded_walk(
+        store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One user prompt, then a long run of actions that name none (agent work): the walk gives
+    up after INTENT_SCAN_LIMIT rows and groups the project's prompts instead."""
+    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_BATCH", 5)
+    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_LIMIT", 20)
+    with store.transaction():
+        store.ensure_session("s1", "api", T0)
+        asked = store.add_prompt("s1", T0, "user", "migrate the billing tables")
+        store.add_observation(NewObservation("s1", "api", T0 + 1, "command", "PostToolUse", "alembic upgrade head",
+                                             "Bash", prompt_id=asked))
+        for i in range(100):
+            store.add_observation(NewObservation("s1", "api", T0 + 10 + i, "command", "PostToolUse", f"step {i}",
+                                                 "Bash"))
+    statements: list[str] = []
+    store._reader().set_trace_callback(statements.append)
+    found = [(p.id, n) for p, n in store.recent_intents("api", 5)]
+    store._reader().set_trace_callback(None)
+    assert found == intents_by_grouping(store, "api", 5) == [(asked, 1)]
+    assert sum("ORDER BY timestamp DESC, id DESC LIMIT" in s for s in statements) == 4   # 20 rows, then grouping
+    assert any("GROUP BY p.id" in s for s in statements)
+
+
+def test_recent_intents_survive_a_clock_that_stepped_back(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest prompt's only action is stamped before an older prompt's actions."""
+    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_BATCH", 1)
+    with store.transaction():
+        store.ensure_session("s1", "api", T0)
+        older = store.add_prompt("s1", T0 + 60, "user", "run the tests")
+        newer = store.add_prompt("s1", T0 + 100, "user", "fix the flaky one")
+        for at, prompt in ((T0 + 70, older), (T0 + 55, older), (T0 + 50, newer)):
+            store.add_observation(NewObservation("s1", "api", at, "command", "PostToolUse", f"at {at}", "Bash",
+                                                 prompt_id=prompt))
+    assert [(p.id, n) for p, n in store.recent_intents("api", 1)] == intents_by_grouping(store, "api", 1) \
+        == [(newer, 1)]

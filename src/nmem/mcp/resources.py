@@ -71,12 +71,19 @@ _SEGMENT_SAFE = _HOST_SAFE + ":@"
 
 
 def parse_urn(uri: str) -> Urn:
-    """The parts a URN names, from either form (%-escapes decoded); NotFound if it is none."""
+    """The parts a URN names, from either form; NotFound if it is none.
+
+    A `:` left in the authority marks the form nmem writes, taken verbatim (a project may be
+    called `a%20b`); otherwise it is the RFC 3986 form and each part is %-decoded after the
+    split (so a project called `acme/web` travels as `project%3Aacme%2Fweb`)."""
     match = _URN.match(uri.strip())
     if not match:
         raise NotFound(f"resource not found: {uri}")
-    domain, namespace, uid = (unquote(p) if p is not None else None for p in match.group("domain", "ns", "id"))
-    if not domain or "/" in domain or namespace == "" or "/" in (namespace or "") or "/" in (uid or ""):
+    parts: tuple[str | None, ...] = match.group("domain", "ns", "id")
+    if ":" not in (parts[0] or ""):
+        parts = tuple(unquote(p) if p is not None else None for p in parts)
+    domain, namespace, uid = parts
+    if not domain or namespace == "":
         raise NotFound(f"resource not found: {uri}")
     return Urn(domain, namespace, uid)
 

@@ -46,6 +46,15 @@ INSTRUCTIONS = (
 )
 
 
+def _uri_form(urn: str) -> str:
+    """The RFC 3986 form of a URN the change watcher wrote; the URN itself when it cannot be
+    split again (a project name holding a `/`), rather than losing the rest of the changes."""
+    try:
+        return resources.as_uri(urn)
+    except NotFound:
+        return urn
+
+
 class NmemServer:
     """One server per process; one Service (and its SQLite connections) shared by its sessions."""
 
@@ -141,7 +150,7 @@ class NmemServer:
         except ValueError:
             raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor") from None
         return types.ListResourcesResult(
-            resources=[types.Resource(uri=resources.as_uri(m.urn), name=m.id, title=m.summary,
+            resources=[types.Resource(uri=resources.Urn(m.domain, m.namespace, m.id).uri(), name=m.id, title=m.summary,
                                       description=f"[{m.namespace}] {m.summary}", mime_type="application/json")
                        for m in memories],
             next_cursor=next_cursor,
@@ -223,7 +232,7 @@ class NmemServer:
                 if session is not None:
                     await session.send_resource_updated(subscribed)
             # listeners filter by exact URI: publish the URN in both of its forms
-            for form in dict.fromkeys((uri, resources.as_uri(uri))):
+            for form in dict.fromkeys((uri, _uri_form(uri))):
                 await self.bus.publish(ResourceUpdated(uri=form))
         if changes.list_changed:
             for session in list(self.sessions.values()):

@@ -46,7 +46,9 @@ RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
 # the WAL.
 WAL_AUTOCHECKPOINT_PAGES = 16_000
 
-INTENT_SCAN_BATCH = 256  # observations read per step while looking for recent intents
+INTENT_SCAN_BATCH = 256        # observations read per step while looking for recent intents
+INTENT_SCAN_LIMIT = 4096       # ... and in all, before grouping the project's prompts instead
+INTENT_CLOCK_SLACK = 600       # seconds a prompt may be stamped after its own actions
 DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays within 5%
 DF_CACHE_SIZE = 20_000
 
@@ -1050,21 +1052,26 @@ class SqliteStore:
     def recent_intents(self, project: str, limit: int) -> list[tuple[Prompt, int]]:
         """The project's newest user prompts that led to at least one action, with their counts.
 
-        Walks the project's observations newest first and collects the prompts they belong to,
-        stopping once `limit` of those are newer than every observation left unread: a prompt's
-        actions are recorded after it, so a prompt not met yet is no newer than the unread
-        actions. Grouping every prompt of the project with its actions instead cost 0.1-0.4 s
-        at a million observations, on every SessionStart.
+        Walks the project's newest observations to the prompts they belong to, and stops once
+        `limit` of those are newer (by more than INTENT_CLOCK_SLACK, for clocks that step) than
+        every observation left unread: a prompt's actions are recorded after it, so a prompt
+        not met yet is older than the unread actions. Grouping every prompt of the project with
+        its actions cost 0.1-0.4 s at a million observations, on every SessionStart; the walk
+        reads a few hundred rows. A project whose newest actions name few prompts (agent work,
+        private prompts) would make the walk long, and grouping is cheap there: after
+        INTENT_SCAN_LIMIT rows it groups instead.
         """
         if limit <= 0:
             return []
         intents: dict[int, Prompt] = {}
         seen: set[int] = set()
         cursor = (2**63 - 1, 2**63 - 1)
-        while True:
+        read = 0
+        while read < INTENT_SCAN_LIMIT:
             rows = self._query(
                 "SELECT id, timestamp, prompt_id FROM observations WHERE project = ? AND (timestamp, id) < (?, ?) "
                 "ORDER BY timestamp DESC, id DESC LIMIT ?", (project, *cursor, INTENT_SCAN_BATCH))
+            read += len(rows)
             fresh = list(dict.fromkeys(r["prompt_id"] for r in rows if r["prompt_id"] is not None
                                        and r["prompt_id"] not in seen))
             seen.update(fresh)
@@ -1077,14 +1084,28 @@ class SqliteStore:
             if len(rows) < INTENT_SCAN_BATCH:
                 break
             cursor = (rows[-1]["timestamp"], rows[-1]["id"])
-            if len(newest) == limit and cursor[0] < newest[-1].timestamp:
+            if len(newest) == limit and cursor[0] < newest[-1].timestamp - INTENT_CLOCK_SLACK:
                 break
+        else:
+            return self._intents_by_grouping(project, limit)
         if not newest:
             return []
         counts: dict[int, int] = {row[0]: row[1] for row in self._query(
             f"SELECT prompt_id, COUNT(*) FROM observations WHERE prompt_id IN ({','.join('?' * len(newest))}) "
             f"GROUP BY prompt_id", [p.id for p in newest])}
         return [(p, int(counts.get(p.id, 0))) for p in newest]
+
+    def _intents_by_grouping(self, project: str, limit: int) -> list[tuple[Prompt, int]]:
+        rows = self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
+            "COUNT(o.id) AS actions FROM prompts p "
+            "JOIN sessions s ON s.id = p.session_id "
+            "JOIN observations o ON o.prompt_id = p.id "
+            "WHERE s.project = ? AND p.source = 'user' "
+            "GROUP BY p.id ORDER BY p.timestamp DESC, p.id DESC LIMIT ?",
+            (project, limit),
+        )
+        return [(Prompt.from_row(r), int(r["actions"])) for r in rows]
 
     def status(self) -> Status:
         def count(sql: str) -> int:
