@@ -172,7 +172,10 @@ def test_register_backend_plugs_in_another_embedder(service: Service, talk: dict
     ("What do Melanie's kids like?", {"melani"}, "What do kids like?"),
     ("What do Melanie\u2019s kids like?", {"melani"}, "What do kids like?"),
     ("Did Jon and Gina both dance?", {"jon", "gina"}, "Did and both dance?"),
-    ("What does pytest say about the fixture?", {"pytest"}, "What does say about the fixture?"),
+    ("What does Pytest say about the fixture?", {"pytest"}, "What does say about the fixture?"),
+    ("What does pytest say about the fixture?", {"pytest"}, "What does pytest say about the fixture?"),  # no name
+    ("what was the error in the deploy", {"error"}, "what was the error in the deploy"),  # "Error: …" hits
+    ("Error in the deploy, why?", {"error"}, "Error in the deploy, why?"),            # capitalised as first word
     ("What has Melanie painted?", set(), "What has Melanie painted?"),          # no label among the hits
     ("What has Melanie painted?", {"carolin"}, "What has Melanie painted?"),    # a label it does not name
     ("Melanie?", {"melani"}, "Melanie?"),                                       # nothing would be left

@@ -76,8 +76,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search.hybrid_weight", float, 0.3, "NMEM_HYBRID_WEIGHT",
             "Share of vector similarity in the fused score, 0-1 (0: BM25 order, 1: vectors only)."),
     Setting("search.hybrid_drop_labels", bool, True, "NMEM_HYBRID_DROP_LABELS",
-            "Embed the question without the words that name a record's label (`Caroline: …`): the BM25 label "
-            "boost matches those, and in the vector a name outweighs what is asked about it."),
+            "Embed the question without the names (capitalised words past the first) that are a record's label "
+            "(`Caroline: …`): the BM25 label boost matches those, and in the vector a name outweighs what is "
+            "asked about it."),
     Setting("context.local_limit", int, 20, "NMEM_CONTEXT_LOCAL",
             "Project-local rows in the SessionStart context block (normal mode)."),
     Setting("context.cross_limit", int, 10, "NMEM_CONTEXT_CROSS",

@@ -527,7 +527,15 @@ def without_labels(query: str, labels: Iterable[str]) -> str:
     wanted = set(labels)
     if not wanted:
         return query
-    rest = _QUESTION_WORD.sub(lambda m: "" if stem(fold(m.group(1))) in wanted else m.group(0), query)
+    first = _QUESTION_WORD.search(query)
+
+    def keep(m: re.Match[str]) -> str:
+        # Only a word written as a name (capitalised, past the question's first word) goes:
+        # "what was the error" keeps its *error* though hits open with "Error: …".
+        named = m.group(1)[:1].isupper() and first is not None and m.start() != first.start()
+        return "" if named and stem(fold(m.group(1))) in wanted else m.group(0)
+
+    rest = _QUESTION_WORD.sub(keep, query)
     rest = re.sub(r"\s+", " ", rest).strip()
     searchable = any(word.lower() not in STOP_WORDS for word in _WORD.findall(rest))
     return rest if searchable and rest != query.strip() else query
