@@ -152,9 +152,8 @@ def strip_private(text: str) -> str:
 
 def redact(text: str) -> str:
     """Replace every secret in `text` with a placeholder."""
-    # filter() over the bound method tests the ~50 triggers without a Python frame per test:
-    # half the cost of a set comprehension, on every field of every event.
-    found = set(filter(text.lower().__contains__, _ALL_TRIGGERS))
+    lowered = text.lower()
+    found = {t for t in _ALL_TRIGGERS if t in lowered}
     if found:
         for secret in _SECRETS:
             if secret.present(text, found):

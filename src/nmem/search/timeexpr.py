@@ -77,7 +77,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(("anchored", p) for p
 
 
 # Words that place a record in time: what a "when" question's answer says. Records are read
-# word by word (a set lookup each) rather than by one big regex: ten times faster on the trail.
+# word by word (a set lookup each), not matched against every date pattern: ~2 µs for a
+# 50-character record of the benchmark corpus.
 _TIME_WORDS = frozenset(("yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend",
                          *WEEKDAYS, *(m for m in MONTHS if m not in ("may", "mar"))))
 _RELATIVE = frozenset(("last", "next", "this", "past", "previous"))
