@@ -221,7 +221,6 @@ async def test_modern_listen_gets_updates_and_list_changed_from_other_processes(
             await next_matching(sub, ResourceUpdated(uri=seeded.memory_urn))
 
 
-
 async def test_the_rfc3986_form_of_a_urn_is_subscribed_and_notified_as_written(
         app: NmemServer, nmem_home: Path, seeded: Seeded) -> None:
     encoded = OBSERVATIONS.replace("project:", "project%3A")

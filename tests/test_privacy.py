@@ -342,7 +342,6 @@ def test_a_prompt_that_is_entirely_private_stores_no_prompt(tmp_path: Path) -> N
     assert b"120k" not in raw_bytes(db_path(home), home / "nmem.db-wal")
 
 
-
 @pytest.mark.parametrize(("run", "redacted"), [
     ("Zx8Qp2Lm9Rt4Vw7Ks1Nb6Hc3Jd5Fg0AyUe", True),      # lower, upper and digits, varied
     ("ZxhQpkLmqRtaVwzKsyNbmHcuJdvFgoAyUe", False),     # no digit

@@ -178,7 +178,6 @@ def test_a_common_word_still_finds_what_the_rare_words_cannot(service: Service, 
     assert len(result.hits) == 4 and result.match == '"zanzibar" OR "deploy"'
 
 
-
 # -- the arithmetic ---------------------------------------------------------------------------------
 
 def test_idf_is_bm25_plus_one_and_never_negative() -> None:
@@ -291,7 +290,7 @@ def test_session_windows_of_observations_follow_time_then_id(service: Service) -
 def test_fts_texts_and_stats_are_what_fts5_indexed(service: Service) -> None:
     ids = [prompt(service, "deploy the api to staging", T0), prompt(service, "the api is down, again", T0 + 1)]
     assert service.store.fts_texts("prompts", [*ids, 999]) == {
-        ids[0]: ("deploy the api to staging", 5), ids[1]: ("the api is down, again", 5)}
+        ids[0]: ("deploy the api to staging", 5, T0), ids[1]: ("the api is down, again", 5, T0 + 1)}
     stats = service.store.fts_stats("prompts", ["api", "deploi", "missing"])
     assert (stats.docs, stats.tokens, stats.df) == (2, 10, {"api": 2, "deploi": 1})
     with pytest.raises(ValueError, match="no ranking support"):

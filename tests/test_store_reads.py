@@ -307,7 +307,6 @@ def test_a_filter_never_drives_the_match_row_by_row(store: SqliteStore, monkeypa
                     assert ":=" not in plan, plan
 
 
-
 # -- recent intents (the SessionStart block) --------------------------------------------------------
 
 

@@ -22,7 +22,6 @@ _WHITESPACE = " \t\n\r"
 _UTF8_STARTS = frozenset(b' \t\n\r{["-0123456789tfn')
 
 
-
 class _DecoderOptions:
     """What `_json.make_scanner` reads off a decoder: json.JSONDecoder's defaults."""
 

@@ -48,21 +48,7 @@ class Service(CoreService):
         super().__init__(store, settings, clock)
         self.ranking = rank.Ranking()
 
-
-
-
-
-
-
-
-
     # -- curated memories ----------------------------------------------------------------
-
-
-
-
-
-
 
     def recall(self, query: str | None = None, *, namespace: str | None = None,
                tags: Iterable[str] | str | None = None, domain: str | None = None,
@@ -81,10 +67,7 @@ class Service(CoreService):
         self.store.touch_memories([str(h.record.id) for h in hits], self.now())
         return hits
 
-
-
     # -- search and navigation -------------------------------------------------------------
-
 
     def search(self, query: str | None = None, *, scope: str = "observations",
                project: str | None = None, obs_type: str | Sequence[str] | None = None,
@@ -188,31 +171,32 @@ class Service(CoreService):
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
                     cue: Callable[[str], bool] | None, filters: SearchFilters,
                     want: int) -> tuple[list[SearchHit], str]:
-        """Ranked hits of one trail scope, and the FTS5 expression that found the candidates."""
+        """The best `want` hits of one trail scope, and the FTS5 expression that found the
+        candidates. Ranking reads ids, texts and windows; only the hits' rows are fetched."""
         ranking = self.ranking
         store = self.store
         stems = rank.query_stems(query_plan.terms)
         fts = store.fts_stats(scope, stems)
         # Candidates come in blocks, so every page of one query reranks the same set.
         pool = ranking.candidates * max(1, -(-want // ranking.candidates))
-        hits: list[SearchHit] = []
+        found: list[int] = []
         match = ""
-        for match in rank.candidate_queries(query_plan.terms, fts.df, ranking.postings):
-            hits = self._run_search(scope, match, filters, "relevance", pool, 0)
-            if hits:
-                break
-        if not hits:
+        if not _scope_excluded(scope, filters):
+            for match in rank.candidate_queries(query_plan.terms, fts.df, ranking.postings):
+                found = store.match_ids(scope, match, filters, pool)
+                if found:
+                    break
+        if not found:
             return [], match
-        records: dict[int, Any] = {int(h.record.id): h.record for h in hits}
+        candidates = list(dict.fromkeys(found))
         if when is not None and ranking.time_candidates:
-            records.update(self._time_candidates(scope, query_plan, when, filters, fts.df, records))
+            candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
         trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue)
-        candidates = list(records)
         trail.load(candidates)
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
 
         def score(ids: list[int]) -> dict[int, float]:
-            return rank.score([rank.Candidate(i, int(records[i].timestamp)) for i in ids], trail.docs,
+            return rank.score([rank.Candidate(i, trail.times.get(i, 0)) for i in ids], trail.docs,
                               trail.windows, stems, stats, ranking, when, self.now())
 
         scores = score(candidates)
@@ -222,21 +206,21 @@ class Service(CoreService):
             # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
             best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
             extra = list(dict.fromkeys(n for i in best for n, _ in trail.windows.get(i, ())
-                                       if n not in scores and trail.docs[n].matches()))
+                                       if n not in scores and n in trail.docs and trail.docs[n].matches()))
             if extra:
-                fetched = store.get_prompts(extra) if scope == "prompts" else store.get_observations(extra)
-                records.update((int(r.id), r) for r in fetched)
-                extra = [i for i in extra if i in records]
                 trail.load(extra)
                 scores.update(score(extra))
                 candidates += extra
-        kind = hits[0].kind
-        ranked = [SearchHit(kind, scores[i], records[i]) for i in candidates]
-        ranked.sort(key=lambda h: (-h.score, -int(h.record.id)))
-        return ranked, match
+        best = sorted(candidates, key=lambda i: (-scores[i], -i))[:want]
+        if scope == "prompts":
+            records: dict[int, Any] = {int(r.id): r for r in store.get_prompts(best)}
+        else:
+            records = {int(r.id): r for r in store.get_observations(best)}
+        kind = scope[:-1]
+        return [SearchHit(kind, scores[i], records[i]) for i in best if i in records], match
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
-                         df: Mapping[str, int], known: Mapping[int, Any]) -> dict[int, Any]:
+                         df: Mapping[str, int], known: set[int]) -> list[int]:
         """A named time is a boost, not a filter, so the best matches of the whole trail may
         all lie outside it: the best matches of the question's rare words inside it (± one
         half-life) join them. Rare words only: a second pass over common ones would cost
@@ -244,11 +228,10 @@ class Service(CoreService):
         ranking = self.ranking
         rare = rank.rare_terms(query_plan.terms, df, ranking.postings)
         if not rare:
-            return {}
-        inside = self._run_search(scope, " OR ".join(quote(t) for t in rare),
-                                  _within(filters, when, ranking.time_half_life_days),
-                                  "relevance", ranking.time_candidates, 0)
-        return {int(h.record.id): h.record for h in inside if int(h.record.id) not in known}
+            return []
+        inside = self.store.match_ids(scope, " OR ".join(quote(t) for t in rare),
+                                      _within(filters, when, ranking.time_half_life_days), ranking.time_candidates)
+        return [i for i in inside if i not in known]
 
     def _run_scopes(self, scope: str, match: str | None, filters: SearchFilters, order: str,
                     limit: int, offset: int) -> list[SearchHit]:
@@ -266,23 +249,17 @@ class Service(CoreService):
     def _run_search(self, scope: str, match: str | None, filters: SearchFilters, order: str,
                     limit: int, offset: int) -> list[SearchHit]:
         store = self.store
+        if _scope_excluded(scope, filters):
+            return []
         if scope == "observations":
-            if filters.namespaces or filters.tags:
-                return []
             return [SearchHit("observation", s, r)
                     for r, s in store.search_observations(match, filters, order, limit, offset)]
         if scope == "prompts":
-            if filters.obs_types or filters.namespaces or filters.tags or filters.files:
-                return []
             return [SearchHit("prompt", s, r)
                     for r, s in store.search_prompts(match, filters, order, limit, offset)]
         if scope == "sessions":
-            if filters.obs_types or filters.namespaces or filters.tags or filters.files:
-                return []
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
-        if filters.obs_types or filters.files or filters.session_id:
-            return []
         return [SearchHit("memory", s, r)
                 for r, s in store.search_memories(match, filters, order, limit, offset)]
 
@@ -400,26 +377,35 @@ class Service(CoreService):
         return [{**obs.to_dict(), "score": round(score, 4)} for obs, score in scored]
 
 
-
 class _Trail:
     """What ranking gathers around the candidates of one trail scope: their session windows
-    and, for every record involved, its stem counts and length."""
+    and, for every record involved, its stem counts, length and time. A label or an answer
+    counts only in a candidate's own text, so only candidates are read for them."""
 
     def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
                  cue: Callable[[str], bool] | None = None) -> None:
         self.store, self.scope, self.counter, self.span, self.cue = store, scope, counter, span, cue
         self.windows: dict[int, list[tuple[int, int]]] = {}
         self.docs: dict[int, rank.Doc] = {}
+        self.times: dict[int, int] = {}
+        self._texts: dict[int, str] = {}
 
-    def load(self, ids: Sequence[int]) -> None:
-        if self.span and ids:
-            self.windows.update(self.store.session_windows(self.scope, ids, self.span))
-        wanted = {*ids, *(n for i in ids for n, _ in self.windows.get(i, ()))}
-        texts = self.store.fts_texts(self.scope, sorted(wanted - self.docs.keys()))
-        counts = self.counter.count_many([text for text, _ in texts.values()])
-        for (i, (text, length)), c in zip(texts.items(), counts, strict=True):
-            answers = self.cue is not None and self.cue(text)
-            self.docs[i] = rank.Doc(c, length, self.counter.labelled(text), answers)
+    def load(self, candidates: Sequence[int]) -> None:
+        if self.span and candidates:
+            self.windows.update(self.store.session_windows(self.scope, candidates, self.span))
+        wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))}
+        rows = self.store.fts_texts(self.scope, sorted(wanted - self.docs.keys()))
+        counts = self.counter.count_many([text for text, _, _ in rows.values()])
+        for (i, (text, length, at)), c in zip(rows.items(), counts, strict=True):
+            self.docs[i] = rank.Doc(c, length)
+            self.times[i] = at
+            self._texts[i] = text
+        counter, cue = self.counter, self.cue
+        for i in candidates:
+            own = self._texts.get(i)
+            if own is not None:
+                doc = self.docs[i]
+                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own))
 
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
@@ -432,6 +418,16 @@ def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> Searc
     if filters.date_end is not None:
         end = filters.date_end if end is None else min(end, filters.date_end)
     return filters.replace(date_start=start, date_end=end)
+
+
+def _scope_excluded(scope: str, filters: SearchFilters) -> bool:
+    """Whether a filter names something the scope's records never have (a type or file for
+    a prompt, a namespace or tag for anything but a memory): then it has no hits."""
+    if scope == "memories":
+        return bool(filters.obs_types or filters.files or filters.session_id)
+    if filters.namespaces or filters.tags:
+        return True
+    return scope != "observations" and bool(filters.obs_types or filters.files)
 
 
 def _hit_time(hit: SearchHit) -> int:

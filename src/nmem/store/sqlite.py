@@ -792,15 +792,15 @@ class SqliteStore:
                                   (filters.session_id,))[0]
         return (1, 0) if first is None else (int(first), int(last))
 
-    def _prompts_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
-                         want: int) -> list[sqlite3.Row]:
+    def _prompts_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int], want: int,
+                         select: str = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank",
+                         rows: str = "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id",
+                         ) -> list[sqlite3.Row]:
         clauses: list[str] = []
         params: list[Any] = []
         self._prompt_filters(filters, clauses, params)
         join = " CROSS JOIN prompts p ON p.id = f.rowid CROSS JOIN sessions s ON s.id = p.session_id" if clauses else ""
-        return self._rank_newest("prompts_fts", match, ids, join, clauses, params, want,
-                                 "p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank",
-                                 "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id")
+        return self._rank_newest("prompts_fts", match, ids, join, clauses, params, want, select, rows)
 
     @classmethod
     def _session_filters(cls, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
@@ -909,15 +909,27 @@ class SqliteStore:
                                 + [(int(item[20:]), d + 1) for d, item in enumerate(later)])
         return out
 
-    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
-        """The indexed text of each row and how many tokens FTS5 counted in it (`docsize`)."""
+    def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
+        """Ids of the best `want` rows by FTS5 BM25, best first, among the newest
+        RELEVANCE_WINDOW matches that pass the filters: what `search_*` ranks by relevance,
+        without reading the rows (ranking reads only the texts, and the page's rows at the end)."""
+        self._ranked(scope)
+        if scope == "prompts":
+            return [int(r[0]) for r in self._prompts_by_bm25(match, filters, self._prompt_id_range(filters),
+                                                             want, "r.id", "")]
+        ids = self._observation_id_range(filters)
+        return [] if ids is None else [i for i, _ in self._observations_by_bm25(match, filters, ids, want)]
+
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
+        """The indexed text of each row, how many tokens FTS5 counted in it (`docsize`), and its time."""
         if not ids:
             return {}
         table, fts, _ = self._ranked(scope)
-        rows = self._query(f"SELECT t.id, t.content, d.sz FROM {table} t LEFT JOIN {fts}_docsize d ON d.id = t.id "
+        rows = self._query(f"SELECT t.id, t.content, d.sz, t.timestamp FROM {table} t "
+                           f"LEFT JOIN {fts}_docsize d ON d.id = t.id "
                            f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
                            (json.dumps([int(i) for i in ids]),))
-        return {int(r["id"]): (str(r["content"]), _varint(bytes(r["sz"]), 0)[0] if r["sz"] else 0) for r in rows}
+        return {int(r[0]): (str(r[1]), _varint(bytes(r[2]), 0)[0] if r[2] else 0, int(r[3])) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""
