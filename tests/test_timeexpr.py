@@ -67,6 +67,8 @@ def test_expressions_name_ranges(question: str, start: str, end: str) -> None:
     ("until June 2023", None, "2023-07-01"),
     ("since 2023-05-01", "2023-05-01", None),
     ("after May 2023", "2023-06-01", None),
+    ("how many pets will Andrew have, as of December 2022?", None, "2023-01-01"),   # as of: through it
+    ("what had we decided up to last week", None, "2023-08-14"),
 ])
 def test_before_and_after_open_one_end(question: str, start: str | None, end: str | None) -> None:
     assert span(question) == (start, end)
@@ -88,6 +90,29 @@ def test_before_and_after_open_one_end(question: str, start: str | None, end: st
 ])
 def test_times_counted_from_a_named_day(question: str, start: str, end: str) -> None:
     assert span(question) == (start, end)
+
+
+@pytest.mark.parametrize(("question", "start", "end"), [
+    # two times and what lies between them, both included
+    ("where was John between August 11 and August 15 2023?", "2023-08-11", "2023-08-16"),  # one year for both
+    ("what broke from May to July 2023", "2023-05-01", "2023-08-01"),
+    ("logs from 3 June to 5 June", "2023-06-03", "2023-06-06"),
+    ("between 2019 and 2021", "2019-01-01", "2022-01-01"),
+    ("errors from 2023-05-01 to 2023-05-03", "2023-05-01", "2023-05-04"),
+    ("from November to February", "2022-11-01", "2023-03-01"),           # the November before
+    ("between 1 July 2023 and 3 July 2023", "2023-07-01", "2023-07-04"),
+])
+def test_a_range_between_two_times(question: str, start: str, end: str) -> None:
+    assert span(question) == (start, end)
+
+
+def test_between_needs_a_time_on_both_sides() -> None:
+    # two people, not two times: the date after them is the expression
+    found, rest = find_time("what did John and Tim discuss between them on 11 December, 2022?", NOW)
+    assert found is not None and found.text == "on 11 December, 2022"
+    assert find_time("how many weeks passed between Maria adopting Coco and Shadow?", NOW)[0] is None
+    assert find_time("the diff between May and the release", NOW)[0] is None
+    assert find_time("where was John between August 11 and August 15 2023?", NOW)[1] == "where was John ?"
 
 
 def test_a_time_counted_from_a_day_is_cut_out_whole() -> None:

@@ -1,7 +1,8 @@
 """Time expressions in a question ("last week", "in May 2023", "on 3 June") as a time range.
 
 `find_time(text, now)` returns the first expression it recognises as a `TimeRange` (epoch
-seconds, start inclusive, end exclusive, either end open for "before …"/"since …") and the
+seconds, start inclusive, end exclusive, either end open for "before …"/"since …"/"as of …";
+"between … and …" spans both) and the
 text without it, so ranking can favour records from that time instead of searching for the
 words "May" or "2023". Dates are read in UTC, like every other date nmem takes. Relative
 expressions count from `now`; a month or day without a year is its latest occurrence that
@@ -32,9 +33,12 @@ _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _NUM = r"(?P<num>\d{1,3}|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + r")"
 _UNIT = r"(?P<unit>day|week|month|year)s?"
-# before/by/until: up to the end of what follows; after/since: from its start. Otherwise
-# a preposition ("in May 2023", "on 3 June") belongs to the expression.
-_BOUND = r"(?:(?P<bound>before|by|until|till|after|since)\s+|(?:in|on|during|of|at|from)\s+)?"
+# before: up to its start; by/until/as of/up to: up to the end of what follows; after: from
+# its end; since: from its start. Otherwise a preposition ("in May 2023", "on 3 June") belongs
+# to the expression.
+_BOUND = (r"(?:(?P<bound>before|by|until|till|after|since|as\s+of|up\s+to)\s+"
+          r"|(?:in|on|during|of|at|from)\s+)?")
+_UP_TO_END = ("by", "until", "till", "as of", "up to")
 
 # A day named outright: the anchor of "the week before 9 June 2023".
 _DAYS = (
@@ -50,6 +54,23 @@ _PERIOD = r"(?P<period>day|week|weekend|month|" + "|".join(WEEKDAYS) + r")"
 _OFFSET = rf"(?:(?:in|on|during|at|from)\s+)?(?:(?:the|last|that)\s+{_PERIOD}|{_NUM}\s+{_UNIT})"
 _ANCHORED = tuple(re.compile(rf"(?<![\w-]){_OFFSET}\s+(?P<direction>before|after|on)\s+{body}(?![\w-])",
                              re.IGNORECASE) for body in _DAYS)
+
+# "between August 11 and August 15 2023", "from May to July 2023": two times and what lies
+# between them. Each side is a day, a month or a year; a year written once, at the end,
+# holds for both.
+_SIDES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(body, re.IGNORECASE)) for kind, body in (
+    ("iso_day", r"(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]?\d)-(?P<day>[0-3]?\d)"),
+    ("day", rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH},?\s+{_YEAR}"),
+    ("day", rf"{_MONTH}\s+{_DAY},?\s+{_YEAR}"),
+    ("iso_month", r"(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]\d)"),
+    ("month", rf"{_MONTH},?\s+(?:of\s+)?{_YEAR}"),
+    ("day", rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH}"),
+    ("day", rf"{_MONTH}\s+{_DAY}"),
+    ("month", _MONTH),
+    ("year", _YEAR),
+))
+_BETWEEN = re.compile(r"(?<![\w-])(?:between|from)\s+", re.IGNORECASE)
+_AND = re.compile(r"\s*(?:and|to|until|till|through|-|–)\s*", re.IGNORECASE)
 
 # Most specific first; each pattern must name enough groups to build a range.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(("anchored", p) for p in _ANCHORED) + tuple(
@@ -238,9 +259,46 @@ def _span(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | None:
     return date(today.year - back, 1, 1), date(today.year - back + 1, 1, 1)
 
 
+def _side(text: str, pos: int, today: date) -> tuple[tuple[date, date], int, bool] | None:
+    """The time that `text` opens with at `pos`: its span, where it ends, whether it names a year."""
+    for kind, pattern in _SIDES:
+        m = pattern.match(text, pos)
+        if m and not (m.end() < len(text) and (text[m.end()].isalnum() or text[m.end()] == "-")):
+            span = _span(kind, m, today)
+            return (span, m.end(), bool(m.groupdict().get("year"))) if span else None
+    return None
+
+
+def _between(text: str, today: date) -> tuple[TimeRange, str] | None:
+    """The first "between <time> and <time>" / "from <time> to <time>" in `text`, both ends included."""
+    for lead in _BETWEEN.finditer(text):
+        first = _side(text, lead.end(), today)
+        joint = _AND.match(text, first[1]) if first else None
+        second = _side(text, joint.end(), today) if joint else None
+        if first is None or second is None:
+            continue
+        (start, _), _, dated = first
+        (_, end), stop, _ = second
+        if not dated and second[2]:
+            # the year written after the second time holds for the first: "August 11 and August 15 2023"
+            year = text[stop - 4:stop]
+            again = _side(f"{text[lead.end():first[1]]} {year}", 0, today)
+            start = again[0][0] if again else start
+        if start >= end and not dated:  # "from November to February": the November before
+            start = start.replace(year=start.year - 1, day=min(start.day, 28))
+        if start >= end:
+            continue
+        rest = " ".join(f"{text[:lead.start()]} {text[stop:]}".split())
+        return TimeRange(_ts(start), _ts(end), text[lead.start():stop]), rest
+    return None
+
+
 def find_time(text: str, now: float) -> tuple[TimeRange | None, str]:
     """The first time expression in `text` and the text without it."""
     today = datetime.fromtimestamp(now, UTC).date()
+    ranged = _between(text, today)
+    if ranged is not None:
+        return ranged
     best: tuple[int, str, re.Match[str]] | None = None
     for kind, pattern in _PATTERNS:
         m = pattern.search(text)
@@ -254,8 +312,8 @@ def find_time(text: str, now: float) -> tuple[TimeRange | None, str]:
     if span is None:
         return None, text
     start, end = _ts(span[0]), _ts(span[1])
-    bound = (m.groupdict().get("bound") or "").lower()
-    if bound in ("before", "by", "until", "till"):
+    bound = " ".join((m.groupdict().get("bound") or "").lower().split())
+    if bound == "before" or bound in _UP_TO_END:
         return TimeRange(None, end if bound != "before" else start, m.group(0)), rest
     if bound in ("after", "since"):
         return TimeRange(start if bound != "after" else end, None, m.group(0)), rest
