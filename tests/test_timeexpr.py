@@ -108,7 +108,7 @@ def test_a_range_between_two_times(question: str, start: str, end: str) -> None:
 
 def test_between_needs_a_time_on_both_sides() -> None:
     # two people, not two times: the date after them is the expression
-    found, rest = find_time("what did John and Tim discuss between them on 11 December, 2022?", NOW)
+    found, _ = find_time("what did John and Tim discuss between them on 11 December, 2022?", NOW)
     assert found is not None and found.text == "on 11 December, 2022"
     assert find_time("how many weeks passed between Maria adopting Coco and Shadow?", NOW)[0] is None
     assert find_time("the diff between May and the release", NOW)[0] is None
