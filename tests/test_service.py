@@ -92,6 +92,36 @@ def test_observations_link_to_the_most_recent_prompt(service: Service) -> None:
         ("user", "run the tests"), ("user", "now lint")]
 
 
+def test_prompt_links_inside_one_transaction_match_one_event_at_a_time(service: Service, tmp_path: Path) -> None:
+    # A bulk import records many events in one write transaction, where the store remembers each
+    # session's latest user prompt; the links must be what event-by-event recording gives.
+    def bash(cmd: str, at: int, session_id: str = "sess-1") -> int:
+        return record(service, "PostToolUse", now=at, session_id=session_id, tool_name="Bash",
+                      tool_input={"command": cmd}, tool_response={"exit_code": 0}).observation_id
+
+    with service.store.transaction():
+        before = bash("ls", T0)
+        p1 = record(service, "UserPromptSubmit", now=T0 + 1, prompt="run the tests").prompt_id
+        a = bash("pytest", T0 + 2)
+        other = bash("echo other", T0 + 2, session_id="s2")
+        record(service, "Stop", now=T0 + 3, last_assistant_message="All green.")   # agent text: no new intent
+        b = bash("pytest -x", T0 + 4)
+        p2 = record(service, "UserPromptSubmit", now=T0 + 5, prompt="now lint").prompt_id
+        c = bash("ruff check", T0 + 6)
+    assert [obs(service, i).prompt_id for i in (before, a, other, b, c)] == [None, p1, None, p1, p2]
+    # A prompt another process adds between two transactions is seen by the next one.
+    with Service.open(load_settings({"NMEM_HOME": str(service.settings.home)})) as elsewhere:
+        p3 = record(elsewhere, "UserPromptSubmit", now=T0 + 7, prompt="and format").prompt_id
+    with service.store.transaction():
+        d = bash("ruff format", T0 + 8)
+    assert obs(service, d).prompt_id == p3
+    # A transaction that fails leaves nothing remembered.
+    with pytest.raises(RuntimeError), service.store.transaction():
+        record(service, "UserPromptSubmit", now=T0 + 9, prompt="rolled back")
+        raise RuntimeError("abort")
+    assert obs(service, bash("make", T0 + 10)).prompt_id == p3
+
+
 def test_prompt_linking_is_per_session(service: Service) -> None:
     p = record(service, "UserPromptSubmit", now=T0, session_id="s-1", prompt="first session intent").prompt_id
     out = record(service, "PostToolUse", now=T0 + 1, session_id="s-2", tool_name="Bash",

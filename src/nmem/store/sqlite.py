@@ -120,6 +120,9 @@ class SqliteStore:
         self._w: sqlite3.Connection | None = None
         self._r: sqlite3.Connection | None = None
         self._depth = 0
+        # Each session's latest user prompt, known while this store holds the write lock (no
+        # other writer can add one then): a bulk import or a batch of events looks it up once.
+        self._latest_prompts: dict[str, int | None] = {}
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (fts, term) -> (rows, docs then)
         if readonly:
             if not os.path.exists(self.path):
@@ -234,6 +237,7 @@ class SqliteStore:
         self._depth -= 1
         if self._depth:
             return
+        self._latest_prompts.clear()
         conn = self._writer()
         if failed:
             conn.execute("ROLLBACK")
@@ -342,15 +346,23 @@ class SqliteStore:
             "INSERT INTO prompts (session_id, timestamp, source, content) VALUES (?, ?, ?, ?)",
             (session_id, timestamp, source, content),
         )
-        return int(cur.lastrowid or 0)
+        prompt_id = int(cur.lastrowid or 0)
+        if source == "user" and self._depth:
+            self._latest_prompts[session_id] = prompt_id
+        return prompt_id
 
     def latest_prompt_id(self, session_id: str) -> int | None:
+        if self._depth and session_id in self._latest_prompts:
+            return self._latest_prompts[session_id]
         rows = self._query(
             # The user's directive frames what follows; agent reasoning does not replace it.
             "SELECT id FROM prompts WHERE session_id = ? AND source = 'user' ORDER BY id DESC LIMIT 1",
             (session_id,)
         )
-        return int(rows[0]["id"]) if rows else None
+        found = int(rows[0]["id"]) if rows else None
+        if self._depth:
+            self._latest_prompts[session_id] = found
+        return found
 
     def add_observation(self, obs: NewObservation) -> int:
         cur = self._exec(
