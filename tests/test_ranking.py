@@ -76,7 +76,8 @@ def test_fold_lowercases_and_strips_single_diacritics_only() -> None:
 
 def test_term_counter_counts_what_fts5_indexed() -> None:
     texts = ["Researching the researcher's research agencies", "The café's cafés, a CAFE",
-             "turtles: a turtle, turtled?", "nothing here", "parse_time(parsed) parses"]
+             "turtles: a turtle, turtled?", "nothing here", "parse_time(parsed) parses",
+             "İstanbul research, parsed"]   # İ lower-cases to two characters
     stems = rank.query_stems(["research", "cafe", "turtles", "parse"])
     assert stems == ("research", "cafe", "turtl", "pars")
     counter = TermCounter(stems)
@@ -189,8 +190,10 @@ def test_idf_is_bm25_plus_one_and_never_negative() -> None:
 
 def test_window_tf_weighs_neighbours_by_distance() -> None:
     own = Doc((1, 0), 10)
-    tf, length = rank.window_tf(own, [(Doc((0, 2), 4), -1), (Doc((1, 1), 8), 2)], decay=0.5)
-    assert tf == [1 + 0.25 * 1, 0.5 * 2 + 0.25 * 1]
+    weights = rank.window_weights(Ranking(window=2, window_decay=0.5))
+    assert weights == {-2: 0.25, -1: 0.5, 0: 1.0, 1: 0.5, 2: 0.25}
+    tf, length = rank.window_tf(own, [(Doc((0, 2), 4), -1), (Doc((1, 1), 8), 2), (Doc((5, 5), 99), 3)], weights)
+    assert tf == [1 + 0.25 * 1, 0.5 * 2 + 0.25 * 1]                  # three records away: outside
     assert length == 10 + 0.5 * 4 + 0.25 * 8
 
 

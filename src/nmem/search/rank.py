@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -133,7 +132,7 @@ class TermCounter:
     """Counts a question's stems in text the way the FTS5 index tokenised it.
 
     Only words starting like a stem are stemmed (a stem differs from its word in at most
-    its last two letters), so counting costs one regex scan, not a stemmer call per word.
+    its last two letters), so counting costs one regex scan a text, not a stemmer call per word.
     """
 
     def __init__(self, stems: Sequence[str]) -> None:
@@ -147,36 +146,27 @@ class TermCounter:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
-        """Counts for each text, from one scan over all of them."""
-        out = [[0] * len(self.stems) for _ in texts]
-        if self._words is None or not texts:
-            return [tuple(c) for c in out]
-        starts: list[int] = []
-        offset = 0
+        """Counts for each text: the words that start like a stem, stemmed and looked up."""
+        words = self._words
+        if words is None:
+            return [(0,) * len(self.stems) for _ in texts]
+        slot_of = self._slot.get
+        blank = [0] * len(self.stems)
+        out: list[tuple[int, ...]] = []
         for text in texts:
-            starts.append(offset)
-            offset += len(text) + 1
-        joined = fold("\n".join(texts))  # folding keeps lengths: one character per character
-        if len(joined) != offset - 1:  # a letter that folds into several: scan one by one
-            return [self.count_many([t])[0] for t in texts] if len(texts) > 1 else [self._slow(texts[0])]
-        for m in self._words.finditer(joined):
-            slot = self._slot.get(stem(m.group()))
-            if slot is not None:
-                out[bisect_right(starts, m.start()) - 1][slot] += 1
-        return [tuple(c) for c in out]
+            counts = blank
+            for word in words.findall(fold(text)):
+                slot = slot_of(stem(word))
+                if slot is not None:
+                    if counts is blank:
+                        counts = blank.copy()
+                    counts[slot] += 1
+            out.append(tuple(counts))
+        return out
 
     def labelled(self, text: str) -> bool:
         """Whether the text opens with a label ("Name: …") holding one of the stems."""
         return any(x in self._slot for x in label_stems(text))
-
-    def _slow(self, text: str) -> tuple[int, ...]:
-        counts = [0] * len(self.stems)
-        if self._words is not None:
-            for word in self._words.findall(fold(text)):
-                slot = self._slot.get(stem(word))
-                if slot is not None:
-                    counts[slot] += 1
-        return tuple(counts)
 
 
 _ASKS_TIME = re.compile(r"\s*(?:when|since\s+when|what\s+(?:time|date|day|year|month)|how\s+long\s+ago)\b",
@@ -244,17 +234,26 @@ def candidate_queries(terms: Sequence[str], df: Mapping[str, int], postings: int
     return queries if every in queries else [*queries, every]
 
 
-def window_tf(doc: Doc, neighbours: Sequence[tuple[Doc, int]], decay: float) -> tuple[list[float], float]:
+def window_weights(ranking: Ranking) -> dict[int, float]:
+    """Weight of a neighbour at each offset the window reaches: `window_decay ** |offset|`."""
+    return {d: ranking.window_decay ** abs(d) for d in range(-ranking.window, ranking.window + 1)}
+
+
+def window_tf(doc: Doc, neighbours: Iterable[tuple[Doc, int]],
+              weights: Mapping[int, float]) -> tuple[list[float], float]:
     """Term counts and length of a record and its neighbours as one document, a neighbour
-    `d` records away weighing `decay ** |d|`."""
-    tf = [float(c) for c in doc.counts]
+    weighing `weights[offset]`; one at an offset without a weight is outside the window."""
+    tf: list[float] = list(doc.counts)
     length = float(doc.length)
     for other, offset in neighbours:
-        weight = decay ** abs(offset)
+        weight = weights.get(offset)
+        if weight is None:
+            continue
         length += other.length * weight
-        for i, c in enumerate(other.counts):
-            if c:
-                tf[i] += c * weight
+        if other.matches():
+            for i, c in enumerate(other.counts):
+                if c:
+                    tf[i] += c * weight
     return tf, length
 
 
@@ -292,15 +291,20 @@ def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
     # The average window is as long as `window` records each side, decayed the same way.
     span = 1.0 + 2.0 * sum(ranking.window_decay ** d for d in range(1, ranking.window + 1))
     avg = stats.avg_length * span
+    weights = window_weights(ranking)
+    k1, b = ranking.k1, ranking.b
     out: dict[int, float] = {}
     for cand in candidates:
         doc = docs.get(cand.id, empty)
-        neighbours = [(docs.get(n, empty), d) for n, d in windows.get(cand.id, ()) if abs(d) <= ranking.window]
-        tf, length = window_tf(doc, neighbours, ranking.window_decay)
-        value = bm25(tf, length, idf, avg, ranking.k1, ranking.b)
-        value *= 1.0 + ranking.coverage * coverage(doc, idf)
-        value *= 1.0 + ranking.label_boost * doc.labelled
-        value *= 1.0 + ranking.answer_boost * doc.answers
-        value *= time_weight(cand.timestamp, when, ranking) * recency_weight(cand.timestamp, now, ranking)
+        tf, length = window_tf(doc, ((docs.get(n, empty), d) for n, d in windows.get(cand.id, ())), weights)
+        value = bm25(tf, length, idf, avg, k1, b)
+        if ranking.coverage:
+            value *= 1.0 + ranking.coverage * coverage(doc, idf)
+        if doc.labelled:
+            value *= 1.0 + ranking.label_boost
+        if doc.answers:
+            value *= 1.0 + ranking.answer_boost
+        if when is not None or ranking.recency:
+            value *= time_weight(cand.timestamp, when, ranking) * recency_weight(cand.timestamp, now, ranking)
         out[cand.id] = value
     return out
