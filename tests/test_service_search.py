@@ -372,3 +372,27 @@ def test_paging_a_plain_query_never_repeats_or_skips_a_hit(service: Service) -> 
     # the pages are the pages of one result list: the AND tier's, as page 1 promised
     assert seen == ids(service.search("alpha beta", order_by="date_desc", limit=100))
     assert sorted(seen) == sorted(both) and not set(seen) & set(alpha_only)
+
+
+def test_an_excluded_scope_still_says_what_it_would_have_searched(service: Service, corpus: dict[str, Any]) -> None:
+    # a tag filter rules out every trail record, but the result still names the FTS5 expression
+    result = service.search("how do we deploy the login service", scope="prompts", tags=["ops"])
+    assert result.hits == [] and result.match == '"deploy" OR "login" OR "service"'
+    assert service.search("how do we deploy the login service", scope="prompts").match == result.match
+
+
+def test_a_row_purged_while_ranking_does_not_shorten_the_page(service: Service) -> None:
+    kept = [bash(service, f"deploy the api, attempt {i}", T0 + i) for i in range(8)]
+    store = service.store
+    fetch = store.get_observations
+    purged: list[int] = []
+
+    def purge_first_then_fetch(wanted: list[int]) -> Any:
+        if not purged:  # another process purges a hit between ranking and fetching the page
+            purged.append(wanted[0])
+            store.purge_observations([wanted[0]])
+        return fetch(wanted)
+
+    store.get_observations = purge_first_then_fetch  # type: ignore[method-assign]
+    hits = ids(service.search("deploy api", limit=5))
+    assert len(hits) == 5 and purged and purged[0] not in hits and set(hits) <= set(kept)

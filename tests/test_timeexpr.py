@@ -69,6 +69,7 @@ def test_expressions_name_ranges(question: str, start: str, end: str) -> None:
     ("after May 2023", "2023-06-01", None),
     ("how many pets will Andrew have, as of December 2022?", None, "2023-01-01"),   # as of: through it
     ("what had we decided up to last week", None, "2023-08-14"),
+    ("what changed up to May", None, "2023-06-01"),
 ])
 def test_before_and_after_open_one_end(question: str, start: str | None, end: str | None) -> None:
     assert span(question) == (start, end)
@@ -97,7 +98,10 @@ def test_times_counted_from_a_named_day(question: str, start: str, end: str) -> 
     ("where was John between August 11 and August 15 2023?", "2023-08-11", "2023-08-16"),  # one year for both
     ("what broke from May to July 2023", "2023-05-01", "2023-08-01"),
     ("logs from 3 June to 5 June", "2023-06-03", "2023-06-06"),
-    ("between 2019 and 2021", "2019-01-01", "2022-01-01"),
+    ("from December 30 to January 2, 2023", "2022-12-30", "2023-01-03"),  # the December before
+    ("from Dec 30 2022 to Jan 2", "2022-12-30", "2023-01-03"),            # the January after
+    ("what happened between August 11 and 2023-08-15", "2023-08-11", "2023-08-16"),
+    ("between Feb 29 and March 3 2024", "2024-02-29", "2024-03-04"),
     ("errors from 2023-05-01 to 2023-05-03", "2023-05-01", "2023-05-04"),
     ("from November to February", "2022-11-01", "2023-03-01"),           # the November before
     ("between 1 July 2023 and 3 July 2023", "2023-07-01", "2023-07-04"),
@@ -112,6 +116,17 @@ def test_between_needs_a_time_on_both_sides() -> None:
     assert found is not None and found.text == "on 11 December, 2022"
     assert find_time("how many weeks passed between Maria adopting Coco and Shadow?", NOW)[0] is None
     assert find_time("the diff between May and the release", NOW)[0] is None
+    # bare numbers are not years here
+    for text in ("latency between 1900 and 2000 ms", "bump the limit from 2000 to 2048 tokens"):
+        assert find_time(text, NOW) == (None, text)
+
+
+def test_a_range_is_the_first_expression_only_when_it_comes_first() -> None:
+    found, rest = find_time("in May 2023 and between June 1 and June 3 2023", NOW)
+    assert found is not None and found.text == "in May 2023"
+    assert rest == "and between June 1 and June 3 2023"
+    found, _ = find_time("between June 1 and June 3 2023, not in May 2023", NOW)
+    assert found is not None and found.text == "between June 1 and June 3 2023"
     assert find_time("where was John between August 11 and August 15 2023?", NOW)[1] == "where was John ?"
 
 

@@ -179,10 +179,11 @@ class Service(CoreService):
         fts = store.fts_stats(scope, stems)
         # Candidates come in blocks, so every page of one query reranks the same set.
         pool = ranking.candidates * max(1, -(-want // ranking.candidates))
+        queries = rank.candidate_queries(query_plan.terms, fts.df, ranking.postings)
         found: list[int] = []
-        match = ""
+        match = queries[-1] if queries else ""
         if not _scope_excluded(scope, filters):
-            for match in rank.candidate_queries(query_plan.terms, fts.df, ranking.postings):
+            for match in queries:
                 found = store.match_ids(scope, match, filters, pool)
                 if found:
                     break
@@ -211,13 +212,16 @@ class Service(CoreService):
                 trail.load(extra)
                 scores.update(score(extra))
                 candidates += extra
-        best = sorted(candidates, key=lambda i: (-scores[i], -i))[:want]
-        if scope == "prompts":
-            records: dict[int, Any] = {int(r.id): r for r in store.get_prompts(best)}
-        else:
-            records = {int(r.id): r for r in store.get_observations(best)}
-        kind = scope[:-1]
-        return [SearchHit(kind, scores[i], records[i]) for i in best if i in records], match
+        ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
+        fetch = store.get_prompts if scope == "prompts" else store.get_observations
+        hits: list[SearchHit] = []
+        done = 0
+        while len(hits) < want and done < len(ranked):  # again only if a row went meanwhile (a purge)
+            page = ranked[done:done + want - len(hits)]
+            done += len(page)
+            records: dict[int, Any] = {int(r.id): r for r in fetch(page)}
+            hits += [SearchHit(scope[:-1], scores[i], records[i]) for i in page if i in records]
+        return hits, match
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
                          df: Mapping[str, int], known: set[int]) -> list[int]:
@@ -421,8 +425,9 @@ def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> Searc
 
 
 def _scope_excluded(scope: str, filters: SearchFilters) -> bool:
-    """Whether a filter names something the scope's records never have (a type or file for
-    a prompt, a namespace or tag for anything but a memory): then it has no hits."""
+    """Whether a filter names something the scope's records never have, so it has no hits:
+    a namespace or tag (only memories have them), a type or file (only observations), a
+    session (memories belong to none)."""
     if scope == "memories":
         return bool(filters.obs_types or filters.files or filters.session_id)
     if filters.namespaces or filters.tags:

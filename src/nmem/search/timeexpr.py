@@ -56,8 +56,8 @@ _ANCHORED = tuple(re.compile(rf"(?<![\w-]){_OFFSET}\s+(?P<direction>before|after
                              re.IGNORECASE) for body in _DAYS)
 
 # "between August 11 and August 15 2023", "from May to July 2023": two times and what lies
-# between them. Each side is a day, a month or a year; a year written once, at the end,
-# holds for both.
+# between them. Each side is a day or a month (a bare number is too often not a year: "from
+# 2000 to 2048 tokens"); a year written once, at the end, holds for both.
 _SIDES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(body, re.IGNORECASE)) for kind, body in (
     ("iso_day", r"(?P<year>(?:19|20)\d\d)-(?P<mnum>[01]?\d)-(?P<day>[0-3]?\d)"),
     ("day", rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH},?\s+{_YEAR}"),
@@ -67,7 +67,6 @@ _SIDES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(body, 
     ("day", rf"(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH}"),
     ("day", rf"{_MONTH}\s+{_DAY}"),
     ("month", _MONTH),
-    ("year", _YEAR),
 ))
 _BETWEEN = re.compile(r"(?<![\w-])(?:between|from)\s+", re.IGNORECASE)
 _AND = re.compile(r"\s*(?:and|to|until|till|through|-|–)\s*", re.IGNORECASE)
@@ -91,9 +90,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(("anchored", p) for p
     ("period", r"(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)"),
     # a month or a year alone needs a word that makes it a time: "may" is mostly a verb
     ("month", rf"(?:(?<=in\s)|(?<=of\s)|(?<=during\s)|(?<=since\s)|(?<=before\s)|(?<=after\s)|(?<=by\s)"
-              rf"|(?<=until\s)|early\s+|mid\s+|late\s+){_MONTH}"),
+              rf"|(?<=until\s)|(?<=up\sto\s)|early\s+|mid\s+|late\s+){_MONTH}"),
     ("year", rf"(?:(?<=in\s)|(?<=of\s)|(?<=during\s)|(?<=since\s)|(?<=before\s)|(?<=after\s)|(?<=by\s)"
-             rf"|(?<=until\s)){_YEAR}"),
+             rf"|(?<=until\s)|(?<=up\sto\s)){_YEAR}"),
 ))
 
 
@@ -259,37 +258,50 @@ def _span(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | None:
     return date(today.year - back, 1, 1), date(today.year - back + 1, 1, 1)
 
 
-def _side(text: str, pos: int, today: date) -> tuple[tuple[date, date], int, bool] | None:
-    """The time that `text` opens with at `pos`: its span, where it ends, whether it names a year."""
+def _side(text: str, pos: int) -> tuple[str, re.Match[str]] | None:
+    """The day or month `text` opens with at `pos`, as a whole word."""
     for kind, pattern in _SIDES:
         m = pattern.match(text, pos)
         if m and not (m.end() < len(text) and (text[m.end()].isalnum() or text[m.end()] == "-")):
-            span = _span(kind, m, today)
-            return (span, m.end(), bool(m.groupdict().get("year"))) if span else None
+            return kind, m
     return None
 
 
-def _between(text: str, today: date) -> tuple[TimeRange, str] | None:
-    """The first "between <time> and <time>" / "from <time> to <time>" in `text`, both ends included."""
+def _between(text: str, today: date) -> tuple[re.Match[str], TimeRange, str] | None:
+    """The first "between <time> and <time>" / "from <time> to <time>" in `text`, both ends
+    included: where it starts, the range, and the text without it."""
     for lead in _BETWEEN.finditer(text):
-        first = _side(text, lead.end(), today)
-        joint = _AND.match(text, first[1]) if first else None
-        second = _side(text, joint.end(), today) if joint else None
+        first = _side(text, lead.end())
+        joint = _AND.match(text, first[1].end()) if first else None
+        second = _side(text, joint.end()) if joint else None
         if first is None or second is None:
             continue
-        (start, _), _, dated = first
-        (_, end), stop, _ = second
-        if not dated and second[2]:
+        own_year = first[1].groupdict().get("year")
+        year = second[1].groupdict().get("year")
+        if own_year is None and year is not None:
             # the year written after the second time holds for the first: "August 11 and August 15 2023"
-            year = text[stop - 4:stop]
-            again = _side(f"{text[lead.end():first[1]]} {year}", 0, today)
-            start = again[0][0] if again else start
-        if start >= end and not dated:  # "from November to February": the November before
-            start = start.replace(year=start.year - 1, day=min(start.day, 28))
+            first = _side(f"{first[1].group(0)} {year}", 0) or first
+        span = _span(*first, today)
+        if span is None:
+            continue
+        last = _span(*second, today)
+        if year is None and own_year is not None:
+            # "from Dec 30 2022 to Jan 2": the first such day after the start
+            later = (_side(f"{second[1].group(0)} {y}", 0) for y in (span[0].year, span[0].year + 1))
+            last = next((t for t in (_span(*side, today) for side in later if side) if t and t[1] > span[0]), None)
+        if last is None:
+            continue
+        start, end = span[0], last[1]
+        if start >= end and own_year is None:  # "from November to February": the November before
+            try:
+                start = start.replace(year=start.year - 1)
+            except ValueError:  # 29 February
+                start = start.replace(year=start.year - 1, day=28)
         if start >= end:
             continue
+        stop = second[1].end()
         rest = " ".join(f"{text[:lead.start()]} {text[stop:]}".split())
-        return TimeRange(_ts(start), _ts(end), text[lead.start():stop]), rest
+        return lead, TimeRange(_ts(start), _ts(end), text[lead.start():stop]), rest
     return None
 
 
@@ -297,13 +309,13 @@ def find_time(text: str, now: float) -> tuple[TimeRange | None, str]:
     """The first time expression in `text` and the text without it."""
     today = datetime.fromtimestamp(now, UTC).date()
     ranged = _between(text, today)
-    if ranged is not None:
-        return ranged
     best: tuple[int, str, re.Match[str]] | None = None
     for kind, pattern in _PATTERNS:
         m = pattern.search(text)
         if m and (best is None or m.start() < best[0]):
             best = (m.start(), kind, m)
+    if ranged is not None and (best is None or ranged[0].start() <= best[0]):
+        return ranged[1], ranged[2]
     if best is None:
         return None, text
     _, kind, m = best
