@@ -187,6 +187,8 @@ def test_filtered_relevance_ranks_the_newest_rows_that_pass(store: SqliteStore, 
     found = matching(store, '"cache" OR "login"', " AND ".join(where), tuple(params))
     newest = sorted(found, key=lambda r: -r[0])[:12]
     assert ids(store, '"cache" OR "login"', limit=8, **filters) == by_rank(newest)[:8]
+    # what ranking asks for: the same rows, as ids only
+    assert store.match_ids("observations", '"cache" OR "login"', SearchFilters(**filters), 8) == by_rank(newest)[:8]
 
 
 def test_prompts_and_sessions_rank_their_newest_matches(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,6 +203,9 @@ def test_prompts_and_sessions_rank_their_newest_matches(store: SqliteStore, monk
                           "ORDER BY rowid DESC LIMIT 10")
     expected = [i for i, _ in sorted(prompts, key=lambda r: (r[1], -r[0]))]
     assert [p.id for p, _ in store.search_prompts('"login"', SearchFilters(), "relevance", 10, 0)] == expected
+    assert store.match_ids("prompts", '"login"', SearchFilters(), 10) == expected
+    assert store.match_ids("prompts", '"login"', SearchFilters(session_id="s7"), 10) == [8]
+    assert store.match_ids("prompts", '"login"', SearchFilters(project="elsewhere"), 10) == []
     sessions = rows(store, "SELECT s.id, f.rowid, bm25(sessions_fts) FROM sessions_fts f JOIN sessions s "
                            "ON s.rowid = f.rowid WHERE sessions_fts MATCH 'login' ORDER BY f.rowid DESC LIMIT 10")
     expected_s = [i for i, _, _ in sorted(sessions, key=lambda r: (r[2], -r[1]))]
