@@ -296,3 +296,17 @@ def test_cli_install_user_scope_uses_home(user_home: Path, tmp_path: Path) -> No
     assert "nmem" in load(user_home / ".claude.json")["mcpServers"]
     assert run_nmem(["uninstall", "claude-code"], env=env).returncode == 0
     assert load(user_home / ".claude" / "settings.json") == USER_SETTINGS
+
+
+def test_hooks_alone_install_without_an_nmem_script(user_home: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # an interpreter with no `nmem` script beside it or on PATH: the hooks need none, only the MCP entry does
+    bare = tmp_path / "bin" / "python3"
+    bare.parent.mkdir()
+    monkeypatch.setattr(sys, "executable", str(bare))
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    report = install("user", home=user_home, with_mcp=False)
+    assert report.changed == [str(user_home / ".claude" / "settings.json")]
+    assert shlex.split(nmem_handlers(load(user_home / ".claude" / "settings.json"))["Stop"][0])[0] == str(bare)
+    with pytest.raises(ConfigError, match="cannot find the nmem executable"):
+        install("user", home=user_home)

@@ -324,3 +324,21 @@ def test_purge_never_reads_a_string_of_ids_digit_by_digit(service: Service) -> N
     survivors = {o.id for o in service.get_observations(ids)}
     assert {1, 5} <= survivors, "purge('15') deleted observations 1 and 5"
     assert deleted in (0, 1)
+
+
+def test_a_memory_is_found_by_its_urn_in_either_form(service: Service) -> None:
+    # MCP listings hand out the RFC 3986 form (`project%3Aacme%2Fweb`); tools must take it back
+    mem = service.remember("Use the pooled client", namespace="decisions", project="web")
+    encoded = f"nmem://project%3Aweb/decisions/{mem.id}"
+    assert service.get_memory(encoded) == service.get_memory(mem.urn) == service.get_memory(mem.id) == mem
+    assert service.get_memory(encoded + "/") == mem
+    with pytest.raises(NotFound):   # the right id under another namespace
+        service.get_memory(f"nmem://project%3Aweb/gotchas/{mem.id}")
+    # a project whose name holds a `/` is named unambiguously only in the encoded form
+    slashed = service.remember("Pin the SDK", namespace="decisions", project="acme/web")
+    assert service.get_memory(f"nmem://project%3Aacme%2Fweb/decisions/{slashed.id}") == slashed
+    with pytest.raises(NotFound):   # the written form is taken verbatim: `%2F` is no `/` there
+        service.get_memory(f"nmem://project:acme%2Fweb/decisions/{slashed.id}")
+    service.forget(encoded)
+    with pytest.raises(NotFound):
+        service.get_memory(mem.id)

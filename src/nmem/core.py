@@ -16,7 +16,7 @@ from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings, matches_any
 from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
-from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain
+from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain, urn_parts
 from nmem.store import NewMemory, open_store
 
 TYPE_CHECKING = False
@@ -35,19 +35,12 @@ NAMESPACE_ALIASES = {
     "convention": "conventions", "api": "apis", "test": "testing",
 }
 _SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
-URN_PREFIX = "nmem://"
 
 
 def _is_slug(text: str) -> bool:
     return 0 < len(text) <= 40 and "a" <= text[0] <= "z" and all(c in _SLUG_CHARS for c in text)
 
 
-def urn_id(ref: str) -> str | None:
-    """The id a well-formed `nmem://domain/namespace/id` URN names, else None."""
-    if not ref.startswith(URN_PREFIX):
-        return None
-    parts = ref[len(URN_PREFIX):].split("/")
-    return parts[2] if len(parts) == 3 and all(parts) else None
 
 
 def clamp(value: int | None, low: int, high: int, default: int) -> int:
@@ -176,9 +169,11 @@ class CoreService:
         ref = (ref or "").strip()
         if not ref:
             raise InvalidArgument("a memory id or URN is required")
-        uid = urn_id(ref)
-        memory = self.store.get_memory(uid or ref)
-        if memory is None or memory.deleted_at is not None or (uid and memory.urn != ref):
+        parts = urn_parts(ref)
+        named = parts if parts is not None and len(parts) == 3 else None
+        memory = self.store.get_memory(named[2] if named else ref)
+        if memory is None or memory.deleted_at is not None or (
+                named and named != [memory.domain, memory.namespace, memory.id]):
             raise NotFound(f"memory not found: {ref}")
         return memory
 

@@ -4,7 +4,7 @@
 hook path needs only the standard library and nmem, so it can skip what every other
 Python program pays for at start: `-S` leaves out `site` (the .pth hooks of every
 installed package), and running this file rather than pip's wrapper leaves out the `re`
-import the wrapper makes: 2–3 ms of a ~25 ms hook (p50, bench/hooks.py). nmem's own parent
+import the wrapper makes: 1–3 ms of a 20–35 ms hook (p50; bench/hooks.py prints both forms). nmem's own parent
 directory goes first on `sys.path` in place of this file's directory.
 """
 

@@ -207,7 +207,7 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
             from nmem.context import file_memories  # opt-in: a default hook never loads it
 
             block = file_memories(service, outcome.project, event.session_id, outcome.file_path)
-            return _hook_output(settings, event.hook_event_name, block, force_json=True)
+            return _hook_output(settings, event.hook_event_name, block)
         if event.kind == ev.PROMPT and outcome.memories:
             note = "; ".join(f"{m.namespace}: {m.summary} ({m.urn})" for m in outcome.memories)
             return _hook_output(settings, event.hook_event_name, f"nmem remembered {note}")
@@ -243,12 +243,12 @@ def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
         service.close(checkpoint=False)
 
 
-def _hook_output(settings: Settings, event_name: str, text: str, *, force_json: bool = False) -> str:
+def _hook_output(settings: Settings, event_name: str, text: str) -> str:
     """Context for Claude Code: plain text, or `hookSpecificOutput` JSON when configured (and
     always for PostToolUse, whose plain output Claude Code does not pass to the model)."""
     if not text:
         return ""
-    if force_json or settings["context.format"] == "json":
+    if event_name == "PostToolUse" or settings["context.format"] == "json":
         return json.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}) + "\n"
     return text + "\n"
 

@@ -213,14 +213,15 @@ class Service(CoreService):
                 scores.update(score(extra))
                 candidates += extra
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
-        fetch = store.get_prompts if scope == "prompts" else store.get_observations
+        kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
+                       else ("observation", store.get_observations))
         hits: list[SearchHit] = []
         done = 0
         while len(hits) < want and done < len(ranked):  # again only if a row went meanwhile (a purge)
             page = ranked[done:done + want - len(hits)]
             done += len(page)
             records: dict[int, Any] = {int(r.id): r for r in fetch(page)}
-            hits += [SearchHit(scope[:-1], scores[i], records[i]) for i in page if i in records]
+            hits += [SearchHit(kind, scores[i], records[i]) for i in page if i in records]
         return hits, match
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,

@@ -58,6 +58,28 @@ def memory_urn(domain: str, namespace: str, uid: str) -> str:
     return f"nmem://{domain}/{namespace}/{uid}"
 
 
+def urn_parts(ref: str) -> list[str] | None:
+    """The domain, namespace and id a URN names (one to three of them), from either form;
+    None if it is no URN.
+
+    A `:` left in the authority marks the form nmem writes (`nmem://project:web/…`), taken
+    verbatim (a project may be called `a%20b`); otherwise it is the RFC 3986 form MCP clients
+    get (`nmem://project%3Aweb/…`) and each part is %-decoded after the split, so a project
+    called `acme/web` travels as `project%3Aacme%2Fweb`."""
+    ref = ref.strip()
+    if not ref.startswith("nmem://"):
+        return None
+    body = ref[len("nmem://"):]
+    parts = (body[:-1] if body.endswith("/") else body).split("/")
+    if not 1 <= len(parts) <= 3 or not all(parts):
+        return None
+    if ":" not in parts[0] and "%" in body:
+        from urllib.parse import unquote  # only for the encoded form: the hook path never needs it
+
+        parts = [unquote(p) for p in parts]
+    return parts
+
+
 def _json_or_none(text: str | None) -> Any:
     if text is None or text == "":
         return None

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache  # loaded already: `_sqlite3` imports it, even under `python -S`
 
-_TOPLEVELS: dict[str, str | None] = {}  # cwd -> git top-level, per process (imports and servers repeat cwds)
 
-
+@lru_cache(maxsize=256)  # per process: imports and servers repeat cwds
 def git_toplevel(cwd: str) -> str | None:
     """The nearest ancestor holding `.git` (dir or worktree file), found without running git."""
-    if cwd in _TOPLEVELS:
-        return _TOPLEVELS[cwd]
     try:
         path = os.path.realpath(cwd)
     except (OSError, ValueError):
@@ -24,8 +22,6 @@ def git_toplevel(cwd: str) -> str | None:
         if parent == path:
             break
         path = parent
-    if len(_TOPLEVELS) < 256:
-        _TOPLEVELS[cwd] = found
     return found
 
 

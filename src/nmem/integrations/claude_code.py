@@ -80,9 +80,9 @@ def hook_entry() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(nmem.__file__)), HOOK_ENTRY)
 
 
-def hook_command(python: str | None = None, entry: str | None = None) -> str:
+def hook_command() -> str:
     """The command a hook runs: this interpreter, without `site`, on the launcher file."""
-    return f"{shlex.quote(python or sys.executable)} -S {shlex.quote(entry or hook_entry())} record"
+    return f"{shlex.quote(sys.executable)} -S {shlex.quote(hook_entry())} record"
 
 
 def _is_launcher(path: str) -> bool:
@@ -176,7 +176,6 @@ def _is_our_server(entry: object) -> bool:
 
 def install(scope: str, *, exe: str | None = None, project_dir: Path | None = None,
             home: Path | None = None, with_mcp: bool = True) -> Report:
-    exe = exe or nmem_executable()
     paths = paths_for(scope, project_dir, home)
     report = Report()
     settings = _load(paths.settings)
@@ -185,7 +184,8 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
         _save(paths.settings, wanted, report)
     else:
         report.unchanged.append(str(paths.settings))
-    if with_mcp:
+    if with_mcp:  # only the MCP server runs the `nmem` script; hooks run this interpreter
+        exe = exe or nmem_executable()
         config = _load(paths.mcp)
         servers = dict(config.get("mcpServers") or {})
         if servers.get(SERVER_NAME) != mcp_entry(exe):

@@ -15,21 +15,19 @@ it. So the URIs the MCP layer hands out are the URN with such characters %-encod
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from nmem.errors import NotFound
 from nmem.memory import Service
-from nmem.models import Memory
+from nmem.models import Memory, urn_parts
 from nmem.store import SearchFilters
 
 PAGE_SIZE = 50
 LISTING_LIMIT = 100
 TRAIL_NAMESPACES = ("observations", "prompts", "sessions")
-_URN = re.compile(r"^nmem://(?P<domain>[^/]+)(?:/(?P<ns>[^/]+)(?:/(?P<id>[^/]+))?)?/?$")
 
 TEMPLATES: tuple[tuple[str, str, str], ...] = (
     ("nmem://{domain}/{namespace}/{id}", "record",
@@ -71,21 +69,11 @@ _SEGMENT_SAFE = _HOST_SAFE + ":@"
 
 
 def parse_urn(uri: str) -> Urn:
-    """The parts a URN names, from either form; NotFound if it is none.
-
-    A `:` left in the authority marks the form nmem writes, taken verbatim (a project may be
-    called `a%20b`); otherwise it is the RFC 3986 form and each part is %-decoded after the
-    split (so a project called `acme/web` travels as `project%3Aacme%2Fweb`)."""
-    match = _URN.match(uri.strip())
-    if not match:
+    """The parts a URN names, from either form (`nmem.models.urn_parts`); NotFound if it is none."""
+    parts = urn_parts(uri)
+    if parts is None:
         raise NotFound(f"resource not found: {uri}")
-    parts: tuple[str | None, ...] = match.group("domain", "ns", "id")
-    if ":" not in (parts[0] or ""):
-        parts = tuple(unquote(p) if p is not None else None for p in parts)
-    domain, namespace, uid = parts
-    if not domain or namespace == "":
-        raise NotFound(f"resource not found: {uri}")
-    return Urn(domain, namespace, uid)
+    return Urn(*parts)
 
 
 def as_uri(urn: str) -> str:

@@ -288,10 +288,9 @@ def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
     """Final score of every candidate (ids missing from `docs` count as empty records)."""
     empty = Doc((0,) * len(stems), 0)
     idf = [stats.idf(t) for t in stems]
-    # The average window is as long as `window` records each side, decayed the same way.
-    span = 1.0 + 2.0 * sum(ranking.window_decay ** d for d in range(1, ranking.window + 1))
-    avg = stats.avg_length * span
     weights = window_weights(ranking)
+    # The average window is as long as `window` records each side, decayed the same way.
+    avg = stats.avg_length * sum(weights.values())
     k1, b = ranking.k1, ranking.b
     out: dict[int, float] = {}
     for cand in candidates:

@@ -925,7 +925,7 @@ class SqliteStore:
         """Ids of the best `want` rows by FTS5 BM25, best first, among the newest
         RELEVANCE_WINDOW matches that pass the filters: what `search_*` ranks by relevance,
         without reading the rows (ranking reads only the texts, and the page's rows at the end)."""
-        self._ranked(scope)
+        self._ranked(scope)  # a ValueError for a scope without ranking support
         if scope == "prompts":
             return [int(r[0]) for r in self._prompts_by_bm25(match, filters, self._prompt_id_range(filters),
                                                              want, "r.id", "")]
