@@ -137,7 +137,7 @@ LABELS = {
     "search_all_scopes": "search, all scopes",
     "recent_context_project": "recent_context(project)",
     "recent_context_all": "recent_context(all)",
-    "session_start_block": "SessionStart context block(project)",
+    "session_start_block": "SessionStart block(project)",
     "timeline": "timeline(anchor, 5, 5)",
     "file_history": "file_history(path)",
 }

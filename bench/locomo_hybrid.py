@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from locomo import DEFAULT_DATA, MODES, ask, ingest, load, parse_groups
+from locomo import DEFAULT_DATA, ask, ingest, load, parse_groups
 from locomo_scoring import METRICS, Conversation
 from measure import machine
 from nmem.config import load_settings
@@ -42,7 +42,6 @@ VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
     "weighted-0.4": ("minilm", "weighted", 0.4, embeddings.DENSE_FLOOR, True),
     "weighted-0.5": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR, True),
     "weighted-0.7": ("minilm", "weighted", 0.7, embeddings.DENSE_FLOOR, True),
-    "weighted-0.3-nofloor": ("minilm", "weighted", 0.3, 0.0, True),
     # the question embedded whole, names and all (search.hybrid_drop_labels = false): before 2026-11-22
     "weighted-0.3-names": ("minilm", "weighted", 0.3, embeddings.DENSE_FLOOR, False),
     "weighted-0.5-names": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR, False),
@@ -55,7 +54,6 @@ VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
 def run(conversations: list[Conversation], variants: list[str], home: Path,
         groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
     service = Service.open(load_settings({"NMEM_HOME": str(home)}))
-    service.ranking = MODES["default"]  # type: ignore[attr-defined]  # as bench/locomo.py does
     values = service.settings.values
     out: dict[str, Any] = {"variants": {}, "index": {}}
     try:

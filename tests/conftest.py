@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -106,3 +108,17 @@ async def client(app: NmemServer) -> AsyncIterator[Client]:
     async with Client(app.server, mode="legacy") as c:
         assert c.protocol_version == "2025-11-25"
         yield c
+
+
+def load_bench(name: str) -> ModuleType:
+    """A script of bench/ as a module under its own name, since the scripts import each other
+    by name as when run from bench/ (`import corpus`, `from measure import …`); once each."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -3,31 +3,21 @@ arithmetic, and the whole runner on a tiny invented conversation (tests/fixtures
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "locomo-tiny.json"
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # locomo.py imports locomo_scoring by name, as when run as a script
-    spec.loader.exec_module(module)
-    return module
-
-
-_load("measure")  # imported by name by the bench scripts, as locomo_scoring is
-scoring = _load("locomo_scoring")
-locomo = _load("locomo")
+load_bench("measure")  # imported by name by the bench scripts, as locomo_scoring is
+scoring = load_bench("locomo_scoring")
+locomo = load_bench("locomo")
 
 
 @pytest.fixture(scope="module")
