@@ -84,8 +84,11 @@ def doctor(state: State, fmt: str | None) -> None:
 def import_(state: State, harness: str, path: Path | None, fmt: str | None) -> None:
     """Backfill from Claude Code transcripts (default ~/.claude/projects).
 
-    PATH may be the projects directory, one project's directory or one .jsonl file.
-    Sessions already in the database are skipped, so running it again is harmless.
+    PATH may be the projects directory, one project's directory or one session's .jsonl
+    file. Subagent work (sidechain lines, subagents/*.jsonl) is recorded under its session.
+    Each file is read from where the last import stopped, so running it again records only
+    what transcripts gained since; a session the hooks captured live gains only the events
+    after the ones they recorded.
     """
     root = path or default_root()
     files = find_transcripts(root)
@@ -100,7 +103,8 @@ def import_(state: State, harness: str, path: Path | None, fmt: str | None) -> N
     data = report.to_dict()
     emit(state, fmt, data, lambda: [Heading("Claude Code import"), Table(("", "count"), [
         ["transcripts", str(report.files)], ["sessions imported", str(report.imported)],
-        ["sessions skipped (already known)", str(report.skipped)], ["events recorded", str(report.events)],
+        ["sessions updated (new events)", str(report.updated)],
+        ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
     ])])
     for error in report.errors:
         note(error)
