@@ -201,7 +201,6 @@ class _Conversation:
     def thinking(self, text: str, *, after: float = 2) -> None:
         self._assistant([{"type": "thinking", "thinking": text, "signature": "Eu" + self.session.tree.hex(40)}],
                         after)
-        self.session.record_thought(self, text)
 
     def tool(self, name: str, tool_input: dict[str, Any], *, result: Any = "", tool_use_result: Any = None,
              is_error: bool = False, after: float = 2, duration: float = 2) -> str:
@@ -285,7 +284,6 @@ class Session(_Conversation):
         self.subagent_layout = subagent_layout or ("subagents" if version >= "2.1" else "project-dir")
         self.files: list[_Writer] = []
         self.events: list[dict[str, Any]] = []
-        self._turn_thoughts: list[str] = []
         super().__init__(self, self._writer(self.path))
         self._append({"type": "file-history-snapshot", "messageId": tree.uuid(),
                       "snapshot": {"messageId": "", "trackedFileBackups": {}, "timestamp": iso(self.now)},
@@ -317,10 +315,6 @@ class Session(_Conversation):
         else:
             self._hook("PostToolUse", tool_response=response, **fields)
 
-    def record_thought(self, conv: _Conversation, text: str) -> None:
-        if conv is self:
-            self._turn_thoughts.append(text)
-
     def hook_payloads(self) -> list[dict[str, Any]]:
         """The hook events Claude Code would have sent, in order; `_ts` is each one's epoch second."""
         return [dict(e) for e in self.events]
@@ -329,7 +323,6 @@ class Session(_Conversation):
 
     def prompt(self, text: str, *, after: float = 20) -> None:
         self._user(text, after)
-        self._turn_thoughts = []
         self._hook("UserPromptSubmit", prompt=text)
 
     def say(self, text: str, *, after: float = 3) -> None:

@@ -195,9 +195,10 @@ class TranscriptReplay:
     work: sidechain lines, or a whole subagent file when `agent_id` is given, become tool
     calls with `agent_id` set, and the parent's Task result a SubagentStop. What nobody typed
     (command output, reminders, task notices, interruptions, meta lines) is not an intent.
-    Lines of another session (history a resumed session copied in) are skipped. `cursor` is
-    advanced as events are taken; it never passes a line whose meaning depends on lines not
-    written yet (a command not answered yet, a compaction without its summary).
+    In a session's own file, lines of another session (history a resumed session copied in)
+    are skipped. `cursor` is advanced as events are taken; it never passes a line whose
+    meaning depends on lines not written yet (a command not answered yet, a compaction without
+    its summary).
     """
 
     def __init__(self, path: str, *, session_id: str | None = None, cursor: TranscriptCursor | None = None,
@@ -232,7 +233,7 @@ class TranscriptReplay:
 
     def _line(self, line: dict[str, Any]) -> Iterator[ev.HookEvent]:
         sid = line.get("sessionId")
-        if isinstance(sid, str):
+        if isinstance(sid, str) and self.agent_id is None:  # a subagent's file belongs where it lies
             if self.session_id is None:
                 self.session_id = sid
             elif sid != self.session_id:
