@@ -167,7 +167,7 @@ def _tag(text: str, name: str) -> str | None:
 
 def slash_command(text: str) -> str | None:
     """`/review src/api.py` for a slash command's user line, else None."""
-    if "<command-name>" not in text[:200] or not text.lstrip().startswith("<command-"):
+    if "<command-name>" not in text or not text.lstrip().startswith("<command-"):
         return None
     name = _tag(text, "command-name")
     if not name:
