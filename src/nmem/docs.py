@@ -66,6 +66,21 @@ memory = false
 `capture.exclude_projects` does the same for glob patterns of project names or
 directories, and `memory.enabled = false` (or `NMEM_ENABLED=0`) for everything.
 
+## Project names
+
+A session's project is, in order: `project.name` (`NMEM_PROJECT`) when set; the name a
+`[projects]` directory key gives (below); the git repository's name, where every worktree
+of a repository (`git worktree add`) counts as the repository, named after its main
+worktree's directory; else the working directory's own name. Name the project of every
+directory at or below a path with a plain key of `[projects]` (an absolute path, `~`
+allowed; the longest matching path wins):
+
+```toml
+[projects]
+"~/src/acme-monorepo/services/billing" = "billing"
+"/mnt/scratch/acme-wt" = "acme"
+```
+
 ## Settings
 
 """

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     RememberFn = Callable[..., Memory]
 
 PROMPT_CHARS = 8000
+CHECKPOINT_CHARS = 20000
 SESSION_START_TYPES = {
     "startup": "session_start", "resume": "session_resume", "fork": "session_resume",
     "compact": "session_compact", "clear": "session_clear",
@@ -130,10 +131,12 @@ class Recorder:
         from nmem.capture.summary import summarize
 
         summary = summarize(*self.store.session_outline(event.session_id))
-        if not summary["text"]:
+        # An import replays the compaction's own summary (from the transcript) with the event.
+        text = (event.assistant_message or "").strip()[:CHECKPOINT_CHARS] or summary["text"]
+        if not text:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
-        memory = self.remember(summary["text"], summary=title[:100], namespace="progress",
+        memory = self.remember(text, summary=title[:100], namespace="progress",
                                domain=f"project:{project}", source=f"session:{event.session_id}",
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])

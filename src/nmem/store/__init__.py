@@ -85,6 +85,20 @@ class NewMemory(Record):
         self.is_pinned = is_pinned
 
 
+class ImportMark(Record):
+    """Where an import stopped in one transcript file of a session (`Store.import_marks`)."""
+
+    __slots__ = ("session_id", "source", "offset", "state", "last_event_at")
+
+    def __init__(self, session_id: str, source: str, offset: int, state: dict[str, Any] | None = None,
+                 last_event_at: int | None = None) -> None:
+        self.session_id = session_id
+        self.source = source                  # "main", or "agent:<file name>" for a subagent's file
+        self.offset = offset                  # bytes of complete lines taken in
+        self.state = state                    # what a replay carries over (tool calls awaiting results)
+        self.last_event_at = last_event_at    # the newest event time recorded from the file, if any
+
+
 class Status(Record):
     __slots__ = ("url", "schema_version", "size_bytes", "sessions", "prompts", "observations", "memories",
                  "by_obs_type", "by_namespace", "by_tier", "by_project")

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import FtsStats, NewMemory, NewObservation, ObsOutline, PromptOutline, SearchFilters, Status
+from nmem.store import FtsStats, ImportMark, NewMemory, NewObservation, ObsOutline, PromptOutline, SearchFilters, Status
 
 
 class Store(Protocol):
@@ -39,6 +39,11 @@ class Store(Protocol):
     def purge_observations(self, ids: Sequence[int]) -> int: ...
     def purge_observations_where(self, obs_types: Sequence[str], older_than: int | None,
                                  project: str | None) -> int: ...
+
+    # transcript imports: where each file of a session was read to, and the session's newest row
+    def import_marks(self, session_id: str) -> dict[str, ImportMark]: ...
+    def save_import_mark(self, mark: ImportMark, updated_at: int) -> None: ...
+    def session_last_activity(self, session_id: str) -> int | None: ...
 
     # curated memories
     def insert_memory(self, mem: NewMemory) -> Memory: ...

@@ -18,7 +18,7 @@ import time
 from nmem import jsonlite as json
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import OUTLINE_CHARS, FtsStats, NewMemory, NewObservation, SearchFilters, Status
+from nmem.store import OUTLINE_CHARS, FtsStats, ImportMark, NewMemory, NewObservation, SearchFilters, Status
 from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
 
 TYPE_CHECKING = False
@@ -414,6 +414,35 @@ class SqliteStore:
     def has_prompt(self, session_id: str, source: str, content: str) -> bool:
         return bool(self._query("SELECT 1 FROM prompts WHERE session_id = ? AND source = ? AND content = ? LIMIT 1",
                                 (session_id, source, content)))
+
+    # -- transcript imports -----------------------------------------------------------------
+
+    def import_marks(self, session_id: str) -> dict[str, ImportMark]:
+        marks: dict[str, ImportMark] = {}
+        for r in self._query("SELECT source, byte_offset, state, last_event_at FROM import_marks "
+                             "WHERE session_id = ?", (session_id,)):
+            state = json.loads(r["state"]) if r["state"] else None
+            marks[str(r["source"])] = ImportMark(session_id, str(r["source"]), int(r["byte_offset"]),
+                                                 state if isinstance(state, dict) else None, r["last_event_at"])
+        return marks
+
+    def save_import_mark(self, mark: ImportMark, updated_at: int) -> None:
+        self._exec(
+            "INSERT INTO import_marks (session_id, source, byte_offset, state, last_event_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(session_id, source) DO UPDATE SET "
+            "byte_offset = excluded.byte_offset, state = excluded.state, "
+            "last_event_at = COALESCE(excluded.last_event_at, import_marks.last_event_at), "
+            "updated_at = excluded.updated_at",
+            (mark.session_id, mark.source, mark.offset, json.dumps(mark.state) if mark.state else None,
+             mark.last_event_at, updated_at),
+        )
+
+    def session_last_activity(self, session_id: str) -> int | None:
+        rows = self._query(
+            "SELECT MAX(t) FROM (SELECT MAX(timestamp) AS t FROM observations WHERE session_id = ?1 "
+            "UNION ALL SELECT MAX(timestamp) FROM prompts WHERE session_id = ?1 "
+            "UNION ALL SELECT ended_at FROM sessions WHERE id = ?1)", (session_id,))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def set_observation_pin(self, obs_id: int, pinned: bool) -> bool:
         cur = self._exec("UPDATE observations SET is_pinned = ? WHERE id = ?", (int(pinned), obs_id))

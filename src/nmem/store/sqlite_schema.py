@@ -255,8 +255,23 @@ CREATE TRIGGER observations_late_ad AFTER DELETE ON observations BEGIN
 END;
 """
 
+# Step 8: where `nmem import` stopped in each transcript file of a session (bytes of complete lines,
+# and the tool calls read there whose results were not written yet), so a transcript that grew
+# adds only its new events. `source` is `main` or `agent:<file name>` for a subagent's file.
+_V8_IMPORT_MARKS = """
+CREATE TABLE import_marks (
+    session_id    TEXT NOT NULL,
+    source        TEXT NOT NULL,
+    byte_offset   INTEGER NOT NULL,
+    state         TEXT,
+    last_event_at INTEGER,
+    updated_at    INTEGER NOT NULL,
+    PRIMARY KEY (session_id, source)
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
-                               _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES)
+                               _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS)
 LATEST_VERSION = len(MIGRATIONS)
 
 
