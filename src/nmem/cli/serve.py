@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from nmem.cli.app import State, note, pass_state
+from nmem.cli.params import Integer
 from nmem.errors import ConfigError, InvalidArgument
 from nmem.integrations.claude_code import SERVER_NAME, mcp_entry, nmem_executable
 
@@ -18,7 +19,7 @@ from nmem.integrations.claude_code import SERVER_NAME, mcp_entry, nmem_executabl
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
               help="stdio: one client, spawned by it (Claude Code). http: Streamable HTTP at /mcp.")
 @click.option("--host", default=None, help="HTTP listen address (default: the mcp.host setting, 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="HTTP port (default: the mcp.port setting, 37777).")
+@click.option("--port", type=Integer(1, 65535), default=None, help="HTTP port (default: the mcp.port setting, 37777).")
 @click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
               help="Bearer token clients must send. Required for any non-loopback --host.")
 @click.option("--tools", default=None, help="Tools to expose: all, core, or a comma-separated list.")
