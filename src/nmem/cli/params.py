@@ -10,7 +10,7 @@ from nmem.core import INT_MAX, INT_MIN, _as_int
 from nmem.errors import InvalidArgument
 
 
-class Integer(click.ParamType):
+class Integer(click.types.IntParamType):
     """An integer option or argument within `low..high` (by default SQLite's 64 bits).
 
     Click's `int` takes integers of any size, and one beyond 64 bits used to fail deep in
