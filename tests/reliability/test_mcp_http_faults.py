@@ -12,6 +12,7 @@ import http.client
 import itertools
 import json
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -345,3 +346,34 @@ async def test_stdio_errors_carry_their_codes_and_a_bug_leaks_nothing(nmem_home:
             assert (err.value.code, err.value.message) == (types.INTERNAL_ERROR, "Internal error")
             assert "s3cret" not in str(err.value.data)
     assert "s3cret internal detail" in log.read_text()  # the server's log keeps the details
+
+
+def test_raw_json_numbers_beyond_any_integer_are_tool_errors_not_code_0(nmem_home: Path, seeded: Seeded) -> None:
+    """The literal JSON a client may send (`1e400`, 25 digits), as bytes on a real server's stdin."""
+    lines = [json.loads(INITIALIZE), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    calls = {
+        2: '{"name": "search", "arguments": {"query": "login", "limit": 1e400}}',
+        3: '{"name": "get_observations", "arguments": {"ids": [9999999999999999999999999]}}',
+        4: '{"name": "timeline", "arguments": {"anchor": -9999999999999999999999999}}',
+        5: '{"name": "search", "arguments": {"query": "login", "offset": 1e19}}',
+    }
+    text = "".join(json.dumps(line) + "\n" for line in lines) + "".join(
+        f'{{"jsonrpc": "2.0", "id": {i}, "method": "tools/call", "params": {params}}}\n' for i, params in calls.items())
+    answers: dict[int, Any] = {}
+    with subprocess.Popen([sys.executable, "-m", "nmem", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, env=child_env(nmem_home, CLAUDE_PROJECT_DIR=CWD)) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        bound = threading.Timer(30, proc.kill)  # a server that never answers fails the test, not hangs it
+        bound.start()
+        try:
+            proc.stdin.write(text.encode())
+            proc.stdin.flush()
+            while len(answers) < 1 + len(calls):
+                message = json.loads(proc.stdout.readline())
+                answers[message["id"]] = message
+        finally:
+            bound.cancel()
+            proc.kill()
+    codes = {i: answers[i]["result"]["_meta"][ERROR_META]["code"] for i in calls}
+    assert all(answers[i]["result"]["isError"] for i in calls)
+    assert codes == {2: -32602, 3: -32002, 4: -32002, 5: -32002}
