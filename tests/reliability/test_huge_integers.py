@@ -129,6 +129,9 @@ def env(nmem_home: Path, service: Service, ids: list[int]) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["get", "99999999999999999999"],
+    ["get", DIGITS],
+    ["get", f"nmem://project:demo/observations/{DIGITS}"],
+    ["purge", "--id", DIGITS, "--confirm"],
     ["timeline", "99999999999999999999"],
     ["timeline", "1", "--before", "99999999999999999999"],
     ["timeline", "1", "--after", "-99999999999999999999"],

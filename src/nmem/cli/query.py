@@ -24,6 +24,7 @@ from nmem.cli.output import (
 )
 from nmem.cli.params import Integer
 from nmem.context import render as render_context
+from nmem.core import _as_int
 from nmem.errors import NotFound
 from nmem.memory import SearchResult
 from nmem.models import ORDERS, SCOPES
@@ -152,7 +153,7 @@ def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
     for ref in refs:
         match = _OBS_URN.match(ref)
         if ref.isdigit() or match:
-            obs_ids[ref] = int(match.group(1) if match else ref)
+            obs_ids[ref] = _as_int(match.group(1) if match else ref, "id")  # 64 bits, or exit 11
     found_obs = {o.id: o for o in service.get_observations(list(obs_ids.values()))} if obs_ids else {}
     records: list[dict[str, Any]] = []
     missing: list[str] = []

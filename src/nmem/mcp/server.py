@@ -177,7 +177,7 @@ class NmemServer:
         try:
             memories, next_cursor = resources.list_page(self.service, params.cursor if params else None)
         except ValueError:
-            raise _protocol_error(InvalidArgument("Invalid cursor"), "Invalid cursor") from None
+            raise InvalidArgument("Invalid cursor") from None
         return types.ListResourcesResult(
             resources=[types.Resource(uri=resources.Urn(m.domain, m.namespace, m.id).uri(), name=m.id, title=m.summary,
                                       description=f"[{m.namespace}] {m.summary}", mime_type="application/json")
@@ -215,8 +215,7 @@ class NmemServer:
         try:
             urn = resources.canonical(uri)
         except NotFound:
-            raise _protocol_error(InvalidArgument(f"not an nmem:// URN: {uri}"), f"not an nmem:// URN: {uri}",
-                                  uri=uri) from None
+            raise InvalidArgument(f"not an nmem:// URN: {uri}") from None
         self.subscriptions.setdefault(urn, {})[key] = uri
         return types.EmptyResult()
 
