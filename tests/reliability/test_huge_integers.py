@@ -18,6 +18,7 @@ from conftest import record, run_nmem
 from nmem.errors import InvalidArgument, ValidationError
 from nmem.memory import Service
 from nmem.timeutil import parse_age, parse_time
+from test_cli_support import invoke
 
 T0 = 1_790_000_000
 HUGE = 2**64
@@ -119,19 +120,12 @@ def test_times_and_ages_stay_within_dates() -> None:
             parse_age(bad)
 
 
-# -- the CLI, as a real process -----------------------------------------------------------------
+# -- the CLI --------------------------------------------------------------------------------------
 
-@pytest.fixture
-def env(nmem_home: Path, service: Service, ids: list[int]) -> dict[str, str]:
-    return {**os.environ, "NMEM_HOME": str(nmem_home)}
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["get", "99999999999999999999"],
     ["get", DIGITS],
     ["get", f"nmem://project:demo/observations/{DIGITS}"],
-    ["purge", "--id", DIGITS, "--confirm"],
     ["timeline", "99999999999999999999"],
     ["timeline", "1", "--before", "99999999999999999999"],
     ["timeline", "1", "--after", "-99999999999999999999"],
@@ -143,23 +137,34 @@ def env(nmem_home: Path, service: Service, ids: list[int]) -> dict[str, str]:
     ["file-history", "x", "--limit", "99999999999999999999"],
     ["pin", "99999999999999999999"],
     ["purge", "--id", "99999999999999999999", "--confirm"],
+    ["purge", "--id", DIGITS, "--confirm"],
     ["purge", "--older-than", "99999999999999999999d", "--confirm"],
     ["serve", "--transport", "http", "--port", "99999999999999999999"],
 ])
-def test_cli_exit_11_with_one_clear_line(env: dict[str, str], ids: list[int], args: list[str]) -> None:
-    done = run_nmem(args, env=env)
-    assert done.returncode == 11, done.stderr
-    assert done.stdout == ""
-    (line,) = done.stderr.splitlines()
+def test_cli_exit_11_with_one_clear_line(service: Service, ids: list[int], args: list[str]) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 11, result.stderr
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
     assert line.startswith("nmem: ") and ("must be at" in line or "out of range" in line), line
-    assert "internal error" not in line and "Overflow" not in line
+    assert len(line) < 200
+    assert observations(service) == len(ids)
+
+
+def test_cli_non_integers_are_usage_errors(service: Service) -> None:
+    for args in (["search", "x", "--limit", "ten"], ["purge", "--id", "true", "--confirm"],
+                 ["timeline", "1", "--before", "1.5"]):
+        result = invoke(*args)
+        assert result.exit_code == 2, (args, result.stderr)
+        assert "is not an integer" in result.stderr
 
 
 @pytest.mark.slow
-def test_cli_non_integers_are_usage_errors(env: dict[str, str]) -> None:
-    for args in (["search", "x", "--limit", "ten"], ["purge", "--id", "true", "--confirm"],
-                 ["timeline", "1", "--before", "1.5"]):
+def test_a_real_process_says_one_line_and_exits_11(nmem_home: Path, ids: list[int]) -> None:
+    env = {**os.environ, "NMEM_HOME": str(nmem_home)}
+    for args in (["get", "99999999999999999999"], ["purge", "--id", DIGITS, "--confirm"]):
         done = run_nmem(args, env=env)
-        assert done.returncode == 2, (args, done.stderr)
-        assert "is not an integer" in done.stderr
-        assert "Traceback" not in done.stderr
+        assert done.returncode == 11, done.stderr
+        assert done.stdout == ""
+        assert len(done.stderr.splitlines()) == 1
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr
