@@ -33,7 +33,8 @@ AUTH_FILE = "/work/demo/src/auth.py"
 # Every NMEM_* variable a developer's shell might carry; child processes must not see them.
 NMEM_VARS = ("NMEM_DB", "NMEM_CONFIG", "NMEM_STORE_URL", "NMEM_PROJECT", "NMEM_ENABLED", "NMEM_FORMAT",
              "NMEM_MCP_TOKEN", "NMEM_MCP_TOOLS", "NMEM_MCP_HOST", "NMEM_MCP_PORT", "NMEM_MCP_ALLOWED_HOSTS",
-             "NMEM_MCP_CORS_ORIGINS", "NMEM_MCP_POLL_MS")
+             "NMEM_MCP_CORS_ORIGINS", "NMEM_MCP_POLL_MS", "NMEM_HTTP_HEADER_TIMEOUT", "NMEM_HTTP_BODY_TIMEOUT",
+             "NMEM_HTTP_KEEP_ALIVE", "NMEM_HTTP_MAX_BODY", "NMEM_HTTP_MAX_HEADER", "NMEM_HTTP_MAX_CONNECTIONS")
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def test_malformed_fts_query_is_one_line_and_exit_2(history: History) -> None:
 
 def test_invalid_search_arguments_exit_2(history: History) -> None:
     assert invoke("search", "x", "--type", "not_a_type").exit_code == 2
-    assert invoke("search", "x", "--offset", "-1").exit_code == 2
+    assert invoke("search", "x", "--offset", "-1").exit_code == 11  # well-formed, out of range: validation
     assert invoke("search", "x", "--since", "yesterday-ish").exit_code == 2
     result = invoke("search", "x", "--scope", "everything")
     assert result.exit_code == 2

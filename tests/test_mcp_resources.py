@@ -178,6 +178,8 @@ async def test_both_forms_of_a_urn_read_the_same_thing(client: Client, seeded: S
     "nmem://project:demo/sessions/no-such-session",
     "nmem://project:other/sessions/s1",             # s1 belongs to demo
     "nmem://no-such-domain",
+    "nmem://project:demo/observations/99999999999999999999",    # beyond SQLite's integers
+    "nmem://project:demo/prompts/-1",
     "file:///etc/passwd",
     "https://example.com/x",
 ])
@@ -186,7 +188,7 @@ async def test_unknown_urn_is_resource_not_found(client: Client, uri: str) -> No
         await client.read_resource(uri)
     assert err.value.code == RESOURCE_NOT_FOUND
     assert err.value.message == "Resource not found"
-    assert err.value.data == {"uri": uri}
+    assert err.value.data == {"uri": uri, "code": -32001, "kind": "not_found"}  # nmem's own code rides along
 
 
 async def test_memory_urn_under_the_wrong_namespace_or_forgotten_is_not_found(client: Client, service: Service,

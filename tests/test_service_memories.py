@@ -295,7 +295,6 @@ def test_purge_removes_rows_from_full_text_search(service: Service) -> None:
     ({}, "purge needs ids, a type or an age"),
     ({"ids": [1], "obs_type": "command"}, "either ids or a type/age selector"),
     ({"obs_type": "bogus"}, "unknown obs_type 'bogus'"),
-    ({"older_than": -5}, "older_than must be a positive age"),
     ({"ids": [1, "two"]}, "id must be an integer, got 'two'"),
 ])
 def test_purge_errors_delete_nothing(service: Service, kwargs: dict[str, Any], message: str) -> None:

@@ -18,6 +18,7 @@ from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationErr
 from nmem.ids import new_uid
 from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain, urn_parts
 from nmem.store import NewMemory, open_store
+from nmem.timeutil import MAX_AGE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 MAX_LIMIT = 100
 MAX_IDS = 50
+INT_MAX = 2**63 - 1  # SQLite's integers are signed 64-bit
+INT_MIN = -INT_MAX   # as the MCP tools' schemas say
 SUMMARY_CHARS = 100
 NAMESPACE_ALIASES = {
     "decision": "decisions", "learning": "learnings", "learned": "learnings",
@@ -43,20 +46,55 @@ def _is_slug(text: str) -> bool:
 
 
 
-def clamp(value: int | None, low: int, high: int, default: int) -> int:
+def clamp(value: object, low: int, high: int, default: int, name: str = "value") -> int:
+    """A count within `low..high`: None is the default, anything inside 64 bits is clamped to
+    the range, anything beyond them is refused (`_as_int`)."""
     if value is None:
         return default
-    return max(low, min(high, int(value)))
+    return max(low, min(high, _as_int(value, name)))
 
 
-def _as_int(value: object, name: str) -> int:
+def _as_int(value: object, name: str, low: int = INT_MIN, high: int = INT_MAX) -> int:
+    """An integer argument: an int, an integral float (JSON's 1e2) or a digit string.
+
+    Not an integer (a boolean, 1.5, "ten") is an InvalidArgument; an integer outside
+    `low..high` a ValidationError. The default range is SQLite's: a wider integer would
+    otherwise reach the database and fail there as an OverflowError.
+    """
     if isinstance(value, bool):
         raise InvalidArgument(f"{name} must be an integer, got {value!r}")
     if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    raise InvalidArgument(f"{name} must be an integer, got {value!r}")
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _is_integer_text(value):
+        text = value.strip()
+        if len(text.lstrip("+-").lstrip("0")) > 20:  # past 64 bits; int() refuses 4,300 digits and more
+            bound = f"at least {low}" if text.startswith("-") else f"at most {high}"
+            raise ValidationError(f"{name} must be {bound}, got {_shown_text(text)}")
+        number = int(text)
+    else:
+        raise InvalidArgument(f"{name} must be an integer, got {_shown_text(repr(value))}")
+    if number < low:
+        raise ValidationError(f"{name} must be at least {low}, got {_shown(number)}")
+    if number > high:
+        raise ValidationError(f"{name} must be at most {high}, got {_shown(number)}")
+    return number
+
+
+def _is_integer_text(value: str) -> bool:
+    text = value.strip()
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    return digits.isascii() and digits.isdigit()
+
+
+def _shown(number: int) -> str:
+    return _shown_text(str(number))
+
+
+def _shown_text(text: str) -> str:
+    """A refused value as typed, unless it is too long to be worth echoing."""
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
 
 
 def _as_list(value: object, name: str) -> tuple[str, ...]:
@@ -222,9 +260,10 @@ class CoreService:
         """Pin an observation (numeric id) or a memory (id or URN): exempt from retention."""
         text = str(ref).strip()
         if text.isdigit():
-            if not self.store.set_observation_pin(int(text), pinned):
+            obs_id = _as_int(text, "id")
+            if not self.store.set_observation_pin(obs_id, pinned):
                 raise NotFound(f"observation not found: {text}")
-            return {"kind": "observation", "id": int(text), "is_pinned": pinned}
+            return {"kind": "observation", "id": obs_id, "is_pinned": pinned}
         memory = self.get_memory(text)
         self.store.update_memory(memory.id, {"is_pinned": pinned}, self.now())
         return {"kind": "memory", "id": memory.id, "urn": memory.urn, "is_pinned": pinned}
@@ -246,9 +285,7 @@ class CoreService:
             return self.store.purge_observations([_as_int(i, "id") for i in ids])
         if not types and older_than is None:
             raise InvalidArgument("purge needs ids, a type or an age (--older-than)")
-        if older_than is not None and older_than < 0:
-            raise InvalidArgument("older_than must be a positive age")
-        cutoff = self.now() - older_than if older_than is not None else None
+        cutoff = self.now() - _as_int(older_than, "older_than", 0, MAX_AGE) if older_than is not None else None
         return self.store.purge_observations_where(types, cutoff, project)
 
     @staticmethod

@@ -1,7 +1,9 @@
 """One error root for nmem; every edge (CLI, hooks, MCP, HTTP) reads its meaning off the type.
 
-Exit codes follow subcog's table; MCP codes are JSON-RPC server-error codes for protocol
-errors (tool failures are reported as `isError` results carrying the message).
+Exit codes and MCP codes follow subcog's table: not found 10 / -32001, validation 11 / -32002,
+blocked 12 / -32003; a malformed argument is 2 / -32602 (JSON-RPC invalid params). How the MCP
+code travels (an `isError` tool result's `_meta`, or a JSON-RPC error) is `nmem.mcp.server`'s
+business and docs/mcp.md's "Errors".
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class NmemError(Exception):
 
 
 class InvalidArgument(NmemError):
-    """A parameter is missing, malformed or out of range."""
+    """A parameter is missing or malformed: the wrong type, an unknown name, a string that does not parse."""
 
     exit_code = 2
     mcp_code = -32602
@@ -62,7 +64,7 @@ class NotFound(NmemError):
 
 
 class ValidationError(NmemError):
-    """The request is well-formed but its content is not acceptable (too long, empty...)."""
+    """The request is well-formed but its content is not acceptable: too long, empty, a number out of range."""
 
     exit_code = 11
     mcp_code = -32002
@@ -75,6 +77,13 @@ class ContentBlocked(NmemError):
     exit_code = 12
     mcp_code = -32003
     kind = "blocked"
+
+
+class InternalError(NmemError):
+    """A bug: what the client hears instead of the exception, which only the server log keeps."""
+
+    mcp_code = -32603
+    kind = "internal"
 
 
 class Disabled(NmemError):
@@ -94,5 +103,6 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     NotFound,
     ValidationError,
     ContentBlocked,
+    InternalError,
     Disabled,
 )

@@ -29,6 +29,7 @@ from nmem.timeutil import parse_time
 __all__ = ["CoreService", "RecordOutcome", "SearchResult", "Service"]
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
+MAX_OFFSET = 2**62
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Service(CoreService):
             namespaces=(self._namespace(namespace),) if namespace else (),
             domains=domains, tags=_as_list(tags, "tags"), include_archived=include_archived,
         )
-        hits = self._search("memories", query, filters, "relevance", clamp(limit, 1, MAX_LIMIT, 10), 0).hits
+        hits = self._search("memories", query, filters, "relevance", clamp(limit, 1, MAX_LIMIT, 10, "limit"), 0).hits
         self.store.touch_memories([str(h.record.id) for h in hits], self.now())
         return hits
 
@@ -87,11 +88,9 @@ class Service(CoreService):
         end = parse_time(date_end, name="date_end", end_of_day=True)
         if start is not None and end is not None and start > end:
             raise InvalidArgument("date_start is after date_end")
-        off = _as_int(offset or 0, "offset")
-        if off < 0:
-            raise InvalidArgument("offset must be >= 0")
-        default_limit = int(self.settings["search.default_limit"])
-        lim = clamp(_as_int(limit, "limit") if limit is not None else None, 1, MAX_LIMIT, default_limit)
+        # An offset past 2**62 is past the end of any database; capped, offset + limit stays an integer SQLite takes.
+        off = min(_as_int(offset or 0, "offset", low=0), MAX_OFFSET)
+        lim = clamp(limit, 1, MAX_LIMIT, int(self.settings["search.default_limit"]), "limit")
         filters = SearchFilters(
             project=project if project not in (None, "", "*") else None,
             obs_types=types,
@@ -293,8 +292,8 @@ class Service(CoreService):
             if not rows:
                 raise NotFound("anchor observation not found")
             anchor_obs = rows[0]
-        b = clamp(_as_int(before, "before") if before is not None else None, 0, MAX_LIMIT, 5)
-        a = clamp(_as_int(after, "after") if after is not None else None, 0, MAX_LIMIT, 5)
+        b = clamp(before, 0, MAX_LIMIT, 5, "before")
+        a = clamp(after, 0, MAX_LIMIT, 5, "after")
         prev, nxt = self.store.neighbours(anchor_obs, b, a)
         return {
             "anchor": anchor_obs.to_dict(),
@@ -353,7 +352,7 @@ class Service(CoreService):
         path = file_path
         if not os.path.isabs(path):
             path = os.path.normpath(os.path.join(cwd or os.getcwd(), path))
-        lim = clamp(_as_int(limit, "limit") if limit is not None else None, 1, MAX_IDS, 10)
+        lim = clamp(limit, 1, MAX_IDS, 10, "limit")
         touches = self.store.file_touches(path, parse_time(before, name="before"),
                                           parse_time(after, name="after"), lim)
         sessions: dict[str, dict[str, Any]] = {}
@@ -377,7 +376,7 @@ class Service(CoreService):
 
     def recent_context(self, project: str | None = None, limit: int | None = 30) -> list[dict[str, Any]]:
         """Recent observations by composite score (recency, type weight, project boost)."""
-        lim = clamp(_as_int(limit, "limit") if limit is not None else None, 1, MAX_LIMIT, 30)
+        lim = clamp(limit, 1, MAX_LIMIT, 30, "limit")
         scored = self.store.recent_scored(project or None, lim, self.now())
         return [{**obs.to_dict(), "score": round(score, 4)} for obs, score in scored]
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 
-from nmem.errors import InvalidArgument
+from nmem.errors import InvalidArgument, ValidationError
 
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+# The times a date can name (years 1 to 9999, what ISO dates reach), in epoch seconds.
+MIN_TIME = -62_135_596_800
+MAX_TIME = 253_402_300_799
+MAX_AGE = 10_000 * 31536000  # seconds: an age longer than this reaches before any date
 
 
 def parse_time(value: object, *, name: str = "date", end_of_day: bool = False) -> int | None:
@@ -41,7 +45,14 @@ def parse_time(value: object, *, name: str = "date", end_of_day: bool = False) -
         raise InvalidArgument(f"{name}: expected a date, got {value!r}")
     if number > 1e11:  # milliseconds, as JavaScript clients send them
         number /= 1000.0
+    if not MIN_TIME <= number <= MAX_TIME:  # also NaN and infinities
+        raise ValidationError(f"{name}: {_brief(value)} is out of range (a date from year 1 to 9999)")
     return int(number)
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
 
 
 def _is_number(text: str) -> bool:
@@ -59,8 +70,12 @@ def parse_age(value: str, *, name: str = "age") -> int:
     text = value.strip()
     count, unit = text[:-1].rstrip(), text[-1:].lower()
     if not (_is_digits(count) and unit in _UNIT_SECONDS):
-        raise InvalidArgument(f"{name}: expected an age like 30d, 12h or 2w, got {value!r}")
-    return int(count) * _UNIT_SECONDS[unit]
+        raise InvalidArgument(f"{name}: expected an age like 30d, 12h or 2w, got {_brief(value)}")
+    # int() refuses 4,300 digits and more; any count that long is out of range anyway
+    seconds = int(count) * _UNIT_SECONDS[unit] if len(count.lstrip("0")) <= 20 else MAX_AGE + 1
+    if seconds > MAX_AGE:
+        raise ValidationError(f"{name}: {_brief(value)} is out of range (at most 10000 years)")
+    return seconds
 
 
 def iso(ts: int | None) -> str | None:

@@ -10,6 +10,7 @@ import click
 from nmem import hooks
 from nmem.cli.app import State, emit, format_option, note, pass_state
 from nmem.cli.output import Block, Body, Fields, Heading, Table, mask_secrets, one_line, scalar
+from nmem.cli.params import Integer
 from nmem.config import SETTINGS, SETTINGS_BY_NAME, Settings, write_setting
 from nmem.errors import ConfigError, InvalidArgument
 from nmem.models import OBS_TYPES
@@ -18,7 +19,7 @@ from nmem.timeutil import parse_age
 # -- purge --------------------------------------------------------------------------------
 
 @click.command("purge")
-@click.option("--id", "ids", multiple=True, type=int, help="Observation id to delete (repeatable).")
+@click.option("--id", "ids", multiple=True, type=Integer(), help="Observation id to delete (repeatable).")
 @click.option("--type", "types", multiple=True, type=click.Choice(OBS_TYPES), metavar="TYPE",
               help="Delete observations of this type (repeatable), e.g. file_read.")
 @click.option("--older-than", help="Delete observations older than this age: 90m, 12h, 30d, 2w, 1y.")

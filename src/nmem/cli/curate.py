@@ -9,6 +9,7 @@ import click
 
 from nmem.cli.app import State, emit, format_option, note, pass_state, read_stdin, split_values
 from nmem.cli.output import Block, Body, Fields, Heading, one_line, when
+from nmem.cli.params import Integer
 from nmem.models import TIERS, Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -113,7 +114,7 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
 @click.option("--tag", "--tags", "tags", multiple=True, help="Only memories with these tags (all of them).")
 @click.option("--domain", default="all", show_default=True, help="all, project, project:<name>, user or org.")
 @click.option("--project", help="Project whose memories to include (with user and org ones).")
-@click.option("--limit", type=int, default=10, show_default=True, help="Max results, clamped to 1-100.")
+@click.option("--limit", type=Integer(), default=10, show_default=True, help="Max results, clamped to 1-100.")
 @click.option("--include-archived", is_flag=True, help="Also search archived memories.")
 @format_option
 @pass_state

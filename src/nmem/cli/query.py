@@ -22,7 +22,9 @@ from nmem.cli.output import (
     record_fields,
     when,
 )
+from nmem.cli.params import Integer
 from nmem.context import render as render_context
+from nmem.core import _as_int
 from nmem.errors import NotFound
 from nmem.memory import SearchResult
 from nmem.models import ORDERS, SCOPES
@@ -82,8 +84,9 @@ def _count_line(count: int, query: str | None) -> str:
 @click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
 @click.option("--until", help="Not after: same forms as --since.")
 @click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
-@click.option("--limit", type=int, default=None, help="Max results, clamped to 1-100 (default: search.default_limit).")
-@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many results (paging).")
+@click.option("--limit", type=Integer(), default=None,
+              help="Max results, clamped to 1-100 (default: search.default_limit).")
+@click.option("--offset", type=Integer(low=0), default=0, show_default=True, help="Skip this many results (paging).")
 @click.option("--full", is_flag=True, help="Whole records instead of 120-character previews.")
 @click.option("--ids", is_flag=True,
               help="Print only ids, one per line, for pipes (prompts and sessions: their URNs).")
@@ -150,7 +153,7 @@ def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
     for ref in refs:
         match = _OBS_URN.match(ref)
         if ref.isdigit() or match:
-            obs_ids[ref] = int(match.group(1) if match else ref)
+            obs_ids[ref] = _as_int(match.group(1) if match else ref, "id")  # 64 bits, or exit 11
     found_obs = {o.id: o for o in service.get_observations(list(obs_ids.values()))} if obs_ids else {}
     records: list[dict[str, Any]] = []
     missing: list[str] = []
@@ -186,10 +189,10 @@ def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
 
 
 @click.command("timeline")
-@click.argument("anchor", type=int, required=False)
+@click.argument("anchor", type=Integer(), required=False)
 @click.option("--query", "-q", help="Anchor on the best match of this search instead of an id.")
-@click.option("--before", type=int, default=5, show_default=True, help="Observations before the anchor.")
-@click.option("--after", type=int, default=5, show_default=True, help="Observations after the anchor.")
+@click.option("--before", type=Integer(), default=5, show_default=True, help="Observations before the anchor.")
+@click.option("--after", type=Integer(), default=5, show_default=True, help="Observations after the anchor.")
 @click.option("--project", help="Project to search in with --query (default: every project).")
 @format_option
 @pass_state
@@ -245,7 +248,7 @@ def trace(state: State, session_id: str, before: str | None, after: str | None, 
 @click.argument("path")
 @click.option("--before", help="Only touches before this time (date, ISO time or epoch seconds).")
 @click.option("--after", help="Only touches after this time.")
-@click.option("--limit", type=int, default=10, show_default=True, help="Max touches, clamped to 1-50.")
+@click.option("--limit", type=Integer(), default=10, show_default=True, help="Max touches, clamped to 1-50.")
 @format_option
 @pass_state
 def file_history(state: State, path: str, before: str | None, after: str | None, limit: int,

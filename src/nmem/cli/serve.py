@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
 from nmem.cli.app import State, note, pass_state
-from nmem.errors import ConfigError, InvalidArgument
+from nmem.cli.params import Integer
+from nmem.config import Settings
+from nmem.errors import ConfigError
 from nmem.integrations.claude_code import SERVER_NAME, mcp_entry, nmem_executable
+from nmem.mcp.listening import Limits, is_loopback, listen
 
 
 @click.command("serve")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
               help="stdio: one client, spawned by it (Claude Code). http: Streamable HTTP at /mcp.")
 @click.option("--host", default=None, help="HTTP listen address (default: the mcp.host setting, 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="HTTP port (default: the mcp.port setting, 37777).")
+@click.option("--port", type=Integer(1, 65535), default=None, help="HTTP port (default: the mcp.port setting, 37777).")
 @click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
               help="Bearer token clients must send. Required for any non-loopback --host.")
 @click.option("--tools", default=None, help="Tools to expose: all, core, or a comma-separated list.")
@@ -36,41 +40,59 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         nmem serve --transport http             # http://127.0.0.1:37777/mcp
         nmem serve --transport http --host 0.0.0.0 --token "$(openssl rand -hex 16)"
     """
+    settings = state.settings
+    # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
+    endpoint = _endpoint(settings, host, port, token) if transport == "http" else None
+
     # The SDK takes ~1 s to import; only this command pays for it, not every `nmem` run.
     import anyio
 
-    from nmem.mcp.http import is_loopback, serve_http
+    from nmem.mcp.http import serve_http
     from nmem.mcp.server import NmemServer, current_project, run_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=str(state.settings["log.level"]).upper(),
+    logging.basicConfig(stream=sys.stderr, level=str(settings["log.level"]).upper(),
                         format="nmem: %(levelname)s %(message)s")
-    settings = state.settings
     service = state.service()
     app = NmemServer(service, project=project or current_project(service),
                      tools=tools or str(settings["mcp.tools"]),
                      poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
-    if transport == "stdio":
+    if endpoint is None:
         anyio.run(run_stdio, app)
         return
-    bind = host or str(settings["mcp.host"])
-    listen_port = port if port is not None else int(settings["mcp.port"])
-    if not 0 < listen_port < 65536:
-        raise InvalidArgument(f"invalid port {listen_port}")
-    secret = token or str(settings["mcp.token"]) or None
-    if not is_loopback(bind) and not secret:
-        raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_MCP_TOKEN")
-    note(f"MCP over HTTP at http://{bind}:{listen_port}/mcp (database {settings.db_path})"
-         + ("; bearer token required" if secret else ""))
+    note(f"MCP over HTTP at http://{endpoint.host}:{endpoint.port}/mcp (database {settings.db_path})"
+         + ("; bearer token required" if endpoint.token else ""))
 
     async def main() -> None:
-        await serve_http(app, host=bind, port=listen_port, token=secret,
+        await serve_http(app, host=endpoint.host, port=endpoint.port, token=endpoint.token,
                          cors_origins=tuple(settings["mcp.cors_origins"]),
-                         allowed_hosts=tuple(settings["mcp.allowed_hosts"]))
+                         allowed_hosts=tuple(settings["mcp.allowed_hosts"]), limits=endpoint.limits,
+                         sockets=endpoint.sockets)
 
     try:
         anyio.run(main)
     except KeyboardInterrupt:
         note("stopped")
+
+
+class Endpoint(NamedTuple):
+    host: str
+    port: int
+    token: str | None
+    limits: Limits
+    sockets: list[socket.socket]
+
+
+def _endpoint(settings: Settings, host: str | None, port: int | None, token: str | None) -> Endpoint:
+    """The HTTP transport's address, token and limits, its sockets already listening."""
+    bind = host or str(settings["mcp.host"])
+    listen_port = port if port is not None else int(settings["mcp.port"])
+    if not 0 < listen_port < 65536:
+        raise ConfigError(f"mcp.port: {listen_port} is not a port (1-65535)")
+    secret = token or str(settings["mcp.token"]) or None
+    if not is_loopback(bind) and not secret:
+        raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_MCP_TOKEN")
+    limits = Limits.from_settings(settings)
+    return Endpoint(bind, listen_port, secret, limits, listen(bind, listen_port))
 
 
 @click.command("mcp-config")

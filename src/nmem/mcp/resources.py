@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from nmem.core import INT_MAX
 from nmem.errors import NotFound
 from nmem.memory import Service
 from nmem.models import Memory, urn_parts
@@ -108,11 +109,12 @@ def _read_record(service: Service, urn: Urn, uri: str) -> dict[str, Any]:
             if trace["project"] != project:
                 raise NotFound(f"resource not found: {uri}")
             return trace
-        if not (urn.id or "").isdigit():
+        row_id = _row_id(urn.id or "")
+        if row_id is None:
             raise NotFound(f"resource not found: {uri}")
         store = service.store
-        found: list[Any] = (store.get_observations([int(urn.id or 0)]) if urn.namespace == "observations"
-                            else store.get_prompts([int(urn.id or 0)]))
+        found: list[Any] = (store.get_observations([row_id]) if urn.namespace == "observations"
+                            else store.get_prompts([row_id]))
         if not found or found[0].project != project:
             raise NotFound(f"resource not found: {uri}")
         return dict(found[0].to_dict())
@@ -121,6 +123,14 @@ def _read_record(service: Service, urn: Urn, uri: str) -> dict[str, Any]:
             or memory.namespace != urn.namespace:
         raise NotFound(f"resource not found: {uri}")
     return memory.to_dict()
+
+
+def _row_id(text: str) -> int | None:
+    """The row id a URN's last segment names; None if no row can have it (not digits, beyond 64 bits)."""
+    if not (text.isascii() and text.isdigit() and len(text) <= len(str(INT_MAX))):
+        return None
+    number = int(text)
+    return number if number <= INT_MAX else None
 
 
 def _read_namespace(service: Service, urn: Urn) -> dict[str, Any]:
@@ -149,7 +159,7 @@ def list_page(service: Service, cursor: str | None) -> tuple[list[Memory], str |
         offset = int(cursor) if cursor else 0
     except ValueError:
         offset = -1
-    if offset < 0:
+    if not 0 <= offset <= INT_MAX - PAGE_SIZE - 1:
         raise ValueError("invalid cursor")
     rows = service.store.search_memories(None, SearchFilters(include_archived=True), "date_desc",
                                          PAGE_SIZE + 1, offset)

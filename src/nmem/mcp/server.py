@@ -13,9 +13,10 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from functools import wraps
+from typing import Any, TypeVar
 
 import anyio
 import jsonschema
@@ -29,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from nmem import __version__
-from nmem.errors import NmemError, NotFound
+from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.mcp import prompts as prompt_specs
 from nmem.mcp import resources
 from nmem.mcp.tools import TOOLS_BY_NAME, ToolSpec, exposed
@@ -39,6 +40,11 @@ from nmem.memory import Service
 log = logging.getLogger("nmem.mcp")
 MAX_SESSIONS = 256  # client connections remembered for notifications
 RESOURCE_NOT_FOUND = -32002  # 2025-11-25; the 2026-07-28 spec moved it to -32602 (SEP-2164)
+ERROR_META = "nmem/error"  # a tool error's `_meta` key: {"code": -32001, "kind": "not_found"}
+# Schema keywords a well-typed value can still fail: out of range, too long, too many.
+RANGE_KEYWORDS = frozenset(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                            "minLength", "maxLength", "minItems", "maxItems"))
+R = TypeVar("R")
 INSTRUCTIONS = (
     "nmem is this developer's local memory of past coding sessions (prompts, files touched, commands, "
     "errors) and of curated decisions and learnings. Search or recall before assuming; remember durable "
@@ -74,11 +80,13 @@ class NmemServer:
         self.watcher = ChangeWatcher(service.store)
         self.server: Server[Any] = Server(
             "nmem", version=__version__, title="nmem memory", instructions=INSTRUCTIONS,
-            on_list_tools=self.list_tools, on_call_tool=self.call_tool,
-            on_list_resources=self.list_resources, on_list_resource_templates=self.list_templates,
-            on_read_resource=self.read_resource, on_subscribe_resource=self.subscribe,
-            on_unsubscribe_resource=self.unsubscribe, on_list_prompts=self.list_prompts,
-            on_get_prompt=self.get_prompt, on_subscriptions_listen=ListenHandler(self.bus),
+            on_list_tools=self._answering(self.list_tools), on_call_tool=self._answering(self.call_tool),
+            on_list_resources=self._answering(self.list_resources),
+            on_list_resource_templates=self._answering(self.list_templates),
+            on_read_resource=self._answering(self.read_resource), on_subscribe_resource=self._answering(self.subscribe),
+            on_unsubscribe_resource=self._answering(self.unsubscribe),
+            on_list_prompts=self._answering(self.list_prompts), on_get_prompt=self._answering(self.get_prompt),
+            on_subscriptions_listen=ListenHandler(self.bus),
         )
         # The SDK's HTTP and in-memory paths build init options without arguments; advertise
         # resources.listChanged on every transport.
@@ -89,6 +97,23 @@ class NmemServer:
             return original(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
 
         self.server.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+
+    def _answering(self, handler: Callable[[ServerRequestContext[Any], Any], Awaitable[R]],
+                   ) -> Callable[[ServerRequestContext[Any], Any], Awaitable[R]]:
+        """A request handler whose failures reach the client as JSON-RPC errors carrying nmem's
+        code, and whose bugs as a bare -32603 (the SDK would send code 0 and the exception text)."""
+        @wraps(handler)
+        async def answer(ctx: ServerRequestContext[Any], params: Any) -> R:
+            try:
+                return await handler(ctx, params)
+            except MCPError:
+                raise
+            except NmemError as exc:
+                raise _protocol_error(exc, _public(exc, self.service)) from None
+            except Exception:
+                log.exception("%s failed", handler.__name__)
+                raise _protocol_error(InternalError("Internal error"), "Internal error") from None
+        return answer
 
     def _seen(self, ctx: ServerRequestContext[Any]) -> int:
         """Remember the client connection (for list_changed) and return its key."""
@@ -123,22 +148,26 @@ class NmemServer:
         self._seen(ctx)
         spec = TOOLS_BY_NAME.get(params.name)
         if spec is None or spec not in self.tools:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
-        args = dict(params.arguments or {})
+            raise InvalidArgument(f"Unknown tool: {params.name}")  # a protocol error (the spec's -32602)
+        try:
+            text = self._run(spec, dict(params.arguments or {}))
+        except NmemError as exc:
+            return _error_result(exc, _public(exc, self.service))
+        except Exception:  # a bug must still answer the model, not drop the connection
+            log.exception("tool %s failed", spec.name)
+            message = f"internal error in {spec.name} (details in the server log)"
+            return _error_result(InternalError(message), message)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=json.loads(text))
+
+    def _run(self, spec: ToolSpec, args: dict[str, Any]) -> str:
+        """The tool's result as JSON text; an `NmemError` when the arguments are refused."""
         error = jsonschema.exceptions.best_match(self.validators[spec.name].iter_errors(args))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-            return _error_result(f"invalid arguments for {spec.name}: {where}: {error.message}")
-        try:
-            result = spec.handler(self.service, args, self.project)
-        except NmemError as exc:
-            return _error_result(_public(exc, self.service))
-        except Exception as exc:  # a bug must still answer the model, not drop the connection
-            log.exception("tool %s failed", spec.name)
-            return _error_result(f"internal error in {spec.name}: {type(exc).__name__}")
-        text = json.dumps(result, ensure_ascii=False, default=str)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=json.loads(text))
+            kind = ValidationError if error.validator in RANGE_KEYWORDS else InvalidArgument
+            raise kind(f"invalid arguments for {spec.name}: {where}: {error.message}")
+        return json.dumps(spec.handler(self.service, args, self.project), ensure_ascii=False, default=str)
 
     # -- resources -----------------------------------------------------------------------
 
@@ -148,7 +177,7 @@ class NmemServer:
         try:
             memories, next_cursor = resources.list_page(self.service, params.cursor if params else None)
         except ValueError:
-            raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor") from None
+            raise InvalidArgument("Invalid cursor") from None
         return types.ListResourcesResult(
             resources=[types.Resource(uri=resources.Urn(m.domain, m.namespace, m.id).uri(), name=m.id, title=m.summary,
                                       description=f"[{m.namespace}] {m.summary}", mime_type="application/json")
@@ -170,11 +199,12 @@ class NmemServer:
         uri = str(params.uri)
         try:
             text = resources.read(self.service, uri)
-        except NotFound:
-            code = types.INVALID_PARAMS if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
-            raise MCPError(code=code, message="Resource not found", data={"uri": uri}) from None
         except NmemError as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=exc.message, data={"uri": uri}) from None
+            # The spec fixes the code of an unknown resource; nmem's own code rides in `data`.
+            if isinstance(exc, NotFound):
+                code = types.INVALID_PARAMS if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
+                raise _protocol_error(exc, "Resource not found", code=code, uri=uri) from None
+            raise _protocol_error(exc, _public(exc, self.service), uri=uri) from None
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=uri, mime_type="application/json", text=text)])
 
@@ -185,7 +215,7 @@ class NmemServer:
         try:
             urn = resources.canonical(uri)
         except NotFound:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"not an nmem:// URN: {uri}") from None
+            raise InvalidArgument(f"not an nmem:// URN: {uri}") from None
         self.subscriptions.setdefault(urn, {})[key] = uri
         return types.EmptyResult()
 
@@ -214,11 +244,11 @@ class NmemServer:
                          params: types.GetPromptRequestParams) -> types.GetPromptResult:
         spec = prompt_specs.PROMPTS_BY_NAME.get(params.name)
         if spec is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
+            raise InvalidArgument(f"Unknown prompt: {params.name}")
         arguments = dict(params.arguments or {})
         missing = [a.name for a in spec.arguments if a.required and not arguments.get(a.name)]
         if missing:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Missing required argument: {', '.join(missing)}")
+            raise InvalidArgument(f"Missing required argument: {', '.join(missing)}")
         text = spec.render(arguments)
         return types.GetPromptResult(description=spec.description, messages=[
             types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
@@ -275,8 +305,16 @@ def _public(exc: NmemError, service: Service) -> str:
     return exc.message.replace(path, "<database>") if path else exc.message
 
 
-def _error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+def _error_result(error: NmemError, message: str) -> types.CallToolResult:
+    """A tool execution error: the message for the model, nmem's code and kind for the client."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True,
+                                _meta={ERROR_META: {"code": error.mcp_code, "kind": error.kind}})
+
+
+def _protocol_error(error: NmemError, message: str, *, code: int | None = None, **data: Any) -> MCPError:
+    """A JSON-RPC error with nmem's code (or the one the spec fixes) and nmem's code and kind in `data`."""
+    return MCPError(code=error.mcp_code if code is None else code, message=message,
+                    data={"code": error.mcp_code, "kind": error.kind, **data})
 
 
 def current_project(service: Service) -> str:
