@@ -239,3 +239,15 @@ def test_search_defaults_to_every_project_with_the_current_one_first(history: Hi
     assert [h["id"] for h in as_json("search", "auth", "--project", ".")] == [history.other_cmd]
     paged = [h["id"] for h in as_json("search", "auth", "--limit", "2", "--offset", "1")]
     assert paged == [h["id"] for h in hits[1:3]]
+
+
+def test_pin_takes_the_observation_forms_and_refuses_other_kinds(history: History, service: Service) -> None:
+    for ref in (f"o{history.edit}", f"#{history.read}", f"nmem://project:demo/observations/{history.failure}"):
+        assert as_json("pin", ref)["kind"] == "observation", ref
+    assert {o.id for o in service.get_observations([history.edit, history.read, history.failure]) if o.is_pinned} \
+        == {history.edit, history.read, history.failure}
+    assert invoke("pin", f"nmem://project:other/observations/{history.edit}").exit_code == 10
+    for ref in ("p1", "ss1"):
+        refused = invoke("pin", ref)
+        assert refused.exit_code == 2
+        assert "only observations and memories can be pinned" in refused.stderr

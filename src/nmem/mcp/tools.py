@@ -231,7 +231,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_observations", "Fetch observations",
         "Fetch full observation records by id (from search or timeline results), in the order given. "
-        "Up to 50 ids; ids that no longer exist are omitted.",
+        "Up to 50 ids; ids that no longer exist are omitted. Prompts, sessions and memories: use get.",
         _obj({"ids": {"type": "array", "items": INT, "description": "1 to 50 observation ids."}}, ("ids",)),
         RESULTS, _get_observations, core=True,
     ),
