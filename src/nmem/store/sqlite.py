@@ -1247,19 +1247,26 @@ class SqliteStore:
                 for r in rows]
 
     def recorded_paths(self, suffix: str, project: str | None, limit: int) -> list[str]:
-        """Distinct recorded file paths equal to `suffix` or, for a relative one, ending in
-        `/suffix` (a whole path component: "auth.py" is not "oauth.py"), sorted."""
-        clauses = ["file_path = ?"]
-        params: list[Any] = [suffix]
-        if not suffix.startswith("/"):
-            tail = "/" + suffix
-            clauses = ["file_path IS NOT NULL", "(file_path = ? OR substr(file_path, ?) = ?)"]
-            params = [suffix, -len(tail), tail]
-        if project is not None:
-            clauses.append("project = ?")
-            params.append(project)
-        rows = self._query(f"SELECT DISTINCT file_path FROM observations WHERE {' AND '.join(clauses)} "
-                           "ORDER BY file_path LIMIT ?", [*params, limit])
+        """Distinct recorded file paths (of `project`, if given) equal to `suffix` or, for a
+        relative one, ending in `/suffix` (a whole path component: "auth.py" is not
+        "oauth.py"), sorted."""
+        in_project = "" if project is None else " AND EXISTS (SELECT 1 FROM observations o " \
+                                                 "WHERE o.file_path = paths.path AND o.project = ?)"
+        tail = "/" + suffix
+        if suffix.startswith("/"):
+            rows = self._query("SELECT path FROM (SELECT DISTINCT file_path AS path FROM observations "
+                               f"WHERE file_path = ?) paths WHERE 1{in_project} LIMIT ?",
+                               [suffix, *([project] if project is not None else []), limit])
+        else:
+            # A skip scan of the file_path index, one seek per distinct path: rows outnumber paths
+            # (a path is read again and again), so reading every row would cost far more.
+            rows = self._query(
+                "WITH RECURSIVE paths(path) AS ("
+                "SELECT MIN(file_path) FROM observations WHERE file_path IS NOT NULL "
+                "UNION ALL SELECT (SELECT MIN(file_path) FROM observations WHERE file_path > paths.path) "
+                "FROM paths WHERE paths.path IS NOT NULL) "
+                f"SELECT path FROM paths WHERE (path = ? OR substr(path, ?) = ?){in_project} ORDER BY path LIMIT ?",
+                [suffix, -len(tail), tail, *([project] if project is not None else []), limit])
         return [str(r[0]) for r in rows]
 
     def observation_ids(self, match: str | None, filters: SearchFilters, *, unpinned: bool = True) -> list[int]:
