@@ -251,3 +251,13 @@ def test_pin_takes_the_observation_forms_and_refuses_other_kinds(history: Histor
         refused = invoke("pin", ref)
         assert refused.exit_code == 2
         assert "only observations and memories can be pinned" in refused.stderr
+
+
+def test_a_whole_session_id_wins_over_a_prefix(service: Service) -> None:
+    # "s1" is both a whole id and, read as the s form, the prefix of "1abc": the whole id wins
+    record(service, "UserPromptSubmit", now=T0, session_id="s1", cwd=CWD, prompt="first")
+    record(service, "UserPromptSubmit", now=T0 + 1, session_id="1abc", cwd=CWD, prompt="second")
+    assert as_json("get", "s1")[0]["id"] == "s1"
+    assert as_json("get", "s1a")[0]["id"] == "1abc"
+    assert as_json("trace", "s1")["session_id"] == "s1"
+    assert as_json("trace", "1")["session_id"] == "1abc"

@@ -432,8 +432,11 @@ class Service(CoreService):
         if parsed.kind != SESSION:
             return parsed
         key = str(parsed.key)
-        return parsed.resolved(self._find_session(parsed.text, [key] if parsed.prefix else [], key,
-                                                  parsed.project).id)
+        if parsed.prefix:  # s1a2b3c4d: session 1a2b3c4d…, or a whole id that starts with an s
+            found = self._find_session(parsed.text, [key, parsed.text], [key], None)
+        else:
+            found = self._find_session(parsed.text, [key], [], parsed.project)
+        return parsed.resolved(found.id)
 
     def session(self, ref: str | None) -> Session:
         """A session by whole id, unique prefix of it (with or without the `s` nmem shows) or URN."""
@@ -444,23 +447,22 @@ class Service(CoreService):
             parsed = parse_ref(text)
             if parsed.kind != SESSION:
                 raise InvalidArgument(f"{text} names {parsed.kind} {parsed.key}, not a session")
-            return self._find_session(text, [], str(parsed.key), parsed.project)
-        prefixes = [text, text[1:]] if text[0] in "sS" and len(text) > 1 else [text]
-        return self._find_session(text, prefixes, text, None)
+            return self._find_session(text, [str(parsed.key)], [], parsed.project)
+        forms = [text, text[1:]] if text[0] in "sS" and len(text) > 1 else [text]
+        return self._find_session(text, forms, forms, None)
 
-    def _find_session(self, text: str, prefixes: Sequence[str], whole: str, project: str | None) -> Session:
-        """The session whose id is `whole` or, failing that, one of `prefixes` exactly, or the
-        only one starting with one of them."""
+    def _find_session(self, text: str, whole: Sequence[str], prefixes: Sequence[str],
+                      project: str | None) -> Session:
+        """The first session whose id is one of `whole` (a whole id wins over a prefix), else
+        the only one whose id starts with one of `prefixes`, of `project` if given."""
         store = self.store
-        exact = store.get_session(whole)
-        found = [exact] if exact is not None else []
+        found = next(([s] for s in map(store.get_session, whole) if s is not None), [])
         if not found:
             candidates: dict[str, Session] = {}
             for prefix in prefixes:
                 for session in store.sessions_by_prefix(prefix, CANDIDATES_SHOWN + 1):
                     candidates.setdefault(session.id, session)
-            same = [s for s in candidates.values() if s.id in prefixes]
-            found = same[:1] or list(candidates.values())
+            found = list(candidates.values())
         if project is not None:
             found = [s for s in found if s.project == project]
         if not found:
