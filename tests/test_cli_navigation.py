@@ -144,7 +144,8 @@ def test_trace_without_argument_traces_the_latest_session_of_the_current_project
     monkeypatch.chdir(tmp_path / "demo")
     result = ok("trace", "--format", "json")
     assert json.loads(result.stdout)["session_id"] == SID_B  # SID_C is newer but of project other
-    assert stderr_lines(result) == ["nmem: the latest session of project demo: s" + SID_B]
+    assert stderr_lines(result) == ["nmem: the latest session of project demo: sa1b2ffff"]
+    assert "intent:  add a refund endpoint" in ok("trace").stdout  # open: its first prompt
     (tmp_path / "empty").mkdir()
     monkeypatch.chdir(tmp_path / "empty")
     missing = invoke("trace")

@@ -56,6 +56,8 @@ def test_purge_query_without_confirm_shows_what_would_go_and_deletes_nothing(ser
     preview = json.loads(many.stdout)
     assert (preview["deleted"], preview["matched"], len(preview["observations"])) == (0, 20, 20)
     assert int(service.status()["observations"]) == 20
+    none = invoke("purge", "--query", "nothing like this")
+    assert (none.exit_code, stderr_lines(none)) == (2, ["nmem: nothing deleted: no observation matches"])
 
 
 def test_purge_query_deletes_exactly_the_strict_matches_and_keeps_pins(service: Service) -> None:

@@ -57,6 +57,8 @@ def purge(state: State, ids: tuple[int, ...], query: str | None, types: tuple[st
         shown = [o.index_entry() for o in service.get_observations(selected[:PURGE_SHOWN])] if selected else []
         emit(state, fmt, {"deleted": 0, "matched": len(selected), "observations": shown},
              lambda: _purge_preview(shown, len(selected)))
+        if not selected:
+            raise InvalidArgument("nothing deleted: no observation matches")
         noun = f"observation{'' if len(selected) == 1 else 's'}"
         raise InvalidArgument(f"nothing deleted: {len(selected)} {noun} would go; add --confirm to delete "
                               f"{'it' if len(selected) == 1 else 'them'}")

@@ -76,7 +76,8 @@ def _count_line(count: int, query: str | None) -> str:
               help="What to search.")
 @click.option("--namespace", "namespaces", multiple=True, help="Memory namespace (memories scope).")
 @click.option("--tag", "tags", multiple=True, help="Memory tag (memories scope; repeat or comma-separate).")
-@click.option("--file", "files", multiple=True, help="File path, or a suffix of it (repeat or comma-separate).")
+@click.option("--file", "files", multiple=True,
+              help="File path: absolute, from the project root, or the end of a recorded one (repeatable).")
 @click.option("--session", help="Only this session: its id, a unique prefix (s1a2b3c4d) or URN.")
 @click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
 @click.option("--until", help="Not after: same forms as --since.")
@@ -221,11 +222,13 @@ def trace(state: State, session_id: str | None, before: str | None, after: str |
     data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after),
                                  project=project)
     if project is not None:
-        note(f"the latest session of project {project}: {data['ref']}")
+        note(f"the latest session of project {project}: {session_ref(data['session_id'], short=True)}")
 
     def blocks() -> list[Block]:
         summary = data.get("summary")
         intent = summary.get("intent") if isinstance(summary, dict) else summary
+        if not intent:  # open sessions have no summary yet: their first user prompt says it
+            intent = next((p["content"] for p in data["prompts"] if p["source"] == "user"), None)
         out: list[Block] = [
             Heading(f"Session {session_ref(data['session_id'], short=True)}"),
             Fields([("id", data["session_id"]), ("project", data["project"]), ("started", when(data["started_at"])),
