@@ -77,7 +77,8 @@ def _count_line(count: int, query: str | None) -> str:
 @click.option("--namespace", "namespaces", multiple=True, help="Memory namespace (memories scope).")
 @click.option("--tag", "tags", multiple=True, help="Memory tag (memories scope; repeat or comma-separate).")
 @click.option("--file", "files", multiple=True,
-              help="File path: absolute, from the project root, or the end of a recorded one (repeatable).")
+              help="File path: absolute, from the project root, or the end of a recorded one "
+                   "(repeat or comma-separate).")
 @click.option("--session", help="Only this session: its id, a unique prefix (s1a2b3c4d) or URN.")
 @click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
 @click.option("--until", help="Not after: same forms as --since.")
