@@ -262,3 +262,12 @@ def test_a_whole_session_id_wins_over_a_prefix(service: Service) -> None:
     assert as_json("get", "s1a")[0]["id"] == "1abc"
     assert as_json("trace", "s1")["session_id"] == "s1"
     assert as_json("trace", "1")["session_id"] == "1abc"
+
+
+def test_a_project_with_nothing_recorded_gets_every_projects_results(history: History, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "brand-new").mkdir()
+    monkeypatch.chdir(tmp_path / "brand-new")
+    assert {h["id"] for h in as_json("search", "auth")} == {history.read, history.edit, history.test_cmd,
+                                                             history.other_cmd}
+    assert as_json("search", "auth", "--project", ".") == []

@@ -134,7 +134,11 @@ class Service(CoreService):
                        limit: int, offset: int, strict: bool) -> SearchResult:
         """The hits of `project` in their order, then the other projects' in theirs."""
         want = offset + limit
-        own = self._search(scope, query, filters.replace(project=project), order, want, 0, strict=strict)
+        if scope in ("observations", "prompts", "sessions") and not self.store.search_sessions(
+                None, SearchFilters(project=project), "date_desc", 1, 0):
+            own = SearchResult([], query, None)  # no trail there yet: spare the filtered walk of every match
+        else:
+            own = self._search(scope, query, filters.replace(project=project), order, want, 0, strict=strict)
         hits, match = list(own.hits), own.match
         if len(hits) < want:
             seen = {(h.kind, str(h.record.id)) for h in hits}
