@@ -27,9 +27,12 @@ def test_purge_without_confirm_deletes_nothing_and_exits_2(service: Service) -> 
     before = count(service)
     result = invoke("purge", "--id", str(history.edit))
     assert result.exit_code == 2
-    assert stderr_lines(result) == [
-        "nmem: purge deletes data and cannot be undone: add --confirm to proceed (nothing deleted)"]
-    assert invoke("purge", "--type", "command").exit_code == 2
+    assert stderr_lines(result) == ["nmem: nothing deleted: 1 observation would go; add --confirm to delete it"]
+    [row] = result.stdout.splitlines()[1:]  # the row that would go, under the table's header
+    assert row.split()[0] == str(history.edit) and "file_edit" in row
+    by_type = invoke("purge", "--type", "command")
+    assert by_type.exit_code == 2
+    assert stderr_lines(by_type) == ["nmem: nothing deleted: 2 observations would go; add --confirm to delete them"]
     assert count(service) == before
 
 

@@ -14,7 +14,7 @@ from mcp_support import CWD, PROJECT, Inbox, Seeded, child_env, record_process, 
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ALL_TOOLS = ["search", "get_observations", "timeline", "recent_context", "session_trace", "file_history",
+ALL_TOOLS = ["search", "get_observations", "get", "timeline", "recent_context", "session_trace", "file_history",
              "remember", "recall", "forget", "status"]
 
 
@@ -40,7 +40,8 @@ async def test_stdio_initialize_list_search_and_read(nmem_home: Path, seeded: Se
 
             assert [t.name for t in (await session.list_tools()).tools] == ALL_TOOLS
             found = structured(await session.call_tool("search", {"query": "login"}))
-            assert {r["project"] for r in found["results"]} == {PROJECT}  # CLAUDE_PROJECT_DIR sets the project
+            # CLAUDE_PROJECT_DIR sets the project whose results come first
+            assert [r["project"] for r in found["results"]] == [PROJECT, "other"]
             assert seeded.failure in [r["id"] for r in found["results"]]
             assert tool_error(await session.call_tool("get_observations", {"ids": []})) == \
                 "ids array must not be empty"
@@ -79,7 +80,7 @@ async def test_stdio_stdout_stays_clean_with_debug_logging_and_core_tools(
                 read, write), ClientSession(read, write, message_handler=inbox) as session:
             await session.initialize()
             assert [t.name for t in (await session.list_tools()).tools] == [
-                "search", "get_observations", "timeline", "remember", "recall", "forget"]
+                "search", "get_observations", "get", "timeline", "remember", "recall", "forget"]
             for query in ("login", '"unbalanced', "redirect"):
                 await session.call_tool("search", {"query": query})
             with pytest.raises(Exception, match="Unknown tool: status"):

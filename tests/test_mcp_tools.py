@@ -19,9 +19,9 @@ from nmem.memory import Service
 
 pytestmark = pytest.mark.anyio
 
-ALL_TOOLS = ["search", "get_observations", "timeline", "recent_context", "session_trace", "file_history",
+ALL_TOOLS = ["search", "get_observations", "get", "timeline", "recent_context", "session_trace", "file_history",
              "remember", "recall", "forget", "status"]
-CORE_TOOLS = ["search", "get_observations", "timeline", "remember", "recall", "forget"]
+CORE_TOOLS = ["search", "get_observations", "get", "timeline", "remember", "recall", "forget"]
 
 
 async def call(client: Client, name: str, arguments: dict[str, Any] | None = None) -> Any:
@@ -61,7 +61,8 @@ async def test_tools_list_every_tool_with_schemas_and_hints(client: Client) -> N
     assert by_name["remember"].annotations.destructive_hint is False  # type: ignore[union-attr]
     assert by_name["remember"].annotations.idempotent_hint is False  # type: ignore[union-attr]
     assert by_name["get_observations"].input_schema["required"] == ["ids"]
-    assert by_name["session_trace"].input_schema["required"] == ["session_id"]
+    assert "required" not in by_name["session_trace"].input_schema  # default: the latest session
+    assert by_name["get"].input_schema["required"] == ["refs"]
     assert by_name["file_history"].input_schema["required"] == ["file_path"]
     # claude-mem's spellings are part of the advertised schema
     assert {"dateStart", "dateEnd", "orderBy", "type", "concepts"} <= set(by_name["search"].input_schema["properties"])
@@ -87,12 +88,13 @@ async def test_unknown_tool_is_a_protocol_error_invalid_params(client: Client) -
 # -- search --------------------------------------------------------------------------------------
 
 
-async def test_search_returns_index_entries_of_the_current_project(client: Client, seeded: Seeded) -> None:
+async def test_search_returns_index_entries_of_the_current_project_first(client: Client, seeded: Seeded) -> None:
     out = await call(client, "search", {"query": "login"})
     assert out["count"] == len(out["results"]) > 0
     assert out["query"] == "login"
     assert out["match"]
-    assert {r["project"] for r in out["results"]} == {PROJECT}
+    projects = [r["project"] for r in out["results"]]
+    assert projects == sorted(projects, key=lambda p: p != PROJECT) and projects[-1] == "other"
     hit = next(r for r in out["results"] if r["id"] == seeded.failure)
     assert hit["kind"] == "observation"
     assert hit["obs_type"] == "command_error"
@@ -104,8 +106,10 @@ async def test_search_returns_index_entries_of_the_current_project(client: Clien
 
 
 async def test_search_project_default_vs_null_vs_star(client: Client, seeded: Seeded) -> None:
+    # ADR-006: the current project is a boost, not a filter; its results come first
     default = await call(client, "search", {"query": "login"})
-    assert {r["project"] for r in default["results"]} == {PROJECT}
+    assert [r["project"] for r in default["results"]][-1] == "other"
+    assert {r["project"] for r in default["results"][:-1]} == {PROJECT}
     for everywhere in (None, "*"):
         out = await call(client, "search", {"query": "login", "project": everywhere})
         assert {r["project"] for r in out["results"]} == {"demo", "other"}, everywhere
@@ -149,7 +153,7 @@ async def test_search_accepts_claude_mem_spellings(client: Client, seeded: Seede
     as_obs_type = await call(client, "search", {"query": "pytest", "type": "command_error"})
     assert [r["id"] for r in as_obs_type["results"]] == [seeded.failure]
     as_scope = await call(client, "search", {"query": "login", "type": "prompts"})
-    assert [r["kind"] for r in as_scope["results"]] == ["prompt"]
+    assert [(r["kind"], r["project"]) for r in as_scope["results"]] == [("prompt", PROJECT), ("prompt", "other")]
     concepts = await call(client, "search", {"scope": "memories", "concepts": ["jwt"]})
     assert [r["urn"] for r in concepts["results"]] == [seeded.memory_urn]
     concepts_str = await call(client, "search", {"scope": "memories", "concepts": "auth,jwt"})
@@ -349,9 +353,13 @@ async def test_session_trace_session_exists_but_no_prompts_in_window_is_empty_pr
     assert (out["session_id"], out["prompts"]) == ("s1", [])
 
 
-async def test_session_trace_without_session_id_is_a_schema_error(client: Client) -> None:
-    message = await error(client, "session_trace", {})
-    assert message == "invalid arguments for session_trace: arguments: 'session_id' is a required property"
+async def test_session_trace_without_session_id_traces_the_latest_session_of_the_project(
+        client: Client, seeded: Seeded) -> None:
+    latest = await call(client, "session_trace", {})
+    assert (latest["session_id"], latest["project"]) == ("s-lonely", PROJECT)  # started after s1
+    other = await call(client, "session_trace", {"project": "other"})
+    assert other["session_id"] == "s2"
+    assert await error(client, "session_trace", {"project": "nowhere"}) == "no session recorded for project nowhere"
 
 
 # -- file_history -----------------------------------------------------------------------------------

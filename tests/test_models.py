@@ -52,4 +52,4 @@ def test_repr_names_every_field() -> None:
 def test_fields_keep_their_declared_order_in_json() -> None:
     assert list(obs().to_dict()) == ["id", "session_id", "project", "prompt_id", "timestamp", "obs_type",
                                      "source_event", "tool_name", "file_path", "content", "metadata", "is_pinned",
-                                     "urn"]
+                                     "urn", "ref"]

@@ -53,7 +53,7 @@ def test_get_observations_returns_full_records(service: Service) -> None:
         "id": oid, "session_id": "s1", "project": "demo", "prompt_id": p, "timestamp": T0 + 1,
         "obs_type": "command", "source_event": "PostToolUse", "tool_name": "Bash", "file_path": None,
         "content": "make build", "metadata": {"exit_code": 0}, "is_pinned": False,
-        "urn": f"nmem://project:demo/observations/{oid}",
+        "urn": f"nmem://project:demo/observations/{oid}", "ref": str(oid),
     }
 
 

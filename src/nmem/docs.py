@@ -137,7 +137,15 @@ def mcp_markdown() -> str:
              "these tools, resources and prompts. Every tool returns `structuredContent` matching its",
              "`outputSchema` and the same JSON as text; failures are `isError` results whose message",
              "says what to fix, carrying nmem's error code (see [Errors](#errors)). `mcp.tools = core`",
-             "keeps the list short.", "", "## Tools", "",
+             "keeps the list short.", "",
+             "`search` and `timeline` (by query) look in every project, the server's current one first (its",
+             "`--project`, else the project of `CLAUDE_PROJECT_DIR` or the working directory), then the others:",
+             "the project is a boost, not a filter. `project: \"name\"` keeps one project; `null` or `\"*\"`",
+             "ranks all alike. A relative file path is read from that directory's project root (its git",
+             "top-level), else as the end of a recorded path; several recorded paths ending so are an error",
+             "listing them. Every record carries a `urn` and a `ref` (`42`, `p42`, `s<session id>`, a memory",
+             "id); the `get` tool opens either, as `nmem get` does, and `resources/read` opens every URN.", "",
+             "## Tools", "",
              tools_markdown()]
     for tool in TOOLS:
         lines.extend(["", f"### {tool.name}", "", tool.description, ""])

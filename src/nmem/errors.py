@@ -38,6 +38,12 @@ class QuerySyntaxError(InvalidArgument):
     kind = "query_syntax"
 
 
+class Ambiguous(InvalidArgument):
+    """A short id or path names more than one record; the message lists the candidates."""
+
+    kind = "ambiguous"
+
+
 class ConfigError(NmemError):
     exit_code = 3
     kind = "config"
@@ -97,6 +103,7 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     NmemError,
     InvalidArgument,
     QuerySyntaxError,
+    Ambiguous,
     ConfigError,
     StorageError,
     StoreBusy,

@@ -14,11 +14,25 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nmem.capture.project import git_toplevel
 from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings
 from nmem.core import MAX_IDS, MAX_LIMIT, CoreService, _as_int, _as_list, clamp
-from nmem.errors import InvalidArgument, NotFound
-from nmem.models import ORDERS, SCOPES, Observation, SearchHit, preview
+from nmem.errors import Ambiguous, InvalidArgument, NotFound
+from nmem.models import (
+    ORDERS,
+    SCOPES,
+    SESSION_REF_CHARS,
+    Memory,
+    Observation,
+    Prompt,
+    SearchHit,
+    Session,
+    preview,
+    prompt_ref,
+    session_ref,
+)
+from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.search import rank
 from nmem.search.query import QueryPlan, plan, quote
 from nmem.search.timeexpr import TimeRange, find_time
@@ -30,6 +44,9 @@ __all__ = ["CoreService", "RecordOutcome", "SearchResult", "Service"]
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
+CANDIDATES_SHOWN = 10   # sessions or paths an ambiguous prefix or suffix lists
+PATH_CANDIDATES = 200   # recorded paths a suffix is checked against
+AnyRecord = Observation | Prompt | Session | Memory
 
 
 @dataclass(frozen=True)
@@ -75,8 +92,15 @@ class Service(CoreService):
                namespace: str | Sequence[str] | None = None, tags: Any = None, files: Any = None,
                session_id: str | None = None, date_start: Any = None, date_end: Any = None,
                order_by: str = "relevance", limit: int | None = None, offset: int | None = 0,
-               source: str | None = None) -> SearchResult:
-        """Full-text search with filters over one scope or all of them."""
+               source: str | None = None, strict: bool = False, prefer_project: str | None = None,
+               cwd: str | None = None) -> SearchResult:
+        """Full-text search with filters over one scope or all of them.
+
+        `strict` keeps only records holding every word (FTS5 syntax as typed), never the
+        candidates relevance ranking takes from any shared word: what pipes and purges need.
+        Without a `project` filter, `prefer_project`'s hits come first, then the others'
+        (ADR-006: project match is a boost, not a filter). A session is named by id, unique
+        prefix or URN; a relative file path as `resolve_file` reads it from `cwd`."""
         if scope not in SCOPES:
             raise InvalidArgument(f"unknown scope {scope!r}; valid: {', '.join(SCOPES)}")
         if order_by not in ORDERS:
@@ -91,17 +115,44 @@ class Service(CoreService):
         # An offset past 2**62 is past the end of any database; capped, offset + limit stays an integer SQLite takes.
         off = min(_as_int(offset or 0, "offset", low=0), MAX_OFFSET)
         lim = clamp(limit, 1, MAX_LIMIT, int(self.settings["search.default_limit"]), "limit")
+        only = project if project not in (None, "", "*") else None
         filters = SearchFilters(
-            project=project if project not in (None, "", "*") else None,
+            project=only,
             obs_types=types,
             namespaces=tuple(self._namespace(n) for n in _as_list(namespace, "namespace")),
-            tags=_as_list(tags, "tags"), files=_as_list(files, "files"),
-            session_id=session_id or None, source=source, date_start=start, date_end=end,
+            tags=_as_list(tags, "tags"),
+            files=tuple(self.resolve_file(f, cwd=cwd, project=only) for f in _as_list(files, "files")),
+            session_id=self.session(session_id).id if session_id else None, source=source,
+            date_start=start, date_end=end,
         )
-        return self._search(scope, query, filters, order_by, lim, off)
+        if prefer_project and only is None:
+            return self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict)
+        return self._search(scope, query, filters, order_by, lim, off, strict=strict)
+
+    def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
+                       limit: int, offset: int, strict: bool) -> SearchResult:
+        """The hits of `project` in their order, then the other projects' in theirs."""
+        want = offset + limit
+        if scope in ("observations", "prompts", "sessions") and not self.store.search_sessions(
+                None, SearchFilters(project=project), "date_desc", 1, 0):
+            own = SearchResult([], query, None)  # no trail there yet: spare the filtered walk of every match
+        else:
+            own = self._search(scope, query, filters.replace(project=project), order, want, 0, strict=strict)
+        hits, match = list(own.hits), own.match
+        if len(hits) < want:
+            seen = {(h.kind, str(h.record.id)) for h in hits}
+            rest = self._search(scope, query, filters, order, want + len(hits), 0, strict=strict)
+            hits += [h for h in rest.hits if (h.kind, str(h.record.id)) not in seen][:want - len(hits)]
+            match = match if own.hits else rest.match
+        return SearchResult(hits[offset:want], query, match)
 
     def _search(self, scope: str, query: str | None, filters: SearchFilters, order: str,
-                limit: int, offset: int) -> SearchResult:
+                limit: int, offset: int, *, strict: bool = False) -> SearchResult:
+        if strict:
+            match = strict_match(query)
+            if match == "":
+                return SearchResult([], query, None)
+            return SearchResult(self._run_scopes(scope, match, filters, order, limit, offset), query, match)
         if self.settings["search.embeddings"] != "none":  # hook: optional embeddings fused with BM25
             from nmem.search.embeddings import hybrid_search
 
@@ -277,12 +328,13 @@ class Service(CoreService):
         return self.store.get_observations([_as_int(i, "id") for i in ids])
 
     def timeline(self, anchor: Any = None, *, query: str | None = None, before: int | None = 5,
-                 after: int | None = 5, project: str | None = None) -> dict[str, Any]:
+                 after: int | None = 5, project: str | None = None,
+                 prefer_project: str | None = None) -> dict[str, Any]:
         """Observations around an anchor in its session (anchor by id, or the best match of a query)."""
         if anchor is None and not (query and query.strip()):
             raise InvalidArgument("timeline needs an anchor id or a query")
         if anchor is None:
-            found = self.search(query, project=project, limit=1)
+            found = self.search(query, project=project, prefer_project=prefer_project, limit=1)
             if not found.hits:
                 raise NotFound(f"no observation matches {query!r}")
             anchor_obs = found.hits[0].record
@@ -301,13 +353,12 @@ class Service(CoreService):
             "after": [o.to_dict() for o in nxt],
         }
 
-    def session_trace(self, session_id: str, *, before: Any = None, after: Any = None) -> dict[str, Any]:
-        """A session's prompts in order, each with the observations it led to."""
-        if not session_id:
-            raise InvalidArgument("session_id is required")
-        session = self.store.get_session(session_id)
-        if session is None:
-            raise NotFound(f"session not found: {session_id}")
+    def session_trace(self, session_id: str | None = None, *, before: Any = None, after: Any = None,
+                      project: str | None = None) -> dict[str, Any]:
+        """A session's prompts in order, each with the observations it led to. The session is
+        named by id, unique prefix or URN; without one, the latest of `project` (or of all)."""
+        session = self.session(session_id) if session_id else self.latest_session(project)
+        session_id = session.id
         b = parse_time(before, name="before")
         a = parse_time(after, name="after")
         prompts = self.store.session_prompts(session_id, b, a)
@@ -322,36 +373,36 @@ class Service(CoreService):
         entries: list[dict[str, Any]] = []
         orphans = by_prompt.pop(None, [])
         if orphans:
-            entries.append({"prompt_id": None, "timestamp": orphans[0]["timestamp"], "source": "system",
+            entries.append({"prompt_id": None, "ref": None, "timestamp": orphans[0]["timestamp"], "source": "system",
                             "content": "session events", "observation_count": len(orphans),
                             "observations": orphans})
         known = {p.id for p in prompts}
         for prompt in prompts:
             obs_list = by_prompt.get(prompt.id, [])
-            entries.append({"prompt_id": prompt.id, "timestamp": prompt.timestamp,
+            entries.append({"prompt_id": prompt.id, "ref": prompt.ref, "timestamp": prompt.timestamp,
                             "source": prompt.source, "content": prompt.content,
                             "observation_count": len(obs_list), "observations": obs_list})
         # Observations whose prompt lies outside the window still belong to the trace.
         for pid, obs_list in by_prompt.items():
             if pid not in known:
-                entries.append({"prompt_id": pid, "timestamp": obs_list[0]["timestamp"],
+                entries.append({"prompt_id": pid, "ref": prompt_ref(pid) if pid is not None else None,
+                                "timestamp": obs_list[0]["timestamp"],
                                 "source": "system", "content": "(prompt outside the window)",
                                 "observation_count": len(obs_list), "observations": obs_list})
         entries.sort(key=lambda e: (e["timestamp"], e["prompt_id"] or 0))
         return {
-            "session_id": session.id, "project": session.project, "urn": session.urn,
+            "session_id": session.id, "ref": session.ref, "project": session.project, "urn": session.urn,
             "started_at": session.started_at, "ended_at": session.ended_at,
             "signature": session.signature, "summary": session.summary, "prompts": entries,
         }
 
     def file_history(self, file_path: str, *, before: Any = None, after: Any = None,
                      limit: int | None = 10, cwd: str | None = None) -> dict[str, Any]:
-        """Every session that touched a file, newest first, with the intent behind each touch."""
+        """Every session that touched a file, newest first, with the intent behind each touch.
+        A relative path is read as `resolve_file` reads it."""
         if not file_path:
             raise InvalidArgument("file_path is required")
-        path = file_path
-        if not os.path.isabs(path):
-            path = os.path.normpath(os.path.join(cwd or os.getcwd(), path))
+        path = self.resolve_file(file_path, cwd=cwd)
         lim = clamp(limit, 1, MAX_IDS, 10, "limit")
         touches = self.store.file_touches(path, parse_time(before, name="before"),
                                           parse_time(after, name="after"), lim)
@@ -362,7 +413,7 @@ class Service(CoreService):
                 session = self.store.get_session(obs.session_id)
                 summary = session.summary if session else None
                 entry = sessions[obs.session_id] = {
-                    "session_id": obs.session_id, "project": obs.project,
+                    "session_id": obs.session_id, "ref": session_ref(obs.session_id), "project": obs.project,
                     "started_at": session.started_at if session else None,
                     "summary_intent": summary.get("intent") if isinstance(summary, dict) else None,
                     "touches": [],
@@ -373,6 +424,207 @@ class Service(CoreService):
                 "is_pinned": obs.is_pinned, "urn": obs.urn,
             })
         return {"file_path": path, "sessions": list(sessions.values())}
+
+    # -- the ids people see, sessions and paths ---------------------------------------------
+
+    def resolve(self, ref: str) -> Ref:
+        """What an id or URN nmem printed names (`nmem.refs`): its kind and key, a session's
+        whole id found from its prefix. A session that is not there is NotFound, a prefix
+        several sessions share Ambiguous; other kinds are checked when read (`get`)."""
+        parsed = parse_ref(ref)
+        if parsed.kind != SESSION:
+            return parsed
+        key = str(parsed.key)
+        if parsed.prefix:  # s1a2b3c4d: session 1a2b3c4d…, or a whole id that starts with an s
+            found = self._find_session(parsed.text, [key, parsed.text], [key], None)
+        else:
+            found = self._find_session(parsed.text, [key], [], parsed.project)
+        return parsed.resolved(found.id)
+
+    def session(self, ref: str | None) -> Session:
+        """A session by whole id, unique prefix of it (with or without the `s` nmem shows) or URN."""
+        text = (ref or "").strip()
+        if not text:
+            raise InvalidArgument("a session id is required")
+        if text.startswith("nmem://"):
+            parsed = parse_ref(text)
+            if parsed.kind != SESSION:
+                raise InvalidArgument(f"{text} names {parsed.kind} {parsed.key}, not a session")
+            return self._find_session(text, [str(parsed.key)], [], parsed.project)
+        forms = [text, text[1:]] if text[0] in "sS" and len(text) > 1 else [text]
+        return self._find_session(text, forms, forms, None)
+
+    def _find_session(self, text: str, whole: Sequence[str], prefixes: Sequence[str],
+                      project: str | None) -> Session:
+        """The first session whose id is one of `whole` (a whole id wins over a prefix), else
+        the only one whose id starts with one of `prefixes`, of `project` if given."""
+        store = self.store
+        found = next(([s] for s in map(store.get_session, whole) if s is not None), [])
+        if not found:
+            candidates: dict[str, Session] = {}
+            for prefix in prefixes:
+                for session in store.sessions_by_prefix(prefix, CANDIDATES_SHOWN + 1):
+                    candidates.setdefault(session.id, session)
+            found = list(candidates.values())
+        if project is not None:
+            found = [s for s in found if s.project == project]
+        if not found:
+            raise NotFound(f"session not found: {text}")
+        if len(found) > 1:
+            # each as `s` + as much of its id as tells it from the others (at least what tables show)
+            size = max(SESSION_REF_CHARS, _shared_length([s.id for s in found]) + 1)
+            shown = ", ".join(f"s{s.id[:size]} ({s.project}, {_local_time(s.started_at)})"
+                              for s in found[:CANDIDATES_SHOWN])
+            more = " and more" if len(found) > CANDIDATES_SHOWN else ""
+            raise Ambiguous(f"session {text} is ambiguous: it starts {shown}{more}; give more of the id")
+        return found[0]
+
+    def latest_session(self, project: str | None = None) -> Session:
+        """The session of `project` (of any, if None) that started last and recorded anything."""
+        rows = self.store.list_sessions(project or None, None, 1, active=True)
+        if not rows:
+            raise NotFound(f"no session recorded for project {project}" if project else "no session recorded")
+        return rows[0].session
+
+    def sessions(self, project: str | None = None, *, since: Any = None,
+                 limit: int | None = 20) -> list[dict[str, Any]]:
+        """Sessions newest first (of `project`, or of all), each with its counts and intent."""
+        lim = clamp(_as_int(limit, "limit") if limit is not None else None, 1, MAX_LIMIT, 20)
+        rows = self.store.list_sessions(project or None, parse_time(since, name="since"), lim)
+        out = []
+        for row in rows:
+            session = row.session
+            ended = session.ended_at
+            out.append({
+                "id": session.id, "ref": session.ref, "project": session.project,
+                "started_at": session.started_at, "ended_at": ended,
+                "duration": ended - session.started_at if ended is not None else None,
+                "prompts": row.prompts, "actions": row.actions,
+                "intent": preview(session.intent or row.first_prompt or ""), "urn": session.urn,
+            })
+        return out
+
+    def get(self, refs: Sequence[str]) -> tuple[list[AnyRecord], list[str]]:
+        """The records ids and URNs name, in the order asked, and the ids that name nothing."""
+        if isinstance(refs, (str, bytes)):
+            raise InvalidArgument("refs must be a list of ids, not a string")
+        if not refs:
+            raise InvalidArgument("give at least one id")
+        if len(refs) > MAX_LIMIT:
+            raise InvalidArgument(f"at most {MAX_LIMIT} ids per request (got {len(refs)})")
+        resolved: list[tuple[str, Ref | None]] = []
+        for asked in refs:
+            try:
+                resolved.append((str(asked), self.resolve(str(asked))))
+            except NotFound:
+                resolved.append((str(asked), None))
+        wanted = [r for _, r in resolved if r is not None]
+        trail: dict[tuple[str, int | str], AnyRecord] = {}
+        for obs in self.store.get_observations([int(r.key) for r in wanted if r.kind == OBSERVATION]):
+            trail[OBSERVATION, obs.id] = obs
+        for prompt in self.store.get_prompts([int(r.key) for r in wanted if r.kind == PROMPT]):
+            trail[PROMPT, prompt.id] = prompt
+        records: list[AnyRecord] = []
+        missing: list[str] = []
+        for text, ref in resolved:
+            record: AnyRecord | None = None
+            if ref is None:
+                pass
+            elif ref.kind == MEMORY:
+                try:
+                    record = self.get_memory(str(ref.key))
+                except NotFound:
+                    record = None
+            elif ref.kind == SESSION:
+                record = self.store.get_session(str(ref.key))
+            else:
+                record = trail.get((ref.kind, ref.key))
+            if record is not None and ref is not None and ref.project is not None \
+                    and getattr(record, "project", None) != ref.project:
+                record = None  # a URN naming another project's record
+            if record is None:
+                missing.append(text)
+            else:
+                records.append(record)
+        return records, missing
+
+    def resolve_file(self, path: str, *, cwd: str | None = None, project: str | None = None) -> str:
+        """The recorded file a path names. An absolute path is itself. A relative one is read
+        from the project root (the git top-level of `cwd`, not the subdirectory), else as the
+        end of a recorded path (`invoice.py` finds `/repo/billing/invoice.py`): one under the
+        project root wins, else the only one anywhere; several are Ambiguous, listed. When no
+        recorded path fits, the root-relative path (which matches nothing yet)."""
+        text = (path or "").strip()
+        if not text:
+            raise InvalidArgument("a file path is required")
+        if os.path.isabs(text):
+            return os.path.normpath(text)
+        base = os.path.abspath(cwd or os.getcwd())
+        root = git_toplevel(base) or base
+        joined = os.path.normpath(os.path.join(root, text))
+        suffix = os.path.normpath(text)
+        store = self.store
+        if store.recorded_paths(joined, project, 1) or suffix.startswith(".."):
+            return joined
+        found = store.recorded_paths(suffix, project, PATH_CANDIDATES)
+        candidates = [p for p in found if p.startswith(root.rstrip(os.sep) + os.sep)] or found
+        if not candidates:
+            return joined
+        if len(candidates) > 1:
+            shown = ", ".join(candidates[:CANDIDATES_SHOWN])
+            more = f" and {len(candidates) - CANDIDATES_SHOWN} more" if len(candidates) > CANDIDATES_SHOWN else ""
+            raise Ambiguous(f"{text} is ambiguous: it ends {len(candidates)} recorded paths: {shown}{more}; "
+                            "give more of the path")
+        return candidates[0]
+
+    # -- purges by query -----------------------------------------------------------------------
+
+    def purge_selection(self, *, ids: Sequence[int | str] = (), obs_type: str | Sequence[str] | None = None,
+                        older_than: int | None = None, project: str | None = None,
+                        query: str | None = None) -> list[int]:
+        """The ids of the observations `purge` would delete with the same selectors."""
+        if isinstance(ids, (str, bytes)):
+            raise InvalidArgument("ids must be a list of observation ids, not a string")
+        if ids:
+            self._purge_filters(ids, obs_type, older_than, project, query)
+            return [o.id for o in self.store.get_observations([_as_int(i, "id") for i in ids])]
+        match, filters = self._purge_filters(ids, obs_type, older_than, project, query)
+        return self.store.observation_ids(match, filters)
+
+    def purge(self, *, ids: Sequence[int | str] = (), obs_type: str | Sequence[str] | None = None,
+              older_than: int | None = None, project: str | None = None,
+              confirm: bool = False, query: str | None = None) -> int:
+        """Delete observations by id, or by a strict query (every word) and/or type and age;
+        pinned rows are kept except when named by id."""
+        if query is None:
+            return super().purge(ids=ids, obs_type=obs_type, older_than=older_than, project=project,
+                                 confirm=confirm)
+        if not confirm:
+            raise InvalidArgument("purge deletes data: pass --confirm (confirm=true) to proceed")
+        match, filters = self._purge_filters(ids, obs_type, older_than, project, query)
+        return self.store.purge_observations_matching(match, filters)
+
+    def _purge_filters(self, ids: Sequence[int | str], obs_type: str | Sequence[str] | None,
+                       older_than: int | None, project: str | None,
+                       query: str | None) -> tuple[str | None, SearchFilters]:
+        types = _as_list(obs_type, "obs_type") if obs_type else ()
+        for t in types:
+            self._check_obs_type(t)
+        if ids and (types or older_than is not None or query is not None):
+            raise InvalidArgument("purge takes either ids or a query/type/age selector, not both")
+        if not ids and not types and older_than is None and query is None:
+            raise InvalidArgument("purge needs ids, a query, a type or an age (--older-than)")
+        if older_than is not None and older_than < 0:
+            raise InvalidArgument("older_than must be a positive age")
+        match = None
+        if query is not None:
+            match = strict_match(query)
+            if not match:
+                raise InvalidArgument(f"purge query {query!r} has no word to match")
+        cutoff = self.now() - older_than if older_than is not None else None
+        filters = SearchFilters(project=project or None, obs_types=types,
+                                date_end=cutoff - 1 if cutoff is not None else None)
+        return match, filters
 
     def recent_context(self, project: str | None = None, limit: int | None = 30) -> list[dict[str, Any]]:
         """Recent observations by composite score (recency, type weight, project boost)."""
@@ -442,3 +694,26 @@ def _hit_time(hit: SearchHit) -> int:
         if isinstance(value, int):
             return value
     return 0
+
+
+def strict_match(query: str | None) -> str | None:
+    """The FTS5 expression a strict search runs: FTS5 syntax as typed, else every content
+    word (the AND tier of `nmem.search.query.plan`), never a looser tier; None without a
+    query, "" when the query holds nothing to match (only punctuation)."""
+    if query is None or not query.strip():
+        return None
+    tiers = plan(query).tiers
+    return tiers[0] if tiers else ""
+
+
+def _local_time(ts: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def _shared_length(texts: Sequence[str]) -> int:
+    """How many leading characters all the texts share."""
+    first, last = min(texts), max(texts)
+    size = 0
+    while size < min(len(first), len(last)) and first[size] == last[size]:
+        size += 1
+    return size

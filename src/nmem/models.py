@@ -58,6 +58,20 @@ def memory_urn(domain: str, namespace: str, uid: str) -> str:
     return f"nmem://{domain}/{namespace}/{uid}"
 
 
+# The ids people see (`nmem get` reads each back, `nmem.refs`): an observation is its bare
+# number, a prompt `p42`, a session `s` + its id (text tables show the first 8 characters),
+# a memory its ULID.
+SESSION_REF_CHARS = 8
+
+
+def prompt_ref(prompt_id: int) -> str:
+    return f"p{prompt_id}"
+
+
+def session_ref(session_id: str, short: bool = False) -> str:
+    return "s" + (session_id[:SESSION_REF_CHARS] if short else session_id)
+
+
 def urn_parts(ref: str) -> list[str] | None:
     """The domain, namespace and id a URN names (one to three of them), from either form;
     None if it is no URN.
@@ -132,6 +146,7 @@ def _plain(value: Any) -> Any:
 
 
 class Observation(Record):
+    kind = "observation"
     __slots__ = ("id", "session_id", "project", "prompt_id", "timestamp", "obs_type", "source_event", "tool_name",
                  "file_path", "content", "metadata", "is_pinned")
 
@@ -155,16 +170,21 @@ class Observation(Record):
     def urn(self) -> str:
         return observation_urn(self.project, self.id)
 
+    @property
+    def ref(self) -> str:
+        return str(self.id)
+
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
         d["urn"] = self.urn
+        d["ref"] = self.ref
         return d
 
     def index_entry(self) -> dict[str, Any]:
         return {
             "id": self.id, "timestamp": self.timestamp, "obs_type": self.obs_type,
             "content_preview": preview(self.content), "file_path": self.file_path,
-            "session_id": self.session_id, "project": self.project, "urn": self.urn,
+            "session_id": self.session_id, "project": self.project, "urn": self.urn, "ref": self.ref,
         }
 
     @classmethod
@@ -179,6 +199,7 @@ class Observation(Record):
 
 
 class Prompt(Record):
+    kind = "prompt"
     __slots__ = ("id", "session_id", "project", "timestamp", "source", "content")
 
     def __init__(self, id: int, session_id: str, project: str, timestamp: int, source: str,
@@ -194,16 +215,21 @@ class Prompt(Record):
     def urn(self) -> str:
         return prompt_urn(self.project, self.id)
 
+    @property
+    def ref(self) -> str:
+        return prompt_ref(self.id)
+
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
         d["urn"] = self.urn
+        d["ref"] = self.ref
         return d
 
     def index_entry(self) -> dict[str, Any]:
         return {
             "id": self.id, "timestamp": self.timestamp, "source": self.source,
             "content_preview": preview(self.content), "session_id": self.session_id,
-            "project": self.project, "urn": self.urn,
+            "project": self.project, "urn": self.urn, "ref": self.ref,
         }
 
     @classmethod
@@ -213,6 +239,7 @@ class Prompt(Record):
 
 
 class Session(Record):
+    kind = "session"
     __slots__ = ("id", "project", "started_at", "ended_at", "signature", "summary")
 
     def __init__(self, id: str, project: str, started_at: int, ended_at: int | None,
@@ -228,20 +255,29 @@ class Session(Record):
     def urn(self) -> str:
         return session_urn(self.project, self.id)
 
+    @property
+    def ref(self) -> str:
+        return session_ref(self.id)
+
+    @property
+    def intent(self) -> str:
+        """What the session was for: its summary's intent (or text), once it has ended."""
+        summary = self.summary
+        if isinstance(summary, dict):
+            return str(summary.get("intent") or summary.get("text") or "")
+        return str(summary or "")
+
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
         d["urn"] = self.urn
+        d["ref"] = self.ref
         return d
 
     def index_entry(self) -> dict[str, Any]:
-        summary = self.summary
-        if isinstance(summary, dict):
-            text = str(summary.get("intent") or summary.get("text") or "")
-        else:
-            text = str(summary or "")
         return {
             "id": self.id, "timestamp": self.started_at, "ended_at": self.ended_at,
-            "content_preview": preview(text), "project": self.project, "urn": self.urn,
+            "content_preview": preview(self.intent), "project": self.project, "urn": self.urn,
+            "ref": self.ref,
         }
 
     @classmethod
@@ -252,6 +288,8 @@ class Session(Record):
 
 class Memory(Record):
     """A curated memory: a decision, learning, gotcha... chosen to be remembered."""
+
+    kind = "memory"
 
     __slots__ = ("id", "domain", "namespace", "summary", "content", "tags", "source", "relates_to", "tier",
                  "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at")
@@ -280,9 +318,14 @@ class Memory(Record):
     def urn(self) -> str:
         return memory_urn(self.domain, self.namespace, self.id)
 
+    @property
+    def ref(self) -> str:
+        return self.id
+
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
         d["urn"] = self.urn
+        d["ref"] = self.ref
         return d
 
     def index_entry(self) -> dict[str, Any]:
@@ -290,7 +333,7 @@ class Memory(Record):
             "id": self.id, "timestamp": self.updated_at, "domain": self.domain,
             "namespace": self.namespace, "summary": self.summary,
             "content_preview": preview(self.content), "tags": list(self.tags),
-            "tier": self.tier, "urn": self.urn,
+            "tier": self.tier, "urn": self.urn, "ref": self.ref,
         }
 
     @classmethod

@@ -9,7 +9,7 @@ import click
 
 from nmem import hooks
 from nmem.cli.app import State, emit, format_option, note, pass_state
-from nmem.cli.output import Block, Body, Fields, Heading, Table, mask_secrets, one_line, scalar
+from nmem.cli.output import Block, Body, Fields, Heading, Table, mask_secrets, one_line, scalar, when
 from nmem.cli.params import Integer
 from nmem.config import SETTINGS, SETTINGS_BY_NAME, Settings, write_setting
 from nmem.errors import ConfigError, InvalidArgument
@@ -18,36 +18,66 @@ from nmem.timeutil import parse_age
 
 # -- purge --------------------------------------------------------------------------------
 
+PURGE_SHOWN = 20  # rows a purge without --confirm lists
+
+
 @click.command("purge")
 @click.option("--id", "ids", multiple=True, type=Integer(), help="Observation id to delete (repeatable).")
+@click.option("--query", "-q", help="Delete observations holding every word of this search (as `search --strict`).")
 @click.option("--type", "types", multiple=True, type=click.Choice(OBS_TYPES), metavar="TYPE",
               help="Delete observations of this type (repeatable), e.g. file_read.")
 @click.option("--older-than", help="Delete observations older than this age: 90m, 12h, 30d, 2w, 1y.")
-@click.option("--project", help="With --type/--older-than: only this project.")
+@click.option("--project", help="With --query/--type/--older-than: only this project.")
 @click.option("--confirm", is_flag=True, help="Required: purge deletes data and cannot be undone.")
 @format_option
 @pass_state
-def purge(state: State, ids: tuple[int, ...], types: tuple[str, ...], older_than: str | None,
+def purge(state: State, ids: tuple[int, ...], query: str | None, types: tuple[str, ...], older_than: str | None,
           project: str | None, confirm: bool, fmt: str | None) -> None:
-    """Delete observations by id, or by type and/or age. Pinned rows are kept.
+    """Delete observations by id, or by query, type and/or age. Pinned rows are kept
+    unless named by id.
 
-    Without --confirm nothing is deleted and the exit code is 2. The count deleted goes
+    --query matches strictly: every word of it, as FTS5 does (or FTS5 syntax as typed),
+    never the looser ranking `search` uses for questions; --type, --older-than and
+    --project narrow it further. Without --confirm nothing is deleted: the count and the
+    first rows that would go are shown, and the exit code is 2. The count deleted goes
     to stderr.
 
     \b
-        nmem search "stale" --ids | xargs -I{} nmem purge --id {} --confirm
+        nmem purge --query "stale fixture"             # what would go
+        nmem purge --query "stale fixture" --confirm   # delete it
     """
-    if not confirm:
-        raise InvalidArgument("purge deletes data and cannot be undone: add --confirm to proceed (nothing deleted)")
     if project and ids:
-        raise click.UsageError("--project narrows --type/--older-than, not --id")
+        raise click.UsageError("--project narrows --query/--type/--older-than, not --id")
+    service = state.service()
     age = parse_age(older_than, name="--older-than") if older_than else None
-    deleted = state.service().purge(ids=ids, obs_type=list(types) or None, older_than=age,
-                                    project=project, confirm=True)
+    selectors: dict[str, Any] = {"ids": ids, "obs_type": list(types) or None, "older_than": age,
+                                 "project": project, "query": query}
     fmt_name = state.format(fmt)
+    if not confirm:
+        selected = service.purge_selection(**selectors)
+        shown = [o.index_entry() for o in service.get_observations(selected[:PURGE_SHOWN])] if selected else []
+        emit(state, fmt, {"deleted": 0, "matched": len(selected), "observations": shown},
+             lambda: _purge_preview(shown, len(selected)))
+        if not selected:
+            raise InvalidArgument("nothing deleted: no observation matches")
+        noun = f"observation{'' if len(selected) == 1 else 's'}"
+        raise InvalidArgument(f"nothing deleted: {len(selected)} {noun} would go; add --confirm to delete "
+                              f"{'it' if len(selected) == 1 else 'them'}")
+    deleted = service.purge(**selectors, confirm=True)
     if fmt_name in ("json", "yaml"):
         emit(state, fmt, {"deleted": deleted}, list)
     note(f"purged {deleted} observation{'' if deleted == 1 else 's'}")
+
+
+def _purge_preview(rows: list[dict[str, Any]], total: int) -> list[Block]:
+    if not rows:
+        return [Body("Nothing would be deleted.")]
+    blocks: list[Block] = [Table(("id", "when", "type", "project", "content"),
+                                 [[str(r["id"]), when(r["timestamp"]), r["obs_type"], r["project"],
+                                   one_line(r["content_preview"], 60)] for r in rows])]
+    if total > len(rows):
+        blocks.append(Body(f"… and {total - len(rows)} more"))
+    return blocks
 
 
 # -- config -------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ import click
 from nmem.cli.app import State, emit, format_option, note, pass_state, read_stdin, split_values
 from nmem.cli.output import Block, Body, Fields, Heading, one_line, when
 from nmem.cli.params import Integer
+from nmem.errors import InvalidArgument, NotFound
 from nmem.models import TIERS, Memory
+from nmem.refs import OBSERVATION, PROMPT, SESSION, parse_ref
 
 F = TypeVar("F", bound=Callable[..., Any])
 DOMAIN_HELP = "Where it belongs: project (the current one), project:<name>, user or org."
@@ -169,6 +171,13 @@ def forget(state: State, ref: str, fmt: str | None) -> None:
 
 
 def _pin(state: State, ref: str, pinned: bool, fmt: str | None) -> None:
+    parsed = parse_ref(ref)
+    if parsed.kind == OBSERVATION:
+        if parsed.project is not None and not state.service().get([ref])[0]:
+            raise NotFound(f"observation not found: {ref}")  # a URN naming another project's observation
+        ref = str(parsed.key)
+    elif parsed.kind == PROMPT or (parsed.kind == SESSION and (parsed.prefix or parsed.project is not None)):
+        raise InvalidArgument(f"{ref} names a {parsed.kind}: only observations and memories can be pinned")
     data = state.service().pin(ref, pinned)
     what = f"observation {data['id']}" if data["kind"] == "observation" else f"memory {data['urn']}"
     emit(state, fmt, {"success": True, **data},
@@ -182,8 +191,8 @@ def _pin(state: State, ref: str, pinned: bool, fmt: str | None) -> None:
 def pin(state: State, ref: str, fmt: str | None) -> None:
     """Pin an observation or a memory so purges keep it.
 
-    A numeric ID is an observation; anything else a memory id or URN. Pinned memories
-    are listed first.
+    An observation is its number (42, o42, #42) or URN; a memory its id or URN. Pinned
+    memories are listed first.
     """
     _pin(state, ref, True, fmt)
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nmem.models import SESSION_REF_CHARS
+
 FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown")
 CELL_CHARS = 80
 BAR_WIDTH = 24
@@ -73,6 +75,27 @@ def one_line(text: Any, size: int = CELL_CHARS) -> str:
     """Whitespace collapsed to single spaces and cut to `size` characters."""
     line = " ".join(str(text if text is not None else "").split())
     return line if len(line) <= size else line[: size - 1] + "…"
+
+
+def shown_ref(record: dict[str, Any]) -> str:
+    """A record's id as text tables show it (its `ref`; a session's cut to `s` + 8 characters)."""
+    ref = str(record.get("ref") or record.get("id", ""))
+    return ref[:1 + SESSION_REF_CHARS] if record.get("kind") == "session" else ref
+
+
+def duration(seconds: Any) -> str:
+    """A span of seconds as `45s`, `12m`, `2h05m` or `3d04h`; empty for None."""
+    if seconds is None or isinstance(seconds, bool):
+        return ""
+    total = max(0, int(seconds))
+    if total < 60:
+        return f"{total}s"
+    minutes, hours, days = total // 60, total // 3600, total // 86400
+    if total < 3600:
+        return f"{minutes}m"
+    if total < 86400:
+        return f"{hours}h{minutes % 60:02d}m"
+    return f"{days}d{hours % 24:02d}h"
 
 
 def scalar(value: Any) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 import click
@@ -16,21 +15,19 @@ from nmem.cli.output import (
     Fields,
     Heading,
     Table,
+    duration,
     human_size,
     mask_secrets,
     one_line,
     record_fields,
+    shown_ref,
     when,
 )
 from nmem.cli.params import Integer
 from nmem.context import render as render_context
-from nmem.core import _as_int
 from nmem.errors import NotFound
 from nmem.memory import SearchResult
-from nmem.models import ORDERS, SCOPES
-
-_OBS_URN = re.compile(r"^nmem://[^/]+/observations/(\d+)$")
-
+from nmem.models import ORDERS, SCOPES, session_ref
 
 # -- search -------------------------------------------------------------------------------
 
@@ -48,7 +45,7 @@ def _hit_type(hit: dict[str, Any]) -> str:
 def _hit_row(hit: dict[str, Any]) -> list[str]:
     where = hit.get("project") or hit.get("domain") or ""
     text = hit.get("summary") or hit.get("content_preview") or hit.get("content") or ""
-    return [str(hit["id"]), when(hit.get("timestamp") or hit.get("updated_at") or hit.get("started_at")),
+    return [shown_ref(hit), when(hit.get("timestamp") or hit.get("updated_at") or hit.get("started_at")),
             _hit_type(hit), str(where), one_line(text)]
 
 
@@ -60,7 +57,7 @@ def search_blocks(result: SearchResult, full: bool) -> list[Block]:
         return [Table(("id", "when", "type", "project", "preview"), [_hit_row(h) for h in hits])]
     blocks: list[Block] = []
     for hit in hits:
-        blocks.append(Heading(f"{_hit_type(hit)} {hit['id']}", 2))
+        blocks.append(Heading(f"{_hit_type(hit)} {shown_ref(hit)}", 2))
         blocks.append(record_fields(hit, skip=("content",)))
         if hit.get("content"):
             blocks.append(Body(str(hit["content"])))
@@ -73,14 +70,17 @@ def _count_line(count: int, query: str | None) -> str:
 
 @click.command("search")
 @click.argument("query", required=False)
-@click.option("--project", help="Only this project ('.' = the current one). Default: every project.")
+@click.option("--project", help="Only this project ('.' = the current one; '*' = every project alike). "
+                                "Default: every project, the current one's results first.")
 @click.option("--type", "types", multiple=True, help="Observation type, e.g. command_error (repeat or comma-separate).")
 @click.option("--scope", type=click.Choice(SCOPES), default="observations", show_default=True,
               help="What to search.")
 @click.option("--namespace", "namespaces", multiple=True, help="Memory namespace (memories scope).")
 @click.option("--tag", "tags", multiple=True, help="Memory tag (memories scope; repeat or comma-separate).")
-@click.option("--file", "files", multiple=True, help="File path, or a suffix of it (repeat or comma-separate).")
-@click.option("--session", help="Only this session id.")
+@click.option("--file", "files", multiple=True,
+              help="File path: absolute, from the project root, or the end of a recorded one "
+                   "(repeat or comma-separate).")
+@click.option("--session", help="Only this session: its id, a unique prefix (s1a2b3c4d) or URN.")
 @click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
 @click.option("--until", help="Not after: same forms as --since.")
 @click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
@@ -88,38 +88,44 @@ def _count_line(count: int, query: str | None) -> str:
               help="Max results, clamped to 1-100 (default: search.default_limit).")
 @click.option("--offset", type=Integer(low=0), default=0, show_default=True, help="Skip this many results (paging).")
 @click.option("--full", is_flag=True, help="Whole records instead of 120-character previews.")
+@click.option("--strict", is_flag=True,
+              help="Only records holding every word (as FTS5 matches them), not those ranked for sharing one.")
 @click.option("--ids", is_flag=True,
-              help="Print only ids, one per line, for pipes (prompts and sessions: their URNs).")
+              help="Print only ids, one per line, for pipes (42, p42, s<session id>, memory ids); implies --strict.")
 @format_option
 @pass_state
 def search(state: State, query: str | None, project: str | None, types: tuple[str, ...], scope: str,
            namespaces: tuple[str, ...], tags: tuple[str, ...], files: tuple[str, ...], session: str | None,
            since: str | None, until: str | None, order: str, limit: int | None, offset: int,
-           full: bool, ids: bool, fmt: str | None) -> None:
+           full: bool, strict: bool, ids: bool, fmt: str | None) -> None:
     """Full-text search over what was recorded and remembered.
 
     QUERY is FTS5 syntax (AND/OR/NOT, "phrase", prefix*) or plain words, which are
-    rewritten so a question finds what shares its words. Without QUERY, rows matching
-    the filters are listed newest first. `--format json` prints a JSON array of index
-    entries (all fields with --full). A count line goes to stderr in every mode.
+    rewritten so a question finds what shares its words (ranked; --strict keeps only
+    what holds every word). Without QUERY, rows matching the filters are listed newest
+    first. Every project is searched, the current one's results first. A relative --file
+    is read from the project root, else as the end of a recorded path. `--format json`
+    prints a JSON array of index entries (all fields with --full). A count line goes to
+    stderr in every mode.
 
     \b
-        nmem search "stale" --ids | xargs -I{} nmem purge --id {} --confirm
+        nmem search "stale fixture" --ids | xargs nmem get
     """
     service = state.service()
+    current = service.project_for()
     if project == ".":
-        project = service.project_for()
+        project = current
     result = service.search(
         query, scope=scope, project=project, obs_type=split_values(types) or None,
         namespace=split_values(namespaces) or None, tags=split_values(tags) or None,
         files=split_values(files) or None, session_id=session,
         date_start=time_bound(service, since), date_end=time_bound(service, until),
-        order_by=order, limit=limit, offset=offset,
+        order_by=order, limit=limit, offset=offset, strict=strict or ids,
+        prefer_project=current if project is None else None, cwd=os.getcwd(),
     )
     if ids:
-        # Prompt and session ids would collide with observation ids in `get`/`purge`: name them by URN.
         for hit in result.hits:
-            click.echo(str(hit.record.id) if hit.kind in ("observation", "memory") else hit.record.urn)
+            click.echo(hit.record.ref)
     else:
         emit(state, fmt, result.to_list(full=full), lambda: search_blocks(result, full))
     note(_count_line(len(result.hits), query))
@@ -134,6 +140,8 @@ def _record_blocks(records: list[dict[str, Any]]) -> list[Block]:
         blocks.append(record_fields(rec, skip=("content", "urn")))
         if rec.get("content"):
             blocks.append(Body(str(rec["content"])))
+        if rec["kind"] == "session":
+            blocks.append(Body(f"Its prompts and actions: nmem trace {rec['ref']}"))
     return blocks
 
 
@@ -142,35 +150,21 @@ def _record_blocks(records: list[dict[str, Any]]) -> list[Block]:
 @format_option
 @pass_state
 def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
-    """Full records by observation or memory id or URN.
+    """Full records by any id or URN nmem prints.
 
-    ID is an observation id (42) or URN, or a memory id or URN. Records come back in
-    the order asked. Ids that no longer exist are named on stderr; if none of them
-    exists the exit code is 10.
+    \b
+      42, o42, #42   an observation      p42       a prompt
+      s1a2b3c4d      a session (its id or a unique prefix of it)
+      a ULID         a memory            nmem://…  any record by its URN
+
+    Records come back in the order asked. Ids that name nothing are named on stderr; if
+    none of them does, the exit code is 10. A session prefix several sessions share is
+    an error (exit 2) that lists them.
     """
-    service = state.service()
-    obs_ids = {}
-    for ref in refs:
-        match = _OBS_URN.match(ref)
-        if ref.isdigit() or match:
-            obs_ids[ref] = _as_int(match.group(1) if match else ref, "id")  # 64 bits, or exit 11
-    found_obs = {o.id: o for o in service.get_observations(list(obs_ids.values()))} if obs_ids else {}
-    records: list[dict[str, Any]] = []
-    missing: list[str] = []
-    for ref in refs:
-        if ref in obs_ids:
-            obs = found_obs.get(obs_ids[ref])
-            if obs is None:
-                missing.append(ref)
-            else:
-                records.append(obs.to_dict())
-            continue
-        try:
-            records.append(service.get_memory(ref).to_dict())
-        except NotFound:
-            missing.append(ref)
-    if not records:
+    found, missing = state.service().get(list(refs))
+    if not found:
         raise NotFound(f"not found: {', '.join(missing)}")
+    records = [{"kind": record.kind, **record.to_dict()} for record in found]
     emit(state, fmt, records, lambda: _record_blocks(records))
     if missing:
         note(f"not found: {', '.join(missing)}")
@@ -193,48 +187,61 @@ def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
 @click.option("--query", "-q", help="Anchor on the best match of this search instead of an id.")
 @click.option("--before", type=Integer(), default=5, show_default=True, help="Observations before the anchor.")
 @click.option("--after", type=Integer(), default=5, show_default=True, help="Observations after the anchor.")
-@click.option("--project", help="Project to search in with --query (default: every project).")
+@click.option("--project", help="Project to search in with --query ('*' = every project alike). "
+                                "Default: every project, the current one's matches first.")
 @format_option
 @pass_state
 def timeline(state: State, anchor: int | None, query: str | None, before: int, after: int,
              project: str | None, fmt: str | None) -> None:
     """What happened around one observation, within its session."""
-    data = state.service().timeline(anchor, query=query, before=before, after=after, project=project)
+    service = state.service()
+    data = service.timeline(anchor, query=query, before=before, after=after, project=project,
+                            prefer_project=service.project_for() if project is None else None)
 
     def blocks() -> list[Block]:
         center = data["anchor"]
         rows = [*data["before"], center, *data["after"]]
-        return [Heading(f"Timeline around #{center['id']} (session {center['session_id']}, {center['project']})"),
+        return [Heading(f"Timeline around {center['id']} (session {session_ref(center['session_id'], short=True)}, "
+                        f"{center['project']})"),
                 _obs_table(rows, anchor=center["id"])]
     emit(state, fmt, data, blocks)
 
 
 @click.command("trace")
-@click.argument("session_id")
+@click.argument("session_id", metavar="[SESSION]", required=False)
 @click.option("--before", help="Only what happened before this time (date, ISO time or epoch seconds).")
 @click.option("--after", help="Only what happened after this time.")
 @format_option
 @pass_state
-def trace(state: State, session_id: str, before: str | None, after: str | None, fmt: str | None) -> None:
+def trace(state: State, session_id: str | None, before: str | None, after: str | None, fmt: str | None) -> None:
     """A session's prompts, each with what it led to.
 
-    Prompts come in order, each with the observations recorded after it.
+    SESSION is its id, a unique prefix of it (s1a2b3c4d or 1a2b3c4d) or its URN; without
+    it, the latest session of the current project (see `nmem sessions`). Prompts come in
+    order, each with the observations recorded after it.
     """
     service = state.service()
-    data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after))
+    project = None if session_id else service.project_for()
+    data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after),
+                                 project=project)
+    if project is not None:
+        note(f"the latest session of project {project}: {session_ref(data['session_id'], short=True)}")
 
     def blocks() -> list[Block]:
         summary = data.get("summary")
         intent = summary.get("intent") if isinstance(summary, dict) else summary
+        if not intent:  # open sessions have no summary yet: their first user prompt says it
+            intent = next((p["content"] for p in data["prompts"] if p["source"] == "user"), None)
         out: list[Block] = [
-            Heading(f"Session {data['session_id']}"),
-            Fields([("project", data["project"]), ("started", when(data["started_at"])),
+            Heading(f"Session {session_ref(data['session_id'], short=True)}"),
+            Fields([("id", data["session_id"]), ("project", data["project"]), ("started", when(data["started_at"])),
                     ("ended", when(data["ended_at"]) or "(open)"), ("intent", one_line(intent or "-")),
                     ("urn", data["urn"])]),
         ]
         for prompt in data["prompts"]:
             count = prompt["observation_count"]
-            out.append(Heading(f"{when(prompt['timestamp'])}  {prompt['source']}: "
+            ref = f"{prompt['ref']}  " if prompt.get("ref") else ""
+            out.append(Heading(f"{ref}{when(prompt['timestamp'])}  {prompt['source']}: "
                                f"{one_line(prompt['content'], 100)}  ({count} action{'' if count == 1 else 's'})", 2))
             if prompt["observations"]:
                 out.append(_obs_table(prompt["observations"]))
@@ -255,8 +262,11 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
                  fmt: str | None) -> None:
     """Every session that touched a file, newest first.
 
-    Each touch comes with the user prompt (the intent) behind it. A relative PATH is taken
-    from the current directory.
+    Each touch comes with the user prompt (the intent) behind it. A relative PATH is read
+    from the project root (the git top-level, not the current subdirectory), else as the
+    end of a recorded path (invoice.py finds /repo/billing/invoice.py): one under the
+    project root wins, else the only one recorded; when several fit, the error (exit 2)
+    lists them.
     """
     service = state.service()
     data = service.file_history(path, before=time_bound(service, before), after=time_bound(service, after),
@@ -268,7 +278,7 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
             out.append(Body("No session touched this file."))
         for sess in data["sessions"]:
             intent = f" — {sess['summary_intent']}" if sess.get("summary_intent") else ""
-            out.append(Heading(f"Session {sess['session_id']} ({sess['project']}, "
+            out.append(Heading(f"Session {session_ref(sess['session_id'], short=True)} ({sess['project']}, "
                                f"{when(sess['started_at'])}){intent}", 2))
             out.append(Table(("id", "when", "type", "content", "prompt"),
                              [[str(t["observation_id"]), when(t["timestamp"]), t["obs_type"],
@@ -276,6 +286,37 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
                               for t in sess["touches"]]))
         return out
     emit(state, fmt, data, blocks)
+
+
+@click.command("sessions")
+@click.option("--project", help="Only this project (default: the current one).")
+@click.option("--all", "all_projects", is_flag=True, help="Sessions of every project.")
+@click.option("--since", help="Only sessions started or ended since: a date, ISO time, epoch seconds or age (7d).")
+@click.option("--limit", type=int, default=20, show_default=True, help="Max sessions, clamped to 1-100.")
+@format_option
+@pass_state
+def sessions(state: State, project: str | None, all_projects: bool, since: str | None, limit: int,
+             fmt: str | None) -> None:
+    """Recorded sessions, newest first.
+
+    Each with its id (give it to `nmem trace` or `nmem get`), project, start, duration
+    (or open), user prompts, actions (observations other than session events) and intent.
+    """
+    if project and all_projects:
+        raise click.UsageError("give --project or --all, not both")
+    service = state.service()
+    name = None if all_projects else project or service.project_for()
+    rows = service.sessions(name, since=time_bound(service, since), limit=limit)
+
+    def blocks() -> list[Block]:
+        if not rows:
+            return [Body(f"No session recorded for project {name}." if name else "No session recorded.")]
+        return [Table(("session", "project", "started", "duration", "prompts", "actions", "intent"),
+                      [[session_ref(r["id"], short=True), r["project"], when(r["started_at"]),
+                        duration(r["duration"]) if r["ended_at"] is not None else "open",
+                        str(r["prompts"]), str(r["actions"]), one_line(r["intent"] or "-", 60)] for r in rows])]
+    emit(state, fmt, rows, blocks)
+    note(f"{len(rows)} session{'' if len(rows) == 1 else 's'}" + (f" of project {name}" if name else ""))
 
 
 # -- context and status ---------------------------------------------------------------------
@@ -332,4 +373,4 @@ def status(state: State, fmt: str | None) -> None:
     emit(state, fmt, data, lambda: status_blocks(data))
 
 
-COMMANDS: tuple[click.Command, ...] = (search, get, timeline, trace, file_history, context, status)
+COMMANDS: tuple[click.Command, ...] = (search, get, timeline, trace, sessions, file_history, context, status)

@@ -7,6 +7,7 @@ JSON object (the tool's `structuredContent`; its text content is the same JSON).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,22 @@ def _project(args: dict[str, Any], default: str | None) -> str | None:
     return None if value in (None, "", "*") else str(value)
 
 
+def _search_projects(args: dict[str, Any], default: str | None) -> tuple[str | None, str | None]:
+    """(only this project, this project first) for searches, as the CLI reads `--project`:
+    missing → every project, the server's current one first; null, "" or "*" → every
+    project alike; a name → only that project."""
+    if "project" not in args:
+        return None, default
+    return _project(args, default), None
+
+
+def project_dir() -> str:
+    """The directory relative paths start from: Claude Code starts stdio servers with
+    CLAUDE_PROJECT_DIR; otherwise the working directory (`nmem.memory.Service.resolve_file`
+    goes up to its project root)."""
+    return os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+
+
 def _search(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     scope = _pick(args, "scope")
     obs_type = _pick(args, "obs_type", "obsType")
@@ -79,8 +96,10 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
     fmt = _pick(args, "format") or "index"
     if fmt not in ("index", "full"):
         raise InvalidArgument("format must be 'index' or 'full'")
+    only, first = _search_projects(args, default_project)
     result = service.search(
-        _pick(args, "query"), scope=scope or "observations", project=_project(args, default_project),
+        _pick(args, "query"), scope=scope or "observations", project=only, prefer_project=first,
+        strict=bool(_pick(args, "strict")), cwd=project_dir(),
         obs_type=obs_type, namespace=_pick(args, "namespace", "category"),
         tags=_pick(args, "tags", "concepts"), files=_pick(args, "files", "file_path"),
         session_id=_pick(args, "session_id", "sessionId"),
@@ -102,10 +121,20 @@ def _get_observations(service: Service, args: dict[str, Any], _: str | None) -> 
     return {"results": rows, "count": len(rows)}
 
 
+def _get(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    refs = args.get("refs")
+    if not isinstance(refs, list) or not refs:
+        raise InvalidArgument("refs must be a non-empty array of ids or URNs")
+    found, missing = service.get([str(r) for r in refs])
+    rows = [{"kind": record.kind, **record.to_dict()} for record in found]
+    return {"results": rows, "count": len(rows), "missing": missing}
+
+
 def _timeline(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    only, first = _search_projects(args, default_project)
     return service.timeline(_pick(args, "anchor", "anchor_id", "anchorId"), query=_pick(args, "query"),
                             before=_pick(args, "before"), after=_pick(args, "after"),
-                            project=_project(args, default_project))
+                            project=only, prefer_project=first)
 
 
 def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
@@ -113,15 +142,16 @@ def _recent_context(service: Service, args: dict[str, Any], default_project: str
     return {"results": rows, "count": len(rows)}
 
 
-def _session_trace(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
-    return service.session_trace(str(_pick(args, "session_id", "sessionId") or ""),
-                                 before=_pick(args, "before"), after=_pick(args, "after"))
+def _session_trace(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    session = _pick(args, "session_id", "sessionId")
+    return service.session_trace(str(session) if session else None, before=_pick(args, "before"),
+                                 after=_pick(args, "after"), project=_project(args, default_project))
 
 
 def _file_history(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
     return service.file_history(str(_pick(args, "file_path", "filePath", "path") or ""),
                                 before=_pick(args, "before"), after=_pick(args, "after"),
-                                limit=_pick(args, "limit"))
+                                limit=_pick(args, "limit"), cwd=project_dir())
 
 
 def _remember(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
@@ -157,14 +187,20 @@ def _status(service: Service, _args: dict[str, Any], _: str | None) -> dict[str,
 _FILTERS = {
     "project": {"type": ["string", "null"],
                 "description": "Project name. Default: the current project; null or \"*\" for all projects."},
+    "files": {**STR_OR_LIST, "description": "File path(s): absolute, relative to the project root, or the end "
+                                           "of a recorded path (invoice.py); an ambiguous end is an error listing "
+                                           "the paths."},
+    "session_id": {**STR, "description": "Session id, a unique prefix of it (s1a2b3c4d) or its URN."},
     "obs_type": {**STR_OR_LIST, "description": "Observation type(s): " + ", ".join(OBS_TYPES) + "."},
     "namespace": {**STR_OR_LIST, "description": "Memory namespace(s), e.g. decisions, learnings, gotchas."},
     "tags": {**STR_OR_LIST, "description": "Memory tags (all must match)."},
-    "files": {**STR_OR_LIST, "description": "File path(s) or path suffixes an observation must touch."},
-    "session_id": STR,
     "date_start": DATE,
     "date_end": DATE,
 }
+
+_SEARCH_PROJECT = {"type": ["string", "null"],
+                   "description": "Only this project. Default: every project, the current one's results first; "
+                                  "null or \"*\": every project alike."}
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -177,6 +213,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             "query": {**STR, "description": "Words or an FTS5 query. Omit to list by filters only."},
             "scope": {"enum": list(SCOPES), "description": "What to search (default observations)."},
             **_FILTERS,
+            "project": _SEARCH_PROJECT,
+            "strict": {"type": "boolean", "description": "Only records holding every word (as FTS5 matches them), "
+                                                         "not those ranked for sharing one. Default false."},
             "order_by": {"enum": list(ORDERS)},
             "format": {"enum": ["index", "full"], "description": "index (default) or full records."},
             "limit": {**INT, "minimum": 1, "description": "Default 20; larger values are capped at 100."},
@@ -192,9 +231,19 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_observations", "Fetch observations",
         "Fetch full observation records by id (from search or timeline results), in the order given. "
-        "Up to 50 ids; ids that no longer exist are omitted.",
+        "Up to 50 ids; ids that no longer exist are omitted. Prompts, sessions and memories: use get.",
         _obj({"ids": {"type": "array", "items": INT, "description": "1 to 50 observation ids."}}, ("ids",)),
         RESULTS, _get_observations, core=True,
+    ),
+    ToolSpec(
+        "get", "Open any record",
+        "Open records by any id or URN nmem shows: an observation (42, #42), a prompt (p42), a session "
+        "(s1a2b3c4d: its id or a unique prefix), a memory (its id) or a URN. Up to 50, in the order given; "
+        "ids that name nothing are listed in `missing`.",
+        _obj({"refs": {"type": "array", "minItems": 1, "maxItems": 50, "items": {"anyOf": [STR, INT]},
+                       "description": "1 to 50 ids or URNs."}}, ("refs",)),
+        {**RESULTS, "properties": {**RESULTS["properties"], "missing": {"type": "array", "items": STR}}},
+        _get, core=True,
     ),
     ToolSpec(
         "timeline", "Timeline around an observation",
@@ -204,7 +253,7 @@ TOOLS: tuple[ToolSpec, ...] = (
               "query": {**STR, "description": "Find the anchor by search instead of id."},
               "before": {**INT, "minimum": 0, "description": "Default 5."},
               "after": {**INT, "minimum": 0, "description": "Default 5."},
-              "project": _FILTERS["project"], "anchor_id": INT}),
+              "project": _SEARCH_PROJECT, "anchor_id": INT}),
         _obj({"anchor": ANY_OBJECT, "before": {"type": "array"}, "after": {"type": "array"}},
              ("anchor", "before", "after")),
         _timeline, core=True,
@@ -220,8 +269,13 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "session_trace", "Trace a session",
         "Walk one session: its prompts in order, each with the actions it led to. Use after search or "
-        "timeline points at a session worth understanding.",
-        _obj({"session_id": STR, "before": DATE, "after": DATE}, ("session_id",)),
+        "timeline points at a session worth understanding; without session_id, the project's latest session.",
+        _obj({"session_id": {**STR, "description": "Session id, a unique prefix of it (s1a2b3c4d) or its URN. "
+                                                   "Default: the latest session of the current project."},
+              "project": {"type": ["string", "null"],
+                          "description": "Without session_id: whose latest session (default: the current "
+                                         "project; null: any)."},
+              "before": DATE, "after": DATE}),
         _obj({"session_id": STR, "prompts": {"type": "array"}}, ("session_id", "prompts")),
         _session_trace,
     ),
@@ -229,7 +283,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "file_history", "File history",
         "Every session that touched a file, newest first, with the user's intent behind each touch. Use "
         "before changing a file to learn why it is the way it is.",
-        _obj({"file_path": STR, "before": DATE, "after": DATE,
+        _obj({"file_path": {**STR, "description": "Absolute, relative to the project root, or the end of a "
+                                                 "recorded path (invoice.py)."},
+              "before": DATE, "after": DATE,
               "limit": {**INT, "minimum": 1, "description": "Default 10; capped at 50."}}, ("file_path",)),
         _obj({"file_path": STR, "sessions": {"type": "array"}}, ("file_path", "sessions")),
         _file_history,

@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from nmem.models import Session
     from nmem.store.protocol import Store
 
 # A session's outline (`Store.session_outline`), what summaries are made of:
@@ -118,6 +119,19 @@ class Status(Record):
         self.by_namespace: dict[str, int] = by_namespace or {}
         self.by_tier: dict[str, int] = by_tier or {}
         self.by_project: dict[str, int] = by_project or {}
+
+
+class SessionListing(Record):
+    """A session as `nmem sessions` lists it: the record, its user prompts and actions
+    (observations other than session lifecycle events), and its first user prompt."""
+
+    __slots__ = ("session", "prompts", "actions", "first_prompt")
+
+    def __init__(self, session: Session, prompts: int, actions: int, first_prompt: str | None) -> None:
+        self.session = session
+        self.prompts = prompts
+        self.actions = actions
+        self.first_prompt = first_prompt
 
 
 class FtsStats(Record):

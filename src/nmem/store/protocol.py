@@ -11,7 +11,17 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import FtsStats, ImportMark, NewMemory, NewObservation, ObsOutline, PromptOutline, SearchFilters, Status
+from nmem.store import (
+    FtsStats,
+    ImportMark,
+    NewMemory,
+    NewObservation,
+    ObsOutline,
+    PromptOutline,
+    SearchFilters,
+    SessionListing,
+    Status,
+)
 
 
 class Store(Protocol):
@@ -82,6 +92,14 @@ class Store(Protocol):
                       exclude_types: Sequence[str] = ()) -> list[tuple[Observation, float]]: ...
     def recent_intents(self, project: str, limit: int) -> list[tuple[Prompt, int]]: ...
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]: ...
+
+    # navigation: sessions by id prefix and newest first, recorded paths by suffix, what a purge takes
+    def sessions_by_prefix(self, prefix: str, limit: int) -> list[Session]: ...
+    def list_sessions(self, project: str | None, since: int | None, limit: int, *,
+                      active: bool = False) -> list[SessionListing]: ...
+    def recorded_paths(self, suffix: str, project: str | None, limit: int) -> list[str]: ...
+    def observation_ids(self, match: str | None, filters: SearchFilters, *, unpinned: bool = True) -> list[int]: ...
+    def purge_observations_matching(self, match: str | None, filters: SearchFilters) -> int: ...
     def status(self) -> Status: ...
     def integrity(self) -> str: ...
 

@@ -1,0 +1,73 @@
+"""What an id people see names: the syntax of the ids nmem prints (`nmem.models` writes them).
+
+  42, o42, #42    an observation         p42        a prompt
+  s1a2b3c4d       a session, by its id or a unique prefix of it
+  01J…  (ULID)    a memory               nmem://…   any record, by its URN
+
+Syntax only: `nmem.memory.Service.resolve` looks sessions up and says what exists.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from nmem.core import _as_int
+from nmem.errors import InvalidArgument
+from nmem.models import urn_parts
+
+OBSERVATION, PROMPT, SESSION, MEMORY = "observation", "prompt", "session", "memory"
+TRAIL_KINDS = {"observations": OBSERVATION, "prompts": PROMPT, "sessions": SESSION}
+_ULID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+_NUMBER = re.compile(r"^[0-9]+$")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A parsed id: its kind and key (an observation or prompt id, a session id or prefix,
+    a memory id or URN), the text as given, and for a trail URN the project it names."""
+
+    kind: str
+    key: int | str
+    text: str
+    project: str | None = None
+    prefix: bool = False   # a session key that may be the start of an id (the `s…` form)
+
+    def resolved(self, key: int | str) -> Ref:
+        return replace(self, key=key, prefix=False)
+
+
+def parse_ref(text: str) -> Ref:
+    """The kind and key an id names. Text in no known form is taken as a whole session id
+    (what `--format json` prints), so it is never read as another kind of record."""
+    ref = (text or "").strip()
+    if not ref:
+        raise InvalidArgument("an id is required (42, p42, s1a2b3c4d, a memory id or a URN)")
+    if _NUMBER.match(ref):
+        return Ref(OBSERVATION, _as_int(ref, "id"), ref)
+    head, rest = ref[0].lower(), ref[1:]
+    if head in "o#p" and _NUMBER.match(rest):
+        return Ref(PROMPT if head == "p" else OBSERVATION, _as_int(rest, "id"), ref)
+    if ref.startswith("nmem://"):
+        return _parse_urn(ref)
+    if _ULID.match(ref.upper()):
+        return Ref(MEMORY, ref.upper(), ref)
+    if head == "s" and rest:
+        return Ref(SESSION, rest, ref, prefix=True)
+    return Ref(SESSION, ref, ref)
+
+
+def _parse_urn(ref: str) -> Ref:
+    parts = urn_parts(ref)
+    if parts is None or len(parts) != 3:
+        raise InvalidArgument(f"{ref} names no single record: a record's URN has a domain, a kind and an id")
+    domain, namespace, key = parts
+    kind = TRAIL_KINDS.get(namespace) if domain.startswith("project:") else None
+    if kind is None:
+        return Ref(MEMORY, ref, ref)
+    project = domain.removeprefix("project:")
+    if kind == SESSION:
+        return Ref(SESSION, key, ref, project)
+    if not _NUMBER.match(key):
+        raise InvalidArgument(f"{ref}: {namespace} are numbered")
+    return Ref(kind, _as_int(key, "id"), ref, project)
