@@ -16,7 +16,14 @@ import os
 import time
 
 from nmem import jsonlite as json
-from nmem.errors import ForeignDatabase, QuerySyntaxError, StorageError, StoreBusy, StoreReadOnly
+from nmem.errors import (
+    ForeignDatabase,
+    QuerySyntaxError,
+    StorageError,
+    StoreBusy,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 from nmem.models import Memory, Observation, Prompt, Session
 from nmem.store import OUTLINE_CHARS, FtsStats, NewMemory, NewObservation, SearchFilters, Status
 from nmem.store.sqlite_errors import is_locked, result_code, storage_error
@@ -183,7 +190,7 @@ class SqliteStore:
                 os.makedirs(directory, mode=0o700, exist_ok=True)  # several processes may race here
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         except OSError as exc:
-            raise StorageError(f"cannot create database {self.path}: {exc.strerror}") from exc
+            raise StoreUnavailable(f"cannot create database {self.path}: {exc.strerror}") from exc
 
     def _configure(self, conn: sqlite3.Connection, writer: bool) -> None:
         conn.row_factory = sqlite3.Row

@@ -16,6 +16,7 @@ from nmem.errors import (
     StoreFull,
     StoreIOError,
     StoreReadOnly,
+    StoreUnavailable,
 )
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -56,7 +57,7 @@ def storage_error(exc: BaseException, path: str, doing: str = "") -> StorageErro
     if code == sqlite3.SQLITE_IOERR:
         return StoreIOError(f"I/O error on {path}: {text} ({name}); check the disk (full, failing or unmounted)")
     if code == sqlite3.SQLITE_CANTOPEN:
-        return StorageError(f"cannot open database {path}: {text}")
+        return StoreUnavailable(f"cannot open database {path}: {text}")
     if code == sqlite3.SQLITE_CONSTRAINT:
         return StorageError(f"constraint failed: {text}")
     return StorageError(f"{doing}: {text}" if doing else text)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import _sqlite3 as sqlite3
 import os
 
-from nmem.errors import ForeignDatabase, StorageError, StoreCorrupt
+from nmem.errors import ForeignDatabase, StoreCorrupt, StoreUnavailable
 from nmem.store.sqlite_errors import storage_error
 
 TYPE_CHECKING = False
@@ -65,11 +65,11 @@ def read_header(path: str) -> bytes:
     except (FileNotFoundError, NotADirectoryError):
         return b""  # nothing there yet: creating it says what is wrong
     except OSError as exc:
-        raise StorageError(f"cannot open database {path}: {exc.strerror}") from exc
+        raise StoreUnavailable(f"cannot open database {path}: {exc.strerror}") from exc
     try:
         return os.read(fd, HEADER_BYTES)
     except OSError as exc:
-        raise StorageError(f"cannot read database {path}: {exc.strerror}") from exc
+        raise StoreUnavailable(f"cannot read database {path}: {exc.strerror}") from exc
     finally:
         os.close(fd)
 
