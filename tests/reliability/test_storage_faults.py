@@ -213,7 +213,7 @@ def test_a_foreign_database_fails_every_interface_and_stays_untouched(tmp_path: 
     path = tmp_path / "shop.db"
     other_app_tables(path)
     before = digest(path)
-    for args in (["status"], ["search", "ledger"], ["remember", "a note"]):
+    for args in (["status"], ["remember", "a note"]):
         assert_fails_clearly(nmem(home, *args, NMEM_DB=str(path)),
                              str(path), "is not an nmem database", "tables nmem did not create (users)")
     assert doctor_says(home, NMEM_DB=str(path)).startswith(f"{path} is not an nmem database")
@@ -330,11 +330,9 @@ def test_a_read_only_database_serves_the_cli_and_keeps_hook_events_for_later(tmp
     assert json.loads(nmem(home, "search", "ledger", "--format", "json").stdout)[0]["id"] == obs_id
     got = nmem(home, "get", str(obs_id), mem_id, "--format", "json")
     assert got.returncode == 0, got.stderr
-    assert nmem(home, "recall", "ledger").returncode == 0
     status = nmem(home, "status", "--format", "json")
     assert status.returncode == 0 and json.loads(status.stdout)["observations"] == 1
     assert_fails_clearly(nmem(home, "remember", "one more"), "database is read-only", str(db), "mode 0400")
-    assert_fails_clearly(nmem(home, "purge", "--id", str(obs_id), "--confirm"), "database is read-only")
     assert_fails_clearly(nmem(home, "record", stdin=json.dumps(bash_event("cargo test"))), "read-only")
     assert len(spooled(home)) == 1
     assert digest(db) == before and stat.S_IMODE(db.stat().st_mode) == 0o400 and side_files(db) == []

@@ -33,8 +33,8 @@ from nmem.store.sqlite_files import (
     file_uri,
     identify,
     make_private,
+    read_only_query,
     read_only_reason,
-    read_only_uri,
 )
 from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements, tables_at
 
@@ -133,9 +133,9 @@ class SqliteStore:
         self._r: sqlite3.Connection | None = None
         self._depth = 0
         # Why this store cannot write (None: it can, or was opened read-only on purpose), and
-        # whether its reader opens the file `immutable=1` (see nmem.store.sqlite_files).
+        # the URI query its reader opens the file with (see nmem.store.sqlite_files).
         self._read_only_reason: str | None = None
-        self._immutable_reader = False
+        self._reader_query = "mode=ro"
         # Each session's latest user prompt, known while this store holds the write lock (no
         # other writer can add one then): a bulk import or a batch of events looks it up once.
         self._latest_prompts: dict[str, int | None] = {}
@@ -148,7 +148,7 @@ class SqliteStore:
             # A read-only file, directory or file system still serves reads; writes say why not.
             self.readonly = True
             self._read_only_reason = reason
-            self._immutable_reader = read_only_uri(self.path, read_only=True).endswith("immutable=1")
+            self._reader_query = read_only_query(self.path)
             self._check_readable(state)
         elif readonly:
             self._check_readable(state)
@@ -225,7 +225,7 @@ class SqliteStore:
 
     def _reader(self) -> sqlite3.Connection:
         if self._r is None:
-            uri = file_uri(self.path, "immutable=1" if self._immutable_reader else "mode=ro")
+            uri = file_uri(self.path, self._reader_query)
             try:
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
                 self._configure(conn, writer=False)

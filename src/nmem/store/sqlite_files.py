@@ -44,13 +44,11 @@ def has_wal_content(path: str) -> bool:
         return False
 
 
-def read_only_uri(path: str, read_only: bool) -> str:
-    """How to read a database without writing: `immutable=1` when nmem cannot write the file and
-    no WAL holds changes (SQLite then creates no -wal/-shm, which a read-only directory forbids
-    anyway), else `mode=ro` (a WAL must be read through its -shm index)."""
-    if read_only and not has_wal_content(path):
-        return file_uri(path, "immutable=1")
-    return file_uri(path, "mode=ro")
+def read_only_query(path: str) -> str:
+    """How to read a database nmem must not write: `immutable=1` while no WAL holds changes
+    (SQLite then creates no -wal or -shm file, which a read-only directory forbids anyway),
+    else `mode=ro` (a WAL is read through its -shm index)."""
+    return "mode=ro" if has_wal_content(path) else "immutable=1"
 
 
 def _not_nmem(path: str, why: str) -> ForeignDatabase:
@@ -97,7 +95,7 @@ def inspect_unmarked(path: str, nmem_tables: Callable[[int], frozenset[str] | No
     not a step this nmem knows).
     """
     try:
-        conn = sqlite3.connect(read_only_uri(path, read_only=True), uri=True, isolation_level=None)
+        conn = sqlite3.connect(file_uri(path, read_only_query(path)), uri=True, isolation_level=None)
         try:
             app = int(conn.execute("PRAGMA application_id").fetchone()[0])
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
