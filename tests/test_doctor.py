@@ -63,7 +63,7 @@ def test_recent_hook_error_in_the_log_is_a_warning(nmem_home: Path, tmp_path: Pa
     assert failed.returncode != 0
     log = by_name(run_checks(project_dir=tmp_path / "project", home=user_home))["hook log"]
     assert log.status == WARN
-    assert log.detail.startswith("1 error in the last 24 h")
+    assert log.detail.startswith("1 error, 1 warning in the last 24 h")  # the event was spooled, then the error logged
     assert "nmem.log" in log.detail
 
 

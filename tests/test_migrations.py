@@ -20,6 +20,7 @@ from nmem.errors import StorageError
 from nmem.memory import Service
 from nmem.store import NewObservation, SearchFilters, open_store
 from nmem.store.sqlite import SqliteStore
+from nmem.store.sqlite_files import APPLICATION_ID
 from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
 
 T0 = 1_790_000_000
@@ -243,6 +244,7 @@ def _file_digest(path: Path) -> str:
 def test_database_newer_than_the_code_is_refused_untouched(db: Path, opened: list[Any]) -> None:
     build_populated(db, LATEST_VERSION)
     conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # a later nmem marks its files
     conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -323,6 +325,7 @@ def test_a_read_only_open_of_an_older_database_upgrades_it_first(db: Path, opene
 def test_a_read_only_open_of_a_newer_database_is_refused(db: Path) -> None:
     build_populated(db, LATEST_VERSION)
     conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 3}")
     conn.close()
     with pytest.raises(StorageError, match=f"database schema v{LATEST_VERSION + 3} is newer"):

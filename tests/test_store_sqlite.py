@@ -78,6 +78,8 @@ def test_writer_pragmas(store: SqliteStore) -> None:
     assert pragma(w, "busy_timeout") == 5000
     assert pragma(w, "temp_store") == 2  # MEMORY
     assert pragma(w, "wal_autocheckpoint") == sqlite_store.WAL_AUTOCHECKPOINT_PAGES > 1000
+    # Deleted text is zeroed whatever the build's default (Debian's SQLite has it on, python.org's off).
+    assert pragma(w, "secure_delete") == 1
 
 
 def test_reader_pragmas(store: SqliteStore) -> None:

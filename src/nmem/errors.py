@@ -63,6 +63,44 @@ class StoreBusy(StorageError):
     kind = "busy"
 
 
+class StoreUnavailable(StorageError):
+    """The database cannot be used as it is: the request or event is not at fault, so a hook keeps
+    its event (spool) and retries later rather than dropping it."""
+
+    kind = "unavailable"
+
+
+class StoreReadOnly(StoreUnavailable):
+    """The database (its file, directory or file system) can be read but not written."""
+
+    kind = "read_only"
+
+
+class StoreFull(StoreUnavailable):
+    """The disk (or the file system's quota) is full (SQLITE_FULL)."""
+
+    kind = "disk_full"
+
+
+class StoreCorrupt(StoreUnavailable):
+    """The file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB on a file that was an nmem database)."""
+
+    kind = "corrupt"
+
+
+class StoreIOError(StoreUnavailable):
+    """The operating system failed a read or write (SQLITE_IOERR)."""
+
+    kind = "io_error"
+
+
+class ForeignDatabase(StoreUnavailable):
+    """The configured file is not an nmem database (another application's, or not SQLite at all);
+    nmem refuses it and never writes to it."""
+
+    kind = "foreign_database"
+
+
 class NotFound(NmemError):
     exit_code = 10
     mcp_code = -32001
@@ -107,6 +145,12 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     ConfigError,
     StorageError,
     StoreBusy,
+    StoreUnavailable,
+    StoreReadOnly,
+    StoreFull,
+    StoreCorrupt,
+    StoreIOError,
+    ForeignDatabase,
     NotFound,
     ValidationError,
     ContentBlocked,

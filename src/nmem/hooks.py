@@ -19,7 +19,7 @@ from nmem.capture.claude_code import HOOK_ALIASES, parse
 from nmem.capture.privacy import scrub_value
 from nmem.config import Settings, load_settings
 from nmem.core import CoreService
-from nmem.errors import ConfigError, InvalidArgument, NmemError, StoreBusy
+from nmem.errors import ConfigError, InvalidArgument, NmemError, StorageError, StoreBusy, StoreUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -128,8 +128,8 @@ def drain_spool(service: CoreService, log: HookLog, limit: int = SPOOL_BATCH) ->
                 payload = json.loads(fh.read())
             stamp = payload.pop("_nmem_received_at", None)
             service.record_event(parse(payload, now=stamp))
-        except StoreBusy:
-            break
+        except (StoreBusy, StoreUnavailable):
+            break  # the database's state, not the file's fault: it stays for a later run
         except (OSError, ValueError, NmemError) as exc:
             log.warning(f"dropping unreadable spool file {name}: {exc}")
             os.replace(path, path[: -len(".json")] + ".bad")
@@ -175,6 +175,10 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
     except (InvalidArgument, ConfigError) as exc:
         stderr.write(f"nmem: {exc.message}\n")
         return 1
+    except StorageError as exc:  # the database failed (read-only, full, corrupt...): say what happened
+        HookLog(settings).error(f"hook failed: {exc.message}\n{_traceback(exc)}")
+        stderr.write(f"nmem: {exc.message}\n")
+        return exc.exit_code
     except Exception as exc:  # the agent must never see a traceback; the log keeps where it happened
         HookLog(settings).error(f"hook failed: {type(exc).__name__}: {exc}\n{_traceback(exc)}")
         stderr.write(f"nmem: internal error ({type(exc).__name__}); see the nmem log\n")
@@ -191,6 +195,9 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         log.warning(f"database busy at open; spooled {event.hook_event_name} event")
         return _busy_context(settings, event)
+    except StoreUnavailable:
+        _keep(settings, payload, event, log)
+        raise
     try:
         drain_spool(service, log)  # older events first, so prompts still frame later actions
         try:
@@ -199,6 +206,9 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
             _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
             log.warning(f"database busy; spooled {event.hook_event_name} event")
             return _session_context(service, event) if event.kind == ev.SESSION_START else ""
+        except StoreUnavailable:
+            _keep(settings, payload, event, log)
+            raise
         if outcome.skipped == "disabled":
             return ""
         if event.kind == ev.SESSION_START:
@@ -217,6 +227,17 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
         # it. A process that skipped this (os._exit) would leave the WAL for the next hook to
         # recover, reading all of it, and never reset it: hooks slowed as the WAL grew.
         service.close(checkpoint=False)
+
+
+def _keep(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, log: HookLog) -> None:
+    """Spool an event the database cannot take as it is (read-only, full, corrupt...), so it is
+    stored once the database is usable again; on a full disk the spool may fail too."""
+    try:
+        _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
+    except OSError as exc:
+        log.error(f"could not spool the {event.hook_event_name} event either: {exc}")
+    else:
+        log.warning(f"database unavailable; spooled {event.hook_event_name} event")
 
 
 def _session_context(service: CoreService, event: ev.HookEvent, project: str | None = None) -> str:

@@ -16,7 +16,14 @@ import os
 import time
 
 from nmem import jsonlite as json
-from nmem.errors import QuerySyntaxError, StorageError, StoreBusy
+from nmem.errors import (
+    ForeignDatabase,
+    QuerySyntaxError,
+    StorageError,
+    StoreBusy,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 from nmem.models import Memory, Observation, Prompt, Session
 from nmem.store import (
     OUTLINE_CHARS,
@@ -28,7 +35,17 @@ from nmem.store import (
     SessionListing,
     Status,
 )
-from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
+from nmem.store.sqlite_errors import is_locked, result_code, storage_error
+from nmem.store.sqlite_files import (
+    APPLICATION_ID,
+    NEW,
+    file_uri,
+    identify,
+    make_private,
+    read_only_query,
+    read_only_reason,
+)
+from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements, tables_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -110,12 +127,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     return value, pos
 
 
-def _is_locked(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-def _fts_error(exc: sqlite3.OperationalError) -> QuerySyntaxError | None:
+def _fts_error(exc: sqlite3.Error) -> QuerySyntaxError | None:
     text = str(exc)
     markers = ("fts5", "syntax error", "unterminated string", "no such column", "unknown special query")
     if any(m in text for m in markers):
@@ -132,23 +144,26 @@ class SqliteStore:
         self._w: sqlite3.Connection | None = None
         self._r: sqlite3.Connection | None = None
         self._depth = 0
+        # Why this store cannot write (None: it can, or was opened read-only on purpose), and
+        # the URI query its reader opens the file with (see nmem.store.sqlite_files).
+        self._read_only_reason: str | None = None
+        self._reader_query = "mode=ro"
         # Each session's latest user prompt, known while this store holds the write lock (no
         # other writer can add one then): a bulk import or a batch of events looks it up once.
         self._latest_prompts: dict[str, int | None] = {}
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (fts, term) -> (rows, docs then)
-        if readonly:
-            if not os.path.exists(self.path):
-                raise StorageError(f"database does not exist: {self.path}")
-            try:
-                version = self.schema_version()
-            except sqlite3.DatabaseError as exc:
-                self.close()
-                raise StorageError(f"cannot open database {self.path}: {exc}") from exc
-            if version != LATEST_VERSION:
-                # Readers query the latest schema: an older file is upgraded (the one write a
-                # read-only open makes), a newer one refused, before any query runs.
-                self.close()
-                SqliteStore(self.path, busy_timeout_ms=busy_timeout_ms).close(checkpoint=False)
+        if readonly and not os.path.exists(self.path):
+            raise StorageError(f"database does not exist: {self.path}")
+        state = identify(self.path, tables_at)  # refuses another application's file before any write
+        reason = read_only_reason(self.path)
+        if reason is not None:
+            # A read-only file, directory or file system still serves reads; writes say why not.
+            self.readonly = True
+            self._read_only_reason = reason
+            self._reader_query = read_only_query(self.path)
+            self._check_readable(state)
+        elif readonly:
+            self._check_readable(state)
         else:
             self._prepare_files()
             try:
@@ -159,19 +174,35 @@ class SqliteStore:
 
     # -- connections -------------------------------------------------------------------
 
+    def _check_readable(self, state: str) -> None:
+        """A read-only store reads the latest schema: an older file is upgraded first (the one
+        write a read-only open makes) when nmem may write it; a newer one is refused."""
+        try:
+            version = 0 if state == NEW else self.schema_version()
+        except BaseException:
+            self.close()
+            raise
+        if version == LATEST_VERSION:
+            return
+        self.close()
+        if version > LATEST_VERSION:
+            raise StorageError(f"database schema v{version} is newer than this nmem (v{LATEST_VERSION})")
+        if self._read_only_reason is not None:
+            what = "is empty" if version == 0 else f"is at schema v{version}, older than this nmem's v{LATEST_VERSION}"
+            raise StoreReadOnly(f"database {self.path} {what} and read-only ({self._read_only_reason}): "
+                                "open it once with write access so nmem can set it up")
+        SqliteStore(self.path, busy_timeout_ms=self.busy_timeout_ms).close(checkpoint=False)
+
     def _prepare_files(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
-            try:
-                mode = os.stat(self.path).st_mode
-            except FileNotFoundError:
+            if os.path.exists(self.path):
+                make_private(self.path)  # a file made by an older tool: prompts are private
+            else:
                 os.makedirs(directory, mode=0o700, exist_ok=True)  # several processes may race here
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            else:
-                if mode & 0o077:
-                    os.chmod(self.path, 0o600)  # a file made by an older tool: prompts are private
         except OSError as exc:
-            raise StorageError(f"cannot create database {self.path}: {exc.strerror}") from exc
+            raise StoreUnavailable(f"cannot create database {self.path}: {exc.strerror}") from exc
 
     def _configure(self, conn: sqlite3.Connection, writer: bool) -> None:
         conn.row_factory = sqlite3.Row
@@ -181,6 +212,9 @@ class SqliteStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
             conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted and overwritten content is zeroed, not left in free space: what is
+            # forgotten or purged cannot be read back from the file.
+            conn.execute("PRAGMA secure_delete = ON")
         conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
         try:
             conn.execute("SELECT exp(0.0)")
@@ -189,26 +223,26 @@ class SqliteStore:
 
     def _writer(self) -> sqlite3.Connection:
         if self.readonly:
-            raise StorageError("store opened read-only")
+            if self._read_only_reason is not None:
+                raise StoreReadOnly(f"database is read-only: cannot write {self.path}: {self._read_only_reason}")
+            raise StoreReadOnly("store opened read-only")
         if self._w is None:
             try:
                 conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 self._configure(conn, writer=True)
             except sqlite3.Error as exc:
-                raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+                raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
             self._w = conn
         return self._w
 
     def _reader(self) -> sqlite3.Connection:
         if self._r is None:
-            # A URI filename: only %, ? and # need escaping (urllib.parse costs the hook path ~2 ms).
-            escaped = self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-            uri = f"file:{escaped}?mode=ro"
+            uri = file_uri(self.path, self._reader_query)
             try:
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
                 self._configure(conn, writer=False)
             except sqlite3.Error as exc:
-                raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+                raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
             self._r = conn
         return self._r
 
@@ -239,10 +273,10 @@ class SqliteStore:
             return
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if _is_locked(exc):
+        except sqlite3.Error as exc:
+            if is_locked(exc):
                 raise StoreBusy(f"database is busy (waited {self.busy_timeout_ms} ms)") from exc
-            raise StorageError(f"cannot start a write: {exc}") from exc
+            raise storage_error(exc, self.path, "cannot start a write") from exc
         self._depth = 1
 
     def _end(self, failed: bool) -> None:
@@ -252,18 +286,32 @@ class SqliteStore:
         self._latest_prompts.clear()
         conn = self._writer()
         if failed:
-            conn.execute("ROLLBACK")
+            self._rollback(conn)
             return
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise StorageError(f"cannot commit: {exc}") from exc
+            self._rollback(conn)
+            raise storage_error(exc, self.path, "cannot commit") from exc
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        """Undo the open transaction, if SQLite has not already (it does on a full disk or an
+        I/O error). If even that fails, closing the connection rolls back; the error on its way
+        out is the one to report."""
+        if not conn.in_transaction:
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            conn.close()
+            self._w = None
 
     def schema_version(self) -> int:
         conn = self._w if self._w is not None else self._reader()
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        try:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
 
     def _migrate(self, conn: sqlite3.Connection, target: int = LATEST_VERSION) -> None:
         try:
@@ -271,12 +319,15 @@ class SqliteStore:
             if version > LATEST_VERSION:
                 raise StorageError(
                     f"database schema v{version} is newer than this nmem (v{LATEST_VERSION})")
-            if version >= target:
+            marked = int(conn.execute("PRAGMA application_id").fetchone()[0]) == APPLICATION_ID
+            if version >= target and marked:
                 return
             if version == 0:
                 # Only effective while the file has no table yet (a no-op if a racing opener
                 # created them first); it cannot be set inside a transaction.
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            if not marked:
+                self._mark(conn)
             for step in range(version + 1, target + 1):
                 with self.transaction():
                     # Re-read inside the lock: another process may have migrated meanwhile.
@@ -287,8 +338,18 @@ class SqliteStore:
                         conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {step}")
             self._ensure_wal(conn)
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
+
+    def _mark(self, conn: sqlite3.Connection) -> None:
+        """Stamp nmem's application_id on a new database (before its first table) or on one an
+        older nmem made (identified by its tables), checking again under the write lock."""
+        with self.transaction():
+            app = int(conn.execute("PRAGMA application_id").fetchone()[0])
+            if app not in (0, APPLICATION_ID):
+                raise ForeignDatabase(f"{self.path} is not an nmem database: another application marked it "
+                                      f"(application_id {app:#010x}) while nmem was opening it")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def _ensure_wal(self, conn: sqlite3.Connection) -> None:
         """Switch to WAL (persistent); another opener may hold a lock for a moment, so retry."""
@@ -297,7 +358,7 @@ class SqliteStore:
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             except sqlite3.OperationalError as exc:
-                if not _is_locked(exc) or time.monotonic() > deadline:
+                if not is_locked(exc) or time.monotonic() > deadline:
                     raise
                 mode = None
             if str(mode).lower() == "wal" or time.monotonic() > deadline:
@@ -317,27 +378,20 @@ class SqliteStore:
                 return conn.execute(sql, params)
             with self.transaction():
                 return conn.execute(sql, params)
-        except sqlite3.OperationalError as exc:
-            if _is_locked(exc):
-                raise StoreBusy(f"database is busy: {exc}") from exc
-            raise StorageError(str(exc)) from exc
-        except sqlite3.IntegrityError as exc:
-            raise StorageError(f"constraint failed: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path) from exc
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         # Inside a write transaction, read through the writer so we see our own writes.
         conn = self._w if (self._depth and self._w is not None) else self._reader()
         try:
             return conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError as exc:
-            fts = _fts_error(exc)
-            if fts is not None:
-                raise fts from exc
-            if _is_locked(exc):
-                raise StoreBusy(f"database is busy: {exc}") from exc
-            raise StorageError(str(exc)) from exc
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(str(exc)) from exc
+        except sqlite3.Error as exc:
+            if result_code(exc) == sqlite3.SQLITE_ERROR:
+                fts = _fts_error(exc)
+                if fts is not None:
+                    raise fts from exc
+            raise storage_error(exc, self.path) from exc
 
     # -- trail writes --------------------------------------------------------------------
 
@@ -466,7 +520,9 @@ class SqliteStore:
         marks = ",".join("?" * len(ids))
         with self.transaction():
             cur = self._exec(f"DELETE FROM observations WHERE id IN ({marks})", list(ids))
-        self._reclaim()
+            if cur.rowcount:
+                self._rewrite_index("observations_fts")
+        self._scrub()
         return cur.rowcount
 
     def purge_observations_where(self, obs_types: Sequence[str], older_than: int | None,
@@ -484,18 +540,37 @@ class SqliteStore:
             params.append(project)
         with self.transaction():
             cur = self._exec(f"DELETE FROM observations WHERE {' AND '.join(clauses)}", params)
-        self._reclaim()
+            if cur.rowcount:
+                self._rewrite_index("observations_fts")
+        self._scrub()
         return cur.rowcount
 
-    def _reclaim(self) -> None:
+    # Forgetting means gone: a deleted row's words must not stay readable in the file.
+    # - secure_delete (set on the writer) zeroes the row, its index entries and freed pages;
+    # - an FTS5 delete only appends a "deleted" marker: the word stays in the old segment until a
+    #   merge rewrites it, so the index is optimized (merged into one segment) in the delete's own
+    #   transaction. FTS5's 'secure-delete' option (SQLite 3.42+) would avoid the rewrite, but it
+    #   bumps the index format for good: an SQLite before 3.42 (Debian 12's, this project's CI)
+    #   could no longer read the file. Never on the hook path: forget and purge are commands;
+    # - the WAL still holds the old pages: after the commit a checkpoint folds it into the file
+    #   and truncates it.
+
+    def _rewrite_index(self, fts: str) -> None:
+        self._exec(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+
+    def _scrub(self) -> None:
+        """After a delete: give free pages back and fold the WAL into the file, truncated."""
         if self._depth:
-            return  # executescript() would commit the caller's open transaction
+            return  # executescript() would commit the caller's open transaction; its caller scrubs
         try:
             # incremental_vacuum frees one page per step and its rows have no columns, so
             # execute() stops after the first page; executescript() steps it to the end.
             self._writer().executescript("PRAGMA incremental_vacuum(1000);")
+            # Waits (busy timeout) for readers of older snapshots; if one stays, its pages are
+            # zeroed already and the next clean close truncates the WAL.
+            self._writer().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error:
-            pass  # space is reclaimed on a later purge; never fail a delete for it
+            pass  # the delete is committed; space comes back and the WAL folds on a later close
 
     # -- curated memories --------------------------------------------------------------------
 
@@ -535,11 +610,16 @@ class SqliteStore:
         return self.get_memory(uid) if cur.rowcount else None
 
     def tombstone_memory(self, uid: str, timestamp: int) -> bool:
-        cur = self._exec(
-            "UPDATE memories SET summary = '', content = '', tags = '[]', relates_to = '[]', "
-            "deleted_at = ?, updated_at = ? WHERE uid = ? AND deleted_at IS NULL",
-            (timestamp, timestamp, uid),
-        )
+        with self.transaction():
+            cur = self._exec(
+                "UPDATE memories SET summary = '', content = '', tags = '[]', relates_to = '[]', "
+                "deleted_at = ?, updated_at = ? WHERE uid = ? AND deleted_at IS NULL",
+                (timestamp, timestamp, uid),
+            )
+            if cur.rowcount:
+                self._rewrite_index("memories_fts")
+        if cur.rowcount:
+            self._scrub()
         return cur.rowcount > 0
 
     def get_memory(self, uid: str) -> Memory | None:
@@ -1212,7 +1292,10 @@ class SqliteStore:
 
     def change_token(self) -> int:
         """Changes whenever any connection (another process included) commits to the database."""
-        return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
+        try:
+            return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path) from exc
 
     def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]:
         """uid → (domain, namespace, version, deleted_at) for every memory, tombstones included.
@@ -1331,7 +1414,9 @@ class SqliteStore:
                 cur = self._exec("DELETE FROM observations WHERE id IN (SELECT value FROM json_each(?))",
                                  (json.dumps(ids[start:start + PURGE_BATCH]),))
                 deleted += cur.rowcount
-        self._reclaim()
+            if deleted:
+                self._rewrite_index("observations_fts")
+        self._scrub()
         return deleted
 
     # -- vectors (optional embeddings, nmem.search.embeddings) ------------------------------
@@ -1369,9 +1454,12 @@ class SqliteStore:
         if not rows:
             return
         with self.transaction():
-            self._writer().executemany(
-                "INSERT OR REPLACE INTO vectors (kind, row_id, model, dim, vec) VALUES (?, ?, ?, ?, ?)",
-                [(kind, row_id, model, dim, blob) for row_id, blob in rows])
+            try:
+                self._writer().executemany(
+                    "INSERT OR REPLACE INTO vectors (kind, row_id, model, dim, vec) VALUES (?, ?, ?, ?, ?)",
+                    [(kind, row_id, model, dim, blob) for row_id, blob in rows])
+            except sqlite3.Error as exc:
+                raise storage_error(exc, self.path) from exc
 
     def get_vectors(self, kind: str, model: str, ids: Sequence[int | str]) -> dict[int | str, bytes]:
         self._vector_source(kind)

@@ -288,3 +288,20 @@ def split_statements(script: str) -> list[str]:
     if pending.strip():
         statements.append(pending.strip())
     return statements
+
+
+def tables_at(version: int) -> frozenset[str] | None:
+    """The tables (FTS5 shadow tables included) nmem's migrations create up to step `version`,
+    or None for a version this nmem does not know. Replayed in memory, so it stays true as steps
+    are appended; only a database without nmem's application_id mark is ever checked this way."""
+    if not 1 <= version <= LATEST_VERSION:
+        return None
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for script in MIGRATIONS[:version]:
+            for statement in split_statements(script):
+                conn.execute(statement)
+        return frozenset(str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
+    finally:
+        conn.close()
