@@ -18,7 +18,7 @@ from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings
 from nmem.core import MAX_IDS, MAX_LIMIT, CoreService, _as_int, _as_list, clamp
 from nmem.errors import InvalidArgument, NotFound
-from nmem.models import ORDERS, SCOPES, Observation, SearchHit, preview
+from nmem.models import ORDERS, SCOPES, Observation, SearchHit
 from nmem.search import rank
 from nmem.search.query import QueryPlan, plan, quote
 from nmem.search.timeexpr import TimeRange, find_time
@@ -317,7 +317,7 @@ class Service(CoreService):
         for obs in observations:
             by_prompt.setdefault(obs.prompt_id, []).append({
                 "id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "file_path": obs.file_path, "content_preview": preview(obs.content),
+                "file_path": obs.file_path, "content_preview": obs.preview(),
                 "is_pinned": obs.is_pinned,
             })
         entries: list[dict[str, Any]] = []
@@ -370,7 +370,7 @@ class Service(CoreService):
                 }
             entry["touches"].append({
                 "observation_id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "content_preview": preview(obs.content), "prompt_content": prompt_content,
+                "content_preview": obs.preview(), "prompt_content": prompt_content,
                 "is_pinned": obs.is_pinned, "urn": obs.urn,
             })
         return {"file_path": path, "sessions": list(sessions.values())}

@@ -9,15 +9,21 @@ a hook may spend. Treat them as immutable.
 from __future__ import annotations
 
 from nmem import jsonlite as json
+from nmem.capture.errorline import key_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Self
 
 PREVIEW_CHARS = 120
+ELLIPSIS = "…"
+ARROW = " → "
+# A cut backs up to the last space when one is this close; a longer word (a path, a hash) is cut inside.
+WORD_MARGIN = 24
+FAILED_MARK = "✗"
 
 OBS_TYPES: tuple[str, ...] = (
-    "file_read", "file_write", "file_edit", "search", "command", "command_error",
+    "file_read", "file_write", "file_edit", "file_error", "search", "command", "command_error",
     "git_commit", "git_push", "web_fetch", "web_search", "task_spawn", "mcp_call",
     "tool_other", "session_start", "session_resume", "session_compact", "session_clear",
     "session_end",
@@ -35,7 +41,36 @@ ORDERS: tuple[str, ...] = ("relevance", "date_desc", "date_asc")
 
 
 def preview(text: str, size: int = PREVIEW_CHARS) -> str:
-    return text if len(text) <= size else text[:size]
+    """`text` cut to at most `size` characters, at a word boundary where one is near, `…` marking the cut."""
+    if len(text) <= size:
+        return text
+    kept = text[: size - 1]
+    if not text[size - 1].isspace():
+        kept = word_cut(kept, min(WORD_MARGIN, size // 4))
+    return kept.rstrip(" \t\n,;:") + ELLIPSIS
+
+
+def word_cut(text: str, margin: int) -> str:
+    """`text` without its last partial word, if a space lies within `margin` characters of its end."""
+    start = max(len(text) - margin - 1, 0)
+    space = max(text.rfind(" ", start), text.rfind("\n", start))
+    return text[:space] if space > 0 else text
+
+
+def word_start(text: str, margin: int) -> str:
+    """`text` without its first partial word, if a space lies within `margin` characters of its start."""
+    found = [i for i in (text.find(" ", 0, margin + 1), text.find("\n", 0, margin + 1)) if i >= 0]
+    return text[min(found) + 1:] if found else text
+
+
+def joined(subject: str, result: str, size: int = PREVIEW_CHARS) -> str:
+    """`subject → result` within `size` characters; a long subject gives way so the result shows."""
+    subject = " ".join(subject.split())
+    result = " ".join(result.split())
+    room = size - len(result) - len(ARROW)
+    if len(subject) > room:
+        subject = preview(subject, max(room, size // 3))
+    return preview(f"{subject}{ARROW}{result}", size)
 
 
 def project_domain(project: str) -> str:
@@ -160,10 +195,32 @@ class Observation(Record):
         d["urn"] = self.urn
         return d
 
+    @property
+    def failed(self) -> bool:
+        """Whether the tool call failed (or was denied): its metadata names an error."""
+        meta = self.metadata
+        return isinstance(meta, dict) and bool(meta.get("error") or meta.get("error_line"))
+
+    def preview(self, size: int = PREVIEW_CHARS) -> str:
+        """One line for index results and tables: `subject → result` when the row has a result
+        (a failure's key line marked ✗, an answer's excerpt), else the content cut to `size`.
+
+        Rows stored before failures kept their key line (`error_line`) get it from their error."""
+        subject, _, rest = self.content.partition("\n")
+        meta = self.metadata if isinstance(self.metadata, dict) else {}
+        if meta.get("error") or meta.get("error_line"):
+            key = str(meta.get("error_line") or "") or key_line(str(meta["error"]),
+                                                                last=self.obs_type == "command_error")
+            return joined(subject, f"{FAILED_MARK} {key}" if key else FAILED_MARK, size)
+        result = rest.partition("\n")[0]
+        if result.startswith("→ "):
+            return joined(subject, result[2:], size)
+        return preview(self.content, size)
+
     def index_entry(self) -> dict[str, Any]:
         return {
             "id": self.id, "timestamp": self.timestamp, "obs_type": self.obs_type,
-            "content_preview": preview(self.content), "file_path": self.file_path,
+            "content_preview": self.preview(), "file_path": self.file_path,
             "session_id": self.session_id, "project": self.project, "urn": self.urn,
         }
 
