@@ -21,6 +21,7 @@ ARROW = " → "
 # A cut backs up to the last space when one is this close; a longer word (a path, a hash) is cut inside.
 WORD_MARGIN = 24
 FAILED_MARK = "✗"
+_DANGLING = " \t\n,;:-–—·→|"  # what a cut leaves hanging at its end
 
 OBS_TYPES: tuple[str, ...] = (
     "file_read", "file_write", "file_edit", "file_error", "search", "command", "command_error",
@@ -47,7 +48,7 @@ def preview(text: str, size: int = PREVIEW_CHARS) -> str:
     kept = text[: size - 1]
     if not text[size - 1].isspace():
         kept = word_cut(kept, min(WORD_MARGIN, size // 4))
-    return kept.rstrip(" \t\n,;:") + ELLIPSIS
+    return kept.rstrip(_DANGLING) + ELLIPSIS
 
 
 def word_cut(text: str, margin: int) -> str:
@@ -63,13 +64,31 @@ def word_start(text: str, margin: int) -> str:
     return text[min(found) + 1:] if found else text
 
 
-def joined(subject: str, result: str, size: int = PREVIEW_CHARS) -> str:
-    """`subject → result` within `size` characters; a long subject gives way so the result shows."""
+def short_path(path: str, size: int) -> str:
+    """`path` within `size` characters, its leading directories given up first (`…/billing/invoice.py`)."""
+    if len(path) <= size:
+        return path
+    kept = path.rsplit("/", 1)[-1]
+    for part in reversed(path.split("/")[:-1]):
+        if len(part) + len(kept) + 3 > size:
+            break
+        kept = f"{part}/{kept}"
+    shown = f"{ELLIPSIS}/{kept}"
+    return shown if len(shown) <= size else preview(kept, size)
+
+
+def joined(subject: str, result: str, size: int = PREVIEW_CHARS, path: str | None = None) -> str:
+    """`subject → result` within `size` characters; a long subject gives way so the result shows
+    (a subject ending with `path` keeps the path's end: the file's name)."""
     subject = " ".join(subject.split())
     result = " ".join(result.split())
-    room = size - len(result) - len(ARROW)
+    room = max(size - len(result) - len(ARROW), size // 3)
     if len(subject) > room:
-        subject = preview(subject, max(room, size // 3))
+        if path and subject.endswith(path):
+            prefix = subject[: -len(path)]
+            subject = prefix + short_path(path, max(room - len(prefix), 16))
+        else:
+            subject = preview(subject, room)
     return preview(f"{subject}{ARROW}{result}", size)
 
 
@@ -211,7 +230,7 @@ class Observation(Record):
         if meta.get("error") or meta.get("error_line"):
             key = str(meta.get("error_line") or "") or key_line(str(meta["error"]),
                                                                 last=self.obs_type == "command_error")
-            return joined(subject, f"{FAILED_MARK} {key}" if key else FAILED_MARK, size)
+            return joined(subject, f"{FAILED_MARK} {key}" if key else FAILED_MARK, size, self.file_path)
         result = rest.partition("\n")[0]
         if result.startswith("→ "):
             return joined(subject, result[2:], size)
