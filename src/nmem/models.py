@@ -222,7 +222,7 @@ class Observation(Record):
 
     def preview(self, size: int = PREVIEW_CHARS) -> str:
         """One line for index results and tables: `subject → result` when the row has a result
-        (a failure's key line marked ✗, an answer's excerpt), else the content cut to `size`.
+        (a failure's key line marked ✗, an answer's excerpt), else the content on one line, cut.
 
         Rows stored before failures kept their key line (`error_line`) get it from their error."""
         subject, _, rest = self.content.partition("\n")
@@ -234,7 +234,7 @@ class Observation(Record):
         result = rest.partition("\n")[0]
         if result.startswith("→ "):
             return joined(subject, result[2:], size)
-        return preview(self.content, size)
+        return preview(" ".join(self.content.split()), size)
 
     def index_entry(self) -> dict[str, Any]:
         return {
