@@ -225,3 +225,7 @@ def test_previews_are_cut_at_word_boundaries(home: Path, read_back: Any) -> None
     (preview,) = previews(read_back(), "backfill_invoices")
     assert preview.endswith("…") and len(preview) <= 120
     assert command.startswith(preview[:-1]) and command[len(preview) - 1] == " ", f"cut mid-word: {preview!r}"
+    (row,) = ok("search", "backfill_invoices").stdout.splitlines()[1:]
+    cell = row[row.index("python scripts/"):].rstrip()
+    assert cell.endswith("…") and len(cell) <= 80
+    assert command.startswith(cell[:-1]) and command[len(cell) - 1] == " ", f"table cell cut mid-word: {cell!r}"

@@ -478,6 +478,14 @@ def test_post_tool_use_whose_response_says_it_failed_is_a_file_error(service: Se
     assert meta(obs)["error_line"].startswith("File has not been read yet")
 
 
+def test_a_read_whose_text_looks_like_an_error_is_still_a_read(service: Service) -> None:
+    """A transcript can hand over a Read's result as the file's text: a log that starts with
+    `Error:` or quotes a refusal is what the file says, not a failure."""
+    text = "Error: disk full at 03:12\nThe user doesn't want to proceed with this tool use.\n"
+    obs = tool(service, "Read", {"file_path": f"{CWD}/logs/deploy.log"}, text)
+    assert obs is not None and obs.obs_type == "file_read"
+
+
 def test_a_successful_write_response_is_still_a_write(service: Service) -> None:
     obs = tool(service, "Write", {"file_path": f"{CWD}/src/app.py", "content": "x"},
                {"filePath": f"{CWD}/src/app.py", "success": True})

@@ -215,12 +215,15 @@ def edit(event: HookEvent) -> Extracted | None:
     return Extracted("file_edit", path, path, meta)
 
 
-def _response_error(response: Any) -> str | None:
+def _response_error(response: Any, *, reads: bool) -> str | None:
     """The error a file tool's response reports, or None when it reports none: Claude Code
-    answers with `<tool_use_error>…`, `Error: …` or a refusal, or a `{"success": false}` object."""
+    answers with `<tool_use_error>…`, `Error: …` or a refusal, or a `{"success": false}` object.
+    A read's text may be the file itself, so only Claude Code's own wrappings count there."""
     if isinstance(response, str):
         text = response.strip()
-        if text.startswith(("Error", "<tool_use_error>")) or (text and _DENIED.get().search(text[:300])):
+        if text.startswith("<tool_use_error>") or (not reads and text.startswith("Error")):
+            return text
+        if not reads and text and _DENIED.get().search(text[:300]):
             return text
         return None
     if isinstance(response, dict):
@@ -407,7 +410,8 @@ def extract(event: HookEvent) -> Extracted | None:
     if found is None:
         return None
     if name in FILE_TOOLS and found.file_path:
-        error = (event.error or "failed") if event.kind == TOOL_FAILURE else _response_error(event.tool_response)
+        error = ((event.error or "failed") if event.kind == TOOL_FAILURE
+                 else _response_error(event.tool_response, reads=name == "Read"))
         if error is not None:
             return file_error(event, found, error)
         return found

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nmem.models import preview
+
 FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown")
 CELL_CHARS = 80
 BAR_WIDTH = 24
@@ -70,9 +72,8 @@ def when(ts: Any) -> str:
 
 
 def one_line(text: Any, size: int = CELL_CHARS) -> str:
-    """Whitespace collapsed to single spaces and cut to `size` characters."""
-    line = " ".join(str(text if text is not None else "").split())
-    return line if len(line) <= size else line[: size - 1] + "…"
+    """Whitespace collapsed to single spaces and cut to `size` characters, at a word boundary where one is near."""
+    return preview(" ".join(str(text if text is not None else "").split()), size)
 
 
 def scalar(value: Any) -> str:
