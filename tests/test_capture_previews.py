@@ -149,6 +149,9 @@ def test_failed_and_denied_file_tools_are_file_errors_never_changes(home: Path, 
     assert previews(service, "replace not found") == [f"Edit {INVOICE} → ✗ String to replace not found in file."]
     hits = service.search(None, obs_type="file_error").hits
     assert {h.record.id for h in hits} == {r["id"] for r in observations(home, "obs_type = 'file_error'")}
+    table = ok("file-history", INVOICE).stdout
+    assert "Write …/src/billing/invoice.py → ✗ denied by the user" in table
+    assert "✗ String to replace not found" in table
     recent = service.recent_context(limit=10)
     assert [r["obs_type"] for r in recent if r["file_path"] == INVOICE] == ["file_error"]
 

@@ -79,11 +79,13 @@ def short_path(path: str, size: int) -> str:
 
 def joined(subject: str, result: str, size: int = PREVIEW_CHARS, path: str | None = None) -> str:
     """`subject → result` within `size` characters; a long subject gives way so the result shows
-    (a subject ending with `path` keeps the path's end: the file's name)."""
+    (a subject ending with a path, `path` or its last word, keeps the path's end: the file's name)."""
     subject = " ".join(subject.split())
     result = " ".join(result.split())
     room = max(size - len(result) - len(ARROW), size // 3)
     if len(subject) > room:
+        last = subject.rsplit(" ", 1)[-1]
+        path = path or (last if "/" in last else None)
         if path and subject.endswith(path):
             prefix = subject[: -len(path)]
             subject = prefix + short_path(path, max(room - len(prefix), 16))
