@@ -18,6 +18,7 @@ and reads call it for rows stored before it existed.
 from __future__ import annotations
 
 from nmem.lazyregex import LazyRegex
+from nmem.textcut import preview
 
 SEPARATOR = " · "
 PART_CHARS = 160
@@ -46,10 +47,9 @@ class Rule:
         if not any(t in text for t in self.triggers):
             return ""
         regex = self.regex.get()
-        found = None
         if self.last:
-            for found in regex.finditer(text):  # noqa: B007 - the last match is the one wanted
-                pass
+            matches = list(regex.finditer(text))
+            found = matches[-1] if matches else None
         else:
             found = regex.search(text)
         if found is None:
@@ -145,12 +145,7 @@ def scan_window(text: str) -> str:
 
 
 def _cut(text: str, size: int) -> str:
-    text = " ".join(text.split())
-    if len(text) <= size:
-        return text
-    room = size - 1
-    space = text.rfind(" ", 0, room + 1)
-    return (text[:space] if space >= room * 0.6 else text[:room]).rstrip(" ,;:") + "…"
+    return preview(" ".join(text.split()), size)
 
 
 def _first(rules: tuple[Rule, ...], text: str) -> tuple[Rule | None, str]:

@@ -1,7 +1,11 @@
 """One extractor per tool: a tool call → the fact worth keeping (path, command, pattern, error).
 
-Bodies of writes and edits are never stored whole: a hash, a size and a short head stand
-in for them. Large responses are cut to a tail or a head.
+Content reads `subject`, then `→ result` on its second line when the call has one (a
+failure's key line, a match count, the head of an answer), which is what previews show.
+A failed call keeps `error` (a tail) and `error_line` (its key line, see `errorline`); a
+failed or refused file tool is a `file_error`, never a read or a change. Bodies of writes
+and edits are never stored whole: a hash, a size and a short head stand in for them. Large
+responses are cut to a tail or a head, at a word boundary.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
 from nmem.capture.privacy import scrub
 from nmem.lazyregex import LazyRegex
-from nmem.models import ELLIPSIS, WORD_MARGIN, word_cut, word_start
+from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -265,8 +269,8 @@ def file_error(event: HookEvent, attempt: Extracted, error: str) -> Extracted:
     return Extracted("file_error", content, attempt.file_path, meta)
 
 
-def _plural(n: int, unit: str) -> str:
-    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+def _count(n: int, unit: str) -> str:
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}{'es' if unit.endswith('ch') else 's'}"
 
 
 def search(event: HookEvent) -> Extracted | None:
@@ -292,7 +296,7 @@ def search(event: HookEvent) -> Extracted | None:
     if found is not None:
         meta["matches"] = found
         unit = {"count": "match", "content": "line"}.get(mode, "file")
-        content += f" → {_plural(found, unit).replace('matchs', 'matches')}"
+        content += f" → {_count(found, unit)}"
     return Extracted("search", content, None, meta)
 
 
