@@ -232,3 +232,28 @@ def test_previews_are_cut_at_word_boundaries(home: Path, read_back: Any) -> None
     cell = row[row.index("python scripts/"):].rstrip()
     assert cell.endswith("…") and len(cell) <= 80
     assert command.startswith(cell[:-1]) and command[len(cell) - 1] == " ", f"table cell cut mid-word: {cell!r}"
+
+
+# -- transcripts imported later say the same -----------------------------------------------------------
+
+
+def test_an_imported_refusal_is_a_denied_file_error(tmp_path: Path, service: Service) -> None:
+    from nmem.integrations.transcripts import import_transcripts
+
+    def line(kind: str, at: str, content: Any, **extra: Any) -> str:
+        return json.dumps({"type": kind, "sessionId": "imp-deny", "cwd": CWD, "timestamp": f"2026-11-02T09:00:{at}Z",
+                           "uuid": f"u{at}", "message": {"role": kind, "content": content}, **extra})
+
+    transcript = tmp_path / "imp-deny.jsonl"
+    transcript.write_text("\n".join([
+        line("user", "01", "round the invoice totals"),
+        line("assistant", "02", [{"type": "tool_use", "id": "toolu_e", "name": "Edit",
+                                  "input": {"file_path": INVOICE, "old_string": "a", "new_string": "b"}}]),
+        line("user", "03", [{"type": "tool_result", "tool_use_id": "toolu_e", "is_error": True,
+                             "content": DENIAL}], toolUseResult="User rejected tool use"),
+    ]) + "\n", encoding="utf-8")
+    import_transcripts(service, [transcript])
+    (row,) = [h.record for h in service.search(None, obs_type="file_error").hits]
+    assert row.file_path == INVOICE and isinstance(row.metadata, dict)
+    assert {k: row.metadata[k] for k in ("tool", "error", "error_line", "denied")} == {
+        "tool": "Edit", "error": "User rejected tool use", "error_line": "denied by the user", "denied": True}
