@@ -17,6 +17,7 @@ import pytest
 from conftest import hook_payload
 from fixtures.harness import raw_bytes
 from nmem.capture.claude_code import parse
+from nmem.capture.extract import head, tail
 from nmem.config import Settings, load_settings
 from nmem.memory import Service
 from nmem.models import Observation
@@ -238,6 +239,7 @@ def test_failed_edit_keeps_its_error(service: Service) -> None:
                event="PostToolUseFailure", error="String to replace not found in file.\nString: nope")
     assert obs is not None
     assert "String to replace not found" in json.dumps(meta(obs)), "the failure is lost: it reads as a good edit"
+    assert obs.obs_type == "file_error", "a failed edit changed nothing: it is not a file_edit"
 
 
 @pytest.mark.parametrize("name,key", [("Read", "file_path"), ("Write", "file_path"), ("Edit", "file_path")])
@@ -266,7 +268,7 @@ def test_grep_files_with_matches(service: Service) -> None:
     assert obs is not None and obs.obs_type == "search"
     m = meta(obs)
     assert (m["tool"], m["matches"], m["path"], m["glob"]) == ("Grep", 2, f"{CWD}/src", "*.py")
-    assert obs.content == f"def total in {CWD}/src"
+    assert obs.content == f'"def total" in {CWD}/src → 2 files'
 
 
 def test_grep_content_mode_counts_matching_lines(service: Service) -> None:
@@ -291,19 +293,26 @@ def test_glob(service: Service) -> None:
                {"durationMs": 3, "numFiles": 4, "filenames": ["a.py", "b.py", "c.py", "d.py"], "truncated": False})
     assert obs is not None and obs.obs_type == "search"
     assert (meta(obs)["tool"], meta(obs)["matches"]) == ("Glob", 4)
-    assert obs.content == "**/*.py"
+    assert obs.content == '"**/*.py" → 4 files'
 
 
-def test_web_fetch(service: Service) -> None:
-    page = "WEB_PAGE_BODY_MARKER " * 500
+def test_web_fetch_keeps_a_short_excerpt_of_its_answer(service: Service) -> None:
+    """WebFetch's `result` is the model's answer about the page: its head is kept, never all of it."""
+    answer = ("ROUND_HALF_UP rounds away from zero when the discarded digit is five or more.\n\n"
+              + " ".join(f"WEB_ANSWER_WORD_{i:04d}" for i in range(500)))
     obs = tool(service, "WebFetch", {"url": "https://docs.python.org/3/library/decimal.html",
                                      "prompt": "How does ROUND_HALF_UP work?"},
-               {"bytes": 120000, "code": 200, "codeText": "OK", "result": page, "durationMs": 812,
+               {"bytes": 120000, "code": 200, "codeText": "OK", "result": answer, "durationMs": 812,
                 "url": "https://docs.python.org/3/library/decimal.html"})
     assert obs is not None and obs.obs_type == "web_fetch"
-    assert obs.content == "https://docs.python.org/3/library/decimal.html"
+    url, arrow = obs.content.split("\n")
+    assert url == "https://docs.python.org/3/library/decimal.html"
+    assert arrow.startswith("→ ROUND_HALF_UP rounds away from zero when the discarded digit is five or more. "
+                            "WEB_ANSWER_WORD_0000")
+    assert len(arrow) <= 2 + 601 and arrow.endswith("…")
+    assert not arrow[:-1].endswith("_"), "the excerpt is cut at a word boundary"
     assert meta(obs) == {"prompt": "How does ROUND_HALF_UP work?", "status": 200}
-    assert b"WEB_PAGE_BODY_MARKER" not in db_bytes(service.settings)
+    assert b"WEB_ANSWER_WORD_0499" not in db_bytes(service.settings), "the whole answer reached the database"
 
 
 def test_web_search(service: Service) -> None:
@@ -354,6 +363,238 @@ def test_unknown_tool_is_tool_other(service: Service, name: str, tool_input: dic
     assert obs is not None and obs.obs_type == "tool_other"
     assert obs.content.startswith(name) and meta(obs)["tool"] == name
     assert len(obs.content) <= len(name) + 302
+
+
+# -- failures say why -----------------------------------------------------------------------------
+
+PYTEST_OUT = ("Exit code 1\n" + "\n".join(f"tests/test_invoice.py::test_case_{i} PASSED" for i in range(40))
+              + "\n=================================== FAILURES ===================================\n"
+              "E       KeyError: 'org_id'\n"
+              "=========================== short test summary info ============================\n"
+              "FAILED tests/test_auth.py::test_login_org_account - KeyError: 'org_id'\n"
+              "========================= 1 failed, 40 passed in 0.81s =========================\n")
+
+
+def test_failed_command_keeps_its_key_line_and_previews_it(service: Service) -> None:
+    obs = tool(service, "Bash", {"command": "pytest -q tests/"}, event="PostToolUseFailure", error=PYTEST_OUT)
+    assert obs is not None and obs.obs_type == "command_error"
+    key = "1 failed, 40 passed in 0.81s · FAILED tests/test_auth.py::test_login_org_account - KeyError: 'org_id'"
+    assert meta(obs)["error_line"] == key
+    command, arrow, _ = obs.content.split("\n", 2)
+    assert (command, arrow) == ("pytest -q tests/", f"→ {key}")
+    preview = obs.preview()
+    assert preview.startswith("pytest -q tests/ → ✗ 1 failed, 40 passed in 0.81s · FAILED tests/test_auth.py::")
+    assert len(preview) <= 120 and preview.endswith("…")
+    assert obs.index_entry()["content_preview"] == obs.preview()
+
+
+def test_a_long_command_gives_way_to_its_key_line_in_the_preview(service: Service) -> None:
+    command = ("cd /home/dev/code/billing-api && source .venv/bin/activate && PYTHONPATH=src python -m pytest "
+               "tests/test_invoice.py tests/test_export.py -q -x --no-header 2>&1 | tail -40")
+    error = "Traceback (most recent call last):\n  File \"x.py\", line 1\nModuleNotFoundError: No module named 'stripe'"
+    obs = tool(service, "Bash", {"command": command}, event="PostToolUseFailure", error=error)
+    assert obs is not None
+    preview = obs.preview()
+    assert len(preview) <= 120
+    assert preview.startswith("cd /home/dev/code/billing-api") and "…" in preview
+    assert preview.endswith(" → ✗ ModuleNotFoundError: No module named 'stripe'")
+
+
+def test_failed_command_from_exit_code_reads_stdout_and_stderr(service: Service) -> None:
+    obs = tool(service, "Bash", {"command": "npx tsc --noEmit"},
+               {"stdout": "src/index.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.\n",
+                "stderr": "npm notice New minor version available\n", "exitCode": 2})
+    assert obs is not None and obs.obs_type == "command_error"
+    assert meta(obs)["error_line"] == ("src/index.ts(3,7): error TS2322: Type 'string' is not assignable to "
+                                       "type 'number'.")
+
+
+def test_old_failure_rows_preview_their_key_line_from_the_stored_error() -> None:
+    """Rows stored before `error_line` existed: the preview reads the key line out of `error`."""
+    old = Observation(1, "s", "p", None, T0, "command_error", "PostToolUseFailure", "Bash", None,
+                      "pytest -q\n…tests/test_a.py::test_9 PASSED\n1 failed, 9 passed in 0.20s",
+                      {"exit_code": 1, "error": "…tests/test_a.py::test_9 PASSED\nFAILED tests/test_a.py::test_b - "
+                                               "ValueError: bad\n1 failed, 9 passed in 0.20s"})
+    assert old.preview() == ("pytest -q → ✗ 1 failed, 9 passed in 0.20s · FAILED tests/test_a.py::test_b - "
+                             "ValueError: bad")
+
+
+PATH_EDIT = f"{CWD}/src/billing/invoice.py"
+
+
+@pytest.mark.parametrize("name,tool_input,error", [
+    ("Edit", {"file_path": PATH_EDIT, "old_string": "nope", "new_string": "x"},
+     "<tool_use_error>String to replace not found in file.\nString: nope</tool_use_error>"),
+    ("Write", {"file_path": PATH_EDIT, "content": "x = 1\n"},
+     "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>"),
+    ("Read", {"file_path": f"{CWD}/src/billing/missing.py"}, "File does not exist."),
+    ("MultiEdit", {"file_path": PATH_EDIT, "edits": [{"old_string": "a", "new_string": "b"}]},
+     "Error: Found 3 matches of the string to replace, but replace_all is false."),
+    ("NotebookEdit", {"notebook_path": f"{CWD}/nb.ipynb", "new_source": "x", "cell_id": "c9"},
+     "Cell with ID \"c9\" not found in notebook."),
+])
+def test_failed_file_tools_are_file_errors(service: Service, name: str, tool_input: dict[str, Any],
+                                           error: str) -> None:
+    obs = tool(service, name, tool_input, event="PostToolUseFailure", error=error)
+    assert obs is not None and obs.obs_type == "file_error"
+    path = tool_input.get("file_path") or tool_input.get("notebook_path")
+    m = meta(obs)
+    assert (obs.file_path, m["tool"]) == (path, name)
+    assert "denied" not in m
+    first = error.replace("<tool_use_error>", "").replace("</tool_use_error>", "").removeprefix("Error: ")
+    first = first.splitlines()[0]
+    assert m["error_line"] == first
+    assert obs.content == f"{name} {path}\n→ {first}"
+    assert obs.preview().endswith(f" → ✗ {first}"[-60:])
+
+
+@pytest.mark.parametrize("error,line", [
+    ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+     "the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how "
+     "to proceed.", "denied by the user"),
+    ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+     "the new_string was NOT written to the file). To tell you how to proceed, the user said:\n"
+     "Keep the rounding helper in money.py", "denied by the user: Keep the rounding helper in money.py"),
+    ("User rejected tool use", "denied by the user"),
+    ("Permission to use Write has been denied. IMPORTANT: You *may* attempt to accomplish this action using other "
+     "tools", "denied: Permission to use Write has been denied"),
+])
+def test_denied_file_tools_are_file_errors_marked_denied(service: Service, error: str, line: str) -> None:
+    path = f"{CWD}/src/billing/invoice.py"
+    obs = tool(service, "Write", {"file_path": path, "content": "x = 1\n"}, event="PostToolUseFailure", error=error)
+    assert obs is not None and obs.obs_type == "file_error"
+    assert (meta(obs)["denied"], meta(obs)["error_line"], meta(obs)["tool"]) == (True, line, "Write")
+    assert obs.preview() == f"Write {path} → ✗ {line}"
+
+
+@pytest.mark.parametrize("response", [
+    "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>",
+    "Error: File has not been read yet. Read it first before writing to it.",
+    {"filePath": f"{CWD}/src/app.py", "success": False, "error": "File has not been read yet."},
+])
+def test_post_tool_use_whose_response_says_it_failed_is_a_file_error(service: Service, response: Any) -> None:
+    obs = tool(service, "Write", {"file_path": f"{CWD}/src/app.py", "content": "x"}, response)
+    assert obs is not None and obs.obs_type == "file_error"
+    assert meta(obs)["error_line"].startswith("File has not been read yet")
+
+
+def test_a_read_whose_text_looks_like_an_error_is_still_a_read(service: Service) -> None:
+    """A transcript can hand over a Read's result as the file's text: a log that starts with
+    `Error:` or quotes a refusal is what the file says, not a failure."""
+    text = "Error: disk full at 03:12\nThe user doesn't want to proceed with this tool use.\n"
+    obs = tool(service, "Read", {"file_path": f"{CWD}/logs/deploy.log"}, text)
+    assert obs is not None and obs.obs_type == "file_read"
+
+
+def test_a_successful_write_response_is_still_a_write(service: Service) -> None:
+    obs = tool(service, "Write", {"file_path": f"{CWD}/src/app.py", "content": "x"},
+               {"filePath": f"{CWD}/src/app.py", "success": True})
+    assert obs is not None and obs.obs_type == "file_write"
+
+
+def test_other_failed_tools_keep_their_type_and_show_the_failure(service: Service) -> None:
+    web = tool(service, "WebFetch", {"url": "https://internal.example/wiki", "prompt": "deploy steps"},
+               event="PostToolUseFailure", error="Request failed with status code 403")
+    assert web is not None and web.obs_type == "web_fetch"
+    assert meta(web)["error_line"] == "Request failed with status code 403"
+    assert web.preview() == "https://internal.example/wiki → ✗ Request failed with status code 403"
+    mcp = tool(service, "mcp__github__create_issue", {"owner": "acme", "repo": "billing-api", "title": "Rounding"},
+               {"content": [{"type": "text", "text": "Validation Failed: title is too short"}], "isError": True})
+    assert mcp is not None and mcp.obs_type == "mcp_call"
+    assert meta(mcp)["error_line"] == "Validation Failed: title is too short"
+    assert mcp.preview().endswith(" → ✗ Validation Failed: title is too short")
+    todo = tool(service, "TodoWrite", {"todos": []}, event="PostToolUseFailure", error="InputValidationError: todos")
+    assert todo is not None and todo.obs_type == "tool_other"
+    assert todo.preview() == "TodoWrite {\"todos\": []} → ✗ InputValidationError: todos"
+
+
+# -- search counts -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool_input,response,content", [
+    ({"pattern": "TODO", "path": "src"}, {"mode": "files_with_matches", "numFiles": 12, "filenames": []},
+     f'"TODO" in {CWD}/src → 12 files'),
+    ({"pattern": "TODO", "path": "src"}, {"mode": "files_with_matches", "numFiles": 0, "filenames": []},
+     f'"TODO" in {CWD}/src → 0 files'),
+    ({"pattern": "TODO", "output_mode": "content"}, {"mode": "content", "numFiles": 0, "numLines": 1},
+     '"TODO" → 1 line'),
+    ({"pattern": "TODO", "output_mode": "count"}, {"mode": "count", "numFiles": 2, "numMatches": 7},
+     '"TODO" → 7 matches'),
+    ({"pattern": "TODO"}, {"mode": "count", "numFiles": 1, "numMatches": 1}, '"TODO" → 1 match'),
+])
+def test_search_counts_are_in_the_content(service: Service, tool_input: dict[str, Any], response: Any,
+                                          content: str) -> None:
+    obs = tool(service, "Grep", tool_input, response)
+    assert obs is not None and obs.content == content
+    assert obs.preview() == content
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+def test_subagent_answer_is_kept_as_a_short_redacted_excerpt(service: Service) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    answer = ("Login fails for org accounts: the SSO callback drops the org_id claim, so get_user() raises "
+              f"KeyError. The test fixture uses the token {token}. " + "More detail follows. " * 80)
+    obs = tool(service, "Agent", {"description": "Investigate login failure", "prompt": "Why do org logins fail?",
+                                  "subagent_type": "general-purpose"},
+               {"status": "completed", "agentId": "a7", "prompt": "Why do org logins fail?",
+                "content": [{"type": "text", "text": answer}], "totalDurationMs": 41000, "totalTokens": 9000,
+                "totalToolUseCount": 12, "usage": {}})
+    assert obs is not None and obs.obs_type == "task_spawn"
+    description, arrow, prompt = obs.content.split("\n")
+    assert (description, prompt) == ("Investigate login failure", "Why do org logins fail?")
+    assert arrow.startswith("→ Login fails for org accounts: the SSO callback drops the org_id claim")
+    assert len(arrow) <= 2 + 601
+    assert token not in obs.content and "[REDACTED:github-token]" in obs.content
+    assert token.encode() not in db_bytes(service.settings)
+    assert obs.preview().startswith("Investigate login failure → Login fails for org accounts")
+
+
+@pytest.mark.parametrize("response", [
+    [{"type": "text", "text": "Issue #812: Login fails for org accounts (open)"}],
+    {"content": [{"type": "text", "text": "Issue #812: Login fails for org accounts (open)"}], "isError": False},
+    "Issue #812: Login fails for org accounts (open)",
+    [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+     {"type": "text", "text": "Issue #812: Login fails for org accounts (open)"}],
+])
+def test_mcp_answer_is_kept(service: Service, response: Any) -> None:
+    obs = tool(service, "mcp__github__get_issue", {"owner": "acme", "repo": "web", "issue_number": 812}, response)
+    assert obs is not None and obs.obs_type == "mcp_call"
+    assert obs.content.endswith("\n→ Issue #812: Login fails for org accounts (open)")
+    assert "iVBORw0KGgo" not in obs.content
+    assert obs.preview().endswith("→ Issue #812: Login fails for org accounts (open)")
+
+
+def test_mcp_structured_answer_without_text_keeps_its_json_head(service: Service) -> None:
+    obs = tool(service, "mcp__tracker__find", {"q": "login"}, {"results": [{"id": 812, "title": "Login fails"}]})
+    assert obs is not None
+    assert obs.content == 'tracker.find {"q": "login"}\n→ {"results": [{"id": 812, "title": "Login fails"}]}'
+
+
+# -- cuts ----------------------------------------------------------------------------------------
+
+
+def test_head_and_tail_cut_at_word_boundaries() -> None:
+    text = " ".join(f"word{i:03d}" for i in range(200))
+    cut = head(text, 100)
+    assert cut.endswith("…") and len(cut) <= 101
+    assert text.startswith(cut[:-1]) and text[len(cut) - 1] == " "
+    end = tail(text, 100)
+    assert end.startswith("…") and len(end) <= 101
+    assert text.endswith(end[1:]) and text[-len(end)] == " "
+    unbroken = "x" * 500
+    assert head(unbroken, 100) == "x" * 100 + "…", "one long word is cut inside"
+
+
+def test_cuts_never_leave_part_of_a_secret() -> None:
+    """Wherever the cut falls in a token (also too far in for the word boundary to drop it), the
+    token was recognised whole before the cut: scrubbing a margin around it comes first."""
+    token = "ghp_" + "Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8Ba"
+    for at in range(140):
+        tokens = f"token {token} and more words " * 3
+        for cut in (head("a " * (at // 2) + tokens, 100), tail(tokens + "b " * (at // 2), 100)):
+            assert "Zy9Xw8" not in cut and "Dc8Ba" not in cut, (at, cut)
 
 
 # -- dedup --------------------------------------------------------------------------------------

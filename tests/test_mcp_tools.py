@@ -164,7 +164,7 @@ async def test_search_format_full_returns_whole_records(client: Client, seeded: 
     out = await call(client, "search", {"query": "AssertionError", "format": "full"})
     (hit,) = out["results"]
     assert hit["id"] == seeded.failure
-    assert hit["content"] == "pytest tests/test_login.py\nAssertionError: login redirect token expired"
+    assert hit["content"] == "pytest tests/test_login.py\n→ AssertionError: login redirect token expired"
     assert hit["metadata"]["exit_code"] == 1
     assert hit["tool_name"] == "Bash"
     index = await call(client, "search", {"query": "AssertionError", "format": "index"})

@@ -356,3 +356,53 @@ def test_step_7_lists_the_rows_already_out_of_time_order(db: Path, opened: list[
     late = store.add_observation(NewObservation("sess-c", "demo", T0 + 1, "command", "PostToolUse", "make late"))
     store.add_observation(NewObservation("sess-c", "demo", T0 + 9500, "command", "PostToolUse", "make now"))
     assert select(store, "SELECT id FROM observations_late ORDER BY id") == [(6,), (8,), (late,)]
+
+
+def test_step_9_moves_failed_file_rows_to_file_error(db: Path, opened: list[Any]) -> None:
+    """Failed or refused file tools stored before `file_error` existed stop reading as reads and changes."""
+    build_populated(db, 8)
+    denial = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a "
+              "file edit, the new_string was NOT written to the file).")
+    rows = [
+        (6, "sess-a", None, T0 + 60, "file_edit", "PostToolUseFailure", "Edit", "/w/demo/auth.py", "/w/demo/auth.py",
+         json.dumps({"old_sha256": "a1", "error": "String to replace not found in file.\nString: tokn"})),
+        (7, "sess-a", None, T0 + 61, "file_write", "PostToolUseFailure", "Write", "/w/demo/auth.py",
+         "/w/demo/auth.py", json.dumps({"sha256": "b2", "error": denial})),
+        (8, "sess-a", None, T0 + 62, "file_read", "PostToolUseFailure", "Read", "/w/demo/gone.py", "/w/demo/gone.py",
+         None),
+        (9, "sess-a", None, T0 + 63, "file_read", "PostToolUse", "Read", "/w/demo/odd.py", "/w/demo/odd.py",
+         "not json"),
+        (10, "sess-a", None, T0 + 64, "command_error", "PostToolUseFailure", "Bash", None, "make\nboom",
+         json.dumps({"error": "boom"})),
+    ]
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.executemany(f"INSERT INTO observations ({OBS_COLS}, project) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'demo')", rows)
+    finally:
+        conn.close()
+    store = open_latest(db, opened)
+    got = {o.id: o for o in store.get_observations([3, 6, 7, 8, 9, 10])}
+    assert [(i, got[i].obs_type) for i in sorted(got)] == [
+        (3, "file_edit"), (6, "file_error"), (7, "file_error"), (8, "file_error"), (9, "file_read"),
+        (10, "command_error")]
+    assert got[6].metadata == {"old_sha256": "a1", "error": "String to replace not found in file.\nString: tokn",
+                               "tool": "Edit"}
+    assert got[6].content == "Edit /w/demo/auth.py\n→ String to replace not found in file.\nString: tokn"
+    assert got[6].preview() == "Edit /w/demo/auth.py → ✗ String to replace not found in file."
+    assert got[7].metadata == {"sha256": "b2", "error": denial, "tool": "Write", "denied": True}
+    assert got[8].metadata == {"tool": "Read", "error": "failed"}
+    assert got[8].preview() == "Read /w/demo/gone.py → ✗ failed"
+    assert (got[9].content, got[10].content) == ("/w/demo/odd.py", "make\nboom")  # untouched
+    assert select(store, f"SELECT {OBS_COLS} FROM observations WHERE id <= 5 ORDER BY id") == V1_OBSERVATIONS
+    # the error's words are searchable now, and the edit row's FTS entry still matches its path
+    f = SearchFilters()
+    assert [o.id for o, _ in store.search_observations('"replace not found"', f, "relevance", 10, 0)] == [6]
+    assert [o.id for o, _ in store.search_observations('"auth"', f, "date_asc", 10, 0)] == [2, 3, 6, 7]
+    assert [o.id for o, _ in store.search_observations(None, SearchFilters(obs_types=("file_error",)),
+                                                       "date_asc", 10, 0)] == [6, 7, 8]
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
+    finally:
+        conn.close()

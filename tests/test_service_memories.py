@@ -69,10 +69,17 @@ def test_remember_domains(service: Service, domain: str, expected: str) -> None:
     assert service.remember("x", domain=domain, project="p").domain == expected
 
 
-def test_remember_truncates_a_long_first_line_to_100_chars(service: Service) -> None:
+def test_remember_cuts_a_long_first_line_to_100_chars(service: Service) -> None:
     mem = service.remember("y" * 300, project="p")
-    assert mem.summary == "y" * 100
+    assert mem.summary == "y" * 99 + "…"
     assert mem.content == "y" * 300
+
+
+def test_remember_cuts_a_long_first_line_at_a_word_boundary(service: Service) -> None:
+    line = "The invoice export rounds half-even where finance expects half-up; see ticket FIN-2231 " * 3
+    mem = service.remember(line, project="p")
+    assert len(mem.summary) <= 100 and mem.summary.endswith("…")
+    assert line.startswith(mem.summary[:-1]) and line[len(mem.summary) - 1] == " ", "cut mid-word"
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -367,7 +367,7 @@ class Service(CoreService):
         for obs in observations:
             by_prompt.setdefault(obs.prompt_id, []).append({
                 "id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "file_path": obs.file_path, "content_preview": preview(obs.content),
+                "file_path": obs.file_path, "content_preview": obs.preview(),
                 "is_pinned": obs.is_pinned,
             })
         entries: list[dict[str, Any]] = []
@@ -420,7 +420,7 @@ class Service(CoreService):
                 }
             entry["touches"].append({
                 "observation_id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "content_preview": preview(obs.content), "prompt_content": prompt_content,
+                "content_preview": obs.preview(), "prompt_content": prompt_content,
                 "is_pinned": obs.is_pinned, "urn": obs.urn,
             })
         return {"file_path": path, "sessions": list(sessions.values())}

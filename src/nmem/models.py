@@ -9,15 +9,21 @@ a hook may spend. Treat them as immutable.
 from __future__ import annotations
 
 from nmem import jsonlite as json
+from nmem import textcut
+from nmem.capture.errorline import key_line
+from nmem.textcut import joined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Self
 
-PREVIEW_CHARS = 120
+FAILED_MARK = "✗"
+# Every preview is cut the same way (nmem.textcut: at a word boundary, `…` marking the cut).
+PREVIEW_CHARS = textcut.PREVIEW_CHARS
+preview = textcut.preview
 
 OBS_TYPES: tuple[str, ...] = (
-    "file_read", "file_write", "file_edit", "search", "command", "command_error",
+    "file_read", "file_write", "file_edit", "file_error", "search", "command", "command_error",
     "git_commit", "git_push", "web_fetch", "web_search", "task_spawn", "mcp_call",
     "tool_other", "session_start", "session_resume", "session_compact", "session_clear",
     "session_end",
@@ -32,10 +38,6 @@ NAMESPACES: tuple[str, ...] = (
 TIERS: tuple[str, ...] = ("hot", "warm", "cold", "archived")
 SCOPES: tuple[str, ...] = ("observations", "prompts", "sessions", "memories", "all")
 ORDERS: tuple[str, ...] = ("relevance", "date_desc", "date_asc")
-
-
-def preview(text: str, size: int = PREVIEW_CHARS) -> str:
-    return text if len(text) <= size else text[:size]
 
 
 def project_domain(project: str) -> str:
@@ -180,10 +182,26 @@ class Observation(Record):
         d["ref"] = self.ref
         return d
 
+    def preview(self, size: int = PREVIEW_CHARS) -> str:
+        """One line for index results and tables: `subject → result` when the row has a result
+        (a failure's key line marked ✗, an answer's excerpt), else the content on one line, cut.
+
+        Rows stored before failures kept their key line (`error_line`) get it from their error."""
+        subject, _, rest = self.content.partition("\n")
+        meta = self.metadata if isinstance(self.metadata, dict) else {}
+        if meta.get("error") or meta.get("error_line"):
+            key = str(meta.get("error_line") or "") or key_line(str(meta["error"]),
+                                                                last=self.obs_type == "command_error")
+            return joined(subject, f"{FAILED_MARK} {key}" if key else FAILED_MARK, size, self.file_path)
+        result = rest.partition("\n")[0]
+        if result.startswith("→ "):
+            return joined(subject, result[2:], size)
+        return preview(" ".join(self.content.split()), size)
+
     def index_entry(self) -> dict[str, Any]:
         return {
             "id": self.id, "timestamp": self.timestamp, "obs_type": self.obs_type,
-            "content_preview": preview(self.content), "file_path": self.file_path,
+            "content_preview": self.preview(), "file_path": self.file_path,
             "session_id": self.session_id, "project": self.project, "urn": self.urn, "ref": self.ref,
         }
 

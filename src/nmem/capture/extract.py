@@ -1,7 +1,11 @@
 """One extractor per tool: a tool call → the fact worth keeping (path, command, pattern, error).
 
-Bodies of writes and edits are never stored whole: a hash, a size and a short head stand
-in for them. Large responses are cut to a tail or a head.
+Content reads `subject`, then `→ result` on its second line when the call has one (a
+failure's key line, a match count, the head of an answer), which is what previews show.
+A failed call keeps `error` (a tail) and `error_line` (its key line, see `errorline`); a
+failed or refused file tool is a `file_error`, never a read or a change. Bodies of writes
+and edits are never stored whole: a hash, a size and a short head stand in for them. Large
+responses are cut to a tail or a head, at a word boundary.
 """
 
 from __future__ import annotations
@@ -9,9 +13,11 @@ from __future__ import annotations
 import os
 
 from nmem import jsonlite
+from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
 from nmem.capture.privacy import scrub
 from nmem.lazyregex import LazyRegex
+from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,12 +28,20 @@ HEAD_CHARS = 160
 COMMAND_CHARS = 2000
 ERROR_TAIL_CHARS = 800
 ARGS_CHARS = 300
+PROMPT_CHARS = 400
+ERROR_CONTENT_CHARS = 400
+# What a subagent, an MCP tool or a fetched page answered: enough to find it by its words.
+EXCERPT_CHARS = 600
+FILE_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit", "NotebookEdit"})
 
 _COMMIT_LINE = LazyRegex(r"\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] (?P<msg>.+)")
 _PUSH_LINE = LazyRegex(r"(?P<old>[0-9a-f]{7,40})\.\.(?P<new>[0-9a-f]{7,40})\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
 _PUSH_NEW = LazyRegex(r"\*\s+\[new branch\]\s+(?P<src>\S+)\s+->\s+(?P<dst>\S+)")
 _EXIT_LINE = LazyRegex(r"\s*(?:Error: )?Exit code (-?\d+)\s*")
 _GIT = LazyRegex(r"(^|[;&|]\s*|\s)git(\s+-C\s+\S+)?\s+(?P<verb>commit|push)\b")
+# How Claude Code words a tool call the user (or a permission rule) refused.
+_DENIED = LazyRegex(r"(?i)doesn't want to (?:proceed with this tool use|take this action)|user rejected tool use"
+                    r"|permission to use \S+ (?:has been|was) denied")
 
 try:  # the hash functions without hashlib, which loads OpenSSL (~4 ms) for what one digest needs
     from _sha256 import sha256 as _sha256  # type: ignore[import-not-found, unused-ignore]  # Python 3.11
@@ -54,14 +68,27 @@ def head(text: str, size: int = HEAD_CHARS) -> str:
     text = text.strip()
     if len(text) <= size:
         return text
-    return scrub(text[: size + CUT_MARGIN])[:size] + "…"
+    end = size + CUT_MARGIN
+    scrubbed = scrub(text[:end])
+    kept = scrubbed[:size]
+    # the character after the cut: a space means it already falls between words
+    following = scrubbed[size:size + 1] if len(scrubbed) > size else (text[end:end + 1] or " ")
+    if not following.isspace():
+        kept = word_cut(kept, min(WORD_MARGIN, size // 4))
+    return kept.rstrip() + ELLIPSIS
 
 
 def tail(text: str, size: int = ERROR_TAIL_CHARS) -> str:
     text = text.strip()
     if len(text) <= size:
         return text
-    return "…" + scrub(text[-(size + CUT_MARGIN):])[-size:]
+    start = max(len(text) - size - CUT_MARGIN, 0)
+    scrubbed = scrub(text[start:])
+    kept = scrubbed[-size:]
+    preceding = scrubbed[-size - 1:-size] if len(scrubbed) > size else (text[start - 1:start] if start else " ")
+    if not preceding.isspace():
+        kept = word_start(kept, min(WORD_MARGIN, size // 4))
+    return ELLIPSIS + kept.lstrip()
 
 
 def digest(text: str) -> str:
@@ -90,6 +117,18 @@ def _exit_code(response: Any) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+def error_key(error: str, *, last: bool = True) -> str:
+    """The key line of an error output (see `errorline`), from scrubbed text: a cut can never
+    leave part of a secret that the privacy filter would no longer recognise."""
+    return key_line(scrub(scan_window(error)), last=last)
+
+
+def _with_result(content: str, result: str, rest: str = "") -> str:
+    """Content in the shape previews read: `subject`, then `→ result`, then anything else."""
+    subject, _, more = content.partition("\n")
+    return "\n".join(part for part in (subject, f"→ {result}" if result else "", more, rest) if part)
+
+
 def bash(event: HookEvent) -> Extracted | None:
     command = str(event.tool_input.get("command") or "").strip()
     if not command:
@@ -107,12 +146,19 @@ def bash(event: HookEvent) -> Extracted | None:
         meta["interrupted"] = True
     failed = event.kind == TOOL_FAILURE or (code is not None and code != 0)
     if failed:
-        error = event.error or stderr or stdout
+        error = event.error or "\n".join(part for part in (stdout, stderr) if part.strip())
         if code is None and "Exit code" in error[:200] and (found_code := _EXIT_LINE.get().match(error)):
             meta["exit_code"] = int(found_code.group(1))
             error = error[found_code.end():]
+        if not error.strip():
+            return Extracted("command_error", head(command, COMMAND_CHARS), None, meta)
         meta["error"] = tail(error)
-        content = f"{head(command, COMMAND_CHARS)}\n{tail(error, 400)}" if error else head(command, COMMAND_CHARS)
+        key = error_key(error)
+        if key:
+            meta["error_line"] = key
+        short = tail(error, ERROR_CONTENT_CHARS)
+        content = "\n".join(part for part in (head(command, COMMAND_CHARS), f"→ {key}" if key else "",
+                                               short if short.lstrip(ELLIPSIS) != key else "") if part)
         return Extracted("command_error", content, None, meta)
     git = _GIT.get().search(command) if "git" in command else None
     if git and git.group("verb") == "commit":
@@ -173,6 +219,60 @@ def edit(event: HookEvent) -> Extracted | None:
     return Extracted("file_edit", path, path, meta)
 
 
+def _response_error(response: Any, *, reads: bool) -> str | None:
+    """The error a file tool's response reports, or None when it reports none: Claude Code
+    answers with `<tool_use_error>…`, `Error: …` or a refusal, or a `{"success": false}` object.
+    A read's text may be the file itself, so only Claude Code's own wrappings count there."""
+    if isinstance(response, str):
+        text = response.strip()
+        if text.startswith("<tool_use_error>") or (not reads and text.startswith("Error")):
+            return text
+        if not reads and text and _DENIED.get().search(text[:300]):
+            return text
+        return None
+    if isinstance(response, dict):
+        if response.get("success") is False or response.get("is_error") is True or response.get("isError") is True:
+            return _text(_response_field(response, "error", "message", "content", "result")) or "failed"
+        error = response.get("error")
+        if isinstance(error, str) and error.strip():
+            return error
+    return None
+
+
+def denial_line(error: str) -> str:
+    """What a refusal says: who refused, and what the user said instead (when they did)."""
+    said = error.partition("the user said:")[2].strip()
+    if said:
+        return head(f"denied by the user: {' '.join(said.split())}", 160)
+    found = _DENIED.get().search(error)
+    if found and found.group(0).lower().startswith("permission to use"):
+        return f"denied: {found.group(0)}"
+    return "denied by the user"
+
+
+def tool_message(error: str) -> str:
+    """A tool's error message without Claude Code's wrapping (`<tool_use_error>`, `Error: `)."""
+    return clean(error).strip().removeprefix("Error: ").strip() or "failed"
+
+
+def file_error(event: HookEvent, attempt: Extracted, error: str) -> Extracted:
+    """A failed or refused file tool: what it tried, on which file, and why it did not happen."""
+    error = tool_message(error)
+    denied = bool(_DENIED.get().search(error))
+    key = denial_line(error) if denied else error_key(error, last=False)
+    meta: dict[str, Any] = {**(attempt.metadata or {}), "tool": event.tool_name, "error": tail(error)}
+    if key:
+        meta["error_line"] = key
+    if denied:
+        meta["denied"] = True
+    content = _with_result(f"{event.tool_name} {attempt.file_path}", key)
+    return Extracted("file_error", content, attempt.file_path, meta)
+
+
+def _count(n: int, unit: str) -> str:
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}{'es' if unit.endswith('ch') else 's'}"
+
+
 def search(event: HookEvent) -> Extracted | None:
     pattern = str(event.tool_input.get("pattern") or "").strip()
     if not pattern:
@@ -184,18 +284,41 @@ def search(event: HookEvent) -> Extracted | None:
     if glob := event.tool_input.get("glob"):
         meta["glob"] = str(glob)
     # Grep reports by output mode: matches in count mode, lines in content mode, else files.
-    mode = _response_field(event.tool_response, "mode")
+    mode = str(_response_field(event.tool_response, "mode"))
     keys = {"count": ("numMatches", "numLines", "numFiles"),
-            "content": ("numLines", "numMatches", "numFiles")}.get(str(mode), ("numFiles", "numMatches", "numLines"))
+            "content": ("numLines", "numMatches", "numFiles")}.get(mode, ("numFiles", "numMatches", "numLines"))
     counts = [_response_field(event.tool_response, key) for key in (*keys, "count")]
     found = next((c for c in counts if isinstance(c, int) and not isinstance(c, bool)), None)
     if found is None:
         names = _response_field(event.tool_response, "filenames")
         found = len(names) if isinstance(names, list) else None
+    content = f'"{pattern}"' + (f" in {where}" if where else "")
     if found is not None:
         meta["matches"] = found
-    content = pattern if not where else f"{pattern} in {where}"
+        unit = {"count": "match", "content": "line"}.get(mode, "file")
+        content += f" → {_count(found, unit)}"
     return Extracted("search", content, None, meta)
+
+
+def answer_text(value: Any) -> str:
+    """The text a tool answered with: a string, text content blocks (MCP, a subagent's final
+    message), or an object's `content`/`result`/`text`; images and other blocks say nothing."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(text for text in map(answer_text, value) if text.strip())
+    if isinstance(value, dict):
+        if value.get("type") not in (None, "text"):
+            return ""
+        for key in ("content", "result", "text", "output"):
+            if key in value:
+                return answer_text(value[key])
+    return ""
+
+
+def excerpt(text: str) -> str:
+    """The head of an answer, on one line, cut at a word boundary (scrubbed with `head`)."""
+    return head(" ".join(text.split()), EXCERPT_CHARS) if text.strip() else ""
 
 
 def web_fetch(event: HookEvent) -> Extracted | None:
@@ -208,7 +331,9 @@ def web_fetch(event: HookEvent) -> Extracted | None:
     code = _response_field(event.tool_response, "code", "status")
     if isinstance(code, int):
         meta["status"] = code
-    return Extracted("web_fetch", url, None, meta or None)
+    answer = excerpt(answer_text(_response_field(event.tool_response, "result")
+                                 if isinstance(event.tool_response, dict) else event.tool_response))
+    return Extracted("web_fetch", _with_result(url, answer), None, meta or None)
 
 
 def web_search(event: HookEvent) -> Extracted | None:
@@ -224,8 +349,12 @@ def task(event: HookEvent) -> Extracted | None:
     meta: dict[str, Any] = {}
     if agent := event.tool_input.get("subagent_type"):
         meta["subagent_type"] = str(agent)
-    content = description + (f"\n{head(prompt, 400)}" if prompt else "")
-    return Extracted("task_spawn", content.strip(), None, meta or None)
+    answer = excerpt(answer_text(event.tool_response))
+    if description:
+        content = _with_result(description, answer, head(prompt, PROMPT_CHARS) if prompt else "")
+    else:
+        content = _with_result(head(prompt, PROMPT_CHARS), answer)
+    return Extracted("task_spawn", content, None, meta or None)
 
 
 def mcp_call(event: HookEvent) -> Extracted | None:
@@ -233,17 +362,21 @@ def mcp_call(event: HookEvent) -> Extracted | None:
     _, server, tool = [*name.split("__", 2), "", ""][:3]
     args = head(_text(event.tool_input), ARGS_CHARS) if event.tool_input else ""
     meta: dict[str, Any] = {"server": server, "tool": tool}
-    if event.kind == TOOL_FAILURE and event.error:
-        meta["error"] = tail(event.error)
-    return Extracted("mcp_call", f"{server}.{tool} {args}".strip(), None, meta)
+    response = event.tool_response
+    answer = answer_text(response)
+    if not answer.strip() and isinstance(response, dict) and response:
+        answer = _text(response)  # a structured result with no text content: its JSON
+    if isinstance(response, dict) and (response.get("isError") is True or response.get("is_error") is True):
+        meta["error"] = tail(answer or "failed")
+        if key := error_key(answer or "failed", last=False):
+            meta["error_line"] = key
+        return Extracted("mcp_call", _with_result(f"{server}.{tool} {args}".strip(), key), None, meta)
+    return Extracted("mcp_call", _with_result(f"{server}.{tool} {args}".strip(), excerpt(answer)), None, meta)
 
 
 def other(event: HookEvent) -> Extracted | None:
     args = head(_text(event.tool_input), ARGS_CHARS) if event.tool_input else ""
-    meta: dict[str, Any] = {"tool": event.tool_name}
-    if event.kind == TOOL_FAILURE and event.error:
-        meta["error"] = tail(event.error)
-    return Extracted("tool_other", f"{event.tool_name} {args}".strip(), None, meta)
+    return Extracted("tool_other", f"{event.tool_name} {args}".strip(), None, {"tool": event.tool_name})
 
 
 EXTRACTORS: dict[str, Callable[[HookEvent], Extracted | None]] = {
@@ -263,13 +396,29 @@ EXTRACTORS: dict[str, Callable[[HookEvent], Extracted | None]] = {
 }
 
 
+def _failed(found: Extracted, event: HookEvent) -> Extracted:
+    """Any other tool's failure: it keeps its type, and its metadata and content say it failed."""
+    error = tool_message(event.error or "")
+    meta: dict[str, Any] = {**(found.metadata or {}), "error": tail(error)}
+    key = error_key(error, last=False)
+    if key:
+        meta["error_line"] = key
+    subject = found.content.partition("\n→ ")[0]  # a failed call answered nothing
+    return Extracted(found.obs_type, _with_result(subject, key), found.file_path, meta)
+
+
 def extract(event: HookEvent) -> Extracted | None:
     name = event.tool_name or ""
     extractor = mcp_call if name.startswith("mcp__") else EXTRACTORS.get(name, other)
     found = extractor(event)
-    if found is not None and event.kind == TOOL_FAILURE and event.error:
-        meta = dict(found.metadata or {})
-        if "error" not in meta:  # a failed read/edit/fetch must not read as a success
-            meta["error"] = tail(event.error)
-            return Extracted(found.obs_type, found.content, found.file_path, meta)
+    if found is None:
+        return None
+    if name in FILE_TOOLS and found.file_path:
+        error = ((event.error or "failed") if event.kind == TOOL_FAILURE
+                 else _response_error(event.tool_response, reads=name == "Read"))
+        if error is not None:
+            return file_error(event, found, error)
+        return found
+    if event.kind == TOOL_FAILURE and "error" not in (found.metadata or {}):
+        return _failed(found, event)
     return found

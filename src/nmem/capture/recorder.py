@@ -116,8 +116,9 @@ class Recorder:
                 return RecordOutcome(event.session_id, project, skipped="duplicate", observation_id=dup)
         obs_id = self._observation(event, project, extracted.obs_type, content, extracted.file_path,
                                    extracted.metadata, self.store.latest_prompt_id(event.session_id))
+        touched = extracted.file_path if extracted.obs_type != "file_error" else None  # a failed call touched nothing
         return RecordOutcome(event.session_id, project, stored="observation", observation_id=obs_id,
-                             file_path=extracted.file_path)
+                             file_path=touched)
 
     def _session_start(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         source = event.source or "startup"

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from nmem.models import SESSION_REF_CHARS
+from nmem.textcut import ARROW, joined, preview
 
 FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown")
 CELL_CHARS = 80
@@ -72,9 +73,13 @@ def when(ts: Any) -> str:
 
 
 def one_line(text: Any, size: int = CELL_CHARS) -> str:
-    """Whitespace collapsed to single spaces and cut to `size` characters."""
+    """Whitespace collapsed to single spaces and cut to `size` characters, at a word boundary where
+    one is near; a preview's `→ result` (a failure's key line) keeps its place in a narrow cell."""
     line = " ".join(str(text if text is not None else "").split())
-    return line if len(line) <= size else line[: size - 1] + "…"
+    if len(line) > size and ARROW in line:
+        subject, _, result = line.partition(ARROW)
+        return joined(subject, result, size)
+    return preview(line, size)
 
 
 def shown_ref(record: dict[str, Any]) -> str:

@@ -98,7 +98,7 @@ PURGE_BATCH = 10_000
 TYPE_WEIGHT_SQL = """CASE {col}
     WHEN 'file_edit' THEN 1.0 WHEN 'file_write' THEN 1.0
     WHEN 'command' THEN 0.67 WHEN 'command_error' THEN 0.67
-    WHEN 'git_commit' THEN 0.67
+    WHEN 'git_commit' THEN 0.67 WHEN 'file_error' THEN 0.5
     WHEN 'session_compact' THEN 0.5 WHEN 'mcp_call' THEN 0.33
     ELSE 0.17 END"""
 
@@ -473,8 +473,8 @@ class SqliteStore:
         return observations, prompts
 
     def session_file_touches(self, session_id: str, file_path: str) -> int:
-        rows = self._query("SELECT count(*) FROM observations WHERE session_id = ? AND file_path = ?",
-                           (session_id, file_path))
+        rows = self._query("SELECT count(*) FROM observations WHERE session_id = ? AND file_path = ? "
+                           "AND obs_type != 'file_error'", (session_id, file_path))
         return int(rows[0][0])
 
     def has_prompt(self, session_id: str, source: str, content: str) -> bool:

@@ -270,8 +270,31 @@ CREATE TABLE import_marks (
 ) WITHOUT ROWID;
 """
 
+# Step 9: a failed or refused Read/Write/Edit is a `file_error`, not a read or a change. Rows
+# stored before the type existed (a file row from PostToolUseFailure, or whose metadata holds
+# the error) move to it, keep their metadata (plus `tool`, and `denied` for a refusal), and
+# get the error into their content, so a search for its words finds them.
+_META = "(CASE WHEN json_valid(metadata) THEN metadata END)"  # json functions on bad JSON would raise
+_FILE_ERROR = f"COALESCE(json_extract({_META}, '$.error'), 'failed')"
+_V9_FILE_ERRORS = f"""
+UPDATE observations
+   SET obs_type = 'file_error',
+       content = COALESCE(tool_name, 'file') || ' ' || content || char(10) || '→ ' || {_FILE_ERROR},
+       metadata = json_set(CASE WHEN json_type({_META}) = 'object' THEN metadata ELSE '{{}}' END,
+                           '$.tool', tool_name, '$.error', {_FILE_ERROR})
+ WHERE obs_type IN ('file_read', 'file_write', 'file_edit')
+   AND (source_event = 'PostToolUseFailure' OR json_type({_META}, '$.error') IS NOT NULL);
+UPDATE observations
+   SET metadata = json_set(metadata, '$.denied', json('true'))
+ WHERE obs_type = 'file_error' AND json_extract(metadata, '$.denied') IS NULL
+   AND (json_extract(metadata, '$.error') LIKE '%doesn''t want to proceed with this tool use%'
+        OR json_extract(metadata, '$.error') LIKE '%user rejected tool use%'
+        OR json_extract(metadata, '$.error') LIKE '%permission to use % has been denied%');
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
-                               _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS)
+                               _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
+                               _V9_FILE_ERRORS)
 LATEST_VERSION = len(MIGRATIONS)
 
 
