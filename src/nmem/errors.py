@@ -55,6 +55,20 @@ class StoreBusy(StorageError):
     kind = "busy"
 
 
+class NetworkError(NmemError):
+    """The sync remote could not be reached, or refused what was sent (subcog's exit code 5)."""
+
+    exit_code = 5
+    mcp_code = -32004
+    kind = "network"
+
+
+class SyncBusy(NmemError):
+    """Another `nmem sync` holds the data directory's sync lock."""
+
+    kind = "sync_busy"
+
+
 class NotFound(NmemError):
     exit_code = 10
     mcp_code = -32001
@@ -91,6 +105,8 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     ConfigError,
     StorageError,
     StoreBusy,
+    NetworkError,
+    SyncBusy,
     NotFound,
     ValidationError,
     ContentBlocked,
