@@ -42,6 +42,8 @@ def domain_path(domain: str) -> str:
         return domain
     name = domain.removeprefix("project:")
     encoded = quote(name, safe="-_")
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]  # never `.` or `..` as a path segment
     return f"project/{encoded}"
 
 
