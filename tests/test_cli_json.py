@@ -11,6 +11,7 @@ import pytest
 
 from conftest import record
 from nmem.memory import Service
+from sync_support import bare_remote
 from test_cli_support import AUTH_FILE, CWD, as_json, seed
 
 JSON_DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
@@ -42,7 +43,8 @@ def populated(service: Service) -> dict[str, str]:
     record(service, "SessionEnd", session_id="s1", cwd=CWD, reason="logout")
     memory = service.remember("Use WAL", namespace="decisions", tags=["sqlite"], project="demo")
     spare = service.remember("Spare one", namespace="learnings", project="demo")
-    return {"obs": str(history.edit), "memory": memory.id, "spare": spare.id}
+    remote = bare_remote(Path(service.settings.home).parent / "sync-remote.git")
+    return {"obs": str(history.edit), "memory": memory.id, "spare": spare.id, "remote": str(remote)}
 
 
 def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
@@ -72,6 +74,7 @@ def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
         ("nmem config get", ["config", "get", "cli.format"]),
         ("nmem config set", ["config", "set", "search.default_limit", "30"]),
         ("nmem config path", ["config", "path"]),
+        ("nmem sync", ["sync", "--remote", ids["remote"]]),
     ]
 
 

@@ -137,6 +137,23 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
             "Open HTTP connections (event streams included) past which a new request gets 503."),
+    Setting("sync.remote", str, "", "NMEM_SYNC_REMOTE",
+            "Git remote that `nmem sync` fetches curated memories from and pushes them to: any URL or path git "
+            "accepts (SSH, HTTPS, a bare repository on disk). Prefer an SSH key or a credential helper to a token "
+            "in the URL. Empty: no sync."),
+    Setting("sync.branch", str, "nmem", "NMEM_SYNC_BRANCH",
+            "Branch of the remote that holds the sync logs (never a code branch: nmem writes only under "
+            "`devices/` there)."),
+    Setting("sync.domains", list, ["*"], "NMEM_SYNC_DOMAINS",
+            "Memory domains that sync, as globs: `user`, `org`, `project:<name>`, `project:*`. Default: all."),
+    Setting("sync.auto", bool, False, "NMEM_SYNC_AUTO",
+            "When a remote is set: SessionStart starts a background `nmem sync --fetch` and Stop a background "
+            "`nmem sync --push` (only when writes wait to be pushed). Never delays the hook."),
+    Setting("sync.timeout", int, 60, "NMEM_SYNC_TIMEOUT",
+            "Seconds one git call to the remote may take, and that `nmem sync` waits for another sync to finish."),
+    Setting("sync.max_skew", int, 300, "NMEM_SYNC_MAX_SKEW",
+            "A sync warns about a device whose writes are stamped more than this many seconds ahead of this "
+            "machine's clock (they still apply: nothing is dropped for its clock)."),
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",

@@ -101,6 +101,20 @@ class ForeignDatabase(StoreUnavailable):
     kind = "foreign_database"
 
 
+class NetworkError(NmemError):
+    """The sync remote could not be reached, or refused what was sent (subcog's exit code 5)."""
+
+    exit_code = 5
+    mcp_code = -32004
+    kind = "network"
+
+
+class SyncBusy(NmemError):
+    """Another `nmem sync` holds the data directory's sync lock."""
+
+    kind = "sync_busy"
+
+
 class NotFound(NmemError):
     exit_code = 10
     mcp_code = -32001
@@ -151,6 +165,8 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     StoreCorrupt,
     StoreIOError,
     ForeignDatabase,
+    NetworkError,
+    SyncBusy,
     NotFound,
     ValidationError,
     ContentBlocked,

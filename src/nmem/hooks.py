@@ -14,6 +14,7 @@ import sys
 import time
 
 from nmem import jsonlite as json
+from nmem import sync_trigger
 from nmem.capture import events as ev
 from nmem.capture.claude_code import HOOK_ALIASES, parse
 from nmem.capture.privacy import scrub_value
@@ -212,7 +213,10 @@ def _record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent) ->
         if outcome.skipped == "disabled":
             return ""
         if event.kind == ev.SESSION_START:
+            sync_trigger.on_session_start(settings)  # detached, only with sync.auto
             return _session_context(service, event, outcome.project)
+        if event.kind == ev.STOP:
+            sync_trigger.on_stop(settings, service.store)
         if event.kind == ev.TOOL and outcome.file_path and settings["context.file_memories"]:
             from nmem.context import file_memories  # opt-in: a default hook never loads it
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem.errors import InvalidArgument
+from nmem.mcp import sync_tool
 from nmem.memory import Service
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 
@@ -328,6 +329,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "database size and schema version.",
         _obj({}), ANY_OBJECT, _status,
     ),
+    ToolSpec("sync", "Sync memories", sync_tool.DESCRIPTION, sync_tool.INPUT_SCHEMA, sync_tool.OUTPUT_SCHEMA,
+             sync_tool.handle, read_only=False),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}

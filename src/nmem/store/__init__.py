@@ -100,6 +100,30 @@ class ImportMark(Record):
         self.last_event_at = last_event_at    # the newest event time recorded from the file, if any
 
 
+class OutboxOp(Record):
+    """A memory write of this device waiting to be pushed (`Store.sync_outbox`)."""
+
+    __slots__ = ("seq", "version", "uid", "domain", "line")
+
+    def __init__(self, seq: int, version: str, uid: str, domain: str, line: str) -> None:
+        self.seq = seq            # the outbox's own order
+        self.version = version    # the operation's clock and line digest (nmem.sync.oplog.version)
+        self.uid = uid
+        self.domain = domain
+        self.line = line          # the exact JSON line pushed
+
+
+class FileMark(Record):
+    """How far a remote log file has been applied: its blob then, and the bytes of whole lines read."""
+
+    __slots__ = ("path", "blob", "offset")
+
+    def __init__(self, path: str, blob: str, offset: int) -> None:
+        self.path = path
+        self.blob = blob
+        self.offset = offset
+
+
 class Status(Record):
     __slots__ = ("url", "schema_version", "size_bytes", "sessions", "prompts", "observations", "memories",
                  "by_obs_type", "by_namespace", "by_tier", "by_project")

@@ -292,9 +292,41 @@ UPDATE observations
         OR json_extract(metadata, '$.error') LIKE '%permission to use % has been denied%');
 """
 
+# Step 10: memory sync (nmem.sync, docs/sync.md). `sync_state` holds this database's device id
+# (made here, once) and its hybrid logical clock; `sync_ops` is the outbox: every write to a
+# memory adds its operation line in the write's own transaction, `pushed` once the line is
+# seen on the remote; `sync_files` is how far each remote log file has been applied.
+# `memories.sync_version` is the version of the operation that wrote the row (NULL for rows
+# written before this step: the first sync logs them).
+_V10_SYNC = """
+CREATE TABLE sync_state (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    device  TEXT NOT NULL,
+    wall    INTEGER NOT NULL DEFAULT 0,
+    counter INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO sync_state (id, device) VALUES (1, lower(hex(randomblob(8))));
+CREATE TABLE sync_ops (
+    seq        INTEGER PRIMARY KEY,
+    version    TEXT NOT NULL UNIQUE,
+    uid        TEXT NOT NULL,
+    domain     TEXT NOT NULL,
+    line       TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    pushed     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX idx_sync_ops_unpushed ON sync_ops(seq) WHERE pushed = 0;
+CREATE TABLE sync_files (
+    path        TEXT PRIMARY KEY,
+    blob        TEXT NOT NULL,
+    byte_offset INTEGER NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE memories ADD COLUMN sync_version TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
-                               _V9_FILE_ERRORS)
+                               _V9_FILE_ERRORS, _V10_SYNC)
 LATEST_VERSION = len(MIGRATIONS)
 
 
