@@ -84,7 +84,9 @@ PREFIXED: dict[str, tuple[str, str]] = {   # format -> (fake token, the variable
     "github-fine-grained": ("github_pat_11" + gen(B62, 20) + "_" + gen(B62, 59), "GH_TOKEN"),
     "github-oauth": ("gho_" + gen(B62, 36), "GITHUB_OAUTH"),
     "gitlab-pat": ("glpat-" + gen(URLSAFE, 20), "GITLAB_TOKEN"),
-    "slack-bot": ("xoxb-" + gen(string.digits, 12) + "-" + gen(string.digits, 13) + "-" + gen(B62, 24), "SLACK_BOT_TOKEN"),
+    "gitlab-runner": ("GR1348941" + gen(URLSAFE, 20), "RUNNER_TOKEN"),
+    "slack-bot": ("xoxb-" + gen(string.digits, 12) + "-" + gen(string.digits, 13) + "-" + gen(B62, 24),
+                  "SLACK_BOT_TOKEN"),
     "slack-app": ("xapp-1-A0" + gen(B62, 9) + "-" + gen(string.digits, 13) + "-" + gen(HEX, 64), "SLACK_APP_TOKEN"),
     "openai": ("sk-proj-" + gen(URLSAFE, 48) + "T3BlbkFJ" + gen(URLSAFE, 48), "OPENAI_API_KEY"),
     "anthropic": ("sk-ant-api03-" + gen(URLSAFE, 93) + "AA", "ANTHROPIC_API_KEY"),
@@ -138,11 +140,13 @@ PREFIXED: dict[str, tuple[str, str]] = {   # format -> (fake token, the variable
     "perplexity": ("pplx-" + gen(B62, 48), "PERPLEXITY_API_KEY"),
     "notion": ("ntn_" + gen(string.digits, 11) + gen(B62, 35), "NOTION_TOKEN"),
     "netlify": ("nfp_" + gen(B62, 40), "NETLIFY_AUTH"),
+    "fly": ("fm2_lJPECAAAAAAAA" + gen(B62, 120), "FLY_API_TOKEN"),
     "onepassword-service": ("ops_eyJ" + gen(B62, 150), "OP_SERVICE_ACCOUNT"),
     "mapbox-secret": ("sk.eyJ1IjoiYWNtZS" + gen(B62, 40) + "." + gen(URLSAFE, 22), "MAPBOX_SECRET"),
     "terraform-cloud": (gen(B62, 14) + ".atlasv1." + gen(URLSAFE, 67), "TFE_TOKEN"),
     "facebook": ("EAAB" + gen(B62, 160), "FB_ACCESS"),
-    "azure-ad-client-secret": (gen(B62, 3) + "8Q~" + gen(B62, 10) + "." + gen(B62, 10) + "~" + gen(B62, 12), "AZURE_CLIENT_SECRET"),
+    "azure-ad-client-secret": (gen(B62, 3) + "8Q~" + gen(B62, 10) + "." + gen(B62, 10) + "~" + gen(B62, 12),
+                               "AZURE_CLIENT_SECRET"),
 }
 
 
@@ -187,6 +191,7 @@ CSRF_COOKIE = gen(B62, 40)
 OKTA = "00" + gen(URLSAFE, 40)
 AMZ_SIG = gen(HEX, 64)
 AMZ_SESSION = "IQoJb3JpZ2luX2VjE" + gen(B64, 120)
+AMZ_SESSION_URL = AMZ_SESSION.replace("+", "%2B").replace("/", "%2F")
 DOCKER_AUTH = base64.b64encode(f"deploy:{gen(B62, 14)}".encode()).decode()
 NPM_LEGACY = "5b1f4e2a-9c8d-4e7f-a6b5-3c2d1e0f9a8b"
 WP_SALT = gen(B62 + "!@#$%^&*()-_[]{}<>~+=,.;:/?|", 64).replace("'", "")
@@ -221,10 +226,11 @@ def _labelled_cases() -> list[Case]:
          (AWS_KEY_ID, AWS_SECRET)),
         ("aws-secret-key", "cli", f"aws configure set aws_secret_access_key {AWS_SECRET} --profile ci", (AWS_SECRET,)),
         ("aws-secret-key", "prose", f"the secret for the ci user is {AWS_SECRET}, rotate it monthly", (AWS_SECRET,)),
-        ("aws-secret-key", "terraform", f'provider "aws" {{\n  access_key = "{AWS_KEY_ID}"\n  secret_key = "{AWS_SECRET}"\n}}',
+        ("aws-secret-key", "terraform",
+         f'provider "aws" {{\n  access_key = "{AWS_KEY_ID}"\n  secret_key = "{AWS_SECRET}"\n}}',
          (AWS_KEY_ID, AWS_SECRET)),
         # Azure
-        ("azure-client-secret", "export", f"export AZURE_CLIENT_SECRET={AZURE_SECRET}", (AZURE_SECRET,)),
+        ("azure-client-secret", "powershell", f'$env:AZURE_CLIENT_SECRET = "{AZURE_SECRET}"', (AZURE_SECRET,)),
         ("azure-client-secret", "json", json.dumps({"appId": "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
                                                     "password": AZURE_SECRET, "tenant": "acme"}), (AZURE_SECRET,)),
         ("azure-client-secret", "cli", f"az login --service-principal -u 0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a "
@@ -261,8 +267,9 @@ def _labelled_cases() -> list[Case]:
         ("twilio-auth-token", "env", f"TWILIO_ACCOUNT_SID={TWILIO_SID}\nTWILIO_AUTH_TOKEN={TWILIO_AUTH}",
          (TWILIO_SID, TWILIO_AUTH)),
         ("twilio-auth-token", "code", f'client = Client("{TWILIO_SID}", "{TWILIO_AUTH}")', (TWILIO_SID, TWILIO_AUTH)),
-        ("twilio-auth-token", "curl", f"curl -X POST https://api.twilio.com/2010-04-01/Accounts/{TWILIO_SID}/Messages.json "
-                                      f"-u {TWILIO_SID}:{TWILIO_AUTH}", (TWILIO_SID, TWILIO_AUTH)),
+        ("twilio-auth-token", "curl",
+         f"curl -X POST https://api.twilio.com/2010-04-01/Accounts/{TWILIO_SID}/Messages.json "
+         f"-u {TWILIO_SID}:{TWILIO_AUTH}", (TWILIO_SID, TWILIO_AUTH)),
         ("mailgun", "env", f"MAILGUN_API_KEY={MAILGUN_NEW}", (MAILGUN_NEW,)),
         ("mailgun", "curl", f"curl -s --user 'api:{MAILGUN_NEW}' https://api.mailgun.net/v3/mg.acme.io/messages",
          (MAILGUN_NEW,)),
@@ -279,10 +286,11 @@ def _labelled_cases() -> list[Case]:
         ("password", "yaml", f"database:\n  user: app\n  password: {PASSWORD}\n  host: db", (PASSWORD,)),
         ("password", "passphrase", f'ssh_key_passphrase: "{PASSWORD_WORDS}"', (PASSWORD_WORDS,)),
         ("password", "flag-equals", f"wget --user=dev --password={PASSWORD} https://files.acme.io/a.tgz", (PASSWORD,)),
-        ("password", "xml", f"<server>\n  <id>nexus</id>\n  <username>ci</username>\n  <password>{PASSWORD}</password>\n"
-                            "</server>", (PASSWORD,)),
+        ("password", "xml", f"<server>\n  <id>nexus</id>\n  <username>ci</username>\n"
+                            f"  <password>{PASSWORD}</password>\n</server>", (PASSWORD,)),
         ("password", "dotnet", f'<add key="DbPassword" value="{PASSWORD}" />', (PASSWORD,)),
-        ("password", "jdbc", f"jdbc:mysql://db.internal:3306/app?user=app&password={PASSWORD}&useSSL=true", (PASSWORD,)),
+        ("password", "jdbc", f"jdbc:mysql://db.internal:3306/app?user=app&password={PASSWORD}&useSSL=true",
+         (PASSWORD,)),
         ("password", "sqlserver", f"Server=db.internal;Database=app;User Id=sa;Password={PASSWORD};Encrypt=true",
          (PASSWORD,)),
         ("password", "php-define", f"define('DB_PASSWORD', '{PASSWORD}');", (PASSWORD,)),
@@ -333,7 +341,8 @@ def _labelled_cases() -> list[Case]:
                                     f"-passout pass:{PASSWORD}", (PASSWORD,)),
         ("cli-password", "keytool", f"keytool -importkeystore -srckeystore a.p12 -destkeystore a.jks -storepass "
                                     f"{PASSWORD} -keypass {PLAIN_PASSWORD}", (PASSWORD, PLAIN_PASSWORD)),
-        ("cli-password", "netrc-line", f"machine api.github.com login dev password {GIT_TOKEN_USER}", (GIT_TOKEN_USER,)),
+        ("cli-password", "netrc-line", f"machine api.github.com login dev password {GIT_TOKEN_USER}",
+         (GIT_TOKEN_USER,)),
         ("cli-password", "mongosh", f'mongosh "mongodb+srv://app:{PASSWORD}@cluster0.ab1cd.mongodb.net/prod"',
          (PASSWORD,)),
         ("cli-password", "psql-url", f'psql "postgresql://app:{PLAIN_PASSWORD}@db.internal:5432/billing?sslmode=require"',
@@ -356,9 +365,8 @@ def _labelled_cases() -> list[Case]:
                                                    f"client_secret={BEARER}", (BEARER,)),
         ("url-credentials", "presigned-s3", f"https://acme.s3.amazonaws.com/r.pdf?X-Amz-Algorithm=AWS4-HMAC-SHA256&"
                                             f"X-Amz-Credential={AWS_KEY_ID}%2F20261112%2Feu-west-1%2Fs3%2Faws4_request&"
-                                            f"X-Amz-Security-Token={AMZ_SESSION.replace('+', '%2B').replace('/', '%2F')}&"
-                                            f"X-Amz-Signature={AMZ_SIG}",
-         (AWS_KEY_ID, AMZ_SIG, AMZ_SESSION.replace("+", "%2B").replace("/", "%2F"))),
+                                            f"X-Amz-Security-Token={AMZ_SESSION_URL}&X-Amz-Signature={AMZ_SIG}",
+         (AWS_KEY_ID, AMZ_SIG, AMZ_SESSION_URL)),
         # HTTP headers
         ("authorization", "basic", f'curl -H "Authorization: Basic {BASIC}" https://api.acme.io', (BASIC,)),
         ("authorization", "bearer", f"Authorization: Bearer {BEARER}\nAccept: application/json", (BEARER,)),
@@ -382,9 +390,10 @@ def _labelled_cases() -> list[Case]:
         ("kubeconfig", "yaml", f"users:\n- name: ci\n  user:\n    client-key-data: {KUBE_KEY_DATA}\n"
                                f"    token: {PREFIXED['jwt'][0]}", (KUBE_KEY_DATA, PREFIXED["jwt"][0])),
         # private keys and password hashes
-        ("private-key", "rsa", f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----", (PEM_BODY,)),
-        ("private-key", "openssh", f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SSH_BODY}\n-----END OPENSSH PRIVATE KEY-----",
-         (SSH_BODY,)),
+        ("private-key", "rsa", f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
+         (PEM_BODY,)),
+        ("private-key", "openssh",
+         f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SSH_BODY}\n-----END OPENSSH PRIVATE KEY-----", (SSH_BODY,)),
         ("private-key", "pkcs8-encrypted", f"-----BEGIN ENCRYPTED PRIVATE KEY-----\n{PEM_BODY}\n"
                                            "-----END ENCRYPTED PRIVATE KEY-----", (PEM_BODY,)),
         ("private-key", "pgp", f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{PGP_BODY}\n=Ab12\n"
@@ -393,8 +402,9 @@ def _labelled_cases() -> list[Case]:
                                                     "private_key": f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n"
                                                                    "-----END PRIVATE KEY-----\n"}),
          (PEM_BODY.replace("\n", "\\n"),)),
-        ("private-key", "putty", f"PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nComment: deploy\nPublic-Lines: 1\n"
-                                 f"AAAAB3NzaC1yc2EAAAADAQABAAABAQ\nPrivate-Lines: 4\n{PUTTY_BODY}\nPrivate-MAC: {PUTTY_MAC}",
+        ("private-key", "putty", "PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nComment: deploy\n"
+                                 "Public-Lines: 1\nAAAAB3NzaC1yc2EAAAADAQABAAABAQ\n"
+                                 f"Private-Lines: 4\n{PUTTY_BODY}\nPrivate-MAC: {PUTTY_MAC}",
          (PUTTY_BODY, PUTTY_MAC)),
         ("password-hash", "bcrypt", f"admin:{BCRYPT}", (BCRYPT[7:],)),
         ("password-hash", "htpasswd-output", f"$ htpasswd -nb admin x\nadmin:{APR1}", (APR1[6:],)),
@@ -550,7 +560,8 @@ LOOKALIKES: tuple[str, ...] = (
     'lodash@^4.17.21:\n  version "4.17.21"\n  resolved "https://registry.yarnpkg.com/lodash/-/lodash-4.17.21.tgz'
     '#679591c564c3bffaae8454cf0b3df370c3d6911c"\n  integrity sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+'
     'LFTGHVxVjcXPs17LhbZVGedAJv8XZ1tvj5FvSg==',
-    '{file = "requests-2.31.0-py3-none-any.whl", hash = "sha256:58cd2187c01e70e6e26505bca751777aa9f2ee0b7f4300988b709f44e013003f"}',
+    '{file = "requests-2.31.0-py3-none-any.whl", '
+    'hash = "sha256:58cd2187c01e70e6e26505bca751777aa9f2ee0b7f4300988b709f44e013003f"}',
     'checksum = "5a1d2c3b4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"',
     "golang.org/x/text v0.14.0 h1:ScX5w1eTa3QqT8oi6+ziP7dTV1S2+ALU0bI+0zXKWiQ=",
     "golang.org/x/text v0.14.0/go.mod h1:18ZOQIKpY8NJVqYksKHtTdi31H5itFRjB5/qKTNYzSU=",
@@ -569,12 +580,20 @@ LOOKALIKES: tuple[str, ...] = (
     '"UserId": "123456789012", "Account": "123456789012"',
     "md5sum: 9e107d9d372bb6826bd81d3542a419d6",
     # data and public keys
-    "background: url(data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==)",
+    ("background: url(data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYP"
+     "hfDwAChwGA60e6kgAAAABJRU5ErkJggg==)"),
     "<img src=\"data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7\">",
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl dev@laptop",
-    "github.com ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQCj7ndNxQowgcQnjshcLrqPEiiphnt+VTTvDP6mHBL9j1aNUkY4Ue1gvwnGLVlOhGeYrnZaMgRK6+PKCUXaDbC7qtbW8gIkhL7aGCsOr/C56SJMy/BCZfxd1nWzAOxSDPgVsmerOBYfNqltV9/hWCqBywINIR+5dIg6JTJ72pcEpEjcYgXkE2YEFXV1JHnsKgbLWNlhScqb2UmyRkQyytRLtL+38TGxkxCflmO+5Z8CSSNY7GidjMIZ7Q4zMjA2n1nGrlTDkzwDCsw+wqFPGQA179cnfGWOWRVruj16z6XyvxvjJwbz0wQZ75XK5tKSb7FNyeIEs4TT4jk+S4dhPeAUC5y+bDYirYgM4GC7uEnztnZyaVWQ7B381AK4Qdrwt51ZqExKbQpTUNn+EjqoTwvqNj4kqx5QUCI0ThS/YkOxJCXmPUWZbhjpCg56i+2aB6CmK2JGhn57K5mj0MNdBXA4/WnwH6XoPWJzK5Nyu2zB3nAZp+S5hpQs+p1vN1/wsjk=",
-    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\nRTESMBAGA1UEChMJQmFsdGltb3JlMRMwEQYDVQQLEwpDeWJlclRydXN0MSIwIAYD\n-----END CERTIFICATE-----",
-    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo\n4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u\n-----END PUBLIC KEY-----",
+    ("github.com ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQCj7ndNxQowgcQnjshcLrqPEiiphnt+VTTvDP6mHBL9j1aNUkY4U"
+     "e1gvwnGLVlOhGeYrnZaMgRK6+PKCUXaDbC7qtbW8gIkhL7aGCsOr/C56SJMy/BCZfxd1nWzAOxSDPgVsmerOBYfNqltV9/hWCqBy"
+     "wINIR+5dIg6JTJ72pcEpEjcYgXkE2YEFXV1JHnsKgbLWNlhScqb2UmyRkQyytRLtL+38TGxkxCflmO+5Z8CSSNY7GidjMIZ7Q4zM"
+     "jA2n1nGrlTDkzwDCsw+wqFPGQA179cnfGWOWRVruj16z6XyvxvjJwbz0wQZ75XK5tKSb7FNyeIEs4TT4jk+S4dhPeAUC5y+bDYir"
+     "YgM4GC7uEnztnZyaVWQ7B381AK4Qdrwt51ZqExKbQpTUNn+EjqoTwvqNj4kqx5QUCI0ThS/YkOxJCXmPUWZbhjpCg56i+2aB6CmK"
+     "2JGhn57K5mj0MNdBXA4/WnwH6XoPWJzK5Nyu2zB3nAZp+S5hpQs+p1vN1/wsjk="),
+    ("-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\nRTESM"
+     "BAGA1UEChMJQmFsdGltb3JlMRMwEQYDVQQLEwpDeWJlclRydXN0MSIwIAYD\n-----END CERTIFICATE-----"),
+    ("-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo\n4lgOEe"
+     "PzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u\n-----END PUBLIC KEY-----"),
     # colours, versions, paths, URLs
     "color: #ff00aa; background: #3f2a1b; border-color: #ABCDEF;",
     "tokenizers==0.15.2\nkeyring>=24.3.0\npython-jose[cryptography]==3.3.0",

@@ -67,7 +67,6 @@ def hide(match: re.Match[str], group: int | str, kind: str) -> str:
 
 # -- what a value looks like ----------------------------------------------------------------------
 
-_CAMEL = LazyRegex(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _SEPARATORS = LazyRegex(r"[^A-Za-z0-9]+")
 _WORDISH = LazyRegex(r"[A-Za-z]+[0-9]{0,3}|[0-9]+|[0-9]{1,3}[A-Za-z]+|v[0-9]+(?:\.[0-9]+)*")
 _DOTTED_NAME = LazyRegex(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
@@ -114,9 +113,31 @@ _PROSE_WORDS = frozenset({"the", "is", "are", "must", "be", "not", "this", "fiel
 
 
 def name_words(name: str) -> list[str]:
-    """`X-Api-Key` → [x, api, key]; `apiKeySource` → [api, key, source]; `PGPASSWORD` → [pgpassword]."""
-    camel = _CAMEL.get()
-    return [w.lower() for part in _SEPARATORS.get().split(name) for w in camel.findall(part)]
+    """`X-Api-Key` → [x, api, key]; `apiKeySource` → [api, key, source]; `PGPASSWORD` → [pgpassword].
+
+    Without `re`: names are judged before any pattern needs compiling, so a text whose only
+    trigger is a word like `passed` or `Author` never loads the regex module.
+    """
+    words: list[str] = []
+    word = ""
+    for ch in name:
+        if not ch.isalnum():
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        if word:
+            last = word[-1]
+            if ch.isdigit() != last.isdigit() or (ch.isupper() and last.islower()):
+                words.append(word)
+                word = ""
+            elif ch.islower() and last.isupper() and len(word) > 1 and word[-2].isupper():
+                words.append(word[:-1])  # `XMLHttp`: the last capital starts the next word
+                word = last
+        word += ch
+    if word:
+        words.append(word)
+    return [w.lower() for w in words]
 
 
 def _is_password_word(word: str, words: int) -> bool:
@@ -270,8 +291,8 @@ _AFTER_NAME = LazyRegex(r"""(?x)
     (?: (?P<open>\\?["'`])(?P<quoted>[^\n]*?)(?P=open)
       | (?P<bare>[^\s"'`,;&|<>(){}\[\]]+) )
 """)
-_NAME_TAIL = LazyRegex(r"[\w.-]*")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.$-")
+_NAME_TAIL_CHARS = _NAME_CHARS - {"$"}
 _strengths: dict[tuple[str, bool], str | None] = {}
 
 
@@ -304,22 +325,22 @@ class LabelFormat(Format):
         pieces: list[str] = []
         copied = 0     # text[:copied] is in pieces
         scanned = 0    # hits before this are inside a name or value already handled
-        tail = _NAME_TAIL.get()
-        after_name = _AFTER_NAME.get()
+        after_name = _AFTER_NAME
         for at in self._hits(text):
             if at < scanned:
                 continue
             start = at
             while start > 0 and text[start - 1] in _NAME_CHARS:
                 start -= 1
-            named = tail.match(text, at)
-            end = named.end() if named else at
+            end = at
+            while end < len(text) and text[end] in _NAME_TAIL_CHARS:
+                end += 1
             scanned = end
             name = text[start:end]
             strength = cached_strength(name, start > 0 and text[start - 1] in "?&")
             if strength is None:
                 continue
-            match = after_name.match(text, end)
+            match = after_name.get().match(text, end)
             replaced = None if match is None else _label(text, name, strength, match)
             if match is not None and replaced is not None:
                 pieces += [text[copied:end], replaced]
@@ -501,10 +522,11 @@ FORMATS: tuple[Format, ...] = (
            triggers=("hooks",)),
     Format("discord-webhook", r"https://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[A-Za-z0-9_-]{60,80})",
            triggers=("hooks",)),
+    # the first part is the bot's numeric id in base64: "1…" is "MT…", "2…" "Mj…", … "9…" "OT…"
     Format("discord-bot-token", rf"\b[MNO][{_URLSAFE}]{{23,27}}\.[{_URLSAFE}]{{6}}\.[{_URLSAFE}]{{27,38}}\b",
-           heads=("M", "N", "O")),
+           heads=("MT", "Mj", "Mz", "ND", "NT", "Nj", "Nz", "OD", "OT")),
     Format("telegram-bot-token", rf"\b\d{{8,10}}:AA[{_URLSAFE}]{{33}}(?![{_URLSAFE}])", heads=("AA",)),
-    Format("twilio-auth-token", r"(?<![0-9A-Za-z])[0-9a-f]{32}(?![0-9A-Za-z])", heads=("AC",),
+    Format("twilio-auth-token", r"(?<![\w-])[0-9a-f]{32}(?![\w-])", heads=("AC",),
            replace=_twilio_auth_token),
     Format("twilio-key", r"\b(?:SK|AC)[0-9a-fA-F]{32}\b", heads=("SK", "AC")),
     Format("sendgrid-key", rf"\bSG\.[{_URLSAFE}]{{22}}\.[{_URLSAFE}]{{43}}\b", heads=("SG.",)),
@@ -524,7 +546,7 @@ FORMATS: tuple[Format, ...] = (
     Format("jwt", rf"\beyJ[{_URLSAFE}]{{8,}}\.eyJ[{_URLSAFE}]{{8,}}\.[{_URLSAFE}]{{8,}}", heads=("eyJ",)),
     # URLs: user:password@host in any scheme (the password may hold an unescaped `@`), and a
     # token as the whole user part (https://ghp_…@github.com, a Sentry DSN's key)
-    Format("password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:(?P<s>[^\s/]+)@(?=[^@\s/?#]+(?:[:/?#\s\"'<>]|$))",
+    Format("password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@\[]*:(?P<s>[^\s/]+)@(?=[^@\s/?#]+(?:[:/?#\s\"'<>]|$))",
            triggers=("://",), needs=("@",), valid=_not_reference),
     Format("url-token", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://(?P<s>[A-Za-z0-9_\-.~%]{20,})@", triggers=("://",),
            needs=("@",), valid=_userinfo_token),
