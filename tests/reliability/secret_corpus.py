@@ -541,6 +541,16 @@ LOOKALIKES: tuple[str, ...] = (
     "E   KeyError: 'access_token'\n=========================== short test summary info ============================",
     "Tests: 12 passed, 0 failed\npass: 12 fail: 0",
     "passwordless sudo is configured for the deploy user",
+    # usage text and prose about credentials
+    "usage: mysql [-u USER] [-p PASSWORD] [--password PASSWORD] DATABASE",
+    "docker login -u USER -p PASSWORD registry.example.com",
+    "curl -u user:pass https://example.com/api",
+    "a missing or wrong `Authorization: Bearer` gets 401 when a token is configured",
+    "Passwords in URLs (`postgresql://user:secret@host`) are shown as `***`.",
+    "Pass `--password-file` or `-p` to read it; never `--password <pw>` on a shared host.",
+    "`mysql`/`mysqldump` with `-p<pw>` put the password in the process list.",
+    'ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"',
+    'rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz123456789")',
     # ids, hashes and digests
     f"commit {GIT_SHA}\nAuthor: Dev <dev@acme.io>\nDate:   Tue Nov 10 10:00:00 2026 +0100\n\n    fix token refresh",
     f"[main {GIT_SHA[:7]}] fix: refresh the token before expiry\n 2 files changed, 14 insertions(+)",

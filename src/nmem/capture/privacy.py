@@ -8,17 +8,18 @@ Three passes, in order:
    `secret_formats.py`, then long high-entropy runs that no format named.
 
 Scrubbing runs on every field of every hook event, so text without secrets costs almost
-nothing. A format runs only when the text holds one of its trigger substrings (tested with
-`in` on the lower-cased text) or a word of 16+ characters starting with one of its prefixes
-(the words come from one byte translation and a split, and most texts have no such word);
-`re` is imported and a pattern compiled only then. The high-entropy regex runs only when
-a run of 32+ token characters is really to be redacted.
+nothing. A format runs only when the text holds one of its trigger words (tested with `in`
+on the lower-cased text) or a word of 20+ characters starting with one of its prefixes
+(found with one byte translation and a substring search, in C); `re` is imported and a
+pattern compiled only then. The high-entropy regex runs only when a run of 32+ token
+characters is really to be redacted. docs/privacy.md has the rules and the figures.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from itertools import pairwise
 
 from nmem.capture.secret_formats import FORMATS, PLACEHOLDER, TRIGGER_PARENTS, Format
 from nmem.lazyregex import LazyRegex
@@ -51,11 +52,15 @@ for _child, _parent in TRIGGER_PARENTS.items():
 _ROOTS_PATTERN = LazyRegex("|".join("".join(c if c.isalnum() else "\\" + c for c in t) for t in _ROOTS))
 _root_search: list[Callable[[str], object]] = []   # holds the compiled search once `re` is loaded
 
-# Runs of a class of characters are found in the text's UTF-8 bytes: a translation marks each
-# byte of the class `x` and every other byte (non-ASCII ones too) a space, and a search for
-# `x` * n finds a run of n or more, in C, without splitting the text into words.
+
 def _marking(chars: str) -> bytes:
-    return bytes(0x78 if chr(b) in chars else 0x20 for b in range(256))
+    """Runs of a class of characters are found in the text's UTF-8 bytes: this translation marks
+    each byte of the class `x` and every other byte (non-ASCII ones too) a space, and a search
+    for `x` * n then finds a run of n or more, in C, without splitting the text into words."""
+    table = bytearray(b" " * 256)
+    for ch in chars:
+        table[ord(ch)] = 0x78
+    return bytes(table)
 
 
 # Words for the prefix test: runs of [A-Za-z0-9_.~-] (dots kept: `SG.…`, `eyJ….eyJ…`, `hvs.…`).
@@ -98,8 +103,13 @@ def _has_classes(token: str) -> bool:
     return token != token.upper() and token != token.lower() and any(map(str.isdigit, token))
 
 
+def _is_sequence(token: str) -> bool:
+    """`ABC…XYZabc…xyz0123456789`: an alphabet in code has every character once, in order."""
+    return sum(ord(b) - ord(a) == 1 for a, b in pairwise(token)) * 2 > len(token)
+
+
 def _is_high_entropy(token: str) -> bool:
-    return _has_classes(token) and shannon_entropy(token) >= ENTROPY_BITS
+    return _has_classes(token) and shannon_entropy(token) >= ENTROPY_BITS and not _is_sequence(token)
 
 
 def _is_base64_key(run: bytes) -> bool:
@@ -107,7 +117,7 @@ def _is_base64_key(run: bytes) -> bool:
     if len(body) < MIN_RUN or body.translate(None, _BASE64) or body.count(b"/") * 8 > len(body):
         return False
     token = body.decode("ascii")
-    return _has_classes(token) and shannon_entropy(token) >= BASE64_ENTROPY_BITS
+    return _has_classes(token) and shannon_entropy(token) >= BASE64_ENTROPY_BITS and not _is_sequence(token)
 
 
 def _suspicious(run: bytes) -> bool:
@@ -138,7 +148,6 @@ def _digest_spans(text: str) -> list[tuple[int, int]]:
 
 def _redact_high_entropy(text: str) -> str:
     placeholder = PLACEHOLDER.format(kind="high-entropy")
-
     spans = _digest_spans(text)
 
     def base64_key(m: re.Match[str]) -> str:

@@ -37,7 +37,7 @@ class Format:
                  replace: Callable[[re.Match[str]], str] | None = None) -> None:
         self.kind = kind
         self.regex = LazyRegex(source)
-        self.heads = tuple(h.encode() for h in heads)   # case-sensitive word prefixes
+        self.heads = tuple(map(str.encode, heads))     # case-sensitive word prefixes
         # a literal at a fixed offset in the word, for tokens with a random start: (4, "Q~")
         self.marker = None if marker is None else (marker[0], marker[0] + len(marker[1]), marker[1].encode())
         self.triggers = triggers                        # lower-case substrings of the text
@@ -73,7 +73,7 @@ _DOTTED_NAME = LazyRegex(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 _REFERENCE = LazyRegex(r"""(?x)\$(?:\{\{.*\}\}|\{[^}]*\}|\([^)]*\)|[A-Za-z_]\w*|[0-9@*#?])
                            |%[A-Za-z_]\w*%|%\([A-Za-z_]\w*\)s|\{\{.*\}\}|<[^<>]+>|\{[A-Za-z_][\w.]*\}|\#\{[^}]*\}
                            |@[A-Za-z_][\w.]*@""", )
-_REFERENCE_PREFIXES = ("op://", "vault:", "arn:", "env:", "file:", "ENC[", "!vault", "ref+", "secretref:",
+_REFERENCE_PREFIXES = ("$(", "${", "op://", "vault:", "arn:", "env:", "file:", "ENC[", "!vault", "ref+", "secretref:",
                        "keyvault:", "process.env", "os.environ", "secrets.", "${{", "{{")
 
 _PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "passcode", "pw"})
@@ -105,7 +105,7 @@ _NOT_VALUES = frozenset({
     "the", "a", "an", "is", "are", "was", "were", "be", "to", "of", "in", "for", "with", "and", "or", "not",
     "it", "this", "that", "if", "when", "then", "must", "should", "can", "will", "may", "has", "have", "set",
     "unset", "used", "needed", "expired", "revoked", "rotated", "valid", "provided", "via", "from", "see",
-    "same", "changeme", "example", "placeholder", "dummy",
+    "same", "changeme", "example", "placeholder", "dummy", "pass", "passwd", "pwd", "pw", "user", "username",
 })
 _PROSE_WORDS = frozenset({"the", "is", "are", "must", "be", "not", "this", "field", "required", "invalid",
                           "please", "enter", "should", "cannot", "can't", "to", "of", "least", "characters",
@@ -192,9 +192,11 @@ def is_reference(value: str) -> bool:
 
 
 def is_placeholder(value: str) -> bool:
-    """`********`, `xxxx`, `sk-...`, `<token>`, `[REDACTED:…]`: nothing secret to hide."""
+    """`********`, `xxxx`, `sk-...`, `[REDACTED:…]`, `PASSWORD`, `YOUR_TOKEN`: nothing secret to hide."""
     if value.startswith("[REDACTED:") or value.endswith(("...", "…")):
         return True
+    if value.isupper() and value.replace("_", "").replace("-", "").isalpha():
+        return True  # a name in capitals stands for the value, as in usage text: `-p PASSWORD`
     return len(set(value.lower()) - set("*x.•-_ ")) == 0
 
 
@@ -382,14 +384,15 @@ def _app_setting(match: re.Match[str]) -> str:
 
 # -- command lines ---------------------------------------------------------------------------------
 
-_ARG = r"""(?P<s>"[^"\n]*"|'[^'\n]*'|[^\s"';&|]+)"""
+_ARG = r"""(?P<s>"[^"\n]*"|'[^'\n]*'|[^\s"'`;&|]+)"""
 _SAME_COMMAND = r"(?:[^\n;&|]|\\\n)*?"   # the rest of one command, across `\` line continuations
 
 
 def _cli_password(value: str) -> bool:
+    """A password given on a command line or in a URL, unless it is a flag, a port, a variable or a placeholder."""
     bare = value.strip("\"'")
-    return bool(bare) and not bare.startswith("-") and not is_reference(value) and not is_placeholder(bare) \
-        and not (bare.isdigit() and len(bare) <= 5)
+    return len(bare) >= 3 and not bare.startswith("-") and not (bare.isdigit() and len(bare) <= 5) \
+        and bare.lower() not in _NOT_VALUES and not is_reference(value) and not is_placeholder(bare)
 
 
 def _htpasswd(match: re.Match[str]) -> str:
@@ -426,10 +429,6 @@ def _mixed_key(value: str) -> bool:
     """OpenAI-style keys mix upper case, lower case and digits; `sk-learn-tutorial` does not."""
     body = value.split("-", 1)[-1]
     return any(c.isupper() for c in body) and any(c.islower() for c in body) and any(c.isdigit() for c in body)
-
-
-def _not_reference(value: str) -> bool:
-    return not is_reference(value)
 
 
 def _userinfo_token(value: str) -> bool:
@@ -547,7 +546,7 @@ FORMATS: tuple[Format, ...] = (
     # URLs: user:password@host in any scheme (the password may hold an unescaped `@`), and a
     # token as the whole user part (https://ghp_…@github.com, a Sentry DSN's key)
     Format("password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@\[]*:(?P<s>[^\s/]+)@(?=[^@\s/?#]+(?:[:/?#\s\"'<>]|$))",
-           triggers=("://",), needs=("@",), valid=_not_reference),
+           triggers=("://",), needs=("@",), valid=_cli_password),
     Format("url-token", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://(?P<s>[A-Za-z0-9_\-.~%]{20,})@", triggers=("://",),
            needs=("@",), valid=_userinfo_token),
     # command lines
@@ -559,26 +558,28 @@ FORMATS: tuple[Format, ...] = (
            valid=_cli_password),
     Format("password", rf"\b(?:zip|unzip|zipcloak)\b{_SAME_COMMAND}[ \t]-P[ \t]+{_ARG}", triggers=("zip",),
            valid=_cli_password),
-    Format("password", rf"\b7z[ar]?\b{_SAME_COMMAND}[ \t]-p(?P<s>[^\s\"';&|]+)", triggers=("7z",),
+    Format("password", rf"\b7z[ar]?\b{_SAME_COMMAND}[ \t]-p(?P<s>[^\s\"'`;&|]+)", triggers=("7z",),
            valid=_cli_password),
-    Format("password", r"-pass(?:in|out)?[ \t]+pass:(?P<s>[^\s\"';&|]+)", triggers=("pass",), needs=("pass:",),
+    Format("password", r"-pass(?:in|out)?[ \t]+pass:(?P<s>[^\s\"'`;&|]+)", triggers=("pass",), needs=("pass:",),
            valid=_cli_password),
     Format("password", rf"\bcurl\b{_SAME_COMMAND}[ \t](?:-u|--user|-U|--proxy-user)(?:=|[ \t]*)[\"']?[^\s\"':]*:"
-           r"(?P<s>[^\s\"']+)", triggers=("curl",), valid=_cli_password),
+           r"(?P<s>[^\s\"'`]+)", triggers=("curl",), valid=_cli_password),
     Format("password", rf"\bhttps?(?=[ \t]){_SAME_COMMAND}[ \t](?:-a|--auth)(?:=|[ \t]+)[\"']?[^\s\"':]*:"
-           r"(?P<s>[^\s\"']+)", triggers=("http",), valid=_cli_password),  # HTTPie
-    Format("password", r"\bhtpasswd(?P<flags>(?:[ \t]+-[A-Za-z]+)+)(?:[ \t]+[^\s;&|]+)+?[ \t]+(?P<s>[^\s;&|]+)"
+           r"(?P<s>[^\s\"'`]+)", triggers=("http",), valid=_cli_password),  # HTTPie
+    Format("password", r"\bhtpasswd(?P<flags>(?:[ \t]+-[A-Za-z]+)+)(?:[ \t]+[^\s;&|`]+)+?[ \t]+(?P<s>[^\s;&|`]+)"
            r"(?=[ \t]*(?:$|[\n;&|]))", triggers=("htpasswd",), replace=_htpasswd),
     # .netrc, on one line or several
-    Format("password", r"\blogin[ \t]+\S+[ \t]+password[ \t]+(?P<s>\S+)", triggers=("pass",),
+    Format("password", r"\blogin[ \t]+\S+[ \t]+password[ \t]+(?P<s>[^\s\"'`]+)", triggers=("pass",),
            needs=("login", "password"), valid=_cli_password),
-    Format("password", r"(?m)^[ \t]*password[ \t]+(?P<s>\S+)[ \t]*$", triggers=("pass",), needs=("machine",),
+    Format("password", r"(?m)^[ \t]*password[ \t]+(?P<s>[^\s\"'`]+)[ \t]*$", triggers=("pass",), needs=("machine",),
            valid=_cli_password),
-    # HTTP headers
+    # HTTP headers: the credential after the scheme; all the parameters of a signed (AWS4, Digest) one
     Format("auth-header", r"(?i)\b(?:proxy-)?authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
-           r"(?:(?:bearer|basic|token|bot|digest|apikey|api-key|api-token|key|sso-key|ssws|geniekey"
-           r"|deepl-auth-key|negotiate|ntlm|aws4-hmac-sha256|hmac|otoken)[ \t]+)?(?P<s>[^\n\"'\\]+)",
-           triggers=("authorization",), valid=_authorization),
+           r"(?:aws4-hmac-sha256|digest|hmac|signature)[ \t]+(?P<s>[^\n\"'\\`]+)", triggers=("authorization",),
+           valid=_authorization),
+    Format("auth-header", r"(?i)\b(?:proxy-)?authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+           r"(?:(?:bearer|basic|token|bot|apikey|api-key|api-token|key|sso-key|ssws|geniekey|deepl-auth-key"
+           r"|negotiate|ntlm|otoken)[ \t]+)?(?P<s>[^\s\"'\\`]+)", triggers=("authorization",), valid=_authorization),
     Format("bearer-token", r"(?i)\bbearer[ \t]+(?P<s>[A-Za-z0-9._~+/\-]{20,}=*)", triggers=("bearer",)),
     Format("cookie", r"(?i)\b(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*(?P<s>[^\n\"']+)", triggers=("cookie",),
            replace=_cookie),
