@@ -72,7 +72,7 @@ _WORDISH = LazyRegex(r"[A-Za-z]+[0-9]{0,3}|[0-9]+|[0-9]{1,3}[A-Za-z]+|v[0-9]+(?:
 _DOTTED_NAME = LazyRegex(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 _REFERENCE = LazyRegex(r"""(?x)\$(?:\{\{.*\}\}|\{[^}]*\}|\([^)]*\)|[A-Za-z_]\w*|[0-9@*#?])
                            |%[A-Za-z_]\w*%|%\([A-Za-z_]\w*\)s|\{\{.*\}\}|<[^<>]+>|\{[A-Za-z_][\w.]*\}|\#\{[^}]*\}
-                           |@[A-Za-z_][\w.]*@""", )
+                           |@[A-Za-z_][\w.]*@""")
 _REFERENCE_PREFIXES = ("$(", "${", "op://", "vault:", "arn:", "env:", "file:", "ENC[", "!vault", "ref+", "secretref:",
                        "keyvault:", "process.env", "os.environ", "secrets.", "${{", "{{")
 
@@ -285,14 +285,14 @@ def secret_value(value: str, strength: str, *, separator: str, quoted: bool, sho
 
 # A name holding a secret word, then `=`, `:`, `=>`, a comma between quoted strings, or blanks.
 # The scan finds the secret words with `str.find` and widens each hit to the name around it.
-_AFTER_NAME = LazyRegex(r"""(?x)
+_AFTER_NAME = r"""(?x)
     (?P<close>\\?["'])?
     (?: [ \t]*(?P<assign>=>|:=|=|:(?!:))[ \t]*
       | (?<=["'])[ \t]*(?P<comma>,)[ \t]*
       | (?P<space>[ \t]+) )
     (?: (?P<open>\\?["'`])(?P<quoted>[^\n]*?)(?P=open)
       | (?P<bare>[^\s"'`,;&|<>(){}\[\]]+) )
-""")
+"""
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.$-")
 _NAME_TAIL_CHARS = _NAME_CHARS - {"$"}
 _strengths: dict[tuple[str, bool], str | None] = {}
@@ -309,7 +309,10 @@ def cached_strength(name: str, in_query: bool) -> str | None:
 
 
 class LabelFormat(Format):
-    """`KEY=value`, `"key": "value"`, `--flag value`, `X-Api-Key: value`: the name says what the value is."""
+    """`KEY=value`, `"key": "value"`, `--flag value`, `X-Api-Key: value`: the name says what the value is.
+
+    Its triggers are the secret words it looks for; its pattern matches what follows a name.
+    """
 
     __slots__ = ()
 
@@ -327,7 +330,6 @@ class LabelFormat(Format):
         pieces: list[str] = []
         copied = 0     # text[:copied] is in pieces
         scanned = 0    # hits before this are inside a name or value already handled
-        after_name = _AFTER_NAME
         for at in self._hits(text):
             if at < scanned:
                 continue
@@ -342,7 +344,7 @@ class LabelFormat(Format):
             strength = cached_strength(name, start > 0 and text[start - 1] in "?&")
             if strength is None:
                 continue
-            match = after_name.get().match(text, end)
+            match = self.regex.get().match(text, end)
             replaced = None if match is None else _label(text, name, strength, match)
             if match is not None and replaced is not None:
                 pieces += [text[copied:end], replaced]
@@ -588,7 +590,8 @@ FORMATS: tuple[Format, ...] = (
            triggers=("pass", "pw", "secret", "token", "key"), needs=("</",), replace=_xml_element),
     Format("secret", r"""(?i)\bkey=["'](?P<name>[^"'\n]+)["'][ \t]+value=["'](?P<s>[^"'\n]*)["']""",
            triggers=("key",), replace=_app_setting),
-    LabelFormat("secret", "", triggers=("pass", "pw", "secret", "token", "key", "auth", "salt", "_pat", "-pat", "sig")),
+    LabelFormat("secret", _AFTER_NAME,
+                triggers=("pass", "pw", "secret", "token", "key", "auth", "salt", "_pat", "-pat", "sig")),
 )
 
 # A trigger listed here is tested only when its parent, a substring of every text it can match
