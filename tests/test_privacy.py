@@ -219,6 +219,22 @@ def test_secret_across_the_tail_cut_of_an_error_is_redacted(service: Service) ->
     assert leaks(json.dumps(row).encode()) == {}, row["metadata"]["error"][:80]
 
 
+def test_memory_tags_pass_the_filter(service: Service) -> None:
+    token = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    memory = service.remember("CI reads the deploy token from the vault", tags=[token, "ci", "<private>x</private>"])
+    assert memory.tags == ["[REDACTED:github-token]", "ci"]
+    updated = service.update(memory.id, tags=f"release,{token}")
+    assert updated.tags == ["release", "[REDACTED:github-token]"]
+
+
+def test_a_file_path_passes_the_filter(service: Service) -> None:
+    path = f"{CWD}/.cache/ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8.json"
+    outcome = service.record_event(parse(hook_payload("PostToolUse", cwd=CWD, tool_name="Read",
+                                                      tool_input={"file_path": path}), now=T0))
+    (obs,) = service.get_observations([outcome.observation_id or 0])
+    assert obs.file_path == f"{CWD}/.cache/[REDACTED:github-token].json"
+
+
 # -- end to end: real processes, raw bytes --------------------------------------------------------
 
 BLOB = "\n".join(s.text for s in SECRETS)
@@ -340,6 +356,27 @@ def test_a_prompt_that_is_entirely_private_stores_no_prompt(tmp_path: Path) -> N
     assert (done.returncode, done.stdout) == (0, "")
     assert query(home, "SELECT COUNT(*) AS n FROM prompts")[0]["n"] == 0
     assert b"120k" not in raw_bytes(db_path(home), home / "nmem.db-wal")
+
+
+@pytest.mark.parametrize(("text", "redacted"), [
+    ("aws_secret wJalrXUtnFEMI/K7MDENG+bPxRfiCYzq8Lk3m2Pa end", True),       # base64 with `/`: judged whole
+    ("see src/main/java/org/acme/billing/InvoiceService2Impl/Factory.java", False),   # a path: mostly words
+    ("golang.org/x/text v0.14.0 h1:ScX5w1eTa3QqT8oi6+ziP7dTV1S2+ALU0bI+0zXKWiQ=", False),  # go.sum digest
+    ('"integrity": "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg=="',
+     False),
+    ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl dev@laptop", False),
+])
+def test_runs_with_slashes_and_the_digests_kept(text: str, redacted: bool) -> None:
+    assert (scrub(text) != text) is redacted, scrub(text)
+
+
+def test_the_one_search_for_trigger_words_agrees_with_the_in_tests() -> None:
+    """Once `re` is loaded, one regex search replaces the `in` test of each root trigger: same answer."""
+    from nmem.capture import privacy
+
+    texts = [s.text.lower() for s in SECRETS] + [t.lower() for t in NOT_SECRETS] + ["", "plain words only"]
+    search = privacy._ROOTS_PATTERN.get().search
+    assert [bool(search(t)) for t in texts] == [any(r in t for r in privacy._ROOTS) for t in texts]
 
 
 @pytest.mark.parametrize(("run", "redacted"), [

@@ -97,6 +97,11 @@ def _shown_text(text: str) -> str:
     return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
 
 
+def _tags(value: object) -> tuple[str, ...]:
+    """Tags as stored: through the privacy filter like every other field."""
+    return tuple(tag for tag in (scrub(t).strip() for t in _as_list(value, "tags")) if tag)
+
+
 def _as_list(value: object, name: str) -> tuple[str, ...]:
     """Accept a list or a comma-separated string (claude-mem sends `files: "a.ts,b.ts"`)."""
     if value is None or value == "":
@@ -198,7 +203,7 @@ class CoreService:
         return self.store.insert_memory(NewMemory(
             uid=new_uid(self.clock()), domain=self._domain(domain, project),
             namespace=self._namespace(namespace), summary=title, content=body,
-            timestamp=at if at is not None else self.now(), tags=_as_list(tags, "tags"), source=source,
+            timestamp=at if at is not None else self.now(), tags=_tags(tags), source=source,
             relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
         ))
 
@@ -236,7 +241,7 @@ class CoreService:
         if namespace is not None:
             fields["namespace"] = self._namespace(namespace)
         if tags is not None:
-            fields["tags"] = _as_list(tags, "tags")
+            fields["tags"] = _tags(tags)
         if relates_to is not None:
             fields["relates_to"] = _as_list(relates_to, "relates_to")
         if tier is not None:

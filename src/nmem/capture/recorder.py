@@ -85,7 +85,7 @@ class Recorder:
         return self.store.add_observation(NewObservation(
             session_id=event.session_id, project=project, timestamp=event.timestamp, obs_type=obs_type,
             source_event=event.hook_event_name, content=scrub(content), tool_name=event.tool_name,
-            file_path=file_path, metadata=meta, prompt_id=prompt_id,
+            file_path=scrub(file_path) if file_path else None, metadata=meta, prompt_id=prompt_id,
         ))
 
     def _prompt(self, event: ev.HookEvent, project: str) -> RecordOutcome:
