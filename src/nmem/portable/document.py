@@ -1,0 +1,82 @@
+"""One JSON or YAML document: `{"nmem_export": 1, "memories": [...], "sessions": [...],
+"prompts": [...], "observations": [...]}`. Both hold the same data; YAML writes multi-line
+text as literal blocks, so a memory reads as written.
+
+A document is built whole in memory (JSON Lines streams, for large trails). Reading also
+takes what people write by hand: a list of memories, or one memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import date, datetime
+from typing import Any, TextIO
+
+import yaml
+
+from nmem.errors import InvalidArgument
+from nmem.portable.export import Export
+from nmem.portable.records import FORMAT_VERSION, grouped
+
+
+def build(export: Export, progress: Callable[[int], None]) -> dict[str, Any]:
+    document: dict[str, Any] = {"nmem_export": FORMAT_VERSION, "memories": list(export.memories())}
+    sessions: list[dict[str, Any]] = []
+    prompts: list[dict[str, Any]] = []
+    observations: list[dict[str, Any]] = []
+    for rows in export.sessions(export.session_list()):
+        sessions.append(rows.session)
+        prompts.extend(rows.prompts)
+        observations.extend(rows.observations)
+        progress(1)
+    if export.filters.trail:
+        document.update(sessions=sessions, prompts=prompts, observations=observations)
+    return document
+
+
+def write_json(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
+    out.write(json.dumps(build(export, progress), indent=2, ensure_ascii=False) + "\n")
+
+
+class YamlDumper(yaml.SafeDumper):
+    """Multi-line strings as literal blocks (`|`), where YAML allows one."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+YamlDumper.add_representer(str, _text)
+
+
+def write_yaml(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
+    yaml.dump(build(export, progress), out, Dumper=YamlDumper, sort_keys=False, allow_unicode=True,
+              default_flow_style=False, width=1_000_000)
+
+
+def read_json(text: str) -> Iterator[tuple[str, str, Any]]:
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"not valid JSON: {exc}") from None
+    yield from grouped(document, "document")
+
+
+def read_yaml(text: str) -> Iterator[tuple[str, str, Any]]:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidArgument(f"not valid YAML: {' '.join(str(exc).split())}") from None
+    yield from grouped(dates_as_text(document), "document")
+
+
+def dates_as_text(value: Any) -> Any:
+    """YAML reads `2026-05-01` as a date: give it back as the text nmem's time parser takes."""
+    if isinstance(value, dict):
+        return {k: dates_as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [dates_as_text(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return value
