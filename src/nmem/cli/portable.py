@@ -21,7 +21,7 @@ from nmem.cli.app import State, emit, format_option, note, pass_state, time_boun
 from nmem.cli.output import Block, Fields, Heading, Table
 from nmem.cli.progress import progress_bar, progress_of
 from nmem.core import CoreService
-from nmem.errors import ConfigError, InvalidArgument
+from nmem.errors import ConfigError, InvalidArgument, NmemError
 from nmem.integrations.transcripts import default_root, find_transcripts, import_transcripts
 from nmem.portable import FORMATS, claude_mem, document, format_for, importer, jsonl, markdown, mcp_memory
 from nmem.portable import backup as backups
@@ -107,13 +107,18 @@ def _write_atomically(path: str, write: Callable[[TextIO], None]) -> None:
             os.unlink(tmp)
 
 
+def _count(summary: dict[str, Any], key: str, one: str) -> str:
+    n = summary[key]
+    return f"{n} {one if n == 1 else key}"
+
+
 def _export_line(summary: dict[str, Any]) -> str:
-    parts = [f"{summary['memories']} memories"]
+    parts = [_count(summary, "memories", "memory")]
     if summary["tombstones"]:
-        parts.append(f"{summary['tombstones']} tombstones")
+        parts.append(_count(summary, "tombstones", "tombstone"))
     if summary["sessions"]:
-        parts.append(f"{summary['sessions']} sessions ({summary['prompts']} prompts, "
-                     f"{summary['observations']} observations)")
+        parts.append(f"{_count(summary, 'sessions', 'session')} ({_count(summary, 'prompts', 'prompt')}, "
+                     f"{_count(summary, 'observations', 'observation')})")
     return f"exported {', '.join(parts)} as {summary['format']}"
 
 
@@ -128,7 +133,7 @@ class ImportGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-@click.group("import", cls=ImportGroup)
+@click.group("import", cls=ImportGroup, subcommand_metavar="FILE | SOURCE [ARGS]...")
 def import_() -> None:
     """Bring memory in: an nmem export, or another tool's memory.
 
@@ -183,7 +188,7 @@ def _report(state: State, fmt: str | None, title: str, source: dict[str, Any], r
         note(f"skipped {line}")
 
 
-@import_.command("file")
+@import_.command("file", short_help="An nmem export or a hand-written file of memories (the default).")
 @click.argument("path", metavar="[FILE]", required=False, default="-")
 @click.option("--format", "data_format", type=FILE_FORMAT, default=None,
               help="The file's format. Default: from FILE's extension; required for standard input.")
@@ -209,14 +214,14 @@ def import_file(state: State, path: str, data_format: str | None) -> None:
     name = "standard input" if path == "-" else path
     try:
         batch = importer.read(service, text, fmt)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"{name}: {exc.message}") from None
+    except NmemError as exc:
+        raise type(exc)(f"{name}: {exc.message}") from None
     report = _apply(service, batch)
     _report(state, None, f"Imported {name}", {"file": path if path == "-" else os.path.abspath(path), "format": fmt},
             report)
 
 
-@import_.command("claude-code")
+@import_.command("claude-code", short_help="Claude Code transcripts (default ~/.claude/projects).")
 @click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
 @format_option
 @pass_state
@@ -246,7 +251,7 @@ def import_claude_code(state: State, path: Path | None, fmt: str | None) -> None
         note(error)
 
 
-@import_.command("claude-mem")
+@import_.command("claude-mem", short_help="A claude-mem database: its observations, sessions and prompts.")
 @click.argument("db", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @format_option
 @pass_state
@@ -266,7 +271,7 @@ def import_claude_mem(state: State, db: Path | None, fmt: str | None) -> None:
     _report(state, fmt, f"Imported claude-mem ({path})", {"database": str(path.resolve())}, report, skipped)
 
 
-@import_.command("mcp-memory")
+@import_.command("mcp-memory", short_help="The MCP memory server's knowledge graph (memory.jsonl).")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--domain", default="user", show_default=True,
               help="Domain of the memories: user, org, project (this project's) or project:NAME.")
@@ -282,6 +287,7 @@ def import_mcp_memory(state: State, file: Path, domain: str, namespace: str, fmt
     after the graph changed, the changed entities are updated (unless edited in nmem since).
     """
     service = state.service()
+    domain, namespace = service._domain(domain, None), service._namespace(namespace)  # a bad one stops here
     batch, skipped = mcp_memory.read(file, domain, namespace, service.importable)
     report = _apply(service, batch)
     _report(state, fmt, f"Imported the MCP memory graph ({file})", {"file": str(file.resolve())}, report, skipped)
