@@ -248,3 +248,20 @@ def test_import_claude_code_keeps_its_shape(nmem_home: Path) -> None:
     group = ok("import", "--help").stdout
     for line in ("nmem import FILE", "claude-code", "claude-mem", "mcp-memory"):
         assert line in group
+
+
+def test_markdown_survives_a_crlf_conversion_and_takes_hand_written_sections(service: Service,
+                                                                              tmp_path: Path) -> None:
+    service.remember("Line A\nLine B", namespace="learnings", project="demo")
+    text = export(None, "--format", "markdown")
+    other = tmp_path / "other"
+    ok("--home", str(other), "import", "--format", "markdown", input=text.replace("\n", "\r\n"))
+    assert export(other, "--format", "markdown") == text
+
+    by_hand = text + ("<!-- nmem:memory -->\n## Run tests with -x\n\n```yaml\nnamespace: conventions\nproject: demo\n"
+                      "tags: [pytest]\n```\n\nStop at the first failure.\n")
+    result = json.loads(ok("--format", "json", "import", "--format", "markdown", input=by_hand).stdout)
+    assert result["imported"]["memories"] == {"added": 1, "updated": 0, "deleted": 0, "unchanged": 1, "kept": 0}
+    (hit,) = service.recall("first failure", project="demo")
+    assert (hit.record.summary, hit.record.namespace, hit.record.tags) == (
+        "Run tests with -x", "conventions", ["pytest"])

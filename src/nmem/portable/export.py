@@ -8,7 +8,7 @@ twice gives the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ class Export:
         self.service = service
         self.filters = filters
         self.counts = {"memories": 0, "tombstones": 0, "sessions": 0, "prompts": 0, "observations": 0}
+        self._sessions: list[Session] | None = None
 
     def snapshot(self) -> Any:
         return self.service.store.read_snapshot()
@@ -67,14 +68,16 @@ class Export:
             yield memory_record(memory)
 
     def session_list(self) -> list[Session]:
-        if not self.filters.trail:
-            return []
-        return self.service.store.export_sessions(self.filters.project, self.filters.since)
+        """The sessions to export (read once: inside `snapshot()` they cannot change)."""
+        if self._sessions is None:
+            self._sessions = (self.service.store.export_sessions(self.filters.project, self.filters.since)
+                              if self.filters.trail else [])
+        return self._sessions
 
-    def sessions(self, listed: Sequence[Session] | None = None) -> Iterator[SessionRows]:
+    def sessions(self) -> Iterator[SessionRows]:
         since = self.filters.since
         store = self.service.store
-        for session in self.session_list() if listed is None else listed:
+        for session in self.session_list():
             observations = store.session_observations(session.id, None, None if since is None else since - 1)
             followed = {o.prompt_id for o in observations}
             # The prompts of the period, and any older prompt an exported observation followed.

@@ -58,11 +58,6 @@ class ImportReport:
             "observations": {k: self.observations[k] for k in ("added", "unchanged")},
         }
 
-    @property
-    def changed(self) -> int:
-        return (sum(self.memories[k] for k in ("added", "updated", "deleted")) + self.sessions["added"]
-                + self.sessions["updated"] + self.prompts["added"] + self.observations["added"])
-
 
 def read(service: CoreService, text: str, fmt: str) -> Batch:
     """Parse and check a whole file in one of the formats (`nmem.portable.FORMATS`)."""

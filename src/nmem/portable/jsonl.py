@@ -20,7 +20,7 @@ def write(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
     out.write(json.dumps({"kind": "nmem_export", "version": FORMAT_VERSION}) + "\n")
     for memory in export.memories():
         out.write(line("memory", memory))
-    for rows in export.sessions(export.session_list()):
+    for rows in export.sessions():
         for kind, record in rows.records():
             out.write(line(kind, record))
         progress(1)

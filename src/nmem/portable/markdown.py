@@ -26,7 +26,8 @@ Each memory is a section: an HTML comment (invisible once rendered) opens it, a 
 shows its summary, a YAML block holds its fields and the rest, up to the next marker, is its
 content. A content line that itself begins like a marker (`<!-- nmem`) is written with one
 more leading backslash and read back without it. Trail sessions (with `--trail`) follow as
-JSON Lines blocks, one per session. Headings are for people; reading ignores them.
+JSON Lines blocks, one per session. Headings are for people: reading ignores them, except
+that a memory section written by hand, without a `summary` field, takes its heading as one.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, TextIO
 
 from nmem.errors import InvalidArgument
 from nmem.portable import jsonl
-from nmem.portable.document import YamlDumper, dates_as_text
+from nmem.portable.document import dates_as_text, yaml_dump
 from nmem.portable.export import Export
 from nmem.portable.records import FORMAT_VERSION
 
@@ -65,7 +66,7 @@ def _heading(text: str) -> str:
 def _memory_section(record: dict[str, Any]) -> str:
     fields = {k: v for k, v in record.items() if k != "content"}
     title = record["summary"] if record["deleted_at"] is None else f"(forgotten) {record['uid']}"
-    meta = yaml_dump(fields)
+    meta = str(yaml_dump(fields))
     body = "\n".join(_escape(line) for line in record["content"].split("\n"))
     parts = [MEMORY, f"## {_heading(title) or record['uid']}", "", "```yaml", meta.rstrip("\n"), "```", ""]
     if body:
@@ -73,18 +74,11 @@ def _memory_section(record: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def yaml_dump(data: dict[str, Any]) -> str:
-    import yaml
-
-    return str(yaml.dump(data, Dumper=YamlDumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
-                         width=1_000_000))
-
-
 def write(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
     out.write(f"{HEADER}\n# nmem export\n\n")
     for record in export.memories():
         out.write(_memory_section(record))
-    for rows in export.sessions(export.session_list()):
+    for rows in export.sessions():
         session = rows.session
         started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(session["started_at"]))
         out.write(f"{SESSION}\n### Session s{_heading(session['id'])[:8]} · {_heading(session['project'])} · "
@@ -96,6 +90,8 @@ def write(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
 
 
 def read(text: str) -> Iterator[tuple[str, str, Any]]:
+    if text.lstrip().startswith(HEADER + "\r\n"):
+        text = text.replace("\r\n", "\n")  # the whole file went through a CRLF conversion
     lines = text.split("\n")
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     match = _HEADER.match(lines[first].strip()) if first is not None else None
@@ -107,11 +103,10 @@ def read(text: str) -> Iterator[tuple[str, str, Any]]:
     kind, start = "", first + 1
     section: list[str] = []
     for number, line in enumerate(lines[first + 1:], start=first + 2):
-        marker = line.rstrip("\r")
-        if marker in (MEMORY, SESSION):
+        if line in (MEMORY, SESSION):
             if kind:
                 yield from _section(kind, section, start)
-            kind, start, section = ("memory" if marker == MEMORY else "session"), number, []
+            kind, start, section = ("memory" if line == MEMORY else "session"), number, []
         elif kind:
             section.append(line)
         elif line.strip() and not line.startswith("#"):
@@ -156,4 +151,8 @@ def _section(kind: str, lines: list[str], start: int) -> Iterator[tuple[str, str
     if "content" in fields:
         raise InvalidArgument(f"{where}: the content goes below the YAML block, not in it")
     content = "\n".join(_unescape(line) for line in rest).strip()
+    before_block = lines[:len(lines) - len(rest) - len(block) - 2]
+    heading = next((line.lstrip("#").strip() for line in before_block if line.startswith("#")), "")
+    if heading and "summary" not in fields:  # a section written by hand: its heading is its summary
+        fields["summary"] = heading
     yield "memory", where, {**dates_as_text(fields), "content": content}
