@@ -46,7 +46,7 @@ def _dumper() -> Any:
     def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
 
-    class LiteralDumper(yaml.SafeDumper):
+    class LiteralDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]  # libyaml: ~10x
         pass
 
     LiteralDumper.add_representer(str, text)
@@ -73,11 +73,18 @@ def read_json(text: str) -> Iterator[tuple[str, str, Any]]:
     yield from grouped(document, "document")
 
 
+def yaml_load(text: str) -> Any:
+    """`yaml.safe_load`, through libyaml when PyYAML has it (about ten times faster)."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader, C or Python
+
+
 def read_yaml(text: str) -> Iterator[tuple[str, str, Any]]:
     import yaml
 
     try:
-        document = yaml.safe_load(text)
+        document = yaml_load(text)
     except yaml.YAMLError as exc:
         raise InvalidArgument(f"not valid YAML: {' '.join(str(exc).split())}") from None
     yield from grouped(dates_as_text(document), "document")

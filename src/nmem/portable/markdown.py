@@ -39,7 +39,7 @@ from typing import Any, TextIO
 
 from nmem.errors import InvalidArgument
 from nmem.portable import jsonl
-from nmem.portable.document import dates_as_text, yaml_dump
+from nmem.portable.document import dates_as_text, yaml_dump, yaml_load
 from nmem.portable.export import Export
 from nmem.portable.records import FORMAT_VERSION
 
@@ -142,7 +142,7 @@ def _section(kind: str, lines: list[str], start: int) -> Iterator[tuple[str, str
 
     block, rest = _fence(lines, start, "yaml")
     try:
-        fields = yaml.safe_load("\n".join(block))
+        fields = yaml_load("\n".join(block))
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise InvalidArgument(f"{where}: the memory's YAML block does not parse: {problem}") from None
