@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from conftest import record
 from nmem.memory import Service
 from sync_support import bare_remote
-from test_cli_support import AUTH_FILE, CWD, as_json, seed
+from test_cli_support import AUTH_FILE, CWD, as_json, ok, seed
 
 JSON_DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 # Objects keyed by data (types, namespaces, projects...) rather than by a fixed schema.
@@ -38,13 +39,17 @@ def keys(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture
-def populated(service: Service) -> dict[str, str]:
+def populated(service: Service, tmp_path: Path) -> dict[str, str]:
     history = seed(service)
     record(service, "SessionEnd", session_id="s1", cwd=CWD, reason="logout")
     memory = service.remember("Use WAL", namespace="decisions", tags=["sqlite"], project="demo")
     spare = service.remember("Spare one", namespace="learnings", project="demo")
     remote = bare_remote(Path(service.settings.home).parent / "sync-remote.git")
-    return {"obs": str(history.edit), "memory": memory.id, "spare": spare.id, "remote": str(remote)}
+    graph = tmp_path / "memory.jsonl"
+    graph.write_text('{"type": "entity", "name": "Ada", "entityType": "person", "observations": ["likes tests"]}\n',
+                     encoding="utf-8")
+    return {"obs": str(history.edit), "memory": memory.id, "spare": spare.id, "graph": str(graph),
+            "backup": str(tmp_path / "backup.db"), "remote": str(remote)}
 
 
 def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
@@ -70,6 +75,10 @@ def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
         ("nmem purge", ["purge", "--id", "9999", "--confirm"]),
         ("nmem purge", ["purge", "--query", "nothing matches this", "--confirm"]),
         ("nmem index", ["index", "--backend", "hashing"]),
+        ("nmem export", ["export", "--trail", "--tombstones"]),  # --format json: the document itself
+        ("nmem import", ["import", "mcp-memory", ids["graph"]]),
+        ("nmem backup", ["backup", ids["backup"]]),
+        ("nmem restore", ["restore", ids["backup"]]),
         ("nmem config show", ["config", "show"]),
         ("nmem config get", ["config", "get", "cli.format"]),
         ("nmem config set", ["config", "set", "search.default_limit", "30"]),
@@ -96,3 +105,13 @@ def test_session_summary_keys_are_documented_once_closed(populated: dict[str, st
     [session] = [h for h in as_json("search", "--scope", "sessions", "--full") if h["id"] == "s1"]
     assert isinstance(session["summary"], dict) and isinstance(session["signature"], dict)
     assert session["summary"]["intent"] == "fix the flaky auth test"
+
+
+def test_export_and_import_summaries_are_documented(populated: dict[str, str], tmp_path: Path) -> None:
+    """Their --format names the file's format, so the summary's format is the global one."""
+    docs = sections()
+    target = str(tmp_path / "all.md")
+    for section, args in [("nmem export", ["export", "-o", target, "--trail"]), ("nmem import", ["import", target])]:
+        printed = json.loads(ok("--format", "json", *args).stdout)
+        for key, where in keys(printed):
+            assert f"`{key}`" in docs[section], f"`nmem {' '.join(args)}` prints {where}, not in docs/json.md"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+from nmem import jsonlite as json
 from nmem.capture import events as ev
 from nmem.capture.privacy import redact_url, scrub
 from nmem.capture.project import project_name
@@ -38,6 +39,7 @@ NAMESPACE_ALIASES = {
     "convention": "conventions", "api": "apis", "test": "testing",
 }
 _SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+_UID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")  # ULIDs: Crockford's base32
 
 
 def _is_slug(text: str) -> bool:
@@ -111,6 +113,16 @@ def _as_list(value: object, name: str) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(v.strip() for v in value if v.strip())
     raise InvalidArgument(f"{name} must be a string or a list of strings")
+
+
+def _is_uid(text: str) -> bool:
+    return len(text) == 26 and text[0] in "01234567" and all(c in _UID_CHARS for c in text)
+
+
+def _merge_key(memory: Memory) -> str:
+    """What two copies of a memory must share to be the same version (times aside)."""
+    return json.dumps([memory.domain, memory.namespace, memory.summary, memory.content, memory.tags,
+                       memory.source, memory.relates_to, memory.tier, memory.is_pinned, memory.deleted_at])
 
 
 class CoreService:
@@ -260,6 +272,62 @@ class CoreService:
         memory = self.get_memory(ref)
         self.store.tombstone_memory(memory.id, self.now())
         return memory
+
+    def merge_memory(self, incoming: Memory) -> str:
+        """Bring in a memory from elsewhere (an export, another tool) under its own uid.
+
+        The newer `updated_at` wins; on a tie the greater content does, so two databases that
+        import each other's exports agree. A tombstone is a write like any other. The local
+        access count and time stay local. A memory without a uid (a hand-written file) is
+        new unless a live memory of its domain and namespace already says the same. Returns
+        what happened: `added`, `updated`, `deleted` (a tombstone written), `unchanged`, or
+        `kept` (the local copy is newer).
+        """
+        memory = self.importable(incoming)
+        if not memory.id:
+            if any(m.content == memory.content for m in self.store.iter_memories(memory.domain, memory.namespace)):
+                return "unchanged"
+            self.remember(memory.content, summary=memory.summary, namespace=memory.namespace, tags=memory.tags,
+                          domain=memory.domain, source=memory.source, relates_to=memory.relates_to,
+                          tier=memory.tier, pinned=memory.is_pinned, at=memory.created_at)
+            return "added"
+        local = self.store.get_memory(memory.id)
+        if local is None:
+            self.store.put_memory(memory)
+            return "added" if memory.deleted_at is None else "deleted"
+        if _merge_key(memory) == _merge_key(local):
+            return "unchanged"
+        if (memory.updated_at, _merge_key(memory)) < (local.updated_at, _merge_key(local)):
+            return "kept"
+        self.store.put_memory(memory.replace(created_at=min(local.created_at, memory.created_at),
+                                             accessed_at=local.accessed_at, access_count=local.access_count))
+        return "updated" if memory.deleted_at is None else "deleted"
+
+    def importable(self, memory: Memory) -> Memory:
+        """The memory as this database would store it: checked, scrubbed, a tombstone emptied.
+        An empty id (a memory written by hand) stays empty: `merge_memory` gives it one."""
+        uid = memory.id.strip().upper()
+        if uid and not _is_uid(uid):
+            raise ValidationError(f"invalid memory id {memory.id!r}: expected a ULID (26 characters)")
+        if memory.tier not in TIERS:
+            raise ValidationError(f"invalid tier {memory.tier!r}: use one of {', '.join(TIERS)}")
+        fields: dict[str, Any] = {"id": uid, "domain": self._domain(memory.domain, None),
+                                  "namespace": self._namespace(memory.namespace)}
+        if memory.deleted_at is not None:
+            if not uid:
+                raise ValidationError("a forgotten memory (deleted_at) needs its uid")
+            fields.update(summary="", content="", tags=[], relates_to=[])
+            return memory.replace(**fields)
+        body = scrub(memory.content).strip()
+        if not body:
+            if memory.content.strip():
+                raise ContentBlocked("nothing left to store: the content is entirely private")
+            raise ValidationError("content must not be empty")
+        title = scrub(memory.summary).strip() or preview(body.splitlines()[0].strip(), SUMMARY_CHARS)
+        if len(title) > SUMMARY_CHARS:
+            raise ValidationError(f"summary is {len(title)} characters; the limit is {SUMMARY_CHARS}")
+        fields.update(summary=title, content=body, tags=list(memory.tags), relates_to=list(memory.relates_to))
+        return memory.replace(**fields)
 
     def pin(self, ref: str | int, pinned: bool = True) -> dict[str, Any]:
         """Pin an observation (numeric id) or a memory (id or URN): exempt from retention."""

@@ -1,8 +1,7 @@
-"""Setting nmem up: `install`/`uninstall` for Claude Code, `doctor`, and `import` of old transcripts."""
+"""Setting nmem up: `install`/`uninstall` for Claude Code and `doctor` (`import` is in `nmem.cli.portable`)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -13,7 +12,6 @@ from nmem.config import data_home
 from nmem.doctor import FAIL, Check, run_checks
 from nmem.errors import InvalidArgument
 from nmem.integrations import claude_code
-from nmem.integrations.transcripts import default_root, find_transcripts, import_transcripts
 
 HARNESSES = click.Choice(["claude-code"])
 
@@ -109,38 +107,4 @@ def doctor(state: State, fmt: str | None) -> None:
         raise click.exceptions.Exit(1)
 
 
-@click.command("import")
-@click.argument("harness", type=HARNESSES)
-@click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
-@format_option
-@pass_state
-def import_(state: State, harness: str, path: Path | None, fmt: str | None) -> None:
-    """Backfill from Claude Code transcripts (default ~/.claude/projects).
-
-    PATH may be the projects directory, one project's directory or one session's .jsonl
-    file. Subagent work (sidechain lines, subagents/*.jsonl) is recorded under its session.
-    Each file is read from where the last import stopped, so running it again records only
-    what transcripts gained since; a session the hooks captured live gains only the events
-    after the ones they recorded.
-    """
-    root = path or default_root()
-    files = find_transcripts(root)
-    if not files:
-        note(f"no transcripts found under {root}")
-    service = state.service()
-    with click.progressbar(length=len(files), label="importing", file=sys.stderr, show_pos=True) as bar:
-        def advance(_path: Path) -> None:
-            bar.update(1)
-
-        report = import_transcripts(service, files, progress=advance)
-    data = report.to_dict()
-    emit(state, fmt, data, lambda: [Heading("Claude Code import"), Table(("", "count"), [
-        ["transcripts", str(report.files)], ["sessions imported", str(report.imported)],
-        ["sessions updated (new events)", str(report.updated)],
-        ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
-    ])])
-    for error in report.errors:
-        note(error)
-
-
-COMMANDS: tuple[click.Command, ...] = (install, uninstall, doctor, import_)
+COMMANDS: tuple[click.Command, ...] = (install, uninstall, doctor)

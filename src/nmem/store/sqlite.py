@@ -151,6 +151,7 @@ class SqliteStore:
         # the URI query its reader opens the file with (see nmem.store.sqlite_files).
         self._read_only_reason: str | None = None
         self._reader_query = "mode=ro"
+        self._snapshots = 0   # nested read_snapshot() blocks open on the reader
         # Each session's latest user prompt, known while this store holds the write lock (no
         # other writer can add one then): a bulk import or a batch of events looks it up once.
         self._latest_prompts: dict[str, int | None] = {}
@@ -561,6 +562,11 @@ class SqliteStore:
     def _rewrite_index(self, fts: str) -> None:
         self._exec(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
 
+    def reclaim(self) -> None:
+        """After deletes made inside a caller's transactions (an import's batches): what each
+        delete does on its own once its transaction ends (see `_scrub`)."""
+        self._scrub()
+
     def _scrub(self) -> None:
         """After a delete: give free pages back and fold the WAL into the file, truncated."""
         if self._depth:
@@ -681,6 +687,83 @@ class SqliteStore:
             f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY updated_at DESC", params
         ):
             yield Memory.from_row(row)
+
+    # -- moving memory: exports read a snapshot, imports write whole rows --------------------
+
+    def read_snapshot(self) -> _Snapshot:
+        """`with store.read_snapshot():` — every read inside sees the database as of the first
+        one (a read transaction on the reader), whatever other processes commit meanwhile."""
+        return _Snapshot(self)
+
+    def export_memories(self, filters: SearchFilters, deleted: bool) -> Iterator[Memory]:
+        """Memories the filters select (domains, namespaces, updated since `date_start`;
+        archived ones too), tombstones only with `deleted`, in uid order."""
+        clauses: list[str] = [] if deleted else ["m.deleted_at IS NULL"]
+        params: list[Any] = []
+        self._memory_filters(filters.replace(include_archived=True), clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        for row in self._query(f"SELECT m.* FROM memories m {where} ORDER BY m.uid", params):
+            yield Memory.from_row(row)
+
+    def export_sessions(self, project: str | None, since: int | None) -> list[Session]:
+        """Sessions (of `project`), oldest first; with `since`, those started, ended or holding
+        a prompt or observation at or after it."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if project is not None:
+            clauses.append("s.project = ?")
+            params.append(project)
+        if since is not None:
+            clauses.append("(s.started_at >= ? OR s.ended_at >= ? "
+                           "OR EXISTS (SELECT 1 FROM prompts p WHERE p.session_id = s.id AND p.timestamp >= ?) "
+                           "OR EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id "
+                           "AND o.timestamp >= ?))")
+            params.extend([since] * 4)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        return [Session.from_row(r) for r in
+                self._query(f"SELECT * FROM sessions s {where} ORDER BY s.started_at, s.id", params)]
+
+    def put_memory(self, memory: Memory) -> None:
+        """Write a whole memory row by its uid (insert, or replace every field): what an import
+        decided to keep. Tombstones are written as they come. Like every memory write it is
+        logged for sync, and a tombstone forgets as `tombstone_memory` does."""
+        with self.transaction():
+            self._put_memory_row(memory)
+            self._log_memory_op(memory.id, memory.updated_at)
+            if memory.deleted_at is not None:
+                self._forget_sync_lines(memory.id)
+                self._rewrite_index("memories_fts")
+        if memory.deleted_at is not None:
+            self._scrub()
+
+    def _put_memory_row(self, memory: Memory) -> None:
+        self._exec(
+            "INSERT INTO memories (uid, domain, namespace, summary, content, tags, source, relates_to, tier, "
+            "is_pinned, created_at, updated_at, accessed_at, access_count, deleted_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(uid) DO UPDATE SET "
+            "domain = excluded.domain, namespace = excluded.namespace, summary = excluded.summary, "
+            "content = excluded.content, tags = excluded.tags, source = excluded.source, "
+            "relates_to = excluded.relates_to, tier = excluded.tier, is_pinned = excluded.is_pinned, "
+            "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+            "accessed_at = excluded.accessed_at, access_count = excluded.access_count, "
+            "deleted_at = excluded.deleted_at",
+            (memory.id, memory.domain, memory.namespace, memory.summary, memory.content,
+             json.dumps(list(memory.tags)), memory.source, json.dumps(list(memory.relates_to)), memory.tier,
+             int(memory.is_pinned), memory.created_at, memory.updated_at, memory.accessed_at,
+             memory.access_count, memory.deleted_at),
+        )
+
+    def put_session(self, session: Session) -> None:
+        """Write a whole session row by its id (insert, or replace its times, signature and
+        summary; a session keeps its project)."""
+        self._exec(
+            "INSERT INTO sessions (id, project, started_at, ended_at, signature, summary) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET started_at = excluded.started_at, ended_at = excluded.ended_at, "
+            "signature = excluded.signature, summary = excluded.summary",
+            (session.id, session.project, session.started_at, session.ended_at,
+             None if session.signature is None else json.dumps(session.signature, sort_keys=True),
+             None if session.summary is None else json.dumps(session.summary)),
+        )
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -1653,6 +1736,28 @@ class SqliteStore:
                 (kind,))
             removed += cur.rowcount
         return removed
+
+
+class _Snapshot:
+    """`with store.read_snapshot():` — BEGIN on the read-only connection, COMMIT on the way out
+    (nested uses join the outer one)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        store = self.store
+        if store._snapshots == 0:
+            store._reader().execute("BEGIN")
+        store._snapshots += 1
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        store = self.store
+        store._snapshots -= 1
+        if store._snapshots == 0 and store._r is not None and store._r.in_transaction:
+            store._r.execute("COMMIT")
 
 
 class _Transaction:

@@ -1,0 +1,228 @@
+"""`nmem backup` and `nmem restore`: whole-database copies through SQLite's online backup API.
+
+Backup: a read transaction is opened on the database first, so the copy is the database as
+it was at that moment, whatever hooks commit meanwhile (WAL: readers never block writers,
+and a source pinned by its own read transaction never restarts the copy). The pages go in
+steps to a temporary file beside the target, which is checked (`integrity_check`, and the
+row counts of the snapshot) before it is renamed over the target: a backup file is whole
+or absent, never half-written.
+
+Restore: the file is checked first (SQLite, nmem's tables, a schema this nmem can read,
+`integrity_check`). Then the backup API copies it *into* the live database, which holds
+SQLite's write lock from the first page to the commit: hooks cannot write meanwhile (they
+wait, then spool their events to disk and record them on a later run) and readers see the
+old database until the commit, then the restored one, never a mix. With that lock held, the
+current database is first copied to `<data dir>/backups/`, so nothing committed before the
+restore is lost. The restored database is then brought to this nmem's schema.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nmem.errors import InvalidArgument, StorageError
+from nmem.store.sqlite_schema import LATEST_VERSION
+
+TABLES = ("sessions", "prompts", "observations", "memories")
+PAGES_PER_STEP = 1024
+SQLITE_HEADER = b"SQLite format 3\x00"
+SQLITE_OK = 0
+Progress = Callable[[int, int], None]  # pages copied, pages in all
+
+
+@dataclass
+class BackupReport:
+    path: str
+    size_bytes: int
+    schema_version: int
+    counts: dict[str, int]
+    integrity: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RestoreReport:
+    database: str
+    restored_from: str
+    previous_saved_to: str
+    schema_version: int
+    counts: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _uri(path: str, mode: str) -> str:
+    escaped = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{escaped}?mode={mode}"
+
+
+def _connect(path: str, mode: str = "rw") -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(_uri(path, mode), uri=True, isolation_level=None, timeout=30)
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot open {path}: {exc}") from exc
+    return conn
+
+
+def counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Rows per table (memories with their tombstones): what a copy must hold."""
+    return {table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in TABLES}
+
+
+def _integrity(conn: sqlite3.Connection) -> str:
+    return "; ".join(str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()) or "ok"
+
+
+def _sync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def backup_target(target: str, now: float) -> str:
+    """The file a backup goes to: the path given, or a dated name inside a directory."""
+    if os.path.isdir(target):
+        return os.path.join(target, time.strftime("nmem-%Y%m%d-%H%M%S.db", time.localtime(now)))
+    return target
+
+
+def backup(db_path: str, target: str, *, force: bool = False, progress: Progress | None = None,
+           pages_per_step: int = PAGES_PER_STEP) -> BackupReport:
+    """Copy the database at `db_path` to `target` (a file, or a directory for a dated name)."""
+    if not os.path.isfile(db_path):
+        raise StorageError(f"no database at {db_path}")
+    target = backup_target(os.path.expanduser(target), time.time())
+    if os.path.exists(target):
+        if os.path.samefile(target, db_path):
+            raise InvalidArgument(f"{target} is the database itself")
+        if not force:
+            raise InvalidArgument(f"{target} exists: pass --force to replace it")
+    directory = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(directory):
+        raise InvalidArgument(f"no directory {directory} to write the backup in")
+    tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    source = _connect(db_path)
+    try:
+        source.execute("BEGIN")  # the snapshot: rows committed from now on are not in this backup
+        expected = counts(source)
+        version = int(source.execute("PRAGMA user_version").fetchone()[0])
+        copy = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            os.chmod(tmp, 0o600)  # prompts and memories are private
+            source.backup(copy, pages=pages_per_step,
+                          progress=(lambda _s, left, total: progress(total - left, total)) if progress else None)
+            source.execute("COMMIT")
+            copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
+            integrity, found = _integrity(copy), counts(copy)
+        finally:
+            copy.close()
+        if integrity != "ok":
+            raise StorageError(f"the backup failed its integrity check: {integrity}")
+        if found != expected:
+            raise StorageError(f"the backup holds {found}, the database held {expected}")
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        _sync_dir(directory)
+    except sqlite3.Error as exc:
+        raise StorageError(f"backup failed: {exc}") from exc
+    finally:
+        source.close()
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return BackupReport(os.path.abspath(target), os.path.getsize(target), version, expected, integrity)
+
+
+def inspect(path: str) -> tuple[int, dict[str, int], int]:
+    """Schema version, row counts and page size of an nmem database file, or a clear refusal."""
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
+    if header != SQLITE_HEADER:
+        raise InvalidArgument(f"{path} is not an nmem database (not an SQLite file)")
+    conn = _connect(path, "ro")
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = sorted(set(TABLES) - tables)
+        if missing:
+            raise InvalidArgument(f"{path} is not an nmem database (it has no {', '.join(missing)} table)")
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > LATEST_VERSION:
+            raise InvalidArgument(f"{path} has schema v{version}, newer than this nmem (v{LATEST_VERSION}): "
+                                  "upgrade nmem to restore it")
+        integrity = _integrity(conn)
+        if integrity != "ok":
+            raise InvalidArgument(f"{path} is damaged: {integrity}")
+        return version, counts(conn), int(conn.execute("PRAGMA page_size").fetchone()[0])
+    except sqlite3.DatabaseError as exc:
+        raise InvalidArgument(f"{path} is not an nmem database: {exc}") from None
+    finally:
+        conn.close()
+
+
+def restore(db_path: str, source_path: str, safety_dir: str, *, progress: Progress | None = None) -> RestoreReport:
+    """Replace the database at `db_path` with the backup at `source_path`, keeping the
+    current one in `safety_dir` first."""
+    from nmem.store.sqlite import SqliteStore
+
+    if os.path.exists(db_path) and os.path.samefile(db_path, source_path):
+        raise InvalidArgument(f"{source_path} is the database itself")
+    _, expected, page_size = inspect(source_path)
+    SqliteStore(db_path).close()  # creates an empty database if there is none yet
+    os.makedirs(safety_dir, mode=0o700, exist_ok=True)
+    safety_path = os.path.join(safety_dir, time.strftime("nmem-before-restore-%Y%m%d-%H%M%S.db"))
+    while os.path.exists(safety_path):
+        safety_path = safety_path.removesuffix(".db") + "-1.db"
+    live = _connect(db_path)
+    source = _connect(source_path, "ro")
+    saved: list[BackupReport] = []
+    try:
+        live_page_size = int(live.execute("PRAGMA page_size").fetchone()[0])
+        if live_page_size != page_size:
+            raise StorageError(f"{source_path} has {page_size}-byte pages, the database {live_page_size}: "
+                               "SQLite cannot restore across page sizes in WAL mode")
+        source.execute("BEGIN")
+
+        def step(status: int, left: int, total: int) -> None:
+            if status != SQLITE_OK:
+                return  # waiting for the write lock: nothing copied, nothing locked yet
+            if not saved:
+                # The first step took the live database's write lock, which the copy holds
+                # until it commits; nothing can be written between this copy and the restore.
+                if left == 0:
+                    raise StorageError("the restore finished before the current database was saved")
+                saved.append(backup(db_path, safety_path))
+            if progress:
+                progress(total - left, total)
+
+        source.backup(live, pages=1, progress=step)
+        source.execute("COMMIT")
+        found = counts(live)
+    except sqlite3.Error as exc:
+        raise StorageError(f"restore failed, the database is unchanged: {exc}") from exc
+    finally:
+        source.close()
+        live.close()
+    # Hooks that waited for the lock may have written since the commit, so a table can only have grown.
+    short = {table: n for table, n in found.items() if n < expected[table]}
+    if short:
+        raise StorageError(f"the restored database holds fewer rows than the backup ({short}, not {expected}); "
+                           f"the previous database is in {safety_path}")
+    store = SqliteStore(db_path)  # brings an older backup to this nmem's schema
+    try:
+        version = store.schema_version()
+    finally:
+        store.close()
+    return RestoreReport(os.path.abspath(db_path), os.path.abspath(source_path), saved[0].path, version, expected)
