@@ -31,3 +31,9 @@ def project_name(cwd: str, override: str = "") -> str:
     top = git_toplevel(cwd)
     name = os.path.basename(top) if top else ""
     return name or os.path.basename(os.path.normpath(cwd)) or "root"
+
+
+def project_root(cwd: str) -> str:
+    """The directory a session's paths are relative to: the git top-level, else `cwd` itself
+    (whose name `project_name` took)."""
+    return git_toplevel(cwd) or os.path.normpath(cwd)

@@ -128,12 +128,13 @@ class Recorder:
         if not self.settings["capture.checkpoint_on_compact"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         from nmem.capture.summary import summarize
+        from nmem.gist import clip
 
         summary = summarize(*self.store.session_outline(event.session_id))
         if not summary["text"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
-        memory = self.remember(summary["text"], summary=title[:100], namespace="progress",
+        memory = self.remember(summary["text"], summary=clip(title, 100), namespace="progress",
                                domain=f"project:{project}", source=f"session:{event.session_id}",
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
