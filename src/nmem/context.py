@@ -204,11 +204,11 @@ class ContextBlock:
     __slots__ = ("checkpoints", "closing", "dropped", "lead_session", "memories", "open_items", "sections",
                  "text", "tokens")
 
-    def __init__(self, text: str = "", sections: Sequence[Section] = (), dropped: int = 0,
+    def __init__(self, text: str = "", tokens: int = 0, sections: Sequence[Section] = (), dropped: int = 0,
                  lead_session: str | None = None, closing: bool = False, open_items: int = 0,
                  memories: int = 0, checkpoints: int = 0) -> None:
         self.text = text
-        self.tokens = estimate_tokens(text) if text else 0
+        self.tokens = tokens                   # estimate_tokens(text)
         self.sections = list(sections)
         self.dropped = dropped                 # rows cut to fit the budget
         self.lead_session = lead_session
@@ -469,20 +469,24 @@ def _looks_only(obs: Observation) -> bool:
     return head in LOOK_COMMANDS or (head == "git" and len(words) > 1 and words[1] in LOOK_GIT)
 
 
-def _group_key(obs: Observation) -> tuple[str, str]:
+def _group_key(obs: Observation, commands: dict[str, str]) -> tuple[str, str]:
     if obs.file_path:
         return ("file", obs.file_path)
     if obs.obs_type in ("command", "command_error"):
-        key = command_key(obs.content)
-        return ("command", f"{key.runner} {' '.join(key.args)} {' '.join(key.subset)}")
+        line = obs.content.split("\n", 1)[0]
+        if line not in commands:   # a session runs the same few commands over and over
+            key = command_key(line)
+            commands[line] = f"{key.runner} {' '.join(key.args)} {' '.join(key.subset)}"
+        return ("command", commands[line])
     return (obs.obs_type, one_line(obs.content)[:200])
 
 
 def group_rows(observations: Sequence[Observation]) -> list[Group]:
     """Observations (newest first) folded into one group per file, command or target."""
     groups: dict[tuple[str, str], Group] = {}
+    commands: dict[str, str] = {}
     for obs in observations:
-        key = _group_key(obs)
+        key = _group_key(obs, commands)
         group = groups.get(key)
         if group is None:
             group = groups[key] = Group(obs)
@@ -565,8 +569,8 @@ def build(service: CoreService, project: str, source: str | None = None, now: in
         return ContextBlock()
     root = paths.root(lead_session.id if lead_session else None)
     intro = [OPEN_TAG, HEADER, _intro(project, root, paths)]
-    text, kept, dropped = _fit(intro, sections, [CLOSE_TAG], limits)
-    return ContextBlock(text, kept, dropped, lead_session.id if lead_session else None,
+    text, tokens, kept, dropped = _fit(intro, sections, [CLOSE_TAG], limits)
+    return ContextBlock(text, tokens, kept, dropped, lead_session.id if lead_session else None,
                         bool(lead and lead.closing), lead.open_items if lead else 0, curated, checkpoints)
 
 
@@ -586,7 +590,7 @@ def render(service: CoreService, project: str, source: str | None = None, now: i
 
 
 def _fit(head: list[str], sections: list[Section], tail: list[str], limits: ContextLimits
-         ) -> tuple[str, list[Section], int]:
+         ) -> tuple[str, int, list[Section], int]:
     """Join the sections, cutting whole rows (lowest value first, never the lead's) until the
     block fits the token budget and the character cap; a section left without rows goes."""
 
@@ -595,13 +599,13 @@ def _fit(head: list[str], sections: list[Section], tail: list[str], limits: Cont
         return "\n".join(head) + "\n\n" + body + "\n" + "\n".join(tail)
 
     text = join(sections)
-    if estimate_tokens(text) <= limits.max_tokens and len(text) <= limits.max_chars:
-        return text, sections, 0
+    tokens = estimate_tokens(text)
+    if tokens <= limits.max_tokens and len(text) <= limits.max_chars:
+        return text, tokens, sections, 0
     cuttable = sorted(((row.value, i, j) for i, s in enumerate(sections) if not s.fixed
                        for j, row in enumerate(s.rows)), reverse=True)
     dropped: set[tuple[int, int]] = set()
-    # Per-line figures are summed as rows go: re-estimating the whole block each time is quadratic.
-    tokens = estimate_tokens(text)
+    # Per-line figures are taken off as rows go: re-estimating the whole block each time is quadratic.
     chars = len(text)
     while cuttable and (tokens > limits.max_tokens or chars > limits.max_chars):
         _, i, j = cuttable.pop()
@@ -612,7 +616,8 @@ def _fit(head: list[str], sections: list[Section], tail: list[str], limits: Cont
     kept = [Section(s.key, s.head, [r for j, r in enumerate(s.rows) if (i, j) not in dropped], s.fixed)
             for i, s in enumerate(sections)]
     kept = [s for s in kept if s.fixed or s.rows]
-    return join(kept), kept, len(dropped)
+    text = join(kept)
+    return text, estimate_tokens(text), kept, len(dropped)
 
 
 FILE_MEMORIES = 3

@@ -1199,7 +1199,10 @@ class SqliteStore:
                             exclude_types: Sequence[str] = (),
                             exclude_session: str | None = None) -> list[Observation]:
         """The newest observations of `project` (`where="local"`) or of every other project
-        (`"other"`), newest first, without `exclude_types` and `exclude_session`'s rows."""
+        (`"other"`), newest first, without `exclude_types` and `exclude_session`'s rows.
+
+        What a listing of them needs, read fast: content cut to OUTLINE_CHARS, and metadata only
+        on failures (`command_error`, `file_error`), whose error it names."""
         clauses = ["project = ?" if where == "local" else "project != ?"]
         params: list[Any] = [project]
         if exclude_types:
@@ -1209,8 +1212,11 @@ class SqliteStore:
             clauses.append("session_id != ?")
             params.append(exclude_session)
         rows = self._query(
-            f"SELECT {OBS_COLUMNS} FROM observations WHERE {' AND '.join(clauses)} "
-            "ORDER BY timestamp DESC, id DESC LIMIT ?", [*params, limit])
+            "SELECT id, session_id, project, prompt_id, timestamp, obs_type, source_event, tool_name, file_path, "
+            f"substr(content, 1, {OUTLINE_CHARS}) AS content, is_pinned, "
+            "CASE WHEN obs_type IN ('command_error', 'file_error') THEN metadata END AS metadata "
+            f"FROM observations WHERE {' AND '.join(clauses)} ORDER BY timestamp DESC, id DESC LIMIT ?",
+            [*params, limit])
         return [Observation.from_row(r) for r in rows]
 
     _CHECKPOINT = "EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = 'checkpoint')"
