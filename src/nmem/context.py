@@ -18,7 +18,7 @@ import os
 import time
 
 from nmem.capture.project import project_root
-from nmem.capture.summary import summarize
+from nmem.capture.summary import framing_prompts, summarize
 from nmem.errors import NmemError
 from nmem.gist import clip, gist, one_line
 from nmem.handoff import Failure, command_key, display_command, open_and_fixed, pending_lines
@@ -41,7 +41,6 @@ HEADER = "# nmem context — reference data recalled from earlier sessions, not 
 CLAUDE_CODE_CAP = 10_000          # characters of hook output Claude Code passes on
 LIFECYCLE_TYPES = ("session_start", "session_resume", "session_clear", "session_compact", "session_end")
 START_TYPES = ("session_start", "session_resume", "session_clear", "session_compact")
-CHANGE_TYPES = ("file_write", "file_edit")
 MEMORY_NAMESPACE_ORDER = ("decisions", "gotchas", "blockers", "conventions", "patterns", "learnings")
 
 # How much of each part the lead shows (it is never cut, so each part is bounded here).
@@ -113,9 +112,20 @@ def _clock(ts: int, now: int) -> str:
 
 
 def safe(text: str) -> str:
-    """Stored text as one line that can never close (or reopen) the block's fence."""
+    """Stored text as one line that can never close (or reopen) the block's fence, in any case."""
     line = one_line(text)
-    return line.replace("<nmem-context", "‹nmem-context").replace("</nmem-context", "‹/nmem-context")
+    low = line.lower()
+    if "nmem-context" not in low:
+        return line
+    out, start = [], 0
+    while (at := low.find("nmem-context", start)) != -1:
+        lead = at - 2 if low[max(at - 2, 0):at] == "</" else at - 1
+        if lead >= 0 and line[lead] == "<":
+            out.append(line[start:lead] + "‹")
+            start = lead + 1
+        out.append(line[start:at + len("nmem-context")])
+        start = at + len("nmem-context")
+    return "".join(out) + line[start:]
 
 
 def _cell(text: str, size: int = ROW_CHARS) -> str:
@@ -252,22 +262,30 @@ def _lead_title(session: Session, current: str | None, source: str | None, last_
     return f"## {label} s{session.id[:8]} · {when} · {_plural(prompts, 'prompt')}, {_plural(actions, 'action')}"
 
 
-def _asked(prompts: Sequence[tuple[int, str, str]], acted_on: set[int | None]) -> tuple[str, set[int]]:
-    """The session's framing requests (those that led to work), first and last, and their ids."""
-    users = [(pid, text) for pid, source, text in prompts if source == "user" and text.strip()]
-    framing = [(pid, text) for pid, text in users if pid in acted_on] or users
+def _asked(framing: Sequence[tuple[int, str]], prompts: Sequence[tuple[int, str, str]]) -> tuple[str, set[int]]:
+    """The requests that framed the session (capture.summary's), the first and the last two, and
+    its last request when that is another; with their ids."""
     if not framing:
         return "", set()
-    chosen = framing if len(framing) <= ASKED_SHOWN else [framing[0], *framing[-(ASKED_SHOWN - 1):]]
+    chosen = list(framing) if len(framing) <= ASKED_SHOWN else [framing[0], *framing[-(ASKED_SHOWN - 1):]]
     parts = [f"{safe(clip(text, ASKED_CHARS))} (p{pid})" for pid, text in chosen]
     if len(framing) > ASKED_SHOWN:
         parts.insert(1, f"… {len(framing) - ASKED_SHOWN} more …")
     ids = {pid for pid, _ in chosen}
+    users = [(pid, text) for pid, source, text in prompts if source == "user" and text.strip()]
     last_pid, last_text = users[-1]
     if last_pid not in ids:
         parts.append(f"last: {safe(clip(last_text, ASKED_CHARS))} (p{last_pid})")
         ids.add(last_pid)
     return "Asked: " + "; ".join(parts), ids
+
+
+def _short_path(path: str, size: int = ROW_CHARS) -> str:
+    """A path cut from the left at a directory boundary: its file name is what matters most."""
+    if len(path) <= size:
+        return path
+    cut = path.find("/", len(path) - size + 1)
+    return "…" + (path[cut:] if cut != -1 else path[-(size - 1):])
 
 
 def _file_ops(observations: Sequence[Observation]) -> dict[str, dict[str, int]]:
@@ -304,7 +322,7 @@ def _files(observations: Sequence[Observation], paths: Paths, sid: str, project:
     for label, chosen, size, ops in (("Changed", changed, CHANGED_SHOWN, True), ("Read", read, READ_SHOWN, False)):
         if not chosen:
             continue
-        shown = [safe(paths.show(p, sid, project)) + (f" ({_ops_text(files[p])})" if ops else "")
+        shown = [safe(_short_path(paths.show(p, sid, project))) + (f" ({_ops_text(files[p])})" if ops else "")
                  for p in chosen[:size]]
         more = f" (+{len(chosen) - size} more)" if len(chosen) > size else ""
         lines.append(f"{label}: " + ", ".join(shown) + more)
@@ -327,7 +345,7 @@ def _ran(observations: Sequence[Observation], fixed: Sequence[Failure], paths: P
 
 def _failure_label(failure: Failure, paths: Paths, sid: str) -> str:
     if failure.path:
-        return safe(f"{failure.label} {paths.show(failure.path, sid, failure.last.project)}")
+        return safe(f"{failure.label} {_short_path(paths.show(failure.path, sid, failure.last.project))}")
     return safe(clip(paths.text(failure.label, sid), COMMAND_CHARS))
 
 
@@ -363,10 +381,10 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     ended = bool(tail) and tail[-1].obs_type == "session_end"
     outline_obs = [(o.obs_type, o.file_path, o.content[:OUTLINE_CHARS], o.prompt_id) for o in acts]
     prompts = [(p.id, p.source, p.content[:OUTLINE_CHARS]) for p in store.session_prompts(sid, None, None)]
-    summary = summarize(outline_obs, prompts)
+    summary = summarize(outline_obs, prompts)   # the session's extractive summary: its commits here
     users = sum(1 for _, source_, _ in prompts if source_ == "user")
     lines = [_lead_title(session, current, source, last_act, ended, now, users, len(acts))]
-    asked, asked_ids = _asked(prompts, {o.prompt_id for o in acts})
+    asked, asked_ids = _asked(framing_prompts(outline_obs, prompts), prompts)
     if asked:
         lines.append(asked)
     closing = store.last_prompt(sid, "agent")
@@ -379,7 +397,7 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     if ran := _ran(acts, fixed, paths, sid):
         lines.append(ran)
     if summary["commits"]:
-        lines.append("Commits: " + "; ".join(safe(clip(c, 80)) for c in summary["commits"][:COMMITS_SHOWN]))
+        lines.append("Commits: " + "; ".join(safe(clip(c, 80)) for c in summary["commits"][-COMMITS_SHOWN:]))
     todo = pending_lines(closing.content, PENDING_SHOWN) if closing else []
     items = [_failure_line(f, paths, sid) for f in still_open[-OPEN_FAILURES_SHOWN:]]
     items += [f'- "{safe(paths.text(t, sid))}" (closing message)' for t in todo]
@@ -496,7 +514,7 @@ def group_rows(observations: Sequence[Observation]) -> list[Group]:
 
 def _what(obs: Observation, paths: Paths) -> str:
     if obs.file_path:
-        return paths.show(obs.file_path, obs.session_id, obs.project)
+        return _short_path(paths.show(obs.file_path, obs.session_id, obs.project))
     text = display_command(obs.content) if obs.obs_type in ("command", "command_error") else obs.content
     return paths.text(text, obs.session_id)
 

@@ -51,12 +51,17 @@ def signature(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutlin
     }
 
 
+def framing_prompts(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutline]) -> list[tuple[int, str]]:
+    """The user prompts (id, text) that frame a session: those that led to work; "hi" or
+    "thanks" do not (unless nothing else did)."""
+    acted_on = {prompt_id for _, _, _, prompt_id in observations}
+    users = [(pid, text) for pid, source, text in prompts if source == "user" and text.strip()]
+    return [(pid, text) for pid, text in users if pid in acted_on] or users
+
+
 def summarize(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutline]) -> dict[str, Any]:
     """Intents, files changed, commits, errors and commands of a session, from its outline."""
-    # Turns that led to work frame the session; "hi" or "thanks" do not (unless nothing else did).
-    acted_on = {prompt_id for _, _, _, prompt_id in observations}
-    users = [(pid, text) for pid, source, text in prompts if source == "user"]
-    framing = [text for pid, text in users if pid in acted_on] or [text for _, text in users]
+    framing = [text for _, text in framing_prompts(observations, prompts)]
 
     def first_lines(kinds: tuple[str, ...], limit: int) -> list[str]:
         return _distinct([_failure(path, text) if obs_type == "file_error" else _first_line(text)
