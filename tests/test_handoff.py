@@ -15,6 +15,8 @@ from nmem.models import Observation
     ("npm test || true", "npm test || true"),
     ("make build\nOutput: boom", "make build"),
     ("FOO=1 ./run.sh >/dev/null 2>&1", "FOO=1 ./run.sh"),
+    ("cd /repo; source .venv/bin/activate && pytest -x; echo done", "pytest -x; echo done"),
+    ("cd /repo", "cd /repo"),
 ])
 def test_display_command_drops_scene_setting_and_output_filters(content: str, shown: str) -> None:
     assert display_command(content) == shown

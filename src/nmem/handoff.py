@@ -28,7 +28,7 @@ _SCENE = ("cd", "pushd", "source", ".", "export", "set", "ulimit", "nvm", "conda
 # Filters a command's output is piped through to keep it short; they do not change what ran.
 _FILTERS = ("tail", "head", "grep", "egrep", "less", "more", "tee", "cat", "sort", "uniq", "wc", "cut", "awk",
             "sed", "column", "tr", "jq")
-_REDIRECTS = ("2>&1", "&>/dev/null", ">/dev/null", "2>/dev/null", "1>/dev/null", ">&2", "|&")
+_REDIRECTS = ("2>&1", "&>/dev/null", ">/dev/null", "2>/dev/null", "1>/dev/null", ">&2")
 # Words that run the command after them, with how many of their own arguments to skip
 # (`timeout 60 pytest` is pytest; `uv run pytest` is pytest).
 _WRAPPERS = {"time": 0, "nice": 0, "exec": 0, "command": 0, "env": 0, "sudo": 0, "npx": 0, "bunx": 0,
@@ -46,18 +46,15 @@ _TEST_VERBS = ("test", "tests")
 _TEST_TOOLS = ("jest", "vitest", "mocha", "tox", "nox", "rspec", "phpunit", "ctest")
 
 
-def _segments(line: str, sep: str) -> list[str]:
-    return [part.strip() for part in line.split(sep)]
-
-
 def display_command(content: str) -> str:
     """The command a row's content names, as a person would retype it: its first line, without
     leading `cd …&&`-style scene setting, redirections and trailing output filters."""
     line = one_line(content.strip().splitlines()[0]) if content.strip() else ""
-    steps = _segments(line, "&&")
-    while len(steps) > 1 and steps[0].split(" ", 1)[0] in _SCENE:
-        steps.pop(0)
-    line = " && ".join(steps)
+    while line.split(" ", 1)[0] in _SCENE:
+        ends = [at for at in (line.find("&&"), line.find(";")) if at != -1]
+        if not ends:
+            break
+        line = line[min(ends):].removeprefix("&&").removeprefix(";").strip()
     for redirect in _REDIRECTS:
         line = line.replace(" " + redirect, "")
     # `a | tail -20`: only single pipes, never `||`
