@@ -167,6 +167,18 @@ def test_closing_message_is_its_gist_cut_at_a_sentence_not_at_60_chars(make_serv
     assert len(said) <= 320
 
 
+def test_an_agent_message_older_than_the_last_request_is_not_called_the_closing_one(make_service: Any) -> None:
+    svc = make_service()
+    prompt(svc, "fix the CSV quoting", T0)
+    edit(svc, f"{ALPHA}/src/csv.py", T0 + 1)
+    stop(svc, "Fixed the quoting.", T0 + 2)
+    prompt(svc, "now add a test for it", T0 + 3)     # the session ended before an answer
+    lead = section(render(svc, "alpha", "startup", T0 + 100), "Last session")
+    assert "Last agent message, before the last request (p" in lead and "Fixed the quoting." in lead
+    assert "Closing message" not in lead
+    assert "last: now add a test for it (p" in lead
+
+
 def test_a_failure_fixed_later_is_folded_with_its_fix(make_service: Any) -> None:
     svc = make_service()
     prompt(svc, "fix the org login redirect", T0)

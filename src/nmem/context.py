@@ -390,8 +390,10 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     closing = store.last_prompt(sid, "agent")
     said = gist(closing.content, CLOSING_CHARS) if closing else ""
     if closing and said:
-        lines.append(f"Closing message (p{closing.id}, {ago(closing.timestamp, now)}): "
-                     f"{safe(paths.text(said, sid))}")
+        last_request = max((pid for pid, source_, _ in prompts if source_ == "user"), default=0)
+        # an answer older than the last request says where the session was, not how it closed
+        label = "Closing message" if closing.id > last_request else "Last agent message, before the last request"
+        lines.append(f"{label} (p{closing.id}, {ago(closing.timestamp, now)}): {safe(paths.text(said, sid))}")
     lines += _files(acts, paths, sid, session.project)
     still_open, fixed = open_and_fixed(acts)
     if ran := _ran(acts, fixed, paths, sid):
