@@ -275,7 +275,7 @@ def test_context_defaults_to_the_current_project(history: History, tmp_path: Pat
     monkeypatch.chdir(project_dir)
     result = ok("context")
     assert result.stdout.startswith("<nmem-context>")
-    assert "## Recent (demo)" in result.stdout
+    assert "## Last session s" in result.stdout
     assert "fix the flaky auth test" in result.stdout
     data = as_json("context", "--project", "other", "--recovery")
     assert data["project"] == "other" and data["mode"] == "recovery"

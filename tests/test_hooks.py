@@ -272,7 +272,7 @@ def test_session_start_prints_the_fenced_context_block(tmp_path: Path) -> None:
     assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>")
     assert "not instructions" in block
     assert "make invoice totals round half up" in block
-    assert f"{CWD}/src/billing/invoice.py" in block
+    assert "Read: src/billing/invoice.py" in block, "relative to the project root"
     assert len(out) < 10_000
     types = [o["obs_type"] for o in observations(home, "session_id = ?", "next")]
     assert types == ["session_start"], "SessionStart also stores its event"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from fixtures.harness import FIXTURES, event, hook_ok, load_stream, observations, query
+from nmem.tokens import estimate_tokens
 
 CWD = "/home/dev/code/billing-api"
 OTHER_CWD = "/home/dev/code/ledger-ui"
@@ -76,10 +76,6 @@ def sections(block: str) -> dict[str, str]:
         title, _, body = part.partition("\n")
         out[title.strip()] = body.split("</nmem-context>")[0]
     return out
-
-
-def table_rows(body: str) -> list[str]:
-    return [line for line in body.splitlines() if re.match(r"^\| #\d+ ", line)]
 
 
 # -- stored rows --------------------------------------------------------------------------------
@@ -198,13 +194,25 @@ def test_marker_memories(replay: Replay) -> None:
 # -- context ------------------------------------------------------------------------------------
 
 
-def test_context_after_compaction_is_in_recovery_mode_with_the_checkpoint(replay: Replay) -> None:
+def lead_of(parts: dict[str, str]) -> tuple[str, str]:
+    """The lead section (its title and body): the first, about the last session."""
+    title = next(iter(parts))
+    return title, parts[title]
+
+
+def test_context_after_compaction_leads_with_this_sessions_state_and_the_checkpoint(replay: Replay) -> None:
     block = replay.printed("SessionStart", source="compact").strip()
     assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>")
     parts = sections(block)
+    title, lead = lead_of(parts)
+    assert title.startswith("This session, before compaction sreplay-0")
+    assert "Changed: src/billing/invoice.py (read, edit)" in lead
+    assert "Commits: 3f2a1b9 fix: round invoice totals half up" in lead
+    assert "Fixed: ✓ pytest tests/test_invoice.py -q (failed, fixed by" in lead
+    assert "export_csv" not in lead, "what this session did before compaction, not after"
     assert "[progress] Checkpoint before compaction" in parts["Memories"]
     assert "[decisions] use Decimal with ROUND_HALF_UP" in parts["Memories"]
-    assert len(block) <= 6000
+    assert estimate_tokens(block) <= 2500 and len(block) < 10_000
 
 
 def test_context_at_the_next_session_start(replay: Replay) -> None:
@@ -212,52 +220,56 @@ def test_context_at_the_next_session_start(replay: Replay) -> None:
     assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>")
     assert block.count("<nmem-context>") == 1 and block.count("</nmem-context>") == 1
     assert "reference data" in block and "not instructions" in block
-    assert len(block) <= 6000 < 10_000
+    assert estimate_tokens(block) <= 1500 and len(block) < 10_000
     parts = sections(block)
-    assert list(parts)[:1] == ["Recent Intents"]
+    title, lead = lead_of(parts)
+    assert title.startswith("Last session sreplay-0 · ended just now")
+    assert "6 prompts, 28 actions" in title
+    assert "Asked: the invoice total test fails on rounding, please fix it (p" in lead
+    assert "continue with the CSV export (p" in lead
+    assert ("Closing message (p16, just now): Added src/billing/export_csv.py with tests; committed 7e6d5c4 "
+            "and opened PR #42.") in lead
+    assert ("Changed: src/billing/invoice.py (read, edit), src/billing/export_csv.py (write, edit), "
+            "tests/test_export_csv.py (write)") in lead
+    assert "Commits: 3f2a1b9 fix: round invoice totals half up; 7e6d5c4 feat: CSV export for invoices" in lead
+    assert "✓ pytest tests/test_invoice.py -q (failed, fixed by" in lead
+    assert "✓ pytest tests/test_export_csv.py -q (failed, fixed by" in lead
+    assert "Left open" not in lead and "✗" not in lead, "every failure was fixed later"
+    for lifecycle in ("session_start", "session_compact", "session_end", "session_resume", "session_clear"):
+        assert lifecycle not in block
+    assert f"{CWD}/" not in block, "paths are relative to the project root"
 
-    intents = parts["Recent Intents"]
-    assert '"the invoice total test fails on rounding, please fix it" → 8 actions' in intents
-    assert '"add a CSV export for invoices" → 3 actions' in intents
-    assert '"continue with the CSV export" → 13 actions' in intents
-    assert "hi there" not in intents and "[gotcha]" not in intents, "zero-action turns are filtered"
-    assert "ledger" not in intents, "intents are project-local"
+    intents = parts["Recent intents"]
+    assert '"[decision] use Decimal with ROUND_HALF_UP for all invoice money math commit this" → 4 actions' in intents
+    assert "hi there" not in block, "zero-action turns are filtered"
 
     memories = [line for line in parts["Memories"].splitlines() if line.startswith("- [")]
     assert [m.split("]")[0] for m in memories] == ["- [decisions", "- [gotchas", "- [progress"]
     assert all("nmem://project:billing-api/" in m for m in memories)
-
-    local = table_rows(parts[f"Recent ({PROJECT})"])
-    assert 10 <= len(local) <= 20
-    assert any("| git_commit |" in r and "3f2a1b9" in r for r in local)
-    assert any("| file_edit |" in r and "src/billing/export_csv.py" in r for r in local)
-    assert any("| command_error |" in r for r in local)
-    assert all("ledger-ui" not in r for r in local)
-
-    cross = table_rows(parts["Other projects"])
-    assert cross and all(r.endswith("[ledger-ui] |") for r in cross)
-    assert any("LedgerTable.tsx" in r for r in cross)
+    assert "ledger" not in block.lower(), "this project has history of its own: no other projects"
 
 
-def test_recovery_mode_after_clear_shows_more_rows(replay: Replay) -> None:
-    env = {"NMEM_CONTEXT_MAX_CHARS": "9500"}
-    normal = hook_ok(replay.home, event("SessionStart", "replay-0003", CWD, source="startup"), **env)
-    recovery = hook_ok(replay.home, event("SessionStart", "replay-0003", CWD, source="clear"), **env)
-    normal_rows = table_rows(sections(normal)[f"Recent ({PROJECT})"])
-    recovery_rows = table_rows(sections(recovery)[f"Recent ({PROJECT})"])
-    assert len(normal_rows) == 20
-    assert 20 < len(recovery_rows) <= 30
-    assert len(recovery) <= 9500
+def test_recovery_mode_after_clear_has_the_larger_budget(replay: Replay) -> None:
+    env = {"NMEM_CONTEXT_MAX_TOKENS": "480"}   # the whole block is ~560 tokens
+    normal = hook_ok(replay.home, event("SessionStart", "replay-0003", CWD, source="startup"), **env).strip()
+    recovery = hook_ok(replay.home, event("SessionStart", "replay-0003", CWD, source="clear"), **env).strip()
+    assert lead_of(sections(normal)) == lead_of(sections(recovery))
+    assert "Recent intents" in sections(recovery) and "Checkpoint before compaction" in recovery
+    # the lowest-valued rows went first: the automatic checkpoint, then the intents; curated memories stay
+    assert "Recent intents" not in sections(normal) and "Checkpoint before compaction" not in normal
+    assert "[decisions] use Decimal" in normal and "[gotchas] the tax fixture" in normal
+    assert estimate_tokens(normal) <= 480 < estimate_tokens(recovery) <= 2500
     assert [o["obs_type"] for o in observations(replay.home, "session_id = ?", "replay-0003")] == [
         "session_start", "session_clear"]
 
 
-def test_context_stays_under_a_small_budget(replay: Replay) -> None:
+def test_context_under_a_small_budget_keeps_the_lead_whole(replay: Replay) -> None:
+    full = hook_ok(replay.home, event("SessionStart", "replay-0004", CWD, source="compact")).strip()
     block = hook_ok(replay.home, event("SessionStart", "replay-0004", CWD, source="compact"),
-                    NMEM_CONTEXT_MAX_CHARS="1500").strip()
-    assert len(block) <= 1500
+                    NMEM_CONTEXT_RECOVERY_MAX_TOKENS="200").strip()
     assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>")
-    assert "## Recent Intents" in block
+    assert lead_of(sections(block)) == lead_of(sections(full))
+    assert "## Memories" in full and "## Memories" not in block
 
 
 def test_reasoning_is_not_stored_twice_when_stop_fires_again_in_a_turn(tmp_path: Path) -> None:

@@ -89,8 +89,17 @@ SETTINGS: tuple[Setting, ...] = (
             "Project-local rows after a compact or clear (recovery mode)."),
     Setting("context.recovery_cross_limit", int, 15, "NMEM_CONTEXT_RECOVERY_CROSS",
             "Cross-project rows after a compact or clear (recovery mode)."),
-    Setting("context.max_chars", int, 6000, "NMEM_CONTEXT_MAX_CHARS",
-            "Character budget of the injected context block (Claude Code caps hook output at 10,000)."),
+    Setting("context.max_chars", int, 9000, "NMEM_CONTEXT_MAX_CHARS",
+            "Character cap of the injected context block, whatever its token estimate (Claude Code passes on "
+            "10,000 characters of hook output at most; larger values are held to that)."),
+    Setting("context.max_tokens", int, 1500, "NMEM_CONTEXT_MAX_TOKENS",
+            "Token budget of the SessionStart context block (estimated; see docs/context.md). Whole rows are cut, "
+            "lowest value first, to fit; the last session's lead is never cut."),
+    Setting("context.recovery_max_tokens", int, 2500, "NMEM_CONTEXT_RECOVERY_MAX_TOKENS",
+            "Token budget of the context block after a compact or clear (recovery mode)."),
+    Setting("context.backfill_below", int, 5, "NMEM_CONTEXT_BACKFILL_BELOW",
+            "Other projects' rows fill the context block only while this project has fewer than this many rows of "
+            "history (distinct files and commands); 0 never shows them."),
     Setting("capture.dedup_window", int, 300, "NMEM_DEDUP_WINDOW",
             "Seconds within which a repeated read/search of the same target in a session is collapsed."),
     Setting("capture.exclude_projects", list, [], "NMEM_EXCLUDE_PROJECTS",

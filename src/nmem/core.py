@@ -12,7 +12,7 @@ import time
 from nmem import jsonlite as json
 from nmem.capture import events as ev
 from nmem.capture.privacy import redact_url, scrub
-from nmem.capture.project import project_name
+from nmem.capture.project import project_name, project_root
 from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings, matches_any
 from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
@@ -38,6 +38,9 @@ NAMESPACE_ALIASES = {
     "pattern": "patterns", "blocker": "blockers", "gotcha": "gotchas",
     "convention": "conventions", "api": "apis", "test": "testing",
 }
+# The events that start recording a session: what an agent did. Any other event (Stop, SessionEnd,
+# PreCompact, Notification, PreToolUse...) of a session never seen creates nothing.
+SESSION_OPENERS = frozenset((ev.SESSION_START, ev.PROMPT, ev.TOOL, ev.TOOL_FAILURE))
 _SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _UID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")  # ULIDs: Crockford's base32
 
@@ -167,7 +170,15 @@ class CoreService:
         with self.store.transaction():
             if known is None:
                 # Subagent and resumed events keep the project their session started in.
-                known = self.store.ensure_session(event.session_id, project, event.timestamp).project
+                session = self.store.get_session(event.session_id)
+                if session is None and event.kind not in SESSION_OPENERS:
+                    # `claude mcp list`, Notification, PreToolUse, a Stop of a session never seen:
+                    # no session worth a row
+                    return RecordOutcome(event.session_id, project, skipped="no_session")
+                if session is None:
+                    session = self.store.ensure_session(event.session_id, project, event.timestamp,
+                                                        project_root(event.cwd))
+                known = session.project
             outcome = Recorder(self.store, self.settings, self.remember).record(event, known)
         self._session_projects[event.session_id] = known  # only once committed
         return outcome

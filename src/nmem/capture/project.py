@@ -90,3 +90,9 @@ def project_name(cwd: str, override: str = "", directories: Mapping[str, str] | 
     top = git_toplevel(cwd)
     name = repository_name(top) if top else ""
     return name or os.path.basename(os.path.normpath(cwd)) or "root"
+
+
+def project_root(cwd: str) -> str:
+    """The directory a session's paths are relative to: the git top-level, else `cwd` itself
+    (whose name `project_name` took)."""
+    return git_toplevel(cwd) or os.path.normpath(cwd)

@@ -130,6 +130,7 @@ class Recorder:
         if not self.settings["capture.checkpoint_on_compact"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         from nmem.capture.summary import summarize
+        from nmem.gist import clip
 
         summary = summarize(*self.store.session_outline(event.session_id))
         # An import replays the compaction's own summary (from the transcript) with the event.
@@ -137,7 +138,7 @@ class Recorder:
         if not text:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
-        memory = self.remember(text, summary=title[:100], namespace="progress",
+        memory = self.remember(text, summary=clip(title, 100), namespace="progress",
                                domain=f"project:{project}", source=f"session:{event.session_id}",
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])

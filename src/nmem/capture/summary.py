@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from nmem.gist import clip
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -10,11 +12,21 @@ if TYPE_CHECKING:
     from nmem.store import ObsOutline, PromptOutline
 
 CHANGES = ("file_write", "file_edit")
+# Failed tool calls: a failed or denied Read/Write/Edit is a failure, never a change.
+FAILURES = ("command_error", "file_error")
+LINE_CHARS = 120
 
 
-def _first_line(text: str, size: int = 120) -> str:
+def _first_line(text: str, size: int = LINE_CHARS) -> str:
+    """The text's first line, cut at a word boundary."""
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= size else line[:size] + "…"
+    return clip(line, size)
+
+
+def _failure(path: str | None, text: str) -> str:
+    """A failed file tool's line: what its content says, naming the file when only the path is there."""
+    line = _first_line(text)
+    return f"failed: {line}" if path and line == path else line
 
 
 def _distinct(items: list[str], limit: int) -> list[str]:
@@ -39,21 +51,27 @@ def signature(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutlin
     }
 
 
+def framing_prompts(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutline]) -> list[tuple[int, str]]:
+    """The user prompts (id, text) that frame a session: those that led to work; "hi" or
+    "thanks" do not (unless nothing else did)."""
+    acted_on = {prompt_id for _, _, _, prompt_id in observations}
+    users = [(pid, text) for pid, source, text in prompts if source == "user" and text.strip()]
+    return [(pid, text) for pid, text in users if pid in acted_on] or users
+
+
 def summarize(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutline]) -> dict[str, Any]:
     """Intents, files changed, commits, errors and commands of a session, from its outline."""
-    # Turns that led to work frame the session; "hi" or "thanks" do not (unless nothing else did).
-    acted_on = {prompt_id for _, _, _, prompt_id in observations}
-    users = [(pid, text) for pid, source, text in prompts if source == "user"]
-    framing = [text for pid, text in users if pid in acted_on] or [text for _, text in users]
+    framing = [text for _, text in framing_prompts(observations, prompts)]
 
-    def first_lines(kind: str, limit: int) -> list[str]:
-        return _distinct([_first_line(text) for obs_type, _, text, _ in observations if obs_type == kind], limit)
+    def first_lines(kinds: tuple[str, ...], limit: int) -> list[str]:
+        return _distinct([_failure(path, text) if obs_type == "file_error" else _first_line(text)
+                          for obs_type, path, text, _ in observations if obs_type in kinds], limit)
 
     intents = _distinct([_first_line(text) for text in framing], 5)
     files = _distinct([path or "" for obs_type, path, _, _ in observations if obs_type in CHANGES], 20)
-    commands = first_lines("command", 10)
-    errors = first_lines("command_error", 5)
-    commits = first_lines("git_commit", 5)
+    commands = first_lines(("command",), 10)
+    errors = first_lines(FAILURES, 5)
+    commits = first_lines(("git_commit",), 5)
     parts = []
     if intents:
         parts.append("Intents: " + "; ".join(intents))

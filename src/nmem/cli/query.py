@@ -24,7 +24,7 @@ from nmem.cli.output import (
     when,
 )
 from nmem.cli.params import Integer
-from nmem.context import render as render_context
+from nmem.context import build as build_context
 from nmem.errors import NotFound
 from nmem.memory import SearchResult
 from nmem.models import ORDERS, SCOPES, session_ref
@@ -329,13 +329,17 @@ def sessions(state: State, project: str | None, all_projects: bool, since: str |
 def context(state: State, project: str | None, recovery: bool, fmt: str | None) -> None:
     """Print the SessionStart context block for a project.
 
-    The same block `nmem record` prints on SessionStart: recent intents, memories and
-    observations of the project, then other projects.
+    The same block `nmem record` prints on SessionStart: where the project's last session
+    left off (when it ended, its closing message, what it changed and left open), curated
+    memories, earlier intents, one row per file or command of earlier work, and other
+    projects when this one has little history. `--format json` adds the block's figures.
     """
     service = state.service()
     name = project or service.project_for(os.getcwd())
-    block = render_context(service, name, "compact" if recovery else None, service.now())
-    data = {"project": name, "mode": "recovery" if recovery else "normal", "context": block}
+    built = build_context(service, name, "compact" if recovery else None, service.now(),
+                          cwd=os.getcwd() if project is None else None)
+    block = built.text
+    data = {"project": name, "mode": "recovery" if recovery else "normal", "context": block, "stats": built.stats()}
     if not block:
         note(f"nothing recorded yet for project {name!r}")
     emit(state, fmt, data, lambda: [Body(block)] if block else [])

@@ -399,13 +399,13 @@ class SqliteStore:
 
     # -- trail writes --------------------------------------------------------------------
 
-    def ensure_session(self, session_id: str, project: str, started_at: int) -> Session:
+    def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None) -> Session:
         session = self.get_session(session_id)  # most events belong to a session already stored
         if session is None:
             self._exec(
-                "INSERT INTO sessions (id, project, started_at) VALUES (?, ?, ?) "
+                "INSERT INTO sessions (id, project, started_at, root) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(id) DO NOTHING",
-                (session_id, project, started_at),
+                (session_id, project, started_at, root),
             )
             session = self.get_session(session_id)
         assert session is not None
@@ -1370,6 +1370,114 @@ class SqliteStore:
             (project, limit),
         )
         return [(Prompt.from_row(r), int(r["actions"])) for r in rows]
+
+    # -- what the context block reads ----------------------------------------------------------
+
+    def active_sessions(self, project: str, limit: int, exclude_types: Sequence[str] = (),
+                        include: str | None = None) -> list[tuple[Session, int]]:
+        """The project's sessions that did something (a user prompt, or an observation not of
+        `exclude_types`), most recently active first, each with the time of its last such act.
+
+        Candidates are the `limit` sessions started last, the session of the project's newest
+        observation (a long session started before many empty ones) and `include`.
+        """
+        marks = ",".join("?" * len(exclude_types))
+        kinds = f"AND obs_type NOT IN ({marks})" if marks else ""
+        newest = self._query(
+            f"SELECT session_id FROM observations WHERE project = ? {kinds} ORDER BY timestamp DESC, id DESC LIMIT 1",
+            (project, *exclude_types))
+        extra = [r[0] for r in newest] + ([include] if include else [])
+        candidates = ("SELECT id FROM (SELECT id FROM sessions WHERE project = ? ORDER BY started_at DESC LIMIT ?)"
+                      + " UNION SELECT ?" * len(extra))
+        rows = self._query(
+            f"""SELECT s.*,
+                (SELECT timestamp FROM observations WHERE session_id = s.id {kinds}
+                  ORDER BY timestamp DESC LIMIT 1) AS last_obs,
+                (SELECT p.timestamp FROM prompts p WHERE p.session_id = s.id AND p.source = 'user'
+                  ORDER BY p.id DESC LIMIT 1) AS last_prompt
+            FROM sessions s WHERE s.id IN ({candidates})""",
+            (*exclude_types, project, limit, *extra))
+        found = []
+        for row in rows:
+            times = [t for t in (row["last_obs"], row["last_prompt"]) if t is not None]
+            if times and row["project"] == project:
+                found.append((Session.from_row(row), int(max(times))))
+        found.sort(key=lambda pair: (pair[1], pair[0].started_at), reverse=True)
+        return found
+
+    def session_roots(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """The project root each session recorded (sessions from before roots were kept have none)."""
+        if not session_ids:
+            return {}
+        ids = list(dict.fromkeys(session_ids))
+        rows = self._query(f"SELECT id, root FROM sessions WHERE id IN ({','.join('?' * len(ids))}) "
+                           "AND root IS NOT NULL", ids)
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def project_root(self, project: str) -> str | None:
+        """The root of the project's newest session that recorded one."""
+        rows = self._query("SELECT root FROM sessions WHERE project = ? AND root IS NOT NULL "
+                           "ORDER BY started_at DESC LIMIT 1", (project,))
+        return str(rows[0][0]) if rows else None
+
+    def session_tail(self, session_id: str, limit: int) -> list[Observation]:
+        """The session's newest `limit` observations, oldest first."""
+        rows = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? ORDER BY timestamp DESC, id DESC LIMIT ?",
+            (session_id, limit))
+        return [Observation.from_row(r) for r in reversed(rows)]
+
+    def last_prompt(self, session_id: str, source: str) -> Prompt | None:
+        """The session's newest prompt from `source` (`user` or `agent`)."""
+        rows = self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content "
+            "FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            "WHERE p.session_id = ? AND p.source = ? ORDER BY p.id DESC LIMIT 1", (session_id, source))
+        return Prompt.from_row(rows[0]) if rows else None
+
+    def recent_observations(self, project: str, limit: int, *, where: str = "local",
+                            exclude_types: Sequence[str] = (),
+                            exclude_session: str | None = None) -> list[Observation]:
+        """The newest observations of `project` (`where="local"`) or of every other project
+        (`"other"`), newest first, without `exclude_types` and `exclude_session`'s rows.
+
+        What a listing of them needs, read fast: content cut to OUTLINE_CHARS, and metadata only
+        on failures (`command_error`, `file_error`), whose error it names."""
+        clauses = ["project = ?" if where == "local" else "project != ?"]
+        params: list[Any] = [project]
+        if exclude_types:
+            clauses.append(f"obs_type NOT IN ({','.join('?' * len(exclude_types))})")
+            params.extend(exclude_types)
+        if exclude_session is not None:
+            clauses.append("session_id != ?")
+            params.append(exclude_session)
+        rows = self._query(
+            "SELECT id, session_id, project, prompt_id, timestamp, obs_type, source_event, tool_name, file_path, "
+            f"substr(content, 1, {OUTLINE_CHARS}) AS content, is_pinned, "
+            "CASE WHEN obs_type IN ('command_error', 'file_error') THEN metadata END AS metadata "
+            f"FROM observations WHERE {' AND '.join(clauses)} ORDER BY timestamp DESC, id DESC LIMIT ?",
+            [*params, limit])
+        return [Observation.from_row(r) for r in rows]
+
+    _CHECKPOINT = "EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = 'checkpoint')"
+
+    def curated_memories(self, project: str, limit: int) -> list[Memory]:
+        """Live memories a project sees (its own, the user's, the organisation's) that people or
+        agents chose to keep: automatic checkpoints (tag `checkpoint`) and archived ones left out.
+        Pinned first, then newest."""
+        rows = self._query(
+            "SELECT m.* FROM memories m WHERE m.deleted_at IS NULL AND m.tier != 'archived' "
+            f"AND m.domain IN (?, 'user', 'org') AND NOT {self._CHECKPOINT} "
+            "ORDER BY m.is_pinned DESC, m.updated_at DESC LIMIT ?", (f"project:{project}", limit))
+        return [Memory.from_row(r) for r in rows]
+
+    def latest_checkpoint(self, project: str, session_id: str) -> Memory | None:
+        """The newest automatic checkpoint (tag `checkpoint`) a session left in its project."""
+        rows = self._query(
+            "SELECT m.* FROM memories m WHERE m.deleted_at IS NULL AND m.domain = ? AND m.source = ? "
+            f"AND {self._CHECKPOINT} ORDER BY m.created_at DESC, m.id DESC LIMIT 1",
+            (f"project:{project}", f"session:{session_id}"))
+        return Memory.from_row(rows[0]) if rows else None
 
     def status(self) -> Status:
         def count(sql: str) -> int:

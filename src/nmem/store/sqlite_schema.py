@@ -324,9 +324,16 @@ CREATE TABLE sync_files (
 ALTER TABLE memories ADD COLUMN sync_version TEXT;
 """
 
+# Step 11: each session's project root (the git top-level of the directory it started in, else that
+# directory), so the context block can show paths relative to it. Older sessions keep NULL: the
+# reader falls back to another session's root of the same project.
+_V11_SESSION_ROOT = """
+ALTER TABLE sessions ADD COLUMN root TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
-                               _V9_FILE_ERRORS, _V10_SYNC)
+                               _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT)
 LATEST_VERSION = len(MIGRATIONS)
 
 
