@@ -25,8 +25,8 @@ def _first_line(text: str, size: int = LINE_CHARS) -> str:
 
 def _failure(path: str | None, text: str) -> str:
     """A failed file tool's line: what its content says, naming the file when only the path is there."""
-    line = _first_line(text)
-    return f"failed: {line}" if path and line == path else line
+    line = _first_line(text)  # `Edit /repo/a.py` (capture writes the error on the next line)
+    return f"failed: {line}" if path and path in line and not line.startswith("failed") else line
 
 
 def _distinct(items: list[str], limit: int) -> list[str]:
