@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,10 @@ bench-hooks: setup
 
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
+
+# SIGKILLs during hook writes and imports, 16 hooks draining 2,000 spooled events: a table of lost / duplicated / errors.
+faults: setup
+	$(BIN)/python bench/faults.py
 
 bench-locomo: setup
 	$(BIN)/python bench/locomo.py --group tune=conv-26,conv-30,conv-41,conv-42 --group held-out=conv-43,conv-44,conv-47

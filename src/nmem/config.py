@@ -109,7 +109,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("capture.markers", list, list(DEFAULT_MARKERS), "NMEM_MARKERS",
             "Prompt markers that create curated memories, as `marker=namespace` (e.g. `[decision]=decisions`)."),
     Setting("capture.read_transcript", bool, True, "NMEM_READ_TRANSCRIPT",
-            "At Stop, also keep the agent's thinking from the transcript file when it is readable."),
+            "At Stop, also keep the agent's thinking from the transcript file (a regular file only, its last "
+            "256 KiB, read before the write lock is taken)."),
     Setting("capture.checkpoint_on_compact", bool, True, "NMEM_CHECKPOINT_ON_COMPACT",
             "Store a `progress` memory summarising the session so far when the context is compacted."),
     Setting("context.file_memories", bool, False, "NMEM_FILE_MEMORIES",
@@ -118,7 +119,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("context.format", str, "text", "NMEM_CONTEXT_FORMAT",
             "How SessionStart returns context: `text` (plain stdout) or `json` (`hookSpecificOutput`)."),
     Setting("hooks.busy_budget_ms", int, 2000, "NMEM_BUSY_BUDGET_MS",
-            "How long a hook waits for a locked database before spooling the event for later."),
+            "The longest a hook waits for a locked database, in all: opening it, storing events left in the "
+            "spool and storing its own share this one deadline. Then the hook spools its event for a later "
+            "hook and exits 0, so it returns within this budget plus its own work (tens of ms)."),
     Setting("mcp.tools", str, "all", "NMEM_MCP_TOOLS",
             "Tools the MCP server exposes: `all`, `core` (search, get_observations, timeline, remember, recall, "
             "forget) or a comma-separated list."),

@@ -159,15 +159,22 @@ class CoreService:
     def project_for(self, cwd: str | None = None) -> str:
         return project_name(cwd or os.getcwd(), self.settings["project.name"], self.settings.project_dirs)
 
-    def record_event(self, event: ev.HookEvent) -> RecordOutcome:
-        """Store one hook event: the session row on first sight, then what the event adds."""
+    def record_event(self, event: ev.HookEvent, *, spool_id: str | None = None) -> RecordOutcome:
+        """Store one hook event: the session row on first sight, then what the event adds.
+
+        `spool_id` names an event replayed from the hook spool: it is stored at most once,
+        however often a replay is repeated (a drain killed between commit and unlink).
+        """
         project = self.project_for(event.cwd)
         if not self.settings.project_enabled(project, event.cwd):
             return RecordOutcome(event.session_id, project, skipped="disabled")
         if event.kind in (ev.TOOL, ev.TOOL_FAILURE) and self._tool_excluded(event.tool_name or ""):
             return RecordOutcome(event.session_id, project, skipped="excluded")
+        reasoning = self._transcript_reasoning(event)  # before the write lock: a file never holds it
         known = self._session_projects.get(event.session_id)
         with self.store.transaction():
+            if spool_id is not None and not self._first_replay(spool_id):
+                return RecordOutcome(event.session_id, project, skipped="duplicate")
             if known is None:
                 # Subagent and resumed events keep the project their session started in.
                 session = self.store.get_session(event.session_id)
@@ -179,9 +186,19 @@ class CoreService:
                     session = self.store.ensure_session(event.session_id, project, event.timestamp,
                                                         project_root(event.cwd))
                 known = session.project
-            outcome = Recorder(self.store, self.settings, self.remember).record(event, known)
+            outcome = Recorder(self.store, self.settings, self.remember, reasoning).record(event, known)
         self._session_projects[event.session_id] = known  # only once committed
         return outcome
+
+    def _transcript_reasoning(self, event: ev.HookEvent) -> list[str]:
+        if event.kind != ev.STOP or not self.settings["capture.read_transcript"]:
+            return []
+        from nmem.capture.transcript import latest_reasoning
+
+        return latest_reasoning(event.transcript_path)
+
+    def _first_replay(self, spool_id: str) -> bool:
+        return self.store.mark_spooled(spool_id, self.now())
 
     def _tool_excluded(self, tool: str) -> bool:
         return matches_any(tool, self.settings["capture.exclude_tools"])

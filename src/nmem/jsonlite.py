@@ -79,3 +79,35 @@ def _stdlib_loads(data: str | bytes) -> Any:
     import json
 
     return json.loads(data)
+
+
+def replace_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by U+FFFD.
+
+    JSON can spell a lone surrogate (`"\\ud800"`), Python decodes it, and SQLite cannot store
+    it (it is not encodable as UTF-8).
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+        return value
+    if isinstance(value, dict):
+        return {replace_surrogates(k): replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_surrogates(v) for v in value]
+    return value
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether decoding JSON `text` can produce a lone surrogate (a cheap test before walking it)."""
+    return "\\ud" in text or "\\uD" in text or (not text.isascii() and _has_surrogate(text))
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -2,7 +2,8 @@
 
 Everything stored passes the privacy filter first (`capture.privacy.scrub`). A hook process
 records one event, so the helpers only some events need (prompt markers, session
-summaries, transcript reading) are imported by the handlers of those events.
+summaries) are imported by the handlers of those events. Nothing here reads files: the
+caller reads a Stop's transcript before it takes the write lock and hands over the thoughts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from nmem.store import NewObservation
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from nmem.config import Settings
@@ -55,10 +56,12 @@ class RecordOutcome:
 
 
 class Recorder:
-    def __init__(self, store: Store, settings: Settings, remember: RememberFn) -> None:
+    def __init__(self, store: Store, settings: Settings, remember: RememberFn,
+                 reasoning: Sequence[str] = ()) -> None:
         self.store = store
         self.settings = settings
         self.remember = remember
+        self.reasoning = reasoning  # a Stop's thinking from its transcript, read by the caller
 
     def record(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         handler = {
@@ -159,12 +162,10 @@ class Recorder:
 
     def _stop(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         from nmem.capture.summary import signature, summarize
-        from nmem.capture.transcript import latest_reasoning
 
         sid = event.session_id
-        if event.kind == ev.STOP and self.settings["capture.read_transcript"]:
-            for thought in latest_reasoning(event.transcript_path):
-                self._agent_prompt(event, thought, once=True)
+        for thought in self.reasoning:
+            self._agent_prompt(event, thought, once=True)
         prompt_id = self._agent_prompt(event, event.assistant_message or "", once=True)
         obs_id = None
         if event.kind == ev.SESSION_END:

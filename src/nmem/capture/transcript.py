@@ -8,6 +8,7 @@ are skipped, never raised.
 from __future__ import annotations
 
 import os
+import stat
 
 from nmem import jsonlite
 from nmem.capture import events as ev
@@ -19,24 +20,100 @@ if TYPE_CHECKING:
 
 TAIL_BYTES = 256 * 1024
 REASONING_CHARS = 4000
+# Longer lines are skipped, never held whole: a transcript line holds one message (a large tool result
+# is a few MB at most); a file without newlines must not be read into memory whole.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_READ_CHUNK = 1024 * 1024
+
+
+def open_regular(path: str) -> int | None:
+    """A read-only descriptor of `path` when it is a regular file, else None.
+
+    A transcript path comes from the hook's input: a FIFO would block the read (and the hook)
+    forever, a device such as /dev/zero never ends. Anything but a regular file is refused
+    before it is opened; the open itself cannot block (O_NONBLOCK) and the descriptor is
+    checked again, for a path swapped in between.
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def read_tail(path: str, max_bytes: int) -> bytes:
+    """At most the last `max_bytes` of a regular file, starting at a line; b"" for anything else."""
+    fd = open_regular(path)
+    if fd is None:
+        return b""
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - max_bytes)
+        chunks: list[bytes] = []
+        want = size - start
+        while want > 0:
+            chunk = os.pread(fd, want, start)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            start += len(chunk)
+            want -= len(chunk)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if size > max_bytes:
+        cut = data.find(b"\n")
+        data = data[cut + 1:] if cut >= 0 else b""  # the first line is partial
+    return data
+
+
+def _objects(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    for raw in lines:
+        try:
+            obj = jsonlite.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def _whole_lines(fd: int) -> Iterator[bytes]:
+    """The lines of an open regular file, skipping any longer than MAX_LINE_BYTES."""
+    with open(fd, "rb") as fh:
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_BYTES:
+                while raw and not raw.endswith(b"\n"):
+                    raw = fh.readline(_READ_CHUNK)
+                continue
+            yield raw
 
 
 def iter_lines(path: str, tail_bytes: int | None = None) -> Iterator[dict[str, Any]]:
-    """JSON objects of a JSONL file (or of its last `tail_bytes`), skipping anything unreadable."""
+    """JSON objects of a JSONL file (or of its last `tail_bytes`), skipping anything unreadable.
+
+    Only regular files are read (see `open_regular`); anything else yields nothing.
+    """
+    if tail_bytes is not None:
+        yield from _objects(iter(read_tail(path, tail_bytes).splitlines()))
+        return
+    fd = open_regular(path)
+    if fd is None:
+        return
     try:
-        with open(path, "rb") as fh:
-            if tail_bytes is not None:
-                size = fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, size - tail_bytes))
-                if size > tail_bytes:
-                    fh.readline()  # drop the partial first line
-            for raw in fh:
-                try:
-                    obj = jsonlite.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict):
-                    yield obj
+        yield from _objects(_whole_lines(fd))
     except OSError:
         return
 

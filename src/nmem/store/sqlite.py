@@ -93,6 +93,7 @@ RELEVANCE_WINDOW = 2000
 # read once off idx_obs_type_project; a smaller one row by row, which costs less than reading the
 # ids of a common type (65k for file_edit in one project at 1M rows: ~15 ms).
 TYPE_IDS_MIN_MATCHES = 2500
+SPOOL_MARK_DAYS = 30
 ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
 LAST_CHAR = chr(0x10FFFF)  # sorts after any character: `id < prefix + LAST_CHAR` bounds a prefix scan
 LIFECYCLE_TYPES = ("session_start", "session_resume", "session_compact", "session_clear", "session_end")
@@ -561,6 +562,16 @@ class SqliteStore:
 
     def _rewrite_index(self, fts: str) -> None:
         self._exec(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+
+    def mark_spooled(self, spool_id: str, now: int) -> bool:
+        """Mark a spooled event stored, inside its own write transaction; False when it was marked
+        before (a hook killed after committing it but before unlinking its spool file: the
+        replay stores nothing). Marks older than SPOOL_MARK_DAYS go: a claim left behind is
+        replayed by the next drain long before."""
+        self._exec("DELETE FROM spooled_events WHERE recorded_at < ?", (now - SPOOL_MARK_DAYS * 86400,))
+        cur = self._exec("INSERT INTO spooled_events (id, recorded_at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+                         (spool_id, now))
+        return cur.rowcount == 1
 
     def reclaim(self) -> None:
         """After deletes made inside a caller's transactions (an import's batches): what each

@@ -331,9 +331,21 @@ _V11_SESSION_ROOT = """
 ALTER TABLE sessions ADD COLUMN root TEXT;
 """
 
+# Step 12: the spooled events already stored (a hook spools an event the database was too busy
+# to take; the next hook replays it). A replay marks the spool id in the event's own transaction,
+# so a replay repeated after a kill between commit and unlink stores nothing twice. Marks are
+# dropped after 30 days (SqliteStore.mark_spooled).
+_V12_SPOOLED_EVENTS = """
+CREATE TABLE spooled_events (
+    id          TEXT PRIMARY KEY,
+    recorded_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX idx_spooled_events_time ON spooled_events(recorded_at);
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
-                               _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT)
+                               _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS)
 LATEST_VERSION = len(MIGRATIONS)
 
 
