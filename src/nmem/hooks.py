@@ -26,8 +26,9 @@ from nmem import sync_trigger
 from nmem.capture import events as ev
 from nmem.capture.claude_code import HOOK_ALIASES, parse
 from nmem.capture.privacy import scrub_value
+from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
-from nmem.core import CoreService, RecordOutcome
+from nmem.core import CoreService
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StorageError, StoreBusy
 
 TYPE_CHECKING = False
