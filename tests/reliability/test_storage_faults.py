@@ -35,8 +35,8 @@ from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 from nmem.store import NewObservation, SearchFilters
 from nmem.store.sqlite import SqliteStore
-from nmem.store.sqlite_files import APPLICATION_ID
-from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
+from nmem.store.sqlite.files import APPLICATION_ID
+from nmem.store.sqlite.schema import LATEST_VERSION, MIGRATIONS, split_statements
 
 T0 = 1_790_000_000
 CWD = "/home/dev/code/billing-api"
