@@ -32,6 +32,7 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = True
     core: bool = False
+    open_world: bool = False  # talks to something beyond nmem's own store (a git remote)
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -330,7 +331,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         _obj({}), ANY_OBJECT, _status,
     ),
     ToolSpec("sync", "Sync memories", sync_tool.DESCRIPTION, sync_tool.INPUT_SCHEMA, sync_tool.OUTPUT_SCHEMA,
-             sync_tool.handle, read_only=False),
+             sync_tool.handle, read_only=False, open_world=True),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
