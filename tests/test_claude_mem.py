@@ -4,11 +4,12 @@ and refusals that change nothing."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from mcp_support import AUTH_FILE, CWD, PROJECT, T0, Seeded
+from mcp_support import AUTH_FILE, CWD, PROJECT, T0, Seeded, bash
 from nmem.claude_mem import OPERATIONS, render
 from nmem.claude_mem.params import json_schema
 from nmem.errors import NotFound, ValidationError
@@ -128,6 +129,11 @@ def test_timelines(service: Service, seeded: Seeded) -> None:
     assert run(service, "timeline", {"query": "zebra xylophone"})["anchor"] is None
     with pytest.raises(NotFound):
         run(service, "get_context_timeline", {"anchor": 999999})
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + 45))
+    at_time = run(service, "timeline", {"anchor": iso, "project": PROJECT, "depth_before": 0, "depth_after": 0})
+    assert at_time["anchor"]["id"] == seeded.read  # the last observation at or before that second
+    with pytest.raises(NotFound):
+        run(service, "timeline", {"anchor": "1999-01-01T00:00:00Z"})
     with pytest.raises(NotFound):
         run(service, "timeline", {"anchor": seeded.read, "project": "other"})
 
@@ -184,6 +190,7 @@ def test_text_is_claude_mems_markdown(service: Service, seeded: Seeded) -> None:
     ("find_by_file", {"format": "full"}, "files is required"),
     ("get_context_timeline", {}, "anchor is required"),
     ("get_context_timeline", {"anchor": "S12"}, "anchor must be an observation id"),
+    ("get_context_timeline", {"anchor": "99999999999999999999"}, "anchor must be an observation id"),
     ("timeline", {}, "give an anchor"),
     ("get_timeline_by_query", {"query": "x", "mode": "loud"}, "mode must be one of auto, interactive"),
     ("get_timeline_by_query", {"depth_before": 101, "query": "x"}, "depth_before must be at most 100"),
@@ -204,3 +211,13 @@ def test_current_project_comes_first_without_a_project_filter(service: Service, 
     answer = OPERATIONS["search"](service, {"query": "login", "type": "observations"}, "other")
     assert answer["observations"][0]["id"] == seeded.other
     assert CWD  # the seeded demo project lives under CWD
+
+
+def test_pages_past_one_hundred_merge_every_kind(service: Service) -> None:
+    made = [bash(service, f"echo widget {n}", T0 + n, session_id="s-widgets") for n in range(130)]
+    merged = run(service, "search", {"query": "widget", "orderBy": "date_asc", "limit": 30, "offset": 90})
+    assert ids(merged["observations"]) == made[90:120]
+    alone = run(service, "search", {"query": "widget", "type": "observations", "orderBy": "date_asc",
+                                    "limit": 30, "offset": 90})
+    assert ids(alone["observations"]) == made[90:120]
+    assert run(service, "search", {"query": "widget", "limit": 50, "offset": 120})["totalResults"] == 10

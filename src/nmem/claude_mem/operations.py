@@ -17,12 +17,13 @@ from typing import Any
 from nmem.claude_mem import rows
 from nmem.claude_mem import typemap as tm
 from nmem.claude_mem.params import CHOICE, DATE, INTEGER, LIST, STRING, Param, json_schema, parse
-from nmem.errors import NotFound, ValidationError
+from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.memory import Service
 from nmem.models import ORDERS, Observation
 from nmem.timeutil import parse_time
 
 Answer = dict[str, Any]
+MAX_PAGE = 100  # the most one service search returns
 Args = Mapping[str, Any] | None
 
 # -- parameters, as claude-mem names them ----------------------------------------------------
@@ -52,7 +53,8 @@ LIMIT = Param("limit", INTEGER, "Most results.", default=20, low=1, high=100)
 OFFSET = Param("offset", INTEGER, "Results to skip (pagination).", default=0, low=0)
 ORDER = Param("orderBy", CHOICE, "relevance, date_desc or date_asc. Default: relevance with a query, "
                                  "else date_desc.", aliases=("order_by",), choices=ORDERS)
-ANCHOR = Param("anchor", STRING, "Observation id to centre on (42 or #42).", aliases=("anchor_id", "anchorId"))
+ANCHOR = Param("anchor", STRING, "Observation id to centre on (42 or #42), or an ISO time (the last "
+                                 "observation at or before it).", aliases=("anchor_id", "anchorId"))
 ANCHOR_REQUIRED = Param("anchor", STRING, ANCHOR.description, aliases=("anchor_id", "anchorId"), required=True)
 DEPTH_BEFORE = Param("depth_before", INTEGER, "Observations before the anchor.", default=10, low=0, high=100,
                      aliases=("before", "depthBefore"))
@@ -109,10 +111,15 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
     full = p["format"] != "index"
     found: list[tuple[float, dict[str, Any]]] = []
     for scope, narrow in plans:
-        # One kind pages in the store; several are merged here, each asked for a page's worth.
-        page = (limit, offset) if len(plans) == 1 else (offset + limit, 0)
-        result = service.search(query, scope=scope, limit=page[0], offset=page[1], **common, **narrow)
-        found += [(hit.score, rows.of(hit.record, full)) for hit in result.hits]
+        # One kind pages in the store; several are merged here, each read up to the page's end.
+        start_at, want = (offset, limit) if len(plans) == 1 else (0, offset + limit)
+        while want > 0:
+            step = min(want, MAX_PAGE)
+            hits = service.search(query, scope=scope, limit=step, offset=start_at, **common, **narrow).hits
+            found += [(hit.score, rows.of(hit.record, full)) for hit in hits]
+            if len(hits) < step:
+                break
+            start_at, want = start_at + step, want - step
     if len(plans) > 1:
         found.sort(key=_sort_key(order))
         found = found[offset:offset + limit]
@@ -125,11 +132,24 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
     return answer
 
 
-def _anchor_id(op: str, value: str) -> int:
+def _anchor_id(service: Service, op: str, value: str, project: str | None) -> int:
+    """An observation id (42, #42), or for an ISO time the last observation at or before it."""
     text = value.strip().lstrip("#")
-    if not text.isdigit() or int(text) > 2**63 - 1:
-        raise ValidationError(f"{op}: anchor must be an observation id (42 or #42), got {value!r}")
-    return int(text)
+    if text.isdigit() and int(text) <= 2**63 - 1:
+        return int(text)
+    at = None
+    if not text.isdigit():
+        try:
+            at = parse_time(value.strip(), name="anchor")
+        except (InvalidArgument, ValidationError):
+            at = None
+    if at is None:
+        raise ValidationError(f"{op}: anchor must be an observation id (42 or #42) or an ISO time, got {value!r}")
+    hits = service.search(None, scope="observations", project=project, date_end=at, order_by="date_desc",
+                          limit=1).hits
+    if not hits:
+        raise NotFound(f"{op}: no observation at or before {value}")
+    return int(hits[0].record.id)
 
 
 def _observation(data: dict[str, Any]) -> Observation:
@@ -175,7 +195,7 @@ def search(service: Service, args: Args = None, project: str | None = None) -> A
 def timeline(service: Service, args: Args = None, project: str | None = None) -> Answer:
     p = parse("timeline", SPECS["timeline"], args)
     if p["anchor"] is not None:
-        return _timeline(service, "timeline", _anchor_id("timeline", p["anchor"]), p)
+        return _timeline(service, "timeline", _anchor_id(service, "timeline", p["anchor"], p["project"]), p)
     if not p["query"]:
         raise ValidationError("timeline: give an anchor (observation id) or a query")
     best = _best_matches(service, p, project, 1)
@@ -251,7 +271,8 @@ def get_recent_context(service: Service, args: Args = None, project: str | None 
 
 def get_context_timeline(service: Service, args: Args = None, project: str | None = None) -> Answer:
     p = parse("get_context_timeline", SPECS["get_context_timeline"], args)
-    return _timeline(service, "get_context_timeline", _anchor_id("get_context_timeline", p["anchor"]), p)
+    anchor = _anchor_id(service, "get_context_timeline", p["anchor"], p["project"])
+    return _timeline(service, "get_context_timeline", anchor, p)
 
 
 def get_timeline_by_query(service: Service, args: Args = None, project: str | None = None) -> Answer:
