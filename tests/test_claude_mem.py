@@ -5,6 +5,7 @@ and refusals that change nothing."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from nmem.claude_mem import OPERATIONS, render
 from nmem.claude_mem.params import json_schema
 from nmem.errors import NotFound, ValidationError
 from nmem.memory import Service
+from test_cli_support import ok
+from test_import_claude_mem import build_claude_mem
 
 ISSUE_13_ROUTES = {
     "search": "/api/search", "timeline": "/api/timeline", "decisions": "/api/decisions",
@@ -220,4 +223,29 @@ def test_pages_past_one_hundred_merge_every_kind(service: Service) -> None:
     alone = run(service, "search", {"query": "widget", "type": "observations", "orderBy": "date_asc",
                                     "limit": 30, "offset": 90})
     assert ids(alone["observations"]) == made[90:120]
-    assert run(service, "search", {"query": "widget", "limit": 50, "offset": 120})["totalResults"] == 10
+    last = run(service, "search", {"query": "widget", "orderBy": "date_desc", "limit": 50, "offset": 120})
+    assert ids(last["observations"]) == made[9::-1]
+
+
+def test_a_claude_mem_users_imported_memory_answers_its_own_queries(service: Service, tmp_path: Path) -> None:
+    """`nmem import claude-mem` keeps each observation's type and concepts as tags: claude-mem's
+    shortcuts and filters find them again."""
+    ok("import", "claude-mem", str(build_claude_mem(tmp_path / "claude-mem.db")))
+
+    def titles(name: str, args: dict[str, Any]) -> set[str]:
+        return {r["title"] for r in run(service, name, {"project": "shop", **args})["observations"]}
+
+    assert titles("decisions", {}) == {"Use SQLite WAL for the cache"}
+    assert titles("decisions", {"query": "WAL cache"}) == {"Use SQLite WAL for the cache"}
+    assert titles("find_by_type", {"type": "refactor"}) == {"Split the billing module"}
+    assert titles("find_by_type", {"type": "feature,bugfix"}) == {"Added CSV export", "Token refresh raced the logout"}
+    assert titles("changes", {}) == {"Added CSV export", "Split the billing module", "Bumped the CI image"}
+    assert "The API paginates with cursors" in titles("how_it_works", {})
+    assert titles("find_by_concept", {"concepts": "trade-off"}) == {"Use SQLite WAL for the cache"}
+    shown = {r["title"]: r["type"] for r in run(service, "search", {"project": "shop", "type": "memories"})[
+        "observations"]}
+    assert shown["Split the billing module"] == "refactor" and shown["Token refresh raced the logout"] == "bugfix"
+    sessions = run(service, "search_sessions", {"query": "cache", "project": "shop"})["sessions"]
+    assert [s["request"] for s in sessions] == ["Make the cache safe under load"]
+    prompts = run(service, "search_user_prompts", {"query": "deadlock", "project": "shop"})["prompts"]
+    assert [p["prompt_text"] for p in prompts] == ["why does the cache deadlock?"]

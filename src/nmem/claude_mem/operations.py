@@ -83,10 +83,11 @@ def _sort_key(order: str) -> Callable[[tuple[float, dict[str, Any]]], Any]:
 
 def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *,
             kinds: tuple[str, ...] = ("observations", "sessions", "prompts", "memories"),
-            types: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> Answer:
+            types: tm.Selection | None = None) -> Answer:
     """Search the record kinds asked for and answer in claude-mem's shape. `types` narrows
-    observations and memories to (observation types, namespaces); an empty side drops that
-    kind. Concepts and files narrow observations and memories only, as in claude-mem."""
+    observations to its observation types and memories to its namespaces or tags (a kind
+    it selects nothing of is left out). Concepts and files narrow observations and memories
+    only, as in claude-mem; sessions and prompts have neither."""
     query = p.get("query")
     order = p.get("orderBy") or ("relevance" if query else "date_desc")
     start, end = p.get("dateStart"), p.get("dateEnd")
@@ -96,13 +97,18 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
     only = p.get("project")
     common: dict[str, Any] = {"project": only, "prefer_project": None if only else current,
                               "date_start": start, "date_end": end, "order_by": order}
-    tags, files = p.get("concepts") or None, p.get("files") or None
-    obs_types, namespaces = types if types is not None else (None, None)
+    concepts, files = tuple(p.get("concepts") or ()), p.get("files") or None
     plans: list[tuple[str, dict[str, Any]]] = []
-    if "observations" in kinds and (obs_types is None or obs_types):
-        plans.append(("observations", {"obs_type": obs_types or None, "tags": tags, "files": files}))
-    if "memories" in kinds and (namespaces is None or namespaces):
-        plans.append(("memories", {"namespace": namespaces or None, "tags": tags, "files": files}))
+    if "observations" in kinds and (types is None or types.obs_types):
+        plans.append(("observations", {"obs_type": types.obs_types if types else None,
+                                       "tags": concepts or None, "files": files}))
+    if "memories" in kinds:
+        if types is None:
+            plans.append(("memories", {"tags": concepts or None, "files": files}))
+        else:
+            if types.namespaces:
+                plans.append(("memories", {"namespace": types.namespaces, "tags": concepts or None, "files": files}))
+            plans += [("memories", {"tags": (tag, *concepts), "files": files}) for tag in types.tags]
     if "sessions" in kinds:
         plans.append(("sessions", {}))
     if "prompts" in kinds:
@@ -110,13 +116,18 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
     limit, offset = p["limit"], p["offset"]
     full = p["format"] != "index"
     found: list[tuple[float, dict[str, Any]]] = []
+    seen: set[tuple[str, Any]] = set()
     for scope, narrow in plans:
-        # One kind pages in the store; several are merged here, each read up to the page's end.
+        # One search pages in the store; several are merged here, each read up to the page's end.
         start_at, want = (offset, limit) if len(plans) == 1 else (0, offset + limit)
         while want > 0:
             step = min(want, MAX_PAGE)
             hits = service.search(query, scope=scope, limit=step, offset=start_at, **common, **narrow).hits
-            found += [(hit.score, rows.of(hit.record, full)) for hit in hits]
+            for hit in hits:
+                key = (hit.kind, hit.record.id)
+                if key not in seen:  # a memory both in a namespace and carrying a tag
+                    seen.add(key)
+                    found.append((hit.score, rows.of(hit.record, full)))
             if len(hits) < step:
                 break
             start_at, want = start_at + step, want - step
@@ -204,7 +215,8 @@ def timeline(service: Service, args: Args = None, project: str | None = None) ->
 
 def decisions(service: Service, args: Args = None, project: str | None = None) -> Answer:
     p = parse("decisions", SPECS["decisions"], args)
-    return _gather(service, "decisions", p, project, kinds=("observations", "memories"), types=tm.TYPE_MAP["decision"])
+    return _gather(service, "decisions", p, project, kinds=("observations", "memories"),
+                   types=tm.TYPE_MAP["decision"])
 
 
 def changes(service: Service, args: Args = None, project: str | None = None) -> Answer:

@@ -43,7 +43,8 @@ def observation(obs: Observation, full: bool = False) -> dict[str, Any]:
 def memory(mem: Memory, full: bool = False) -> dict[str, Any]:
     domain = mem.domain
     row: dict[str, Any] = {
-        "kind": "memory", "id": mem.id, "type": shown_type(namespace=mem.namespace), "namespace": mem.namespace,
+        "kind": "memory", "id": mem.id, "type": shown_type(namespace=mem.namespace, tags=mem.tags),
+        "namespace": mem.namespace,
         "title": mem.summary, "subtitle": preview(mem.content) if not full else mem.namespace,
         "project": domain[len("project:"):] if domain.startswith("project:") else domain,
         "memory_session_id": None, "files_read": [], "files_modified": [], "concepts": list(mem.tags),

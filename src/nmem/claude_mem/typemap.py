@@ -11,28 +11,43 @@ a fix), the mapping says what nmem can show instead, never pretends.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from nmem.errors import ValidationError
 from nmem.models import NAMESPACES, OBS_TYPES
 
 CLAUDE_TYPES: tuple[str, ...] = ("decision", "bugfix", "feature", "refactor", "discovery", "change")
 
-# claude-mem type -> (nmem observation types, nmem memory namespaces)
-TYPE_MAP: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "decision": ((), ("decisions",)),
-    "bugfix": (("command_error", "file_error"), ("gotchas", "blockers", "system-quirks")),
-    "feature": (("file_write",), ("progress",)),
-    "refactor": (("file_edit",), ("tech-debt", "patterns", "conventions", "naming-conventions")),
-    "discovery": (("file_read", "search", "web_fetch", "web_search"),
-                  ("learnings", "api-behaviors", "apis", "context", "file-patterns")),
-    "change": (("file_write", "file_edit", "git_commit", "git_push"), ("progress",)),
+
+class Selection(NamedTuple):
+    """What a claude-mem type or shortcut selects: observations of these types, memories in
+    these namespaces, and memories carrying any of these tags (`nmem import claude-mem` tags
+    each memory with its claude-mem type and concepts)."""
+
+    obs_types: tuple[str, ...]
+    namespaces: tuple[str, ...]
+    tags: tuple[str, ...]
+
+    def __or__(self, other: object) -> Selection:
+        assert isinstance(other, Selection)
+        return Selection(*(tuple(dict.fromkeys(a + b)) for a, b in zip(self, other, strict=True)))
+
+
+TYPE_MAP: dict[str, Selection] = {
+    "decision": Selection((), ("decisions",), ("decision",)),
+    "bugfix": Selection(("command_error", "file_error"), ("gotchas", "blockers", "system-quirks"), ("bugfix",)),
+    "feature": Selection(("file_write",), (), ("feature",)),
+    "refactor": Selection(("file_edit",), ("tech-debt",), ("refactor",)),
+    "discovery": Selection(("file_read", "search", "web_fetch", "web_search"),
+                           ("learnings", "api-behaviors", "apis", "context", "file-patterns"), ("discovery",)),
+    "change": Selection(("file_write", "file_edit", "git_commit", "git_push"), ("progress",), ("change",)),
 }
 
 # The `changes` shortcut (claude-mem: type change or concept change/what-changed) and the
 # `how_it_works` one (concept how-it-works): understanding lives in curated memories only.
-CHANGES = TYPE_MAP["change"]
-HOW_IT_WORKS: tuple[tuple[str, ...], tuple[str, ...]] = (
-    (), ("patterns", "context", "apis", "config", "file-patterns", "api-behaviors", "learnings"))
+CHANGES = TYPE_MAP["change"] | Selection((), (), ("what-changed",))
+HOW_IT_WORKS = Selection((), ("patterns", "context", "apis", "config", "file-patterns", "api-behaviors",
+                              "learnings"), ("how-it-works",))
 
 # The claude-mem type a row shows: what it is from nmem's side, most specific first.
 _OBS_TYPE_SHOWN = {
@@ -42,34 +57,33 @@ _OBS_TYPE_SHOWN = {
 }
 _NAMESPACE_SHOWN = {
     "decisions": "decision", "gotchas": "bugfix", "blockers": "bugfix", "system-quirks": "bugfix",
-    "progress": "change", "tech-debt": "refactor", "patterns": "refactor", "conventions": "refactor",
-    "naming-conventions": "refactor", "learnings": "discovery", "api-behaviors": "discovery",
+    "progress": "change", "tech-debt": "refactor", "learnings": "discovery", "api-behaviors": "discovery",
     "apis": "discovery", "context": "discovery", "file-patterns": "discovery",
 }
 
 
-def resolve(op: str, name: str, values: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(observation types, namespaces) a type filter names: claude-mem types, nmem
-    observation types and nmem namespaces, mixed as the caller likes."""
-    obs: list[str] = []
-    spaces: list[str] = []
+def resolve(op: str, name: str, values: Iterable[str]) -> Selection:
+    """What a type filter selects: claude-mem types, nmem observation types and nmem
+    namespaces, mixed as the caller likes."""
+    found = Selection((), (), ())
     for value in values:
         key = value.strip().lower()
         if key in TYPE_MAP:
-            obs += TYPE_MAP[key][0]
-            spaces += TYPE_MAP[key][1]
+            found = found | TYPE_MAP[key]
         elif key in OBS_TYPES:
-            obs.append(key)
+            found = found | Selection((key,), (), ())
         elif key in NAMESPACES:
-            spaces.append(key)
+            found = found | Selection((), (key,), ())
         else:
             raise ValidationError(f"{op}: unknown {name} {value!r}; valid: {', '.join(CLAUDE_TYPES)}, "
                                   "or an nmem observation type or memory namespace")
-    return tuple(dict.fromkeys(obs)), tuple(dict.fromkeys(spaces))
+    return found
 
 
-def shown_type(obs_type: str | None = None, namespace: str | None = None) -> str:
-    """The claude-mem type a row carries; nmem's own type when claude-mem has none for it."""
+def shown_type(obs_type: str | None = None, namespace: str | None = None, tags: Iterable[str] = ()) -> str:
+    """The claude-mem type a row carries (an imported memory's own); nmem's type when
+    claude-mem has none for it."""
     if namespace is not None:
-        return _NAMESPACE_SHOWN.get(namespace, namespace)
+        imported = next((t for t in tags if t in TYPE_MAP), None)
+        return imported or _NAMESPACE_SHOWN.get(namespace, namespace)
     return _OBS_TYPE_SHOWN.get(obs_type or "", obs_type or "")
