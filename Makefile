@@ -56,7 +56,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp
+.PHONY: conformance bench-mcp bench-claude-mem
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup
@@ -65,3 +65,7 @@ conformance: setup
 # `nmem serve` startup to the first tools/list, and search latency through the stdio client at 100k observations.
 bench-mcp: setup
 	$(BIN)/python bench/mcp_server.py
+
+# claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
+bench-claude-mem: setup
+	$(BIN)/python bench/claude_mem_ops.py
