@@ -215,8 +215,8 @@ class CoreService:
         if project is not None:
             names.append((project, None))
         elif not names:  # a user or org memory: the project it is written from
-            cwd = os.getcwd()
-            names.append((self.project_for(cwd), cwd))
+            here = os.getcwd()
+            names.append((self.project_for(here), here))
         for name, cwd in names:
             if not self.settings.project_enabled(name, cwd):
                 raise Disabled(f"memory is disabled for project {name!r} (its [projects] `memory = false` or "
@@ -271,6 +271,19 @@ class CoreService:
             relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
         ))
 
+    def memory_ref(self, ref: str | int) -> str:
+        """A memory's id or URN; an integer (or digits shorter than an id) is its row number."""
+        if isinstance(ref, bool):
+            raise InvalidArgument(f"a memory id must be a string or an integer, got {ref!r}")
+        text = str(ref).strip()
+        if isinstance(ref, int) or (text.isascii() and text.isdigit() and len(text) < 26):
+            number = _as_int(text, "id", low=1)
+            uid = self.store.memory_uid(number)
+            if uid is None:
+                raise NotFound(f"memory not found: {text}")
+            return uid
+        return text
+
     def get_memory(self, ref: str) -> Memory:
         """A live memory by id or URN; a URN must name the memory's own domain and namespace."""
         ref = (ref or "").strip()
@@ -320,9 +333,10 @@ class CoreService:
             raise NotFound(f"memory not found: {ref}")
         return updated
 
-    def forget(self, ref: str) -> Memory:
-        """Erase a memory's text, keeping a tombstone so the delete can sync."""
-        memory = self.get_memory(ref)
+    def forget(self, ref: str | int) -> Memory:
+        """Erase a memory's text, keeping a tombstone so the delete can sync. `ref` is its id,
+        URN, or the integer row id recall shows as `number` (srvrmgr's `forget(id: integer)`)."""
+        memory = self.get_memory(self.memory_ref(ref))
         self.store.tombstone_memory(memory.id, self.now())
         return memory
 

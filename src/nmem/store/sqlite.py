@@ -1522,6 +1522,41 @@ class SqliteStore:
         rows = self._query("PRAGMA quick_check")
         return "; ".join(str(r[0]) for r in rows) or "ok"
 
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index: `ok`, or how it disagrees with its table (FTS5's own
+        integrity-check, then indexed rows against table rows)."""
+        checks = {"observations_fts": "observations", "prompts_fts": "prompts", "memories_fts": "memories"}
+        out: dict[str, str] = {}
+        for fts, table in checks.items():
+            try:  # a command written as an INSERT: it needs the writer, and changes nothing
+                with self.transaction():
+                    self._writer().execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
+            except sqlite3.Error as exc:
+                out[fts] = f"integrity-check failed: {exc}"
+                continue
+            rows = self._query(f"SELECT (SELECT COUNT(*) FROM {table}), (SELECT COUNT(*) FROM {fts}_docsize)")
+            have, indexed = int(rows[0][0]), int(rows[0][1])
+            out[fts] = "ok" if have == indexed else f"{indexed} rows indexed, {have} in {table}"
+        return out
+
+    # -- curated memories by their integer row id (srvrmgr's `forget(id: integer)`) -----------
+
+    def memory_numbers(self, uids: Sequence[str]) -> dict[str, int]:
+        if not uids:
+            return {}
+        rows = self._query("SELECT uid, id FROM memories WHERE uid IN (SELECT value FROM json_each(?))",
+                           (json.dumps(list(uids)),))
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def memory_uid(self, number: int) -> str | None:
+        rows = self._query("SELECT uid FROM memories WHERE id = ?", (number,))
+        return str(rows[0][0]) if rows else None
+
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the full-text index holds the memory (its row in FTS5's docsize table)."""
+        return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
+                                "WHERE uid = ?)", (uid,)))
+
     # -- sync (nmem.sync): the device's clock, its outbox, how far each remote file is applied ---
 
     def sync_device(self) -> str:
