@@ -33,7 +33,7 @@ from nmem import __version__
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.mcp import prompts as prompt_specs
 from nmem.mcp import resources
-from nmem.mcp.tools import TOOLS_BY_NAME, ToolSpec, exposed
+from nmem.mcp.tools import TEXT_AS, TOOLS_BY_NAME, ToolSpec, exposed
 from nmem.mcp.watch import ChangeSet, ChangeWatcher
 from nmem.memory import Service
 
@@ -150,7 +150,7 @@ class NmemServer:
         if spec is None or spec not in self.tools:
             raise InvalidArgument(f"Unknown tool: {params.name}")  # a protocol error (the spec's -32602)
         try:
-            text = self._run(spec, dict(params.arguments or {}))
+            text, structured = self._run(spec, dict(params.arguments or {}))
         except NmemError as exc:
             return _error_result(exc, _public(exc, self.service))
         except Exception:  # a bug must still answer the model, not drop the connection
@@ -158,16 +158,21 @@ class NmemServer:
             message = f"internal error in {spec.name} (details in the server log)"
             return _error_result(InternalError(message), message)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=json.loads(text))
+                                    structured_content=structured)
 
-    def _run(self, spec: ToolSpec, args: dict[str, Any]) -> str:
-        """The tool's result as JSON text; an `NmemError` when the arguments are refused."""
+    def _run(self, spec: ToolSpec, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The tool's result as JSON text and as structured content (the same JSON, unless the
+        handler gave its text apart: ADR-006's bare array); an `NmemError` when the arguments
+        are refused."""
         error = jsonschema.exceptions.best_match(self.validators[spec.name].iter_errors(args))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "arguments"
             kind = ValidationError if error.validator in RANGE_KEYWORDS else InvalidArgument
             raise kind(f"invalid arguments for {spec.name}: {where}: {error.message}")
-        return json.dumps(spec.handler(self.service, args, self.project), ensure_ascii=False, default=str)
+        answer = spec.handler(self.service, args, self.project)
+        shown = answer.pop(TEXT_AS, answer)
+        structured = json.loads(json.dumps(answer, ensure_ascii=False, default=str))
+        return json.dumps(shown, ensure_ascii=False, default=str), structured
 
     # -- resources -----------------------------------------------------------------------
 
