@@ -336,7 +336,10 @@ class CoreService:
     def forget(self, ref: str | int) -> Memory:
         """Erase a memory's text, keeping a tombstone so the delete can sync. `ref` is its id,
         URN, or the integer row id recall shows as `number` (srvrmgr's `forget(id: integer)`)."""
-        memory = self.get_memory(self.memory_ref(ref))
+        try:
+            memory = self.get_memory(self.memory_ref(ref))
+        except NotFound:
+            raise NotFound(f"memory not found: {str(ref).strip()}") from None  # as asked, not the id behind it
         self.store.tombstone_memory(memory.id, self.now())
         return memory
 

@@ -3,7 +3,9 @@
 Reading returns each setting's value, where it came from and whether the tool may change it;
 secrets (`mcp.token`) and passwords in URLs are masked. Changes apply to this server process
 only, from the next call on, and are never written to `config.toml` (`nmem config set` does
-that): an agent tunes how it searches, it does not reconfigure the user's machine.
+that): an agent tunes how it searches, it does not reconfigure the user's machine. Every
+refusal (unknown or read-only setting, wrong type, out of range) is an invalid-params error
+(-32602), and a call with one bad change applies none.
 
 Writable: search and context tuning (limits, fusion, strict mode, result shape), the log
 level and the tools' excluded tool names. Read-only, and why:
@@ -23,7 +25,7 @@ from typing import Any
 
 from nmem.capture.privacy import redact_url
 from nmem.config import SETTINGS, SETTINGS_BY_NAME, coerce
-from nmem.errors import ConfigError, InvalidArgument, ValidationError
+from nmem.errors import ConfigError, InvalidArgument
 from nmem.memory import Service
 
 RUNTIME = "runtime"  # the source of a value this tool set
@@ -111,7 +113,7 @@ def handle(service: Service, args: dict[str, Any], _: str | None) -> dict[str, A
         check = WRITABLE[name]
         problem = check(value) if check is not None else None
         if problem:
-            raise ValidationError(f"{name} {problem}, got {raw!r}")
+            raise InvalidArgument(f"{name} {problem}, got {raw!r}")
         staged[name] = value
     for name, value in staged.items():
         settings.values[name] = value
