@@ -200,15 +200,19 @@ class CoreService:
     def _first_replay(self, spool_id: str) -> bool:
         return self.store.mark_spooled(spool_id, self.now())
 
+    def check_enabled(self) -> None:
+        """Refuse a write (Disabled, exit 3) while `memory.enabled` is false."""
+        if not self.settings["memory.enabled"]:
+            raise Disabled("memory is disabled (memory.enabled = false): nothing is written; "
+                           "`nmem config set memory.enabled true` turns it back on")
+
     def check_writable(self, domain: str | None = None, project: str | None = None) -> None:
         """Refuse a write (Disabled, exit 3) when memory is off: globally (`memory.enabled = false`),
         or for the project the write belongs to (a `project:<name>` domain) or is made from
         (`project`; for a user or org memory without one, the working directory's) by
         `memory = false` in its `[projects."<name>"]` table or `capture.exclude_projects`.
         Hooks skip silently instead; deletions (forget, purge) are never refused."""
-        if not self.settings["memory.enabled"]:
-            raise Disabled("memory is disabled (memory.enabled = false): nothing is written; "
-                           "`nmem config set memory.enabled true` turns it back on")
+        self.check_enabled()
         names: list[tuple[str, str | None]] = []
         if domain and domain.startswith("project:"):
             names.append((domain[len("project:"):], None))
