@@ -161,7 +161,7 @@ async def test_search_raw_goes_to_fts5_as_typed(client: Client, seeded: Seeded) 
     assert (raw["count"], raw["match"]) == (0, "what broke the login redirect")
     typed = await call(client, "search", {"query": "login redirect", "scope": "prompts", "raw": True})
     assert [r["content_preview"] for r in typed["results"]] == ["fix the flaky login redirect test"]
-    text, code, kind = await refused(client, "search", {"query": "login?", "raw": True})
+    _text, code, kind = await refused(client, "search", {"query": "login?", "raw": True})
     assert (code, kind) == (INVALID_PARAMS, "query_syntax")
 
 
@@ -176,7 +176,7 @@ async def test_search_bare_array_shape(client: Client, seeded: Seeded) -> None:
     check_output(tools["search"], result.structured_content)
     default = await client.call_tool("search", {"query": "pytest"})
     assert json.loads(text_of(default)) == default.structured_content  # the object unless asked
-    text, code, _ = await refused(client, "search", {"query": "pytest", "shape": "table"})
+    _text, code, _ = await refused(client, "search", {"query": "pytest", "shape": "table"})
     assert code == INVALID_PARAMS
 
 
