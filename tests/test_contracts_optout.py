@@ -162,3 +162,12 @@ async def test_mcp_writes_of_an_opted_out_project_are_refused(service: Service, 
         assert not (await client.call_tool("remember", {"content": "billing rounds half-even"})).is_error
         message, kind = await _mcp_error(client, "remember", {"content": "x", "domain": f"project:{PROJECT}"})
         assert kind == "disabled"
+
+
+def test_a_session_of_an_opted_out_project_stays_out_when_resumed_elsewhere(service: Service) -> None:
+    record(service, "SessionStart", session_id="s-demo", cwd=CWD, source="startup")
+    service.settings.projects["demo"] = {"memory": False}
+    out = record(service, "PostToolUse", session_id="s-demo", cwd="/work/other", tool_name="Bash",
+                 tool_input={"command": "make deploy"}, tool_response={"stdout": "ok", "exit_code": 0})
+    assert (out.stored, out.skipped) == (None, "disabled")
+    assert service.store.status().observations == 1  # the SessionStart of before

@@ -186,6 +186,9 @@ class CoreService:
                     session = self.store.ensure_session(event.session_id, project, event.timestamp,
                                                         project_root(event.cwd))
                 known = session.project
+            if known != project and not self.settings.project_enabled(known):
+                # a session of an opted-out project, resumed from elsewhere: still that project's
+                return RecordOutcome(event.session_id, project, skipped="disabled")
             outcome = Recorder(self.store, self.settings, self.remember, reasoning).record(event, known)
         self._session_projects[event.session_id] = known  # only once committed
         return outcome
