@@ -196,3 +196,14 @@ async def test_tool_list_advertises_the_new_parameters(client: Client) -> None:
     assert {"raw", "shape"} <= set(tools["search"].input_schema["properties"])
     assert {"mode", "min_similarity", "spec", "detail"} <= set(tools["recall"].input_schema["properties"])
     assert {"names", "set"} == set(tools["configure"].input_schema["properties"])
+
+
+async def test_status_domain_and_verify(client: Client, seeded: Seeded) -> None:
+    everything = await call(client, "status")
+    assert everything["by_domain"] == {f"project:{PROJECT}": 1, "user": 1}
+    user = await call(client, "status", {"domain": "user", "verify": True})
+    assert (user["domain"], user["memories"], user["by_namespace"]) == ("user", 1, {"learnings": 1})
+    assert user["verify"]["ok"] is True and set(user["verify"]["fts"]) == {"observations_fts", "prompts_fts",
+                                                                          "memories_fts"}
+    _, code, _ = await refused(client, "status", {"domain": "galaxy"})
+    assert code == -32002

@@ -193,8 +193,8 @@ def _forget(service: Service, args: dict[str, Any], _: str | None) -> dict[str, 
     return {"success": True, "id": memory.id, "urn": memory.urn, "forgotten": True}
 
 
-def _status(service: Service, _args: dict[str, Any], _: str | None) -> dict[str, Any]:
-    return service.status()
+def _status(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    return service.status(domain=_pick(args, "domain"), verify=bool(_pick(args, "verify")))
 
 
 _FILTERS = {
@@ -350,9 +350,13 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "status", "Memory status",
-        "Counts of what nmem holds (sessions, observations by type, memories by namespace and tier), the "
-        "database size and schema version.",
-        _obj({}), ANY_OBJECT, _status,
+        "Counts of what nmem holds (sessions, observations by type, memories by domain, namespace and tier), "
+        "the database size and schema version; optionally one domain's memories, and an integrity check.",
+        _obj({"domain": {**STR, "description": "Count one domain's memories: all (default), project, "
+                                               "project:<name>, user or org."},
+              "verify": {"type": "boolean", "description": "Also check the database's integrity and each "
+                                                          "full-text index against its table (`verify.ok`)."}}),
+        ANY_OBJECT, _status,
     ),
     ToolSpec("configure", "Configure nmem", configure_tool.DESCRIPTION, configure_tool.INPUT_SCHEMA,
              configure_tool.OUTPUT_SCHEMA, configure_tool.handle, read_only=False),
