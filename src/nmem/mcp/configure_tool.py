@@ -4,8 +4,8 @@ Reading returns each setting's value, where it came from and whether the tool ma
 secrets (`mcp.token`) and passwords in URLs are masked. Changes apply to this server process
 only (to every client of an HTTP server), from the next call on, and are never written to
 `config.toml` (`nmem config set` does that): an agent tunes how it searches, it does not
-reconfigure the user's machine. Every refusal (unknown or read-only setting, wrong type, out of range) is an invalid-params error
-(-32602), and a call with one bad change applies none.
+reconfigure the user's machine. Every refusal (unknown or read-only setting, wrong type,
+out of range) is an invalid-params error (-32602), and a call with one bad change applies none.
 
 Writable: search and context tuning (limits, fusion, strict mode, result shape), the log
 level and the tools' excluded tool names. Read-only, and why:
