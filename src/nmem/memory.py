@@ -19,6 +19,7 @@ from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings
 from nmem.core import MAX_IDS, MAX_LIMIT, CoreService, _as_int, _as_list, clamp
 from nmem.errors import Ambiguous, InvalidArgument, NotFound
+from nmem.lifecycle.service import Lifecycle
 from nmem.models import (
     ORDERS,
     SCOPES,
@@ -59,8 +60,9 @@ class SearchResult:
         return [hit.to_dict(full=full) for hit in self.hits]
 
 
-class Service(CoreService):
-    """nmem's API: capture and curation (`CoreService`) plus search, recall and navigation."""
+class Service(Lifecycle):
+    """nmem's API: capture and curation (`CoreService`), the lifecycle (`Lifecycle`: tiers, sweep,
+    consolidate), search, recall and navigation."""
 
     def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         super().__init__(store, settings, clock)
@@ -72,7 +74,9 @@ class Service(CoreService):
                tags: Iterable[str] | str | None = None, domain: str | None = None,
                project: str | None = None, limit: int | None = 10,
                include_archived: bool = False) -> list[SearchHit]:
-        """Search curated memories only; counts as an access."""
+        """Search curated memories only; counts as an access. Archived memories only with
+        `include_archived`; tiers older than a day are recomputed first."""
+        self.refresh_tiers()
         domains: tuple[str, ...] = ()
         if domain and domain != "all":
             domains = (self._domain(domain, project),)
@@ -546,6 +550,7 @@ class Service(CoreService):
                 missing.append(text)
             else:
                 records.append(record)
+        self.store.touch_memories([str(r.id) for r in records if isinstance(r, Memory)], self.now())
         return records, missing
 
     def resolve_file(self, path: str, *, cwd: str | None = None, project: str | None = None) -> str:

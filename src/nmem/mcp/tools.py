@@ -168,7 +168,8 @@ def _remember(service: Service, args: dict[str, Any], default_project: str | Non
 def _recall(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     hits = service.recall(_pick(args, "query"), namespace=_pick(args, "namespace", "category"),
                           tags=_pick(args, "tags"), domain=_pick(args, "domain"),
-                          project=_project(args, default_project), limit=_pick(args, "limit"))
+                          project=_project(args, default_project), limit=_pick(args, "limit"),
+                          include_archived=bool(_pick(args, "include_archived", "includeArchived")))
     rows = [h.to_dict(full=True) for h in hits]
     return {"results": rows, "count": len(rows)}
 
@@ -312,7 +313,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "ones. Use before making assumptions about code, APIs or conventions seen before.",
         _obj({"query": STR, "namespace": STR, "category": STR, "tags": STR_OR_LIST,
               "domain": {**STR, "description": "all (default), project, user, org or project:<name>."},
-              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "description": "Capped at 100."}}),
+              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "description": "Capped at 100."},
+              "include_archived": {"type": "boolean", "description": "Also search archived memories (merged "
+                                                                    "into others, stale, long unused)."}}),
         RESULTS, _recall, core=True,
     ),
     ToolSpec(
