@@ -51,7 +51,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp
+.PHONY: conformance bench-mcp bench-consolidate
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup
@@ -60,3 +60,7 @@ conformance: setup
 # `nmem serve` startup to the first tools/list, and search latency through the stdio client at 100k observations.
 bench-mcp: setup
 	$(BIN)/python bench/mcp_server.py
+
+# Precision and recall of `nmem consolidate`'s merges on a generated corpus with planted duplicates.
+bench-consolidate: setup
+	$(BIN)/python bench/consolidate.py

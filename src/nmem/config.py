@@ -172,8 +172,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lifecycle.stale_days", int, 90, "NMEM_STALE_DAYS",
             "`nmem consolidate` archives unpinned progress, blockers and context memories neither updated nor "
             "recalled for this many days (0: never)."),
-    Setting("lifecycle.duplicate_threshold", float, 0.72, "NMEM_DUPLICATE_THRESHOLD",
-            "TF-IDF cosine (0-1) at or above which `nmem consolidate` merges two memories of one domain."),
+    Setting("lifecycle.duplicate_threshold", float, 0.92, "NMEM_DUPLICATE_THRESHOLD",
+            "Similarity (IDF-weighted share of the smaller memory's words found in the other, 0-1) at or above "
+            "which `nmem consolidate` merges two memories of one domain. Lower merges more, and wrongly sooner."),
     Setting("retention.ttl", list, [], "NMEM_RETENTION_TTL",
             "Per-type age limits for the trail, `type=age` (`file_read=30d`, `search=2w`, `*=1y` for every "
             "other type); `nmem sweep` deletes older observations, pinned ones excepted. Empty: keep everything."),

@@ -209,23 +209,26 @@ class Lifecycle(CoreService):
         return self._domain(domain, None)
 
     def _plan_merges(self, live: list[Memory], threshold: float) -> list[tuple[Memory, list[Memory]]]:
+        """Groups of near-duplicates, each around the member kept: pinned first, then the one most
+        like the others, then the most used, the newest (`similarity.star_groups`)."""
         corpus = similarity.Corpus([f"{m.summary}\n{m.content}" for m in live])
         self._corpus = corpus
         self._index = {m.id: i for i, m in enumerate(live)}
-        pairs = corpus.pairs(threshold, groups=[m.domain for m in live])
+        priority = [(m.access_count, m.updated_at) for m in live]
         out = []
-        for group in similarity.clusters(len(live), pairs):
-            members = [live[i] for i in group]
-            survivor = max(members, key=lambda m: (m.is_pinned, m.access_count, m.updated_at, m.id))
+        for survivor, members in similarity.star_groups(corpus, threshold, [m.domain for m in live], priority):
+            pinned = [i for i in [survivor, *members] if live[i].is_pinned]
+            keep = pinned[0] if pinned else survivor
             # A pinned memory was chosen to be kept as it is: never archived into another.
-            rest = [m for m in members if m is not survivor and not m.is_pinned]
+            rest = [live[i] for i in [survivor, *members] if i != keep and not live[i].is_pinned
+                    and corpus.similar(keep, i, threshold)]
             if rest:
-                out.append((survivor, rest))
+                out.append((live[keep], rest))
         return out
 
     def _similar(self, survivor: Memory, group: list[Memory]) -> list[tuple[Memory, float]]:
         i = self._index[survivor.id]
-        return [(m, self._corpus.cosine(i, self._index[m.id])) for m in group]
+        return [(m, self._corpus.score(i, self._index[m.id])) for m in group]
 
     def _plan_stale(self, live: list[Memory], merged: set[str]) -> list[Memory]:
         days = int(self.settings["lifecycle.stale_days"])

@@ -1,12 +1,18 @@
-"""Near-duplicate detection for curated memories: TF-IDF cosine over words and word pairs.
+"""Near-duplicate detection for curated memories: IDF-weighted containment of content words.
 
-Why TF-IDF rather than shingles/MinHash: memories are short (a summary and a few lines), where
-MinHash estimates of Jaccard are noisy, and every memory of a project shares its boilerplate
-("use", "the", the project's name). IDF weights that boilerplate down, so two notes agree only
-when they agree on their rare words, the ones that carry the fact. Two guards catch the hard
-negatives that still look alike: different numbers (versions, ports, timeouts) and a negation
-on one side only (`use X` / `never use X`) mean a different fact, never a duplicate.
-Candidates come from an inverted index on terms, so the work grows with shared terms, not n².
+score(a, b) = weight of the words a and b share / weight of the smaller one's words, each word
+weighted by its IDF over the memories compared (an overlap coefficient).
+
+Why this and not shingles/MinHash or plain TF-IDF cosine: memories are short (a summary and a
+few lines), where MinHash estimates of Jaccard are noisy; and a restated memory is mostly a
+superset of the original (a "Decision:" prefix, a sentence of detail added, a word dropped),
+which cosine punishes for every added word while containment does not. IDF makes the words
+that carry the fact count: two notes that differ in one rare word (another tool, component or
+file) lose that word's whole weight, while boilerplate shared by every note ("use", "the", the
+project's name) weighs little. Two guards catch hard negatives that still look alike: different
+numbers (versions, ports, timeouts) and a negation on one side only (`use X` / `never use X`)
+mean another fact. bench/consolidate.py measures it (docs/lifecycle.md has the figures).
+Candidates come from an inverted index on words, so the work grows with shared words, not n².
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#-]*[a-z0-9+#]|[a-z0-9]")
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
@@ -24,6 +31,8 @@ STOP = frozenset("""a an and are as at be by for from has have in into is it its
 to was we were will with when which while our you your should must can""".split())
 # Terms in more than this share of a domain's memories say nothing about which fact it is.
 COMMON_SHARE = 0.5
+# A note less than a quarter the weight of another is not its duplicate, however contained.
+MIN_RATIO = 0.25
 
 
 def _stem(word: str) -> str:
@@ -48,55 +57,55 @@ def negated(text: str) -> bool:
 
 
 class Corpus:
-    """TF-IDF vectors of a set of texts, and the pairs whose cosine reaches a threshold."""
+    """IDF-weighted word sets of a set of texts, and the pairs whose containment reaches a threshold."""
 
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = list(texts)
-        counts = [Counter(terms(t)) for t in self.texts]
+        self.words = [frozenset(w for w in terms(t) if " " not in w) for t in self.texts]
         df: Counter[str] = Counter()
-        for c in counts:
-            df.update(c.keys())
+        for words in self.words:
+            df.update(words)
         n = len(self.texts)
         self.idf = {t: math.log((1 + n) / (1 + d)) + 1 for t, d in df.items()}
-        self.vectors: list[dict[str, float]] = []
-        for c in counts:
-            vec = {t: (1 + math.log(k)) * self.idf[t] for t, k in c.items()}
-            norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
-            self.vectors.append({t: v / norm for t, v in vec.items()})
+        self.mass = [sum(self.idf[w] for w in words) for words in self.words]
         self.common = {t for t, d in df.items() if n >= 4 and d > COMMON_SHARE * n}
         self._numbers = [numbers(t) for t in self.texts]
         self._negated = [negated(t) for t in self.texts]
 
-    def cosine(self, i: int, j: int) -> float:
-        a, b = self.vectors[i], self.vectors[j]
-        if len(a) > len(b):
-            a, b = b, a
-        return sum(v * b.get(t, 0.0) for t, v in a.items())
+    def score(self, i: int, j: int) -> float:
+        """Weight of the shared words over the weight of the smaller text's words (0-1)."""
+        small = min(self.mass[i], self.mass[j])
+        if small <= 0 or min(self.mass[i], self.mass[j]) < MIN_RATIO * max(self.mass[i], self.mass[j]):
+            return 0.0
+        return sum(self.idf[w] for w in self.words[i] & self.words[j]) / small
 
     def compatible(self, i: int, j: int) -> bool:
         """False when the texts state different facts however alike they read."""
         return self._numbers[i] == self._numbers[j] and self._negated[i] == self._negated[j]
 
+    def similar(self, i: int, j: int, threshold: float) -> bool:
+        return self.score(i, j) >= threshold and self.compatible(i, j)
+
     def pairs(self, threshold: float, groups: Sequence[str] | None = None) -> list[tuple[int, int, float]]:
-        """(i, j, cosine) with i < j, cosine >= threshold, compatible, and (with `groups`) in the same group."""
+        """(i, j, score) with i < j, score >= threshold, compatible, and (with `groups`) in the same group."""
         index: dict[str, list[int]] = defaultdict(list)
-        for i, vec in enumerate(self.vectors):
-            for t in vec:
+        for i, words in enumerate(self.words):
+            for t in words:
                 if t not in self.common:
                     index[t].append(i)
         seen: set[tuple[int, int]] = set()
         out: list[tuple[int, int, float]] = []
-        for i, vec in enumerate(self.vectors):
-            for t in vec:
+        for i, words in enumerate(self.words):
+            for t in words:
                 for j in index.get(t, ()):
                     if j <= i or (i, j) in seen:
                         continue
                     seen.add((i, j))
                     if groups is not None and groups[i] != groups[j]:
                         continue
-                    sim = self.cosine(i, j)
-                    if sim >= threshold and self.compatible(i, j):
-                        out.append((i, j, sim))
+                    value = self.score(i, j)
+                    if value >= threshold and self.compatible(i, j):
+                        out.append((i, j, value))
         return out
 
 
@@ -118,6 +127,25 @@ def clusters(count: int, pairs: Sequence[tuple[int, int, float]]) -> list[list[i
     for i in range(count):
         groups[find(i)].append(i)
     return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+
+
+def star_groups(corpus: Corpus, threshold: float, groups: Sequence[str] | None = None,
+                priority: Sequence[tuple[Any, ...]] | None = None) -> list[tuple[int, list[int]]]:
+    """(survivor, members) for each connected group of similar texts. The survivor is the member
+    similar to most others (ties: higher `priority`); only members similar to the survivor itself
+    join it, because similarity is not transitive (a~b and b~c do not make a~c)."""
+    pairs = corpus.pairs(threshold, groups)
+    degree: Counter[int] = Counter()
+    for i, j, _ in pairs:
+        degree[i] += 1
+        degree[j] += 1
+    out = []
+    for group in clusters(len(corpus.texts), pairs):
+        survivor = max(group, key=lambda i: (degree[i], priority[i] if priority is not None else (), -i))
+        members = [i for i in group if i != survivor and corpus.similar(survivor, i, threshold)]
+        if members:
+            out.append((survivor, members))
+    return out
 
 
 def novel_sentences(base: str, other: str, covered: float = 0.7) -> list[str]:
