@@ -356,6 +356,7 @@ def status_blocks(data: dict[str, Any]) -> list[Block]:
             ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
                       f"{data['observations']} observations"),
             ("memories", str(data["memories"])),
+            ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),
         ]),
         Bars("By type", list(data["by_obs_type"].items())),
         Bars("By namespace", list(data["by_namespace"].items())),

@@ -17,7 +17,7 @@ from nmem.errors import InvalidArgument, NotFound
 from nmem.ids import new_uid
 from nmem.lifecycle import similarity, tiers
 from nmem.lifecycle.retention import ttl_policy
-from nmem.models import TIERS, Memory, Session, preview
+from nmem.models import Memory, Session, preview
 from nmem.store import NewMemory
 
 Progress = Callable[[str], None]
@@ -37,11 +37,9 @@ def _snapshot(memory: Memory) -> dict[str, Any]:
             "relates_to": list(memory.relates_to), "tier": memory.tier}
 
 
-def _human_age(seconds: int) -> str:
-    for unit, size in (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+def _edited(now: dict[str, Any], then: dict[str, Any]) -> bool:
+    """Whether a memory changed since a snapshot; its tier is computed, so it does not count."""
+    return any(now[k] != then.get(k) for k in SNAPSHOT_FIELDS if k != "tier")
 
 
 class Lifecycle(CoreService):
@@ -73,22 +71,28 @@ class Lifecycle(CoreService):
         if at is None or self.now() - at >= LAZY_TIERS_AFTER:
             self.recompute_tiers()
 
-    def tier_counts(self) -> dict[str, int]:
-        """Live memories per tier, every tier listed (hot, warm, cold, archived)."""
-        counts = self.store.status().by_tier
-        return {t: int(counts.get(t, 0)) for t in TIERS}
+    def status(self) -> dict[str, Any]:
+        """The store's counts (every tier listed, hot to archived), when tiers were last computed,
+        and the LLM provider consolidation would use (never its key)."""
+        data = super().status()
+        data["tiers_computed_at"] = self.store.tiers_computed_at()
+        provider = str(self.settings["llm.provider"]).strip().lower()
+        model = str(self.settings["llm.model"]).strip()
+        data["llm"] = "disabled" if provider in ("", "none") else f"{provider}:{model}" if model else provider
+        return data
 
     # -- retention ---------------------------------------------------------------------------
 
     def sweep(self, *, dry_run: bool = False) -> dict[str, Any]:
         """Delete the trail rows older than their type's `retention.ttl` (pinned rows stay), give
         the space back, and recompute tiers. With `dry_run`, count what would go and change nothing."""
-        policy = ttl_policy(list(self.settings["retention.ttl"]))
+        entries = [str(e).strip() for e in self.settings["retention.ttl"]]
+        policy = ttl_policy(entries)
         now = self.now()
         cutoffs = {obs_type: now - ttl for obs_type, ttl in policy.items()}
         before = self.store.file_bytes()
         report: dict[str, Any] = {
-            "dry_run": dry_run, "policy": {t: _human_age(s) for t, s in sorted(policy.items())},
+            "dry_run": dry_run, "policy": dict(e.replace(" ", "").split("=", 1) for e in entries),
             "by_type": {}, "deleted": 0, "bytes_before": before, "bytes_after": before, "reclaimed_bytes": 0,
             "tiers": {},
         }
@@ -186,7 +190,7 @@ class Lifecycle(CoreService):
         for uid, action, before, after in reversed(self.store.run_changes(int(run_id))):
             current = self.store.get_memory(uid)
             if current is None or current.deleted_at is not None or after is None \
-                    or _snapshot(current) != after:
+                    or _edited(_snapshot(current), after):
                 conflicts.append({"id": uid, "reason": "changed or forgotten since the run"})
                 continue
             if action == "rollup_created":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.mcp import sync_tool
+from nmem.mcp import consolidate_tool, sync_tool
 from nmem.memory import Service
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 
@@ -334,6 +334,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec("sync", "Sync memories", sync_tool.DESCRIPTION, sync_tool.INPUT_SCHEMA, sync_tool.OUTPUT_SCHEMA,
              sync_tool.handle, read_only=False),
+    ToolSpec("consolidate", "Consolidate memories", consolidate_tool.DESCRIPTION, consolidate_tool.INPUT_SCHEMA,
+             consolidate_tool.OUTPUT_SCHEMA, consolidate_tool.handle, read_only=False, idempotent=False),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
