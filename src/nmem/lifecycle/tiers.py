@@ -2,7 +2,8 @@
 
 score = weight(namespace) x (recency + USE x log2(1 + access_count)), where recency halves every
 `half_life` days since the memory was last written or recalled. A pinned memory is always hot.
-A memory consolidation archived (merged into another, or stale) stays archived until
+An archived memory stays archived until it is read again (`recall --include-archived`, `get`);
+one consolidation archived (merged into another, or stale) stays archived until
 `consolidate --undo` or an edit of its tier (`nmem update --tier`) brings it back.
 """
 
@@ -41,8 +42,10 @@ def tier_of(namespace: str, updated_at: int, accessed_at: int | None, access_cou
             tags: list[str], current: str, now: int, half_life_days: float) -> str:
     if pinned:
         return HOT
-    if current == ARCHIVED and STICKY_TAGS.intersection(tags):
-        return ARCHIVED  # set aside by consolidation; an explicit tier edit takes it out of here
+    if current == ARCHIVED and (STICKY_TAGS.intersection(tags) or not (accessed_at and accessed_at > updated_at)):
+        # Archived (by hand, by consolidation, or by age) stays so until it is read again; what
+        # consolidation set aside stays until an edit of its tier or an undo.
+        return ARCHIVED
     value = score(namespace, updated_at, accessed_at, access_count, now, half_life_days)
     for low, name in THRESHOLDS:
         if value >= low:
