@@ -29,8 +29,11 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)*")
 NEGATIONS = frozenset({"not", "no", "never", "don't", "dont", "doesn't", "avoid", "without", "disable", "disabled"})
 STOP = frozenset("""a an and are as at be by for from has have in into is it its of on or so that the this
 to was we were will with when which while our you your should must can""".split())
-# Terms in more than this share of a domain's memories say nothing about which fact it is.
+# Words in more than this share of the memories (once there are COMMON_FROM of them) are not used
+# to find candidate pairs: they say little about which fact a memory states, and would make the
+# candidate search quadratic. They still count in the score.
 COMMON_SHARE = 0.5
+COMMON_FROM = 50
 # A note less than a quarter the weight of another is not its duplicate, however contained.
 MIN_RATIO = 0.25
 
@@ -68,7 +71,7 @@ class Corpus:
         n = len(self.texts)
         self.idf = {t: math.log((1 + n) / (1 + d)) + 1 for t, d in df.items()}
         self.mass = [sum(self.idf[w] for w in words) for words in self.words]
-        self.common = {t for t, d in df.items() if n >= 4 and d > COMMON_SHARE * n}
+        self.common = {t for t, d in df.items() if n >= COMMON_FROM and d > COMMON_SHARE * n}
         self._numbers = [numbers(t) for t in self.texts]
         self._negated = [negated(t) for t in self.texts]
 
