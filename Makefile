@@ -56,7 +56,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp bench-claude-mem
+.PHONY: conformance bench-mcp bench-claude-mem bench-consolidate
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup
@@ -69,3 +69,6 @@ bench-mcp: setup
 # claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
 bench-claude-mem: setup
 	$(BIN)/python bench/claude_mem_ops.py
+# Precision and recall of `nmem consolidate`'s merges on a generated corpus with planted duplicates.
+bench-consolidate: setup
+	$(BIN)/python bench/consolidate.py

@@ -85,6 +85,13 @@ def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
         ("nmem config set", ["config", "set", "search.default_limit", "30"]),
         ("nmem config path", ["config", "path"]),
         ("nmem sync", ["sync", "--remote", ids["remote"]]),
+        ("nmem sweep", ["sweep", "--dry-run"]),
+        ("nmem sweep", ["sweep"]),
+        ("nmem remember, capture, update", ["remember", "Use WAL mode", "-n", "decisions"]),
+        ("nmem consolidate", ["consolidate", "--dry-run"]),
+        ("nmem consolidate", ["consolidate"]),
+        ("nmem consolidate", ["consolidate", "--runs"]),
+        ("nmem consolidate", ["consolidate", "--undo", "1"]),
     ]
 
 

@@ -453,7 +453,8 @@ class CoreService:
             "database": redact_url(st.url), "schema_version": st.schema_version, "size_bytes": st.size_bytes,
             "sessions": st.sessions, "prompts": st.prompts, "observations": st.observations,
             "memories": st.memories, "by_obs_type": st.by_obs_type,
-            "by_namespace": st.by_namespace, "by_tier": st.by_tier, "by_project": st.by_project,
+            "by_namespace": st.by_namespace,
+            "by_tier": {t: int(st.by_tier.get(t, 0)) for t in TIERS}, "by_project": st.by_project,
             "enabled": bool(self.settings["memory.enabled"]),
         }
 

@@ -109,6 +109,15 @@ class NetworkError(NmemError):
     kind = "network"
 
 
+class LLMError(NmemError):
+    """The configured LLM provider failed: unreachable, refused the key, or answered nonsense
+    (subcog's exit code 6 for LLM features). Nothing was changed."""
+
+    exit_code = 6
+    mcp_code = -32005
+    kind = "llm"
+
+
 class SyncBusy(NmemError):
     """Another `nmem sync` holds the data directory's sync lock."""
 
@@ -166,6 +175,7 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     StoreIOError,
     ForeignDatabase,
     NetworkError,
+    LLMError,
     SyncBusy,
     NotFound,
     ValidationError,
