@@ -21,8 +21,10 @@ def tier_at(days: float, namespace: str = "learnings", count: int = 0, pinned: b
 
 
 def test_recency_moves_an_untouched_memory_down_the_tiers() -> None:
-    assert [tier_at(d) for d in (0, 21, 30, 59, 61, 150, 160)] == \
-        ["hot", "hot", "warm", "warm", "cold", "cold", "archived"]
+    assert [tier_at(d) for d in (0, 21, 30, 59, 61, 150, 160, 2000)] == \
+        ["hot", "hot", "warm", "warm", "cold", "cold", "cold", "cold"]     # knowledge never archives by age
+    assert [tier_at(d, namespace="progress") for d in (0, 10, 30, 80, 150)] == \
+        ["hot", "warm", "warm", "cold", "archived"]                        # notes on work in flight do
 
 
 def test_use_and_importance_keep_a_memory_up() -> None:
@@ -57,14 +59,15 @@ def test_recompute_stores_changed_tiers_without_a_sync_operation(service: Servic
 
 def test_recall_recomputes_stale_tiers_and_hides_archived(service: Service, clock: Clock) -> None:
     gone = service.remember("Staging uses the blue cluster", namespace="context", project="demo")
+    lasting = service.remember("The blue cluster runs Debian 12", namespace="learnings", project="demo")
     clock.advance(200 * DAY)
-    assert [h.record.id for h in service.recall("cluster", project="demo")] == []   # computed archived first
-    assert service.get_memory(gone.id).tier == "archived"
-    hits = service.recall("cluster", project="demo", include_archived=True)
+    assert [h.record.id for h in service.recall("cluster", project="demo")] == [lasting.id]   # computed first
+    assert service.get_memory(gone.id).tier == "archived" and service.get_memory(lasting.id).tier == "cold"
+    hits = service.recall("staging cluster", project="demo", include_archived=True)
     assert [h.record.id for h in hits] == [gone.id]
     assert service.get_memory(gone.id).access_count == 1
     clock.advance(2 * DAY)                       # the next day's recall recomputes: read again, it is back
-    assert [h.record.id for h in service.recall("cluster", project="demo")] == [gone.id]
+    assert [h.record.id for h in service.recall("staging cluster", project="demo")] == [gone.id]
     assert service.get_memory(gone.id).tier == "hot"
 
 

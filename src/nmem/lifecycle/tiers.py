@@ -13,9 +13,10 @@ import math
 
 DAY = 86400
 HOT, WARM, COLD, ARCHIVED = "hot", "warm", "cold", "archived"
-# Scores at or above which a memory is hot, warm, cold; below the last it is archived. With the
-# default 30-day half-life an untouched learning is hot for ~3 weeks, warm for 2 months, cold
-# until ~5 months, then archived; each recall resets its clock and adds to its use.
+# Scores at or above which a memory is hot, warm, cold; below the last a progress, blocker or
+# context note is archived (knowledge stays cold). With the default 30-day half-life an untouched
+# learning is hot for ~3 weeks, warm for 2 months, then cold; each recall resets its clock and
+# adds to its use.
 THRESHOLDS: tuple[tuple[float, str], ...] = ((0.6, HOT), (0.25, WARM), (0.03, COLD))
 USE = 0.15
 # Knowledge that stays true weighs more than notes about work in flight.
@@ -50,4 +51,6 @@ def tier_of(namespace: str, updated_at: int, accessed_at: int | None, access_cou
     for low, name in THRESHOLDS:
         if value >= low:
             return name
-    return ARCHIVED
+    # Age alone archives only notes on work in flight; an old decision or learning is still
+    # true, and hiding it from recall because nobody asked lately would lose it quietly.
+    return ARCHIVED if NAMESPACE_WEIGHTS.get(namespace, 1.0) < 1.0 else COLD
