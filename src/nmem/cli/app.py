@@ -144,7 +144,8 @@ def cli(ctx: click.Context, fmt: str | None, home: str | None) -> None:
     Hooks record what agents do (`nmem record`); these commands search it, curate
     memories worth keeping, and look after the database. Exit codes: 0 ok, 1 error,
     2 invalid arguments, 3 configuration, 4 storage, 5 network (sync remote),
-    10 not found, 11 validation, 12 blocked by the security filter.
+    7 encryption (no key, or a wrong one), 10 not found, 11 validation, 12 blocked by
+    the security filter.
     """
     env = {**os.environ, HOME_ENV: os.path.abspath(home)} if home else None
     ctx.obj = State(env, fmt)
