@@ -13,6 +13,11 @@ It prints p50/p99 per event next to the bare-interpreter floor measured in the s
 
     .venv/bin/python bench/hooks.py [--runs 60] [--observations 50000] [--json] [--check]
     .venv/bin/python bench/hooks.py --profile PostToolUse    # importtime + cProfile of one run
+    .venv/bin/python bench/hooks.py --encrypted raw          # the same on an SQLCipher database
+
+`--encrypted raw` builds the database encrypted with a raw 256-bit key (NMEM_KEY, 64 hex
+digits: what docs/encryption.md recommends); `--encrypted passphrase` with a passphrase, to
+show what SQLCipher's key derivation costs every hook.
 
 nmem's bytecode is compiled first (as `pip install` does), so a run measures an installed
 nmem even when PYTHONDONTWRITEBYTECODE is set in the environment.
@@ -111,9 +116,13 @@ def synthetic_events(n_observations: int, end: int, seed: int = 7) -> Iterator[t
         produced += 1
 
 
-def populate(home: Path, n_observations: int) -> dict[str, Any]:
+# The database key of an --encrypted run, as the hooks' environment carries it.
+KEYS = {"raw": "5e" * 32, "passphrase": "a passphrase SQLCipher stretches on every open"}
+
+
+def populate(home: Path, n_observations: int, key_env: dict[str, str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
-    service = Service.open(load_settings({"NMEM_HOME": str(home)}))
+    service = Service.open(load_settings({"NMEM_HOME": str(home), **(key_env or {})}))
     try:
         with service.store.transaction():
             for payload, ts in synthetic_events(n_observations, int(time.time()) - 60):
@@ -136,9 +145,10 @@ def nmem_script() -> str:
     return found
 
 
-def child_env(home: Path) -> dict[str, str]:
+def child_env(home: Path, key_env: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NMEM_")}
     env["NMEM_HOME"] = str(home)
+    env.update(key_env or {})
     return env
 
 
@@ -200,8 +210,8 @@ def hook_forms() -> dict[str, list[str]]:
     return {INSTALLED: shlex.split(hook_command()), CONSOLE: [nmem_script(), "record"]}
 
 
-def measure(home: Path, runs: int, warmup: int = 3) -> dict[str, Any]:
-    env = child_env(home)
+def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | None = None) -> dict[str, Any]:
+    env = child_env(home, key_env)
     forms = hook_forms()
     floors = {"python -c pass": [sys.executable, "-c", "pass"],
               "python -S -c pass": [sys.executable, "-S", "-c", "pass"]}
@@ -239,9 +249,9 @@ def measure(home: Path, runs: int, warmup: int = 3) -> dict[str, Any]:
 # -- profiling ----------------------------------------------------------------------------------
 
 
-def profile(home: Path, event: str) -> str:
+def profile(home: Path, event: str, key_env: dict[str, str] | None = None) -> str:
     """Where one hook run spends its time: the slowest imports and the hottest functions."""
-    env = child_env(home)
+    env = child_env(home, key_env)
     stdin = json.dumps(payload_for(event, 10_000))
     python, *args = hook_forms()[INSTALLED]
     done = subprocess.run([python, "-X", "importtime", *args], input=stdin,
@@ -278,7 +288,8 @@ def profile(home: Path, event: str) -> str:
 
 
 def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
-    lines = [f"nmem hook benchmark: {db['observations']:,} observations, {db['sessions']:,} sessions "
+    encrypted = f"SQLCipher-encrypted ({db['encrypted']} key) " if db.get("encrypted") else ""
+    lines = [f"nmem hook benchmark: {encrypted}{db['observations']:,} observations, {db['sessions']:,} sessions "
              f"({db['db_bytes'] / 1e6:.0f} MB, built in {db['seconds']} s); {runs} runs per event; "
              f"python {sys.version.split()[0]}",
              "",
@@ -311,16 +322,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--profile", choices=sorted(TARGETS_MS), help="profile one event instead of timing")
     parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
+    parser.add_argument("--encrypted", choices=sorted(KEYS),
+                        help="build and measure an SQLCipher-encrypted database (raw key or passphrase)")
     args = parser.parse_args(argv)
+    key_env = {"NMEM_KEY": KEYS[args.encrypted]} if args.encrypted else None
 
     compileall.compile_dir(str(Path(nmem.__file__).parent), quiet=1)
     home = Path(tempfile.mkdtemp(prefix="nmem-bench-")) / "home"
     try:
-        db = populate(home, args.observations)
+        db = populate(home, args.observations, key_env)
+        db["encrypted"] = args.encrypted
+        if args.encrypted and (home / "nmem.db").read_bytes()[:16] == b"SQLite format 3\x00":
+            sys.exit("bench/hooks.py: --encrypted built a plain database")
         if args.profile:
-            print(profile(home, args.profile))
+            print(profile(home, args.profile, key_env))
             return 0
-        results = measure(home, args.runs)
+        results = measure(home, args.runs, key_env=key_env)
     finally:
         if args.keep:
             print(f"kept {home}", file=sys.stderr)

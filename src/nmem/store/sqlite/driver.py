@@ -10,6 +10,8 @@ path stays on the standard library.
 from __future__ import annotations
 
 import _sqlite3
+import os
+import sys
 
 from nmem.errors import EncryptionError
 
@@ -38,8 +40,7 @@ def cipher() -> ModuleType:
     global _cipher, ERRORS, OPERATIONAL, DATABASE_ERRORS  # noqa: PLW0603
     if _cipher is None:
         try:
-            # The package's __init__ runs first (its dbapi2 adds datetime adapters): ~15 ms once.
-            import sqlcipher3._sqlite3 as module  # type: ignore[import-not-found,import-untyped,unused-ignore]
+            module = _import_cipher()
         except ImportError as exc:
             raise EncryptionError(MISSING) from exc
         ERRORS = (_sqlite3.Error, module.Error)
@@ -47,6 +48,26 @@ def cipher() -> ModuleType:
         DATABASE_ERRORS = (_sqlite3.DatabaseError, module.DatabaseError)
         _cipher = module
     return _cipher
+
+
+def _import_cipher() -> ModuleType:
+    # The package's __init__ runs first (its dbapi2 adds datetime adapters): ~15 ms once.
+    try:
+        import sqlcipher3._sqlite3 as module  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        if not sys.flags.no_site:
+            raise
+        # The installed hook runs `python -S`, with nmem's own directory on sys.path but not
+        # site-packages (they differ in an editable install), nor a virtualenv's prefix (which
+        # `site` reads from pyvenv.cfg beside the interpreter's directory): look there too.
+        import site
+
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+        for path in [*site.getsitepackages([venv, sys.prefix]), site.getusersitepackages()]:
+            if path not in sys.path:
+                sys.path.append(path)
+        import sqlcipher3._sqlite3 as module  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    return module  # type: ignore[no-any-return,unused-ignore]
 
 
 def available() -> bool:
