@@ -216,7 +216,7 @@ def test_encrypt_then_decrypt_round_trip(tmp_path: Path) -> None:
     backups = str(tmp_path / "backups")
 
     report = encryption.encrypt(str(db), key(), backups)
-    assert report.encrypted and report.counts == before and report.backup is None
+    assert report.encrypted and report.tables == before and report.backup is None
     assert os.listdir(backups) == []   # the plain copy is gone once the new file checked out
     data = raw_bytes(db)
     assert SECRET.encode() not in data and MEMORY_SECRET.encode() not in data

@@ -405,5 +405,6 @@ class CoreService:
             "memories": st.memories, "by_obs_type": st.by_obs_type,
             "by_namespace": st.by_namespace, "by_tier": st.by_tier, "by_project": st.by_project,
             "enabled": bool(self.settings["memory.enabled"]),
+            "encrypted": bool(getattr(self.store, "encrypted", False)),
         }
 

@@ -129,7 +129,7 @@ def _database(settings: Settings) -> Check:
     version = "" if status.schema_version == LATEST_VERSION else f" (expected v{LATEST_VERSION})"
     detail = (f"{settings.db_path}: schema v{status.schema_version}{version}, {status.sessions} sessions, "
               f"{status.observations} observations, {status.memories} memories, "
-              f"{status.size_bytes / 1e6:.1f} MB")
+              f"{status.size_bytes / 1e6:.1f} MB" + (", encrypted" if getattr(store, "encrypted", False) else ""))
     if version:
         return Check("database", FAIL, detail, "upgrade nmem: the database was written by a newer version")
     return Check("database", OK, detail)

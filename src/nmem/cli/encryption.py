@@ -51,7 +51,7 @@ def _key(state: State, generate_key: bool) -> DatabaseKey:
 
 
 def _show(state: State, fmt: str | None, report: ConversionReport) -> None:
-    rows = ", ".join(f"{report.counts.get(t, 0)} {t}" for t in ("sessions", "prompts", "observations", "memories"))
+    rows = ", ".join(f"{report.tables.get(t, 0)} {t}" for t in ("sessions", "prompts", "observations", "memories"))
     emit(state, fmt, report.to_dict(), lambda: [Fields([
         ("database", report.database),
         ("encrypted", "yes" if report.encrypted else "no"),

@@ -49,7 +49,7 @@ class ConversionReport:
     database: str
     encrypted: bool
     key_source: str
-    counts: dict[str, int]
+    tables: dict[str, int]      # rows of every table, as checked in the new file
     backup: str | None         # the copy of the previous database, when kept
     seconds: float
 
