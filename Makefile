@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo bench-context faults docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench-core: setup
 
 bench-hooks: setup
 	$(BIN)/python bench/hooks.py
+
+# The same on an SQLCipher-encrypted database (raw 256-bit key; docs/encryption.md).
+bench-hooks-encrypted: setup
+	$(BIN)/python bench/hooks.py --encrypted raw
 
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick

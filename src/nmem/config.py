@@ -196,6 +196,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llm.api_key", str, "", "NMEM_LLM_API_KEY",
             "API key; empty reads OPENAI_API_KEY or ANTHROPIC_API_KEY from the environment.", secret=True),
     Setting("llm.timeout", float, 60.0, "NMEM_LLM_TIMEOUT", "Seconds one provider request may take."),
+    Setting("encryption.key", str, "", "NMEM_KEY",
+            "Key of an encrypted database (docs/encryption.md): 64 hex digits (a raw 256-bit key, no key "
+            "derivation on open) or a passphrase. Set it in the environment, not in the config file.",
+            secret=True),
+    Setting("encryption.key_file", str, "", "NMEM_KEY_FILE",
+            "File holding the database key (mode 0600 enforced), used when NMEM_KEY is not set."),
+    Setting("encryption.keyring", bool, False, "NMEM_KEYRING",
+            "Read the database key from the OS keyring (service `nmem`, user `database`; needs the `keyring` "
+            "package) when neither NMEM_KEY nor a key file is set."),
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",

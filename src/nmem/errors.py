@@ -101,6 +101,15 @@ class ForeignDatabase(StoreUnavailable):
     kind = "foreign_database"
 
 
+class EncryptionError(StoreUnavailable):
+    """An encrypted database cannot be opened: no key is configured, the key does not open it,
+    its source fails (a key file others can read, the OS keyring), or SQLCipher is not
+    installed. Exit code 7, so scripts can tell it apart; hooks keep their events in the spool."""
+
+    exit_code = 7
+    kind = "encryption"
+
+
 class NetworkError(NmemError):
     """The sync remote could not be reached, or refused what was sent (subcog's exit code 5)."""
 
