@@ -122,9 +122,11 @@ SETTINGS: tuple[Setting, ...] = (
             "The longest a hook waits for a locked database, in all: opening it, storing events left in the "
             "spool and storing its own share this one deadline. Then the hook spools its event for a later "
             "hook and exits 0, so it returns within this budget plus its own work (tens of ms)."),
-    Setting("mcp.tools", str, "all", "NMEM_MCP_TOOLS",
-            "Tools the MCP server exposes: `all`, `core` (search, get_observations, timeline, remember, recall, "
-            "forget) or a comma-separated list."),
+    Setting("mcp.tools", str, "nmem", "NMEM_MCP_TOOLS",
+            "Tools the MCP server exposes: `nmem` (nmem's own), `core` (search, get_observations, get, timeline, "
+            "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "
+            "recall, forget and status; see docs/claude-mem.md), `all` (nmem's and claude-mem's) or a "
+            "comma-separated list of tool names."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),
