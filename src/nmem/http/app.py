@@ -123,7 +123,8 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     starlette = Starlette(routes=table, lifespan=lifespan, exception_handlers={
         HTTPException: _http_error, Exception: _unexpected})
     starlette.state.nmem = context
-    return NmemApp(starlette, Guard(starlette, policy), context, mcp)
+    exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
+    return NmemApp(starlette, Guard(starlette, policy, exempt), context, mcp)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

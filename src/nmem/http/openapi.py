@@ -66,9 +66,12 @@ EXTRA_PATHS: dict[str, Any] = {
 
 
 def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str, Any]]:
-    if endpoint.params is None:
+    if endpoint.params is not None:
+        schema = _schema(endpoint.params, components)
+    elif endpoint.query_schema is not None:
+        schema = endpoint.query_schema
+    else:
         return []
-    schema = _schema(endpoint.params, components)
     required = set(schema.get("required", []))
     out = []
     for name, declared in schema.get("properties", {}).items():
@@ -97,8 +100,10 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
                                  "tags": [endpoint.tag]}
     if endpoint.description:
         operation["description"] = endpoint.description
+    if endpoint.deprecated:
+        operation["deprecated"] = True
     parameters = _parameters(endpoint, components)
-    if endpoint.method not in ("GET", "HEAD"):
+    if endpoint.method not in ("GET", "HEAD") and not endpoint.reads_only:
         parameters.append(copy.deepcopy(CSRF_PARAMETER))
     if parameters:
         operation["parameters"] = parameters
@@ -107,6 +112,9 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
         components[endpoint.body.__name__] = body
         operation["requestBody"] = {"required": True, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{endpoint.body.__name__}"}}}}
+    elif endpoint.body_schema is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": endpoint.body_schema}}}
     success = endpoint.response or {"type": "object"}
     operation["responses"] = {
         str(endpoint.status): {"description": endpoint.summary + ".",

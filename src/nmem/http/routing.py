@@ -71,6 +71,12 @@ class Endpoint:
     description: str = ""
     path_params: tuple[str, ...] = ()
     response: dict[str, Any] | None = None   # JSON schema of a success, when more than "an object"
+    # Parameters the handler checks itself (claude-mem's): their JSON schemas for the document;
+    # the handler gets the query as {name: text} (repeated names comma-joined) or the JSON body.
+    query_schema: dict[str, Any] | None = None
+    body_schema: dict[str, Any] | None = None
+    reads_only: bool = False                 # a POST that changes nothing: no CSRF header needed
+    deprecated: bool = False
 
     @property
     def openapi_path(self) -> str:
@@ -88,8 +94,16 @@ class Endpoint:
 
     async def call(self, context: Context, request: Request) -> Response:
         try:
-            params = _parse_params(self.params, request) if self.params else None
-            body = _parse_body(self.body, await request.body(), request) if self.body else None
+            params: Any = None
+            body: Any = None
+            if self.params is not None:
+                params = _parse_params(self.params, request)
+            elif self.query_schema is not None:
+                params = {key: ",".join(request.query_params.getlist(key)) for key in request.query_params}
+            if self.body is not None:
+                body = _validate(self.body, _json_object(await request.body(), request), "field")
+            elif self.body_schema is not None:
+                body = _json_object(await request.body(), request)
             result = self.handler(context, params, body)
         except NmemError as exc:
             return error_response(exc, context.service)
@@ -139,7 +153,7 @@ def _parse_params(model: type[pydantic.BaseModel], request: Request) -> Any:
     return _validate(model, data, "parameter")
 
 
-def _parse_body(model: type[pydantic.BaseModel], raw: bytes, request: Request) -> Any:
+def _json_object(raw: bytes, request: Request) -> dict[str, Any]:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise InvalidArgument("send the request body as JSON (Content-Type: application/json)")
@@ -149,7 +163,7 @@ def _parse_body(model: type[pydantic.BaseModel], raw: bytes, request: Request) -
         raise InvalidArgument("the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise InvalidArgument("the request body must be a JSON object")
-    return _validate(model, data, "field")
+    return data
 
 
 def _validate(model: type[pydantic.BaseModel], data: dict[str, Any], what: str) -> Any:

@@ -124,9 +124,12 @@ def refusal(status: int, kind: str, message: str, headers: dict[str, str] | None
 class Guard:
     """The ASGI middleware enforcing a `Policy` before the app sees a request."""
 
-    def __init__(self, app: ASGIApp, policy: Policy) -> None:
+    def __init__(self, app: ASGIApp, policy: Policy, header_exempt: frozenset[str] = frozenset((MCP_PATH,))) -> None:
+        """`header_exempt`: paths whose unsafe requests need no CSRF header: `/mcp` and POSTs
+        that change nothing (claude-mem's batch read); the Origin check still applies."""
         self.app = app
         self.policy = policy
+        self.header_exempt = header_exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -177,7 +180,7 @@ class Guard:
               cors: dict[str, str]) -> Response | None:
         if origin is not None and not (same_origin(origin, host) or cors):
             return refusal(403, "csrf", f"cross-site request refused (Origin {origin})")
-        if path != MCP_PATH and not (CSRF_HEADER in headers or "authorization" in headers):
+        if path not in self.header_exempt and not (CSRF_HEADER in headers or "authorization" in headers):
             return refusal(403, "csrf", "a request that changes data needs the header X-Nmem-CSRF: 1 "
                                         "(or Authorization); browsers never send it cross-site", cors)
         return None
