@@ -39,6 +39,13 @@ def test_every_route_is_documented_and_every_documented_path_is_routed(service: 
     assert undocumented == set()
 
 
+def test_docs_http_lists_every_endpoint() -> None:
+    text = (DOC.parent / "http.md").read_text(encoding="utf-8")
+    missing = [f"{e.method} {e.openapi_path}" for e in openapi.endpoints()
+               if f"`{e.method} {e.openapi_path}`" not in text]
+    assert missing == []
+
+
 def test_operations_have_unique_ids_and_errors_share_one_schema() -> None:
     doc = json.loads(openapi.text())
     ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
