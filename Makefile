@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo faults docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo bench-context faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench-hooks: setup
 
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
+
+# Claude Code sessions (subagents, slash commands, compactions, a worktree) replayed through the hooks and
+# the importer; the next SessionStart block's tokens, rows and checks.
+bench-context: setup
+	$(BIN)/python bench/context_replay.py
 
 # SIGKILLs during hook writes and imports, 16 hooks draining 2,000 spooled events: a table of lost / duplicated / errors.
 faults: setup
