@@ -11,7 +11,7 @@ import pytest
 from conftest import Clock, record
 from nmem.config import load_settings
 from nmem.memory import Service
-from nmem.store.sqlite_schema import LATEST_VERSION
+from nmem.store.sqlite.schema import LATEST_VERSION
 
 T0 = 1_790_000_000
 

@@ -18,7 +18,7 @@ from nmem.config import Settings, load_settings
 from nmem.errors import NmemError
 from nmem.integrations import claude_code
 from nmem.store import open_store
-from nmem.store.sqlite_schema import LATEST_VERSION
+from nmem.store.sqlite.schema import LATEST_VERSION
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _LOG_LINE = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),\d+ (ERROR|WARNING) (.*)$")

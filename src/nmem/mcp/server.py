@@ -138,7 +138,7 @@ class NmemServer:
             input_schema=spec.input_schema, output_schema=spec.output_schema,
             annotations=types.ToolAnnotations(
                 title=spec.title, read_only_hint=spec.read_only, destructive_hint=spec.destructive,
-                idempotent_hint=spec.idempotent, open_world_hint=False),
+                idempotent_hint=spec.idempotent, open_world_hint=spec.open_world),
         )
 
     async def list_tools(self, ctx: ServerRequestContext[Any],

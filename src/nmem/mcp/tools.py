@@ -32,6 +32,7 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = True
     core: bool = False
+    open_world: bool = False  # talks to something beyond nmem's own store (a git remote)
     # claude-mem's tools answer with markdown text (their structuredContent is the JSON) and
     # check their own arguments, so MCP and HTTP refuse the same values the same way.
     text: Callable[[dict[str, Any]], str] | None = None
@@ -334,7 +335,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         _obj({}), ANY_OBJECT, _status,
     ),
     ToolSpec("sync", "Sync memories", sync_tool.DESCRIPTION, sync_tool.INPUT_SCHEMA, sync_tool.OUTPUT_SCHEMA,
-             sync_tool.handle, read_only=False),
+             sync_tool.handle, read_only=False, open_world=True),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}

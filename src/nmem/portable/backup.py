@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nmem.errors import InvalidArgument, StorageError
-from nmem.store.sqlite_schema import LATEST_VERSION
+from nmem.store.sqlite.schema import LATEST_VERSION
 
 TABLES = ("sessions", "prompts", "observations", "memories")
 PAGES_PER_STEP = 1024
