@@ -158,6 +158,16 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
             "Open HTTP connections (event streams included) past which a new request gets 503."),
+    Setting("http.token", str, "", "NMEM_HTTP_TOKEN",
+            "Token the HTTP server (REST API, viewer, MCP at /mcp) requires, as `Authorization: Bearer` or the "
+            "cookie `/login?token=` sets; required for any non-loopback bind. Unset: `mcp.token` is.",
+            secret=True),
+    Setting("http.allowed_hosts", list, [], "NMEM_HTTP_ALLOWED_HOSTS",
+            "Extra Host header names the HTTP server accepts (DNS-rebinding guard), beside the loopback names and "
+            "`mcp.allowed_hosts`."),
+    Setting("http.cors_origins", list, [], "NMEM_HTTP_CORS_ORIGINS",
+            "Browser origins the HTTP server allows cross-origin requests from (with `mcp.cors_origins`). Empty: "
+            "no CORS headers at all."),
     Setting("sync.remote", str, "", "NMEM_SYNC_REMOTE",
             "Git remote that `nmem sync` fetches curated memories from and pushes them to: any URL or path git "
             "accepts (SSH, HTTPS, a bare repository on disk). Prefer an SSH key or a credential helper to a token "
