@@ -20,7 +20,7 @@ from nmem.memory import Service
 pytestmark = pytest.mark.anyio
 
 ALL_TOOLS = ["search", "get_observations", "get", "timeline", "recent_context", "session_trace", "file_history",
-             "remember", "recall", "forget", "status", "configure", "sync"]
+             "remember", "recall", "forget", "status", "configure", "sync", "consolidate"]
 CORE_TOOLS = ["search", "get_observations", "get", "timeline", "remember", "recall", "forget"]
 
 
@@ -56,6 +56,8 @@ async def test_tools_list_every_tool_with_schemas_and_hints(client: Client) -> N
             assert ann.read_only_hint is False, tool.name
         elif tool.name in ("sync", "configure"):  # setting the same values twice changes nothing more
             assert (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint) == (False, False, True)
+        elif tool.name == "consolidate":  # archives (never deletes) and can be undone
+            assert (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint) == (False, False, False)
         else:
             assert (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint) == (True, False, True), tool.name
     by_name = {t.name: t for t in tools}

@@ -20,6 +20,7 @@ from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings
 from nmem.core import MAX_IDS, MAX_LIMIT, CoreService, _as_int, _as_list, clamp
 from nmem.errors import Ambiguous, InvalidArgument, NotFound, ValidationError
+from nmem.lifecycle.service import Lifecycle
 from nmem.models import (
     ORDERS,
     SCOPES,
@@ -64,8 +65,9 @@ class SearchResult:
         return [hit.to_dict(full=full) for hit in self.hits]
 
 
-class Service(CoreService):
-    """nmem's API: capture and curation (`CoreService`) plus search, recall and navigation."""
+class Service(Lifecycle):
+    """nmem's API: capture and curation (`CoreService`), the lifecycle (`Lifecycle`: tiers, sweep,
+    consolidate), search, recall and navigation."""
 
     def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         super().__init__(store, settings, clock)
@@ -136,6 +138,7 @@ class Service(CoreService):
                 project: str | None = None, limit: int | None = 10, include_archived: bool = False,
                 mode: str | None = None, min_similarity: float | None = None,
                 spec: str | None = None) -> tuple[list[SearchHit], dict[str, float]]:
+        self.refresh_tiers()  # tiers older than a day are recomputed first
         if mode is not None and mode not in RECALL_MODES:
             raise InvalidArgument(f"unknown mode {mode!r}; valid: {', '.join(RECALL_MODES)}")
         if min_similarity is not None:
@@ -681,6 +684,7 @@ class Service(CoreService):
                 missing.append(text)
             else:
                 records.append(record)
+        self.store.touch_memories([str(r.id) for r in records if isinstance(r, Memory)], self.now())
         return records, missing
 
     def resolve_file(self, path: str, *, cwd: str | None = None, project: str | None = None) -> str:

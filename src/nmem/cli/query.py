@@ -356,11 +356,13 @@ def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
             ("database", str(data["database"])),
             ("schema", f"v{data['schema_version']}"),
             ("size", human_size(int(data["size_bytes"]))),
+            ("encrypted", "yes (SQLCipher)" if data.get("encrypted") else "no"),
             ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
             ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
                       f"{data['observations']} observations"),
             ("memories", f"{data['memories']}" + (f" in {data['domain']}" if "domain" in data
                                                    else f" ({domains})" if domains else "")),
+            ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),
         ]),
     ]
     if verbose or "domain" not in data:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.mcp import configure_tool, sync_tool
+from nmem.mcp import configure_tool, consolidate_tool, sync_tool
 from nmem.memory import RECALL_DETAILS, RECALL_MODES, Service
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 
@@ -186,7 +186,7 @@ def _recall(service: Service, args: dict[str, Any], default_project: str | None)
         namespace=_pick(args, "namespace", "category"), tags=_pick(args, "tags"), domain=_pick(args, "domain"),
         project=_project(args, default_project), limit=_pick(args, "limit"), mode=_pick(args, "mode"),
         min_similarity=_pick(args, "min_similarity"), spec=_pick(args, "spec"),
-        include_archived=bool(_pick(args, "include_archived")))
+        include_archived=bool(_pick(args, "include_archived", "includeArchived")))
     return {"results": rows, "count": len(rows)}
 
 
@@ -341,7 +341,8 @@ TOOLS: tuple[ToolSpec, ...] = (
                                  "description": "Only memories at least this similar (cosine); implies hybrid."},
               "spec": {**STR, "description": "Only memories captured with this spec (tag spec:<name>)."},
               "detail": {"enum": list(RECALL_DETAILS), "description": "minimal, summary or full (default)."},
-              "include_archived": {"type": "boolean"}}),
+              "include_archived": {"type": "boolean", "description": "Also search archived memories (merged "
+                                                                    "into others, stale, long unused)."}}),
         RESULTS, _recall, core=True,
     ),
     ToolSpec(
@@ -367,6 +368,8 @@ TOOLS: tuple[ToolSpec, ...] = (
              configure_tool.OUTPUT_SCHEMA, configure_tool.handle, read_only=False),
     ToolSpec("sync", "Sync memories", sync_tool.DESCRIPTION, sync_tool.INPUT_SCHEMA, sync_tool.OUTPUT_SCHEMA,
              sync_tool.handle, read_only=False, open_world=True),
+    ToolSpec("consolidate", "Consolidate memories", consolidate_tool.DESCRIPTION, consolidate_tool.INPUT_SCHEMA,
+             consolidate_tool.OUTPUT_SCHEMA, consolidate_tool.handle, read_only=False, idempotent=False),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
