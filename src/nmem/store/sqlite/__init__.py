@@ -10,6 +10,7 @@
     navigation.py  sessions by prefix and time, recorded paths, purge selections
     sync.py        sync bookkeeping and change tokens
     vectors.py     vectors for the optional embeddings
+    lifecycle.py   tiers, retention sweeps, consolidation runs and their undo log
     schema.py      the numbered migrations; files.py: the file's identity and permissions;
     errors.py      SQLite result codes as nmem's storage errors
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from nmem.store.sqlite.connection import SPOOL_MARK_DAYS, exp_decay
 from nmem.store.sqlite.context import ContextReads
+from nmem.store.sqlite.lifecycle import LifecycleRows
 from nmem.store.sqlite.memories import MemoryRows
 from nmem.store.sqlite.navigation import NavigationReads
 from nmem.store.sqlite.search import SearchReads
@@ -28,6 +30,7 @@ from nmem.store.sqlite.vectors import VectorRows
 __all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay"]
 
 
-class SqliteStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows):
+class SqliteStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
+                  LifecycleRows):
     """The Store protocol on one SQLite file (see nmem.store.protocol)."""
 
