@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo faults docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo bench-context faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -41,6 +41,11 @@ bench-hooks: setup
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
 
+# Claude Code sessions (subagents, slash commands, compactions, a worktree) replayed through the hooks and
+# the importer; the next SessionStart block's tokens, rows and checks.
+bench-context: setup
+	$(BIN)/python bench/context_replay.py
+
 # SIGKILLs during hook writes and imports, 16 hooks draining 2,000 spooled events: a table of lost / duplicated / errors.
 faults: setup
 	$(BIN)/python bench/faults.py
@@ -51,7 +56,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp bench-consolidate
+.PHONY: conformance bench-mcp bench-claude-mem bench-consolidate
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup
@@ -61,6 +66,9 @@ conformance: setup
 bench-mcp: setup
 	$(BIN)/python bench/mcp_server.py
 
+# claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
+bench-claude-mem: setup
+	$(BIN)/python bench/claude_mem_ops.py
 # Precision and recall of `nmem consolidate`'s merges on a generated corpus with planted duplicates.
 bench-consolidate: setup
 	$(BIN)/python bench/consolidate.py

@@ -17,8 +17,8 @@ from test_cli_support import AUTH_FILE, CWD, as_json, ok, seed
 
 JSON_DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 # Objects keyed by data (types, namespaces, projects...) rather than by a fixed schema.
-DATA_KEYED = {"metadata", "by_obs_type", "by_namespace", "by_tier", "by_project", "events", "projects",
-              "policy", "by_type", "tiers"}
+DATA_KEYED = {"metadata", "by_obs_type", "by_namespace", "by_tier", "by_project", "by_domain", "events", "projects",
+              "fts", "policy", "by_type", "tiers"}
 
 
 def sections() -> dict[str, str]:

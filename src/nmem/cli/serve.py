@@ -25,7 +25,7 @@ from nmem.mcp.listening import Limits, is_loopback, listen
 @click.option("--port", type=Integer(1, 65535), default=None, help="HTTP port (default: the mcp.port setting, 37777).")
 @click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
               help="Bearer token clients must send. Required for any non-loopback --host.")
-@click.option("--tools", default=None, help="Tools to expose: all, core, or a comma-separated list.")
+@click.option("--tools", default=None, help="Tools to expose: nmem, core, claude-mem, all, or a comma-separated list.")
 @click.option("--project", default=None,
               help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
 @pass_state
