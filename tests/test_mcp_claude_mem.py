@@ -21,7 +21,7 @@ from nmem.memory import Service
 pytestmark = pytest.mark.anyio
 
 NMEM_TOOLS = ["search", "get_observations", "get", "timeline", "recent_context", "session_trace", "file_history",
-              "remember", "recall", "forget", "status", "sync"]
+              "remember", "recall", "forget", "status", "configure", "sync", "consolidate"]
 CLAUDE_MEM_TOOLS = list(OPERATIONS)
 ISSUE_13_NAMES = {"search", "timeline", "decisions", "changes", "how_it_works", "find_by_concept", "find_by_file",
                   "find_by_type", "get_recent_context", "get_context_timeline", "get_timeline_by_query",
