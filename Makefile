@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo bench-context faults docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,13 +30,17 @@ docs: setup
 	$(BIN)/python -m nmem.docs
 
 # Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
-bench: bench-core bench-hooks bench-mcp bench-locomo
+bench: bench-core bench-hooks bench-mcp bench-http bench-locomo
 
 bench-core: setup
 	$(BIN)/python bench/core.py
 
 bench-hooks: setup
 	$(BIN)/python bench/hooks.py
+
+# The same on an SQLCipher-encrypted database (raw 256-bit key; docs/encryption.md).
+bench-hooks-encrypted: setup
+	$(BIN)/python bench/hooks.py --encrypted raw
 
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
@@ -56,7 +60,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp bench-claude-mem bench-consolidate
+.PHONY: conformance bench-mcp bench-http bench-claude-mem bench-consolidate
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup
@@ -65,6 +69,10 @@ conformance: setup
 # `nmem serve` startup to the first tools/list, and search latency through the stdio client at 100k observations.
 bench-mcp: setup
 	$(BIN)/python bench/mcp_server.py
+
+# Search over HTTP at 100k observations: requests/s and p50/p99 at 1, 4 and 16 concurrent clients.
+bench-http: setup
+	$(BIN)/python bench/http_server.py
 
 # claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
 bench-claude-mem: setup

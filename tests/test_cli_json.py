@@ -18,7 +18,7 @@ from test_cli_support import AUTH_FILE, CWD, as_json, ok, seed
 JSON_DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 # Objects keyed by data (types, namespaces, projects...) rather than by a fixed schema.
 DATA_KEYED = {"metadata", "by_obs_type", "by_namespace", "by_tier", "by_project", "by_domain", "events", "projects",
-              "fts", "policy", "by_type", "tiers"}
+              "fts", "policy", "by_type", "tiers", "tables"}
 
 
 def sections() -> dict[str, str]:
@@ -92,6 +92,8 @@ def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
         ("nmem consolidate", ["consolidate"]),
         ("nmem consolidate", ["consolidate", "--runs"]),
         ("nmem consolidate", ["consolidate", "--undo", "1"]),
+        ("nmem encrypt, decrypt", ["encrypt", "--generate-key"]),
+        ("nmem encrypt, decrypt", ["decrypt", "--keep-backup"]),
     ]
 
 

@@ -37,8 +37,8 @@ from mcp_support import (
     tool_error,
 )
 from nmem.config import load_settings
-from nmem.mcp.http import build_app
-from nmem.mcp.server import NmemServer
+from nmem.http.app import create_app
+from nmem.mcp.tools import TOOLS
 from nmem.memory import Service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -111,7 +111,7 @@ async def test_tools_and_resources_over_http(open_server: tuple[HttpServer, Seed
     server, seeded = open_server
     async with connect(server.url) as client:
         assert client.protocol_version == "2025-11-25"
-        assert len((await client.list_tools()).tools) == 14
+        assert len((await client.list_tools()).tools) == len(TOOLS)  # the default profile: every nmem tool
         found = structured(await client.call_tool("search", {"query": "login"}))
         assert [r["project"] for r in found["results"]] == [PROJECT, "other"]  # its project's results first
         assert tool_error(await client.call_tool("timeline", {"anchor": 424242})) == "anchor observation not found"
@@ -188,7 +188,7 @@ async def test_sdk_client_needs_the_right_token(guarded_server: HttpServer) -> N
             async with connect(guarded_server.url, token) as client:
                 await client.list_tools()
     async with connect(guarded_server.url, TOKEN) as client:
-        assert len((await client.list_tools()).tools) == 14
+        assert len((await client.list_tools()).tools) == len(TOOLS)  # the default profile: every nmem tool
         found = structured(await client.call_tool("search", {"query": "login"}))
         assert [r["project"] for r in found["results"]] == [PROJECT, "other"]  # --project: the first results
 
@@ -234,7 +234,7 @@ def test_non_loopback_host_without_a_token_refuses_to_start(tmp_path: Path) -> N
 async def test_wildcard_bind_with_a_token_accepts_requests_addressed_to_this_machine(service: Service) -> None:
     """`nmem serve --transport http --host 0.0.0.0 --token T` (the example in `nmem serve --help`) is for
     other machines: a request addressed to this machine's name must pass the Host check."""
-    guard = build_app(NmemServer(service), host="0.0.0.0", port=37777, token=TOKEN)
+    guard = create_app(service.settings, service=service, host="0.0.0.0", token=TOKEN).guard
     reached: list[str] = []
 
     async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -158,6 +158,16 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
             "Open HTTP connections (event streams included) past which a new request gets 503."),
+    Setting("http.token", str, "", "NMEM_HTTP_TOKEN",
+            "Token the HTTP server (REST API, viewer, MCP at /mcp) requires, as `Authorization: Bearer` or the "
+            "cookie `/login?token=` sets; required for any non-loopback bind. Unset: `mcp.token` is.",
+            secret=True),
+    Setting("http.allowed_hosts", list, [], "NMEM_HTTP_ALLOWED_HOSTS",
+            "Extra Host header names the HTTP server accepts (DNS-rebinding guard), beside the loopback names and "
+            "`mcp.allowed_hosts`."),
+    Setting("http.cors_origins", list, [], "NMEM_HTTP_CORS_ORIGINS",
+            "Browser origins the HTTP server allows cross-origin requests from (with `mcp.cors_origins`). Empty: "
+            "no CORS headers at all."),
     Setting("sync.remote", str, "", "NMEM_SYNC_REMOTE",
             "Git remote that `nmem sync` fetches curated memories from and pushes them to: any URL or path git "
             "accepts (SSH, HTTPS, a bare repository on disk). Prefer an SSH key or a credential helper to a token "
@@ -196,6 +206,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llm.api_key", str, "", "NMEM_LLM_API_KEY",
             "API key; empty reads OPENAI_API_KEY or ANTHROPIC_API_KEY from the environment.", secret=True),
     Setting("llm.timeout", float, 60.0, "NMEM_LLM_TIMEOUT", "Seconds one provider request may take."),
+    Setting("encryption.key", str, "", "NMEM_KEY",
+            "Key of an encrypted database (docs/encryption.md): 64 hex digits (a raw 256-bit key, no key "
+            "derivation on open) or a passphrase. Set it in the environment, not in the config file.",
+            secret=True),
+    Setting("encryption.key_file", str, "", "NMEM_KEY_FILE",
+            "File holding the database key (mode 0600 enforced), used when NMEM_KEY is not set."),
+    Setting("encryption.keyring", bool, False, "NMEM_KEYRING",
+            "Read the database key from the OS keyring (service `nmem`, user `database`; needs the `keyring` "
+            "package) when neither NMEM_KEY nor a key file is set."),
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",

@@ -17,6 +17,7 @@ from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings, matches_any
 from nmem.errors import ContentBlocked, Disabled, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
+from nmem.keys import database_key
 from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain, urn_parts
 from nmem.store import NewMemory, open_store
 from nmem.timeutil import MAX_AGE
@@ -142,7 +143,9 @@ class CoreService:
     def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
              readonly: bool = False) -> Self:
         settings = settings or load_settings()
-        return cls(open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms, readonly=readonly), settings)
+        store = open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms, readonly=readonly,
+                           key=database_key(settings))
+        return cls(store, settings)
 
     def close(self, checkpoint: bool = True) -> None:
         self.store.close(checkpoint=checkpoint)
@@ -456,5 +459,6 @@ class CoreService:
             "by_namespace": st.by_namespace,
             "by_tier": {t: int(st.by_tier.get(t, 0)) for t in TIERS}, "by_project": st.by_project,
             "enabled": bool(self.settings["memory.enabled"]),
+            "encrypted": bool(getattr(self.store, "encrypted", False)),
         }
 

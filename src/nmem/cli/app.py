@@ -178,8 +178,8 @@ def cli(ctx: click.Context, fmt: str | None, home: str | None, config_file: str 
     Hooks record what agents do (`nmem record`); these commands search it, curate
     memories worth keeping, and look after the database. Exit codes: 0 ok, 1 error,
     2 invalid arguments, 3 configuration (or memory disabled), 4 storage, 5 network (sync
-    remote), 6 LLM provider (consolidate), 10 not found, 11 validation, 12 blocked by the
-    security filter.
+    remote), 6 LLM provider (consolidate), 7 encryption (no key, or a wrong one), 10 not found,
+    11 validation, 12 blocked by the security filter.
     """
     if verbose and quiet_flag:
         raise click.UsageError("give -v or -q, not both")

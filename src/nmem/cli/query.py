@@ -356,6 +356,7 @@ def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
             ("database", str(data["database"])),
             ("schema", f"v{data['schema_version']}"),
             ("size", human_size(int(data["size_bytes"]))),
+            ("encrypted", "yes (SQLCipher)" if data.get("encrypted") else "no"),
             ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
             ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
                       f"{data['observations']} observations"),

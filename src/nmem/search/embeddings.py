@@ -442,9 +442,10 @@ def index_pass(url: str, settings: Settings, stop: threading.Event, marks: dict[
     embedder = active_embedder(settings)
     if embedder is None:
         return None
+    from nmem.keys import database_key
     from nmem.store import open_store
 
-    store = open_store(url)
+    store = open_store(url, key=database_key(settings))
     try:
         return build_index(store, embedder, should_stop=stop.is_set, marks=marks)
     finally:
