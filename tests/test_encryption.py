@@ -318,5 +318,5 @@ def test_missing_sqlcipher_names_the_extra(tmp_path: Path) -> None:
             "from nmem.store.sqlite import SqliteStore\nfrom nmem.keys import normalize\n"
             f"SqliteStore({str(db)!r}, key=normalize({KEY!r}, 't'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert "EncryptionError" in done.stderr and "nmem[encryption]" in done.stderr
+    assert "EncryptionError" in done.stderr and "nmem-memory[encryption]" in done.stderr
     assert driver.available()

@@ -27,7 +27,7 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (_sqlite3.DatabaseError,)
 _cipher: ModuleType | None = None
 
 MISSING = ("encryption needs the `encryption` extra (the sqlcipher3 package): "
-           "pip install 'nmem[encryption]'")
+           "pip install 'nmem-memory[encryption]'")
 
 
 def plain() -> ModuleType:
