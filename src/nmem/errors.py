@@ -171,6 +171,14 @@ class Disabled(NmemError):
     kind = "disabled"
 
 
+class Forbidden(NmemError):
+    """The signed-in user may not do this on a team server (an admin's task)."""
+
+    http_status = 403
+    exit_code = 3
+    kind = "forbidden"
+
+
 ALL_ERRORS: tuple[type[NmemError], ...] = (
     NmemError,
     InvalidArgument,
@@ -192,4 +200,5 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     ContentBlocked,
     InternalError,
     Disabled,
+    Forbidden,
 )

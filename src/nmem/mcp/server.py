@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from nmem import __version__
+from nmem.access import SCOPE_KEY, acting_as
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.mcp import prompts as prompt_specs
 from nmem.mcp import resources
@@ -108,6 +109,12 @@ class NmemServer:
         @wraps(handler)
         async def answer(ctx: ServerRequestContext[Any], params: Any) -> R:
             try:
+                # Over HTTP on a team server: act for the user whose token this request carried,
+                # not whoever opened the session (the SDK runs a session in one long task).
+                scope = getattr(ctx.request, "scope", None)
+                if isinstance(scope, dict) and SCOPE_KEY in scope:
+                    with acting_as(scope[SCOPE_KEY]):
+                        return await handler(ctx, params)
                 return await handler(ctx, params)
             except MCPError:
                 raise
