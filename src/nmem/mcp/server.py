@@ -31,6 +31,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from nmem import __version__
 from nmem.access import SCOPE_KEY, acting_as
+from nmem.access import current as current_viewer
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.mcp import prompts as prompt_specs
 from nmem.mcp import resources
@@ -229,6 +230,8 @@ class NmemServer:
             urn = resources.canonical(uri)
         except NotFound:
             raise InvalidArgument(f"not an nmem:// URN: {uri}") from None
+        if current_viewer() is not None and urn.startswith("nmem://user/"):
+            self.service.get_memory(urn)  # NotFound for another user's memory: its changes are not theirs to hear
         self.subscriptions.setdefault(urn, {})[key] = uri
         return types.EmptyResult()
 
