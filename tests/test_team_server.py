@@ -82,6 +82,8 @@ def call(port: int, method: str, path: str, token: str | None = None, body: Any 
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    else:
+        headers["X-Nmem-CSRF"] = "1"
     conn.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=headers)
     response = conn.getresponse()
     data = response.read()
