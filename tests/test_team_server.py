@@ -239,7 +239,8 @@ def test_remote_capture_spools_while_the_server_is_down_and_drains_once_it_is_up
     start = remote_hook(client_home, url, token, event("SessionStart", session, CWD, source="startup"))
     assert start.returncode == 0, start.stderr
     for i in range(3):
-        done = remote_hook(client_home, url, token, event("UserPromptSubmit", session, CWD, prompt=f"offline prompt {i}"))
+        prompt = event("UserPromptSubmit", session, CWD, prompt=f"offline prompt {i}")
+        done = remote_hook(client_home, url, token, prompt)
         assert done.returncode == 0, done.stderr
     spooled = list((client_home / "spool" / "remote").rglob("*.json"))
     assert len(spooled) == 4
