@@ -307,3 +307,22 @@ def test_single_user_mode_is_unchanged(tmp_path: Path) -> None:
         assert call(port, "GET", f"/api/v1/memories/{memory['id']}")[0] == 200
         assert call(port, "GET", "/api/v1/audit")[1] == {"results": [], "count": 0}
         assert call(port, "GET", "/api/v1/users")[0] == 403
+
+
+def test_claude_codes_http_hook_posts_the_bare_hook_input(team: Team) -> None:
+    """What a `"type": "http"` hook in Claude Code's settings sends: the hook input as the body."""
+    call(team.port, "POST", "/api/v1/memories", team.bob,
+         {"content": "teamproj pins its lockfile", "domain": "project:teamproj"})
+    status, body = call(team.port, "POST", "/api/v1/hook", team.bob, event("SessionStart", "http-hook-1", CWD,
+                                                                           source="startup"))
+    assert status == 200, body
+    assert body["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert "teamproj pins its lockfile" in body["hookSpecificOutput"]["additionalContext"]
+    status, body = call(team.port, "POST", "/api/v1/hook", team.bob,
+                        event("UserPromptSubmit", "http-hook-1", CWD, prompt="sent by the http hook"))
+    assert status == 200 and body == {}
+    status, found = call(team.port, "GET", "/api/v1/search?scope=prompts&project=*&query=http+hook", team.bob)
+    assert [r["content_preview"] for r in found["results"]] == ["sent by the http hook"]
+    assert call(team.port, "POST", "/api/v1/hook", None, event("UserPromptSubmit", "x", CWD, prompt="y"))[0] == 401
+    status, body = call(team.port, "POST", "/api/v1/hook", team.bob, {"session_id": "x"})
+    assert status == 400, body

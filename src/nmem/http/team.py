@@ -52,6 +52,23 @@ def record_event(ctx: Context, _: None, b: s.RemoteEvent) -> dict[str, Any]:
     return answer
 
 
+def claude_code_hook(ctx: Context, _: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """Claude Code's own HTTP hook (`"type": "http"`) POSTs the bare hook input: stored without a
+    key (a retry stores again) and never spooled (the event is gone while the server is down).
+    Answers in the hook output format: a SessionStart's context as `additionalContext`."""
+    event = parse(body)
+    service = ctx.service
+    outcome = service.record_event(event)
+    if event.kind == ev.SESSION_START and outcome.skipped != "disabled":
+        from nmem.context import render
+
+        text = render(service, outcome.project, event.source, event.timestamp,
+                      session_id=event.session_id or None, cwd=event.cwd or None)
+        if text:
+            return {"hookSpecificOutput": {"hookEventName": event.hook_event_name, "additionalContext": text}}
+    return {}
+
+
 def audit(ctx: Context, p: s.AuditParams, _: None) -> dict[str, Any]:
     rows = team.audit(ctx.service.store, p.user, p.after, min(p.limit, 10_000))
     return {"results": rows, "count": len(rows)}
@@ -90,6 +107,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              body=s.RemoteEvent, tag="team",
              description="What `nmem record --remote URL` sends. `key` makes a retry harmless; a "
                          "SessionStart answers with the context block to inject."),
+    Endpoint("POST", f"{PREFIX}/hook", "Record a hook event from Claude Code's HTTP hook", claude_code_hook,
+             tag="team", body_schema={"type": "object", "required": ["hook_event_name", "session_id", "cwd"]},
+             description="The target of a `\"type\": \"http\"` hook in Claude Code's settings: the body is the "
+                         "hook input itself. Nothing is spooled while the server is down; `nmem record --remote` "
+                         "is the lossless way."),
     Endpoint("GET", f"{PREFIX}/audit", "Who wrote and forgot what (oldest first)", audit, s.AuditParams, tag="team"),
     Endpoint("GET", f"{PREFIX}/users", "Users and their live token counts (admin)", users, tag="team"),
     Endpoint("POST", f"{PREFIX}/users", "Add a user (admin)", add_user, body=s.NewUser, tag="team", status=201),
