@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from conftest import run_nmem
 from fixtures.harness import event, hook
@@ -173,21 +174,26 @@ def test_a_users_user_domain_is_theirs_alone_over_mcp(team: Team) -> None:
                         {"content": "alice wombat secret for mcp", "domain": "user"})
     assert status == 201
 
-    async def ask(token: str) -> tuple[set[str], list[str], bool]:
+    async def ask(token: str) -> tuple[set[str], list[str], bool, bool]:
         headers = {"Authorization": f"Bearer {token}"}
         async with create_mcp_http_client(headers=headers) as http, \
                 Client(streamable_http_client(f"http://127.0.0.1:{team.port}/mcp", http_client=http)) as client:
             recalled = structured(await client.call_tool("recall", {"query": "wombat", "project": "*"}))
             got = structured(await client.call_tool("get", {"refs": [mine["id"]]}))
+            try:
+                await client.read_resource(mine["urn"])
+                readable = True
+            except MCPError:
+                readable = False
             forgot = await client.call_tool("forget", {"id": mine["id"]})
-            return {r["id"] for r in recalled["results"]}, got["missing"], forgot.is_error
+            return {r["id"] for r in recalled["results"]}, got["missing"], readable, forgot.is_error
 
     import anyio
 
-    ids, missing, forget_failed = anyio.run(ask, team.bob)
-    assert mine["id"] not in ids and missing == [mine["id"]] and forget_failed
-    ids, missing, _ = anyio.run(ask, team.alice)  # alice forgets her own memory here
-    assert mine["id"] in ids and missing == []
+    ids, missing, readable, forget_failed = anyio.run(ask, team.bob)
+    assert mine["id"] not in ids and missing == [mine["id"]] and not readable and forget_failed
+    ids, missing, readable, forget_failed = anyio.run(ask, team.alice)  # alice forgets her own memory here
+    assert mine["id"] in ids and missing == [] and readable and not forget_failed
 
 
 def test_audit_records_who_wrote_and_forgot_what(team: Team) -> None:
