@@ -30,7 +30,7 @@ docs: setup
 	$(BIN)/python -m nmem.docs
 
 # Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
-bench: bench-core bench-hooks bench-mcp bench-locomo
+bench: bench-core bench-hooks bench-mcp bench-http bench-locomo
 
 bench-core: setup
 	$(BIN)/python bench/core.py
@@ -61,7 +61,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp
+.PHONY: conformance bench-mcp bench-http bench-claude-mem
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup
@@ -70,3 +70,11 @@ conformance: setup
 # `nmem serve` startup to the first tools/list, and search latency through the stdio client at 100k observations.
 bench-mcp: setup
 	$(BIN)/python bench/mcp_server.py
+
+# Search over HTTP at 100k observations: requests/s and p50/p99 at 1, 4 and 16 concurrent clients.
+bench-http: setup
+	$(BIN)/python bench/http_server.py
+
+# claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
+bench-claude-mem: setup
+	$(BIN)/python bench/claude_mem_ops.py

@@ -160,5 +160,5 @@ def test_a_session_started_in_the_main_checkout_is_told_its_own_root(tmp_path: A
     hook_ok(home, event("Stop", "wt-1", str(worktree), last_assistant_message="SSO login is in src/sso.py."))
     block = hook_ok(home, event("SessionStart", "main-2", str(main), source="startup"))
     intro = next(line for line in block.splitlines() if line.startswith("Project shop at "))
-    assert intro.startswith(f"Project shop at {main} ") or intro.startswith("Project shop at ~/"), intro
+    assert intro.startswith((f"Project shop at {main} ", "Project shop at ~/")), intro
     assert "shop-sso" not in intro and "src/sso.py" in block

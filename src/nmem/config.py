@@ -160,7 +160,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Open HTTP connections (event streams included) past which a new request gets 503."),
     Setting("http.token", str, "", "NMEM_HTTP_TOKEN",
             "Token the HTTP server (REST API, viewer, MCP at /mcp) requires, as `Authorization: Bearer` or the "
-            "cookie `/login?token=` sets; required for any non-loopback bind. `mcp.token` is accepted too.",
+            "cookie `/login?token=` sets; required for any non-loopback bind. Unset: `mcp.token` is.",
             secret=True),
     Setting("http.allowed_hosts", list, [], "NMEM_HTTP_ALLOWED_HOSTS",
             "Extra Host header names the HTTP server accepts (DNS-rebinding guard), beside the loopback names and "

@@ -1,7 +1,7 @@
 """Generate the reference docs from the code, so they cannot drift from it.
 
-    python -m nmem.docs           rewrite docs/cli.md, docs/configuration.md, docs/mcp.md and the
-                                  README's MCP tool table
+    python -m nmem.docs           rewrite docs/cli.md, docs/configuration.md, docs/mcp.md,
+                                  docs/openapi.json and the README's MCP tool table
     python -m nmem.docs --check   exit 1 (and name the files) when either is stale
 
 docs/cli.md holds every command's `--help`, rendered from the click app at a fixed width;
@@ -22,6 +22,7 @@ from nmem.claude_mem import OPERATIONS
 from nmem.cli import cli
 from nmem.cli.app import CONTEXT_SETTINGS
 from nmem.config import CONFIG_ENV, HOME_ENV, settings_markdown
+from nmem.http import openapi
 from nmem.mcp.profiles import CLAUDE_MEM_TOOLS
 from nmem.mcp.prompts import PROMPTS
 from nmem.mcp.resources import TEMPLATES
@@ -250,7 +251,7 @@ def readme_text(readme: Path) -> str:
 
 def expected(docs_dir: Path) -> dict[Path, str]:
     files = {docs_dir / "cli.md": cli_markdown(), docs_dir / "configuration.md": configuration_markdown(),
-             docs_dir / "mcp.md": mcp_markdown()}
+             docs_dir / "mcp.md": mcp_markdown(), docs_dir / "openapi.json": openapi.text()}
     readme = docs_dir.parent / "README.md"
     if readme.is_file():
         files[readme] = readme_text(readme)

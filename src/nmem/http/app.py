@@ -31,24 +31,16 @@ from starlette.routing import BaseRoute, Route
 from nmem import __version__, team
 from nmem.config import Settings
 from nmem.errors import InvalidArgument, NmemError, NotFound, StorageError
-from nmem.http import api, claude_mem, openapi
+from nmem.http import openapi
 from nmem.http import team as team_api
-from nmem.http.routing import Context, Endpoint, error_response, json_response, routes
+from nmem.http.openapi import endpoints
+from nmem.http.routing import Context, error_response, json_response, routes
 from nmem.http.security import MCP_PATH, Guard, Policy, login
 from nmem.mcp.listening import Limits
 from nmem.mcp.server import NmemServer, current_project
 from nmem.memory import Service
 
 log = logging.getLogger("nmem.http")
-
-
-def endpoints() -> tuple[Endpoint, ...]:
-    """Every declared endpoint: what the server routes and the OpenAPI document describes."""
-    return (*api.ENDPOINTS, *team_api.ENDPOINTS, *claude_mem.ENDPOINTS)
-
-
-def openapi_document() -> dict[str, Any]:
-    return openapi.document(endpoints())
 
 
 class NmemApp:
@@ -115,10 +107,10 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
             return error_response(StorageError(f"database unavailable: {exc.message}"), svc)
         return json_response({"status": "ok", "version": __version__, "schema_version": version})
 
-    document = openapi_document()
+    document = openapi.text()
 
     async def openapi_json(_: Request) -> Response:
-        return json_response(document)
+        return Response(document, media_type="application/json")
 
     table: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),

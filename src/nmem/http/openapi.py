@@ -7,6 +7,7 @@ by `python -m nmem.docs` and a test.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,6 +123,18 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
         "4XX": ERROR_REF, "5XX": ERROR_REF,
     }
     return operation
+
+
+def endpoints() -> tuple[Endpoint, ...]:
+    """Every declared endpoint: what the server routes and the document describes."""
+    from nmem.http import api, claude_mem, team
+
+    return (*api.ENDPOINTS, *team.ENDPOINTS, *claude_mem.ENDPOINTS)
+
+
+def text() -> str:
+    """The document as `/openapi.json` serves it and `docs/openapi.json` holds it."""
+    return json.dumps(document(endpoints()), indent=2, ensure_ascii=False) + "\n"
 
 
 def document(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
