@@ -153,4 +153,4 @@ class UserPath(Params):
 
 
 class TokenPath(Params):
-    ref: str = Field(description="A token id (`nmem token list`) or a user name (all of their tokens).")
+    target: str = Field(description="A token id (`nmem token list`) or a user name (all of their tokens).")

@@ -99,7 +99,7 @@ def create_token(ctx: Context, p: s.UserPath, _: None) -> dict[str, Any]:
 
 def revoke_token(ctx: Context, p: s.TokenPath, _: None) -> dict[str, Any]:
     _signed_in_admin()
-    return team.revoke(ctx.service.store, p.ref, ctx.service.now())
+    return team.revoke(ctx.service.store, p.target, ctx.service.now())
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -117,6 +117,6 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{PREFIX}/users", "Add a user (admin)", add_user, body=s.NewUser, tag="team", status=201),
     Endpoint("POST", f"{PREFIX}/users/{{name}}/tokens", "Create a token; the secret is shown only here (admin)",
              create_token, s.UserPath, tag="team", status=201, path_params=("name",)),
-    Endpoint("DELETE", f"{PREFIX}/tokens/{{ref}}", "Revoke a token by id, or all of a user's (admin)",
-             revoke_token, s.TokenPath, tag="team", path_params=("ref",)),
+    Endpoint("DELETE", f"{PREFIX}/tokens/{{target}}", "Revoke a token by id, or all of a user's (admin)",
+             revoke_token, s.TokenPath, tag="team", path_params=("target",)),
 )
