@@ -197,6 +197,7 @@ def test_a_users_user_domain_is_theirs_alone_over_mcp(team: Team) -> None:
 
 
 def test_audit_records_who_wrote_and_forgot_what(team: Team) -> None:
+    assert call(team.port, "POST", "/api/v1/memories", team.alice, {"content": "alice's audited note"})[0] == 201
     status, memory = call(team.port, "POST", "/api/v1/memories", team.bob,
                           {"content": "bob decided on platypus caching", "domain": "org"})
     assert status == 201
