@@ -345,7 +345,8 @@ CREATE INDEX idx_spooled_events_time ON spooled_events(recorded_at);
 
 # Step 13: the team server (nmem.team, docs/team.md). Users and their tokens (only a sha256 digest
 # of each token is kept), an audit trail of writes and forgets, and who wrote each memory and
-# observation (NULL in single-user mode, where nobody signs in).
+# observation (NULL in single-user mode, where nobody signs in). `username`, not `user`, which
+# PostgreSQL reserves.
 _V13_TEAM = """
 CREATE TABLE team_users (
     id         INTEGER PRIMARY KEY,
@@ -361,13 +362,13 @@ CREATE TABLE team_tokens (
     revoked_at INTEGER
 );
 CREATE TABLE audit (
-    id     INTEGER PRIMARY KEY,
-    at     INTEGER NOT NULL,
-    user   TEXT NOT NULL,
-    action TEXT NOT NULL,
-    urn    TEXT NOT NULL
+    id       INTEGER PRIMARY KEY,
+    at       INTEGER NOT NULL,
+    username TEXT NOT NULL,
+    action   TEXT NOT NULL,
+    urn      TEXT NOT NULL
 );
-CREATE INDEX idx_audit_user ON audit(user, id);
+CREATE INDEX idx_audit_user ON audit(username, id);
 ALTER TABLE memories ADD COLUMN writer TEXT;
 ALTER TABLE observations ADD COLUMN writer TEXT;
 """

@@ -73,7 +73,8 @@ class TeamRows(Connection):
         """Audit rows `(action, urn)` and the writer of the memories and observations named."""
         with self.transaction():
             for action, urn in writes:
-                self._exec("INSERT INTO audit (at, user, action, urn) VALUES (?, ?, ?, ?)", (now, user, action, urn))
+                self._exec("INSERT INTO audit (at, username, action, urn) VALUES (?, ?, ?, ?)",
+                           (now, user, action, urn))
             for uid in memories:
                 self._exec("UPDATE memories SET writer = ? WHERE uid = ? AND writer IS NULL", (user, uid))
             for oid in observations:
@@ -97,9 +98,10 @@ class TeamRows(Connection):
         where = ["id > ?"]
         params: list[Any] = [after]
         if user:
-            where.append("user = ?")
+            where.append("username = ?")
             params.append(user)
         params.append(limit)
-        rows = self._query(f"SELECT id, at, user, action, urn FROM audit WHERE {' AND '.join(where)} "
+        rows = self._query(f"SELECT id, at, username, action, urn FROM audit WHERE {' AND '.join(where)} "
                            "ORDER BY id LIMIT ?", params)
-        return [dict(r) for r in rows]
+        return [{"id": r["id"], "at": r["at"], "user": r["username"], "action": r["action"], "urn": r["urn"]}
+                for r in rows]
