@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo bench-context bench-team faults docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-team faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,10 @@ bench-core: setup
 bench-hooks: setup
 	$(BIN)/python bench/hooks.py
 
+# The same on an SQLCipher-encrypted database (raw 256-bit key; docs/encryption.md).
+bench-hooks-encrypted: setup
+	$(BIN)/python bench/hooks.py --encrypted raw
+
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
 
@@ -61,7 +65,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp bench-http bench-claude-mem
+.PHONY: conformance bench-mcp bench-http bench-claude-mem bench-consolidate
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup
@@ -78,3 +82,6 @@ bench-http: setup
 # claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
 bench-claude-mem: setup
 	$(BIN)/python bench/claude_mem_ops.py
+# Precision and recall of `nmem consolidate`'s merges on a generated corpus with planted duplicates.
+bench-consolidate: setup
+	$(BIN)/python bench/consolidate.py

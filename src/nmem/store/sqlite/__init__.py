@@ -11,6 +11,7 @@
     sync.py        sync bookkeeping and change tokens
     vectors.py     vectors for the optional embeddings
     team.py        the team server's users, tokens, audit trail and writers
+    lifecycle.py   tiers, retention sweeps, consolidation runs and their undo log
     schema.py      the numbered migrations; files.py: the file's identity and permissions;
     errors.py      SQLite result codes as nmem's storage errors
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from nmem.store.sqlite.connection import SPOOL_MARK_DAYS, exp_decay
 from nmem.store.sqlite.context import ContextReads
+from nmem.store.sqlite.lifecycle import LifecycleRows
 from nmem.store.sqlite.memories import MemoryRows
 from nmem.store.sqlite.navigation import NavigationReads
 from nmem.store.sqlite.search import SearchReads
@@ -31,6 +33,6 @@ __all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay"]
 
 
 class SqliteStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
-                  TeamRows):
+                  LifecycleRows, TeamRows):
     """The Store protocol on one SQLite file (see nmem.store.protocol)."""
 

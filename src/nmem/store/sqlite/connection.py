@@ -8,12 +8,12 @@ uses, and `datetime` with them, ~2 ms), nmem's JSON codec, and no typing at run 
 
 from __future__ import annotations
 
-import _sqlite3 as sqlite3
 import math
 import os
 import time
 
 from nmem.errors import (
+    EncryptionError,
     ForeignDatabase,
     QuerySyntaxError,
     StorageError,
@@ -22,13 +22,21 @@ from nmem.errors import (
     StoreUnavailable,
 )
 from nmem.models import Session
+from nmem.store.sqlite import driver
 from nmem.store.sqlite.errors import is_locked, result_code, storage_error
 from nmem.store.sqlite.files import (
     APPLICATION_ID,
     NEW,
+    SQLITE_MAGIC,
+    UNMARKED,
+    classify_header,
     file_uri,
-    identify,
+    inspect_unmarked,
+    judge,
+    look_inside,
+    looks_encrypted,
     make_private,
+    read_header,
     read_only_query,
     read_only_reason,
 )
@@ -37,8 +45,11 @@ from nmem.sync import oplog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import _sqlite3 as sqlite3
     from collections.abc import Sequence
     from typing import Any
+
+    from nmem.keys import DatabaseKey
 
 
 LN2 = math.log(2)
@@ -84,7 +95,7 @@ def varint(data: bytes, pos: int) -> tuple[int, int]:
     return value, pos
 
 
-def _fts_error(exc: sqlite3.Error) -> QuerySyntaxError | None:
+def _fts_error(exc: BaseException) -> QuerySyntaxError | None:
     text = str(exc)
     markers = ("fts5", "syntax error", "unterminated string", "no such column", "unknown special query")
     if any(m in text for m in markers):
@@ -95,8 +106,12 @@ def _fts_error(exc: sqlite3.Error) -> QuerySyntaxError | None:
 class Connection:
     """The engine's connections and transactions; the other parts of SqliteStore build on it."""
 
-    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
+    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
+                 key: DatabaseKey | None = None) -> None:
         self.path = os.path.expanduser(path)
+        self.key = key
+        self.encrypted = False   # set by _identify: SQLCipher with `key`, else the standard library
+        self._db = driver.plain()
         self.url = f"sqlite:///{self.path}"
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
@@ -114,7 +129,7 @@ class Connection:
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (fts, term) -> (rows, docs then)
         if readonly and not os.path.exists(self.path):
             raise StorageError(f"database does not exist: {self.path}")
-        state = identify(self.path, tables_at)  # refuses another application's file before any write
+        state = self._identify()  # refuses another application's file (or a wrong key) before any write
         reason = read_only_reason(self.path)
         if reason is not None:
             # A read-only file, directory or file system still serves reads; writes say why not.
@@ -134,6 +149,46 @@ class Connection:
 
     # -- connections -------------------------------------------------------------------
 
+    def _identify(self) -> str:
+        """NEW or NMEM, choosing the library: a plain SQLite file opens plain (a key may be set
+        before `nmem encrypt`), a new file with a key is created encrypted, and a file without
+        the SQLite header is opened with the key and must then show nmem's mark or tables."""
+        head = read_header(self.path)
+        if head.startswith(SQLITE_MAGIC) or (head and self.key is None):
+            if self.key is None and looks_encrypted(self.path, head):
+                raise EncryptionError(
+                    f"{self.path} has no SQLite header: it is an encrypted database (or not a database at all); "
+                    "set its key (NMEM_KEY, encryption.key_file or encryption.keyring, see docs/encryption.md)")
+            state = classify_header(self.path, head)
+            return inspect_unmarked(self.path, tables_at) if state == UNMARKED else state
+        if self.key is None:
+            return NEW
+        self._db = driver.cipher()
+        self.encrypted = True
+        if not head:
+            return NEW
+        try:
+            conn = self._db.connect(file_uri(self.path, read_only_query(self.path)), uri=True,
+                                    isolation_level=None)
+            try:
+                driver.apply_key(conn, self.key.value)
+                found = look_inside(conn)
+            finally:
+                conn.close()
+        except driver.DATABASE_ERRORS as exc:
+            if result_code(exc) in (26, 11):  # SQLITE_NOTADB, SQLITE_CORRUPT: the key does not decrypt it
+                raise EncryptionError(
+                    f"cannot open {self.path} with the key from {self.key.source}: the key is wrong, "
+                    "or the file is not an nmem database") from exc
+            raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
+        return judge(self.path, *found, tables_at)
+
+    def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
+        conn = self._db.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
+        if self.key is not None and self.encrypted:
+            driver.apply_key(conn, self.key.value)
+        return conn  # type: ignore[no-any-return]
+
     def _check_readable(self, state: str) -> None:
         """A read-only store reads the latest schema: an older file is upgraded first (the one
         write a read-only open makes) when nmem may write it; a newer one is refused."""
@@ -151,7 +206,7 @@ class Connection:
             what = "is empty" if version == 0 else f"is at schema v{version}, older than this nmem's v{LATEST_VERSION}"
             raise StoreReadOnly(f"database {self.path} {what} and read-only ({self._read_only_reason}): "
                                 "open it once with write access so nmem can set it up")
-        Connection(self.path, busy_timeout_ms=self.busy_timeout_ms).close(checkpoint=False)  # migrates
+        Connection(self.path, busy_timeout_ms=self.busy_timeout_ms, key=self.key).close(checkpoint=False)  # migrates
 
     def _prepare_files(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
@@ -165,7 +220,7 @@ class Connection:
             raise StoreUnavailable(f"cannot create database {self.path}: {exc.strerror}") from exc
 
     def _configure(self, conn: sqlite3.Connection, writer: bool) -> None:
-        conn.row_factory = sqlite3.Row
+        conn.row_factory = self._db.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA temp_store = MEMORY")
         if writer:
@@ -178,7 +233,7 @@ class Connection:
         conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
         try:
             conn.execute("SELECT exp(0.0)")
-        except sqlite3.OperationalError:  # an SQLite built without math functions
+        except driver.OPERATIONAL:  # an SQLite built without math functions
             conn.create_function("exp", 1, math.exp, deterministic=True)
 
     def _writer(self) -> sqlite3.Connection:
@@ -188,9 +243,9 @@ class Connection:
             raise StoreReadOnly("store opened read-only")
         if self._w is None:
             try:
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                conn = self._connect(self.path)
                 self._configure(conn, writer=True)
-            except sqlite3.Error as exc:
+            except driver.ERRORS as exc:
                 raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
             self._w = conn
         return self._w
@@ -199,9 +254,9 @@ class Connection:
         if self._r is None:
             uri = file_uri(self.path, self._reader_query)
             try:
-                conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                conn = self._connect(uri, uri=True)
                 self._configure(conn, writer=False)
-            except sqlite3.Error as exc:
+            except driver.ERRORS as exc:
                 raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
             self._r = conn
         return self._r
@@ -215,7 +270,7 @@ class Connection:
                 try:
                     self._w.execute("PRAGMA busy_timeout = 100")
                     self._w.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                except sqlite3.Error:
+                except driver.ERRORS:
                     pass  # another connection is active; the next clean close folds the WAL
             self._w.close()
             self._w = None
@@ -233,7 +288,7 @@ class Connection:
             return
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
+        except driver.ERRORS as exc:
             if is_locked(exc):
                 raise StoreBusy(f"database is busy (waited {self.busy_timeout_ms} ms)") from exc
             raise storage_error(exc, self.path, "cannot start a write") from exc
@@ -250,7 +305,7 @@ class Connection:
             return
         try:
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except driver.ERRORS as exc:
             self._rollback(conn)
             raise storage_error(exc, self.path, "cannot commit") from exc
 
@@ -262,7 +317,7 @@ class Connection:
             return
         try:
             conn.execute("ROLLBACK")
-        except sqlite3.Error:
+        except driver.ERRORS:
             conn.close()
             self._w = None
 
@@ -270,7 +325,7 @@ class Connection:
         conn = self._w if self._w is not None else self._reader()
         try:
             return int(conn.execute("PRAGMA user_version").fetchone()[0])
-        except sqlite3.Error as exc:
+        except driver.ERRORS as exc:
             raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
 
     def _migrate(self, conn: sqlite3.Connection, target: int = LATEST_VERSION) -> None:
@@ -298,7 +353,7 @@ class Connection:
                         conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {step}")
             self._ensure_wal(conn)
-        except sqlite3.Error as exc:
+        except driver.ERRORS as exc:
             raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
 
     def _mark(self, conn: sqlite3.Connection) -> None:
@@ -317,7 +372,7 @@ class Connection:
         while True:
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            except sqlite3.OperationalError as exc:
+            except driver.OPERATIONAL as exc:
                 if not is_locked(exc) or time.monotonic() > deadline:
                     raise
                 mode = None
@@ -345,7 +400,7 @@ class Connection:
             # Waits (busy timeout) for readers of older snapshots; if one stays, its pages are
             # zeroed already and the next clean close truncates the WAL.
             self._writer().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
+        except driver.ERRORS:
             pass  # the delete is committed; space comes back and the WAL folds on a later close
 
     def get_session(self, session_id: str) -> Session | None:
@@ -383,7 +438,7 @@ class Connection:
                 return conn.execute(sql, params)
             with self.transaction():
                 return conn.execute(sql, params)
-        except sqlite3.Error as exc:
+        except driver.ERRORS as exc:
             raise storage_error(exc, self.path) from exc
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
@@ -391,8 +446,8 @@ class Connection:
         conn = self._w if (self._depth and self._w is not None) else self._reader()
         try:
             return conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            if result_code(exc) == sqlite3.SQLITE_ERROR:
+        except driver.ERRORS as exc:
+            if result_code(exc) == 1:  # SQLITE_ERROR
                 fts = _fts_error(exc)
                 if fts is not None:
                     raise fts from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _sqlite3 as sqlite3
 import os
 
 from nmem.models import Memory, Observation, Prompt, Session
@@ -333,3 +334,20 @@ class ContextReads(Connection):
         """`ok`, or what SQLite's quick_check found wrong."""
         rows = self._query("PRAGMA quick_check")
         return "; ".join(str(r[0]) for r in rows) or "ok"
+
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index: `ok`, or how it disagrees with its table (FTS5's own
+        integrity-check, then indexed rows against table rows)."""
+        checks = {"observations_fts": "observations", "prompts_fts": "prompts", "memories_fts": "memories"}
+        out: dict[str, str] = {}
+        for fts, table in checks.items():
+            try:  # a command written as an INSERT: it needs the writer, and changes nothing
+                with self.transaction():
+                    self._writer().execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
+            except sqlite3.Error as exc:
+                out[fts] = f"integrity-check failed: {exc}"
+                continue
+            rows = self._query(f"SELECT (SELECT COUNT(*) FROM {table}), (SELECT COUNT(*) FROM {fts}_docsize)")
+            have, indexed = int(rows[0][0]), int(rows[0][1])
+            out[fts] = "ok" if have == indexed else f"{indexed} rows indexed, {have} in {table}"
+        return out

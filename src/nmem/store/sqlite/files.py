@@ -24,6 +24,7 @@ from nmem.store.sqlite.errors import storage_error
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 APPLICATION_ID = 0x6E6D656D  # b"nmem"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -97,16 +98,28 @@ def inspect_unmarked(path: str, nmem_tables: Callable[[int], frozenset[str] | No
     try:
         conn = sqlite3.connect(file_uri(path, read_only_query(path)), uri=True, isolation_level=None)
         try:
-            app = int(conn.execute("PRAGMA application_id").fetchone()[0])
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            tables = frozenset(str(r[0]) for r in conn.execute(
-                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
+            found = look_inside(conn)
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise storage_error(exc, path, f"cannot open database {path}") from exc
+    return judge(path, *found, nmem_tables)
+
+
+def look_inside(conn: Any) -> tuple[int, int, frozenset[str]]:
+    """application_id, user_version and table names, read on an open connection."""
+    app = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    tables = frozenset(str(r[0]) for r in conn.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
+    return app, version, tables
+
+
+def judge(path: str, app: int, version: int, tables: frozenset[str],
+          nmem_tables: Callable[[int], frozenset[str] | None]) -> str:
+    """NEW or NMEM from what `look_inside` read; ForeignDatabase for another application's file."""
     if app == APPLICATION_ID:
-        return NMEM  # marked in a transaction still in the WAL
+        return NMEM  # marked (possibly in a transaction still in the WAL)
     if app:
         raise _not_nmem(path, f"it belongs to another application (application_id {app:#010x})")
     if not tables:
@@ -122,6 +135,18 @@ def inspect_unmarked(path: str, nmem_tables: Callable[[int], frozenset[str] | No
         missing = ", ".join(sorted((expected or frozenset()) - tables)[:5])
         raise _not_nmem(path, f"its tables do not match nmem's schema v{version} (missing {missing})")
     return NMEM
+
+
+def looks_encrypted(path: str, head: bytes) -> bool:
+    """A file without the SQLite header that could be an SQLCipher database: whole pages of
+    bytes that look random (SQLCipher starts the file with its 16-byte salt)."""
+    if not head or head.startswith(SQLITE_MAGIC[:len(head)]) or len(head) < HEADER_BYTES:
+        return False
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    return size % 512 == 0 and len(set(head)) > 40  # text or zeros repeat; a salt and ciphertext do not
 
 
 def identify(path: str, nmem_tables: Callable[[int], frozenset[str] | None]) -> str:

@@ -103,6 +103,24 @@ class MemoryRows(Connection):
         ):
             yield Memory.from_row(row)
 
+    # -- curated memories by their integer row id (srvrmgr's `forget(id: integer)`) -----------
+
+    def memory_numbers(self, uids: Sequence[str]) -> dict[str, int]:
+        if not uids:
+            return {}
+        rows = self._query("SELECT uid, id FROM memories WHERE uid IN (SELECT value FROM json_each(?))",
+                           (json.dumps(list(uids)),))
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def memory_uid(self, number: int) -> str | None:
+        rows = self._query("SELECT uid FROM memories WHERE id = ?", (number,))
+        return str(rows[0][0]) if rows else None
+
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the full-text index holds the memory (its row in FTS5's docsize table)."""
+        return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
+                                "WHERE uid = ?)", (uid,)))
+
     # -- moving memory: exports read a snapshot, imports write whole rows --------------------
 
     def read_snapshot(self) -> Snapshot:

@@ -343,11 +343,39 @@ CREATE TABLE spooled_events (
 CREATE INDEX idx_spooled_events_time ON spooled_events(recorded_at);
 """
 
-# Step 13: the team server (nmem.team, docs/team.md). Users and their tokens (only a sha256 digest
+# Step 13: lifecycle (nmem.lifecycle, docs/lifecycle.md). `lifecycle_runs` is one row per
+# `nmem consolidate` (its report as JSON); `lifecycle_changes` keeps every memory a run changed as
+# it was before and after, so `consolidate --undo RUN` restores it; `lifecycle_state` holds when
+# tiers were last computed.
+_V13_LIFECYCLE = """
+CREATE TABLE lifecycle_runs (
+    id          INTEGER PRIMARY KEY,
+    kind        TEXT NOT NULL,
+    started_at  INTEGER NOT NULL,
+    finished_at INTEGER,
+    undone_at   INTEGER,
+    report      TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE lifecycle_changes (
+    id      INTEGER PRIMARY KEY,
+    run_id  INTEGER NOT NULL REFERENCES lifecycle_runs(id),
+    uid     TEXT NOT NULL,
+    action  TEXT NOT NULL,
+    before  TEXT,
+    after   TEXT
+);
+CREATE INDEX idx_lifecycle_changes_run ON lifecycle_changes(run_id);
+CREATE TABLE lifecycle_state (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+# Step 14: the team server (nmem.team, docs/team.md). Users and their tokens (only a sha256 digest
 # of each token is kept), an audit trail of writes and forgets, and who wrote each memory and
 # observation (NULL in single-user mode, where nobody signs in). `username`, not `user`, which
 # PostgreSQL reserves.
-_V13_TEAM = """
+_V14_TEAM = """
 CREATE TABLE team_users (
     id         INTEGER PRIMARY KEY,
     name       TEXT NOT NULL UNIQUE,
@@ -376,7 +404,7 @@ ALTER TABLE observations ADD COLUMN writer TEXT;
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
                                _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS,
-                               _V13_TEAM)
+                               _V13_LIFECYCLE, _V14_TEAM)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import _sqlite3 as sqlite3
-
 from nmem import jsonlite as json
 from nmem.store import (
     FileMark,
     OutboxOp,
 )
+from nmem.store.sqlite import driver
 from nmem.store.sqlite.connection import Connection
 from nmem.store.sqlite.errors import storage_error
 from nmem.sync import oplog
@@ -123,7 +122,7 @@ class SyncRows(Connection):
         """Changes whenever any connection (another process included) commits to the database."""
         try:
             return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
-        except sqlite3.Error as exc:
+        except driver.ERRORS as exc:
             raise storage_error(exc, self.path) from exc
 
     def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]:

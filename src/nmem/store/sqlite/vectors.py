@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import _sqlite3 as sqlite3
-
 from nmem.store import (
     SearchFilters,
 )
+from nmem.store.sqlite import driver
 from nmem.store.sqlite.connection import Connection
 from nmem.store.sqlite.errors import storage_error
 from nmem.store.sqlite.filters import memory_filters, observation_filters, prompt_filters
@@ -57,7 +56,7 @@ class VectorRows(Connection):
                 self._writer().executemany(
                     "INSERT OR REPLACE INTO vectors (kind, row_id, model, dim, vec) VALUES (?, ?, ?, ?, ?)",
                     [(kind, row_id, model, dim, blob) for row_id, blob in rows])
-            except sqlite3.Error as exc:
+            except driver.ERRORS as exc:
                 raise storage_error(exc, self.path) from exc
 
     def get_vectors(self, kind: str, model: str, ids: Sequence[int | str]) -> dict[int | str, bytes]:
