@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context faults docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-team faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,11 @@ bench-quick: setup
 # the importer; the next SessionStart block's tokens, rows and checks.
 bench-context: setup
 	$(BIN)/python bench/context_replay.py
+
+# The team server on loopback: 50 concurrent writers posting hook events and 200 concurrent searches;
+# p50/p99 per operation, lost / duplicated / errors (docs/team.md). `--writers hooks` uses real hook processes.
+bench-team: setup
+	$(BIN)/python bench/team.py
 
 # SIGKILLs during hook writes and imports, 16 hooks draining 2,000 spooled events: a table of lost / duplicated / errors.
 faults: setup

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,21 @@ def test_user_prompt_with_marker_imports_only_stdlib_and_nmem(tmp_path: Path, st
                     prompt="[learned] WAL readers never block the writer")
     done, modules = importtime(["-m", "nmem", "record"], json.dumps(payload), hook_env(home))
     assert done.returncode == 0, done.stderr[-2000:]
+    check_hook_imports(modules, startup_modules)
+
+
+def test_remote_record_imports_only_stdlib_and_nmem(tmp_path: Path, startup_modules: set[str]) -> None:
+    """`nmem record --remote URL` with nothing listening: http.client is tried, the event spooled."""
+    home = tmp_path / "home"
+    payload = event("UserPromptSubmit", "imports-4", "/home/dev/code/imports-demo", prompt="sent to a team server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done, modules = importtime(["-m", "nmem", "record", "--remote", f"http://127.0.0.1:{port}"],
+                               json.dumps(payload), hook_env(home))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "nmem.remote" in modules and "http.client" in modules
+    assert list((home / "spool" / "remote").rglob("*.json")), "the event was not kept for later"
     check_hook_imports(modules, startup_modules)
 
 

@@ -129,6 +129,13 @@ SETTINGS: tuple[Setting, ...] = (
             "The longest a hook waits for a locked database, in all: opening it, storing events left in the "
             "spool and storing its own share this one deadline. Then the hook spools its event for a later "
             "hook and exits 0, so it returns within this budget plus its own work (tens of ms)."),
+    Setting("hooks.remote_url", str, "", "NMEM_REMOTE_URL",
+            "A team server (`http://host:port`) hooks send their events to instead of the local database, as "
+            "`nmem record --remote URL` does; events it cannot take in `hooks.busy_budget_ms` wait in the spool "
+            "and a later hook sends them, oldest first, each stored once (docs/team.md)."),
+    Setting("hooks.remote_token", str, "", "NMEM_REMOTE_TOKEN",
+            "The user's token (`nmem token create USER` on the server) remote hooks send as a bearer.",
+            secret=True),
     Setting("mcp.tools", str, "nmem", "NMEM_MCP_TOOLS",
             "Tools the MCP server exposes: `nmem` (nmem's own), `core` (search, get_observations, get, timeline, "
             "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "

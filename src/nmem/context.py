@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 
+from nmem.access import visible
 from nmem.capture.project import project_root
 from nmem.capture.summary import framing_prompts, summarize
 from nmem.errors import NmemError
@@ -429,7 +430,7 @@ def _memory_line(memory: Memory) -> str:
 def _memories(store: Store, project: str, lead: Session | None, limit: int) -> tuple[Section | None, int, int]:
     """Curated memories first (pinned, then by namespace, newest first), then at most one
     automatic checkpoint: the newest of the lead session, valued below every curated one."""
-    chosen = sorted(store.curated_memories(project, max(limit * 4, 20)), key=_memory_rank)[:limit]
+    chosen = sorted(visible(store, store.curated_memories(project, max(limit * 4, 20))), key=_memory_rank)[:limit]
     rows = [Row(_memory_line(m), (1.0 if m.is_pinned else 0.9) - i * 0.01) for i, m in enumerate(chosen)]
     checkpoint = store.latest_checkpoint(project, lead.id) if lead else None
     if checkpoint is not None:

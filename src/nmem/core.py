@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+from nmem import access
 from nmem import jsonlite as json
 from nmem.capture import events as ev
 from nmem.capture.privacy import redact_url, scrub
@@ -18,7 +19,17 @@ from nmem.config import Settings, load_settings, matches_any
 from nmem.errors import ContentBlocked, Disabled, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
 from nmem.keys import database_key
-from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain, urn_parts
+from nmem.models import (
+    NAMESPACES,
+    OBS_TYPES,
+    TIERS,
+    Memory,
+    observation_urn,
+    preview,
+    project_domain,
+    prompt_urn,
+    urn_parts,
+)
 from nmem.store import NewMemory, open_store
 from nmem.timeutil import MAX_AGE
 
@@ -193,8 +204,32 @@ class CoreService:
                 # a session of an opted-out project, resumed from elsewhere: still that project's
                 return RecordOutcome(event.session_id, project, skipped="disabled")
             outcome = Recorder(self.store, self.settings, self.remember, reasoning).record(event, known)
+            self._attribute_event(outcome)
         self._session_projects[event.session_id] = known  # only once committed
         return outcome
+
+    def _attribute_event(self, outcome: RecordOutcome) -> None:
+        """On a team server: the event's writer and its audit rows, in the event's transaction."""
+        viewer = access.current()
+        if viewer is None:
+            return
+        writes: list[tuple[str, str]] = []
+        if outcome.observation_id is not None:
+            writes.append(("record", observation_urn(outcome.project, outcome.observation_id)))
+        if outcome.prompt_id is not None:
+            writes.append(("record", prompt_urn(outcome.project, outcome.prompt_id)))
+        writes.extend(("remember", m.urn) for m in outcome.memories)
+        if writes:
+            self.store.record_writes(  # type: ignore[attr-defined]
+                viewer.name, self.now(), writes, memories=[m.id for m in outcome.memories],
+                observations=[outcome.observation_id] if outcome.observation_id is not None else [])
+
+    def _audit(self, action: str, memory: Memory, written: bool = False) -> None:
+        """On a team server: an audit row for a memory write (and its writer, when `written`)."""
+        viewer = access.current()
+        if viewer is not None:
+            self.store.record_writes(  # type: ignore[attr-defined]
+                viewer.name, self.now(), [(action, memory.urn)], memories=[memory.id] if written else [])
 
     def _transcript_reasoning(self, event: ev.HookEvent) -> list[str]:
         if event.kind != ev.STOP or not self.settings["capture.read_transcript"]:
@@ -274,12 +309,16 @@ class CoreService:
             raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
         target = self._domain(domain, project)
         self.check_writable(target, project)
-        return self.store.insert_memory(NewMemory(
+        new = NewMemory(
             uid=new_uid(self.clock()), domain=target,
             namespace=self._namespace(namespace), summary=title, content=body,
             timestamp=at if at is not None else self.now(), tags=_tags(tags), source=source,
             relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
-        ))
+        )
+        with self.store.transaction():
+            memory = self.store.insert_memory(new)
+            self._audit("remember", memory, written=True)
+        return memory
 
     def memory_ref(self, ref: str | int) -> str:
         """A memory's id or URN; an integer (or digits shorter than an id) is its row number."""
@@ -303,7 +342,8 @@ class CoreService:
         named = parts if parts is not None and len(parts) == 3 else None
         memory = self.store.get_memory(named[2] if named else ref)
         if memory is None or memory.deleted_at is not None or (
-                named and named != [memory.domain, memory.namespace, memory.id]):
+                named and named != [memory.domain, memory.namespace, memory.id]) \
+                or access.hidden_memories(self.store, [memory]):
             raise NotFound(f"memory not found: {ref}")
         return memory
 
@@ -338,9 +378,11 @@ class CoreService:
             fields["tier"] = tier
         if not fields:
             raise InvalidArgument("nothing to update: give content, summary, namespace, tags, tier or relates_to")
-        updated = self.store.update_memory(uid, fields, self.now())
-        if updated is None:
-            raise NotFound(f"memory not found: {ref}")
+        with self.store.transaction():
+            updated = self.store.update_memory(uid, fields, self.now())
+            if updated is None:
+                raise NotFound(f"memory not found: {ref}")
+            self._audit("update", updated)
         return updated
 
     def forget(self, ref: str | int) -> Memory:
@@ -350,7 +392,9 @@ class CoreService:
             memory = self.get_memory(self.memory_ref(ref))
         except NotFound:
             raise NotFound(f"memory not found: {str(ref).strip()}") from None  # as asked, not the id behind it
+        # Not one transaction with the audit row: the tombstone scrubs the freed pages after its commit.
         self.store.tombstone_memory(memory.id, self.now())
+        self._audit("forget", memory)
         return memory
 
     def merge_memory(self, incoming: Memory) -> str:
@@ -422,7 +466,9 @@ class CoreService:
             return {"kind": "observation", "id": obs_id, "is_pinned": pinned}
         memory = self.get_memory(text)
         self.check_writable(memory.domain)
-        self.store.update_memory(memory.id, {"is_pinned": pinned}, self.now())
+        with self.store.transaction():
+            self.store.update_memory(memory.id, {"is_pinned": pinned}, self.now())
+            self._audit("pin" if pinned else "unpin", memory)
         return {"kind": "memory", "id": memory.id, "urn": memory.urn, "is_pinned": pinned}
 
     def purge(self, *, ids: Sequence[int | str] = (), obs_type: str | Sequence[str] | None = None,

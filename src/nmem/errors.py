@@ -190,6 +190,14 @@ class Disabled(NmemError):
     kind = "disabled"
 
 
+class Forbidden(NmemError):
+    """The signed-in user may not do this on a team server (an admin's task)."""
+
+    http_status = 403
+    exit_code = 3
+    kind = "forbidden"
+
+
 ALL_ERRORS: tuple[type[NmemError], ...] = (
     NmemError,
     InvalidArgument,
@@ -212,4 +220,5 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     ContentBlocked,
     InternalError,
     Disabled,
+    Forbidden,
 )

@@ -9,6 +9,9 @@ A database that fails (foreign, corrupt, read-only, disk full) keeps the event i
 logs an ERROR and exits 4 with one line on stderr, which Claude Code shows without blocking; a
 SessionStart still prints what it can read.
 
+With `--remote URL` (or `hooks.remote_url`) the event goes to a team server instead
+(`nmem.remote`), spooled under `<data dir>/spool/remote/` while the server cannot take it.
+
 A database that stays locked is waited for once per run, at most `hooks.busy_budget_ms` in
 all (see `Deadline`); past that the event goes to `<data dir>/spool/` and a later run stores
 it. Spooled events are stored oldest first, each exactly once, however many hooks drain the
@@ -38,7 +41,8 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-USAGE = "usage: nmem record  |  nmem hook <event> [--input FILE] [--output FILE]  (hook JSON on stdin)"
+USAGE = ("usage: nmem record [--remote URL]  |  nmem hook <event> [--input FILE] [--output FILE] [--remote URL]"
+         "  (hook JSON on stdin)")
 SPOOL_BATCH = 200
 TRY_MS = 100               # the longest single wait for the write lock; a budget is spent in such tries
 STALE_CLAIM_SECONDS = 600  # a claim this old belongs to no live hook, whatever its pid says now
@@ -140,8 +144,9 @@ def _traceback(exc: BaseException) -> str:
     return "\n".join(lines)
 
 
-def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
-    """(event override, input file, output file) from `record` / `hook <event>` arguments."""
+def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | None]:
+    """(event override, input file, output file, remote server URL) from `record` / `hook <event>`
+    arguments."""
     if not argv or argv[0] not in ("record", "hook"):
         raise InvalidArgument(USAGE)
     event: str | None = None
@@ -151,19 +156,21 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
             raise InvalidArgument(USAGE)
         event = HOOK_ALIASES.get(rest[0], rest[0])
         rest = rest[1:]
-    input_file = output_file = None
+    input_file = output_file = remote = None
     while rest:
         flag = rest.pop(0)
-        if flag in ("--input", "--output") and rest:
+        if flag in ("--input", "--output", "--remote") and rest:
             if flag == "--input":
                 input_file = rest.pop(0)
-            else:
+            elif flag == "--output":
                 output_file = rest.pop(0)
+            else:
+                remote = rest.pop(0)
         elif flag in ("-h", "--help"):
             raise InvalidArgument(USAGE)
         else:
             raise InvalidArgument(f"unexpected argument {flag!r}; {USAGE}")
-    return event, input_file, output_file
+    return event, input_file, output_file, remote
 
 
 def _spool(settings: Settings, payload: dict[str, Any]) -> str:
@@ -312,15 +319,19 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
     settings: Settings | None = None
     try:
         settings = load_settings(env)
-        event_override, input_file, output_file = _parse_args(argv)
+        event_override, input_file, output_file, remote = _parse_args(argv)
         payload = _read_payload(stdin, input_file)
         if event_override and isinstance(payload, dict):
             payload.setdefault("hook_event_name", event_override)
         event = parse(payload)
         if not settings["memory.enabled"]:
             return 0
+        remote = remote or str(settings["hooks.remote_url"])
         try:
-            output, failure = _record(settings, payload, event)
+            if remote:
+                output, failure = _record_remote(settings, payload, event, remote)
+            else:
+                output, failure = _record(settings, payload, event)
         except RecursionError:  # scrubbing and storing walk the input as deep as it goes
             raise InvalidArgument("hook input is nested too deeply to store") from None
         if output:
@@ -408,6 +419,18 @@ def _record(settings: Settings, payload: dict[str, Any],
         # it. A process that skipped this (os._exit) would leave the WAL for the next hook to
         # recover, reading all of it, and never reset it: hooks slowed as the WAL grew.
         service.close(checkpoint=False)
+
+
+def _record_remote(settings: Settings, payload: dict[str, Any], event: ev.HookEvent,
+                   url: str) -> tuple[str, StorageError | None]:
+    """Send the event to a team server (nmem.remote); a SessionStart prints the block it answers."""
+    from nmem import remote  # only remote hooks load http.client
+
+    answer, failure = remote.record(settings, payload, event, url, HookLog(settings))
+    context = str((answer or {}).get("context") or "")
+    if event.kind == ev.SESSION_START and context:
+        return _hook_output(settings, event.hook_event_name, context), failure
+    return "", failure
 
 
 def _needs_user(exc: StorageError) -> StorageError | None:

@@ -6,10 +6,12 @@ import json
 import logging
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import click
 
+from nmem import team
 from nmem.cli.app import State, note, pass_state
 from nmem.cli.params import Integer
 from nmem.config import Settings
@@ -45,7 +47,8 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     """
     settings = state.settings
     # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
-    endpoint = _endpoint(settings, host, port, token) if transport == "http" else None
+    endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store)) \
+        if transport == "http" else None
 
     # The SDK takes ~1 s to import; only this command pays for it, not every `nmem` run.
     import anyio
@@ -88,14 +91,16 @@ class Endpoint(NamedTuple):
     sockets: list[socket.socket]
 
 
-def _endpoint(settings: Settings, host: str | None, port: int | None, token: str | None) -> Endpoint:
-    """The HTTP transport's address, token and limits, its sockets already listening."""
+def _endpoint(settings: Settings, host: str | None, port: int | None, token: str | None,
+              has_users: Callable[[], bool] = lambda: False) -> Endpoint:
+    """The HTTP transport's address, token and limits, its sockets already listening. A team
+    server (users exist) may listen beyond loopback without a token: its users' tokens guard it."""
     bind = host or str(settings["mcp.host"])
     listen_port = port if port is not None else int(settings["mcp.port"])
     if not 0 < listen_port < 65536:
         raise ConfigError(f"mcp.port: {listen_port} is not a port (1-65535)")
     secret = token or str(settings["http.token"]) or str(settings["mcp.token"]) or None
-    if not is_loopback(bind) and not secret:
+    if not is_loopback(bind) and not secret and not has_users():
         raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_HTTP_TOKEN "
                           "(or NMEM_MCP_TOKEN)")
     limits = Limits.from_settings(settings)

@@ -14,6 +14,7 @@ through `request.app.state.nmem` (a `Context`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -27,10 +28,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from nmem import __version__
+from nmem import __version__, team
 from nmem.config import Settings
 from nmem.errors import InvalidArgument, NmemError, NotFound, StorageError
 from nmem.http import openapi
+from nmem.http import team as team_api
 from nmem.http.openapi import endpoints
 from nmem.http.routing import Context, error_response, json_response, routes
 from nmem.http.security import MCP_PATH, Guard, Policy, login
@@ -63,17 +65,23 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
                token: str | None = None, project: str | None = None, tools: str | None = None,
                limits: Limits | None = None, routes_extra: Sequence[BaseRoute] = ()) -> NmemApp:
     """The HTTP app for `settings`: bound to `host` (the `mcp.host` setting by default), with
-    `token` (else `http.token`, else `mcp.token`). Opens the service from the settings unless
-    given one (then the caller closes it). A non-loopback host without a token is a ConfigError."""
+    `token` (else `http.token`, else `mcp.token`); once the store has users (`nmem user add`),
+    every request needs one user's token instead (nmem.team). Opens the service from the
+    settings unless given one (then the caller closes it). A non-loopback host without a token is a ConfigError."""
     bind = host or str(settings["mcp.host"])
     secret = token or str(settings["http.token"]) or str(settings["mcp.token"]) or None
     limits = limits or Limits.from_settings(settings)
-    policy = Policy.for_bind(
-        bind, token=secret,
+    policy_for = functools.partial(Policy.for_bind, bind, token=secret,
         allowed_hosts=(*settings["http.allowed_hosts"], *settings["mcp.allowed_hosts"]),
         cors_origins=(*settings["http.cors_origins"], *settings["mcp.cors_origins"]), limits=limits)
     owned = service is None
     svc = service if service is not None else Service.open(settings)
+    try:
+        policy = policy_for(users=team.active(svc.store))
+    except Exception:
+        if owned:
+            svc.close()
+        raise
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     context = Context(svc, project or current_project(svc), cwd)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),
@@ -116,7 +124,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         HTTPException: _http_error, Exception: _unexpected})
     starlette.state.nmem = context
     exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
-    return NmemApp(starlette, Guard(starlette, policy, exempt), context, mcp)
+    return NmemApp(starlette, Guard(starlette, policy, exempt, team_api.TeamAuth(svc.store)), context, mcp)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -127,3 +127,30 @@ class MemoryChanges(Body):
     tags: list[str] | None = None
     tier: Tier | None = None
     relates_to: list[str] | None = None
+
+
+class RemoteEvent(Body):
+    key: str = Field(pattern=r"^[A-Za-z0-9_.-]{8,128}$",
+                     description="The event's idempotency key: a retry with the same key stores nothing twice.")
+    event: dict[str, object] = Field(description="The hook's JSON input, as Claude Code gave it.")
+    received_at: Annotated[int, Field(ge=0, le=INT64_MAX)] | None = Field(
+        None, description="When the hook received it (epoch seconds); default now.")
+
+
+class AuditParams(Params):
+    user: str | None = Field(None, description="Only this user's rows (a non-admin always reads their own).")
+    after: Skip = Field(0, description="Rows after this audit id (paging).")
+    limit: Count = 100
+
+
+class NewUser(Body):
+    name: str
+    admin: bool = False
+
+
+class UserPath(Params):
+    name: str
+
+
+class TokenPath(Params):
+    target: str = Field(description="A token id (`nmem token list`) or a user name (all of their tokens).")

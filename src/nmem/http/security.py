@@ -6,7 +6,9 @@ In order, for each request (and WebSocket handshake):
 2. A CORS **preflight** from a configured origin: 204 with the CORS headers; no origin is
    configured by default, so no CORS header is ever sent.
 3. **Token** (when set; always beyond loopback): `Authorization: Bearer <token>` or the
-   cookie `/login?token=` sets, else 401. `/health` and `/login` need none.
+   cookie `/login?token=` sets, else 401. `/health` and `/login` need none. On a team server
+   (users exist, nmem.team) it is one user's token as a bearer, looked up on every request;
+   the request then acts for that user (`nmem.access.acting_as`).
 4. **CSRF**, for every method but GET/HEAD/OPTIONS: an `Origin` header must be this server's
    own origin or a configured one (403 otherwise); and outside `/mcp` the request must carry
    a header no cross-site form can send: `Authorization` or `X-Nmem-CSRF` (403 otherwise).
@@ -25,13 +27,14 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from nmem.access import SCOPE_KEY, Viewer, acting_as
 from nmem.errors import ConfigError
 from nmem.mcp.listening import Limits, is_loopback
 
@@ -52,6 +55,13 @@ RESPONSE_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"x-frame-options"
 CLOSE = {"connection": "close"}
 
 
+class Users(Protocol):
+    """A team server's users (nmem.http.team.TeamAuth)."""
+
+    def active(self) -> bool: ...
+    def viewer(self, headers: dict[str, str]) -> Viewer | None: ...
+
+
 @dataclass(frozen=True)
 class Policy:
     """Who may talk to the server: what `Guard` enforces."""
@@ -63,16 +73,17 @@ class Policy:
 
     @classmethod
     def for_bind(cls, host: str, *, token: str | None, allowed_hosts: tuple[str, ...] = (),
-                 cors_origins: tuple[str, ...] = (), limits: Limits | None = None) -> Policy:
-        """The policy for a server bound to `host`; refuses a non-loopback bind without a token."""
-        if not is_loopback(host) and not token:
+                 cors_origins: tuple[str, ...] = (), limits: Limits | None = None, users: bool = False) -> Policy:
+        """The policy for a server bound to `host`; refuses a non-loopback bind without a token
+        (the users' tokens of a team server count)."""
+        if not is_loopback(host) and not token and not users:
             raise ConfigError(f"refusing to listen on {host} without a token: pass --token or set NMEM_HTTP_TOKEN")
         hosts = {*LOOPBACK_HOSTS, *(h.strip().lower() for h in allowed_hosts if h.strip())}
         if not is_loopback(host) and host not in ("0.0.0.0", "::"):
             hosts.add(f"[{host}]" if ":" in host else host)
         # Bound beyond loopback with a token, every request must prove itself, which a rebound page
         # cannot; the machine's names are unknowable here, so the Host check would only refuse them.
-        check = None if (token and not is_loopback(host) and not allowed_hosts) else frozenset(hosts)
+        check = None if ((token or users) and not is_loopback(host) and not allowed_hosts) else frozenset(hosts)
         return cls(token or None, check, tuple(cors_origins), limits or Limits())
 
     def cookie_value(self) -> str:
@@ -124,12 +135,23 @@ def refusal(status: int, kind: str, message: str, headers: dict[str, str] | None
 class Guard:
     """The ASGI middleware enforcing a `Policy` before the app sees a request."""
 
-    def __init__(self, app: ASGIApp, policy: Policy, header_exempt: frozenset[str] = frozenset((MCP_PATH,))) -> None:
+    def __init__(self, app: ASGIApp, policy: Policy, header_exempt: frozenset[str] = frozenset((MCP_PATH,)),
+                 users: Users | None = None) -> None:
         """`header_exempt`: paths whose unsafe requests need no CSRF header: `/mcp` and POSTs
-        that change nothing (claude-mem's batch read); the Origin check still applies."""
+        that change nothing (claude-mem's batch read); the Origin check still applies.
+        `users`: a team server's user check, which replaces the policy's token once users exist."""
         self.app = app
         self.policy = policy
         self.header_exempt = header_exempt
+        self.users = users
+
+    def _authorized(self, scope: Scope, headers: dict[str, str]) -> bool:
+        """The token check; on a team server the viewer found is kept in the scope."""
+        if self.users is not None and self.users.active():
+            viewer = self.users.viewer(headers)
+            scope[SCOPE_KEY] = viewer
+            return viewer is not None
+        return self.policy.authorized(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -148,7 +170,7 @@ class Guard:
         elif method == "OPTIONS" and cors:
             await Response(status_code=204, headers=cors)(scope, receive, send)
             return
-        elif path not in OPEN_PATHS and not policy.authorized(headers):
+        elif path not in OPEN_PATHS and not self._authorized(scope, headers):
             refused = refusal(401, "unauthorized", "a valid token is required (Authorization: Bearer <token>)",
                               {"WWW-Authenticate": 'Bearer realm="nmem"', **cors})
         elif scope["type"] == "websocket" and origin is not None and not (same_origin(origin, host) or cors):
@@ -174,7 +196,8 @@ class Guard:
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        with acting_as(scope.get(SCOPE_KEY)):
+            await self.app(scope, receive, send_with_headers)
 
     def _csrf(self, path: str, headers: dict[str, str], origin: str | None, host: str,
               cors: dict[str, str]) -> Response | None:

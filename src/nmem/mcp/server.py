@@ -30,6 +30,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from nmem import __version__
+from nmem.access import SCOPE_KEY, acting_as
+from nmem.access import current as current_viewer
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.mcp import prompts as prompt_specs
 from nmem.mcp import resources
@@ -108,6 +110,12 @@ class NmemServer:
         @wraps(handler)
         async def answer(ctx: ServerRequestContext[Any], params: Any) -> R:
             try:
+                # Over HTTP on a team server: act for the user whose token this request carried,
+                # not whoever opened the session (the SDK runs a session in one long task).
+                scope = getattr(ctx.request, "scope", None)
+                if isinstance(scope, dict) and SCOPE_KEY in scope:
+                    with acting_as(scope[SCOPE_KEY]):
+                        return await handler(ctx, params)
                 return await handler(ctx, params)
             except MCPError:
                 raise
@@ -225,6 +233,8 @@ class NmemServer:
             urn = resources.canonical(uri)
         except NotFound:
             raise InvalidArgument(f"not an nmem:// URN: {uri}") from None
+        if current_viewer() is not None and urn.startswith("nmem://user/"):
+            self.service.get_memory(urn)  # NotFound for another user's memory: its changes are not theirs to hear
         self.subscriptions.setdefault(urn, {})[key] = uri
         return types.EmptyResult()
 

@@ -10,6 +10,7 @@
     navigation.py  sessions by prefix and time, recorded paths, purge selections
     sync.py        sync bookkeeping and change tokens
     vectors.py     vectors for the optional embeddings
+    team.py        the team server's users, tokens, audit trail and writers
     lifecycle.py   tiers, retention sweeps, consolidation runs and their undo log
     schema.py      the numbered migrations; files.py: the file's identity and permissions;
     errors.py      SQLite result codes as nmem's storage errors
@@ -24,6 +25,7 @@ from nmem.store.sqlite.memories import MemoryRows
 from nmem.store.sqlite.navigation import NavigationReads
 from nmem.store.sqlite.search import SearchReads
 from nmem.store.sqlite.sync import SyncRows
+from nmem.store.sqlite.team import TeamRows
 from nmem.store.sqlite.trail import TrailWrites
 from nmem.store.sqlite.vectors import VectorRows
 
@@ -31,6 +33,6 @@ __all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay"]
 
 
 class SqliteStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
-                  LifecycleRows):
+                  LifecycleRows, TeamRows):
     """The Store protocol on one SQLite file (see nmem.store.protocol)."""
 

@@ -371,10 +371,40 @@ CREATE TABLE lifecycle_state (
 ) WITHOUT ROWID;
 """
 
+# Step 14: the team server (nmem.team, docs/team.md). Users and their tokens (only a sha256 digest
+# of each token is kept), an audit trail of writes and forgets, and who wrote each memory and
+# observation (NULL in single-user mode, where nobody signs in). `username`, not `user`, which
+# PostgreSQL reserves.
+_V14_TEAM = """
+CREATE TABLE team_users (
+    id         INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    is_admin   INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE team_tokens (
+    id         INTEGER PRIMARY KEY,
+    user_id    INTEGER NOT NULL REFERENCES team_users(id),
+    digest     TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE audit (
+    id       INTEGER PRIMARY KEY,
+    at       INTEGER NOT NULL,
+    username TEXT NOT NULL,
+    action   TEXT NOT NULL,
+    urn      TEXT NOT NULL
+);
+CREATE INDEX idx_audit_user ON audit(username, id);
+ALTER TABLE memories ADD COLUMN writer TEXT;
+ALTER TABLE observations ADD COLUMN writer TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
                                _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS,
-                               _V13_LIFECYCLE)
+                               _V13_LIFECYCLE, _V14_TEAM)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,267 @@
+"""The team server under load (`make bench-team`): one `nmem serve --transport http` on loopback,
+50 concurrent writers posting hook events and 200 concurrent searches, all at once.
+
+Writers are HTTP clients posting to `/api/v1/events` (`--writers http`, the default: one thread
+and one keep-alive connection each) or real `nmem record --remote` hook processes
+(`--writers hooks`). Each writer opens its own session and sends its prompts in order under
+its own user's token; searchers query `/api/v1/search` and `/api/v1/memories` as another user.
+
+Afterwards every event is looked for on the server: `lost` counts events that are not stored,
+`duplicated` events stored twice. Every event is then sent again with its key (a retry after a
+lost answer), which must store nothing. Errors are any non-2xx answer or a failed connection.
+Prints p50/p99 per operation.
+
+    .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+WRITERS = 50
+SEARCHERS = 200
+WORDS = ("deploy", "cache", "migration", "token", "index", "retry", "schema", "budget", "spool", "audit")
+
+
+def nmem(home: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> str:
+    done = subprocess.run([sys.executable, "-m", "nmem", *args], input=stdin, capture_output=True, text=True,
+                          env={**os.environ, "NMEM_HOME": str(home), **(env or {})}, check=False, timeout=120)
+    if done.returncode != 0:
+        raise SystemExit(f"nmem {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Client:
+    """One keep-alive connection; records each request's latency under its operation."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.token = token
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in (1, 2):
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                response = self.conn.getresponse()
+                text = response.read()
+                if response.getheader("connection", "").lower() == "close":
+                    self.conn.close()
+                return response.status, json.loads(text) if text else None
+            except (OSError, http.client.HTTPException):
+                self.conn.close()  # reconnect once (a keep-alive the server closed); a 2nd failure is an error
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def event(session: str, i: int, writer: int) -> dict[str, Any]:
+    if i == 0:
+        return {"hook_event_name": "SessionStart", "session_id": session, "cwd": f"/work/team/proj{writer % 5}",
+                "source": "startup", "transcript_path": ""}
+    word = WORDS[(writer + i) % len(WORDS)]
+    return {"hook_event_name": "UserPromptSubmit", "session_id": session, "cwd": f"/work/team/proj{writer % 5}",
+            "prompt": f"writer {writer} prompt {i} about the {word} path", "transcript_path": ""}
+
+
+class Results:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.latency: dict[str, list[float]] = {}
+        self.errors: list[str] = []
+
+    def add(self, op: str, seconds: float) -> None:
+        with self.lock:
+            self.latency.setdefault(op, []).append(seconds)
+
+    def error(self, what: str) -> None:
+        with self.lock:
+            self.errors.append(what)
+
+
+def http_writer(port: int, token: str, writer: int, events: int, keys: list[tuple[str, dict[str, Any]]],
+                results: Results, start: threading.Barrier) -> None:
+    client = Client(port, token)
+    session = f"bench-{writer}-{secrets.token_hex(4)}"
+    start.wait()
+    for i in range(events + 1):
+        key = f"w{writer}-{i}-{secrets.token_hex(8)}"
+        payload = event(session, i, writer)
+        began = time.perf_counter()
+        try:
+            status, body = client.request("POST", "/api/v1/events", {"key": key, "event": payload})
+        except Exception as exc:
+            results.error(f"writer {writer}: {type(exc).__name__}: {exc}")
+            continue
+        results.add("write (POST /events)", time.perf_counter() - began)
+        if status != 200:
+            results.error(f"writer {writer}: HTTP {status} {body}")
+        keys.append((key, payload))
+
+
+def hook_writer(home: Path, url: str, token: str, writer: int, events: int, results: Results,
+                start: threading.Barrier) -> None:
+    session = f"bench-{writer}-{secrets.token_hex(4)}"
+    env = {**os.environ, "NMEM_HOME": str(home / f"laptop{writer}"), "NMEM_REMOTE_TOKEN": token,
+           "NMEM_BUSY_BUDGET_MS": "30000"}
+    start.wait()
+    for i in range(events + 1):
+        began = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "nmem", "record", "--remote", url],
+                              input=json.dumps(event(session, i, writer)), capture_output=True, text=True,
+                              env=env, check=False)
+        results.add("write (nmem record --remote)", time.perf_counter() - began)
+        if done.returncode != 0:
+            results.error(f"hook writer {writer}: exit {done.returncode}: {done.stderr.strip()}")
+
+
+def searcher(port: int, token: str, n: int, results: Results, start: threading.Barrier, idx: int) -> None:
+    client = Client(port, token)
+    start.wait()
+    for i in range(n):
+        word = WORDS[(idx + i) % len(WORDS)]
+        op, path = (("search (GET /search)", f"/api/v1/search?query={word}&scope=all&project=*&limit=10")
+                    if i % 2 == 0 else ("recall (GET /memories)", f"/api/v1/memories?query={word}&project=*"))
+        began = time.perf_counter()
+        try:
+            status, body = client.request("GET", path)
+        except Exception as exc:
+            results.error(f"searcher {idx}: {type(exc).__name__}: {exc}")
+            continue
+        results.add(op, time.perf_counter() - began)
+        if status != 200:
+            results.error(f"searcher {idx}: HTTP {status} {body}")
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
+
+
+def stored_prompts(home: Path) -> dict[str, int]:
+    """Prompt texts on the server and how often each is stored (read from its SQLite file)."""
+    import sqlite3
+
+    conn = sqlite3.connect(home / "nmem.db")
+    try:
+        rows = conn.execute("SELECT content, COUNT(*) FROM prompts WHERE content LIKE 'writer %' "
+                            "GROUP BY content").fetchall()
+    finally:
+        conn.close()
+    return {r[0]: r[1] for r in rows}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--writers", choices=("http", "hooks"), default="http")
+    parser.add_argument("--events", type=int, default=20, help="prompts per writer (after its SessionStart)")
+    parser.add_argument("--searches", type=int, default=10, help="requests per searcher")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="nmem-bench-team-") as tmp:
+        home = Path(tmp) / "server"
+        home.mkdir()
+        nmem(home, "user", "add", "writer")
+        nmem(home, "user", "add", "reader")
+        writer_token = nmem(home, "token", "create", "writer").strip()
+        reader_token = nmem(home, "token", "create", "reader").strip()
+        for word in WORDS:  # something for recall to find
+            nmem(home, "remember", f"the team's rule for the {word} path", "--domain", "org")
+        port = free_port()
+        log = open(home / "serve.log", "wb")  # noqa: SIM115 - closed after the server stops
+        server = subprocess.Popen([sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)],
+                                  env={**os.environ, "NMEM_HOME": str(home), "NMEM_HTTP_MAX_CONNECTIONS": "1000"},
+                                  stdout=log, stderr=subprocess.STDOUT)
+        try:
+            ends = time.monotonic() + 60
+            while True:
+                try:
+                    if Client(port, reader_token).request("GET", "/health")[0] == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > ends or server.poll() is not None:
+                    raise SystemExit("server did not start: " + (home / "serve.log").read_text())
+                time.sleep(0.1)
+            results = Results()
+            keys: list[tuple[str, dict[str, Any]]] = []
+            start = threading.Barrier(WRITERS + SEARCHERS)
+            threads = []
+            for w in range(WRITERS):
+                target = (lambda w=w: http_writer(port, writer_token, w, args.events, keys, results, start)) \
+                    if args.writers == "http" else \
+                    (lambda w=w: hook_writer(Path(tmp), f"http://127.0.0.1:{port}", writer_token, w, args.events,
+                                             results, start))
+                threads.append(threading.Thread(target=target))
+            for s in range(SEARCHERS):
+                threads.append(threading.Thread(target=searcher,
+                                                args=(port, reader_token, args.searches, results, start, s)))
+            began = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - began
+            expected = {f"writer {w} prompt {i} about the {WORDS[(w + i) % len(WORDS)]} path"
+                        for w in range(WRITERS) for i in range(1, args.events + 1)}
+            stored = stored_prompts(home)
+            lost = len(expected - set(stored))
+            duplicated = sum(n - 1 for n in stored.values() if n > 1)
+            retried = 0
+            if keys:  # every event again under its key, as a retry after a lost answer
+                client = Client(port, writer_token)
+                for key, payload in keys:
+                    status, body = client.request("POST", "/api/v1/events", {"key": key, "event": payload})
+                    retried += 1
+                    if status != 200 or body.get("skipped") != "duplicate":
+                        results.error(f"retry of {key}: HTTP {status} {body}")
+                again = stored_prompts(home)
+                duplicated += sum(n - 1 for n in again.values() if n > 1)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+            log.close()
+    writes = WRITERS * (args.events + 1)
+    print(f"team server bench: {WRITERS} writers ({args.writers}, {args.events + 1} events each = {writes}), "
+          f"{SEARCHERS} searchers ({args.searches} requests each), all concurrent; wall {wall:.1f} s")
+    print()
+    print("| operation | requests | p50 ms | p99 ms | max ms |")
+    print("|---|---:|---:|---:|---:|")
+    for op, values in sorted(results.latency.items()):
+        print(f"| {op} | {len(values)} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {max(values) * 1000:.1f} |")
+    print()
+    print("| events sent | prompts expected | lost | duplicated | retried with same key | errors |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(f"| {writes} | {len(expected)} | {lost} | {duplicated} | {retried} | {len(results.errors)} |")
+    for line in results.errors[:10]:
+        print("error:", line)
+    throughput = sum(len(v) for v in results.latency.values()) / wall
+    searches = results.latency.get("search (GET /search)", [0.0])
+    print(f"\n{throughput:.0f} requests/s overall; mean search {statistics.mean(searches) * 1000:.1f} ms")
+    return 1 if lost or duplicated or results.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
