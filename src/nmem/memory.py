@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nmem import changefeed
 from nmem.capture.project import git_toplevel
 from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings
@@ -631,6 +632,21 @@ class Service(CoreService):
         lim = clamp(limit, 1, MAX_LIMIT, 30, "limit")
         scored = self.store.recent_scored(project or None, lim, self.now())
         return [{**obs.to_dict(), "score": round(score, 4)} for obs, score in scored]
+
+    def change_cursor(self) -> changefeed.Cursor:
+        """The change feed's "now": reading from it returns only what is written next."""
+        return changefeed.head(self.store)
+
+    def changes(self, since: str | changefeed.Cursor | None = None, limit: int | None = 100
+                ) -> tuple[list[changefeed.Change], changefeed.Cursor]:
+        """What was written since `since` (a cursor from a change or from `change_cursor`; `0`
+        for everything), by any process: new observations, prompts and sessions, memories
+        created, updated or forgotten, sessions ended. Oldest first, with the cursor to go on from."""
+        lim = clamp(limit, 1, changefeed.MAX_BATCH, 100, "limit")
+        if since is None:
+            return [], self.change_cursor()
+        cursor = since if isinstance(since, changefeed.Cursor) else changefeed.Cursor.parse(since)
+        return changefeed.read_changes(self.store, cursor, lim)
 
 
 class _Trail:

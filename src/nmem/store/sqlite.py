@@ -1662,6 +1662,31 @@ class SqliteStore:
         rows = self._query("SELECT id, project, session_id FROM observations WHERE id > ? ORDER BY id", (obs_id,))
         return [(int(r["id"]), str(r["project"]), str(r["session_id"])) for r in rows]
 
+    # -- the change feed (nmem.changefeed) ---------------------------------------------------
+
+    def change_heads(self) -> tuple[int, int, int]:
+        """The newest observation id, prompt id and change-log sequence: the feed's "now"."""
+        row = self._query("SELECT (SELECT COALESCE(MAX(id), 0) FROM observations), "
+                          "(SELECT COALESCE(MAX(id), 0) FROM prompts), "
+                          "(SELECT COALESCE(MAX(seq), 0) FROM change_log)")[0]
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def observations_since(self, obs_id: int, limit: int) -> list[Observation]:
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id > ? ORDER BY id LIMIT ?",
+                           (obs_id, limit))
+        return [Observation.from_row(r) for r in rows]
+
+    def prompts_since(self, prompt_id: int, limit: int) -> list[Prompt]:
+        rows = self._query("SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id > ? ORDER BY p.id LIMIT ?", (prompt_id, limit))
+        return [Prompt.from_row(r) for r in rows]
+
+    def logged_changes_since(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        """(seq, kind, key, created|updated) of memories and sessions written after `seq`, oldest first."""
+        rows = self._query("SELECT seq, kind, key, action FROM change_log WHERE seq > ? ORDER BY seq LIMIT ?",
+                           (seq, limit))
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
     # -- navigation: sessions by prefix and by time, recorded paths, purge selections -------
 
     def sessions_by_prefix(self, prefix: str, limit: int) -> list[Session]:
