@@ -37,8 +37,7 @@ from mcp_support import (
     tool_error,
 )
 from nmem.config import load_settings
-from nmem.mcp.http import build_app
-from nmem.mcp.server import NmemServer
+from nmem.http.app import create_app
 from nmem.memory import Service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -234,7 +233,7 @@ def test_non_loopback_host_without_a_token_refuses_to_start(tmp_path: Path) -> N
 async def test_wildcard_bind_with_a_token_accepts_requests_addressed_to_this_machine(service: Service) -> None:
     """`nmem serve --transport http --host 0.0.0.0 --token T` (the example in `nmem serve --help`) is for
     other machines: a request addressed to this machine's name must pass the Host check."""
-    guard = build_app(NmemServer(service), host="0.0.0.0", port=37777, token=TOKEN)
+    guard = create_app(service.settings, service=service, host="0.0.0.0", token=TOKEN).guard
     reached: list[str] = []
 
     async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:

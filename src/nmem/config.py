@@ -122,9 +122,11 @@ SETTINGS: tuple[Setting, ...] = (
             "The longest a hook waits for a locked database, in all: opening it, storing events left in the "
             "spool and storing its own share this one deadline. Then the hook spools its event for a later "
             "hook and exits 0, so it returns within this budget plus its own work (tens of ms)."),
-    Setting("mcp.tools", str, "all", "NMEM_MCP_TOOLS",
-            "Tools the MCP server exposes: `all`, `core` (search, get_observations, timeline, remember, recall, "
-            "forget) or a comma-separated list."),
+    Setting("mcp.tools", str, "nmem", "NMEM_MCP_TOOLS",
+            "Tools the MCP server exposes: `nmem` (nmem's own), `core` (search, get_observations, get, timeline, "
+            "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "
+            "recall, forget and status; see docs/claude-mem.md), `all` (nmem's and claude-mem's) or a "
+            "comma-separated list of tool names."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),
@@ -149,6 +151,16 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
             "Open HTTP connections (event streams included) past which a new request gets 503."),
+    Setting("http.token", str, "", "NMEM_HTTP_TOKEN",
+            "Token the HTTP server (REST API, viewer, MCP at /mcp) requires, as `Authorization: Bearer` or the "
+            "cookie `/login?token=` sets; required for any non-loopback bind. Unset: `mcp.token` is.",
+            secret=True),
+    Setting("http.allowed_hosts", list, [], "NMEM_HTTP_ALLOWED_HOSTS",
+            "Extra Host header names the HTTP server accepts (DNS-rebinding guard), beside the loopback names and "
+            "`mcp.allowed_hosts`."),
+    Setting("http.cors_origins", list, [], "NMEM_HTTP_CORS_ORIGINS",
+            "Browser origins the HTTP server allows cross-origin requests from (with `mcp.cors_origins`). Empty: "
+            "no CORS headers at all."),
     Setting("sync.remote", str, "", "NMEM_SYNC_REMOTE",
             "Git remote that `nmem sync` fetches curated memories from and pushes them to: any URL or path git "
             "accepts (SSH, HTTPS, a bare repository on disk). Prefer an SSH key or a credential helper to a token "

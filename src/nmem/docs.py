@@ -1,7 +1,7 @@
 """Generate the reference docs from the code, so they cannot drift from it.
 
-    python -m nmem.docs           rewrite docs/cli.md, docs/configuration.md, docs/mcp.md and the
-                                  README's MCP tool table
+    python -m nmem.docs           rewrite docs/cli.md, docs/configuration.md, docs/mcp.md,
+                                  docs/openapi.json and the README's MCP tool table
     python -m nmem.docs --check   exit 1 (and name the files) when either is stale
 
 docs/cli.md holds every command's `--help`, rendered from the click app at a fixed width;
@@ -18,12 +18,15 @@ from typing import Any
 
 import click
 
+from nmem.claude_mem import OPERATIONS
 from nmem.cli import cli
 from nmem.cli.app import CONTEXT_SETTINGS
 from nmem.config import CONFIG_ENV, HOME_ENV, settings_markdown
+from nmem.http import openapi
+from nmem.mcp.profiles import CLAUDE_MEM_TOOLS
 from nmem.mcp.prompts import PROMPTS
 from nmem.mcp.resources import TEMPLATES
-from nmem.mcp.tools import TOOLS, tools_markdown
+from nmem.mcp.tools import TOOLS, ToolSpec, tools_markdown
 
 HELP_WIDTH = 88
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -147,16 +150,16 @@ def mcp_markdown() -> str:
              "id); the `get` tool opens either, as `nmem get` does, and `resources/read` opens every URN.", "",
              "## Tools", "",
              tools_markdown()]
-    for tool in TOOLS:
-        lines.extend(["", f"### {tool.name}", "", tool.description, ""])
-        hints = [f"readOnlyHint={str(tool.read_only).lower()}", f"destructiveHint={str(tool.destructive).lower()}",
-                 f"idempotentHint={str(tool.idempotent).lower()}"]
-        lines.extend([f"Annotations: {', '.join(hints)}.", "", "| parameter | type | required | description |",
-                      "|---|---|---|---|"])
-        required = set(tool.input_schema.get("required", []))
-        for name, schema in tool.input_schema.get("properties", {}).items():
-            desc = str(schema.get("description", "")).replace("|", "\\|")
-            lines.append(f"| `{name}` | {_schema_type(schema)} | {'yes' if name in required else 'no'} | {desc} |")
+    _tool_sections(lines, TOOLS)
+    lines.extend(["", "## claude-mem profile", "",
+                  "With `mcp.tools = claude-mem` the server lists claude-mem's tools below (each answers with",
+                  "claude-mem's markdown as text and its JSON rows as `structuredContent`) plus `remember`,",
+                  "`recall`, `forget` and `status`; `mcp.tools = all` adds the names nmem lacks to nmem's",
+                  "own tools. Every parameter is checked by `nmem.claude_mem` (a refused value is -32002).",
+                  "How claude-mem's types and parameters map onto nmem: [claude-mem.md](claude-mem.md).", "",
+                  "| tool | worker route | what it is for |", "|---|---|---|"])
+    lines.extend(f"| `{op.name}` | `{op.method} {op.path}` | {op.description} |" for op in OPERATIONS.values())
+    _tool_sections(lines, CLAUDE_MEM_TOOLS, level="####")
     lines.extend(["", "## Resources", "", "| URI template | what it returns |", "|---|---|"])
     lines.extend(f"| `{uri}` | {description} |" for uri, _, description in TEMPLATES)
     lines.extend(["", "`resources/list` pages through live memories, newest first (50 per page). Reading an",
@@ -177,6 +180,19 @@ def mcp_markdown() -> str:
     codes = "\n".join(f"| {code} | {kinds} | {meaning} | {exits} |" for code, kinds, meaning, exits in ERROR_CODES)
     lines.extend(["", ERRORS.strip().replace("{codes}", codes)])
     return "\n".join(lines) + "\n"
+
+
+def _tool_sections(lines: list[str], tools: tuple[ToolSpec, ...], level: str = "###") -> None:
+    for tool in tools:
+        lines.extend(["", f"{level} {tool.name}", "", tool.description, ""])
+        hints = [f"readOnlyHint={str(tool.read_only).lower()}", f"destructiveHint={str(tool.destructive).lower()}",
+                 f"idempotentHint={str(tool.idempotent).lower()}"]
+        lines.extend([f"Annotations: {', '.join(hints)}.", "", "| parameter | type | required | description |",
+                      "|---|---|---|---|"])
+        required = set(tool.input_schema.get("required", []))
+        for name, schema in tool.input_schema.get("properties", {}).items():
+            desc = str(schema.get("description", "")).replace("|", "\\|")
+            lines.append(f"| `{name}` | {_schema_type(schema)} | {'yes' if name in required else 'no'} | {desc} |")
 
 
 ERROR_CODES = (
@@ -235,7 +251,7 @@ def readme_text(readme: Path) -> str:
 
 def expected(docs_dir: Path) -> dict[Path, str]:
     files = {docs_dir / "cli.md": cli_markdown(), docs_dir / "configuration.md": configuration_markdown(),
-             docs_dir / "mcp.md": mcp_markdown()}
+             docs_dir / "mcp.md": mcp_markdown(), docs_dir / "openapi.json": openapi.text()}
     readme = docs_dir.parent / "README.md"
     if readme.is_file():
         files[readme] = readme_text(readme)

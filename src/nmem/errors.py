@@ -3,7 +3,8 @@
 Exit codes and MCP codes follow subcog's table: not found 10 / -32001, validation 11 / -32002,
 blocked 12 / -32003; a malformed argument is 2 / -32602 (JSON-RPC invalid params). How the MCP
 code travels (an `isError` tool result's `_meta`, or a JSON-RPC error) is `nmem.mcp.server`'s
-business and docs/mcp.md's "Errors".
+business and docs/mcp.md's "Errors". The HTTP API answers with the class's `http_status`
+(docs/http.md's "Errors").
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ class NmemError(Exception):
 
     exit_code = 1
     mcp_code = -32000
+    http_status = 500
     kind = "error"
 
     def __init__(self, message: str) -> None:
@@ -23,10 +25,15 @@ class NmemError(Exception):
     def to_dict(self) -> dict[str, object]:
         return {"error": self.kind, "message": self.message, "exit_code": self.exit_code}
 
+    def to_http(self) -> dict[str, object]:
+        """The HTTP API's error body: `{"error": {"type", "message", "code"}}` (code: the MCP code)."""
+        return {"error": {"type": self.kind, "message": self.message, "code": self.mcp_code}}
+
 
 class InvalidArgument(NmemError):
     """A parameter is missing or malformed: the wrong type, an unknown name, a string that does not parse."""
 
+    http_status = 400
     exit_code = 2
     mcp_code = -32602
     kind = "invalid_argument"
@@ -41,10 +48,12 @@ class QuerySyntaxError(InvalidArgument):
 class Ambiguous(InvalidArgument):
     """A short id or path names more than one record; the message lists the candidates."""
 
+    http_status = 409
     kind = "ambiguous"
 
 
 class ConfigError(NmemError):
+    http_status = 500
     exit_code = 3
     kind = "config"
 
@@ -52,6 +61,7 @@ class ConfigError(NmemError):
 class StorageError(NmemError):
     """The database could not be opened, read or written."""
 
+    http_status = 500
     exit_code = 4
     mcp_code = -32603
     kind = "storage"
@@ -60,6 +70,7 @@ class StorageError(NmemError):
 class StoreBusy(StorageError):
     """The database stayed locked by another writer past the retry budget."""
 
+    http_status = 503
     kind = "busy"
 
 
@@ -67,6 +78,7 @@ class StoreUnavailable(StorageError):
     """The database cannot be used as it is: the request or event is not at fault, so a hook keeps
     its event (spool) and retries later rather than dropping it."""
 
+    http_status = 503
     kind = "unavailable"
 
 
@@ -79,6 +91,7 @@ class StoreReadOnly(StoreUnavailable):
 class StoreFull(StoreUnavailable):
     """The disk (or the file system's quota) is full (SQLITE_FULL)."""
 
+    http_status = 507
     kind = "disk_full"
 
 
@@ -104,6 +117,7 @@ class ForeignDatabase(StoreUnavailable):
 class NetworkError(NmemError):
     """The sync remote could not be reached, or refused what was sent (subcog's exit code 5)."""
 
+    http_status = 502
     exit_code = 5
     mcp_code = -32004
     kind = "network"
@@ -112,10 +126,12 @@ class NetworkError(NmemError):
 class SyncBusy(NmemError):
     """Another `nmem sync` holds the data directory's sync lock."""
 
+    http_status = 409
     kind = "sync_busy"
 
 
 class NotFound(NmemError):
+    http_status = 404
     exit_code = 10
     mcp_code = -32001
     kind = "not_found"
@@ -124,6 +140,7 @@ class NotFound(NmemError):
 class ValidationError(NmemError):
     """The request is well-formed but its content is not acceptable: too long, empty, a number out of range."""
 
+    http_status = 422
     exit_code = 11
     mcp_code = -32002
     kind = "validation"
@@ -132,6 +149,7 @@ class ValidationError(NmemError):
 class ContentBlocked(NmemError):
     """The security filter refused to store the content."""
 
+    http_status = 422
     exit_code = 12
     mcp_code = -32003
     kind = "blocked"
@@ -140,6 +158,7 @@ class ContentBlocked(NmemError):
 class InternalError(NmemError):
     """A bug: what the client hears instead of the exception, which only the server log keeps."""
 
+    http_status = 500
     mcp_code = -32603
     kind = "internal"
 
@@ -147,6 +166,7 @@ class InternalError(NmemError):
 class Disabled(NmemError):
     """Memory is switched off globally or for this project."""
 
+    http_status = 403
     exit_code = 3
     kind = "disabled"
 

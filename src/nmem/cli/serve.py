@@ -20,24 +20,27 @@ from nmem.mcp.listening import Limits, is_loopback, listen
 
 @click.command("serve")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
-              help="stdio: one client, spawned by it (Claude Code). http: Streamable HTTP at /mcp.")
+              help="stdio: one client, spawned by it (Claude Code). http: the HTTP server: REST API at "
+                   "/api/v1, claude-mem's worker API at /api, MCP (Streamable HTTP) at /mcp.")
 @click.option("--host", default=None, help="HTTP listen address (default: the mcp.host setting, 127.0.0.1).")
 @click.option("--port", type=Integer(1, 65535), default=None, help="HTTP port (default: the mcp.port setting, 37777).")
 @click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
-              help="Bearer token clients must send. Required for any non-loopback --host.")
-@click.option("--tools", default=None, help="Tools to expose: all, core, or a comma-separated list.")
+              help="Token HTTP clients must send (default: the http.token setting). Required for any "
+                   "non-loopback --host.")
+@click.option("--tools", default=None, help="Tools to expose: nmem, core, claude-mem, all, or a comma-separated list.")
 @click.option("--project", default=None,
               help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
 @pass_state
 def serve(state: State, transport: str, host: str | None, port: int | None, token: str | None,
           tools: str | None, project: str | None) -> None:
-    """Run nmem's MCP server: search, recall and remember from any MCP client.
+    """Run nmem's MCP server (stdio) or its HTTP server (REST API, claude-mem's API and MCP).
 
-    stdout carries only MCP messages; logs go to stderr. Stop with Ctrl-C.
+    stdout carries only MCP messages; logs go to stderr. Stop with Ctrl-C. The HTTP server
+    listens on loopback unless told otherwise, and then only with a token (docs/http.md).
 
     \b
         nmem serve                              # stdio, as Claude Code runs it
-        nmem serve --transport http             # http://127.0.0.1:37777/mcp
+        nmem serve --transport http             # http://127.0.0.1:37777/api/v1 and /mcp
         nmem serve --transport http --host 0.0.0.0 --token "$(openssl rand -hex 16)"
     """
     settings = state.settings
@@ -47,26 +50,29 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     # The SDK takes ~1 s to import; only this command pays for it, not every `nmem` run.
     import anyio
 
-    from nmem.mcp.http import serve_http
     from nmem.mcp.server import NmemServer, current_project, run_stdio
 
     logging.basicConfig(stream=sys.stderr, level=str(settings["log.level"]).upper(),
                         format="nmem: %(levelname)s %(message)s")
     service = state.service()
-    app = NmemServer(service, project=project or current_project(service),
-                     tools=tools or str(settings["mcp.tools"]),
-                     poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
     if endpoint is None:
+        app = NmemServer(service, project=project or current_project(service),
+                         tools=tools or str(settings["mcp.tools"]),
+                         poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
         anyio.run(run_stdio, app)
         return
-    note(f"MCP over HTTP at http://{endpoint.host}:{endpoint.port}/mcp (database {settings.db_path})"
+
+    from nmem.http.app import create_app
+    from nmem.http.server import serve as serve_http
+
+    web = create_app(settings, service=service, host=endpoint.host, token=endpoint.token, project=project,
+                     tools=tools, limits=endpoint.limits)
+    base = f"http://{endpoint.host}:{endpoint.port}"
+    note(f"HTTP API at {base}/api/v1, MCP at {base}/mcp (database {settings.db_path})"
          + ("; bearer token required" if endpoint.token else ""))
 
     async def main() -> None:
-        await serve_http(app, host=endpoint.host, port=endpoint.port, token=endpoint.token,
-                         cors_origins=tuple(settings["mcp.cors_origins"]),
-                         allowed_hosts=tuple(settings["mcp.allowed_hosts"]), limits=endpoint.limits,
-                         sockets=endpoint.sockets)
+        await serve_http(web, host=endpoint.host, port=endpoint.port, sockets=endpoint.sockets)
 
     try:
         anyio.run(main)
@@ -88,9 +94,10 @@ def _endpoint(settings: Settings, host: str | None, port: int | None, token: str
     listen_port = port if port is not None else int(settings["mcp.port"])
     if not 0 < listen_port < 65536:
         raise ConfigError(f"mcp.port: {listen_port} is not a port (1-65535)")
-    secret = token or str(settings["mcp.token"]) or None
+    secret = token or str(settings["http.token"]) or str(settings["mcp.token"]) or None
     if not is_loopback(bind) and not secret:
-        raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_MCP_TOKEN")
+        raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_HTTP_TOKEN "
+                          "(or NMEM_MCP_TOKEN)")
     limits = Limits.from_settings(settings)
     return Endpoint(bind, listen_port, secret, limits, listen(bind, listen_port))
 

@@ -33,7 +33,8 @@ from nmem import __version__
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.mcp import prompts as prompt_specs
 from nmem.mcp import resources
-from nmem.mcp.tools import TOOLS_BY_NAME, ToolSpec, exposed
+from nmem.mcp.profiles import exposed
+from nmem.mcp.tools import ToolSpec
 from nmem.mcp.watch import ChangeSet, ChangeWatcher
 from nmem.memory import Service
 
@@ -64,13 +65,15 @@ def _uri_form(urn: str) -> str:
 class NmemServer:
     """One server per process; one Service (and its SQLite connections) shared by its sessions."""
 
-    def __init__(self, service: Service, *, project: str | None = None, tools: str = "all",
+    def __init__(self, service: Service, *, project: str | None = None, tools: str = "nmem",
                  poll_interval: float = 0.5) -> None:
         self.service = service
         self.project = project
         self.tools = exposed(tools)
+        self.tools_by_name = {t.name: t for t in self.tools}
         # One compiled validator per tool: checking the schema itself on every call costs ~10 ms.
-        self.validators = {t.name: jsonschema.Draft202012Validator(t.input_schema) for t in self.tools}
+        self.validators = {t.name: jsonschema.Draft202012Validator(t.input_schema) for t in self.tools
+                           if t.schema_checked}
         self.poll_interval = poll_interval
         self.bus = InMemorySubscriptionBus()
         # ctx.session is a per-request proxy; the connection behind it is what lives on.
@@ -146,28 +149,31 @@ class NmemServer:
     async def call_tool(self, ctx: ServerRequestContext[Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
         self._seen(ctx)
-        spec = TOOLS_BY_NAME.get(params.name)
-        if spec is None or spec not in self.tools:
+        spec = self.tools_by_name.get(params.name)
+        if spec is None:
             raise InvalidArgument(f"Unknown tool: {params.name}")  # a protocol error (the spec's -32602)
         try:
-            text = self._run(spec, dict(params.arguments or {}))
+            text, data = self._run(spec, dict(params.arguments or {}))
         except NmemError as exc:
             return _error_result(exc, _public(exc, self.service))
         except Exception:  # a bug must still answer the model, not drop the connection
             log.exception("tool %s failed", spec.name)
             message = f"internal error in {spec.name} (details in the server log)"
             return _error_result(InternalError(message), message)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=json.loads(text))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
 
-    def _run(self, spec: ToolSpec, args: dict[str, Any]) -> str:
-        """The tool's result as JSON text; an `NmemError` when the arguments are refused."""
-        error = jsonschema.exceptions.best_match(self.validators[spec.name].iter_errors(args))
+    def _run(self, spec: ToolSpec, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The tool's result as text (its JSON, or the markdown a claude-mem tool shows) and
+        as JSON data; an `NmemError` when the arguments are refused."""
+        validator = self.validators.get(spec.name)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(args)) if validator else None
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "arguments"
             kind = ValidationError if error.validator in RANGE_KEYWORDS else InvalidArgument
             raise kind(f"invalid arguments for {spec.name}: {where}: {error.message}")
-        return json.dumps(spec.handler(self.service, args, self.project), ensure_ascii=False, default=str)
+        result = spec.handler(self.service, args, self.project)
+        dumped = json.dumps(result, ensure_ascii=False, default=str)
+        return (spec.text(result) if spec.text else dumped), json.loads(dumped)
 
     # -- resources -----------------------------------------------------------------------
 

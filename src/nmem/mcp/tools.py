@@ -32,6 +32,10 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = True
     core: bool = False
+    # claude-mem's tools answer with markdown text (their structuredContent is the JSON) and
+    # check their own arguments, so MCP and HTTP refuse the same values the same way.
+    text: Callable[[dict[str, Any]], str] | None = None
+    schema_checked: bool = True
 
 
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -334,19 +338,6 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
-
-
-def exposed(selection: str) -> tuple[ToolSpec, ...]:
-    """The tools a server exposes: `all`, `core`, or a comma-separated list of names."""
-    if selection == "all":
-        return TOOLS
-    if selection == "core":
-        return tuple(t for t in TOOLS if t.core)
-    names = {n.strip() for n in selection.split(",") if n.strip()}
-    unknown = names - set(TOOLS_BY_NAME)
-    if unknown:
-        raise InvalidArgument(f"unknown tool(s) in mcp.tools: {', '.join(sorted(unknown))}")
-    return tuple(t for t in TOOLS if t.name in names)
 
 
 def tools_markdown() -> str:

@@ -1,0 +1,21 @@
+"""Run the HTTP app under uvicorn with nmem's connection limits (`http.*` settings)."""
+
+from __future__ import annotations
+
+import socket
+
+import uvicorn
+
+from nmem.http.app import NmemApp
+from nmem.http.protocol import protocol_for
+from nmem.mcp.listening import listen
+
+
+async def serve(app: NmemApp, *, host: str, port: int, sockets: list[socket.socket] | None = None) -> None:
+    """Serve until stopped, on `sockets` when given (`nmem.mcp.listening.listen`), else binding
+    `host:port` now."""
+    limits = app.policy.limits
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                            http=protocol_for(limits), h11_max_incomplete_event_size=limits.max_header_bytes,
+                            timeout_keep_alive=limits.keep_alive_timeout, limit_concurrency=limits.max_connections)
+    await uvicorn.Server(config).serve(sockets=sockets if sockets is not None else listen(host, port))
