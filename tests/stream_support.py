@@ -7,30 +7,16 @@ import http.client
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
-from starlette.applications import Starlette
 
 from mcp_support import free_port
 from nmem.config import Settings
-from nmem.http import streams
-
-
-def create_app(settings: Settings) -> Starlette:
-    hub = streams.StreamHub(settings)
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        hub.close()
-
-    app = Starlette(routes=streams.routes(), lifespan=lifespan)
-    app.state.stream_hub = hub
-    return app
+from nmem.http.app import create_app
 
 
 @dataclass

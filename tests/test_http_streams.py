@@ -17,6 +17,7 @@ from nmem.memory import Service
 from stream_support import Server, SseReader, running_server
 
 pytestmark = pytest.mark.slow
+CSRF = {"X-Nmem-CSRF": "1"}
 
 
 def seeded_settings(home: Path, **env: str) -> Settings:
@@ -111,16 +112,29 @@ def test_recall_streams_progress_then_results(server: Server) -> None:
 def test_consolidate_says_it_is_not_available(server: Server) -> None:
     import http.client
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    conn.request("POST", "/stream/consolidate")
+    conn.request("POST", "/stream/consolidate", headers=CSRF)
     text = conn.getresponse().read().decode()
     conn.close()
     assert "event: start" in text and "not_available" in text
 
 
+def test_operations_that_write_need_the_csrf_header(server: Server) -> None:
+    import http.client
+    for path in ("/stream/sync", "/stream/consolidate"):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("POST", path, headers={"Origin": "http://evil.example"})
+        assert conn.getresponse().status == 403
+        conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", path)
+        assert conn.getresponse().status == 405  # EventSource's GET cannot start them
+        conn.close()
+
+
 def test_sync_without_a_remote_is_an_error_event(server: Server) -> None:
     import http.client
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    conn.request("POST", "/stream/sync")
+    conn.request("POST", "/stream/sync", headers=CSRF)
     text = conn.getresponse().read().decode()
     conn.close()
     assert text.startswith("event: start") and "event: error" in text and "event: complete" not in text
@@ -133,7 +147,7 @@ def test_sync_streams_progress_and_its_report(tmp_path: Path, nmem_home: Path) -
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     with running_server(seeded_settings(nmem_home, NMEM_SYNC_REMOTE=str(remote))) as server:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-        conn.request("POST", "/stream/sync")
+        conn.request("POST", "/stream/sync", headers=CSRF)
         text = conn.getresponse().read().decode()
         conn.close()
     events = [block for block in text.split("\n\n") if block]

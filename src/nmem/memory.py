@@ -648,6 +648,20 @@ class Service(CoreService):
         cursor = since if isinstance(since, changefeed.Cursor) else changefeed.Cursor.parse(since)
         return changefeed.read_changes(self.store, cursor, lim)
 
+    def activity(self, days: int | None = 30, project: str | None = None) -> list[dict[str, Any]]:
+        """Observations and prompts per UTC day over the last `days` days (1 to 366), every day
+        listed, oldest first: what the viewer's activity chart draws."""
+        span = clamp(days, 1, 366, 30, "days")
+        today = self.now() // 86400
+        first = today - span + 1
+        counts = {day: (o, p) for day, o, p in self.store.activity_by_day(first * 86400, project or None)}
+        rows = []
+        for number in range(first, today + 1):
+            day = time.strftime("%Y-%m-%d", time.gmtime(number * 86400))
+            obs, prompts = counts.get(day, (0, 0))
+            rows.append({"day": day, "observations": obs, "prompts": prompts})
+        return rows
+
 
 class _Trail:
     """What ranking gathers around the candidates of one trail scope: their session windows

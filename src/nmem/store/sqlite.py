@@ -1687,6 +1687,22 @@ class SqliteStore:
                            (seq, limit))
         return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
+    def activity_by_day(self, since: int, project: str | None) -> list[tuple[str, int, int]]:
+        """(UTC day, observations, prompts) for each day since `since` that has any."""
+        where, params = ("timestamp >= ?", [since]) if project is None else \
+            ("timestamp >= ? AND project = ?", [since, project])
+        obs = self._query(f"SELECT date(timestamp, 'unixepoch') AS day, COUNT(*) FROM observations WHERE {where} "
+                          "GROUP BY day", params)
+        prompt_where = "p.timestamp >= ?" + ("" if project is None else " AND s.project = ?")
+        prompts = self._query("SELECT date(p.timestamp, 'unixepoch') AS day, COUNT(*) FROM prompts p "
+                              f"JOIN sessions s ON s.id = p.session_id WHERE {prompt_where} GROUP BY day", params)
+        days: dict[str, list[int]] = {}
+        for row in obs:
+            days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
+        for row in prompts:
+            days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
+        return [(day, counts[0], counts[1]) for day, counts in sorted(days.items())]
+
     # -- navigation: sessions by prefix and by time, recorded paths, purge selections -------
 
     def sessions_by_prefix(self, prefix: str, limit: int) -> list[Session]:
