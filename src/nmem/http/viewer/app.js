@@ -5,6 +5,7 @@ import { pages } from "./views.js";
 
 const main = document.getElementById("main");
 let current = null;
+let generation = 0;
 
 function route() {
   const hash = location.hash || "#/sessions";
@@ -16,10 +17,16 @@ function route() {
   }
   const params = new URLSearchParams(queryPart || "");
   current = pages[page];
-  clear(main, h("p", { class: "muted" }, "Loading…"));
-  current.render(main, parts.slice(1), params).catch((err) => {
-    clear(main, h("h1", {}, "Something went wrong"), h("p", { class: "text" }, err.message));
-  });
+  // Each visit renders into its own element, shown only if no later visit began meanwhile, so a
+  // slow answer for a page already left never overwrites the page now shown.
+  const mine = ++generation;
+  const target = h("div", { class: "page" });
+  const loading = setTimeout(() => { if (mine === generation) clear(main, h("p", { class: "muted" }, "Loading…")); }, 150);
+  current.render(target, parts.slice(1), params).then(() => {
+    if (mine === generation) clear(main, target);
+  }, (err) => {
+    if (mine === generation) clear(main, h("h1", {}, "Something went wrong"), h("p", { class: "text" }, err.message));
+  }).finally(() => clearTimeout(loading));
 }
 
 function theme(name) {

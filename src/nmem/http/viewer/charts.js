@@ -11,10 +11,11 @@ export function activityChart(rows) {
   const scale = (v) => (v / max) * (H - bottom - top);
   const svg = s("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img",
     "aria-label": "observations and prompts per day" });
-  for (const frac of [0, 0.5, 1]) {
-    const y = H - bottom - frac * (H - bottom - top);
+  const ticks = max >= 4 ? [0, Math.round(max / 2), max] : [0, max];
+  for (const tick of ticks) {
+    const y = H - bottom - scale(tick);
     svg.append(s("line", { class: "axis", x1: left, x2: W, y1: y, y2: y }),
-      s("text", { x: left - 6, y: y + 4, "text-anchor": "end" }, String(Math.round(frac * max))));
+      s("text", { x: left - 6, y: y + 4, "text-anchor": "end" }, String(tick)));
   }
   rows.forEach((r, i) => {
     const x = left + i * step + step * 0.15, w = Math.max(1, step * 0.7);
@@ -34,12 +35,12 @@ export function activityChart(rows) {
 // Horizontal bars: counts {name: n}, the largest first.
 export function barChart(counts, label) {
   const entries = Object.entries(counts || {}).sort((a, b) => b[1] - a[1]).slice(0, 12);
-  const rowH = 22, left = 150, H = Math.max(rowH, entries.length * rowH) + 6;
+  const BW = 420, rowH = 22, left = 130, H = Math.max(rowH, entries.length * rowH) + 6;
   const max = Math.max(1, ...entries.map((e) => e[1]));
-  const svg = s("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label });
+  const svg = s("svg", { class: "chart", viewBox: `0 0 ${BW} ${H}`, role: "img", "aria-label": label });
   entries.forEach(([name, n], i) => {
-    const y = 3 + i * rowH, w = ((W - left - 50) * n) / max;
-    svg.append(s("text", { x: left - 8, y: y + 15, "text-anchor": "end" }, name.length > 22 ? name.slice(0, 21) + "…" : name),
+    const y = 3 + i * rowH, w = ((BW - left - 50) * n) / max;
+    svg.append(s("text", { x: left - 8, y: y + 15, "text-anchor": "end" }, name.length > 20 ? name.slice(0, 19) + "…" : name),
       s("rect", { class: "bar1", x: left, y: y + 3, width: Math.max(1, w), height: rowH - 8, rx: 3 }, s("title", {}, `${name}: ${n}`)),
       s("text", { x: left + w + 6, y: y + 15 }, String(n)));
   });
