@@ -109,3 +109,21 @@ def test_cursor_text_round_trips() -> None:
     assert str(Cursor.parse("12.4.7")) == "12.4.7"
     assert Cursor.parse("0") == Cursor(0, 0, 0)
     assert Cursor.parse("3.0.1").covers(0, 3) and not Cursor.parse("3.0.1").covers(0, 4)
+
+
+def test_a_second_store_in_this_process_leaves_the_first_seeing_other_writers(service: Service,
+                                                                               nmem_home: Path) -> None:
+    """Opening a store reads the file's header; closing that descriptor must not drop the SQLite
+    locks of a store already open here (POSIX drops them all), else a hook closing last deletes the
+    WAL and the first store reads a stale snapshot forever: the live feed went blind that way."""
+    _, cursor = service.changes(None)
+    second = Service.open(service.settings)
+    try:
+        for command in ("make one", "make two"):
+            payload = hook_payload("PostToolUse", tool_name="Bash", tool_input={"command": command},
+                                   tool_response={"stdout": "", "exit_code": 0})
+            assert run_nmem(["record"], stdin=json.dumps(payload), env=child_env(nmem_home)).returncode == 0
+            changes, cursor = service.changes(cursor)
+            assert [c.record["content_preview"] for c in changes if c.kind == "observation"] == [command]
+    finally:
+        second.close()

@@ -41,6 +41,7 @@ from nmem.store.sqlite_errors import is_locked, result_code, storage_error
 from nmem.store.sqlite_files import (
     APPLICATION_ID,
     NEW,
+    NMEM,
     file_uri,
     identify,
     make_private,
@@ -139,6 +140,10 @@ def _fts_error(exc: sqlite3.Error) -> QuerySyntaxError | None:
     return None
 
 
+# Stores open in this process, by the database file's real path: see SqliteStore.__init__.
+_OPEN_HERE: dict[str, int] = {}
+
+
 class SqliteStore:
     def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
         self.path = os.path.expanduser(path)
@@ -159,7 +164,13 @@ class SqliteStore:
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (fts, term) -> (rows, docs then)
         if readonly and not os.path.exists(self.path):
             raise StorageError(f"database does not exist: {self.path}")
-        state = identify(self.path, tables_at)  # refuses another application's file before any write
+        # Reading the header opens and closes the file, and POSIX drops every lock this process
+        # holds on a file when any descriptor of it closes: SQLite's locks of a store already open
+        # here would go, so another process closing last deletes the WAL under its feet and that
+        # store reads a stale snapshot from then on. A file a live store opened is nmem's already.
+        self._key = os.path.realpath(self.path)
+        # identify() refuses another application's file before any write.
+        state = NMEM if _OPEN_HERE.get(self._key) else identify(self.path, tables_at)
         reason = read_only_reason(self.path)
         if reason is not None:
             # A read-only file, directory or file system still serves reads; writes say why not.
@@ -176,6 +187,8 @@ class SqliteStore:
             except BaseException:
                 self.close(checkpoint=False)  # a refused open must not leak its connection
                 raise
+        _OPEN_HERE[self._key] = _OPEN_HERE.get(self._key, 0) + 1
+        self._counted = True
 
     # -- connections -------------------------------------------------------------------
 
@@ -252,6 +265,13 @@ class SqliteStore:
         return self._r
 
     def close(self, checkpoint: bool = True) -> None:
+        if getattr(self, "_counted", False):
+            self._counted = False
+            left = _OPEN_HERE.get(self._key, 1) - 1
+            if left > 0:
+                _OPEN_HERE[self._key] = left
+            else:
+                _OPEN_HERE.pop(self._key, None)
         if self._r is not None:
             self._r.close()
             self._r = None
