@@ -191,8 +191,9 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=20)
     parser.add_argument("--gap", type=float, default=0.25, help="seconds between hook writes")
     parser.add_argument("--poll-ms", type=int, default=100)
-    parser.add_argument("--max-connections", type=int, default=100,
-                        help="http.max_connections of the server (its default is 100)")
+    parser.add_argument("--max-connections", type=int, default=200,
+                        help="http.max_connections of the server: each client holds one connection, and uvicorn "
+                             "refuses a request once that many are open (the setting's default, 100, serves 99)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -11,7 +11,7 @@ from nmem.http.protocol import protocol_for
 from nmem.mcp.listening import listen
 
 # Event streams never end by themselves: on shutdown they get this long, then they are cancelled.
-SHUTDOWN_GRACE = 2.0
+SHUTDOWN_GRACE = 2
 
 
 async def serve(app: NmemApp, *, host: str, port: int, sockets: list[socket.socket] | None = None) -> None:
