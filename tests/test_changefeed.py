@@ -127,3 +127,16 @@ def test_a_second_store_in_this_process_leaves_the_first_seeing_other_writers(se
             assert [c.record["content_preview"] for c in changes if c.kind == "observation"] == [command]
     finally:
         second.close()
+
+
+def test_tool_calls_and_prompts_add_nothing_to_the_change_log(service: Service) -> None:
+    """The hook path's common events cost the feed nothing: only a session starting or ending,
+    or a memory written, touches `change_log`."""
+    record(service, "UserPromptSubmit", prompt="start the session")
+    log_before = service.store.change_heads()[2]
+    record(service, "UserPromptSubmit", prompt="and another prompt")
+    record(service, "PostToolUse", tool_name="Read", tool_input={"file_path": "/work/demo/b.py"},
+           tool_response={"file": {"content": "y"}})
+    assert service.store.change_heads()[2] == log_before
+    service.remember("A memory is one row", namespace="learnings", project="demo")
+    assert service.store.change_heads()[2] == log_before + 1
