@@ -347,7 +347,9 @@ CREATE INDEX idx_spooled_events_time ON spooled_events(recorded_at);
 # observations and prompts need no log (their ids grow in commit order, so `id > cursor` finds
 # them); a memory's `updated_at` can lie in the past (a sync pull applies the remote's), and a
 # session's end changes no id. One row per memory or session, replaced on each write, so the
-# table stays as small as those two and a hook that writes neither pays nothing.
+# table stays as small as those two and a hook that writes neither pays nothing. (Delete then
+# insert, not INSERT OR REPLACE: an outer statement's conflict policy, an upsert's included,
+# overrides the one a trigger's statement names.)
 _V13_CHANGE_LOG = """
 CREATE TABLE change_log (
     seq    INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -359,17 +361,21 @@ CREATE TABLE change_log (
 INSERT INTO change_log (kind, key, action) SELECT 'session', id, 'created' FROM sessions ORDER BY rowid;
 INSERT INTO change_log (kind, key, action) SELECT 'memory', uid, 'created' FROM memories ORDER BY updated_at, id;
 CREATE TRIGGER change_log_sessions_ai AFTER INSERT ON sessions BEGIN
-    INSERT OR REPLACE INTO change_log (kind, key, action) VALUES ('session', new.id, 'created');
+    DELETE FROM change_log WHERE kind = 'session' AND key = new.id;
+    INSERT INTO change_log (kind, key, action) VALUES ('session', new.id, 'created');
 END;
 CREATE TRIGGER change_log_sessions_au AFTER UPDATE OF ended_at, summary, project ON sessions BEGIN
-    INSERT OR REPLACE INTO change_log (kind, key, action) VALUES ('session', new.id, 'updated');
+    DELETE FROM change_log WHERE kind = 'session' AND key = new.id;
+    INSERT INTO change_log (kind, key, action) VALUES ('session', new.id, 'updated');
 END;
 CREATE TRIGGER change_log_memories_ai AFTER INSERT ON memories BEGIN
-    INSERT OR REPLACE INTO change_log (kind, key, action) VALUES ('memory', new.uid, 'created');
+    DELETE FROM change_log WHERE kind = 'memory' AND key = new.uid;
+    INSERT INTO change_log (kind, key, action) VALUES ('memory', new.uid, 'created');
 END;
 CREATE TRIGGER change_log_memories_au AFTER UPDATE OF domain, namespace, summary, content, tags, relates_to,
     tier, is_pinned, deleted_at ON memories BEGIN
-    INSERT OR REPLACE INTO change_log (kind, key, action) VALUES ('memory', new.uid, 'updated');
+    DELETE FROM change_log WHERE kind = 'memory' AND key = new.uid;
+    INSERT INTO change_log (kind, key, action) VALUES ('memory', new.uid, 'updated');
 END;
 """
 
