@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo faults docs clean
+.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,7 +30,7 @@ docs: setup
 	$(BIN)/python -m nmem.docs
 
 # Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
-bench: bench-core bench-hooks bench-mcp bench-locomo
+bench: bench-core bench-hooks bench-mcp bench-http bench-locomo
 
 bench-core: setup
 	$(BIN)/python bench/core.py
@@ -38,8 +38,17 @@ bench-core: setup
 bench-hooks: setup
 	$(BIN)/python bench/hooks.py
 
+# The same on an SQLCipher-encrypted database (raw 256-bit key; docs/encryption.md).
+bench-hooks-encrypted: setup
+	$(BIN)/python bench/hooks.py --encrypted raw
+
 bench-quick: setup
 	$(BIN)/python bench/core.py --quick
+
+# Claude Code sessions (subagents, slash commands, compactions, a worktree) replayed through the hooks and
+# the importer; the next SessionStart block's tokens, rows and checks.
+bench-context: setup
+	$(BIN)/python bench/context_replay.py
 
 # SIGKILLs during hook writes and imports, 16 hooks draining 2,000 spooled events: a table of lost / duplicated / errors.
 faults: setup
@@ -51,7 +60,7 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp bench-sse
+.PHONY: conformance bench-mcp bench-http bench-claude-mem bench-consolidate bench-sse
 
 # 100 SSE clients of `nmem serve --transport http` on loopback; latency from a hook's write to each client.
 bench-sse: setup
@@ -64,3 +73,14 @@ conformance: setup
 # `nmem serve` startup to the first tools/list, and search latency through the stdio client at 100k observations.
 bench-mcp: setup
 	$(BIN)/python bench/mcp_server.py
+
+# Search over HTTP at 100k observations: requests/s and p50/p99 at 1, 4 and 16 concurrent clients.
+bench-http: setup
+	$(BIN)/python bench/http_server.py
+
+# claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
+bench-claude-mem: setup
+	$(BIN)/python bench/claude_mem_ops.py
+# Precision and recall of `nmem consolidate`'s merges on a generated corpus with planted duplicates.
+bench-consolidate: setup
+	$(BIN)/python bench/consolidate.py

@@ -24,7 +24,8 @@ from nmem.memory import Service
 def nmem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "nmem-home"
     monkeypatch.setenv("NMEM_HOME", str(home))
-    for var in ("NMEM_DB", "NMEM_CONFIG", "NMEM_STORE_URL", "NMEM_PROJECT", "NMEM_ENABLED", "NMEM_FORMAT"):
+    for var in ("NMEM_DB", "NMEM_CONFIG", "NMEM_STORE_URL", "NMEM_PROJECT", "NMEM_ENABLED", "NMEM_FORMAT",
+                "NMEM_KEY", "NMEM_KEY_FILE", "NMEM_KEYRING"):
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import dumps, hook_payload, record, run_nmem
 from nmem.memory import Service
 from nmem.portable import backup as backups
-from nmem.store.sqlite_schema import LATEST_VERSION
+from nmem.store.sqlite.schema import LATEST_VERSION
 from test_cli_support import CWD, invoke, ok, seed
 from test_migrations import apply_steps
 

@@ -82,7 +82,7 @@ def test_capture_is_the_subcog_form(service: Service) -> None:
     assert bare["urn"] == f"nmem://user/patterns/{bare['id']}"
     assert service.get_memory(str(bare["id"])).content == "Errors carry their exit code"
     text = ok("capture", "blockers", "CI is red").stdout
-    assert text.startswith("Remembered blockers/")
+    assert text.startswith("✓ Captured memory: blockers/") and "URI: nmem://project:demo/blockers/" in text
     assert invoke("capture", "decisions", "x", "--content", "a", "--stdin", input="b").exit_code == 2
     assert invoke("capture", "decisions").exit_code == 2
 

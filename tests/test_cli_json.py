@@ -17,7 +17,8 @@ from test_cli_support import AUTH_FILE, CWD, as_json, ok, seed
 
 JSON_DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 # Objects keyed by data (types, namespaces, projects...) rather than by a fixed schema.
-DATA_KEYED = {"metadata", "by_obs_type", "by_namespace", "by_tier", "by_project", "events", "projects"}
+DATA_KEYED = {"metadata", "by_obs_type", "by_namespace", "by_tier", "by_project", "by_domain", "events", "projects",
+              "fts", "policy", "by_type", "tiers", "tables"}
 
 
 def sections() -> dict[str, str]:
@@ -84,6 +85,15 @@ def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
         ("nmem config set", ["config", "set", "search.default_limit", "30"]),
         ("nmem config path", ["config", "path"]),
         ("nmem sync", ["sync", "--remote", ids["remote"]]),
+        ("nmem sweep", ["sweep", "--dry-run"]),
+        ("nmem sweep", ["sweep"]),
+        ("nmem remember, capture, update", ["remember", "Use WAL mode", "-n", "decisions"]),
+        ("nmem consolidate", ["consolidate", "--dry-run"]),
+        ("nmem consolidate", ["consolidate"]),
+        ("nmem consolidate", ["consolidate", "--runs"]),
+        ("nmem consolidate", ["consolidate", "--undo", "1"]),
+        ("nmem encrypt, decrypt", ["encrypt", "--generate-key"]),
+        ("nmem encrypt, decrypt", ["decrypt", "--keep-backup"]),
     ]
 
 

@@ -145,3 +145,20 @@ def test_tables_paths_ids_and_budget(project: dict[str, Any]) -> None:
     assert estimate_tokens(block) <= 1500 and len(block) < 10_000
     sessions = [s["id"] for s in query(project["home"], "SELECT id FROM sessions ORDER BY started_at")]
     assert sessions == ["sess-older-0001", "sess-last-0002", "sess-next-0003"], "no session from a Notification"
+
+
+def test_a_session_started_in_the_main_checkout_is_told_its_own_root(tmp_path: Any) -> None:
+    """Yesterday's work happened in a linked worktree; today's session starts in the main checkout:
+    one project, and the block's paths are relative to where the agent is now."""
+    from conftest import load_bench
+
+    main, worktree = load_bench("cc_transcripts").git_repo_with_worktree(tmp_path / "code", "shop", "sso")
+    home = tmp_path / "home"
+    hook_ok(home, event("SessionStart", "wt-1", str(worktree), source="startup"))
+    hook_ok(home, event("UserPromptSubmit", "wt-1", str(worktree), prompt="add SSO login"))
+    hook_ok(home, edit("wt-1", str(worktree), f"{worktree}/src/sso.py"))
+    hook_ok(home, event("Stop", "wt-1", str(worktree), last_assistant_message="SSO login is in src/sso.py."))
+    block = hook_ok(home, event("SessionStart", "main-2", str(main), source="startup"))
+    intro = next(line for line in block.splitlines() if line.startswith("Project shop at "))
+    assert intro.startswith((f"Project shop at {main} ", "Project shop at ~/")), intro
+    assert "shop-sso" not in intro and "src/sso.py" in block

@@ -87,6 +87,8 @@ def test_failed_file_tools_are_fixed_by_the_same_kind_of_success() -> None:
      "ModuleNotFoundError: No module named 'yaml'"),
     ("src/a.ts:3:7  error  'x' is unused\nsrc/b.ts:1:1  error  'y' is unused\n\n2 problems",
      "src/a.ts:3:7 error 'x' is unused"),
+    ("Exit code 1\nE   ModuleNotFoundError: No module named 'billing.pdf'\n1 error in 0.05s",
+     "1 error in 0.05s · ModuleNotFoundError: No module named 'billing.pdf'"),
     ("just some output\nlast line", "last line"),
     ("", ""),
 ])

@@ -18,7 +18,8 @@ import pytest
 
 from fixtures.harness import event, hook_env, hook_ok
 
-FORBIDDEN = ("click", "yaml", "mcp", "pydantic", "numpy", "rich", "typer", "httpx", "starlette", "uvicorn",
+FORBIDDEN = ("click", "yaml", "mcp", "pydantic", "numpy", "rich", "typer", "httpx", "httpx2", "nmem.lifecycle",
+             "starlette", "uvicorn",
              "psycopg", "sentence_transformers", "torch", "nmem.cli", "nmem.mcp", "nmem.http")
 # Names importtime prints that are not imports of the hook: the interpreter's own start-up
 # (site's .pth files, the sitecustomize probe) is measured separately, and `copy` probes for

@@ -9,6 +9,7 @@ import pytest
 
 from http_support import CSRF, error_of, http_client
 from mcp_support import AUTH_FILE, PROJECT, Seeded
+from nmem.errors import ALL_ERRORS, ContentBlocked, InvalidArgument, NotFound, StorageError, ValidationError
 from nmem.memory import Service
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +167,18 @@ async def test_unknown_paths_and_methods_are_json_errors(api: httpx2.AsyncClient
     assert missing.status_code == 404 and error_of(missing)["type"] == "not_found"
     wrong = await api.post("/api/v1/status", headers=CSRF)
     assert wrong.status_code == 405 and error_of(wrong)
+
+
+def test_every_error_class_has_an_http_status_of_its_kind() -> None:
+    for error in ALL_ERRORS:
+        client_fault = issubclass(error, (InvalidArgument, NotFound, ValidationError, ContentBlocked))
+        assert (400 <= error.http_status < 500) if client_fault else (error.http_status >= 400), error
+        if issubclass(error, StorageError):
+            assert error.http_status >= 500, error
+
+
+async def test_an_ambiguous_session_prefix_is_409_listing_the_candidates(api: httpx2.AsyncClient) -> None:
+    response = await api.get("/api/v1/sessions/s/trace")
+    assert response.status_code == 409, response.text
+    error = error_of(response)
+    assert error["type"] == "ambiguous" and "s1" in error["message"] and "s2" in error["message"]

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 from schemathesis.checks import content_type_conformance, not_a_server_error, status_code_conformance
 
 from mcp_support import HttpServer, http_server, seed
@@ -21,7 +23,7 @@ from nmem.http.app import create_app
 from nmem.memory import Service
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
-EXAMPLES = 12   # per operation: ~40 operations, a bounded run of a few hundred requests
+EXAMPLES = 16   # per operation, valid and invalid: ~40 operations, a bounded run of ~600 requests
 
 
 def test_the_checked_in_document_is_the_generated_one() -> None:
@@ -37,6 +39,13 @@ def test_every_route_is_documented_and_every_documented_path_is_routed(service: 
     assert as_routed <= routed
     undocumented = {(m, p) for m, p in routed if m != "HEAD" and p not in ("/openapi.json",)} - as_routed
     assert undocumented == set()
+
+
+def test_docs_http_lists_every_endpoint() -> None:
+    text = (DOC.parent / "http.md").read_text(encoding="utf-8")
+    missing = [f"{e.method} {e.openapi_path}" for e in openapi.endpoints()
+               if f"`{e.method} {e.openapi_path}`" not in text]
+    assert missing == []
 
 
 def test_operations_have_unique_ids_and_errors_share_one_schema() -> None:
@@ -68,9 +77,13 @@ OPERATIONS = {op.label: op for op in (result.ok() for result in SCHEMA.get_all_o
 @pytest.mark.slow
 @pytest.mark.parametrize("label", sorted(OPERATIONS))
 def test_no_generated_request_gets_a_server_error(server: HttpServer, label: str) -> None:
+    """Valid requests (by the document) and invalid ones (wrong types, values out of range,
+    missing parameters): every answer a documented status and content type, none a 5xx."""
     base = f"http://127.0.0.1:{server.port}"
+    operation = OPERATIONS[label]
+    cases = st.one_of(operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE))
 
-    @given(case=OPERATIONS[label].as_strategy())
+    @given(case=cases)
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def requests_answered_without_5xx(case: Any) -> None:

@@ -109,13 +109,17 @@ def test_recall_streams_progress_then_results(server: Server) -> None:
     assert {r["scope"] for r in results} <= {"memories", "observations", "prompts", "sessions"}
 
 
-def test_consolidate_says_it_is_not_available(server: Server) -> None:
+def test_consolidate_streams_its_progress_and_report(server: Server) -> None:
     import http.client
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    conn.request("POST", "/stream/consolidate", headers=CSRF)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn.request("POST", "/stream/consolidate?dry_run=1", headers=CSRF)
     text = conn.getresponse().read().decode()
     conn.close()
-    assert "event: start" in text and "not_available" in text
+    events = [block for block in text.split("\n\n") if block]
+    assert events[0].startswith("event: start") and events[-1].startswith("event: complete")
+    assert any(b.startswith("event: progress") and "memories" in b for b in events)
+    report = next(json.loads(b.split("data: ", 1)[1]) for b in events if b.startswith("event: result"))
+    assert report["dry_run"] is True and report["run_id"] is None
 
 
 def test_operations_that_write_need_the_csrf_header(server: Server) -> None:

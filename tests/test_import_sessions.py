@@ -157,6 +157,7 @@ def test_a_compaction_becomes_a_checkpoint_as_precompact_makes_one(service: Serv
     assert json.loads(memories[0]["tags"]) == ["checkpoint", "compact-auto"]
     assert json.loads(memories[1]["tags"]) == ["checkpoint", "compact-manual"]
     assert memories[1]["content"] == "1. The suite passes."
+    assert memories[1]["summary"] == "Checkpoint before compaction: run the full suite", "named after the latest intent"
     assert "/compact" not in user_prompts(service), "a /compact command prompts nobody"
 
 

@@ -110,7 +110,7 @@ async def test_tools_and_resources_over_http(open_server: tuple[HttpServer, Seed
     server, seeded = open_server
     async with connect(server.url) as client:
         assert client.protocol_version == "2025-11-25"
-        assert len((await client.list_tools()).tools) == 12
+        assert len((await client.list_tools()).tools) == 13
         found = structured(await client.call_tool("search", {"query": "login"}))
         assert [r["project"] for r in found["results"]] == [PROJECT, "other"]  # its project's results first
         assert tool_error(await client.call_tool("timeline", {"anchor": 424242})) == "anchor observation not found"
@@ -187,7 +187,7 @@ async def test_sdk_client_needs_the_right_token(guarded_server: HttpServer) -> N
             async with connect(guarded_server.url, token) as client:
                 await client.list_tools()
     async with connect(guarded_server.url, TOKEN) as client:
-        assert len((await client.list_tools()).tools) == 12
+        assert len((await client.list_tools()).tools) == 13
         found = structured(await client.call_tool("search", {"query": "login"}))
         assert [r["project"] for r in found["results"]] == [PROJECT, "other"]  # --project: the first results
 

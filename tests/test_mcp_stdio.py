@@ -15,7 +15,7 @@ from mcp_support import CWD, PROJECT, Inbox, Seeded, child_env, record_process, 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ALL_TOOLS = ["search", "get_observations", "get", "timeline", "recent_context", "session_trace", "file_history",
-             "remember", "recall", "forget", "status", "sync"]
+             "remember", "recall", "forget", "status", "configure", "sync", "consolidate"]
 
 
 def params(home: Path, *args: str, **env: str) -> StdioServerParameters:

@@ -20,7 +20,7 @@ from nmem.memory import Service
 pytestmark = pytest.mark.anyio
 
 ALL_TOOLS = ["search", "get_observations", "get", "timeline", "recent_context", "session_trace", "file_history",
-             "remember", "recall", "forget", "status", "sync"]
+             "remember", "recall", "forget", "status", "configure", "sync", "consolidate"]
 CORE_TOOLS = ["search", "get_observations", "get", "timeline", "remember", "recall", "forget"]
 
 
@@ -51,11 +51,13 @@ async def test_tools_list_every_tool_with_schemas_and_hints(client: Client) -> N
             jsonschema.Draft202012Validator.check_schema(schema)
         ann = tool.annotations
         assert ann is not None
-        assert ann.open_world_hint is False
+        assert ann.open_world_hint is (tool.name == "sync"), tool.name  # only sync reaches beyond the store
         if tool.name in ("remember", "forget"):
             assert ann.read_only_hint is False, tool.name
-        elif tool.name == "sync":  # writes what other devices wrote; running it twice changes nothing more
+        elif tool.name in ("sync", "configure"):  # setting the same values twice changes nothing more
             assert (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint) == (False, False, True)
+        elif tool.name == "consolidate":  # archives (never deletes) and can be undone
+            assert (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint) == (False, False, False)
         else:
             assert (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint) == (True, False, True), tool.name
     by_name = {t.name: t for t in tools}
@@ -427,7 +429,7 @@ async def test_remember_errors(client: Client) -> None:
 
 
 async def test_forget_needs_an_id(client: Client) -> None:
-    assert await error(client, "forget", {}) == "give the id or urn of the memory to forget"
+    assert await error(client, "forget", {}) == "give the id, urn or number of the memory to forget"
     assert "memory not found" in await error(client, "forget", {"id": "01NOPE"})
 
 

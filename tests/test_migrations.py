@@ -20,8 +20,8 @@ from nmem.errors import StorageError
 from nmem.memory import Service
 from nmem.store import NewObservation, SearchFilters, open_store
 from nmem.store.sqlite import SqliteStore
-from nmem.store.sqlite_files import APPLICATION_ID
-from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
+from nmem.store.sqlite.files import APPLICATION_ID
+from nmem.store.sqlite.schema import LATEST_VERSION, MIGRATIONS, split_statements
 
 T0 = 1_790_000_000
 SUMMARY = {"intent": "fix the login bug", "intents": ["fix the login bug"], "files_changed": ["/w/demo/auth.py"],

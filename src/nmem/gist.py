@@ -5,11 +5,9 @@ Light (no `re`): summaries are made on the hook path and the context block at Se
 
 from __future__ import annotations
 
-ELLIPSIS = "…"
+from nmem.textcut import preview
+
 SENTENCE_ENDS = (". ", "! ", "? ", ".\n", "!\n", "?\n")
-# A cut at a word boundary may give back this share of the size at most; a longer last word
-# (a path, a URL, a hash) is cut inside instead, so the text still says something.
-MIN_KEEP = 0.6
 
 
 def one_line(text: str) -> str:
@@ -18,15 +16,8 @@ def one_line(text: str) -> str:
 
 
 def clip(text: str, size: int) -> str:
-    """`text` on one line, cut to at most `size` characters at a word boundary, `…` marking a cut."""
-    line = one_line(text)
-    if len(line) <= size:
-        return line
-    room = max(size - len(ELLIPSIS), 1)
-    cut = line.rfind(" ", 0, room + 1)
-    if cut < room * MIN_KEEP:
-        cut = room
-    return line[:cut].rstrip(" ,;:-–—(") + ELLIPSIS
+    """`text` on one line, cut like every preview (nmem.textcut): at a word boundary, `…` marking a cut."""
+    return preview(one_line(text), size)
 
 
 def _drop_markup(line: str) -> str:

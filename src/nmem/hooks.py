@@ -455,7 +455,8 @@ def _session_context(service: CoreService, event: ev.HookEvent, project: str | N
         return ""
     from nmem.context import render  # only SessionStart renders; other events never load it
 
-    block = render(service, project, event.source, event.timestamp)
+    block = render(service, project, event.source, event.timestamp, session_id=event.session_id or None,
+                   cwd=event.cwd or None)
     return _hook_output(service.settings, event.hook_event_name, block)
 
 

@@ -15,15 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem import changefeed
+from nmem.capture.privacy import scrub
 from nmem.capture.project import git_toplevel
 from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings
 from nmem.core import MAX_IDS, MAX_LIMIT, CoreService, _as_int, _as_list, clamp
-from nmem.errors import Ambiguous, InvalidArgument, NotFound
+from nmem.errors import Ambiguous, InvalidArgument, NotFound, ValidationError
+from nmem.lifecycle.service import Lifecycle
 from nmem.models import (
     ORDERS,
     SCOPES,
     SESSION_REF_CHARS,
+    TIERS,
     Memory,
     Observation,
     Prompt,
@@ -32,6 +35,7 @@ from nmem.models import (
     preview,
     prompt_ref,
     session_ref,
+    spec_tag,
 )
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.search import rank
@@ -43,6 +47,8 @@ from nmem.timeutil import parse_time
 
 __all__ = ["CoreService", "RecordOutcome", "SearchResult", "Service"]
 
+RECALL_MODES = ("bm25", "vector", "hybrid")
+RECALL_DETAILS = ("minimal", "summary", "full")
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
 CANDIDATES_SHOWN = 10   # sessions or paths an ambiguous prefix or suffix lists
@@ -60,8 +66,9 @@ class SearchResult:
         return [hit.to_dict(full=full) for hit in self.hits]
 
 
-class Service(CoreService):
-    """nmem's API: capture and curation (`CoreService`) plus search, recall and navigation."""
+class Service(Lifecycle):
+    """nmem's API: capture and curation (`CoreService`), the lifecycle (`Lifecycle`: tiers, sweep,
+    consolidate), search, recall and navigation."""
 
     def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         super().__init__(store, settings, clock)
@@ -69,22 +76,144 @@ class Service(CoreService):
 
     # -- curated memories ----------------------------------------------------------------
 
+    def capture(self, content: str, *, summary: str | None = None, namespace: str | None = None,
+                spec: str | None = None, tags: Iterable[str] | str | None = None, **options: Any) -> dict[str, Any]:
+        """`remember` with subcog's answer (§2.2.1): the memory plus `memory_id`, `uri`, `indexed`
+        (the full-text index holds it) and `warning` (secrets redacted, a duplicate kept), or
+        None. `spec` is kept as the tag `spec:<name>`, which `recall --spec` filters on."""
+        wanted = list(_as_list(tags, "tags"))
+        if spec is not None:
+            if not str(spec).strip():
+                raise InvalidArgument("spec must not be empty")
+            wanted.append(spec_tag(str(spec)))
+        target = self._domain(options.get("domain"), options.get("project"))
+        body = scrub(content or "").strip()
+        twins = [m.id for m in self.store.iter_memories(target, self._namespace(namespace))
+                 if body and m.content == body]
+        memory = self.remember(content, summary=summary, namespace=namespace, tags=wanted, **options)
+        warnings: list[str] = []
+        if body != (content or "").strip() or (summary is not None and memory.summary != summary.strip()) \
+                or any(scrub(t) != t for t in wanted):
+            warnings.append("secrets redacted")
+        if twins:
+            warnings.append(f"duplicate of {', '.join(twins[:3])} (kept as a new memory)")
+        return {"success": True, "memory_id": memory.id, "uri": memory.urn,
+                "indexed": self.store.memory_indexed(memory.id), "warning": "; ".join(warnings) or None,
+                **memory.to_dict()}
+
     def recall(self, query: str | None = None, *, namespace: str | None = None,
                tags: Iterable[str] | str | None = None, domain: str | None = None,
                project: str | None = None, limit: int | None = 10,
-               include_archived: bool = False) -> list[SearchHit]:
-        """Search curated memories only; counts as an access."""
+               include_archived: bool = False, mode: str | None = None,
+               min_similarity: float | None = None, spec: str | None = None) -> list[SearchHit]:
+        """Search curated memories only; counts as an access. `mode`: `bm25` (full-text only),
+        `vector` (nearest vectors) or `hybrid` (both fused); None follows `search.embeddings`."""
+        return self._recall(query, namespace=namespace, tags=tags, domain=domain, project=project, limit=limit,
+                            include_archived=include_archived, mode=mode, min_similarity=min_similarity,
+                            spec=spec)[0]
+
+    def recall_results(self, query: str | None = None, *, detail: str = "summary", **options: Any
+                       ) -> list[dict[str, Any]]:
+        """`recall` as JSON-ready rows at a detail level: `minimal` (ids, summary, URN),
+        `summary` (index entry: metadata and a preview) or `full` (the whole memory). Each row
+        carries `number`, the integer id srvrmgr's `forget(id)` takes, and `similarity` when
+        vectors were compared."""
+        if detail not in RECALL_DETAILS:
+            raise InvalidArgument(f"unknown detail {detail!r}; valid: {', '.join(RECALL_DETAILS)}")
+        hits, similarity = self._recall(query, **options)
+        numbers = self.store.memory_numbers([str(h.record.id) for h in hits])
+        rows: list[dict[str, Any]] = []
+        for hit in hits:
+            uid = str(hit.record.id)
+            row = hit.to_dict(full=detail == "full")
+            if detail == "minimal":
+                row = {k: row[k] for k in ("kind", "id", "namespace", "summary", "urn", "score")}
+            row["number"] = numbers.get(uid)
+            if uid in similarity:
+                row["similarity"] = round(similarity[uid], 4)
+            rows.append(row)
+        return rows
+
+    def _recall(self, query: str | None, *, namespace: str | None = None,
+                tags: Iterable[str] | str | None = None, domain: str | None = None,
+                project: str | None = None, limit: int | None = 10, include_archived: bool = False,
+                mode: str | None = None, min_similarity: float | None = None,
+                spec: str | None = None) -> tuple[list[SearchHit], dict[str, float]]:
+        self.refresh_tiers()  # tiers older than a day are recomputed first
+        if mode is not None and mode not in RECALL_MODES:
+            raise InvalidArgument(f"unknown mode {mode!r}; valid: {', '.join(RECALL_MODES)}")
+        if min_similarity is not None:
+            if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)):
+                raise InvalidArgument(f"min_similarity must be a number, got {min_similarity!r}")
+            if not 0.0 <= float(min_similarity) <= 1.0:
+                raise ValidationError(f"min_similarity must be between 0.0 and 1.0, got {min_similarity}")
+            if mode == "bm25":
+                raise InvalidArgument("min_similarity compares vectors: use mode vector or hybrid, not bm25")
+            mode = mode or "hybrid"
         domains: tuple[str, ...] = ()
         if domain and domain != "all":
             domains = (self._domain(domain, project),)
+        wanted = list(_as_list(tags, "tags"))
+        if spec is not None:
+            if not str(spec).strip():
+                raise InvalidArgument("spec must not be empty")
+            wanted.append(spec_tag(str(spec)))
         filters = SearchFilters(
             project=project if project not in (None, "*") else None,
             namespaces=(self._namespace(namespace),) if namespace else (),
-            domains=domains, tags=_as_list(tags, "tags"), include_archived=include_archived,
+            domains=domains, tags=tuple(wanted), include_archived=include_archived,
         )
-        hits = self._search("memories", query, filters, "relevance", clamp(limit, 1, MAX_LIMIT, 10, "limit"), 0).hits
+        lim = clamp(limit, 1, MAX_LIMIT, 10, "limit")
+        similarity: dict[str, float] = {}
+        if mode in ("vector", "hybrid"):
+            from nmem.search import embeddings
+
+            embedder = embeddings.require_embedder(self.settings, f"recall mode {mode}")
+            embeddings.embed_memories(self.store, embedder)
+            fusion = "dense" if mode == "vector" else None
+            if fusion is None and embeddings.fusion_settings(self.settings)[0] == "dense":
+                fusion = "weighted"
+            fused = embeddings.hybrid_search(self, "memories", query, filters, "relevance", lim, 0,
+                                             embedder=embedder, fusion=fusion)
+            hits = fused.hits if fused is not None else self._search(
+                "memories", query, filters, "relevance", lim, 0, lexical=True).hits
+            if query and query.strip():
+                similarity = embeddings.memory_similarity(self.store, embedder, query,
+                                                          [str(h.record.id) for h in hits])
+            if min_similarity is not None:
+                hits = [h for h in hits if similarity.get(str(h.record.id), 0.0) >= float(min_similarity)]
+        else:
+            hits = self._search("memories", query, filters, "relevance", lim, 0, lexical=mode == "bm25").hits
         self.store.touch_memories([str(h.record.id) for h in hits], self.now())
-        return hits
+        return hits, similarity
+
+    def status(self, domain: str | None = None, verify: bool = False) -> dict[str, Any]:
+        """`CoreService.status` plus memories by domain; `domain` narrows the memory counts to
+        one (project, project:<name>, user, org); `verify` adds SQLite's integrity check and
+        each full-text index checked against its table (`verify.ok` false on any finding)."""
+        data = super().status()
+        by_domain: dict[str, int] = {}
+        live = list(self.store.iter_memories(None, None))
+        for memory in live:
+            by_domain[memory.domain] = by_domain.get(memory.domain, 0) + 1
+        data["by_domain"] = dict(sorted(by_domain.items(), key=lambda kv: (-kv[1], kv[0])))
+        if domain and domain != "all":
+            target = self._domain(domain, None)
+            mine = [m for m in live if m.domain == target]
+            by_ns: dict[str, int] = {}
+            by_tier: dict[str, int] = {}
+            for memory in mine:
+                by_ns[memory.namespace] = by_ns.get(memory.namespace, 0) + 1
+                by_tier[memory.tier] = by_tier.get(memory.tier, 0) + 1
+            data.update(domain=target, memories=len(mine),
+                        by_namespace=dict(sorted(by_ns.items(), key=lambda kv: (-kv[1], kv[0]))),
+                        by_tier={t: by_tier[t] for t in TIERS if t in by_tier})
+        if verify:
+            integrity = self.store.integrity()
+            fts = self.store.fts_consistency()
+            data["verify"] = {"ok": integrity == "ok" and all(v == "ok" for v in fts.values()),
+                              "integrity": integrity, "fts": fts}
+        return data
 
     # -- search and navigation -------------------------------------------------------------
 
@@ -94,14 +223,18 @@ class Service(CoreService):
                session_id: str | None = None, date_start: Any = None, date_end: Any = None,
                order_by: str = "relevance", limit: int | None = None, offset: int | None = 0,
                source: str | None = None, strict: bool = False, prefer_project: str | None = None,
-               cwd: str | None = None) -> SearchResult:
+               cwd: str | None = None, raw: bool | None = None) -> SearchResult:
         """Full-text search with filters over one scope or all of them.
 
         `strict` keeps only records holding every word (FTS5 syntax as typed), never the
         candidates relevance ranking takes from any shared word: what pipes and purges need.
         Without a `project` filter, `prefer_project`'s hits come first, then the others'
-        (ADR-006: project match is a boost, not a filter). A session is named by id, unique
+        (ADR-006: project match is a boost, not a filter). `raw` (default: the `search.raw`
+        setting) is ADR-006's strict mode: the query goes to FTS5 exactly as typed and hits come
+        in plain BM25 order, no rewriting or reranking. A session is named by id, unique
         prefix or URN; a relative file path as `resolve_file` reads it from `cwd`."""
+        if raw is None:
+            raw = bool(self.settings["search.raw"])
         if scope not in SCOPES:
             raise InvalidArgument(f"unknown scope {scope!r}; valid: {', '.join(SCOPES)}")
         if order_by not in ORDERS:
@@ -127,34 +260,39 @@ class Service(CoreService):
             date_start=start, date_end=end,
         )
         if prefer_project and only is None:
-            return self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict)
-        return self._search(scope, query, filters, order_by, lim, off, strict=strict)
+            return self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
+        return self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
-                       limit: int, offset: int, strict: bool) -> SearchResult:
+                       limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:
         """The hits of `project` in their order, then the other projects' in theirs."""
         want = offset + limit
         if scope in ("observations", "prompts", "sessions") and not self.store.search_sessions(
                 None, SearchFilters(project=project), "date_desc", 1, 0):
             own = SearchResult([], query, None)  # no trail there yet: spare the filtered walk of every match
         else:
-            own = self._search(scope, query, filters.replace(project=project), order, want, 0, strict=strict)
+            own = self._search(scope, query, filters.replace(project=project), order, want, 0, strict=strict,
+                               raw=raw)
         hits, match = list(own.hits), own.match
         if len(hits) < want:
             seen = {(h.kind, str(h.record.id)) for h in hits}
-            rest = self._search(scope, query, filters, order, want + len(hits), 0, strict=strict)
+            rest = self._search(scope, query, filters, order, want + len(hits), 0, strict=strict, raw=raw)
             hits += [h for h in rest.hits if (h.kind, str(h.record.id)) not in seen][:want - len(hits)]
             match = match if own.hits else rest.match
         return SearchResult(hits[offset:want], query, match)
 
     def _search(self, scope: str, query: str | None, filters: SearchFilters, order: str,
-                limit: int, offset: int, *, strict: bool = False) -> SearchResult:
+                limit: int, offset: int, *, strict: bool = False, raw: bool = False,
+                lexical: bool = False) -> SearchResult:
+        if raw:  # ADR-006: the query goes to FTS5 as typed, ordered by plain BM25
+            match = query.strip() if query and query.strip() else None
+            return SearchResult(self._run_scopes(scope, match, filters, order, limit, offset), query, match)
         if strict:
             match = strict_match(query)
             if match == "":
                 return SearchResult([], query, None)
             return SearchResult(self._run_scopes(scope, match, filters, order, limit, offset), query, match)
-        if self.settings["search.embeddings"] != "none":  # hook: optional embeddings fused with BM25
+        if not lexical and self.settings["search.embeddings"] != "none":  # optional embeddings fused with BM25
             from nmem.search.embeddings import hybrid_search
 
             fused = hybrid_search(self, scope, query, filters, order, limit, offset)
@@ -547,6 +685,7 @@ class Service(CoreService):
                 missing.append(text)
             else:
                 records.append(record)
+        self.store.touch_memories([str(r.id) for r in records if isinstance(r, Memory)], self.now())
         return records, missing
 
     def resolve_file(self, path: str, *, cwd: str | None = None, project: str | None = None) -> str:

@@ -40,6 +40,13 @@ SCOPES: tuple[str, ...] = ("observations", "prompts", "sessions", "memories", "a
 ORDERS: tuple[str, ...] = ("relevance", "date_desc", "date_asc")
 
 
+SPEC_TAG = "spec:"  # subcog's `--spec <name>` is kept as the tag `spec:<name>`
+
+
+def spec_tag(spec: str) -> str:
+    return SPEC_TAG + spec.strip()
+
+
 def project_domain(project: str) -> str:
     return f"project:{project}"
 

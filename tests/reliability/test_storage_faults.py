@@ -35,8 +35,8 @@ from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 from nmem.store import NewObservation, SearchFilters
 from nmem.store.sqlite import SqliteStore
-from nmem.store.sqlite_files import APPLICATION_ID
-from nmem.store.sqlite_schema import LATEST_VERSION, MIGRATIONS, split_statements
+from nmem.store.sqlite.files import APPLICATION_ID
+from nmem.store.sqlite.schema import LATEST_VERSION, MIGRATIONS, split_statements
 
 T0 = 1_790_000_000
 CWD = "/home/dev/code/billing-api"
@@ -335,6 +335,12 @@ def test_a_read_only_database_serves_the_cli_and_keeps_hook_events_for_later(tmp
     assert_fails_clearly(nmem(home, "remember", "one more"), "database is read-only", str(db), "mode 0400")
     assert_fails_clearly(nmem(home, "record", stdin=json.dumps(bash_event("cargo test"))), "read-only")
     assert len(spooled(home)) == 1
+    start = {**bash_event("x"), "hook_event_name": "SessionStart", "source": "startup", "session_id": "s-next"}
+    for key in ("tool_name", "tool_input", "tool_response"):
+        start.pop(key, None)
+    done = nmem(home, "record", stdin=json.dumps(start))  # reads still work: the new session gets its context
+    assert done.returncode == 0 and "<nmem-context>" in done.stdout and done.stderr == "", done
+    assert len(spooled(home)) == 2
     assert digest(db) == before and stat.S_IMODE(db.stat().st_mode) == 0o400 and side_files(db) == []
 
     db.chmod(0o600)  # writable again: the next hook stores the kept event first
@@ -343,7 +349,7 @@ def test_a_read_only_database_serves_the_cli_and_keeps_hook_events_for_later(tmp
     conn = sqlite3.connect(db)
     try:
         assert [r[0] for r in conn.execute("SELECT content FROM observations ORDER BY id")] == \
-            ["pytest tests/test_ledger.py -q", "cargo test", "cargo build"]
+            ["pytest tests/test_ledger.py -q", "cargo test", "session_start (startup)", "cargo build"]
     finally:
         conn.close()
 

@@ -25,6 +25,8 @@ EVENT_KINDS: dict[str, str] = {
 
 # `nmem hook <name>` accepts subcog's kebab-case names as well as Claude Code's.
 HOOK_ALIASES: dict[str, str] = {
+    "UserPrompt": "UserPromptSubmit",   # subcog's enum names
+    "PostTool": "PostToolUse",
     "session-start": "SessionStart",
     "user-prompt": "UserPromptSubmit",
     "user-prompt-submit": "UserPromptSubmit",
@@ -51,13 +53,28 @@ def _optional_str(payload: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _subcog_shape(payload: dict[str, Any]) -> dict[str, Any]:
+    """subcog's hook input names the working directory `project_path` and the event `hook`
+    (PascalCase or kebab-case); Claude Code's names win when both are present."""
+    if not isinstance(payload.get("cwd"), str) and isinstance(payload.get("project_path"), str):
+        payload = {**payload, "cwd": payload["project_path"]}
+    hook = payload.get("hook")
+    if not isinstance(payload.get("hook_event_name"), str) and isinstance(hook, str):
+        payload = {**payload, "hook_event_name": HOOK_ALIASES.get(hook, hook)}
+    return payload
+
+
 def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
-    """Validate the common fields and normalise; unknown fields are ignored."""
+    """Validate the common fields and normalise; unknown fields are ignored. Claude Code's
+    shape, or subcog's (`project_path`, `hook`)."""
     if not isinstance(payload, dict):
         raise InvalidArgument("hook input: expected a JSON object")
+    payload = _subcog_shape(payload)
     name = _required_str(payload, "hook_event_name")
     session_id = _required_str(payload, "session_id")
-    cwd = _required_str(payload, "cwd")
+    if not isinstance(payload.get("cwd"), str) or not payload["cwd"].strip():
+        raise InvalidArgument("hook input: missing required field 'cwd' (or subcog's 'project_path')")
+    cwd = payload["cwd"]
     kind = EVENT_KINDS.get(name, ev.OTHER)
     tool_name = _optional_str(payload, "tool_name")
     if kind in (ev.TOOL, ev.TOOL_FAILURE) and not tool_name:

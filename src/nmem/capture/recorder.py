@@ -140,7 +140,8 @@ class Recorder:
         text = (event.assistant_message or "").strip()[:CHECKPOINT_CHARS] or summary["text"]
         if not text:
             return RecordOutcome(event.session_id, project, skipped="ignored")
-        title = f"Checkpoint before compaction: {summary['intent'] or 'session ' + event.session_id[:8]}"
+        # Named after what was under way when the context filled up, not how the session began.
+        title = f"Checkpoint before compaction: {summary['last_intent'] or 'session ' + event.session_id[:8]}"
         memory = self.remember(text, summary=clip(title, 100), namespace="progress",
                                domain=f"project:{project}", source=f"session:{event.session_id}",
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)

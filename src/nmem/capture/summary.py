@@ -85,6 +85,7 @@ def summarize(observations: Sequence[ObsOutline], prompts: Sequence[PromptOutlin
         parts.append("Commands: " + "; ".join(commands))
     return {
         "intent": intents[0] if intents else "",
+        "last_intent": _first_line(framing[-1]) if framing else "",  # what was under way at the end
         "intents": intents,
         "files_changed": files,
         "commands": commands,

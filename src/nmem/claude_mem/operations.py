@@ -363,19 +363,19 @@ _OPS: tuple[tuple[str, str, str, Function, str, str, bool], ...] = (
      search, "results", "GET", False),
     ("timeline", "/api/timeline", "What happened around an observation in its session: give anchor (an id) or "
      "a query whose best match becomes the anchor.", timeline, "timeline", "GET", False),
-    ("decisions", "/api/decisions", "Find architectural and design decisions (nmem: curated memories in the "
-     "decisions namespace).", decisions, "results", "GET", False),
-    ("changes", "/api/changes", "Find code changes: file writes and edits, commits and pushes, and progress "
-     "memories.", changes, "results", "GET", False),
+    ("decisions", "/api/decisions", "Find architectural and design decisions: curated memories in the decisions "
+     "namespace or tagged decision.", decisions, "results", "GET", False),
+    ("changes", "/api/changes", "Find code changes: file writes and edits, commits and pushes, and memories in "
+     "progress or tagged change or what-changed.", changes, "results", "GET", False),
     ("how_it_works", "/api/how-it-works", "Understand how the system works: curated memories about patterns, "
-     "APIs, configuration and context.", how_it_works, "results", "GET", False),
+     "APIs, configuration and context, or tagged how-it-works.", how_it_works, "results", "GET", False),
     ("search_observations", "/api/search/observations", "Deprecated: use search with type=observations.",
      search_observations, "results", "GET", True),
     ("search_sessions", "/api/search/sessions", "Deprecated: use search with type=sessions.",
      search_sessions, "results", "GET", True),
     ("search_user_prompts", "/api/search/prompts", "Deprecated: use search with type=prompts.",
      search_user_prompts, "results", "GET", True),
-    ("find_by_concept", "/api/search/by-concept", "Find curated memories tagged with concept(s).",
+    ("find_by_concept", "/api/search/by-concept", "Find curated memories tagged with every concept given.",
      find_by_concept, "results", "GET", False),
     ("find_by_file", "/api/search/by-file", "Find observations that read or changed file(s).",
      find_by_file, "results", "GET", False),

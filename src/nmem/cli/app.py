@@ -16,7 +16,7 @@ import click
 
 from nmem import __version__
 from nmem.cli.output import FORMATS, Block, render
-from nmem.config import HOME_ENV, Settings, load_settings
+from nmem.config import CONFIG_ENV, HOME_ENV, Settings, load_settings
 from nmem.errors import ConfigError, InvalidArgument, NmemError
 from nmem.memory import Service
 from nmem.timeutil import parse_age
@@ -49,9 +49,10 @@ class NmemGroup(click.Group):
 class State:
     """What one CLI run shares between the group and its command: settings, service, format."""
 
-    def __init__(self, env: dict[str, str] | None, fmt: str | None) -> None:
+    def __init__(self, env: dict[str, str] | None, fmt: str | None, verbosity: int = 0) -> None:
         self.env = env
         self.fmt = fmt
+        self.verbosity = verbosity  # -1 with -q (no notes, no progress), 1+ with -v, -vv...
         self._settings: Settings | None = None
         self._service: Service | None = None
 
@@ -59,12 +60,18 @@ class State:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings(self.env)
+            config = self._settings.config_file
+            debug(1, f"settings from {config}" + ("" if os.path.isfile(config) else " (absent: defaults)"))
+            debug(2, "non-default settings: " + (", ".join(
+                f"{name} ({source})" for name, source in sorted(self._settings.sources.items())
+                if source != "default") or "none"))
         return self._settings
 
     def service(self) -> Service:
         """The service, opened on first use and closed when the run ends."""
         if self._service is None:
             self._service = Service.open(self.settings)
+            debug(1, f"database {self.settings.store_url}")
             click.get_current_context().find_root().call_on_close(self.close)
         return self._service
 
@@ -101,9 +108,28 @@ def emit(state: State, fmt_override: str | None, data: Any, blocks: Callable[[],
         click.echo(output, nl=False)
 
 
+def _verbosity() -> int:
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_root().obj if ctx is not None else None
+    return state.verbosity if isinstance(state, State) else 0
+
+
 def note(message: str) -> None:
-    """A line for the person at the terminal, kept out of stdout so pipes stay clean."""
-    click.echo(f"nmem: {message}", err=True)
+    """A line for the person at the terminal, kept out of stdout so pipes stay clean (and
+    left out under -q)."""
+    if _verbosity() >= 0:
+        click.echo(f"nmem: {message}", err=True)
+
+
+def debug(level: int, message: str) -> None:
+    """A line shown on stderr only with at least `level` -v flags."""
+    if _verbosity() >= level:
+        click.echo(f"nmem: [v{level}] {message}", err=True)
+
+
+def quiet() -> bool:
+    """Whether -q asked for nothing but the result (no notes, no progress bars)."""
+    return _verbosity() < 0
 
 
 def split_values(values: Iterable[str] | None) -> list[str]:
@@ -133,18 +159,37 @@ def time_bound(service: Service, value: str | None) -> str | int | None:
 
 @click.group(cls=NmemGroup, context_settings=CONTEXT_SETTINGS)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format of every command (default: the cli.format setting, text).")
+              help="Output format of every command (default: the cli.format setting, text); quiet prints "
+                   "nothing, the exit code tells.")
 @click.option("--home", type=click.Path(file_okay=False), default=None,
               help=f"Data directory for this run (default: ${HOME_ENV}, else ~/.nmem).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help=f"Settings file for this run (default: ${CONFIG_ENV}, else <data dir>/config.toml).")
+@click.option("-v", "--verbose", count=True,
+              help="Say more on stderr: -v the settings file and database used, -vv every non-default setting.")
+@click.option("-q", "--quiet", "quiet_flag", is_flag=True,
+              help="Only the result: no notes or progress bars on stderr (errors still print).")
 @click.version_option(__version__, "--version", prog_name="nmem")
 @click.pass_context
-def cli(ctx: click.Context, fmt: str | None, home: str | None) -> None:
+def cli(ctx: click.Context, fmt: str | None, home: str | None, config_file: str | None, verbose: int,
+        quiet_flag: bool) -> None:
     """nmem: local-first memory for AI coding agents.
 
     Hooks record what agents do (`nmem record`); these commands search it, curate
     memories worth keeping, and look after the database. Exit codes: 0 ok, 1 error,
-    2 invalid arguments, 3 configuration, 4 storage, 5 network (sync remote),
-    10 not found, 11 validation, 12 blocked by the security filter.
+    2 invalid arguments, 3 configuration (or memory disabled), 4 storage, 5 network (sync
+    remote), 6 LLM provider (consolidate), 7 encryption (no key, or a wrong one), 10 not found,
+    11 validation, 12 blocked by the security filter.
     """
-    env = {**os.environ, HOME_ENV: os.path.abspath(home)} if home else None
-    ctx.obj = State(env, fmt)
+    if verbose and quiet_flag:
+        raise click.UsageError("give -v or -q, not both")
+    env: dict[str, str] | None = None
+    if home or config_file:
+        env = dict(os.environ)
+        if home:
+            env[HOME_ENV] = os.path.abspath(home)
+        if config_file:
+            if not os.path.isfile(config_file):
+                raise CliError(f"--config {config_file}: no such file", ConfigError.exit_code)
+            env[CONFIG_ENV] = os.path.abspath(config_file)
+    ctx.obj = State(env, fmt, -1 if quiet_flag else verbose)

@@ -11,6 +11,7 @@ from nmem.cli.app import State, emit, format_option, note, pass_state, read_stdi
 from nmem.cli.output import Block, Body, Fields, Heading, one_line, when
 from nmem.cli.params import Integer
 from nmem.errors import InvalidArgument, NotFound
+from nmem.memory import RECALL_DETAILS, RECALL_MODES
 from nmem.models import TIERS, Memory
 from nmem.refs import OBSERVATION, PROMPT, SESSION, parse_ref
 
@@ -80,23 +81,37 @@ def remember(state: State, content: str | None, summary: str | None, namespace: 
 @click.argument("namespace")
 @click.argument("summary")
 @click.option("--content", help="The memory's body (markdown). Default: the summary itself.")
+@click.option("--spec", help="Specification it belongs to (kept as the tag spec:<name>; recall --spec finds it).")
 @memory_options
 @pass_state
-def capture(state: State, namespace: str, summary: str, content: str | None, domain: str | None,
+def capture(state: State, namespace: str, summary: str, content: str | None, spec: str | None, domain: str | None,
             project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str, pin: bool,
             from_stdin: bool, fmt: str | None) -> None:
-    """Keep a memory given NAMESPACE and SUMMARY (subcog style).
+    """Keep a memory given NAMESPACE and SUMMARY (subcog's capture).
 
-    The body comes from --content or --stdin, else the summary is the body.
+    The body comes from --content or --stdin, else the summary is the body. JSON output:
+    success, memory_id, uri, indexed (the full-text index holds it), warning (secrets
+    redacted, a duplicate kept; null when none), then every field of the memory.
 
     \b
         echo "We need JSONB" | nmem capture decisions "Use PostgreSQL" --stdin
+        nmem capture decisions "API versioning" --spec feature-api --tags api,versioning
     """
     if from_stdin and content is not None:
         raise click.UsageError("give --content or --stdin, not both")
     body = read_stdin() if from_stdin else content or summary
-    _remember(state, fmt, body, summary=summary, namespace=namespace, domain=domain, project=project,
-              tags=tags, relates_to=relates_to, tier=tier, pin=pin)
+    data = state.service().capture(
+        body, summary=summary, namespace=namespace, spec=spec, tags=split_values(tags), domain=domain,
+        project=project, source="cli", relates_to=split_values(relates_to), tier=tier, pinned=pin)
+
+    def blocks() -> list[Block]:
+        lines = [f"✓ Captured memory: {data['namespace']}/{data['memory_id']}",
+                 f"  Domain: {data['domain']}", f"  URI: {data['uri']}"]
+        if data["warning"]:
+            lines.append(f"  Warning: {data['warning']}")
+        return [Body("\n".join(lines))]
+
+    emit(state, fmt, data, blocks)
 
 
 def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
@@ -104,9 +119,16 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
         return [Body("No memories found.")]
     blocks: list[Block] = [Body(f"Found {len(hits)} memor{'y' if len(hits) == 1 else 'ies'}:")]
     for i, hit in enumerate(hits, 1):
-        blocks.append(Heading(f"[{i}] {hit['namespace']}/{hit['id']}  {one_line(hit['summary'], 100)}", 2))
-        blocks.append(Fields([("domain", hit["domain"]), ("tags", ", ".join(hit["tags"]) or "-"),
-                              ("tier", hit["tier"]), ("updated", when(hit["timestamp"])), ("urn", hit["urn"])]))
+        similarity = f"  ({hit['similarity']:.2f} similarity)" if "similarity" in hit else ""
+        blocks.append(Heading(f"[{i}] {hit['namespace']}/{hit['id']}{similarity}  {one_line(hit['summary'], 100)}",
+                              2))
+        pairs = [("number", str(hit.get("number", ""))), ("urn", hit["urn"])]
+        if "domain" in hit:
+            pairs[:0] = [("domain", hit["domain"]), ("tags", ", ".join(hit["tags"]) or "-"),
+                         ("tier", hit["tier"]), ("updated", when(hit.get("timestamp", hit.get("updated_at"))))]
+        blocks.append(Fields(pairs))
+        if "content" in hit:
+            blocks.append(Body(hit["content"]))
     return blocks
 
 
@@ -114,18 +136,31 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
 @click.argument("query", required=False)
 @click.option("--namespace", "-n", help="Only this namespace.")
 @click.option("--tag", "--tags", "tags", multiple=True, help="Only memories with these tags (all of them).")
+@click.option("--spec", help="Only memories captured with this --spec.")
 @click.option("--domain", default="all", show_default=True, help="all, project, project:<name>, user or org.")
 @click.option("--project", help="Project whose memories to include (with user and org ones).")
 @click.option("--limit", type=Integer(), default=10, show_default=True, help="Max results, clamped to 1-100.")
+@click.option("--mode", type=click.Choice(RECALL_MODES), default=None,
+              help="bm25 (full text), vector (nearest vectors) or hybrid (both). Default: hybrid when "
+                   "search.embeddings is on, else bm25. vector and hybrid need embeddings (exit 3 without).")
+@click.option("--min-similarity", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Only memories at least this similar to QUERY (0.0-1.0, cosine); implies --mode hybrid.")
+@click.option("--detail", type=click.Choice(RECALL_DETAILS), default="summary", show_default=True,
+              help="minimal: id and summary; summary: metadata and a preview; full: the whole content.")
 @click.option("--include-archived", is_flag=True, help="Also search archived memories.")
 @format_option
 @pass_state
-def recall(state: State, query: str | None, namespace: str | None, tags: tuple[str, ...], domain: str,
-           project: str | None, limit: int, include_archived: bool, fmt: str | None) -> None:
-    """Search curated memories; without QUERY, the newest first."""
-    hits = state.service().recall(query, namespace=namespace, tags=split_values(tags) or None, domain=domain,
-                                  project=project, limit=limit, include_archived=include_archived)
-    results = [hit.to_dict() for hit in hits]
+def recall(state: State, query: str | None, namespace: str | None, tags: tuple[str, ...], spec: str | None,
+           domain: str, project: str | None, limit: int, mode: str | None, min_similarity: float | None,
+           detail: str, include_archived: bool, fmt: str | None) -> None:
+    """Search curated memories; without QUERY, the newest first.
+
+    Each result carries `number`, the integer id `nmem forget` also takes.
+    """
+    results = state.service().recall_results(
+        query, detail=detail, namespace=namespace, tags=split_values(tags) or None, domain=domain,
+        project=project, limit=limit, include_archived=include_archived, mode=mode,
+        min_similarity=min_similarity, spec=spec)
     emit(state, fmt, {"query": query, "count": len(results), "results": results}, lambda: recall_blocks(results))
     note(f'{len(results)} memories for "{query}"' if query else f"{len(results)} memories")
 
@@ -157,13 +192,14 @@ def update(state: State, ref: str, content: str | None, from_stdin: bool, summar
 
 
 @click.command("forget")
-@click.argument("ref", metavar="ID|URN")
+@click.argument("ref", metavar="ID|URN|NUMBER")
 @format_option
 @pass_state
 def forget(state: State, ref: str, fmt: str | None) -> None:
     """Delete a memory, keeping a tombstone.
 
-    Its text is erased; the tombstone lets the delete reach other copies when they sync.
+    The memory is named by its id, URN, or the integer `number` recall shows. Its text is
+    erased; the tombstone lets the delete reach other copies when they sync.
     """
     memory = state.service().forget(ref)
     data = {"success": True, "forgotten": True, "id": memory.id, "urn": memory.urn}

@@ -17,7 +17,7 @@ from typing import Any
 from nmem.models import SESSION_REF_CHARS
 from nmem.textcut import ARROW, joined, preview
 
-FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown")
+FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown", "quiet")  # quiet: nothing on stdout
 CELL_CHARS = 80
 BAR_WIDTH = 24
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
@@ -255,6 +255,8 @@ def render_markdown(blocks: Sequence[Block]) -> str:
 
 def render(fmt: str, data: Any, blocks: Sequence[Block]) -> str:
     """The whole output of a command in one format."""
+    if fmt == "quiet":
+        return ""
     if fmt == "json":
         return to_json(data)
     if fmt == "yaml":

@@ -23,6 +23,7 @@ from nmem.cli.progress import progress_bar, progress_of
 from nmem.core import CoreService
 from nmem.errors import ConfigError, InvalidArgument, NmemError
 from nmem.integrations.transcripts import default_root, find_transcripts, import_transcripts
+from nmem.keys import database_key
 from nmem.portable import FORMATS, claude_mem, document, format_for, importer, jsonl, markdown, mcp_memory
 from nmem.portable import backup as backups
 from nmem.portable.export import Export, ExportFilters
@@ -320,7 +321,8 @@ def backup(state: State, path: str, force: bool, fmt: str | None) -> None:
     only then renamed to PATH, readable only by you.
     """
     with progress_of("backing up") as advance:
-        report = backups.backup(_sqlite_path(state), path, force=force, progress=advance)
+        report = backups.backup(_sqlite_path(state), path, force=force, progress=advance,
+                                key=database_key(state.settings))
     data = report.to_dict()
     emit(state, fmt, data, lambda: [Fields([
         ("backup", report.path), ("size", f"{report.size_bytes} bytes"), ("schema", f"v{report.schema_version}"),
@@ -341,7 +343,8 @@ def restore(state: State, path: str, fmt: str | None) -> None:
     """
     safety_dir = os.path.join(state.settings.home, "backups")
     with progress_of("restoring") as advance:
-        report = backups.restore(_sqlite_path(state), path, safety_dir, progress=advance)
+        report = backups.restore(_sqlite_path(state), path, safety_dir, progress=advance,
+                                 key=database_key(state.settings))
     data = report.to_dict()
     emit(state, fmt, data, lambda: [Fields([
         ("restored", f"{report.restored_from} → {report.database}"), ("schema", f"v{report.schema_version}"),

@@ -17,7 +17,9 @@ import click
 
 
 def shown() -> bool:
-    return sys.stderr.isatty() and not os.environ.get("CI")
+    from nmem.cli.app import quiet
+
+    return sys.stderr.isatty() and not os.environ.get("CI") and not quiet()
 
 
 @contextmanager

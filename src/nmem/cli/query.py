@@ -25,7 +25,7 @@ from nmem.cli.output import (
 )
 from nmem.cli.params import Integer
 from nmem.context import build as build_context
-from nmem.errors import NotFound
+from nmem.errors import NotFound, StorageError
 from nmem.memory import SearchResult
 from nmem.models import ORDERS, SCOPES, session_ref
 
@@ -90,6 +90,9 @@ def _count_line(count: int, query: str | None) -> str:
 @click.option("--full", is_flag=True, help="Whole records instead of 120-character previews.")
 @click.option("--strict", is_flag=True,
               help="Only records holding every word (as FTS5 matches them), not those ranked for sharing one.")
+@click.option("--raw", is_flag=True, default=None,
+              help="ADR-006 strict mode: QUERY goes to FTS5 exactly as typed, hits in plain BM25 order "
+                   "(default: the search.raw setting).")
 @click.option("--ids", is_flag=True,
               help="Print only ids, one per line, for pipes (42, p42, s<session id>, memory ids); implies --strict.")
 @format_option
@@ -97,7 +100,7 @@ def _count_line(count: int, query: str | None) -> str:
 def search(state: State, query: str | None, project: str | None, types: tuple[str, ...], scope: str,
            namespaces: tuple[str, ...], tags: tuple[str, ...], files: tuple[str, ...], session: str | None,
            since: str | None, until: str | None, order: str, limit: int | None, offset: int,
-           full: bool, strict: bool, ids: bool, fmt: str | None) -> None:
+           full: bool, strict: bool, raw: bool | None, ids: bool, fmt: str | None) -> None:
     """Full-text search over what was recorded and remembered.
 
     QUERY is FTS5 syntax (AND/OR/NOT, "phrase", prefix*) or plain words, which are
@@ -121,7 +124,7 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
         files=split_values(files) or None, session_id=session,
         date_start=time_bound(service, since), date_end=time_bound(service, until),
         order_by=order, limit=limit, offset=offset, strict=strict or ids,
-        prefer_project=current if project is None else None, cwd=os.getcwd(),
+        prefer_project=current if project is None else None, cwd=os.getcwd(), raw=raw or None,
     )
     if ids:
         for hit in result.hits:
@@ -345,36 +348,61 @@ def context(state: State, project: str | None, recovery: bool, fmt: str | None) 
     emit(state, fmt, data, lambda: [Body(block)] if block else [])
 
 
-def status_blocks(data: dict[str, Any]) -> list[Block]:
-    return [
+def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
+    domains = ", ".join(f"{n} {d}" for d, n in data["by_domain"].items())
+    blocks: list[Block] = [
         Heading("nmem status"),
         Fields([
             ("database", str(data["database"])),
             ("schema", f"v{data['schema_version']}"),
             ("size", human_size(int(data["size_bytes"]))),
+            ("encrypted", "yes (SQLCipher)" if data.get("encrypted") else "no"),
             ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
             ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
                       f"{data['observations']} observations"),
-            ("memories", str(data["memories"])),
+            ("memories", f"{data['memories']}" + (f" in {data['domain']}" if "domain" in data
+                                                   else f" ({domains})" if domains else "")),
+            ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),
         ]),
-        Bars("By type", list(data["by_obs_type"].items())),
-        Bars("By namespace", list(data["by_namespace"].items())),
-        Bars("By tier", list(data["by_tier"].items())),
-        Bars("Sessions by project", list(data["by_project"].items())),
     ]
+    if verbose or "domain" not in data:
+        blocks.append(Bars("By type", list(data["by_obs_type"].items())))
+    blocks += [Bars("By namespace", list(data["by_namespace"].items())),
+               Bars("By tier", list(data["by_tier"].items()))]
+    if verbose or "domain" not in data:
+        blocks.append(Bars("Sessions by project", list(data["by_project"].items())))
+    if verbose:
+        blocks.append(Bars("Memories by domain", list(data["by_domain"].items())))
+    if "verify" in data:
+        check = data["verify"]
+        blocks.append(Heading("Verify", 2))
+        blocks.append(Fields([("integrity", check["integrity"]),
+                              *((f"{name}", result) for name, result in check["fts"].items()),
+                              ("result", "ok" if check["ok"] else "FAILED")]))
+    return blocks
 
 
 @click.command("status")
+@click.option("--domain", default="all", show_default=True,
+              help="Memory counts of one domain: all, project, project:<name>, user or org.")
+@click.option("--verbose", "-v", "detailed", is_flag=True,
+              help="Every breakdown (observation types, projects, memories by domain).")
+@click.option("--verify", is_flag=True,
+              help="Check the database's integrity and each full-text index against its table; exit 4 on a finding.")
 @format_option
 @pass_state
-def status(state: State, fmt: str | None) -> None:
+def status(state: State, domain: str, detailed: bool, verify: bool, fmt: str | None) -> None:
     """Counts, database size and schema version.
 
-    Observations by type, memories by namespace and tier, sessions by project.
+    Observations by type, memories by domain, namespace and tier, sessions by project.
     """
-    data = state.service().status()
+    data = state.service().status(domain=domain, verify=verify)
     data["database"] = mask_secrets(data["database"])
-    emit(state, fmt, data, lambda: status_blocks(data))
+    emit(state, fmt, data, lambda: status_blocks(data, detailed))
+    if verify and not data["verify"]["ok"]:
+        raise StorageError("status --verify found problems: " + "; ".join(
+            [f"integrity: {data['verify']['integrity']}"] * (data["verify"]["integrity"] != "ok")
+            + [f"{name}: {result}" for name, result in data["verify"]["fts"].items() if result != "ok"]))
 
 
 COMMANDS: tuple[click.Command, ...] = (search, get, timeline, trace, sessions, file_history, context, status)

@@ -46,6 +46,7 @@ def sync(state: State, fetch: bool, push: bool, remote: str | None, domains: tup
     both = fetch == push
     service = state.service()
     project = service.project_for()
+    service.check_writable(project=project)
     if background:
         _background(state, fetch=both or fetch, push=both or push, domains=domains, project=project)
         return

@@ -10,7 +10,7 @@
     /, /viewer/...   the web viewer (`nmem.http.viewer`)
 
 Everything sits behind `nmem.http.security.Guard`. Other routes (streams, the viewer) join
-through `create_app(..., routes=[...])` or by adding to `route_table`; they reach the service
+through `create_app(..., routes_extra=[...])` or the route list below; they reach the service
 through `request.app.state.nmem` (a `Context`).
 """
 

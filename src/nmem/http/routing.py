@@ -14,7 +14,7 @@ import logging
 import re
 import types
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import pydantic
@@ -55,7 +55,6 @@ class Context:
     service: Service
     project: str | None = None          # the server's current project (search boost, memory domain)
     cwd: str | None = None              # relative file paths are read from this directory's project root
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

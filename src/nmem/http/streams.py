@@ -309,12 +309,18 @@ async def stream_sync(request: Request) -> Response:
 
 
 async def stream_consolidate(request: Request) -> Response:
-    """Consolidation does not exist in this version of nmem: the stream says so in its own words."""
-    async def body() -> AsyncIterator[str]:
-        yield sse("start", {"operation": "consolidate"})
-        yield sse("error", {"type": "not_available", "message": "consolidation is not available in this "
-                            "version of nmem", "code": -32000})
-    return _stream(body())
+    """`nmem consolidate` (merge near-duplicates, archive stale notes, roll sessions up), told as
+    it runs; `dry_run=1` plans without writing, `domain=` narrows it."""
+    settings = _hub(request).settings
+    params = request.query_params
+    dry_run = _flag(params.get("dry_run") or "")
+    domain = params.get("domain") or None
+
+    def work(progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        with Service.open(settings) as service:  # its own connections, in the worker thread
+            return service.consolidate(dry_run=dry_run, domain=domain,
+                                       progress=lambda message: progress({"message": message}))
+    return _stream(_threaded_operation(work, "consolidate"))
 
 
 # -- WebSocket -------------------------------------------------------------------------------

@@ -197,6 +197,7 @@ def _resumable(path: Path, offset: int) -> bool:
 
 def import_transcripts(service: Service, paths: list[Path],
                        progress: Callable[[Path], None] | None = None) -> ImportReport:
+    service.check_enabled()  # else every event is skipped and marked imported: lost for a later import
     report = ImportReport(files=len(paths))
     importer = Importer(service)
     for path in paths:

@@ -34,7 +34,7 @@ from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, Val
 from nmem.mcp import prompts as prompt_specs
 from nmem.mcp import resources
 from nmem.mcp.profiles import exposed
-from nmem.mcp.tools import ToolSpec
+from nmem.mcp.tools import TEXT_AS, ToolSpec
 from nmem.mcp.watch import ChangeSet, ChangeWatcher
 from nmem.memory import Service
 
@@ -138,7 +138,7 @@ class NmemServer:
             input_schema=spec.input_schema, output_schema=spec.output_schema,
             annotations=types.ToolAnnotations(
                 title=spec.title, read_only_hint=spec.read_only, destructive_hint=spec.destructive,
-                idempotent_hint=spec.idempotent, open_world_hint=False),
+                idempotent_hint=spec.idempotent, open_world_hint=spec.open_world),
         )
 
     async def list_tools(self, ctx: ServerRequestContext[Any],
@@ -163,8 +163,9 @@ class NmemServer:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
 
     def _run(self, spec: ToolSpec, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The tool's result as text (its JSON, or the markdown a claude-mem tool shows) and
-        as JSON data; an `NmemError` when the arguments are refused."""
+        """The tool's result as text (its JSON, the markdown a claude-mem tool shows, or ADR-006's
+        bare array when the handler gave its text apart) and as JSON data; an `NmemError` when the
+        arguments are refused."""
         validator = self.validators.get(spec.name)
         error = jsonschema.exceptions.best_match(validator.iter_errors(args)) if validator else None
         if error is not None:
@@ -172,8 +173,10 @@ class NmemServer:
             kind = ValidationError if error.validator in RANGE_KEYWORDS else InvalidArgument
             raise kind(f"invalid arguments for {spec.name}: {where}: {error.message}")
         result = spec.handler(self.service, args, self.project)
+        shown = result.pop(TEXT_AS, result) if isinstance(result, dict) else result
         dumped = json.dumps(result, ensure_ascii=False, default=str)
-        return (spec.text(result) if spec.text else dumped), json.loads(dumped)
+        text = spec.text(result) if spec.text else json.dumps(shown, ensure_ascii=False, default=str)
+        return text, json.loads(dumped)
 
     # -- resources -----------------------------------------------------------------------
 

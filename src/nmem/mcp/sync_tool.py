@@ -38,7 +38,9 @@ def handle(service: Service, args: dict[str, Any], default_project: str | None) 
         raise InvalidArgument("direction must be both, fetch or push")
     domain = args.get("domain")
     domains = [domain] if isinstance(domain, str) else list(domain or [])
+    project = default_project or service.project_for()
+    service.check_writable(project=project)
     report = run_sync(service.store, service.settings, fetch=direction != "push", push=direction != "fetch",
                       force=bool(args.get("force")), domains=domains,
-                      project=default_project or service.project_for())
+                      project=project)
     return report.to_dict()

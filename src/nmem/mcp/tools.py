@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.mcp import sync_tool
-from nmem.memory import Service
+from nmem.mcp import configure_tool, consolidate_tool, sync_tool
+from nmem.memory import RECALL_DETAILS, RECALL_MODES, Service
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
+SHAPES = ("object", "array")
+# A handler's answer may carry this key: the tool's text content is then its value, not the whole answer.
+TEXT_AS = "__text__"
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = True
     core: bool = False
+    open_world: bool = False  # talks to something beyond nmem's own store (a git remote)
     # claude-mem's tools answer with markdown text (their structuredContent is the JSON) and
     # check their own arguments, so MCP and HTTP refuse the same values the same way.
     text: Callable[[dict[str, Any]], str] | None = None
@@ -101,10 +105,14 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
     fmt = _pick(args, "format") or "index"
     if fmt not in ("index", "full"):
         raise InvalidArgument("format must be 'index' or 'full'")
+    shape = _pick(args, "shape") or service.settings["mcp.search_shape"]
+    if shape not in SHAPES:
+        raise InvalidArgument(f"shape must be one of {', '.join(SHAPES)}")
+    raw = _pick(args, "raw")
     only, first = _search_projects(args, default_project)
     result = service.search(
         _pick(args, "query"), scope=scope or "observations", project=only, prefer_project=first,
-        strict=bool(_pick(args, "strict")), cwd=project_dir(),
+        strict=bool(_pick(args, "strict")), cwd=project_dir(), raw=None if raw is None else bool(raw),
         obs_type=obs_type, namespace=_pick(args, "namespace", "category"),
         tags=_pick(args, "tags", "concepts"), files=_pick(args, "files", "file_path"),
         session_id=_pick(args, "session_id", "sessionId"),
@@ -113,7 +121,10 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
         limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0,
     )
     rows = result.to_list(full=fmt == "full")
-    return {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
+    answer: dict[str, Any] = {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
+    if shape == "array":
+        answer[TEXT_AS] = rows  # ADR-006: the text content is the bare array; structured content stays an object
+    return answer
 
 
 def _get_observations(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
@@ -170,23 +181,25 @@ def _remember(service: Service, args: dict[str, Any], default_project: str | Non
 
 
 def _recall(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
-    hits = service.recall(_pick(args, "query"), namespace=_pick(args, "namespace", "category"),
-                          tags=_pick(args, "tags"), domain=_pick(args, "domain"),
-                          project=_project(args, default_project), limit=_pick(args, "limit"))
-    rows = [h.to_dict(full=True) for h in hits]
+    rows = service.recall_results(
+        _pick(args, "query"), detail=_pick(args, "detail") or "full",
+        namespace=_pick(args, "namespace", "category"), tags=_pick(args, "tags"), domain=_pick(args, "domain"),
+        project=_project(args, default_project), limit=_pick(args, "limit"), mode=_pick(args, "mode"),
+        min_similarity=_pick(args, "min_similarity"), spec=_pick(args, "spec"),
+        include_archived=bool(_pick(args, "include_archived", "includeArchived")))
     return {"results": rows, "count": len(rows)}
 
 
 def _forget(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
     ref = _pick(args, "id", "urn")
     if ref is None:
-        raise InvalidArgument("give the id or urn of the memory to forget")
-    memory = service.forget(str(ref))
+        raise InvalidArgument("give the id, urn or number of the memory to forget")
+    memory = service.forget(ref)
     return {"success": True, "id": memory.id, "urn": memory.urn, "forgotten": True}
 
 
-def _status(service: Service, _args: dict[str, Any], _: str | None) -> dict[str, Any]:
-    return service.status()
+def _status(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
+    return service.status(domain=_pick(args, "domain"), verify=bool(_pick(args, "verify")))
 
 
 _FILTERS = {
@@ -221,6 +234,10 @@ TOOLS: tuple[ToolSpec, ...] = (
             "project": _SEARCH_PROJECT,
             "strict": {"type": "boolean", "description": "Only records holding every word (as FTS5 matches them), "
                                                          "not those ranked for sharing one. Default false."},
+            "raw": {"type": "boolean", "description": "ADR-006 strict mode: the query goes to FTS5 exactly as typed, "
+                                                      "hits in plain BM25 order. Default: the search.raw setting."},
+            "shape": {"enum": list(SHAPES), "description": "object (default: mcp.search_shape) or array: the text "
+                                                           "content is ADR-006's bare array of results."},
             "order_by": {"enum": list(ORDERS)},
             "format": {"enum": ["index", "full"], "description": "index (default) or full records."},
             "limit": {**INT, "minimum": 1, "description": "Default 20; larger values are capped at 100."},
@@ -316,25 +333,43 @@ TOOLS: tuple[ToolSpec, ...] = (
         "ones. Use before making assumptions about code, APIs or conventions seen before.",
         _obj({"query": STR, "namespace": STR, "category": STR, "tags": STR_OR_LIST,
               "domain": {**STR, "description": "all (default), project, user, org or project:<name>."},
-              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "description": "Capped at 100."}}),
+              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "description": "Capped at 100."},
+              "mode": {"enum": list(RECALL_MODES), "description": "bm25, vector or hybrid (vector and hybrid "
+                                                                  "need embeddings). Default: hybrid when "
+                                                                  "search.embeddings is on, else bm25."},
+              "min_similarity": {"type": "number", "minimum": 0, "maximum": 1,
+                                 "description": "Only memories at least this similar (cosine); implies hybrid."},
+              "spec": {**STR, "description": "Only memories captured with this spec (tag spec:<name>)."},
+              "detail": {"enum": list(RECALL_DETAILS), "description": "minimal, summary or full (default)."},
+              "include_archived": {"type": "boolean", "description": "Also search archived memories (merged "
+                                                                    "into others, stale, long unused)."}}),
         RESULTS, _recall, core=True,
     ),
     ToolSpec(
         "forget", "Forget a memory",
-        "Remove a curated memory that is wrong or outdated (by id or URN from recall results). Its text is "
-        "erased; a tombstone remains so the deletion can sync.",
-        _obj({"id": {**STR, "description": "Memory id or URN."}, "urn": STR}),
+        "Remove a curated memory that is wrong or outdated (by id, URN or integer number from recall results). "
+        "Its text is erased; a tombstone remains so the deletion can sync.",
+        _obj({"id": {"anyOf": [STR, {**INT, "minimum": 1}],
+                     "description": "Memory id, URN, or the integer `number` recall shows (srvrmgr)."}, "urn": STR}),
         _obj({"success": {"type": "boolean"}, "id": STR, "urn": STR}, ("id", "urn")),
         _forget, read_only=False, destructive=True, core=True,
     ),
     ToolSpec(
         "status", "Memory status",
-        "Counts of what nmem holds (sessions, observations by type, memories by namespace and tier), the "
-        "database size and schema version.",
-        _obj({}), ANY_OBJECT, _status,
+        "Counts of what nmem holds (sessions, observations by type, memories by domain, namespace and tier), "
+        "the database size and schema version; optionally one domain's memories, and an integrity check.",
+        _obj({"domain": {**STR, "description": "Count one domain's memories: all (default), project, "
+                                               "project:<name>, user or org."},
+              "verify": {"type": "boolean", "description": "Also check the database's integrity and each "
+                                                          "full-text index against its table (`verify.ok`)."}}),
+        ANY_OBJECT, _status,
     ),
+    ToolSpec("configure", "Configure nmem", configure_tool.DESCRIPTION, configure_tool.INPUT_SCHEMA,
+             configure_tool.OUTPUT_SCHEMA, configure_tool.handle, read_only=False),
     ToolSpec("sync", "Sync memories", sync_tool.DESCRIPTION, sync_tool.INPUT_SCHEMA, sync_tool.OUTPUT_SCHEMA,
-             sync_tool.handle, read_only=False),
+             sync_tool.handle, read_only=False, open_world=True),
+    ToolSpec("consolidate", "Consolidate memories", consolidate_tool.DESCRIPTION, consolidate_tool.INPUT_SCHEMA,
+             consolidate_tool.OUTPUT_SCHEMA, consolidate_tool.handle, read_only=False, idempotent=False),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}

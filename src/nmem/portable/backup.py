@@ -25,8 +25,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from nmem.errors import InvalidArgument, StorageError
-from nmem.store.sqlite_schema import LATEST_VERSION
+from nmem.errors import EncryptionError, InvalidArgument, StorageError
+from nmem.keys import DatabaseKey
+from nmem.store.sqlite import driver
+from nmem.store.sqlite.errors import result_code
+from nmem.store.sqlite.schema import LATEST_VERSION
 
 TABLES = ("sessions", "prompts", "observations", "memories")
 PAGES_PER_STEP = 1024
@@ -64,12 +67,39 @@ def _uri(path: str, mode: str) -> str:
     return f"file:{escaped}?mode={mode}"
 
 
-def _connect(path: str, mode: str = "rw") -> sqlite3.Connection:
+def is_encrypted(path: str) -> bool:
+    """A file that exists, is not empty and lacks SQLite's header: encrypted (or not SQLite at all)."""
     try:
-        conn = sqlite3.connect(_uri(path, mode), uri=True, isolation_level=None, timeout=30)
-    except sqlite3.Error as exc:
+        with open(path, "rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
+    return bool(header) and header != SQLITE_HEADER
+
+
+def _connect(path: str, mode: str = "rw", key: DatabaseKey | None = None,
+             encrypted: bool | None = None) -> sqlite3.Connection:
+    """A connection to `path`; an encrypted file (or a new one, `encrypted=True`) through
+    SQLCipher with `key`."""
+    if encrypted is None:
+        encrypted = is_encrypted(path)
+    try:
+        if not encrypted:
+            return sqlite3.connect(_uri(path, mode), uri=True, isolation_level=None, timeout=30)
+        if key is None:
+            raise EncryptionError(f"{path} is encrypted (or not an SQLite file): configure its key "
+                                  "(NMEM_KEY, encryption.key_file or encryption.keyring)")
+        conn = driver.cipher().connect(_uri(path, mode), uri=True, isolation_level=None, timeout=30)
+        driver.apply_key(conn, key.value)
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # a wrong key fails here
+        return conn  # type: ignore[no-any-return]
+    except driver.ERRORS as exc:
+        if encrypted and key is not None and result_code(exc) == 26:  # SQLITE_NOTADB
+            raise EncryptionError(f"cannot open {path} with the key from {key.source}: the key is wrong, "
+                                  "or the file is not an nmem database") from exc
         raise StorageError(f"cannot open {path}: {exc}") from exc
-    return conn
 
 
 def counts(conn: sqlite3.Connection) -> dict[str, int]:
@@ -97,8 +127,9 @@ def backup_target(target: str, now: float) -> str:
 
 
 def backup(db_path: str, target: str, *, force: bool = False, progress: Progress | None = None,
-           pages_per_step: int = PAGES_PER_STEP) -> BackupReport:
-    """Copy the database at `db_path` to `target` (a file, or a directory for a dated name)."""
+           pages_per_step: int = PAGES_PER_STEP, key: DatabaseKey | None = None) -> BackupReport:
+    """Copy the database at `db_path` to `target` (a file, or a directory for a dated name).
+    An encrypted database gives an encrypted backup, with the same key."""
     if not os.path.isfile(db_path):
         raise StorageError(f"no database at {db_path}")
     target = backup_target(os.path.expanduser(target), time.time())
@@ -111,12 +142,13 @@ def backup(db_path: str, target: str, *, force: bool = False, progress: Progress
     if not os.path.isdir(directory):
         raise InvalidArgument(f"no directory {directory} to write the backup in")
     tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    source = _connect(db_path)
+    encrypted = is_encrypted(db_path)
+    source = _connect(db_path, key=key, encrypted=encrypted)
     try:
         source.execute("BEGIN")  # the snapshot: rows committed from now on are not in this backup
         expected = counts(source)
         version = int(source.execute("PRAGMA user_version").fetchone()[0])
-        copy = sqlite3.connect(tmp, isolation_level=None)
+        copy = _connect(tmp, "rwc", key=key, encrypted=encrypted)
         try:
             os.chmod(tmp, 0o600)  # prompts and memories are private
             source.backup(copy, pages=pages_per_step,
@@ -134,7 +166,7 @@ def backup(db_path: str, target: str, *, force: bool = False, progress: Progress
             os.fsync(fh.fileno())
         os.replace(tmp, target)
         _sync_dir(directory)
-    except sqlite3.Error as exc:
+    except driver.ERRORS as exc:
         raise StorageError(f"backup failed: {exc}") from exc
     finally:
         source.close()
@@ -143,16 +175,15 @@ def backup(db_path: str, target: str, *, force: bool = False, progress: Progress
     return BackupReport(os.path.abspath(target), os.path.getsize(target), version, expected, integrity)
 
 
-def inspect(path: str) -> tuple[int, dict[str, int], int]:
+def inspect(path: str, key: DatabaseKey | None = None) -> tuple[int, dict[str, int], int]:
     """Schema version, row counts and page size of an nmem database file, or a clear refusal."""
-    try:
-        with open(path, "rb") as fh:
-            header = fh.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
-    if header != SQLITE_HEADER:
-        raise InvalidArgument(f"{path} is not an nmem database (not an SQLite file)")
-    conn = _connect(path, "ro")
+    encrypted = is_encrypted(path)
+    if encrypted and key is None:
+        raise InvalidArgument(f"{path} is not an nmem database (not an SQLite file), or an encrypted one: "
+                              "configure its key to restore it")
+    if not encrypted and os.path.getsize(path) == 0:
+        raise InvalidArgument(f"{path} is not an nmem database (an empty file)")
+    conn = _connect(path, "ro", key=key, encrypted=encrypted)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         missing = sorted(set(TABLES) - tables)
@@ -166,27 +197,34 @@ def inspect(path: str) -> tuple[int, dict[str, int], int]:
         if integrity != "ok":
             raise InvalidArgument(f"{path} is damaged: {integrity}")
         return version, counts(conn), int(conn.execute("PRAGMA page_size").fetchone()[0])
-    except sqlite3.DatabaseError as exc:
+    except driver.DATABASE_ERRORS as exc:
         raise InvalidArgument(f"{path} is not an nmem database: {exc}") from None
     finally:
         conn.close()
 
 
-def restore(db_path: str, source_path: str, safety_dir: str, *, progress: Progress | None = None) -> RestoreReport:
+def restore(db_path: str, source_path: str, safety_dir: str, *, progress: Progress | None = None,
+            key: DatabaseKey | None = None) -> RestoreReport:
     """Replace the database at `db_path` with the backup at `source_path`, keeping the
-    current one in `safety_dir` first."""
+    current one in `safety_dir` first. Both are plain, or both encrypted with `key`."""
     from nmem.store.sqlite import SqliteStore
 
     if os.path.exists(db_path) and os.path.samefile(db_path, source_path):
         raise InvalidArgument(f"{source_path} is the database itself")
-    _, expected, page_size = inspect(source_path)
-    SqliteStore(db_path).close()  # creates an empty database if there is none yet
+    _, expected, page_size = inspect(source_path, key)
+    SqliteStore(db_path, key=key).close()  # creates an empty database if there is none yet
+    encrypted = is_encrypted(db_path)
+    if encrypted != is_encrypted(source_path):
+        state = ("encrypted", "plain") if encrypted else ("plain", "encrypted")
+        raise InvalidArgument(f"the database is {state[0]} and {source_path} is {state[1]}: SQLite copies pages "
+                              f"as they are, so `nmem {'decrypt' if encrypted else 'encrypt'}` the database "
+                              "first, restore, then convert it back")
     os.makedirs(safety_dir, mode=0o700, exist_ok=True)
     safety_path = os.path.join(safety_dir, time.strftime("nmem-before-restore-%Y%m%d-%H%M%S.db"))
     while os.path.exists(safety_path):
         safety_path = safety_path.removesuffix(".db") + "-1.db"
-    live = _connect(db_path)
-    source = _connect(source_path, "ro")
+    live = _connect(db_path, key=key, encrypted=encrypted)
+    source = _connect(source_path, "ro", key=key, encrypted=encrypted)
     saved: list[BackupReport] = []
     try:
         live_page_size = int(live.execute("PRAGMA page_size").fetchone()[0])
@@ -203,14 +241,14 @@ def restore(db_path: str, source_path: str, safety_dir: str, *, progress: Progre
                 # until it commits; nothing can be written between this copy and the restore.
                 if left == 0:
                     raise StorageError("the restore finished before the current database was saved")
-                saved.append(backup(db_path, safety_path))
+                saved.append(backup(db_path, safety_path, key=key))
             if progress:
                 progress(total - left, total)
 
         source.backup(live, pages=1, progress=step)
         source.execute("COMMIT")
         found = counts(live)
-    except sqlite3.Error as exc:
+    except driver.ERRORS as exc:
         raise StorageError(f"restore failed, the database is unchanged: {exc}") from exc
     finally:
         source.close()
@@ -220,7 +258,7 @@ def restore(db_path: str, source_path: str, safety_dir: str, *, progress: Progre
     if short:
         raise StorageError(f"the restored database holds fewer rows than the backup ({short}, not {expected}); "
                            f"the previous database is in {safety_path}")
-    store = SqliteStore(db_path)  # brings an older backup to this nmem's schema
+    store = SqliteStore(db_path, key=key)  # brings an older backup to this nmem's schema
     try:
         version = store.schema_version()
     finally:

@@ -65,6 +65,7 @@ def read(service: CoreService, text: str, fmt: str) -> Batch:
 
 
 def apply(service: CoreService, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
+    service.check_writable()  # memory off (globally or here): an import writes nothing
     report = ImportReport()
     store = service.store
     for start in range(0, len(batch.memories), MEMORIES_PER_TRANSACTION):

@@ -332,6 +332,39 @@ def active_embedder(settings: Settings) -> Embedder | None:
         return None
 
 
+def require_embedder(settings: Settings, why: str) -> Embedder:
+    """The configured embedder, else MiniLM when the `embeddings` extra is installed; a
+    ConfigError (exit 3) saying how to get one when neither is there."""
+    backend = str(settings["search.embeddings"]).strip().lower()
+    model = str(settings["search.embedding_model"])
+    try:
+        return load_embedder("minilm" if backend in ("", "none") else backend, model)
+    except EmbeddingsUnavailable as exc:
+        raise ConfigError(f"{why} needs embeddings: pip install 'nmem-memory[embeddings]' (or set "
+                          f"search.embeddings = hashing, built in but weak); {exc}") from None
+
+
+def embed_memories(store: Store, embedder: Embedder) -> int:
+    """Give every memory lacking one its vector (memories are few; the trail waits for `nmem index`)."""
+    done = after = 0
+    while rows := store.missing_vectors("memory", embedder.name, after, INDEX_BATCH):
+        vectors = embedder.embed([text[:MAX_TEXT_CHARS] for _, text in rows])
+        store.put_vectors("memory", embedder.name, embedder.dimension,
+                          [(row_id, pack(vec)) for (row_id, _), vec in zip(rows, vectors, strict=True)])
+        after = rows[-1][0]
+        done += len(rows)
+    return done
+
+
+def memory_similarity(store: Store, embedder: Embedder, query: str, uids: Sequence[str]) -> dict[str, float]:
+    """Cosine similarity of each memory to the query, for the memories that have a vector."""
+    found = store.get_vectors("memory", embedder.name, list(uids))
+    if not found:
+        return {}
+    query_vec = embedder.embed([query])[0]
+    return {str(k): max(0.0, sim) for k, sim in zip(found, cosines(query_vec, list(found.values())), strict=True)}
+
+
 def forget_loaded() -> None:
     """Drop cached backends and warnings (tests; a changed model directory)."""
     with _load_lock:
@@ -409,9 +442,10 @@ def index_pass(url: str, settings: Settings, stop: threading.Event, marks: dict[
     embedder = active_embedder(settings)
     if embedder is None:
         return None
+    from nmem.keys import database_key
     from nmem.store import open_store
 
-    store = open_store(url)
+    store = open_store(url, key=database_key(settings))
     try:
         return build_index(store, embedder, should_stop=stop.is_set, marks=marks)
     finally:
@@ -551,8 +585,10 @@ def _key(hit: SearchHit) -> Key:
 
 
 def hybrid_search(service: Service, scope: str, query: str | None, filters: SearchFilters, order: str,
-                  limit: int, offset: int) -> SearchResult | None:
-    """BM25 fused with vector similarity, or None to let BM25 answer alone."""
+                  limit: int, offset: int, *, embedder: Embedder | None = None,
+                  fusion: str | None = None) -> SearchResult | None:
+    """BM25 fused with vector similarity, or None to let BM25 answer alone. `embedder` and
+    `fusion` override the settings (`recall --mode vector|hybrid`)."""
     if _in_hybrid.get() or order != "relevance" or not query or not query.strip():
         return None
     query_plan = plan(query)
@@ -561,8 +597,9 @@ def hybrid_search(service: Service, scope: str, query: str | None, filters: Sear
     kinds = kinds_for(scope, filters)
     if not kinds:
         return None
-    fusion, weight = fusion_settings(service.settings)
-    embedder = active_embedder(service.settings)
+    configured, weight = fusion_settings(service.settings)
+    fusion = fusion or configured
+    embedder = embedder or active_embedder(service.settings)
     if embedder is None:
         return None
     from nmem.memory import SearchResult  # memory imports this module lazily; no cycle at import

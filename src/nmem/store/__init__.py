@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from nmem.keys import DatabaseKey
     from nmem.models import Session
     from nmem.store.protocol import Store
 
@@ -169,14 +170,16 @@ class FtsStats(Record):
         self.df: dict[str, int] = df or {}                 # rows holding each asked-for index term
 
 
-def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> Store:
-    """Open (creating and migrating if needed) the store a URL names."""
+def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
+               key: DatabaseKey | None = None) -> Store:
+    """Open (creating and migrating if needed) the store a URL names; `key` opens (or creates)
+    an encrypted SQLite database (docs/encryption.md)."""
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         from nmem.store.sqlite import SqliteStore  # engines load only when chosen
 
         # sqlite:///relative.db and sqlite:////absolute/path.db, as SQLAlchemy spells them
         return SqliteStore(url.removeprefix("sqlite:///"), busy_timeout_ms=busy_timeout_ms,
-                           readonly=readonly)
+                           readonly=readonly, key=key)
     if url.startswith(("postgresql://", "postgres://")):
         raise ConfigError("the PostgreSQL engine is not available in this version of nmem")
     raise ConfigError(f"unsupported store URL: {url!r} (expected sqlite:///path)")

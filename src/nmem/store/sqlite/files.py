@@ -19,11 +19,12 @@ import _sqlite3 as sqlite3
 import os
 
 from nmem.errors import ForeignDatabase, StoreCorrupt, StoreUnavailable
-from nmem.store.sqlite_errors import storage_error
+from nmem.store.sqlite.errors import storage_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 APPLICATION_ID = 0x6E6D656D  # b"nmem"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -56,20 +57,59 @@ def _not_nmem(path: str, why: str) -> ForeignDatabase:
                            "(check NMEM_DB / memory.path and store.url)")
 
 
+# While a store of this process has a database open, its header is read through one descriptor
+# kept open: POSIX drops every lock a process holds on a file when any descriptor of it closes,
+# so reading through a fresh descriptor and closing it would drop the SQLite locks of that
+# store; a hook closing last would then delete the WAL under it, and it would read a stale
+# snapshot from then on (the live change feed went blind that way). With no store open, the
+# descriptor is closed at once, as before.
+_OPEN_STORES: dict[str, int] = {}
+_HEADER_FDS: dict[str, int] = {}
+
+
+def store_opened(path: str) -> None:
+    key = os.path.realpath(path)
+    _OPEN_STORES[key] = _OPEN_STORES.get(key, 0) + 1
+
+
+def store_closed(path: str) -> None:
+    key = os.path.realpath(path)
+    left = _OPEN_STORES.get(key, 1) - 1
+    if left > 0:
+        _OPEN_STORES[key] = left
+        return
+    _OPEN_STORES.pop(key, None)
+    fd = _HEADER_FDS.pop(key, None)
+    if fd is not None:
+        os.close(fd)
+
+
 def read_header(path: str) -> bytes:
     """The file's first 100 bytes; empty for a missing or empty file."""
+    key = os.path.realpath(path)
+    keep = key in _OPEN_STORES
     try:
-        fd = os.open(path, os.O_RDONLY)
+        st = os.stat(path)
+        fd = _HEADER_FDS.get(key)
+        if fd is not None and (not keep or (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (st.st_dev, st.st_ino)):
+            del _HEADER_FDS[key]
+            os.close(fd)  # the file was replaced (a restore): this drops locks on the old file only
+            fd = None
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY)
+            if keep:
+                _HEADER_FDS[key] = fd
     except (FileNotFoundError, NotADirectoryError):
         return b""  # nothing there yet: creating it says what is wrong
     except OSError as exc:
         raise StoreUnavailable(f"cannot open database {path}: {exc.strerror}") from exc
     try:
-        return os.read(fd, HEADER_BYTES)
+        return os.pread(fd, HEADER_BYTES, 0)
     except OSError as exc:
         raise StoreUnavailable(f"cannot read database {path}: {exc.strerror}") from exc
     finally:
-        os.close(fd)
+        if not keep:
+            os.close(fd)
 
 
 def classify_header(path: str, head: bytes) -> str:
@@ -97,16 +137,28 @@ def inspect_unmarked(path: str, nmem_tables: Callable[[int], frozenset[str] | No
     try:
         conn = sqlite3.connect(file_uri(path, read_only_query(path)), uri=True, isolation_level=None)
         try:
-            app = int(conn.execute("PRAGMA application_id").fetchone()[0])
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            tables = frozenset(str(r[0]) for r in conn.execute(
-                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
+            found = look_inside(conn)
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise storage_error(exc, path, f"cannot open database {path}") from exc
+    return judge(path, *found, nmem_tables)
+
+
+def look_inside(conn: Any) -> tuple[int, int, frozenset[str]]:
+    """application_id, user_version and table names, read on an open connection."""
+    app = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    tables = frozenset(str(r[0]) for r in conn.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
+    return app, version, tables
+
+
+def judge(path: str, app: int, version: int, tables: frozenset[str],
+          nmem_tables: Callable[[int], frozenset[str] | None]) -> str:
+    """NEW or NMEM from what `look_inside` read; ForeignDatabase for another application's file."""
     if app == APPLICATION_ID:
-        return NMEM  # marked in a transaction still in the WAL
+        return NMEM  # marked (possibly in a transaction still in the WAL)
     if app:
         raise _not_nmem(path, f"it belongs to another application (application_id {app:#010x})")
     if not tables:
@@ -122,6 +174,18 @@ def inspect_unmarked(path: str, nmem_tables: Callable[[int], frozenset[str] | No
         missing = ", ".join(sorted((expected or frozenset()) - tables)[:5])
         raise _not_nmem(path, f"its tables do not match nmem's schema v{version} (missing {missing})")
     return NMEM
+
+
+def looks_encrypted(path: str, head: bytes) -> bool:
+    """A file without the SQLite header that could be an SQLCipher database: whole pages of
+    bytes that look random (SQLCipher starts the file with its 16-byte salt)."""
+    if not head or head.startswith(SQLITE_MAGIC[:len(head)]) or len(head) < HEADER_BYTES:
+        return False
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    return size % 512 == 0 and len(set(head)) > 40  # text or zeros repeat; a salt and ciphertext do not
 
 
 def identify(path: str, nmem_tables: Callable[[int], frozenset[str] | None]) -> str:

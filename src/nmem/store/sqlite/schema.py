@@ -343,14 +343,42 @@ CREATE TABLE spooled_events (
 CREATE INDEX idx_spooled_events_time ON spooled_events(recorded_at);
 """
 
-# Step 13: the change feed's log of curated memory and session writes (nmem.changefeed). New
+# Step 13: lifecycle (nmem.lifecycle, docs/lifecycle.md). `lifecycle_runs` is one row per
+# `nmem consolidate` (its report as JSON); `lifecycle_changes` keeps every memory a run changed as
+# it was before and after, so `consolidate --undo RUN` restores it; `lifecycle_state` holds when
+# tiers were last computed.
+_V13_LIFECYCLE = """
+CREATE TABLE lifecycle_runs (
+    id          INTEGER PRIMARY KEY,
+    kind        TEXT NOT NULL,
+    started_at  INTEGER NOT NULL,
+    finished_at INTEGER,
+    undone_at   INTEGER,
+    report      TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE lifecycle_changes (
+    id      INTEGER PRIMARY KEY,
+    run_id  INTEGER NOT NULL REFERENCES lifecycle_runs(id),
+    uid     TEXT NOT NULL,
+    action  TEXT NOT NULL,
+    before  TEXT,
+    after   TEXT
+);
+CREATE INDEX idx_lifecycle_changes_run ON lifecycle_changes(run_id);
+CREATE TABLE lifecycle_state (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+# Step 14: the change feed's log of curated memory and session writes (nmem.changefeed). New
 # observations and prompts need no log (their ids grow in commit order, so `id > cursor` finds
 # them); a memory's `updated_at` can lie in the past (a sync pull applies the remote's), and a
 # session's end changes no id. One row per memory or session, replaced on each write, so the
 # table stays as small as those two and a hook that writes neither pays nothing. (Delete then
 # insert, not INSERT OR REPLACE: an outer statement's conflict policy, an upsert's included,
 # overrides the one a trigger's statement names.)
-_V13_CHANGE_LOG = """
+_V14_CHANGE_LOG = """
 CREATE TABLE change_log (
     seq    INTEGER PRIMARY KEY AUTOINCREMENT,
     kind   TEXT NOT NULL,
@@ -382,7 +410,7 @@ END;
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
                                _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS,
-                               _V13_CHANGE_LOG)
+                               _V13_LIFECYCLE, _V14_CHANGE_LOG)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,235 @@
+"""HTTP API benchmark: requests/s and latency of search over HTTP at 100k observations.
+
+    .venv/bin/python bench/http_server.py                 # 100k observations, 1/4/16 clients
+    .venv/bin/python bench/http_server.py --json          # one JSON object with every figure
+    .venv/bin/python bench/http_server.py --keep /tmp/h   # keep (and reuse) the database
+
+(Not bench/http.py: run as a script, a module named `http` beside it would shadow the standard
+library's, which uvicorn and httpx import.)
+
+A database of --observations observations from bench/corpus.py (recorded in process inside one
+transaction), then a real `nmem serve --transport http` subprocess on a loopback port, and a
+Python load generator (httpx on asyncio, keep-alive connections) in this process: for each
+concurrency level, --requests `GET /api/v1/search?query=…` in people's words (half of them with
+`project=<the question's project>`, half across every project), each timed from send to the
+last byte of the body. Reported: requests/s (completed requests over the wall time of the
+series), p50/p90/p99/max latency, and errors (any non-200). `GET /health` at the same
+concurrency shows what HTTP, the guard and uvicorn cost without the search, and
+`Service.search` in this process what the search costs without HTTP.
+
+The server answers on one event loop (the store is one connection per process, not shared
+between threads), so concurrency buys overlap of network and parsing, not parallel searches;
+the load generator shares the machine's two cores with the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+import corpus
+import nmem
+from mcp_server import child_env, populate
+from measure import emit, loadavg, machine, percentile
+from nmem.config import load_settings
+from nmem.memory import Service
+
+WARMUP = 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
+    log = home / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)],
+                                env=child_env(home, NMEM_HTTP_MAX_CONNECTIONS="1000"), cwd=str(home),
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"nmem serve exited: {log.read_text(errors='replace')}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.05)
+    stop_server(proc)
+    raise RuntimeError("nmem serve did not listen within 30 s")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def stats(latencies: list[float], wall: float, errors: int, results: list[int] | None = None) -> dict[str, Any]:
+    ms = [x * 1000 for x in latencies]
+    out: dict[str, Any] = {
+        "requests": len(ms), "errors": errors, "requests_per_s": round(len(ms) / wall, 1) if wall else 0.0,
+        "p50_ms": round(statistics.median(ms), 2), "p90_ms": round(percentile(ms, 90), 2),
+        "p99_ms": round(percentile(ms, 99), 2), "max_ms": round(max(ms), 2)}
+    if results is not None:
+        out["mean_results"] = round(statistics.fmean(results), 1)
+    return out
+
+
+async def load(base: str, urls: list[str], concurrency: int) -> dict[str, Any]:
+    """`concurrency` clients, each with its own keep-alive connection, taking the next URL until
+    none is left; the first WARMUP requests are sent before the clock starts."""
+    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx2.AsyncClient(base_url=base, limits=limits, timeout=60) as client:
+        for url in urls[:WARMUP]:
+            (await client.get(url)).raise_for_status()
+        queue = iter(urls[WARMUP:])
+        latencies: list[float] = []
+        counts: list[int] = []
+        errors = 0
+
+        async def worker() -> None:
+            nonlocal errors
+            for url in queue:
+                t0 = time.perf_counter()
+                response = await client.get(url)
+                body = response.content
+                latencies.append(time.perf_counter() - t0)
+                if response.status_code != 200:
+                    errors += 1
+                elif b'"count"' in body:
+                    counts.append(int(response.json()["count"]))
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    return stats(latencies, wall, errors, counts or None)
+
+
+def search_urls(n: int, seed: int) -> list[str]:
+    out = []
+    for i, (project, query) in enumerate(corpus.project_queries(n, seed)):
+        params = {"query": query, **({"project": project} if i % 2 == 0 else {})}
+        out.append(str(httpx2.URL("/api/v1/search", params=params)))
+    return out
+
+
+def in_process(home: Path, n: int, seed: int) -> dict[str, Any]:
+    """The same searches on the service API in this process: what HTTP adds."""
+    service = Service.open(load_settings({"NMEM_HOME": str(home)}), readonly=True)
+    try:
+        pairs = corpus.project_queries(n, seed)
+        for project, query in pairs[:WARMUP]:
+            service.search(query, project=project)
+        times = []
+        t_all = time.perf_counter()
+        for i, (project, query) in enumerate(pairs[WARMUP:]):
+            t0 = time.perf_counter()
+            service.search(query, project=project if i % 2 == 0 else None)
+            times.append(time.perf_counter() - t0)
+        return stats(times, time.perf_counter() - t_all, 0)
+    finally:
+        service.close(checkpoint=False)
+
+
+def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "machine": machine(nmem=nmem.__version__, uvicorn=version("uvicorn"), starlette=version("starlette")),
+        "config": {"observations": args.observations, "requests": args.requests, "seed": args.seed,
+                   "concurrency": args.concurrency}}
+    home = workdir / "home"
+    log(f"populating {args.observations:,} observations (one transaction) …")
+    result["database"] = populate(home, args.observations, args.seed, log)
+    urls = search_urls(args.requests + WARMUP, args.seed)
+    port = free_port()
+    proc = start_server(home, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        result["search"] = {}
+        result["health"] = {}
+        for c in args.concurrency:
+            log(f"  {args.requests} searches, {c} concurrent clients …")
+            result["search"][str(c)] = asyncio.run(load(base, urls, c))
+            log(f"  {args.requests} /health, {c} concurrent clients …")
+            result["health"][str(c)] = asyncio.run(load(base, ["/health"] * (args.requests + WARMUP), c))
+    finally:
+        stop_server(proc)
+    log("  the same searches in process …")
+    result["in_process"] = in_process(home, args.requests + WARMUP, args.seed)
+    result["machine"]["loadavg_end"] = loadavg()
+    return result
+
+
+def render(r: dict[str, Any]) -> str:
+    m, db = r["machine"], r["database"]
+    lines = [
+        f"nmem HTTP benchmark  {m['date']}",
+        f"machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}, SQLite {m['sqlite']}, uvicorn "
+        f"{m['uvicorn']}, starlette {m['starlette']}, nmem {m['nmem']}; 1-min load average "
+        f"{m['loadavg_start']} at start, {m['loadavg_end']} at end",
+        f"database: {db['observations']:,} observations, {db['sessions']:,} sessions, {db['prompts']:,} prompts "
+        f"(bench/corpus.py seed {r['config']['seed']})",
+        "",
+        "| what | clients | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def row(label: str, clients: str, x: dict[str, Any]) -> str:
+        return (f"| {label} | {clients} | {x['requests']} | {x['requests_per_s']} | {x['p50_ms']} | "
+                f"{x['p90_ms']} | {x['p99_ms']} | {x['max_ms']} | {x['errors']} |")
+
+    for c, x in r["search"].items():
+        lines.append(row("GET /api/v1/search", c, x))
+    for c, x in r["health"].items():
+        lines.append(row("GET /health", c, x))
+    lines.append(row("Service.search in process", "1", r["in_process"]))
+    first = next(iter(r["search"].values()))
+    lines.append(f"\nsearches found {first.get('mean_results', 0)} results on average")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--observations", type=int, default=100_000, help="database size (default 100000)")
+    parser.add_argument("--requests", type=int, default=1000, help="timed requests per series (default 1000)")
+    parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16],
+                        help="concurrent clients per series, comma-separated (default 1,4,16)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--keep", metavar="DIR", help="build the database in DIR and keep it (reused when there)")
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        result = run(args, Path(args.keep), log)
+    else:
+        with tempfile.TemporaryDirectory(prefix="nmem-bench-http-") as tmp:
+            result = run(args, Path(tmp), log)
+    result["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    emit(result, render, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

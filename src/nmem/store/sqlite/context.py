@@ -1,0 +1,353 @@
+"""What timelines, traces, file histories and the SessionStart block read; status and integrity."""
+
+from __future__ import annotations
+
+import _sqlite3 as sqlite3
+import os
+
+from nmem.models import Memory, Observation, Prompt, Session
+from nmem.store import (
+    OUTLINE_CHARS,
+    Status,
+)
+from nmem.store.sqlite.connection import (
+    HALF_LIFE_DAYS,
+    LN2,
+    OBS_COLUMNS,
+    Connection,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+
+# Rows considered by recent-context scoring: recency decays fast, so older rows cannot win
+# (the newest 1,000 rows of a scope span days to weeks of work; deduplication by file needs headroom).
+RECENT_CANDIDATES = 1000
+
+INTENT_SCAN_BATCH = 256        # observations read per step while looking for recent intents
+
+INTENT_SCAN_LIMIT = 4096       # ... and in all, before grouping the project's prompts instead
+
+INTENT_CLOCK_SLACK = 600       # seconds a prompt may be stamped after its own actions
+
+TYPE_WEIGHT_SQL = """CASE {col}
+    WHEN 'file_edit' THEN 1.0 WHEN 'file_write' THEN 1.0
+    WHEN 'command' THEN 0.67 WHEN 'command_error' THEN 0.67
+    WHEN 'git_commit' THEN 0.67 WHEN 'file_error' THEN 0.5
+    WHEN 'session_compact' THEN 0.5 WHEN 'mcp_call' THEN 0.33
+    ELSE 0.17 END"""
+
+
+class ContextReads(Connection):
+    def session_prompts(self, session_id: str, before: int | None, after: int | None
+                        ) -> list[Prompt]:
+        clauses: list[str] = ["p.session_id = ?"]
+        params: list[Any] = [session_id]
+        if before is not None:
+            clauses.append("p.timestamp < ?")
+            params.append(before)
+        if after is not None:
+            clauses.append("p.timestamp > ?")
+            params.append(after)
+        rows = self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content "
+            "FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"WHERE {' AND '.join(clauses)} ORDER BY p.id", params,
+        )
+        return [Prompt.from_row(r) for r in rows]
+
+    def session_observations(self, session_id: str, before: int | None, after: int | None
+                             ) -> list[Observation]:
+        clauses: list[str] = ["session_id = ?"]
+        params: list[Any] = [session_id]
+        if before is not None:
+            clauses.append("timestamp < ?")
+            params.append(before)
+        if after is not None:
+            clauses.append("timestamp > ?")
+            params.append(after)
+        rows = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE {' AND '.join(clauses)} ORDER BY id",
+            params,
+        )
+        return [Observation.from_row(r) for r in rows]
+
+    def file_touches(self, file_path: str, before: int | None, after: int | None,
+                     limit: int) -> list[tuple[Observation, str | None]]:
+        clauses: list[str] = ["o.file_path = ?"]
+        params: list[Any] = [file_path]
+        if before is not None:
+            clauses.append("o.timestamp < ?")
+            params.append(before)
+        if after is not None:
+            clauses.append("o.timestamp > ?")
+            params.append(after)
+        rows = self._query(
+            f"SELECT {', '.join('o.' + c.strip() for c in OBS_COLUMNS.split(','))}, "
+            "p.content AS prompt_content FROM observations o "
+            "LEFT JOIN prompts p ON p.id = o.prompt_id AND p.source = 'user' "
+            f"WHERE {' AND '.join(clauses)} ORDER BY o.timestamp DESC, o.id DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [(Observation.from_row(r), r["prompt_content"]) for r in rows]
+
+    def recent_scored(self, project: str | None, limit: int, now: int, *, where: str = "any",
+                      exclude_types: Sequence[str] = ()) -> list[tuple[Observation, float]]:
+        """ADR-006 composite score, deduplicated by file_path.
+
+        `where`: "any" ranks every project with the project match as a boost; "local" keeps
+        only `project`; "other" only the rest (so a busy project cannot starve the backfill).
+        """
+        cols = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+        weight = TYPE_WEIGHT_SQL.format(col="o.obs_type")
+        # Built-in exp() (SQLite math functions) keeps the scoring in C; no Python callback per row.
+        recency = f"exp({-LN2 / (HALF_LIFE_DAYS * 86400.0)!r} * max(? - o.timestamp, 0))"
+        skip = f"AND obs_type NOT IN ({','.join('?' * len(exclude_types))})" if exclude_types else ""
+        if project and where == "any":
+            candidates = (
+                f"SELECT id FROM (SELECT id FROM observations WHERE 1 {skip} ORDER BY timestamp DESC LIMIT ?) "
+                f"UNION SELECT id FROM (SELECT id FROM observations WHERE project = ? {skip} "
+                "ORDER BY timestamp DESC LIMIT ?)"
+            )
+            cand_params: list[Any] = [*exclude_types, RECENT_CANDIDATES, project, *exclude_types,
+                                      RECENT_CANDIDATES]
+            score = (f"{recency} * 0.5 + ({weight}) * 0.3 + "
+                     "(CASE WHEN o.project = ? THEN 1.0 ELSE 0.3 END) * 0.2")
+            score_params: list[Any] = [now, project]
+        else:
+            scope = {"local": "project = ?", "other": "project != ?"}.get(where) if project else None
+            filter_sql = f"WHERE {scope} {skip}" if scope else f"WHERE 1 {skip}"
+            candidates = f"SELECT id FROM observations {filter_sql} ORDER BY timestamp DESC LIMIT ?"
+            cand_params = [*([project] if scope else []), *exclude_types, RECENT_CANDIDATES]
+            score = f"{recency} * 0.6 + ({weight}) * 0.4"
+            score_params = [now]
+        sql = f"""
+            WITH scored AS (
+                SELECT {cols}, {score} AS score FROM observations o
+                WHERE o.id IN ({candidates})
+            ), ranked AS (
+                SELECT *, CASE WHEN file_path IS NULL THEN 1 ELSE
+                    ROW_NUMBER() OVER (PARTITION BY file_path ORDER BY score DESC, id DESC) END AS rn
+                FROM scored
+            )
+            SELECT * FROM ranked WHERE rn = 1 ORDER BY score DESC, id DESC LIMIT ?"""
+        rows = self._query(sql, [*score_params, *cand_params, limit])
+        return [(Observation.from_row(r), float(r["score"])) for r in rows]
+
+    def recent_intents(self, project: str, limit: int) -> list[tuple[Prompt, int]]:
+        """The project's newest user prompts that led to at least one action, with their counts.
+
+        Walks the project's newest observations to the prompts they belong to, and stops once
+        `limit` of those are newer (by more than INTENT_CLOCK_SLACK, for clocks that step) than
+        every observation left unread: a prompt's actions are recorded after it, so a prompt
+        not met yet is older than the unread actions. Grouping every prompt of the project with
+        its actions cost 0.1-0.4 s at a million observations, on every SessionStart; the walk
+        reads a few hundred rows. A project whose newest actions name few prompts (agent work,
+        private prompts) would make the walk long, and grouping is cheap there: after
+        INTENT_SCAN_LIMIT rows it groups instead.
+        """
+        if limit <= 0:
+            return []
+        intents: dict[int, Prompt] = {}
+        seen: set[int] = set()
+        cursor = (2**63 - 1, 2**63 - 1)
+        read = 0
+        while read < INTENT_SCAN_LIMIT:
+            rows = self._query(
+                "SELECT id, timestamp, prompt_id FROM observations WHERE project = ? AND (timestamp, id) < (?, ?) "
+                "ORDER BY timestamp DESC, id DESC LIMIT ?", (project, *cursor, INTENT_SCAN_BATCH))
+            read += len(rows)
+            fresh = list(dict.fromkeys(r["prompt_id"] for r in rows if r["prompt_id"] is not None
+                                       and r["prompt_id"] not in seen))
+            seen.update(fresh)
+            for row in self._query(  # CROSS JOIN: by prompt id, not through every session of the project
+                    f"SELECT p.*, s.project FROM prompts p CROSS JOIN sessions s ON s.id = p.session_id "
+                    f"WHERE p.id IN ({','.join('?' * len(fresh))}) AND p.source = 'user' AND s.project = ?",
+                    (*fresh, project)):
+                intents[row["id"]] = Prompt.from_row(row)
+            newest = sorted(intents.values(), key=lambda p: (p.timestamp, p.id), reverse=True)[:limit]
+            if len(rows) < INTENT_SCAN_BATCH:
+                break
+            cursor = (rows[-1]["timestamp"], rows[-1]["id"])
+            if len(newest) == limit and cursor[0] < newest[-1].timestamp - INTENT_CLOCK_SLACK:
+                break
+        else:
+            return self._intents_by_grouping(project, limit)
+        if not newest:
+            return []
+        counts: dict[int, int] = {row[0]: row[1] for row in self._query(
+            f"SELECT prompt_id, COUNT(*) FROM observations WHERE prompt_id IN ({','.join('?' * len(newest))}) "
+            f"GROUP BY prompt_id", [p.id for p in newest])}
+        return [(p, int(counts.get(p.id, 0))) for p in newest]
+
+    def _intents_by_grouping(self, project: str, limit: int) -> list[tuple[Prompt, int]]:
+        rows = self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
+            "COUNT(o.id) AS actions FROM prompts p "
+            "JOIN sessions s ON s.id = p.session_id "
+            "JOIN observations o ON o.prompt_id = p.id "
+            "WHERE s.project = ? AND p.source = 'user' "
+            "GROUP BY p.id ORDER BY p.timestamp DESC, p.id DESC LIMIT ?",
+            (project, limit),
+        )
+        return [(Prompt.from_row(r), int(r["actions"])) for r in rows]
+
+    # -- what the context block reads ----------------------------------------------------------
+
+    def active_sessions(self, project: str, limit: int, exclude_types: Sequence[str] = (),
+                        include: str | None = None) -> list[tuple[Session, int]]:
+        """The project's sessions that did something (a user prompt, or an observation not of
+        `exclude_types`), most recently active first, each with the time of its last such act.
+
+        Candidates are the `limit` sessions started last, the session of the project's newest
+        observation (a long session started before many empty ones) and `include`.
+        """
+        marks = ",".join("?" * len(exclude_types))
+        kinds = f"AND obs_type NOT IN ({marks})" if marks else ""
+        newest = self._query(
+            f"SELECT session_id FROM observations WHERE project = ? {kinds} ORDER BY timestamp DESC, id DESC LIMIT 1",
+            (project, *exclude_types))
+        extra = [r[0] for r in newest] + ([include] if include else [])
+        candidates = ("SELECT id FROM (SELECT id FROM sessions WHERE project = ? ORDER BY started_at DESC LIMIT ?)"
+                      + " UNION SELECT ?" * len(extra))
+        rows = self._query(
+            f"""SELECT s.*,
+                (SELECT timestamp FROM observations WHERE session_id = s.id {kinds}
+                  ORDER BY timestamp DESC LIMIT 1) AS last_obs,
+                (SELECT p.timestamp FROM prompts p WHERE p.session_id = s.id AND p.source = 'user'
+                  ORDER BY p.id DESC LIMIT 1) AS last_prompt
+            FROM sessions s WHERE s.id IN ({candidates})""",
+            (*exclude_types, project, limit, *extra))
+        found = []
+        for row in rows:
+            times = [t for t in (row["last_obs"], row["last_prompt"]) if t is not None]
+            if times and row["project"] == project:
+                found.append((Session.from_row(row), int(max(times))))
+        found.sort(key=lambda pair: (pair[1], pair[0].started_at), reverse=True)
+        return found
+
+    def session_roots(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """The project root each session recorded (sessions from before roots were kept have none)."""
+        if not session_ids:
+            return {}
+        ids = list(dict.fromkeys(session_ids))
+        rows = self._query(f"SELECT id, root FROM sessions WHERE id IN ({','.join('?' * len(ids))}) "
+                           "AND root IS NOT NULL", ids)
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def project_root(self, project: str) -> str | None:
+        """The root of the project's newest session that recorded one."""
+        rows = self._query("SELECT root FROM sessions WHERE project = ? AND root IS NOT NULL "
+                           "ORDER BY started_at DESC LIMIT 1", (project,))
+        return str(rows[0][0]) if rows else None
+
+    def session_tail(self, session_id: str, limit: int) -> list[Observation]:
+        """The session's newest `limit` observations, oldest first."""
+        rows = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? ORDER BY timestamp DESC, id DESC LIMIT ?",
+            (session_id, limit))
+        return [Observation.from_row(r) for r in reversed(rows)]
+
+    def last_prompt(self, session_id: str, source: str) -> Prompt | None:
+        """The session's newest prompt from `source` (`user` or `agent`)."""
+        rows = self._query(
+            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content "
+            "FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            "WHERE p.session_id = ? AND p.source = ? ORDER BY p.id DESC LIMIT 1", (session_id, source))
+        return Prompt.from_row(rows[0]) if rows else None
+
+    def recent_observations(self, project: str, limit: int, *, where: str = "local",
+                            exclude_types: Sequence[str] = (),
+                            exclude_session: str | None = None) -> list[Observation]:
+        """The newest observations of `project` (`where="local"`) or of every other project
+        (`"other"`), newest first, without `exclude_types` and `exclude_session`'s rows.
+
+        What a listing of them needs, read fast: content cut to OUTLINE_CHARS, and metadata only
+        on failures (`command_error`, `file_error`), whose error it names."""
+        clauses = ["project = ?" if where == "local" else "project != ?"]
+        params: list[Any] = [project]
+        if exclude_types:
+            clauses.append(f"obs_type NOT IN ({','.join('?' * len(exclude_types))})")
+            params.extend(exclude_types)
+        if exclude_session is not None:
+            clauses.append("session_id != ?")
+            params.append(exclude_session)
+        rows = self._query(
+            "SELECT id, session_id, project, prompt_id, timestamp, obs_type, source_event, tool_name, file_path, "
+            f"substr(content, 1, {OUTLINE_CHARS}) AS content, is_pinned, "
+            "CASE WHEN obs_type IN ('command_error', 'file_error') THEN metadata END AS metadata "
+            f"FROM observations WHERE {' AND '.join(clauses)} ORDER BY timestamp DESC, id DESC LIMIT ?",
+            [*params, limit])
+        return [Observation.from_row(r) for r in rows]
+
+    _CHECKPOINT = "EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = 'checkpoint')"
+
+    def curated_memories(self, project: str, limit: int) -> list[Memory]:
+        """Live memories a project sees (its own, the user's, the organisation's) that people or
+        agents chose to keep: automatic checkpoints (tag `checkpoint`) and archived ones left out.
+        Pinned first, then newest."""
+        rows = self._query(
+            "SELECT m.* FROM memories m WHERE m.deleted_at IS NULL AND m.tier != 'archived' "
+            f"AND m.domain IN (?, 'user', 'org') AND NOT {self._CHECKPOINT} "
+            "ORDER BY m.is_pinned DESC, m.updated_at DESC LIMIT ?", (f"project:{project}", limit))
+        return [Memory.from_row(r) for r in rows]
+
+    def latest_checkpoint(self, project: str, session_id: str) -> Memory | None:
+        """The newest automatic checkpoint (tag `checkpoint`) a session left in its project."""
+        rows = self._query(
+            "SELECT m.* FROM memories m WHERE m.deleted_at IS NULL AND m.domain = ? AND m.source = ? "
+            f"AND {self._CHECKPOINT} ORDER BY m.created_at DESC, m.id DESC LIMIT 1",
+            (f"project:{project}", f"session:{session_id}"))
+        return Memory.from_row(rows[0]) if rows else None
+
+    def status(self) -> Status:
+        def count(sql: str) -> int:
+            return int(self._query(sql)[0][0])
+
+        def group(sql: str) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in self._query(sql)}
+
+        page_count = count("PRAGMA page_count")
+        page_size = count("PRAGMA page_size")
+        wal = self.path + "-wal"
+        wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
+        return Status(
+            url=self.url,
+            schema_version=self.schema_version(),
+            size_bytes=page_count * page_size + wal_bytes,
+            sessions=count("SELECT COUNT(*) FROM sessions"),
+            prompts=count("SELECT COUNT(*) FROM prompts"),
+            observations=count("SELECT COUNT(*) FROM observations"),
+            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
+            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC"),
+            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                               "GROUP BY 1 ORDER BY 2 DESC"),
+            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                          "GROUP BY 1 ORDER BY 2 DESC"),
+            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC"),
+        )
+
+    def integrity(self) -> str:
+        """`ok`, or what SQLite's quick_check found wrong."""
+        rows = self._query("PRAGMA quick_check")
+        return "; ".join(str(r[0]) for r in rows) or "ok"
+
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index: `ok`, or how it disagrees with its table (FTS5's own
+        integrity-check, then indexed rows against table rows)."""
+        checks = {"observations_fts": "observations", "prompts_fts": "prompts", "memories_fts": "memories"}
+        out: dict[str, str] = {}
+        for fts, table in checks.items():
+            try:  # a command written as an INSERT: it needs the writer, and changes nothing
+                with self.transaction():
+                    self._writer().execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
+            except sqlite3.Error as exc:
+                out[fts] = f"integrity-check failed: {exc}"
+                continue
+            rows = self._query(f"SELECT (SELECT COUNT(*) FROM {table}), (SELECT COUNT(*) FROM {fts}_docsize)")
+            have, indexed = int(rows[0][0]), int(rows[0][1])
+            out[fts] = "ok" if have == indexed else f"{indexed} rows indexed, {have} in {table}"
+        return out

@@ -1,0 +1,87 @@
+"""WHERE clauses for the search filters, shared by every read that takes `SearchFilters`."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from nmem.store import SearchFilters
+
+
+def observation_filters(filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+    """WHERE clauses (on alias `o`) for the filters that apply to observations."""
+    if filters.project:
+        clauses.append("o.project = ?")
+        params.append(filters.project)
+    if filters.obs_types:
+        clauses.append(f"o.obs_type IN ({','.join('?' * len(filters.obs_types))})")
+        params.extend(filters.obs_types)
+    if filters.files:
+        ors = []
+        for f in filters.files:
+            if f.startswith("/"):  # a whole path (the service resolves relative ones)
+                ors.append("o.file_path = ?")
+                params.append(f)
+                continue
+            ors.append("(o.file_path = ? OR o.file_path LIKE ? ESCAPE '\\')")
+            # a suffix must start at a path separator: "auth.py" is not "oauth.py"
+            params.extend([f, "%/" + f.replace("%", "\\%").replace("_", "\\_")])
+        clauses.append("(" + " OR ".join(ors) + ")")
+    if filters.session_id:
+        clauses.append("o.session_id = ?")
+        params.append(filters.session_id)
+    date_clauses("o.timestamp", filters, clauses, params)
+
+
+def prompt_filters(filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+    """WHERE clauses (aliases `p`, `s`) for the filters that apply to prompts."""
+    if filters.project:
+        clauses.append("s.project = ?")
+        params.append(filters.project)
+    if filters.session_id:
+        clauses.append("p.session_id = ?")
+        params.append(filters.session_id)
+    if filters.source:
+        clauses.append("p.source = ?")
+        params.append(filters.source)
+    date_clauses("p.timestamp", filters, clauses, params)
+
+
+def memory_filters(filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+    """WHERE clauses (alias `m`) for the filters that apply to memories."""
+    if filters.domains:
+        clauses.append(f"m.domain IN ({','.join('?' * len(filters.domains))})")
+        params.extend(filters.domains)
+    elif filters.project:
+        # A project sees its own memories plus the user's and the organisation's.
+        clauses.append("m.domain IN (?, 'user', 'org')")
+        params.append(f"project:{filters.project}")
+    if filters.namespaces:
+        clauses.append(f"m.namespace IN ({','.join('?' * len(filters.namespaces))})")
+        params.extend(filters.namespaces)
+    for tag in filters.tags:
+        clauses.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
+        params.append(tag)
+    if not filters.include_archived:
+        clauses.append("m.tier != 'archived'")
+    date_clauses("m.updated_at", filters, clauses, params)
+
+
+def date_clauses(col: str, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+    if filters.date_start is not None:
+        clauses.append(f"{col} >= ?")
+        params.append(filters.date_start)
+    if filters.date_end is not None:
+        clauses.append(f"{col} <= ?")
+        params.append(filters.date_end)
+
+
+def session_filters(filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+    if filters.project:
+        clauses.append("s.project = ?")
+        params.append(filters.project)
+    if filters.session_id:
+        clauses.append("s.id = ?")
+        params.append(filters.session_id)
+    date_clauses("s.started_at", filters, clauses, params)

@@ -1,0 +1,199 @@
+"""Curated memories: inserts, edits, tombstones, and whole rows for exports and imports."""
+
+from __future__ import annotations
+
+from nmem import jsonlite as json
+from nmem.models import Memory, Session
+from nmem.store import (
+    NewMemory,
+    SearchFilters,
+)
+from nmem.store.sqlite.connection import Connection, Snapshot
+from nmem.store.sqlite.filters import memory_filters
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any
+
+
+class MemoryRows(Connection):
+    # -- curated memories --------------------------------------------------------------------
+
+    def insert_memory(self, mem: NewMemory) -> Memory:
+        with self.transaction():
+            self._exec(
+                "INSERT INTO memories (uid, domain, namespace, summary, content, tags, source, "
+                "relates_to, tier, is_pinned, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (mem.uid, mem.domain, mem.namespace, mem.summary, mem.content,
+                 json.dumps(list(mem.tags)), mem.source, json.dumps(list(mem.relates_to)),
+                 mem.tier, int(mem.is_pinned), mem.timestamp, mem.timestamp),
+            )
+            self._log_memory_op(mem.uid, mem.timestamp)
+        stored = self.get_memory(mem.uid)
+        assert stored is not None
+        return stored
+
+    _MEMORY_FIELDS = ("domain", "namespace", "summary", "content", "tags", "source",
+                      "relates_to", "tier", "is_pinned")
+
+    def update_memory(self, uid: str, fields: dict[str, Any], timestamp: int) -> Memory | None:
+        sets: list[str] = ["updated_at = ?"]
+        params: list[Any] = [timestamp]
+        for name, raw in fields.items():
+            if name not in self._MEMORY_FIELDS:
+                raise ValueError(f"not an updatable memory field: {name}")
+            if name in ("tags", "relates_to"):
+                params.append(json.dumps(list(raw)))
+            elif name == "is_pinned":
+                params.append(int(raw))
+            else:
+                params.append(raw)
+            sets.append(f"{name} = ?")
+        params.append(uid)
+        with self.transaction():
+            cur = self._exec(
+                f"UPDATE memories SET {', '.join(sets)} WHERE uid = ? AND deleted_at IS NULL", params
+            )
+            if cur.rowcount:
+                self._log_memory_op(uid, timestamp)
+        return self.get_memory(uid) if cur.rowcount else None
+
+    def tombstone_memory(self, uid: str, timestamp: int) -> bool:
+        with self.transaction():
+            cur = self._exec(
+                "UPDATE memories SET summary = '', content = '', tags = '[]', relates_to = '[]', "
+                "deleted_at = ?, updated_at = ? WHERE uid = ? AND deleted_at IS NULL",
+                (timestamp, timestamp, uid),
+            )
+            if cur.rowcount:
+                self._log_memory_op(uid, timestamp)
+                self._forget_sync_lines(uid)
+                self._rewrite_index("memories_fts")
+        if cur.rowcount:
+            self._scrub()
+        return cur.rowcount > 0
+
+    def get_memory(self, uid: str) -> Memory | None:
+        rows = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))
+        return Memory.from_row(rows[0]) if rows else None
+
+    def touch_memories(self, uids: Sequence[str], timestamp: int) -> None:
+        if not uids or self.readonly:
+            return  # access counts are bookkeeping: a read-only handle reads without them
+        marks = ",".join("?" * len(uids))
+        self._exec(
+            f"UPDATE memories SET accessed_at = ?, access_count = access_count + 1 "
+            f"WHERE uid IN ({marks})",
+            [timestamp, *uids],
+        )
+
+    def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
+        clauses: list[str] = ["deleted_at IS NULL"]
+        params: list[Any] = []
+        if domain:
+            clauses.append("domain = ?")
+            params.append(domain)
+        if namespace:
+            clauses.append("namespace = ?")
+            params.append(namespace)
+        for row in self._query(
+            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY updated_at DESC", params
+        ):
+            yield Memory.from_row(row)
+
+    # -- curated memories by their integer row id (srvrmgr's `forget(id: integer)`) -----------
+
+    def memory_numbers(self, uids: Sequence[str]) -> dict[str, int]:
+        if not uids:
+            return {}
+        rows = self._query("SELECT uid, id FROM memories WHERE uid IN (SELECT value FROM json_each(?))",
+                           (json.dumps(list(uids)),))
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def memory_uid(self, number: int) -> str | None:
+        rows = self._query("SELECT uid FROM memories WHERE id = ?", (number,))
+        return str(rows[0][0]) if rows else None
+
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the full-text index holds the memory (its row in FTS5's docsize table)."""
+        return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
+                                "WHERE uid = ?)", (uid,)))
+
+    # -- moving memory: exports read a snapshot, imports write whole rows --------------------
+
+    def read_snapshot(self) -> Snapshot:
+        """`with store.read_snapshot():` — every read inside sees the database as of the first
+        one (a read transaction on the reader), whatever other processes commit meanwhile."""
+        return Snapshot(self)
+
+    def export_memories(self, filters: SearchFilters, deleted: bool) -> Iterator[Memory]:
+        """Memories the filters select (domains, namespaces, updated since `date_start`;
+        archived ones too), tombstones only with `deleted`, in uid order."""
+        clauses: list[str] = [] if deleted else ["m.deleted_at IS NULL"]
+        params: list[Any] = []
+        memory_filters(filters.replace(include_archived=True), clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        for row in self._query(f"SELECT m.* FROM memories m {where} ORDER BY m.uid", params):
+            yield Memory.from_row(row)
+
+    def export_sessions(self, project: str | None, since: int | None) -> list[Session]:
+        """Sessions (of `project`), oldest first; with `since`, those started, ended or holding
+        a prompt or observation at or after it."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if project is not None:
+            clauses.append("s.project = ?")
+            params.append(project)
+        if since is not None:
+            clauses.append("(s.started_at >= ? OR s.ended_at >= ? "
+                           "OR EXISTS (SELECT 1 FROM prompts p WHERE p.session_id = s.id AND p.timestamp >= ?) "
+                           "OR EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id "
+                           "AND o.timestamp >= ?))")
+            params.extend([since] * 4)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        return [Session.from_row(r) for r in
+                self._query(f"SELECT * FROM sessions s {where} ORDER BY s.started_at, s.id", params)]
+
+    def put_memory(self, memory: Memory) -> None:
+        """Write a whole memory row by its uid (insert, or replace every field): what an import
+        decided to keep. Tombstones are written as they come. Like every memory write it is
+        logged for sync, and a tombstone forgets as `tombstone_memory` does."""
+        with self.transaction():
+            self._put_memory_row(memory)
+            self._log_memory_op(memory.id, memory.updated_at)
+            if memory.deleted_at is not None:
+                self._forget_sync_lines(memory.id)
+                self._rewrite_index("memories_fts")
+        if memory.deleted_at is not None:
+            self._scrub()
+
+    def _put_memory_row(self, memory: Memory) -> None:
+        self._exec(
+            "INSERT INTO memories (uid, domain, namespace, summary, content, tags, source, relates_to, tier, "
+            "is_pinned, created_at, updated_at, accessed_at, access_count, deleted_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(uid) DO UPDATE SET "
+            "domain = excluded.domain, namespace = excluded.namespace, summary = excluded.summary, "
+            "content = excluded.content, tags = excluded.tags, source = excluded.source, "
+            "relates_to = excluded.relates_to, tier = excluded.tier, is_pinned = excluded.is_pinned, "
+            "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+            "accessed_at = excluded.accessed_at, access_count = excluded.access_count, "
+            "deleted_at = excluded.deleted_at",
+            (memory.id, memory.domain, memory.namespace, memory.summary, memory.content,
+             json.dumps(list(memory.tags)), memory.source, json.dumps(list(memory.relates_to)), memory.tier,
+             int(memory.is_pinned), memory.created_at, memory.updated_at, memory.accessed_at,
+             memory.access_count, memory.deleted_at),
+        )
+
+    def put_session(self, session: Session) -> None:
+        """Write a whole session row by its id (insert, or replace its times, signature and
+        summary; a session keeps its project)."""
+        self._exec(
+            "INSERT INTO sessions (id, project, started_at, ended_at, signature, summary) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET started_at = excluded.started_at, ended_at = excluded.ended_at, "
+            "signature = excluded.signature, summary = excluded.summary",
+            (session.id, session.project, session.started_at, session.ended_at,
+             None if session.signature is None else json.dumps(session.signature, sort_keys=True),
+             None if session.summary is None else json.dumps(session.summary)),
+        )

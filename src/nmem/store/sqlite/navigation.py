@@ -1,0 +1,116 @@
+"""Navigation: sessions by prefix and by time, recorded paths, purge selections."""
+
+from __future__ import annotations
+
+from nmem import jsonlite as json
+from nmem.models import Session
+from nmem.store import (
+    SearchFilters,
+    SessionListing,
+)
+from nmem.store.sqlite.connection import (
+    Connection,
+)
+from nmem.store.sqlite.filters import observation_filters
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+LAST_CHAR = chr(0x10FFFF)  # sorts after any character: `id < prefix + LAST_CHAR` bounds a prefix scan
+
+LIFECYCLE_TYPES = ("session_start", "session_resume", "session_compact", "session_clear", "session_end")
+
+PURGE_BATCH = 10_000
+
+
+class NavigationReads(Connection):
+    # -- navigation: sessions by prefix and by time, recorded paths, purge selections -------
+
+    def sessions_by_prefix(self, prefix: str, limit: int) -> list[Session]:
+        """Sessions whose id starts with `prefix`, newest first: a range scan of the key."""
+        rows = self._query("SELECT * FROM sessions WHERE id >= ? AND id < ? ORDER BY started_at DESC, id LIMIT ?",
+                           (prefix, prefix + LAST_CHAR, limit))
+        return [Session.from_row(r) for r in rows]
+
+    def list_sessions(self, project: str | None, since: int | None, limit: int, *,
+                      active: bool = False) -> list[SessionListing]:
+        """Sessions newest first (by start), with their user prompts and actions counted;
+        `since` keeps those started or ended at or after it, `active` those with any prompt
+        or observation."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if project is not None:
+            clauses.append("s.project = ?")
+            params.append(project)
+        if since is not None:
+            clauses.append("(s.started_at >= ? OR s.ended_at >= ?)")
+            params.extend([since, since])
+        if active:
+            clauses.append("(EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id) "
+                           "OR EXISTS (SELECT 1 FROM prompts p WHERE p.session_id = s.id))")
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        lifecycle = ", ".join(f"'{t}'" for t in LIFECYCLE_TYPES)
+        rows = self._query(
+            "SELECT s.*, "
+            "(SELECT count(*) FROM prompts p WHERE p.session_id = s.id AND p.source = 'user') AS n_prompts, "
+            "(SELECT count(*) FROM observations o WHERE o.session_id = s.id "
+            f"AND o.obs_type NOT IN ({lifecycle})) AS n_actions, "
+            "(SELECT p.content FROM prompts p WHERE p.session_id = s.id AND p.source = 'user' "
+            "ORDER BY p.id LIMIT 1) AS first_prompt "
+            f"FROM sessions s {where} ORDER BY s.started_at DESC, s.id LIMIT ?", [*params, limit])
+        return [SessionListing(Session.from_row(r), int(r["n_prompts"]), int(r["n_actions"]), r["first_prompt"])
+                for r in rows]
+
+    def recorded_paths(self, suffix: str, project: str | None, limit: int) -> list[str]:
+        """Distinct recorded file paths (of `project`, if given) equal to `suffix` or, for a
+        relative one, ending in `/suffix` (a whole path component: "auth.py" is not
+        "oauth.py"), sorted."""
+        in_project = "" if project is None else " AND EXISTS (SELECT 1 FROM observations o " \
+                                                 "WHERE o.file_path = paths.path AND o.project = ?)"
+        tail = "/" + suffix
+        if suffix.startswith("/"):
+            rows = self._query("SELECT path FROM (SELECT DISTINCT file_path AS path FROM observations "
+                               f"WHERE file_path = ?) paths WHERE 1{in_project} LIMIT ?",
+                               [suffix, *([project] if project is not None else []), limit])
+        else:
+            # A skip scan of the file_path index, one seek per distinct path: rows outnumber paths
+            # (a path is read again and again), so reading every row would cost far more.
+            rows = self._query(
+                "WITH RECURSIVE paths(path) AS ("
+                "SELECT MIN(file_path) FROM observations WHERE file_path IS NOT NULL "
+                "UNION ALL SELECT (SELECT MIN(file_path) FROM observations WHERE file_path > paths.path) "
+                "FROM paths WHERE paths.path IS NOT NULL) "
+                f"SELECT path FROM paths WHERE (path = ? OR substr(path, ?) = ?){in_project} ORDER BY path LIMIT ?",
+                [suffix, -len(tail), tail, *([project] if project is not None else []), limit])
+        return [str(r[0]) for r in rows]
+
+    def observation_ids(self, match: str | None, filters: SearchFilters, *, unpinned: bool = True) -> list[int]:
+        """Every observation the full-text match (all rows when None) and the filters select,
+        in id order, pinned rows left out when `unpinned`: what a purge by query takes."""
+        clauses: list[str] = ["o.is_pinned = 0"] if unpinned else []
+        params: list[Any] = []
+        observation_filters(filters, clauses, params)
+        if match is None:
+            source = "observations o"
+        else:
+            source = "observations_fts f CROSS JOIN observations o ON o.id = f.rowid"
+            clauses.insert(0, "observations_fts MATCH ?")
+            params.insert(0, match)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        return [int(r[0]) for r in self._query(f"SELECT o.id FROM {source} {where} ORDER BY o.id", params)]
+
+    def purge_observations_matching(self, match: str | None, filters: SearchFilters) -> int:
+        """Delete what `observation_ids` selects (pinned rows kept), in one transaction."""
+        deleted = 0
+        with self.transaction():
+            ids = self.observation_ids(match, filters)
+            for start in range(0, len(ids), PURGE_BATCH):
+                cur = self._exec("DELETE FROM observations WHERE id IN (SELECT value FROM json_each(?))",
+                                 (json.dumps(ids[start:start + PURGE_BATCH]),))
+                deleted += cur.rowcount
+            if deleted:
+                self._rewrite_index("observations_fts")
+        self._scrub()
+        return deleted

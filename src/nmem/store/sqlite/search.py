@@ -1,0 +1,419 @@
+"""Reading records by id and by FTS5 match: filters, BM25 windows, ranking statistics."""
+
+from __future__ import annotations
+
+import _sqlite3 as sqlite3
+
+from nmem import jsonlite as json
+from nmem.models import Memory, Observation, Prompt, Session
+from nmem.store import (
+    FtsStats,
+    SearchFilters,
+)
+from nmem.store.sqlite.connection import (
+    OBS_COLUMNS,
+    Connection,
+    varint,
+)
+from nmem.store.sqlite.filters import memory_filters, observation_filters, prompt_filters, session_filters
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+
+# scope -> (table, its FTS5 table, the column after session_id that orders a session)
+RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
+                 "observations": ("observations", "observations_fts", "timestamp")}
+
+DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays within 5%
+
+DF_CACHE_SIZE = 20_000
+
+OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+
+# Relevance-ordered full-text reads rank the newest RELEVANCE_WINDOW matching rows that pass the
+# filters: FTS5 hands matches over by rowid and stops there, and BM25 costs ~1 µs a match, so a
+# word found in a third of a million rows no longer costs half a second.
+RELEVANCE_WINDOW = 2000
+
+# Under a type filter, a match with at least this many rows is checked against the ids of the type
+# read once off idx_obs_type_project; a smaller one row by row, which costs less than reading the
+# ids of a common type (65k for file_edit in one project at 1M rows: ~15 ms).
+TYPE_IDS_MIN_MATCHES = 2500
+
+ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
+
+
+class SearchReads(Connection):
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_observations(self, ids: Sequence[int]) -> list[Observation]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id IN ({marks})", list(ids))
+        by_id = {row["id"]: Observation.from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def get_prompts(self, ids: Sequence[int]) -> list[Prompt]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._query(
+            f"SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"WHERE p.id IN ({marks})", list(ids),
+        )
+        by_id = {row["id"]: Prompt.from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    @staticmethod
+    def _order(order: str, time_col: str, has_match: bool) -> str:
+        if order == "date_asc":
+            return f"{time_col} ASC"
+        if order == "date_desc" or not has_match:
+            return f"{time_col} DESC"
+        return "rank ASC"
+
+    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
+                            limit: int, offset: int) -> list[tuple[Observation, float]]:
+        if match is None:
+            clauses: list[str] = []
+            params: list[Any] = []
+            observation_filters(filters, clauses, params)
+            where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+            rows = self._query(f"SELECT {OBS_COLS_O}, 0.0 AS rank FROM observations o {where} "
+                               f"ORDER BY {self._order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
+                               [*params, limit, offset])
+            return [(Observation.from_row(r), 0.0) for r in rows]
+        ids = self._observation_id_range(filters)
+        if ids is None:
+            return []
+        if order == "relevance":
+            ranked = self._observations_by_bm25(match, filters, ids, offset + limit)[offset:]
+            found = {o.id: o for o in self.get_observations([i for i, _ in ranked])}
+            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+        if order == "date_desc":
+            rows = self._newest_observations(match, filters, ids, offset + limit)
+        else:
+            rows = self._observation_matches(match, filters, ids, "o.timestamp ASC, o.id DESC", offset + limit)
+        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
+
+    # -- reading FTS5 matches by rowid ------------------------------------------------------
+    #
+    # FTS5 walks a match's doclists in rowid order and takes rowid bounds, so a read that
+    # wants the newest rows, or rows of a time range, can stop early instead of scoring and
+    # sorting every match (a word found in a third of a million rows costs ~0.5 s to rank).
+
+    def _observations_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int],
+                              want: int) -> list[tuple[int, float]]:
+        """(id, bm25) of the best `want` among the newest RELEVANCE_WINDOW matching rows that
+        pass the filters. Each match is checked against its row, except under a type filter
+        when the match is large: then the ids of that type (and project) are read off
+        idx_obs_type_project once and each match checked against them, at a fifth of the cost,
+        which matters when a broad word meets a rare type (every match of "py" checked to find
+        a project's commits)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        observation_filters(filters, clauses, params)
+        join = ""
+        if filters.obs_types and self._has_matches("observations_fts", match, ids, TYPE_IDS_MIN_MATCHES):
+            # `+` keeps SQLite from handing the id set to FTS5 as one rowid lookup per id.
+            clauses = ["+f.rowid IN (SELECT o.id FROM observations o INDEXED BY idx_obs_type_project "
+                       f"WHERE o.id BETWEEN ? AND ? AND {' AND '.join(clauses)})"]
+            params = [*ids, *params]
+        elif clauses:
+            join = " CROSS JOIN observations o ON o.id = f.rowid"
+        rows = self._rank_newest("observations_fts", match, ids, join, clauses, params, want)
+        return [(int(r["id"]), float(r["rank"])) for r in rows]
+
+    def _has_matches(self, fts: str, match: str, ids: tuple[int, int], n: int) -> bool:
+        """Whether the match holds at least `n` rows within `ids`: a walk of the doclists that
+        stops at `n`, without BM25 (whose IDF pass reads every doclist to its end)."""
+        rows = self._query(f"SELECT count(*) FROM (SELECT 1 FROM {fts} f WHERE {fts} MATCH ? "
+                           "AND f.rowid BETWEEN ? AND ? LIMIT ?)", [match, *ids, n])
+        return int(rows[0][0]) >= n
+
+    def _rank_newest(self, fts: str, match: str, ids: tuple[int, int], join: str, clauses: Sequence[str],
+                     params: Sequence[Any], want: int, select: str = "r.id, r.rank",
+                     rows: str = "") -> list[sqlite3.Row]:
+        """The best `want` rows by BM25 among the newest RELEVANCE_WINDOW matches within `ids`
+        that pass `clauses`, best first: FTS5 reads the match by rowid, newest first, and
+        stops at the window. `select` and `rows` (joins on `r.id`) say what to return of them.
+
+        `join` brings the table the clauses name; CROSS JOIN keeps FTS5 the outer loop, since
+        driven by a filter's index SQLite would run the MATCH once per row (seconds at 1M)."""
+        where = " AND ".join([f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
+        newest = (f"SELECT f.rowid AS id, bm25({fts}) AS rank FROM {fts} f{join} WHERE {where} "
+                  "ORDER BY f.rowid DESC LIMIT ?")
+        return self._query(f"SELECT {select} FROM (SELECT id, rank FROM ({newest}) ORDER BY rank, id DESC LIMIT ?) r "
+                           f"{rows} ORDER BY r.rank, r.id DESC",
+                           [match, *ids, *params, max(RELEVANCE_WINDOW, want), want])
+
+    def _observation_matches(self, match: str, filters: SearchFilters, ids: tuple[int, int], order: str,
+                             n: int, since: int | None = None) -> list[sqlite3.Row]:
+        clauses = ["observations_fts MATCH ?", "f.rowid BETWEEN ? AND ?"]
+        params: list[Any] = [match, *ids]
+        if since is not None:
+            clauses.append("o.timestamp >= ?")
+            params.append(since)
+        observation_filters(filters, clauses, params)
+        return self._query(
+            f"SELECT {OBS_COLS_O}, bm25(observations_fts) AS rank FROM observations_fts f "
+            f"CROSS JOIN observations o ON o.id = f.rowid WHERE {' AND '.join(clauses)} "
+            f"ORDER BY {order} LIMIT ?", [*params, n])
+
+    def _newest_observations(self, match: str, filters: SearchFilters, ids: tuple[int, int],
+                             want: int) -> list[sqlite3.Row]:
+        """The `want` newest matches (timestamp, then id): read by rowid, newest first, which
+        stops at the LIMIT. Rows inserted out of time order (observations_late) are the only
+        ones that could be newer than the oldest row read while having a smaller id; when
+        one exists, the rows from the first that could be are read again and sorted."""
+        rows = self._observation_matches(match, filters, ids, "f.rowid DESC", want)
+        if len(rows) == want:
+            oldest = min(int(r["timestamp"]) for r in rows)
+            if self._query("SELECT 1 FROM observations_late WHERE timestamp >= ? LIMIT 1", (oldest,)):
+                floor = self._first_id_since(oldest)
+                lo = ids[0] if floor is None else max(ids[0], floor)
+                rows = self._observation_matches(match, filters, (lo, ids[1]), "o.timestamp DESC, o.id DESC",
+                                                 want, since=oldest)
+        return sorted(rows, key=lambda r: (-r["timestamp"], -r["id"]))
+
+    def _observation_id_range(self, filters: SearchFilters) -> tuple[int, int] | None:
+        """Bounds on the ids of rows the filters can pass (dates, session); None if none can."""
+        lo, hi = ROWID_MIN, ROWID_MAX
+        if filters.date_start is not None:
+            first = self._first_id_since(filters.date_start)
+            if first is None:
+                return None
+            lo = first
+        if filters.date_end is not None:
+            last = self._last_id_until(filters.date_end)
+            if last is None:
+                return None
+            hi = last
+        if filters.session_id:
+            first, last = self._query("SELECT MIN(id), MAX(id) FROM observations WHERE session_id = ?",
+                                      (filters.session_id,))[0]
+            if first is None:
+                return None
+            lo, hi = max(lo, int(first)), min(hi, int(last))
+        return (lo, hi) if lo <= hi else None
+
+    def _first_id_since(self, timestamp: int) -> int | None:
+        """The smallest id of a row at or after `timestamp`. Rows in time order have ids in
+        time order too, so the first of them by time has it; late rows are looked up apart."""
+        row = self._query(
+            "SELECT MIN(id) FROM ("
+            "SELECT id FROM (SELECT id FROM observations WHERE timestamp >= ?1 "
+            "AND id NOT IN (SELECT id FROM observations_late) ORDER BY timestamp, id LIMIT 1) "
+            "UNION ALL SELECT MIN(id) FROM observations_late WHERE timestamp >= ?1)", (timestamp,))
+        return None if row[0][0] is None else int(row[0][0])
+
+    def _last_id_until(self, timestamp: int) -> int | None:
+        """The largest id of a row at or before `timestamp` (ROWID_MAX when that is every row)."""
+        newest = self._query("SELECT MAX(timestamp) FROM observations")[0][0]
+        if newest is not None and timestamp >= newest:
+            return ROWID_MAX
+        row = self._query(
+            "SELECT MAX(id) FROM ("
+            "SELECT id FROM (SELECT id FROM observations WHERE timestamp <= ?1 "
+            "AND id NOT IN (SELECT id FROM observations_late) ORDER BY timestamp DESC, id DESC LIMIT 1) "
+            "UNION ALL SELECT MAX(id) FROM observations_late WHERE timestamp <= ?1)", (timestamp,))
+        return None if row[0][0] is None else int(row[0][0])
+
+    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
+                       limit: int, offset: int) -> list[tuple[Prompt, float]]:
+        if match is not None and order == "relevance":
+            rows = self._prompts_by_bm25(match, filters, self._prompt_id_range(filters), offset + limit)
+            return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
+        clauses: list[str] = []
+        params: list[Any] = []
+        if match is not None:
+            source = ("prompts_fts f JOIN prompts p ON p.id = f.rowid "
+                      "JOIN sessions s ON s.id = p.session_id")
+            clauses.append("prompts_fts MATCH ?")
+            params.append(match)
+            rank = "bm25(prompts_fts)"
+        else:
+            source, rank = "prompts p JOIN sessions s ON s.id = p.session_id", "0.0"
+        prompt_filters(filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        sql = (f"SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
+               f"{rank} AS rank FROM {source} {where} "
+               f"ORDER BY {self._order(order, 'p.timestamp', match is not None)}, p.id DESC "
+               f"LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def _prompt_id_range(self, filters: SearchFilters) -> tuple[int, int]:
+        if not filters.session_id:
+            return ROWID_MIN, ROWID_MAX
+        first, last = self._query("SELECT MIN(id), MAX(id) FROM prompts WHERE session_id = ?",
+                                  (filters.session_id,))[0]
+        return (1, 0) if first is None else (int(first), int(last))
+
+    def _prompts_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int], want: int,
+                         select: str = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank",
+                         rows: str = "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id",
+                         ) -> list[sqlite3.Row]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        prompt_filters(filters, clauses, params)
+        join = " CROSS JOIN prompts p ON p.id = f.rowid CROSS JOIN sessions s ON s.id = p.session_id" if clauses else ""
+        return self._rank_newest("prompts_fts", match, ids, join, clauses, params, want, select, rows)
+
+    def _sessions_by_bm25(self, match: str, filters: SearchFilters, want: int) -> list[sqlite3.Row]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        session_filters(filters, clauses, params)
+        join = " CROSS JOIN sessions s ON s.rowid = f.rowid" if clauses else ""
+        return self._rank_newest("sessions_fts", match, (ROWID_MIN, ROWID_MAX), join, clauses, params, want,
+                                 "s.*, r.rank", "JOIN sessions s ON s.rowid = r.id")
+
+    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Session, float]]:
+        if match is not None and order == "relevance":
+            rows = self._sessions_by_bm25(match, filters, offset + limit)
+            return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
+        clauses: list[str] = []
+        params: list[Any] = []
+        if match is not None:
+            source = "sessions_fts f JOIN sessions s ON s.rowid = f.rowid"
+            clauses.append("sessions_fts MATCH ?")
+            params.append(match)
+            rank = "bm25(sessions_fts)"
+        else:
+            source, rank = "sessions s", "0.0"
+        session_filters(filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        sql = (f"SELECT s.*, {rank} AS rank FROM {source} {where} "
+               f"ORDER BY {self._order(order, 's.started_at', match is not None)} "
+               f"LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Memory, float]]:
+        clauses = ["m.deleted_at IS NULL"]
+        params: list[Any] = []
+        if match is not None:
+            source = "memories_fts f JOIN memories m ON m.id = f.rowid"
+            clauses.append("memories_fts MATCH ?")
+            params.append(match)
+            # Summary and tags say what a memory is about: weigh them above the body.
+            rank = "bm25(memories_fts, 3.0, 1.0, 2.0, 0.5)"
+        else:
+            source, rank = "memories m", "0.0"
+        memory_filters(filters, clauses, params)
+        sql = (f"SELECT m.*, {rank} AS rank FROM {source} WHERE {' AND '.join(clauses)} "
+               f"ORDER BY m.is_pinned DESC, "
+               f"{self._order(order, 'm.updated_at', match is not None)} LIMIT ? OFFSET ?")
+        rows = self._query(sql, [*params, limit, offset])
+        return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def neighbours(self, anchor: Observation, before: int, after: int
+                   ) -> tuple[list[Observation], list[Observation]]:
+        prev = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id < ? "
+            "ORDER BY id DESC LIMIT ?", (anchor.session_id, anchor.id, before),
+        )
+        nxt = self._query(
+            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id > ? "
+            "ORDER BY id ASC LIMIT ?", (anchor.session_id, anchor.id, after),
+        )
+        return ([Observation.from_row(r) for r in reversed(prev)],
+                [Observation.from_row(r) for r in nxt])
+
+    # -- ranking support: context windows and index statistics ------------------------------
+
+    def _ranked(self, scope: str) -> tuple[str, str, str]:
+        try:
+            return RANKED_TABLES[scope]
+        except KeyError:
+            raise ValueError(f"no ranking support for scope {scope!r}") from None
+
+    def session_windows(self, scope: str, ids: Sequence[int], span: int
+                        ) -> dict[int, list[tuple[int, int]]]:
+        """For each id, the ids up to `span` records before (-1, -2, …) and after (1, 2, …) it
+        in its session, in session order: (timestamp, id) for observations, id for prompts.
+        Each side is one index range scan on (session_id, order column)."""
+        if not ids or span <= 0:
+            return {}
+        table, _, col = self._ranked(scope)
+        key, anchor = ("n.id", "a.id") if col == "id" else ("n.timestamp, n.id", "a.timestamp, a.id")
+        # "<order key, zero-padded>:<id>" items sort as text in session order
+        side = ("(SELECT group_concat(printf('%019d:%d', k, id)) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
+                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?))")
+        before = side.format(col=col, table=table, key=key, anchor=anchor, op="<",
+                             order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
+        after = side.format(col=col, table=table, key=key, anchor=anchor, op=">", order=key)
+        rows = self._query(f"SELECT a.id, {before} AS before, {after} AS after FROM {table} a "
+                           f"WHERE a.id IN (SELECT value FROM json_each(?))",
+                           (span, span, json.dumps([int(i) for i in ids])))
+
+        out: dict[int, list[tuple[int, int]]] = {}
+        for anchor, before_items, after_items in rows:
+            earlier = sorted(before_items.split(",")) if before_items else []   # farthest first
+            later = sorted(after_items.split(",")) if after_items else []
+            out[int(anchor)] = ([(int(item[20:]), d - len(earlier)) for d, item in enumerate(earlier)]
+                                + [(int(item[20:]), d + 1) for d, item in enumerate(later)])
+        return out
+
+    def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
+        """Ids of the best `want` rows by FTS5 BM25, best first, among the newest
+        RELEVANCE_WINDOW matches that pass the filters: what `search_*` ranks by relevance,
+        without reading the rows (ranking reads only the texts, and the page's rows at the end)."""
+        self._ranked(scope)  # a ValueError for a scope without ranking support
+        if scope == "prompts":
+            return [int(r[0]) for r in self._prompts_by_bm25(match, filters, self._prompt_id_range(filters),
+                                                             want, "r.id", "")]
+        ids = self._observation_id_range(filters)
+        return [] if ids is None else [i for i, _ in self._observations_by_bm25(match, filters, ids, want)]
+
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
+        """The indexed text of each row, how many tokens FTS5 counted in it (`docsize`), and its time."""
+        if not ids:
+            return {}
+        table, fts, _ = self._ranked(scope)
+        rows = self._query(f"SELECT t.id, t.content, d.sz, t.timestamp FROM {table} t "
+                           f"LEFT JOIN {fts}_docsize d ON d.id = t.id "
+                           f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
+                           (json.dumps([int(i) for i in ids]),))
+        return {int(r[0]): (str(r[1]), varint(bytes(r[2]), 0)[0] if r[2] else 0, int(r[3])) for r in rows}
+
+    def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
+        """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""
+        _, fts, _ = self._ranked(scope)
+        conn = self._w if (self._depth and self._w is not None) else self._reader()
+        docs = tokens = 0
+        block = self._query(f"SELECT block FROM {fts}_data WHERE id = 1")
+        if block and block[0]["block"]:
+            data = bytes(block[0]["block"])
+            docs, pos = varint(data, 0)
+            tokens, _ = varint(data, pos)
+        # fts5vocab counts a term's rows by reading its whole list (10 ms for a word in a third
+        # of a million rows), so counts are kept while the index grows or shrinks under 5%.
+        df: dict[str, int] = {}
+        stale = []
+        for term in dict.fromkeys(terms):
+            cached = self._df_cache.get((fts, term))
+            if cached is not None and abs(docs - cached[1]) <= docs * DF_CACHE_DRIFT:
+                if cached[0]:
+                    df[term] = cached[0]
+            else:
+                stale.append(term)
+        if stale:
+            vocab = f"nmem_{fts}_vocab"
+            # fts5vocab reads the index in place; a temp table costs nothing and needs no write.
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, row)")
+            rows = self._query(f"SELECT term, doc FROM temp.{vocab} WHERE term IN "
+                               f"({','.join('?' * len(stale))})", stale)
+            counted = {str(r["term"]): int(r["doc"]) for r in rows}
+            if len(self._df_cache) > DF_CACHE_SIZE:
+                self._df_cache.clear()
+            for term in stale:
+                self._df_cache[(fts, term)] = (counted.get(term, 0), docs)
+            df.update(counted)
+        return FtsStats(docs, tokens, df)

@@ -1,0 +1,202 @@
+"""Sync bookkeeping (nmem.sync): the device clock, the outbox, applied remote files; change tokens and
+the change feed's reads (nmem.changefeed)."""
+
+from __future__ import annotations
+
+from nmem import jsonlite as json
+from nmem.models import Observation, Prompt
+from nmem.store import (
+    FileMark,
+    OutboxOp,
+)
+from nmem.store.sqlite import driver
+from nmem.store.sqlite.connection import OBS_COLUMNS, Connection
+from nmem.store.sqlite.errors import storage_error
+from nmem.sync import oplog
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+class SyncRows(Connection):
+    # -- sync (nmem.sync): the device's clock, its outbox, how far each remote file is applied ---
+
+    def sync_device(self) -> str:
+        return str(self._query("SELECT device FROM sync_state")[0]["device"])
+
+    def sync_pending(self) -> bool:
+        return bool(self._query("SELECT 1 FROM sync_ops WHERE pushed = 0 LIMIT 1"))
+
+    def sync_outbox(self) -> list[OutboxOp]:
+        rows = self._query("SELECT seq, version, uid, domain, line FROM sync_ops WHERE pushed = 0 ORDER BY seq")
+        return [OutboxOp(r["seq"], r["version"], r["uid"], r["domain"], r["line"]) for r in rows]
+
+    def sync_log_unlogged(self, timestamp: int) -> int:
+        """Give every memory written before sync existed its operation; returns how many."""
+        with self.transaction():
+            uids = [r["uid"] for r in self._query("SELECT uid FROM memories WHERE sync_version IS NULL ORDER BY id")]
+            for uid in uids:
+                self._log_memory_op(uid, timestamp)
+        return len(uids)
+
+    def sync_files(self) -> dict[str, tuple[str, int]]:
+        return {r["path"]: (r["blob"], r["byte_offset"])
+                for r in self._query("SELECT path, blob, byte_offset FROM sync_files")}
+
+    def sync_apply(self, ops: Sequence[oplog.Op], files: Sequence[FileMark]) -> list[tuple[str, str | None]]:
+        """Apply remote operations in the order given (by version) and record how far each file
+        was read, in one transaction. Per operation: ("applied" | "same" | "stale", the version
+        the memory had). An operation of this device marks its outbox row pushed."""
+        outcomes: list[tuple[str, str | None]] = []
+        forgotten = False
+        with self.transaction():
+            state = self._query("SELECT wall, counter FROM sync_state")[0]
+            wall, counter = state["wall"], state["counter"]
+            for op in ops:
+                wall, counter = oplog.witness(wall, counter, op.clock)
+                self._exec("UPDATE sync_ops SET pushed = 1 WHERE version = ? AND pushed = 0", (op.version,))
+                rows = self._query("SELECT sync_version FROM memories WHERE uid = ?", (op.uid,))
+                met = rows[0]["sync_version"] if rows else None
+                if met is not None and op.version <= met:
+                    outcomes.append(("same" if op.version == met else "stale", met))
+                    continue
+                self._apply_op(op, exists=bool(rows))
+                if op.op == oplog.DELETE:
+                    self._forget_sync_lines(op.uid)
+                    forgotten = True
+                outcomes.append(("applied", met))
+            self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
+            for mark in files:
+                self._exec("INSERT OR REPLACE INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?)",
+                           (mark.path, mark.blob, mark.offset))
+            if forgotten:
+                self._rewrite_index("memories_fts")
+        if forgotten:
+            self._scrub()
+        return outcomes
+
+    def _apply_op(self, op: oplog.Op, exists: bool) -> None:
+        m = op.memory
+        if op.op == oplog.DELETE:  # a tombstone: the text erased, as `tombstone_memory` leaves it
+            if exists:
+                self._exec("UPDATE memories SET domain = ?, namespace = ?, summary = '', content = '', tags = '[]', "
+                           "relates_to = '[]', created_at = ?, updated_at = ?, deleted_at = ?, sync_version = ? "
+                           "WHERE uid = ?", (m["domain"], m["namespace"], m["created_at"], m["deleted_at"],
+                                             m["deleted_at"], op.version, op.uid))
+            else:
+                self._exec("INSERT INTO memories (uid, domain, namespace, summary, content, created_at, updated_at, "
+                           "deleted_at, sync_version) VALUES (?, ?, ?, '', '', ?, ?, ?, ?)",
+                           (op.uid, m["domain"], m["namespace"], m["created_at"], m["deleted_at"],
+                            m["deleted_at"], op.version))
+            return
+        values = (m["domain"], m["namespace"], m["summary"], m["content"], json.dumps(m["tags"]), m["source"],
+                  json.dumps(m["relates_to"]), m["tier"], int(m["is_pinned"]), m["created_at"], m["updated_at"],
+                  op.version)
+        if exists:
+            self._exec("UPDATE memories SET domain = ?, namespace = ?, summary = ?, content = ?, tags = ?, "
+                       "source = ?, relates_to = ?, tier = ?, is_pinned = ?, created_at = ?, updated_at = ?, "
+                       "deleted_at = NULL, sync_version = ? WHERE uid = ?", (*values, op.uid))
+        else:
+            self._exec("INSERT INTO memories (domain, namespace, summary, content, tags, source, relates_to, tier, "
+                       "is_pinned, created_at, updated_at, sync_version, uid) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*values, op.uid))
+
+    def sync_pushed(self, seqs: Sequence[int], files: Sequence[FileMark]) -> None:
+        """After a push the remote took: its operations are pushed, and this device's files are read."""
+        with self.transaction():
+            for start in range(0, len(seqs), 500):
+                chunk = seqs[start:start + 500]
+                self._exec(f"UPDATE sync_ops SET pushed = 1 WHERE seq IN ({','.join('?' * len(chunk))})", chunk)
+            for mark in files:
+                self._exec("INSERT OR REPLACE INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?)",
+                           (mark.path, mark.blob, mark.offset))
+
+    def sync_reset(self) -> None:
+        """Read every remote file again and recheck every operation against the remote (`sync --force`)."""
+        with self.transaction():
+            self._exec("DELETE FROM sync_files")
+            self._exec("UPDATE sync_ops SET pushed = 0 WHERE pushed = 1")
+
+    # -- the change feed (nmem.changefeed) ---------------------------------------------------
+
+    def change_heads(self) -> tuple[int, int, int]:
+        """The newest observation id, prompt id and change-log sequence: the feed's "now"."""
+        row = self._query("SELECT (SELECT COALESCE(MAX(id), 0) FROM observations), "
+                          "(SELECT COALESCE(MAX(id), 0) FROM prompts), "
+                          "(SELECT COALESCE(MAX(seq), 0) FROM change_log)")[0]
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def observations_since(self, obs_id: int, limit: int) -> list[Observation]:
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id > ? ORDER BY id LIMIT ?",
+                           (obs_id, limit))
+        return [Observation.from_row(r) for r in rows]
+
+    def prompts_since(self, prompt_id: int, limit: int) -> list[Prompt]:
+        rows = self._query("SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id > ? ORDER BY p.id LIMIT ?", (prompt_id, limit))
+        return [Prompt.from_row(r) for r in rows]
+
+    def logged_changes_since(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        """(seq, kind, key, created|updated) of memories and sessions written after `seq`, oldest first."""
+        rows = self._query("SELECT seq, kind, key, action FROM change_log WHERE seq > ? ORDER BY seq LIMIT ?",
+                           (seq, limit))
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def activity_by_day(self, since: int, project: str | None) -> list[tuple[str, int, int]]:
+        """(UTC day, observations, prompts) for each day since `since` that has any."""
+        where, params = ("timestamp >= ?", [since]) if project is None else \
+            ("timestamp >= ? AND project = ?", [since, project])
+        obs = self._query(f"SELECT date(timestamp, 'unixepoch') AS day, COUNT(*) FROM observations WHERE {where} "
+                          "GROUP BY day", params)
+        prompt_where = "p.timestamp >= ?" + ("" if project is None else " AND s.project = ?")
+        prompts = self._query("SELECT date(p.timestamp, 'unixepoch') AS day, COUNT(*) FROM prompts p "
+                              f"JOIN sessions s ON s.id = p.session_id WHERE {prompt_where} GROUP BY day", params)
+        days: dict[str, list[int]] = {}
+        for row in obs:
+            days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
+        for row in prompts:
+            days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
+        return [(day, counts[0], counts[1]) for day, counts in sorted(days.items())]
+
+    # -- change detection (MCP subscriptions) ------------------------------------------------
+
+    def change_token(self) -> int:
+        """Changes whenever any connection (another process included) commits to the database."""
+        try:
+            return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
+        except driver.ERRORS as exc:
+            raise storage_error(exc, self.path) from exc
+
+    def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]:
+        """uid → (domain, namespace, version, deleted_at) for every memory, tombstones included.
+
+        The version hashes what a reader sees, so two edits within one second still differ.
+        """
+        rows = self._query("SELECT uid, domain, namespace, summary, content, tags, tier, is_pinned, "
+                           "updated_at, deleted_at FROM memories")
+        return {r["uid"]: (r["domain"], r["namespace"],
+                           hash((r["summary"], r["content"], r["tags"], r["tier"], r["is_pinned"], r["updated_at"])),
+                           r["deleted_at"]) for r in rows}
+
+    def session_versions(self) -> dict[str, tuple[str, int]]:
+        """session id → (project, version of its ended_at/summary)."""
+        rows = self._query("SELECT id, project, ended_at, summary FROM sessions")
+        return {r["id"]: (r["project"], hash((r["ended_at"], r["summary"]))) for r in rows}
+
+    def max_prompt_id(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM prompts")[0][0])
+
+    def prompts_after(self, prompt_id: int) -> list[tuple[int, str, str]]:
+        """(id, project, session_id) of prompts newer than `prompt_id`."""
+        rows = self._query("SELECT p.id, s.project, p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id > ? ORDER BY p.id", (prompt_id,))
+        return [(int(r["id"]), str(r["project"]), str(r["session_id"])) for r in rows]
+
+    def max_observation_id(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM observations")[0][0])
+
+    def observations_after(self, obs_id: int) -> list[tuple[int, str, str]]:
+        """(id, project, session_id) of observations newer than `obs_id`."""
+        rows = self._query("SELECT id, project, session_id FROM observations WHERE id > ? ORDER BY id", (obs_id,))
+        return [(int(r["id"]), str(r["project"]), str(r["session_id"])) for r in rows]
