@@ -65,7 +65,11 @@ bench-locomo: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: conformance bench-mcp bench-http bench-claude-mem bench-consolidate
+.PHONY: conformance bench-mcp bench-http bench-claude-mem bench-consolidate bench-sse
+
+# 100 SSE clients of `nmem serve --transport http` on loopback; latency from a hook's write to each client.
+bench-sse: setup
+	$(BIN)/python bench/sse.py
 
 # The official MCP conformance suite against `nmem serve --transport http` (npm, Node 22; not in `make test`).
 conformance: setup

@@ -169,6 +169,33 @@ def test_a_users_user_domain_is_theirs_alone_over_rest(team: Team) -> None:
     assert status == 200 and body["content"] == "alice keeps her quokka notes private"  # untouched
 
 
+def test_a_users_user_domain_stays_out_of_other_users_change_feeds(team: Team) -> None:
+    """The live feed broadcasts every write; a `user` memory reaches only its writer's feed."""
+    status, mine = call(team.port, "POST", "/api/v1/memories", team.carol,
+                        {"content": "carol's private wombat reminder", "domain": "user"})
+    assert status == 201, mine
+    status, shared = call(team.port, "POST", "/api/v1/memories", team.carol,
+                          {"content": "the team's wombat naming rule", "domain": "org"})
+    assert status == 201, shared
+
+    def fed(token: str) -> set[str]:
+        status, body = call(team.port, "GET", "/api/v1/changes?since=0&limit=1000", token)
+        assert status == 200, body
+        return {c["record"].get("id") for c in body["changes"] if c["kind"] == "memory"}
+
+    assert {mine["id"], shared["id"]} <= fed(team.carol)
+    assert shared["id"] in fed(team.bob) and mine["id"] not in fed(team.bob)
+    conn = http.client.HTTPConnection("127.0.0.1", team.port, timeout=30)  # the SSE backlog of a resuming client
+    conn.request("GET", "/stream/changes?since=0", headers={"Authorization": f"Bearer {team.bob}"})
+    response = conn.getresponse()
+    assert response.status == 200
+    seen = b""
+    while shared["id"].encode() not in seen:
+        seen += response.read1(65536)
+    conn.close()
+    assert mine["id"].encode() not in seen and b"wombat reminder" not in seen
+
+
 def test_a_users_user_domain_is_theirs_alone_over_mcp(team: Team) -> None:
     status, mine = call(team.port, "POST", "/api/v1/memories", team.alice,
                         {"content": "alice wombat secret for mcp", "domain": "user"})

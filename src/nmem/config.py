@@ -226,6 +226,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Level of `<data dir>/logs/nmem.log`: debug, info, warning, error."),
     Setting("cli.format", str, "text", "NMEM_FORMAT",
             "Default output format of query commands: text, json, yaml, markdown, quiet (nothing on stdout)."),
+    Setting("streaming.poll_ms", int, 100, "NMEM_STREAMING_POLL_MS",
+            "How often the HTTP server checks the database for changes to send on `/stream/changes` and `/ws` "
+            "(one check for all clients: a `PRAGMA data_version` read)."),
+    Setting("streaming.keepalive_seconds", float, 15.0, "NMEM_STREAMING_KEEPALIVE",
+            "Seconds an idle event stream waits before sending a `: keep-alive` comment, so proxies and "
+            "browsers keep it open."),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -6,6 +6,8 @@
     /health          liveness, no token needed
     /openapi.json    the OpenAPI document (`nmem.http.openapi`)
     /login           sets the viewer's cookie from the token
+    /stream/..., /ws live streams (`nmem.http.streams`)
+    /, /viewer/...   the web viewer (`nmem.http.viewer`)
 
 Everything sits behind `nmem.http.security.Guard`. Other routes (streams, the viewer) join
 through `create_app(..., routes_extra=[...])` or the route list below; they reach the service
@@ -31,7 +33,7 @@ from starlette.routing import BaseRoute, Route
 from nmem import __version__, team
 from nmem.config import Settings
 from nmem.errors import InvalidArgument, NmemError, NotFound, StorageError
-from nmem.http import openapi
+from nmem.http import openapi, streams, viewer
 from nmem.http import team as team_api
 from nmem.http.openapi import endpoints
 from nmem.http.routing import Context, error_response, json_response, routes
@@ -82,6 +84,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         if owned:
             svc.close()
         raise
+    hub = streams.StreamHub(settings)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     context = Context(svc, project or current_project(svc), cwd)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),
@@ -98,6 +101,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
                 stack.callback(svc.close)
             await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             await stack.enter_async_context(mcp.running())
+            stack.callback(hub.close)
             yield
 
     async def health(_: Request) -> Response:
@@ -117,12 +121,15 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/login", login(policy), methods=["GET"]),
         *routes(endpoints(), context),
+        *streams.routes(),
+        *viewer.routes(),
         *routes_extra,
         Route(MCP_PATH, mcp_app),
     ]
     starlette = Starlette(routes=table, lifespan=lifespan, exception_handlers={
         HTTPException: _http_error, Exception: _unexpected})
     starlette.state.nmem = context
+    starlette.state.stream_hub = hub
     exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
     return NmemApp(starlette, Guard(starlette, policy, exempt, team_api.TeamAuth(svc.store)), context, mcp)
 

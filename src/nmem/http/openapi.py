@@ -127,9 +127,9 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
 
 def endpoints() -> tuple[Endpoint, ...]:
     """Every declared endpoint: what the server routes and the document describes."""
-    from nmem.http import api, claude_mem, team
+    from nmem.http import api, claude_mem, live_api, team
 
-    return (*api.ENDPOINTS, *team.ENDPOINTS, *claude_mem.ENDPOINTS)
+    return (*api.ENDPOINTS, *team.ENDPOINTS, *live_api.ENDPOINTS, *claude_mem.ENDPOINTS)
 
 
 def text() -> str:

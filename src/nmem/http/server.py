@@ -10,6 +10,9 @@ from nmem.http.app import NmemApp
 from nmem.http.protocol import protocol_for
 from nmem.mcp.listening import listen
 
+# Event streams never end by themselves: on shutdown they get this long, then they are cancelled.
+SHUTDOWN_GRACE = 2
+
 
 async def serve(app: NmemApp, *, host: str, port: int, sockets: list[socket.socket] | None = None) -> None:
     """Serve until stopped, on `sockets` when given (`nmem.mcp.listening.listen`), else binding
@@ -17,5 +20,6 @@ async def serve(app: NmemApp, *, host: str, port: int, sockets: list[socket.sock
     limits = app.policy.limits
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                             http=protocol_for(limits), h11_max_incomplete_event_size=limits.max_header_bytes,
-                            timeout_keep_alive=limits.keep_alive_timeout, limit_concurrency=limits.max_connections)
+                            timeout_keep_alive=limits.keep_alive_timeout, limit_concurrency=limits.max_connections,
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE)
     await uvicorn.Server(config).serve(sockets=sockets if sockets is not None else listen(host, port))

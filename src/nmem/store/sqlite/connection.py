@@ -39,6 +39,8 @@ from nmem.store.sqlite.files import (
     read_header,
     read_only_query,
     read_only_reason,
+    store_closed,
+    store_opened,
 )
 from nmem.store.sqlite.schema import LATEST_VERSION, MIGRATIONS, split_statements, tables_at
 from nmem.sync import oplog
@@ -146,6 +148,8 @@ class Connection:
             except BaseException:
                 self.close(checkpoint=False)  # a refused open must not leak its connection
                 raise
+        store_opened(self.path)
+        self._counted = True
 
     # -- connections -------------------------------------------------------------------
 
@@ -262,6 +266,9 @@ class Connection:
         return self._r
 
     def close(self, checkpoint: bool = True) -> None:
+        if getattr(self, "_counted", False):
+            self._counted = False
+            store_closed(self.path)
         if self._r is not None:
             self._r.close()
             self._r = None

@@ -57,20 +57,59 @@ def _not_nmem(path: str, why: str) -> ForeignDatabase:
                            "(check NMEM_DB / memory.path and store.url)")
 
 
+# While a store of this process has a database open, its header is read through one descriptor
+# kept open: POSIX drops every lock a process holds on a file when any descriptor of it closes,
+# so reading through a fresh descriptor and closing it would drop the SQLite locks of that
+# store; a hook closing last would then delete the WAL under it, and it would read a stale
+# snapshot from then on (the live change feed went blind that way). With no store open, the
+# descriptor is closed at once, as before.
+_OPEN_STORES: dict[str, int] = {}
+_HEADER_FDS: dict[str, int] = {}
+
+
+def store_opened(path: str) -> None:
+    key = os.path.realpath(path)
+    _OPEN_STORES[key] = _OPEN_STORES.get(key, 0) + 1
+
+
+def store_closed(path: str) -> None:
+    key = os.path.realpath(path)
+    left = _OPEN_STORES.get(key, 1) - 1
+    if left > 0:
+        _OPEN_STORES[key] = left
+        return
+    _OPEN_STORES.pop(key, None)
+    fd = _HEADER_FDS.pop(key, None)
+    if fd is not None:
+        os.close(fd)
+
+
 def read_header(path: str) -> bytes:
     """The file's first 100 bytes; empty for a missing or empty file."""
+    key = os.path.realpath(path)
+    keep = key in _OPEN_STORES
     try:
-        fd = os.open(path, os.O_RDONLY)
+        st = os.stat(path)
+        fd = _HEADER_FDS.get(key)
+        if fd is not None and (not keep or (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (st.st_dev, st.st_ino)):
+            del _HEADER_FDS[key]
+            os.close(fd)  # the file was replaced (a restore): this drops locks on the old file only
+            fd = None
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY)
+            if keep:
+                _HEADER_FDS[key] = fd
     except (FileNotFoundError, NotADirectoryError):
         return b""  # nothing there yet: creating it says what is wrong
     except OSError as exc:
         raise StoreUnavailable(f"cannot open database {path}: {exc.strerror}") from exc
     try:
-        return os.read(fd, HEADER_BYTES)
+        return os.pread(fd, HEADER_BYTES, 0)
     except OSError as exc:
         raise StoreUnavailable(f"cannot read database {path}: {exc.strerror}") from exc
     finally:
-        os.close(fd)
+        if not keep:
+            os.close(fd)
 
 
 def classify_header(path: str, head: bytes) -> str:

@@ -401,10 +401,46 @@ ALTER TABLE memories ADD COLUMN writer TEXT;
 ALTER TABLE observations ADD COLUMN writer TEXT;
 """
 
+# Step 15: the change feed's log of curated memory and session writes (nmem.changefeed). New
+# observations and prompts need no log (their ids grow in commit order, so `id > cursor` finds
+# them); a memory's `updated_at` can lie in the past (a sync pull applies the remote's), and a
+# session's end changes no id. One row per memory or session, replaced on each write, so the
+# table stays as small as those two and a hook that writes neither pays nothing. (Delete then
+# insert, not INSERT OR REPLACE: an outer statement's conflict policy, an upsert's included,
+# overrides the one a trigger's statement names.)
+_V15_CHANGE_LOG = """
+CREATE TABLE change_log (
+    seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    action TEXT NOT NULL,
+    UNIQUE (kind, key)
+);
+INSERT INTO change_log (kind, key, action) SELECT 'session', id, 'created' FROM sessions ORDER BY rowid;
+INSERT INTO change_log (kind, key, action) SELECT 'memory', uid, 'created' FROM memories ORDER BY updated_at, id;
+CREATE TRIGGER change_log_sessions_ai AFTER INSERT ON sessions BEGIN
+    DELETE FROM change_log WHERE kind = 'session' AND key = new.id;
+    INSERT INTO change_log (kind, key, action) VALUES ('session', new.id, 'created');
+END;
+CREATE TRIGGER change_log_sessions_au AFTER UPDATE OF ended_at, summary, project ON sessions BEGIN
+    DELETE FROM change_log WHERE kind = 'session' AND key = new.id;
+    INSERT INTO change_log (kind, key, action) VALUES ('session', new.id, 'updated');
+END;
+CREATE TRIGGER change_log_memories_ai AFTER INSERT ON memories BEGIN
+    DELETE FROM change_log WHERE kind = 'memory' AND key = new.uid;
+    INSERT INTO change_log (kind, key, action) VALUES ('memory', new.uid, 'created');
+END;
+CREATE TRIGGER change_log_memories_au AFTER UPDATE OF domain, namespace, summary, content, tags, relates_to,
+    tier, is_pinned, deleted_at ON memories BEGIN
+    DELETE FROM change_log WHERE kind = 'memory' AND key = new.uid;
+    INSERT INTO change_log (kind, key, action) VALUES ('memory', new.uid, 'updated');
+END;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
                                _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS,
-                               _V13_LIFECYCLE, _V14_TEAM)
+                               _V13_LIFECYCLE, _V14_TEAM, _V15_CHANGE_LOG)
 LATEST_VERSION = len(MIGRATIONS)
 
 

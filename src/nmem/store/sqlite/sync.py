@@ -1,14 +1,16 @@
-"""Sync bookkeeping (nmem.sync): the device clock, the outbox, applied remote files; change tokens."""
+"""Sync bookkeeping (nmem.sync): the device clock, the outbox, applied remote files; change tokens and
+the change feed's reads (nmem.changefeed)."""
 
 from __future__ import annotations
 
 from nmem import jsonlite as json
+from nmem.models import Observation, Prompt
 from nmem.store import (
     FileMark,
     OutboxOp,
 )
 from nmem.store.sqlite import driver
-from nmem.store.sqlite.connection import Connection
+from nmem.store.sqlite.connection import OBS_COLUMNS, Connection
 from nmem.store.sqlite.errors import storage_error
 from nmem.sync import oplog
 
@@ -115,6 +117,47 @@ class SyncRows(Connection):
         with self.transaction():
             self._exec("DELETE FROM sync_files")
             self._exec("UPDATE sync_ops SET pushed = 0 WHERE pushed = 1")
+
+    # -- the change feed (nmem.changefeed) ---------------------------------------------------
+
+    def change_heads(self) -> tuple[int, int, int]:
+        """The newest observation id, prompt id and change-log sequence: the feed's "now"."""
+        row = self._query("SELECT (SELECT COALESCE(MAX(id), 0) FROM observations), "
+                          "(SELECT COALESCE(MAX(id), 0) FROM prompts), "
+                          "(SELECT COALESCE(MAX(seq), 0) FROM change_log)")[0]
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def observations_since(self, obs_id: int, limit: int) -> list[Observation]:
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id > ? ORDER BY id LIMIT ?",
+                           (obs_id, limit))
+        return [Observation.from_row(r) for r in rows]
+
+    def prompts_since(self, prompt_id: int, limit: int) -> list[Prompt]:
+        rows = self._query("SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id > ? ORDER BY p.id LIMIT ?", (prompt_id, limit))
+        return [Prompt.from_row(r) for r in rows]
+
+    def logged_changes_since(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        """(seq, kind, key, created|updated) of memories and sessions written after `seq`, oldest first."""
+        rows = self._query("SELECT seq, kind, key, action FROM change_log WHERE seq > ? ORDER BY seq LIMIT ?",
+                           (seq, limit))
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def activity_by_day(self, since: int, project: str | None) -> list[tuple[str, int, int]]:
+        """(UTC day, observations, prompts) for each day since `since` that has any."""
+        where, params = ("timestamp >= ?", [since]) if project is None else \
+            ("timestamp >= ? AND project = ?", [since, project])
+        obs = self._query(f"SELECT date(timestamp, 'unixepoch') AS day, COUNT(*) FROM observations WHERE {where} "
+                          "GROUP BY day", params)
+        prompt_where = "p.timestamp >= ?" + ("" if project is None else " AND s.project = ?")
+        prompts = self._query("SELECT date(p.timestamp, 'unixepoch') AS day, COUNT(*) FROM prompts p "
+                              f"JOIN sessions s ON s.id = p.session_id WHERE {prompt_where} GROUP BY day", params)
+        days: dict[str, list[int]] = {}
+        for row in obs:
+            days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
+        for row in prompts:
+            days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
+        return [(day, counts[0], counts[1]) for day, counts in sorted(days.items())]
 
     # -- change detection (MCP subscriptions) ------------------------------------------------
 
