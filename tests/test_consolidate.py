@@ -165,6 +165,9 @@ def test_cli_consolidate_dry_run_run_list_and_undo(nmem_home: Path, service: Ser
     data = as_json("consolidate")
     run = data["run_id"]
     assert isinstance(run, int) and len(data["merges"]) == 1
+    merged = data["merges"][0]["merged"][0]["id"]
+    assert merged not in json.dumps(as_json("recall", "PostgreSQL billing"))
+    assert merged in json.dumps(as_json("recall", "PostgreSQL billing", "--include-archived"))
     runs = as_json("consolidate", "--runs")["runs"]
     assert [r["id"] for r in runs] == [run]
     undone = as_json("consolidate", "--undo", str(run))

@@ -16,12 +16,12 @@ from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_cl
 from mcp_support import AUTH_FILE, PROJECT, Seeded, check_output, child_env, nmem_argv, text_of, tool_error
 from nmem.claude_mem import OPERATIONS
 from nmem.mcp.server import ERROR_META, NmemServer
+from nmem.mcp.tools import TOOLS
 from nmem.memory import Service
 
 pytestmark = pytest.mark.anyio
 
-NMEM_TOOLS = ["search", "get_observations", "get", "timeline", "recent_context", "session_trace", "file_history",
-              "remember", "recall", "forget", "status", "sync"]
+NMEM_TOOLS = [t.name for t in TOOLS]
 CLAUDE_MEM_TOOLS = list(OPERATIONS)
 ISSUE_13_NAMES = {"search", "timeline", "decisions", "changes", "how_it_works", "find_by_concept", "find_by_file",
                   "find_by_type", "get_recent_context", "get_context_timeline", "get_timeline_by_query",

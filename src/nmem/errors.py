@@ -138,6 +138,7 @@ class LLMError(NmemError):
 
     exit_code = 6
     mcp_code = -32005
+    http_status = 502
     kind = "llm"
 
 

@@ -355,8 +355,8 @@ def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
         Fields([
             ("database", str(data["database"])),
             ("schema", f"v{data['schema_version']}"),
-            ("size", human_size(int(data["size_bytes"]))),
-            ("encrypted", "yes (SQLCipher)" if data.get("encrypted") else "no"),
+            ("size", human_size(int(data["size_bytes"]))
+             + (", encrypted (SQLCipher)" if data.get("encrypted") else "")),
             ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
             ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
                       f"{data['observations']} observations"),

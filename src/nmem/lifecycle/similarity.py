@@ -12,7 +12,8 @@ file) lose that word's whole weight, while boilerplate shared by every note ("us
 project's name) weighs little. Two guards catch hard negatives that still look alike: different
 numbers (versions, ports, timeouts) and a negation on one side only (`use X` / `never use X`)
 mean another fact. bench/consolidate.py measures it (docs/lifecycle.md has the figures).
-Candidates come from an inverted index on words, so the work grows with shared words, not n².
+Candidates come from an inverted index probed with each memory's rarest words (prefix
+filtering, exact), so the work grows with shared rare words, not n².
 """
 
 from __future__ import annotations
@@ -29,11 +30,7 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)*")
 NEGATIONS = frozenset({"not", "no", "never", "don't", "dont", "doesn't", "avoid", "without", "disable", "disabled"})
 STOP = frozenset("""a an and are as at be by for from has have in into is it its of on or so that the this
 to was we were will with when which while our you your should must can""".split())
-# Words in more than this share of the memories (once there are COMMON_FROM of them) are not used
-# to find candidate pairs: they say little about which fact a memory states, and would make the
-# candidate search quadratic. They still count in the score.
-COMMON_SHARE = 0.5
-COMMON_FROM = 50
+EPSILON = 1e-9   # sums of the same weights in another order differ in the last bit
 # A note less than a quarter the weight of another is not its duplicate, however contained.
 MIN_RATIO = 0.25
 
@@ -71,7 +68,6 @@ class Corpus:
         n = len(self.texts)
         self.idf = {t: math.log((1 + n) / (1 + d)) + 1 for t, d in df.items()}
         self.mass = [sum(self.idf[w] for w in words) for words in self.words]
-        self.common = {t for t, d in df.items() if n >= COMMON_FROM and d > COMMON_SHARE * n}
         self._numbers = [numbers(t) for t in self.texts]
         self._negated = [negated(t) for t in self.texts]
 
@@ -87,29 +83,46 @@ class Corpus:
         return self._numbers[i] == self._numbers[j] and self._negated[i] == self._negated[j]
 
     def similar(self, i: int, j: int, threshold: float) -> bool:
-        return self.score(i, j) >= threshold and self.compatible(i, j)
+        return self.score(i, j) >= threshold - EPSILON and self.compatible(i, j)
 
     def pairs(self, threshold: float, groups: Sequence[str] | None = None) -> list[tuple[int, int, float]]:
-        """(i, j, score) with i < j, score >= threshold, compatible, and (with `groups`) in the same group."""
+        """(i, j, score) with i < j, score >= threshold, compatible, and (with `groups`) in the same group.
+
+        Exact, without comparing every pair (prefix filtering): a text shares at least a
+        `threshold` share of its weight with another only if it shares one of its heaviest words,
+        those that together outweigh the rest by more than 1 - threshold. Each text looks for
+        heavier partners through those words only, so common words never drive the search."""
         index: dict[str, list[int]] = defaultdict(list)
         for i, words in enumerate(self.words):
             for t in words:
-                if t not in self.common:
-                    index[t].append(i)
-        seen: set[tuple[int, int]] = set()
+                index[t].append(i)
+        order = [(self.mass[i], i) for i in range(len(self.words))]
         out: list[tuple[int, int, float]] = []
-        for i, words in enumerate(self.words):
-            for t in words:
-                for j in index.get(t, ()):
-                    if j <= i or (i, j) in seen:
+        for i in range(len(self.words)):
+            seen: set[int] = set()
+            for t in self._prefix(i, threshold):
+                for j in index[t]:
+                    if j == i or j in seen or order[j] < order[i]:
                         continue
-                    seen.add((i, j))
+                    seen.add(j)
                     if groups is not None and groups[i] != groups[j]:
                         continue
                     value = self.score(i, j)
-                    if value >= threshold and self.compatible(i, j):
-                        out.append((i, j, value))
-        return out
+                    if value >= threshold - EPSILON and self.compatible(i, j):
+                        out.append((min(i, j), max(i, j), value))
+        return sorted(out)
+
+    def _prefix(self, i: int, threshold: float) -> list[str]:
+        """The heaviest words of text i whose weight exceeds (1 - threshold) of its whole."""
+        words = sorted(self.words[i], key=lambda w: (-self.idf[w], w))
+        budget = (1 - threshold) * self.mass[i]
+        taken, weight = [], 0.0
+        for w in words:
+            taken.append(w)
+            weight += self.idf[w]
+            if weight > budget + 1e-9:
+                break
+        return taken
 
 
 def clusters(count: int, pairs: Sequence[tuple[int, int, float]]) -> list[list[int]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import _sqlite3 as sqlite3
 import os
 
 from nmem.models import Memory, Observation, Prompt, Session
@@ -10,6 +9,7 @@ from nmem.store import (
     OUTLINE_CHARS,
     Status,
 )
+from nmem.store.sqlite import driver
 from nmem.store.sqlite.connection import (
     HALF_LIFE_DAYS,
     LN2,
@@ -344,7 +344,7 @@ class ContextReads(Connection):
             try:  # a command written as an INSERT: it needs the writer, and changes nothing
                 with self.transaction():
                     self._writer().execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
-            except sqlite3.Error as exc:
+            except driver.ERRORS as exc:
                 out[fts] = f"integrity-check failed: {exc}"
                 continue
             rows = self._query(f"SELECT (SELECT COUNT(*) FROM {table}), (SELECT COUNT(*) FROM {fts}_docsize)")
