@@ -37,11 +37,15 @@ TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("sync_ops", ("seq", "version", "uid", "domain", "line", "created_at", "pushed"), "seq"),
     ("sync_files", ("path", "blob", "byte_offset"), "path"),
     ("spooled_events", ("id", "recorded_at"), "id"),
+    ("lifecycle_runs", ("id", "kind", "started_at", "finished_at", "undone_at", "report"), "id"),
+    ("lifecycle_changes", ("id", "run_id", "uid", "action", "before", "after"), "id"),
+    ("lifecycle_state", ("key", "value"), "key"),
 )
 
 BATCH = 2000
 # Tables with an identity column PostgreSQL must continue after the copied ids.
-IDENTITY = {"prompts": "id", "observations": "id", "memories": "id", "sync_ops": "seq"}
+IDENTITY = {"prompts": "id", "observations": "id", "memories": "id", "sync_ops": "seq", "lifecycle_runs": "id",
+            "lifecycle_changes": "id"}
 
 
 class TableCheck:

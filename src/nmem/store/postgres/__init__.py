@@ -9,6 +9,7 @@
     context.py     timelines, traces, file histories, the SessionStart block, status
     navigation.py  sessions by prefix and time, recorded paths, purge selections
     sync.py        sync bookkeeping and change tokens
+    lifecycle.py   tiers, retention sweeps, consolidation runs and their undo log
     vectors.py     vectors for the optional embeddings
     schema.py      the numbered migrations; tsquery.py: nmem's query language as a tsquery
 """
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 from nmem.store.postgres.context import ContextReads
+from nmem.store.postgres.lifecycle import LifecycleRows
 from nmem.store.postgres.memories import MemoryRows
 from nmem.store.postgres.navigation import NavigationReads
 from nmem.store.postgres.search import SearchReads
@@ -26,5 +28,6 @@ from nmem.store.postgres.vectors import VectorRows
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows):
+class PostgresStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
+                    LifecycleRows):
     """The Store protocol on one PostgreSQL database (or schema: `?options=-csearch_path%3D...`)."""

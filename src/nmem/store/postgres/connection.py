@@ -308,6 +308,16 @@ class Connection:
             except StorageError:
                 pass  # the delete is committed; autovacuum reclaims the space later
 
+    def _tsv_expression(self, table: str) -> str:
+        """The SQL that generates `table.tsv`, as the server holds it (so checks recompute
+        exactly what the column stores, without a second copy of the expression here)."""
+        rows = self._query("SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d "
+                           "JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
+                           "WHERE d.adrelid = to_regclass(%s) AND a.attname = 'tsv'", (table,))
+        if not rows:
+            raise StorageError(f"{table} has no generated tsv column: is the schema nmem's?")
+        return str(rows[0][0])
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool) -> tuple[list[Row], int]:

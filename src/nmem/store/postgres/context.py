@@ -246,3 +246,29 @@ class ContextReads(Connection):
             return f"schema v{version}, expected v{LATEST_VERSION}"
         self._query("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM memories)")
         return "ok"
+
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index (named as SQLite's FTS5 tables, so `status --verify` reads the same
+        on both engines): `ok`, or how it disagrees with its table: the GIN index is missing or
+        invalid (a failed CREATE INDEX CONCURRENTLY, say), or stored tsvectors differ from what
+        the rows' text gives now (the text-search configuration changed after they were written)."""
+        out: dict[str, str] = {}
+        for table in ("observations", "prompts", "memories"):
+            name = f"{table}_fts"
+            valid = self._query("SELECT i.indisvalid AND i.indisready FROM pg_index i "
+                                "JOIN pg_am a ON a.oid = (SELECT relam FROM pg_class WHERE oid = i.indexrelid) "
+                                "JOIN pg_attribute t ON t.attrelid = i.indrelid AND t.attnum = ANY(i.indkey) "
+                                "WHERE i.indrelid = to_regclass(%s) AND a.amname = 'gin' AND t.attname = 'tsv'",
+                                (table,))
+            if not valid:
+                out[name] = f"no GIN index on {table}.tsv"
+                continue
+            if not any(bool(r[0]) for r in valid):
+                out[name] = f"the GIN index on {table}.tsv is invalid (REINDEX it)"
+                continue
+            expr = self._tsv_expression(table)
+            rows = self._query(f"SELECT COUNT(*), COUNT(*) FILTER (WHERE tsv IS DISTINCT FROM ({expr})) FROM {table}")
+            have, stale = int(rows[0][0]), int(rows[0][1])
+            out[name] = "ok" if not stale else f"{have - stale} rows indexed, {have} in {table}"
+        return out
+

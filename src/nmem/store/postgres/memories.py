@@ -73,6 +73,23 @@ class MemoryRows(Connection):
         self._exec("UPDATE memories SET accessed_at = %s, access_count = access_count + 1 WHERE uid = ANY(%s)",
                    (timestamp, list(uids)))
 
+    def memory_numbers(self, uids: Sequence[str]) -> dict[str, int]:
+        if not uids:
+            return {}
+        rows = self._query("SELECT uid, id FROM memories WHERE uid = ANY(%s)", (list(uids),))
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def memory_uid(self, number: int) -> str | None:
+        rows = self._query("SELECT uid FROM memories WHERE id = %s", (number,))
+        return str(rows[0][0]) if rows else None
+
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the memory's stored tsvector is what its text gives now (the generated column
+        the GIN index reads; a stale one would follow a changed text-search configuration)."""
+        expr = self._tsv_expression("memories")
+        return bool(self._query(f"SELECT 1 FROM memories WHERE uid = %s AND tsv IS NOT NULL "
+                                f"AND tsv = ({expr})", (uid,)))
+
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         clauses: list[str] = ["deleted_at IS NULL"]
         params: list[Any] = []
