@@ -71,12 +71,16 @@ class LifecycleRows(Connection):
         return out
 
     def file_bytes(self) -> int:
-        """Bytes nmem's tables take with their indexes and TOAST. A plain VACUUM makes dead rows'
-        space reusable but gives back only empty pages at a table's end, so after a sweep this
-        shrinks less than an SQLite file does."""
+        """Bytes the data of nmem's tables takes: their main forks, their indexes' and TOAST's.
+        The free-space and visibility maps are left out: the VACUUM after a sweep creates them,
+        so counting them would show a sweep growing the store. A plain VACUUM gives back only
+        empty pages at a table's end, so a sweep shrinks this less than an SQLite file."""
         names = ", ".join(f"to_regclass('{t}')" for t in _TABLES)
-        return int(self._query("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                               f"WHERE c.oid IN ({names})")[0][0])
+        return int(self._query(
+            "SELECT COALESCE(SUM(pg_relation_size(rel)), 0) FROM ("
+            f"SELECT c.oid AS rel FROM pg_class c WHERE c.oid IN ({names}) "
+            f"UNION ALL SELECT c.reltoastrelid FROM pg_class c WHERE c.oid IN ({names}) AND c.reltoastrelid <> 0 "
+            f"UNION ALL SELECT i.indexrelid FROM pg_index i WHERE i.indrelid IN ({names})) AS parts")[0][0])
 
     # -- sessions a roll-up summarises -----------------------------------------------------------
 
