@@ -10,7 +10,7 @@ $(BIN)/nmem: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	@# the distribution was called `nmem` before it became nmem-memory (PyPI's `nmem` is another project)
 	$(BIN)/pip uninstall --quiet --yes nmem 2>/dev/null || true
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,postgres]'
 	@touch $@
 
 setup: $(BIN)/nmem
