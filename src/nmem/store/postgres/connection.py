@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -111,8 +112,12 @@ class Connection:
         self.busy_timeout_ms = busy_timeout_ms
         self._held = _Held()
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}
-        conninfo = url.replace("postgres://", "postgresql://", 1)
-        options = "-c default_transaction_read_only=on" if readonly else ""
+        conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
+        # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
+        options = ""
+        if readonly:
+            given = str(conninfo_to_dict(conninfo).get("options") or "")
+            options = f"{given} -c default_transaction_read_only=on".strip()
         try:
             self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
                 conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem",
@@ -224,7 +229,15 @@ class Connection:
         return self.schema_version() if exists else 0
 
     def _check_readable(self) -> None:
+        """A read-only store reads the latest schema: an older one is migrated first through a
+        writable connection (the one write a read-only open makes, as on SQLite)."""
         version = self._current_version()
+        if version < LATEST_VERSION:
+            try:
+                Connection(self._conninfo, busy_timeout_ms=self.busy_timeout_ms).close()
+            except StoreReadOnly:
+                pass
+            version = self._current_version()
         if version != LATEST_VERSION:
             raise StorageError(f"database schema v{version} is not this nmem's v{LATEST_VERSION}: "
                                "open it once with write access so nmem can set it up")

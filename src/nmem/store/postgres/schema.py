@@ -12,10 +12,11 @@ from __future__ import annotations
 # everything else (underscore too) a separator. PostgreSQL's own parser would keep `auth.py`
 # or `a/b/c.py` as one "file" token and `foo-bar` as a hyphenated word, so a search for `auth`
 # would miss them; replacing the separators by spaces first makes both engines see the same words.
-# `nmem` configuration: every token type through the Snowball English stemmer (Porter 2, the
-# successor of FTS5's `porter`), no stop words (FTS5 has none either), lower-cased.
+# `nmem` configuration: every word through Snowball's `porter` stemmer, the same Porter algorithm
+# as FTS5's `porter` tokenizer and nmem.search.porter (so the stems the ranking asks about are
+# the stems indexed), no stop words (FTS5 has none either), lower-cased.
 _V1_TEXT_SEARCH = """
-CREATE TEXT SEARCH DICTIONARY nmem_stem (TEMPLATE = snowball, LANGUAGE = english);
+CREATE TEXT SEARCH DICTIONARY nmem_stem (TEMPLATE = snowball, LANGUAGE = porter);
 CREATE TEXT SEARCH CONFIGURATION nmem (COPY = simple);
 ALTER TEXT SEARCH CONFIGURATION nmem
     ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, numhword,

@@ -273,8 +273,10 @@ class SearchReads(Connection):
                 words = _TERM.findall(term)
                 count = 0
                 if words:
+                    # the terms are stems already (nmem.search.porter): looked up as they are
                     expr = " <-> ".join(f"'{w.lower()}'" for w in words)
-                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ {TSQ}", (expr,))[0][0])
+                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', %s)",
+                                            (expr,))[0][0])
                 if len(self._df_cache) > DF_CACHE_SIZE:
                     self._df_cache.clear()
                 hit = (count, docs)
