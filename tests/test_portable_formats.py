@@ -14,9 +14,6 @@ import yaml
 from conftest import Clock, record
 from nmem.memory import Service
 from test_cli_support import CWD, invoke, ok, seed
-from store_engines import both_engines
-
-__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 FORMATS = ("jsonl", "json", "yaml", "markdown")
 EXTENSION = {"jsonl": "jsonl", "json": "json", "yaml": "yml", "markdown": "md"}

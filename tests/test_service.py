@@ -11,8 +11,8 @@ import pytest
 from conftest import Clock, record
 from nmem.config import load_settings
 from nmem.memory import Service
-from nmem.store.sqlite.schema import LATEST_VERSION
 from nmem.store.postgres.schema import LATEST_VERSION as PG_LATEST_VERSION
+from nmem.store.sqlite.schema import LATEST_VERSION
 from store_engines import both_engines, sql_rows
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
@@ -342,7 +342,8 @@ def test_status_size_is_the_database_size(service: Service) -> None:
         assert before == rows(service, "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c "
                                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
                                        "WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN "
-                                       "('sessions', 'prompts', 'observations', 'memories', 'vectors', 'sync_ops')")[0][0]
+                                       "('sessions', 'prompts', 'observations', 'memories', 'vectors', "
+                                       "'sync_ops')")[0][0]
     for i in range(200):
         service.remember(f"memory number {i} " + "x" * 400, project="demo")
     assert service.status()["size_bytes"] > before + 200 * 400
