@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import click
 
-from nmem.cli import admin, curate, index, portable, query, serve, setup, sync
+from nmem.cli import admin, curate, engines, index, portable, query, serve, setup, sync
 from nmem.cli.app import cli
 from nmem.errors import NmemError
 
 for _command in (*query.COMMANDS, *curate.COMMANDS, *admin.COMMANDS, *setup.COMMANDS, *serve.COMMANDS,
-                 *index.COMMANDS, *sync.COMMANDS, *portable.COMMANDS):
+                 *index.COMMANDS, *sync.COMMANDS, *portable.COMMANDS, *engines.COMMANDS):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

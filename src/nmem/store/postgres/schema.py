@@ -202,22 +202,3 @@ CREATE TRIGGER changes_memories AFTER INSERT OR UPDATE OR DELETE ON memories
 
 MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES,)
 LATEST_VERSION = len(MIGRATIONS)
-
-# The tables `nmem migrate` copies, in an order that satisfies the foreign keys, with the columns
-# both engines hold (generated and engine-only columns left out) and the key that orders a checksum.
-TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("sessions", ("id", "project", "started_at", "ended_at", "signature", "summary", "root"), "id"),
-    ("prompts", ("id", "session_id", "timestamp", "source", "content"), "id"),
-    ("observations", ("id", "session_id", "project", "prompt_id", "timestamp", "obs_type", "source_event",
-                      "tool_name", "file_path", "content", "metadata", "is_pinned"), "id"),
-    ("memories", ("id", "uid", "domain", "namespace", "summary", "content", "tags", "source", "relates_to",
-                  "tier", "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at",
-                  "sync_version"), "id"),
-    ("vectors", ("kind", "row_id", "model", "dim", "vec"), "kind, row_id, model"),
-    ("import_marks", ("session_id", "source", "byte_offset", "state", "last_event_at", "updated_at"),
-     "session_id, source"),
-    ("sync_state", ("id", "device", "wall", "counter"), "id"),
-    ("sync_ops", ("seq", "version", "uid", "domain", "line", "created_at", "pushed"), "seq"),
-    ("sync_files", ("path", "blob", "byte_offset"), "path"),
-    ("spooled_events", ("id", "recorded_at"), "id"),
-)
