@@ -37,7 +37,7 @@ class _Parser:
         self.pos = 0
 
     def fail(self, why: str) -> QuerySyntaxError:
-        raise QuerySyntaxError(f"invalid search query: {why} in {self.text!r}")
+        raise QuerySyntaxError(f"invalid search query: syntax error: {why} in {self.text!r}")
 
     def peek(self, ahead: int = 0) -> str | None:
         i = self.pos + ahead
@@ -55,7 +55,7 @@ class _Parser:
             self.fail("empty query")
         expr = self.or_expr()
         if self.peek() is not None:
-            self.fail(f"syntax error near {self.peek()!r}")
+            self.fail(f"near {self.peek()!r}")
         return expr
 
     def or_expr(self) -> Expr:
@@ -90,7 +90,7 @@ class _Parser:
     def primary(self) -> Expr:
         piece = self.peek()
         if piece is None or piece in _OPERATORS or piece in (")", ",", "*", ":"):
-            self.fail(f"syntax error near {piece!r}" if piece else "unexpected end of query")
+            self.fail(f"near {piece!r}" if piece else "unexpected end of query")
         if piece == "(":
             self.take()
             expr = self.or_expr()
@@ -121,7 +121,7 @@ class _Parser:
             self.pos = start
             return False
         if self.peek() != ":":
-            self.fail("syntax error near a column filter")
+            self.fail("a column filter without its operand")
         self.take()
         return True
 
@@ -148,10 +148,10 @@ class _Parser:
     def phrase(self) -> Expr:
         piece = self.take()
         if piece in _OPERATORS or piece in ("(", ")", ",", "*", ":", "^", "{", "}"):
-            self.fail(f"syntax error near {piece!r}")
+            self.fail(f"near {piece!r}")
         text = piece[1:-1].replace('""', '"') if piece.startswith('"') else piece
         if not piece.startswith('"') and not _bareword(piece):
-            self.fail(f"syntax error near {piece!r}")
+            self.fail(f"near {piece!r}")
         prefix = self.peek() == "*"
         if prefix:
             self.take()
