@@ -9,6 +9,9 @@ A database that fails (foreign, corrupt, read-only, disk full) keeps the event i
 logs an ERROR and exits 4 with one line on stderr, which Claude Code shows without blocking; a
 SessionStart still prints what it can read.
 
+With a server store (`store.url` = postgresql://...), every event goes to the spool and
+`nmem drain` stores it (docs/postgres.md): the hook path never imports a database driver.
+
 A database that stays locked is waited for once per run, at most `hooks.busy_budget_ms` in
 all (see `Deadline`); past that the event goes to `<data dir>/spool/` and a later run stores
 it. Spooled events are stored oldest first, each exactly once, however many hooks drain the
@@ -385,6 +388,12 @@ def _record(settings: Settings, payload: dict[str, Any],
     """Store the event (or spool it, when the database stays busy or fails) and return what to
     print, with the failure that needs the user, if any (a busy database is not one)."""
     log = HookLog(settings)
+    if not settings.store_url.startswith("sqlite:"):
+        # A server store (PostgreSQL): hooks never load its driver (psycopg and its pool cost
+        # more to import than a hook's whole budget), so every event waits in the spool until
+        # `nmem drain` stores it; nothing is lost and the agent is not slowed.
+        _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
+        return "", None
     deadline = Deadline(int(settings["hooks.busy_budget_ms"]))
     try:
         service = deadline.run(lambda: CoreService.open(settings, busy_timeout_ms=deadline.try_ms))

@@ -36,4 +36,39 @@ def migrate(state: State, target: str, force: bool, fmt: str | None) -> None:
                   Table(("table", "rows", "checksum"), [(c.table, str(c.rows), c.checksum[:16]) for c in checks])])
 
 
-COMMANDS: tuple[click.Command, ...] = (migrate,)
+@click.command("drain")
+@format_option
+@pass_state
+def drain(state: State, fmt: str | None) -> None:
+    """Store the events hooks left in the spool, oldest first, each exactly once.
+
+    Hooks spool every event when store.url names a server (PostgreSQL): they never load its
+    driver. Run this after sessions, from cron, or as a systemd timer. Events a failing or busy
+    SQLite store could not take are stored too (the next hook would do it anyway).
+    """
+    import os
+
+    from nmem.cli.app import emit
+    from nmem.hooks import WAITING, Deadline, HookLog, drain_spool
+
+    settings = state.settings
+    service = state.service()
+
+    def waiting() -> int:
+        try:
+            return sum(1 for n in os.listdir(settings.spool_dir) if n.endswith(WAITING))
+        except FileNotFoundError:
+            return 0
+
+    before = waiting()
+    log = HookLog(settings)
+    while not drain_spool(service, log, Deadline(DRAIN_BUDGET_MS)):
+        pass  # a batch at a time; drain_spool says when the spool was emptied
+    left = waiting()
+    emit(state, fmt, {"stored": before - left, "waiting": left},
+         lambda: [Heading(f"stored {before - left} spooled events; {left} waiting")])
+
+
+DRAIN_BUDGET_MS = 60_000
+
+COMMANDS: tuple[click.Command, ...] = (migrate, drain)
