@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-locomo faults docs clean
+.PHONY: setup run test lint bench bench-core bench-engines bench-quick bench-hooks bench-locomo faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ bench: bench-core bench-hooks bench-mcp bench-locomo
 
 bench-core: setup
 	$(BIN)/python bench/core.py
+
+# Search p50/p95 on SQLite and PostgreSQL in one run, same rows (ROWS=1000000 for 1M).
+bench-engines: setup
+	$(BIN)/python bench/engines.py --rows $(or $(ROWS),100000)
 
 bench-hooks: setup
 	$(BIN)/python bench/hooks.py

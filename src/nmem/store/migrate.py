@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 from nmem.errors import InvalidArgument, StorageError
@@ -71,12 +72,19 @@ def read_rows(store: Store, table: str, columns: Sequence[str]) -> Iterator[tupl
         yield from (tuple(r) for r in store._query(sql))  # type: ignore[attr-defined]
 
 
-def _write(store: Store, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-    if _is_sqlite(store):
-        store._writer().executemany(sql.replace("%s", "?"), rows)  # type: ignore[attr-defined]
-    else:
-        with store._held.conn.cursor() as cur:  # type: ignore[attr-defined]
-            cur.executemany(sql, rows)
+def _copy_table(source: Store, target: Store, table: str, columns: Sequence[str]) -> None:
+    rows = read_rows(source, table, columns)
+    if not _is_sqlite(target):
+        # COPY streams the rows in one statement: ~10x an INSERT per row
+        with target._held.conn.cursor() as cur, cur.copy(  # type: ignore[attr-defined]
+                f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    writer = target._writer()  # type: ignore[attr-defined]
+    while batch := list(islice(rows, BATCH)):
+        writer.executemany(sql, batch)
 
 
 def _exec(store: Store, sql: str) -> None:
@@ -130,16 +138,7 @@ def migrate(source_url: str, target_url: str, *, force: bool = False) -> list[Ta
                 for table, _, _ in reversed(TABLES):
                     _exec(target, f"DELETE FROM {table}")
                 for table, columns, _ in TABLES:
-                    marks = ", ".join(["%s"] * len(columns))
-                    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
-                    batch: list[tuple[Any, ...]] = []
-                    for row in read_rows(source, table, columns):
-                        batch.append(row)
-                        if len(batch) >= BATCH:
-                            _write(target, sql, batch)
-                            batch = []
-                    if batch:
-                        _write(target, sql, batch)
+                    _copy_table(source, target, table, columns)
                 if not _is_sqlite(target):
                     for table, column in IDENTITY.items():
                         _exec(target, f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
