@@ -73,12 +73,14 @@ class SearchReads(Connection):
     def _rank_newest(self, source: str, key: str, newest: str, tsv: str, weights: str | None, q: str,
                      clauses: Sequence[str], params: Sequence[Any], want: int) -> list[Row]:
         """(id, rank) of the best `want` by ts_rank among the newest RELEVANCE_WINDOW matches
-        that pass `clauses`, best first (rank ascending: it is the negated ts_rank)."""
-        rank = f"ts_rank({weights + ', ' if weights else ''}{tsv}, {TSQ}, 1)"
+        that pass `clauses`, best first (rank ascending: it is the negated ts_rank). Only the
+        window's rows are ranked: ts_rank reads each row's whole tsvector."""
+        table = source.split(maxsplit=1)[0]
+        rank = f"ts_rank({weights + ', ' if weights else ''}r.tsv, {TSQ}, 1)"
         where = " AND ".join([f"{tsv} @@ {TSQ}", *clauses])
         return self._query(
-            f"SELECT id, rank FROM (SELECT {key} AS id, -{rank} AS rank FROM {source} WHERE {where} "
-            f"ORDER BY {newest} LIMIT %s) w ORDER BY rank, id DESC LIMIT %s",
+            f"SELECT w.id, -{rank} AS rank FROM (SELECT {key} AS id FROM {source} WHERE {where} "
+            f"ORDER BY {newest} LIMIT %s) w JOIN {table} r ON r.id = w.id ORDER BY rank, w.id DESC LIMIT %s",
             [q, q, *params, max(RELEVANCE_WINDOW, want), want])
 
     def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
