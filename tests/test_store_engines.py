@@ -92,6 +92,11 @@ def test_a_snapshot_does_not_see_later_commits(store: Store, store_url: str) -> 
             add(other, "during", T0 + 1)
             assert len(store.observation_ids(None, ALL)) == 1
         assert len(store.observation_ids(None, ALL)) == 2
+        with store.read_snapshot():  # a write of its own inside a snapshot commits; the snapshot reads on
+            assert len(store.observation_ids(None, ALL)) == 2
+            add(store, "mine", T0 + 2)
+            assert len(store.observation_ids(None, ALL)) == 2
+        assert len(store.observation_ids(None, ALL)) == 3
     finally:
         other.close()
 

@@ -68,9 +68,9 @@ def read_rows(store: Store, table: str, columns: Sequence[str]) -> Iterator[tupl
         cur = store._reader().execute(sql)  # type: ignore[attr-defined]
         while batch := cur.fetchmany(BATCH):
             yield from (tuple(r) for r in batch)
-    elif store._held.conn is not None:  # type: ignore[attr-defined]
-        # inside the source's snapshot: a server-side cursor streams the table in batches
-        with store._held.conn.cursor(name=f"nmem_migrate_{table}") as cur:  # type: ignore[attr-defined]
+    elif (conn := store._reading()) is not None:  # type: ignore[attr-defined]
+        # inside a snapshot or transaction: a server-side cursor streams the table in batches
+        with conn.cursor(name=f"nmem_migrate_{table}") as cur:
             cur.itersize = BATCH
             cur.execute(sql)
             yield from (tuple(r) for r in cur)

@@ -98,7 +98,8 @@ def tsquery(match: str) -> str | None:
 
 
 class _Held(threading.local):
-    conn: psycopg.Connection[Row] | None = None
+    conn: psycopg.Connection[Row] | None = None   # the write transaction's connection
+    snap: psycopg.Connection[Row] | None = None   # the read snapshot's connection
     depth = 0          # nested transaction() blocks
     snapshots = 0      # nested read_snapshot() blocks
 
@@ -167,6 +168,12 @@ class Connection:
         if conn is not None:
             self._pool.putconn(conn)
 
+    def _reading(self) -> psycopg.Connection[Row] | None:
+        """The connection this thread's statements go through: its write transaction's (which
+        sees its own writes), else its snapshot's, else None (a pooled one per statement)."""
+        held = self._held
+        return held.conn if held.conn is not None else held.snap
+
     def _begin(self) -> None:
         held = self._held
         if self.readonly:
@@ -174,8 +181,6 @@ class Connection:
         if held.depth:
             held.depth += 1
             return
-        if held.snapshots:
-            raise StorageError("cannot write inside a read snapshot")
         held.conn = self._acquire()
         try:
             held.conn.execute("BEGIN")
@@ -201,23 +206,32 @@ class Connection:
 
     def _open_snapshot(self) -> None:
         held = self._held
-        if held.snapshots or held.depth:
+        if held.snapshots:
             held.snapshots += 1
             return
-        held.conn = self._acquire()
-        held.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn = self._acquire()
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        except psycopg.Error as exc:
+            self._pool.putconn(conn)
+            raise storage_error(exc, "cannot start a read") from exc
+        held.snap = conn
         held.snapshots = 1
 
     def _close_snapshot(self) -> None:
         held = self._held
         held.snapshots -= 1
-        if held.snapshots or held.depth:
+        if held.snapshots:
+            return
+        conn, held.snap = held.snap, None
+        if conn is None:
             return
         try:
-            if held.conn is not None:
-                held.conn.execute("COMMIT")
+            conn.execute("COMMIT")
+        except psycopg.Error:
+            pass  # a read-only transaction has nothing to lose; the pool resets the connection
         finally:
-            self._release()
+            self._pool.putconn(conn)
 
     def schema_version(self) -> int:
         rows = self._query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations "
@@ -286,7 +300,7 @@ class Connection:
         """Forgetting means gone: a deleted row's text stays in its table's pages (and the GIN
         index's) until VACUUM reclaims them, so a forget or purge vacuums the tables at once.
         A VACUUM cannot run inside a transaction: inside one, the caller scrubs after it."""
-        if self._held.depth or self._held.snapshots:
+        if self._held.depth:
             return
         for table in tables:
             try:
@@ -297,10 +311,10 @@ class Connection:
     # -- helpers ---------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool) -> tuple[list[Row], int]:
-        held = self._held
+        conn = self._reading()
         try:
-            if held.conn is not None:
-                cur = held.conn.execute(sql, params)
+            if conn is not None:
+                cur = conn.execute(sql, params)
                 return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
             with self._pool.connection() as conn:
                 cur = conn.execute(sql, params)
