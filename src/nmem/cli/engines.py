@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from nmem.cli.app import State, format_option, note, pass_state
-from nmem.cli.output import Heading, Table
+from nmem.cli.output import Heading, Table, mask_secrets
 
 
 @click.command("migrate")
@@ -30,8 +30,9 @@ def migrate(state: State, target: str, force: bool, fmt: str | None) -> None:
 
     source = state.settings.store_url
     checks = copy_store(source, target, force=force)
-    note(f"copied {sum(c.rows for c in checks)} rows from {source} to {target}, every table verified")
-    emit(state, fmt, {"source": source, "target": target, "tables": [c.to_dict() for c in checks]},
+    shown_source, shown_target = mask_secrets(source), mask_secrets(target)  # no password on screen
+    note(f"copied {sum(c.rows for c in checks)} rows from {shown_source} to {shown_target}, every table verified")
+    emit(state, fmt, {"source": shown_source, "target": shown_target, "tables": [c.to_dict() for c in checks]},
          lambda: [Heading("verified: rows and checksums match"),
                   Table(("table", "rows", "checksum"), [(c.table, str(c.rows), c.checksum[:16]) for c in checks])])
 
