@@ -8,6 +8,7 @@ from nmem.models import Memory, Observation, Prompt, Session
 from nmem.store import OUTLINE_CHARS, Status
 from nmem.store.postgres.connection import OBS_COLUMNS, Connection
 from nmem.store.postgres.filters import has_tag
+from nmem.store.postgres.schema import LATEST_VERSION
 from nmem.store.sqlite.connection import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite.context import (
     INTENT_CLOCK_SLACK,
@@ -241,7 +242,6 @@ class ContextReads(Connection):
     def integrity(self) -> str:
         """`ok` when the schema is this nmem's and every table answers (PostgreSQL checks its own pages)."""
         version = self.schema_version()
-        from nmem.store.postgres.schema import LATEST_VERSION
         if version != LATEST_VERSION:
             return f"schema v{version}, expected v{LATEST_VERSION}"
         self._query("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM memories)")
