@@ -120,6 +120,13 @@ class Connection:
             given = str(conninfo_to_dict(conninfo).get("options") or "")
             options = f"{given} -c default_transaction_read_only=on".strip()
         try:
+            # One plain connection first: a wrong host, database or role fails at once with the
+            # server's own reason (the pool would retry in the background until its timeout).
+            psycopg.connect(conninfo, connect_timeout=max(1, busy_timeout_ms // 1000)).close()
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreUnavailable(f"cannot connect to {self.url}: {reason}") from exc
+        try:
             self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
                 conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem",
                 timeout=max(busy_timeout_ms / 1000, 1.0),
