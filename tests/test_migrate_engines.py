@@ -27,6 +27,11 @@ def fill(service: Service) -> None:
     service.remember("Sessions expire after 30 minutes", namespace="decisions", project="demo", tags=["auth"])
     gone = service.remember("to be forgotten", namespace="learnings", project="demo")
     service.forget(gone.urn)
+    service.remember("Use PostgreSQL 15 for billing because it supports transactions.", namespace="decisions",
+                     project="demo")
+    service.remember("Decision: we use PostgreSQL 15 for billing, because it supports transactions.",
+                     namespace="decisions", project="demo")
+    assert service.consolidate()["merges"], "a run with changes for the undo log"
 
 
 def test_sqlite_to_postgres_and_back_keeps_every_row(service: Service, pg_url: str, tmp_path: Path) -> None:
@@ -42,11 +47,19 @@ def test_sqlite_to_postgres_and_back_keeps_every_row(service: Service, pg_url: s
         assert [o.id for o, _ in found] == [30, 29, 28, 27, 26]  # ids kept, the full-text index rebuilt
         new_id = pg.add_prompt("s0", T0 + 999, "user", "after the move")
         assert new_id == 31, "identity columns continue after the copied ids"
+        rows = {c.table: c.rows for c in checks}
+        assert rows["lifecycle_runs"] == 1 and rows["lifecycle_changes"] >= 2 and rows["lifecycle_state"] == 1
     finally:
         pg.close()
+    with Service.open(load_settings({"NMEM_HOME": str(tmp_path / "pg"), "NMEM_STORE_URL": pg_url})) as svc:
+        (run,) = svc.consolidation_runs()
+        undone = svc.undo_consolidation(run["id"])  # the undo log came along
+        assert len(undone["restored"]) == 2 and undone["conflicts"] == []
+        assert svc.store.start_run("consolidate", T0) == run["id"] + 1
     back = f"sqlite:///{tmp_path / 'back.db'}"
     again = migrate(pg_url, back)
     assert {c.table: c.rows for c in again}["prompts"] == 31
+    assert {c.table: c.rows for c in again}["lifecycle_runs"] == 2
     with Service.open(load_settings({"NMEM_HOME": str(tmp_path / "h"), "NMEM_STORE_URL": back})) as svc:
         assert [h.record.summary for h in svc.recall("expire", project="demo")] == ["Sessions expire after 30 minutes"]
 
@@ -69,6 +82,6 @@ def test_the_cli_copies_and_prints_the_checks(nmem_home: Path, pg_url: str, tmp_
     done = run_nmem(["migrate", "--to", pg_url, "--format", "json"], env=env)
     assert done.returncode == 0, done.stderr
     tables = {t["table"]: t["rows"] for t in json.loads(done.stdout)["tables"]}
-    assert (tables["sessions"], tables["observations"], tables["memories"]) == (3, 30, 2)
+    assert (tables["sessions"], tables["observations"], tables["memories"]) == (3, 30, 4)
     refused = run_nmem(["migrate", "--to", pg_url], env=env)
     assert refused.returncode == InvalidArgument.exit_code and "already holds data" in refused.stderr
