@@ -3,14 +3,14 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-team faults docs clean
+.PHONY: setup run test lint bench bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-team faults docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	@# the distribution was called `nmem` before it became nmem-memory (PyPI's `nmem` is another project)
 	$(BIN)/pip uninstall --quiet --yes nmem 2>/dev/null || true
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,postgres]'
 	@touch $@
 
 setup: $(BIN)/nmem
@@ -34,6 +34,10 @@ bench: bench-core bench-hooks bench-mcp bench-http bench-locomo
 
 bench-core: setup
 	$(BIN)/python bench/core.py
+
+# Search p50/p95 on SQLite and PostgreSQL in one run, same rows (ROWS=1000000 for 1M).
+bench-engines: setup
+	$(BIN)/python bench/engines.py --rows $(or $(ROWS),100000)
 
 bench-hooks: setup
 	$(BIN)/python bench/hooks.py

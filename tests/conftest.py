@@ -18,15 +18,26 @@ from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
+from store_engines import pg_url, store, store_url
+
+__all__ = ["pg_url", "store", "store_url"]  # fixtures every test module may use
 
 
 @pytest.fixture
-def nmem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def engine() -> str:
+    """The store engine a test runs on: SQLite, unless its module imports `both_engines`."""
+    return "sqlite"
+
+
+@pytest.fixture
+def nmem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str, request: pytest.FixtureRequest) -> Path:
     home = tmp_path / "nmem-home"
     monkeypatch.setenv("NMEM_HOME", str(home))
     for var in ("NMEM_DB", "NMEM_CONFIG", "NMEM_STORE_URL", "NMEM_PROJECT", "NMEM_ENABLED", "NMEM_FORMAT",
                 "NMEM_KEY", "NMEM_KEY_FILE", "NMEM_KEYRING"):
         monkeypatch.delenv(var, raising=False)
+    if engine == "postgres":
+        monkeypatch.setenv("NMEM_STORE_URL", str(request.getfixturevalue("pg_url")))
     return home
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,21 @@ from mcp_support import child_env
 from nmem.changefeed import Cursor
 from nmem.errors import InvalidArgument
 from nmem.memory import Service
+from store_engines import both_engines
+
+__all__ = ["both_engines"]  # the service tests here run on SQLite and PostgreSQL
+
+
+def hook_then_drain(payload: dict, nmem_home: Path) -> subprocess.CompletedProcess[str]:
+    """A hook process on this test's store; on a server store (PostgreSQL) hooks spool and
+    `nmem drain` stores the events."""
+    store = os.environ.get("NMEM_STORE_URL", "")
+    env = child_env(nmem_home, **({"NMEM_STORE_URL": store} if store else {}))
+    done = run_nmem(["record"], stdin=json.dumps(payload), env=env)
+    if done.returncode == 0 and store and not store.startswith("sqlite:"):
+        drained = run_nmem(["drain"], env=env)
+        assert drained.returncode == 0, drained.stderr
+    return done
 
 
 def kinds(changes: list) -> list[tuple[str, str]]:
@@ -92,7 +109,7 @@ def test_hook_process_writes_are_seen(service: Service, nmem_home: Path) -> None
     _, cursor = service.changes(None)
     payload = hook_payload("PostToolUse", tool_name="Bash", tool_input={"command": "pytest -q"},
                            tool_response={"stdout": "3 passed", "exit_code": 0})
-    done = run_nmem(["record"], stdin=json.dumps(payload), env=child_env(nmem_home))
+    done = hook_then_drain(payload, nmem_home)
     assert done.returncode == 0, done.stderr
     changes, _ = service.changes(cursor)
     assert kinds(changes) == [("session", "started"), ("observation", "created")]
@@ -122,7 +139,7 @@ def test_a_second_store_in_this_process_leaves_the_first_seeing_other_writers(se
         for command in ("make one", "make two"):
             payload = hook_payload("PostToolUse", tool_name="Bash", tool_input={"command": command},
                                    tool_response={"stdout": "", "exit_code": 0})
-            assert run_nmem(["record"], stdin=json.dumps(payload), env=child_env(nmem_home)).returncode == 0
+            assert hook_then_drain(payload, nmem_home).returncode == 0
             changes, cursor = service.changes(cursor)
             assert [c.record["content_preview"] for c in changes if c.kind == "observation"] == [command]
     finally:

@@ -17,7 +17,10 @@ from nmem.lifecycle.tiers import MERGED_TAG, STALE_TAG
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
 from nmem.models import Memory
+from store_engines import both_engines
 from test_cli_support import as_json, invoke, ok
+
+__all__ = ["both_engines"]  # every service test here runs on SQLite and PostgreSQL
 
 DAY = 86400
 ORIGINAL = "Use PostgreSQL 15 for the billing service because it supports transactions."

@@ -22,6 +22,9 @@ from nmem.context import CLOSE_TAG, OPEN_TAG, build, render
 from nmem.memory import Service
 from nmem.store import NewObservation, SearchFilters
 from nmem.tokens import estimate_tokens
+from store_engines import both_engines
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 T0 = 1_790_000_000
 ALPHA = "/home/dev/code/alpha"

@@ -26,8 +26,10 @@ from nmem.errors import ConfigError
 from nmem.memory import Service
 from nmem.search import embeddings as emb
 from nmem.store import SearchFilters
-from nmem.store.sqlite import SqliteStore
+from store_engines import both_engines
 from test_cli_support import invoke
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 T0 = 1_790_000_000
 EMBEDDING_ENV = ("NMEM_EMBEDDINGS", "NMEM_EMBEDDING_MODEL", "NMEM_SEARCH_FUSION", "NMEM_HYBRID_WEIGHT")
@@ -522,7 +524,6 @@ def test_server_indexes_in_the_background_while_it_runs(service: Service, talk: 
                     await anyio.sleep(0.05)
 
     anyio.run(main)
-    assert isinstance(service.store, SqliteStore)
 
 
 # -- the real model, where the extra is installed --------------------------------------------------

@@ -17,7 +17,10 @@ from fixtures.harness import counts, hook_env, hook_ok, query
 from nmem.capture.transcript import TranscriptCursor, TranscriptReplay
 from nmem.integrations.transcripts import find_transcripts, import_transcripts
 from nmem.memory import Service
+from store_engines import both_engines, sql_dicts
 from test_cli_support import ok
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 cc = load_bench("cc_transcripts")
 T0 = 1_790_000_000
@@ -29,9 +32,7 @@ def epoch(iso: str) -> int:
 
 
 def rows(service: Service, sql: str, *params: Any) -> list[dict[str, Any]]:
-    cur = service.store._reader().execute(sql, params)  # type: ignore[attr-defined]
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    return sql_dicts(service.store, sql, *params)
 
 
 def observations(service: Service) -> list[dict[str, Any]]:

@@ -10,7 +10,10 @@ from conftest import Clock
 from nmem.lifecycle import tiers
 from nmem.lifecycle.tiers import DAY, tier_of
 from nmem.memory import Service
+from store_engines import both_engines
 from test_cli_support import as_json, ok
+
+__all__ = ["both_engines"]  # every service test here runs on SQLite and PostgreSQL
 
 NOW = 1_790_000_000
 

@@ -14,6 +14,9 @@ from mcp_support import PROJECT, T0, Seeded
 from nmem.mcp.resources import as_uri
 from nmem.mcp.server import NmemServer
 from nmem.memory import Service
+from store_engines import both_engines
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 pytestmark = pytest.mark.anyio
 

@@ -20,6 +20,9 @@ from nmem.search.porter import stem
 from nmem.search.rank import Candidate, Doc, IndexStats, Ranking, TermCounter
 from nmem.search.timeexpr import TimeRange
 from nmem.store import NewObservation, SearchFilters
+from store_engines import both_engines
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_790_000_000

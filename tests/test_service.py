@@ -11,7 +11,11 @@ import pytest
 from conftest import Clock, record
 from nmem.config import load_settings
 from nmem.memory import Service
+from nmem.store.postgres.schema import LATEST_VERSION as PG_LATEST_VERSION
 from nmem.store.sqlite.schema import LATEST_VERSION
+from store_engines import both_engines, sql_rows
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 T0 = 1_790_000_000
 
@@ -23,7 +27,7 @@ def obs(service: Service, obs_id: int) -> Any:
 
 
 def rows(service: Service, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    return [tuple(r) for r in service.store._reader().execute(sql, params).fetchall()]  # type: ignore[attr-defined]
+    return sql_rows(service.store, sql, *params)
 
 
 @pytest.fixture
@@ -110,7 +114,8 @@ def test_prompt_links_inside_one_transaction_match_one_event_at_a_time(service: 
         c = bash("ruff check", T0 + 6)
     assert [obs(service, i).prompt_id for i in (before, a, other, b, c)] == [None, p1, None, p1, p2]
     # A prompt another process adds between two transactions is seen by the next one.
-    with Service.open(load_settings({"NMEM_HOME": str(service.settings.home)})) as elsewhere:
+    with Service.open(load_settings({"NMEM_HOME": str(service.settings.home),
+                                     "NMEM_STORE_URL": service.settings.store_url})) as elsewhere:
         p3 = record(elsewhere, "UserPromptSubmit", now=T0 + 7, prompt="and format").prompt_id
     with service.store.transaction():
         d = bash("ruff format", T0 + 8)
@@ -316,7 +321,8 @@ def test_status_counts_by_type_namespace_tier_and_project(service: Service, cloc
     gone = service.remember("to be forgotten", namespace="learnings", project="demo")
     service.forget(gone.urn)
     st = service.status()
-    assert st["schema_version"] == LATEST_VERSION
+    assert st["schema_version"] == service.store.schema_version() == (
+        LATEST_VERSION if service.settings.store_url.startswith("sqlite:") else PG_LATEST_VERSION)
     assert (st["sessions"], st["prompts"], st["observations"], st["memories"]) == (2, 1, 6, 2)
     assert st["by_obs_type"] == {"session_start": 2, "command": 1, "command_error": 1,
                                  "file_edit": 1, "file_read": 1}
@@ -325,13 +331,20 @@ def test_status_counts_by_type_namespace_tier_and_project(service: Service, cloc
     assert list(st["by_tier"]) == ["hot", "warm", "cold", "archived"]
     assert st["by_project"] == {"demo": 1, "other-proj": 1}
     assert st["enabled"] is True
-    assert st["database"] == f"sqlite:///{service.settings.db_path}"
+    assert st["database"] == service.settings.store_url
 
 
 def test_status_size_is_the_database_size(service: Service) -> None:
     before = service.status()["size_bytes"]
-    pages, page_size = (rows(service, "PRAGMA page_count")[0][0], rows(service, "PRAGMA page_size")[0][0])
-    assert before >= pages * page_size > 0
+    if service.settings.store_url.startswith("sqlite:"):
+        pages, page_size = (rows(service, "PRAGMA page_count")[0][0], rows(service, "PRAGMA page_size")[0][0])
+        assert before >= pages * page_size > 0
+    else:
+        assert before == rows(service, "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c "
+                                       "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                       "WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN "
+                                       "('sessions', 'prompts', 'observations', 'memories', 'vectors', "
+                                       "'sync_ops')")[0][0]
     for i in range(200):
         service.remember(f"memory number {i} " + "x" * 400, project="demo")
     assert service.status()["size_bytes"] > before + 200 * 400

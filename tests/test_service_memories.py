@@ -9,18 +9,20 @@ import pytest
 from conftest import Clock, record
 from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.memory import Service
+from store_engines import both_engines, fts_count, sql_dicts, sql_rows
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 T0 = 1_790_000_000
 DAY = 86400
 
 
 def count(service: Service, sql: str, *params: Any) -> int:
-    return int(service.store._reader().execute(sql, params).fetchone()[0])  # type: ignore[attr-defined]
+    return int(sql_rows(service.store, sql, *params)[0][0])  # type: ignore[call-overload]
 
 
 def raw_memory(service: Service, uid: str) -> dict[str, Any]:
-    row = service.store._reader().execute("SELECT * FROM memories WHERE uid = ?", (uid,)).fetchone()  # type: ignore[attr-defined]
-    return dict(row)
+    return sql_dicts(service.store, "SELECT * FROM memories WHERE uid = ?", uid)[0]
 
 
 def bash(service: Service, cmd: str, at: int, **kw: Any) -> int:
@@ -164,7 +166,7 @@ def test_forgotten_memory_is_gone_from_every_read(service: Service) -> None:
     assert service.search("zanzibar", scope="all").hits == []
     assert service.recall("zanzibar") == []
     # the FTS index no longer holds the words either
-    assert count(service, "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH 'zanzibar'") == 0
+    assert fts_count(service.store, "memories", "zanzibar") == 0
     with pytest.raises(NotFound):
         service.update(mem.id, content="resurrect")
     with pytest.raises(NotFound):
@@ -295,7 +297,7 @@ def test_purge_removes_rows_from_full_text_search(service: Service) -> None:
     assert [h.record.id for h in service.search("kubectl").hits] == [oid]
     service.purge(ids=[oid], confirm=True)
     assert service.search("kubectl").hits == []
-    assert count(service, "SELECT COUNT(*) FROM observations_fts WHERE observations_fts MATCH 'kubectl'") == 0
+    assert fts_count(service.store, "observations", "kubectl") == 0
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -4,7 +4,6 @@ writes behind export and import."""
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,14 +14,19 @@ from nmem.config import load_settings
 from nmem.errors import ContentBlocked, ValidationError
 from nmem.memory import Service
 from nmem.models import Memory
-from nmem.store import SearchFilters
+from nmem.store import NewMemory, SearchFilters, open_store
+from store_engines import both_engines
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 UID = "01J0000000000000000000MERG"
 
 
 @pytest.fixture
 def other(tmp_path: Path) -> Iterator[Service]:
-    svc = Service.open(load_settings({**os.environ, "NMEM_HOME": str(tmp_path / "other")}))
+    # another database: SQLite whichever engine `service` runs on (a merge across engines, too)
+    env = {k: v for k, v in os.environ.items() if k != "NMEM_STORE_URL"}
+    svc = Service.open(load_settings({**env, "NMEM_HOME": str(tmp_path / "other")}))
     yield svc
     svc.close()
 
@@ -91,13 +95,11 @@ def test_what_would_not_be_stored_is_refused(service: Service) -> None:
 
 def test_an_export_reads_one_snapshot(service: Service) -> None:
     service.remember("First", namespace="learnings", project="demo")
-    writer = sqlite3.connect(service.settings.db_path)
+    writer = open_store(service.settings.store_url)  # another connection, as another process would write
     try:
         with service.store.read_snapshot():
             before = list(service.store.export_memories(SearchFilters(), deleted=False))
-            writer.execute("INSERT INTO memories (uid, domain, namespace, summary, content, created_at, updated_at) "
-                           "VALUES ('01J00000000000000000000NEW', 'user', 'context', 'n', 'n', 1, 1)")
-            writer.commit()
+            writer.insert_memory(NewMemory("01J00000000000000000000NEW", "user", "context", "n", "n", 1))
             during = list(service.store.export_memories(SearchFilters(), deleted=False))
         after = list(service.store.export_memories(SearchFilters(), deleted=False))
     finally:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import nmem.store.sqlite.connection as sqlite_store
-from nmem.errors import ConfigError, StorageError, StoreBusy
+from nmem.errors import ConfigError, StorageError, StoreBusy, StoreUnavailable
 from nmem.store import NewMemory, NewObservation, SearchFilters, open_store
 from nmem.store.sqlite import SqliteStore, exp_decay
 
@@ -366,8 +366,9 @@ def test_open_store_urls(tmp_path: Path) -> None:
         assert (tmp_path / "a" / "b.db").exists()
     finally:
         store.close()
-    with pytest.raises(ConfigError, match="PostgreSQL engine is not available"):
-        open_store("postgresql://localhost/nmem")
+    # a postgresql:// URL opens the PostgreSQL engine (tests/test_store_engines.py); no server here
+    with pytest.raises(StoreUnavailable, match=r"cannot connect to postgresql://nmem@127\.0\.0\.1:1/nmem: .*refused"):
+        open_store("postgresql://nmem@127.0.0.1:1/nmem")
     for bad in ("mysql://x", "sqlite:///", "nmem.db"):
         with pytest.raises(ConfigError, match="unsupported store URL"):
             open_store(bad)

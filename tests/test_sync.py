@@ -18,7 +18,10 @@ from nmem.errors import ConfigError, InvalidArgument, NetworkError, SyncBusy
 from nmem.store.sqlite import SqliteStore
 from nmem.sync.engine import FORMAT_FILE, domain_path, parse_log_path
 from nmem.sync.lock import SyncLock
+from store_engines import both_engines
 from sync_support import T0, Replica, bare_remote, git, remote_files, remote_lines
+
+__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 
 @pytest.fixture

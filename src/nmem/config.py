@@ -61,7 +61,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.path", str, "", "NMEM_DB",
             "SQLite database file. Empty means `<data dir>/nmem.db`."),
     Setting("store.url", str, "", "NMEM_STORE_URL",
-            "Store URL (`sqlite:///path`). Overrides `memory.path` when set."),
+            "Store URL: `sqlite:///path`, or `postgresql://user@host/db` (extra `postgres`; hooks then spool "
+            "events for `nmem drain`, see docs/postgres.md). Overrides `memory.path` when set."),
     Setting("project.name", str, "", "NMEM_PROJECT",
             "Force the project name instead of deriving it from the working directory."),
     Setting("search.default_limit", int, 20, "NMEM_SEARCH_LIMIT",

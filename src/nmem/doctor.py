@@ -126,8 +126,11 @@ def _database(settings: Settings) -> Check:
     if integrity != "ok":
         return Check("database", FAIL, f"integrity check: {integrity}",
                      f"copy {settings.db_path} somewhere safe, then move it away (nmem starts a new one)")
-    version = "" if status.schema_version == LATEST_VERSION else f" (expected v{LATEST_VERSION})"
-    detail = (f"{settings.db_path}: schema v{status.schema_version}{version}, {status.sessions} sessions, "
+    # a server store's integrity() already compares its schema with this nmem's
+    sqlite = settings.store_url.startswith("sqlite:")
+    version = "" if status.schema_version == LATEST_VERSION or not sqlite else f" (expected v{LATEST_VERSION})"
+    where = settings.db_path if sqlite else status.url
+    detail = (f"{where}: schema v{status.schema_version}{version}, {status.sessions} sessions, "
               f"{status.observations} observations, {status.memories} memories, "
               f"{status.size_bytes / 1e6:.1f} MB" + (", encrypted" if getattr(store, "encrypted", False) else ""))
     if version:

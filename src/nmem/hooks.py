@@ -11,6 +11,8 @@ SessionStart still prints what it can read.
 
 With `--remote URL` (or `hooks.remote_url`) the event goes to a team server instead
 (`nmem.remote`), spooled under `<data dir>/spool/remote/` while the server cannot take it.
+With a server store (`store.url` = postgresql://...), every event goes to the spool and
+`nmem drain` stores it (docs/postgres.md): the hook path never imports a database driver.
 
 A database that stays locked is waited for once per run, at most `hooks.busy_budget_ms` in
 all (see `Deadline`); past that the event goes to `<data dir>/spool/` and a later run stores
@@ -396,6 +398,12 @@ def _record(settings: Settings, payload: dict[str, Any],
     """Store the event (or spool it, when the database stays busy or fails) and return what to
     print, with the failure that needs the user, if any (a busy database is not one)."""
     log = HookLog(settings)
+    if not settings.store_url.startswith("sqlite:"):
+        # A server store (PostgreSQL): hooks never load its driver (psycopg and its pool cost
+        # more to import than a hook's whole budget), so every event waits in the spool until
+        # `nmem drain` stores it; nothing is lost and the agent is not slowed.
+        _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
+        return "", None
     deadline = Deadline(int(settings["hooks.busy_budget_ms"]))
     try:
         service = deadline.run(lambda: CoreService.open(settings, busy_timeout_ms=deadline.try_ms))

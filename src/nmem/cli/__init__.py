@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import click
 
-from nmem.cli import admin, curate, encryption, index, lifecycle, portable, query, serve, setup, sync, team
+from nmem.cli import admin, curate, encryption, engines, index, lifecycle, portable, query, serve, setup, sync, team
 from nmem.cli.app import cli
 from nmem.errors import NmemError
 
 for _command in (*query.COMMANDS, *curate.COMMANDS, *admin.COMMANDS, *setup.COMMANDS, *serve.COMMANDS,
                  *index.COMMANDS, *sync.COMMANDS, *portable.COMMANDS, *lifecycle.COMMANDS, *encryption.COMMANDS,
-                 *team.COMMANDS):
+                 *team.COMMANDS, *engines.COMMANDS):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -67,6 +67,11 @@ class State:
                 if source != "default") or "none"))
         return self._settings
 
+    def use_store(self, url: str) -> None:
+        """Serve another store than the settings name (`nmem serve --store URL`)."""
+        self.env = {**(os.environ if self.env is None else self.env), "NMEM_STORE_URL": url}
+        self._settings = None
+
     def service(self) -> Service:
         """The service, opened on first use and closed when the run ends."""
         if self._service is None:

@@ -32,9 +32,11 @@ from nmem.mcp.listening import Limits, is_loopback, listen
 @click.option("--tools", default=None, help="Tools to expose: nmem, core, claude-mem, all, or a comma-separated list.")
 @click.option("--project", default=None,
               help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
+@click.option("--store", default=None, metavar="URL",
+              help="Store to serve: sqlite:///path or postgresql://... (default: the store.url setting).")
 @pass_state
 def serve(state: State, transport: str, host: str | None, port: int | None, token: str | None,
-          tools: str | None, project: str | None) -> None:
+          tools: str | None, project: str | None, store: str | None) -> None:
     """Run nmem's MCP server (stdio) or its HTTP server (REST API, claude-mem's API and MCP).
 
     stdout carries only MCP messages; logs go to stderr. Stop with Ctrl-C. The HTTP server
@@ -45,6 +47,8 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         nmem serve --transport http             # http://127.0.0.1:37777/api/v1 and /mcp
         nmem serve --transport http --host 0.0.0.0 --token "$(openssl rand -hex 16)"
     """
+    if store:
+        state.use_store(store)
     settings = state.settings
     # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
     endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store)) \
@@ -71,7 +75,7 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     web = create_app(settings, service=service, host=endpoint.host, token=endpoint.token, project=project,
                      tools=tools, limits=endpoint.limits)
     base = f"http://{endpoint.host}:{endpoint.port}"
-    note(f"HTTP API at {base}/api/v1, MCP at {base}/mcp (database {settings.db_path})"
+    note(f"HTTP API at {base}/api/v1, MCP at {base}/mcp (store {settings.store_url})"
          + ("; bearer token required" if endpoint.token else ""))
 
     async def main() -> None:

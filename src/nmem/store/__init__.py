@@ -181,5 +181,9 @@ def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
         return SqliteStore(url.removeprefix("sqlite:///"), busy_timeout_ms=busy_timeout_ms,
                            readonly=readonly, key=key)
     if url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError("the PostgreSQL engine is not available in this version of nmem")
-    raise ConfigError(f"unsupported store URL: {url!r} (expected sqlite:///path)")
+        try:
+            from nmem.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise ConfigError("the PostgreSQL engine needs psycopg: pip install 'nmem-memory[postgres]'") from exc
+        return PostgresStore(url, busy_timeout_ms=busy_timeout_ms, readonly=readonly)
+    raise ConfigError(f"unsupported store URL: {url!r} (expected sqlite:///path or postgresql://...)")

@@ -1,0 +1,33 @@
+"""The PostgreSQL engine: the same Store protocol on a server many machines can share.
+
+`PostgresStore` is assembled like SqliteStore, one class per concern over the shared
+`Connection` (a psycopg 3 pool, transactions, numbered migrations):
+
+    trail.py       writing sessions, prompts, observations, import marks, purges
+    memories.py    curated memories, whole rows for export and import
+    search.py      records by id and by tsvector match, ts_rank, ranking statistics
+    context.py     timelines, traces, file histories, the SessionStart block, status
+    navigation.py  sessions by prefix and time, recorded paths, purge selections
+    sync.py        sync bookkeeping and change tokens
+    lifecycle.py   tiers, retention sweeps, consolidation runs and their undo log
+    vectors.py     vectors for the optional embeddings
+    schema.py      the numbered migrations; tsquery.py: nmem's query language as a tsquery
+"""
+
+from __future__ import annotations
+
+from nmem.store.postgres.context import ContextReads
+from nmem.store.postgres.lifecycle import LifecycleRows
+from nmem.store.postgres.memories import MemoryRows
+from nmem.store.postgres.navigation import NavigationReads
+from nmem.store.postgres.search import SearchReads
+from nmem.store.postgres.sync import SyncRows
+from nmem.store.postgres.trail import TrailWrites
+from nmem.store.postgres.vectors import VectorRows
+
+__all__ = ["PostgresStore"]
+
+
+class PostgresStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
+                    LifecycleRows):
+    """The Store protocol on one PostgreSQL database (or schema: `?options=-csearch_path%3D...`)."""

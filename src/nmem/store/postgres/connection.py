@@ -1,0 +1,387 @@
+"""The PostgreSQL engine's connections: a psycopg pool, transactions, migrations, query helpers.
+
+Threads share the pool; each thread's write transaction (`with store.transaction():`) and
+read snapshot hold one pooled connection until they end, and every statement the thread runs
+meanwhile goes through it. Statements outside both take a connection for their own
+autocommitted round trip. psycopg is imported here, never on the hook path (nmem.store
+imports this package only for a postgresql:// URL).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import RowMaker
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from nmem.errors import QuerySyntaxError, StorageError, StoreBusy, StoreReadOnly, StoreUnavailable
+from nmem.models import Session
+from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
+from nmem.store.postgres.tsquery import to_tsquery_text
+from nmem.sync import oplog
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from psycopg._cursor_base import BaseCursor
+
+OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
+               "tool_name, file_path, content, metadata, is_pinned")
+
+SPOOL_MARK_DAYS = 30
+
+POOL_MAX = 8
+
+# One key for the advisory lock that serialises migrations between processes opening the same schema.
+MIGRATION_LOCK = 0x6E6D656D  # "nmem"
+
+
+class Row(tuple[Any, ...]):
+    """A result row read by column name or position, as `sqlite3.Row` is (the records'
+    `from_row` and nmem.sync.oplog read rows by name)."""
+
+    names: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], names: dict[str, int]) -> Row:
+        row = super().__new__(cls, values)
+        row.names = names
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self.names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self.names)
+
+
+def row_factory(cursor: BaseCursor[Any, Any]) -> RowMaker[Row]:
+    names = {d.name: i for i, d in enumerate(cursor.description or ())}
+
+    def make(values: Sequence[Any]) -> Row:
+        return Row(values, names)
+
+    return make
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and `status`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, f"{parts.username}:***@{host}", parts.path, parts.query, parts.fragment))
+
+
+def storage_error(exc: psycopg.Error, what: str = "database error") -> StorageError:
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction | pg_errors.InsufficientPrivilege):
+        return StoreReadOnly(f"{what}: {exc}")
+    if isinstance(exc, pg_errors.LockNotAvailable | pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
+        return StoreBusy(f"database is busy: {exc}")
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreUnavailable(f"{what}: {exc}")
+    return StorageError(f"{what}: {exc}")
+
+
+def tsquery(match: str) -> str | None:
+    """The tsquery text of an FTS5 expression (QuerySyntaxError when malformed), None when it
+    matches nothing."""
+    return to_tsquery_text(match)
+
+
+class _Held(threading.local):
+    conn: psycopg.Connection[Row] | None = None   # the write transaction's connection
+    snap: psycopg.Connection[Row] | None = None   # the read snapshot's connection
+    depth = 0          # nested transaction() blocks
+    snapshots = 0      # nested read_snapshot() blocks
+
+
+class Connection:
+    """The engine's connections and transactions; the other parts of PostgresStore build on it."""
+
+    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
+        self.url = redact(url)
+        self.readonly = readonly
+        self.busy_timeout_ms = busy_timeout_ms
+        self._held = _Held()
+        self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}
+        conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
+        # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
+        options = ""
+        if readonly:
+            given = str(conninfo_to_dict(conninfo).get("options") or "")
+            options = f"{given} -c default_transaction_read_only=on".strip()
+        try:
+            # One plain connection first: a wrong host, database or role fails at once with the
+            # server's own reason (the pool would retry in the background until its timeout).
+            psycopg.connect(conninfo, connect_timeout=max(1, busy_timeout_ms // 1000)).close()
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreUnavailable(f"cannot connect to {self.url}: {reason}") from exc
+        try:
+            self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
+                conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem",
+                timeout=max(busy_timeout_ms / 1000, 1.0),
+                kwargs={"autocommit": True, "row_factory": row_factory,
+                        **({"options": options} if options else {})})
+            self._pool.open(wait=True, timeout=max(busy_timeout_ms / 1000, 5.0))
+        except (PoolTimeout, psycopg.Error) as exc:
+            self._close_pool()
+            raise StoreUnavailable(f"cannot connect to {self.url}: {exc}") from exc
+        try:
+            if readonly:
+                self._check_readable()
+            else:
+                self._migrate()
+        except BaseException:
+            self._close_pool()
+            raise
+
+    def _close_pool(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
+
+    def close(self, checkpoint: bool = True) -> None:
+        self._close_pool()
+
+    # -- transactions and migrations ---------------------------------------------------------
+
+    def transaction(self) -> _Transaction:
+        """A write transaction on this thread's connection; nested uses join the outer one."""
+        return _Transaction(self)
+
+    def read_snapshot(self) -> _Snapshot:
+        """`with store.read_snapshot():` — every read inside sees the database as of its first
+        statement (REPEATABLE READ), whatever other sessions commit meanwhile."""
+        return _Snapshot(self)
+
+    def _acquire(self) -> psycopg.Connection[Row]:
+        try:
+            return self._pool.getconn()
+        except PoolTimeout as exc:
+            raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
+
+    def _release(self) -> None:
+        conn, self._held.conn = self._held.conn, None
+        if conn is not None:
+            self._pool.putconn(conn)
+
+    def _reading(self) -> psycopg.Connection[Row] | None:
+        """The connection this thread's statements go through: its write transaction's (which
+        sees its own writes), else its snapshot's, else None (a pooled one per statement)."""
+        held = self._held
+        return held.conn if held.conn is not None else held.snap
+
+    def _begin(self) -> None:
+        held = self._held
+        if self.readonly:
+            raise StoreReadOnly("store opened read-only")
+        if held.depth:
+            held.depth += 1
+            return
+        held.conn = self._acquire()
+        try:
+            held.conn.execute("BEGIN")
+        except psycopg.Error as exc:
+            self._release()
+            raise storage_error(exc, "cannot start a write") from exc
+        held.depth = 1
+
+    def _end(self, failed: bool) -> None:
+        held = self._held
+        held.depth -= 1
+        if held.depth:
+            return
+        conn = held.conn
+        assert conn is not None
+        try:
+            conn.execute("ROLLBACK" if failed else "COMMIT")
+        except psycopg.Error as exc:
+            if not failed:
+                raise storage_error(exc, "cannot commit") from exc
+        finally:
+            self._release()
+
+    def _open_snapshot(self) -> None:
+        held = self._held
+        if held.snapshots:
+            held.snapshots += 1
+            return
+        conn = self._acquire()
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        except psycopg.Error as exc:
+            self._pool.putconn(conn)
+            raise storage_error(exc, "cannot start a read") from exc
+        held.snap = conn
+        held.snapshots = 1
+
+    def _close_snapshot(self) -> None:
+        held = self._held
+        held.snapshots -= 1
+        if held.snapshots:
+            return
+        conn, held.snap = held.snap, None
+        if conn is None:
+            return
+        try:
+            conn.execute("COMMIT")
+        except psycopg.Error:
+            pass  # a read-only transaction has nothing to lose; the pool resets the connection
+        finally:
+            self._pool.putconn(conn)
+
+    def schema_version(self) -> int:
+        rows = self._query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations "
+                           "WHERE to_regclass('schema_migrations') IS NOT NULL")
+        return int(rows[0][0])
+
+    def _current_version(self) -> int:
+        exists = self._query("SELECT to_regclass('schema_migrations') IS NOT NULL")[0][0]
+        return self.schema_version() if exists else 0
+
+    def _check_readable(self) -> None:
+        """A read-only store reads the latest schema: an older one is migrated first through a
+        writable connection (the one write a read-only open makes, as on SQLite)."""
+        version = self._current_version()
+        if version < LATEST_VERSION:
+            try:
+                Connection(self._conninfo, busy_timeout_ms=self.busy_timeout_ms).close()
+            except StoreReadOnly:
+                pass
+            version = self._current_version()
+        if version != LATEST_VERSION:
+            raise StorageError(f"database schema v{version} is not this nmem's v{LATEST_VERSION}: "
+                               "open it once with write access so nmem can set it up")
+
+    def _migrate(self, target: int = LATEST_VERSION) -> None:
+        with self.transaction():
+            # Serialises openers: the second waits here, then finds the steps applied.
+            self._exec("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            self._exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                       "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            version = self.schema_version()
+            if version > LATEST_VERSION:
+                raise StorageError(f"database schema v{version} is newer than this nmem (v{LATEST_VERSION})")
+            for step in range(version + 1, target + 1):
+                self._exec(MIGRATIONS[step - 1])
+                self._exec("INSERT INTO schema_migrations (version) VALUES (%s)", (step,))
+
+    # -- shared by several parts -------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self._query("SELECT * FROM sessions WHERE id = %s", (session_id,))
+        return Session.from_row(rows[0]) if rows else None
+
+    def _log_memory_op(self, uid: str, timestamp: int) -> None:
+        """The sync outbox's line for the write just made to `uid`, in the same transaction."""
+        row = self._query("SELECT * FROM memories WHERE uid = %s", (uid,))[0]
+        state = self._query("SELECT device, wall, counter FROM sync_state FOR UPDATE")[0]
+        wall, counter = oplog.tick(state["wall"], state["counter"], timestamp * 1000)
+        clock = oplog.hlc(wall, counter, state["device"])
+        if row["deleted_at"] is None:
+            line = oplog.line_for(clock, oplog.PUT, uid, row["sync_version"], oplog.put_payload(row))
+        else:
+            line = oplog.line_for(clock, oplog.DELETE, uid, row["sync_version"], oplog.delete_payload(row))
+        version = oplog.version(clock, line)
+        self._exec("UPDATE sync_state SET wall = %s, counter = %s", (wall, counter))
+        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (%s, %s, %s, %s, %s)",
+                   (version, uid, row["domain"], line, timestamp))
+        self._exec("UPDATE memories SET sync_version = %s WHERE uid = %s", (version, uid))
+
+    def _forget_sync_lines(self, uid: str) -> None:
+        """A tombstone supersedes every earlier operation on the memory (their lines hold its text)."""
+        self._exec("DELETE FROM sync_ops WHERE uid = %s AND version <> "
+                   "(SELECT sync_version FROM memories WHERE uid = %s)", (uid, uid))
+
+    def _scrub(self, *tables: str) -> None:
+        """Forgetting means gone: a deleted row's text stays in its table's pages (and the GIN
+        index's) until VACUUM reclaims them, so a forget or purge vacuums the tables at once.
+        A VACUUM cannot run inside a transaction: inside one, the caller scrubs after it."""
+        if self._held.depth:
+            return
+        for table in tables:
+            try:
+                self._run(f"VACUUM {table}", None, fetch=False)
+            except StorageError:
+                pass  # the delete is committed; autovacuum reclaims the space later
+
+    def _tsv_expression(self, table: str) -> str:
+        """The SQL that generates `table.tsv`, as the server holds it (so checks recompute
+        exactly what the column stores, without a second copy of the expression here)."""
+        rows = self._query("SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d "
+                           "JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
+                           "WHERE d.adrelid = to_regclass(%s) AND a.attname = 'tsv'", (table,))
+        if not rows:
+            raise StorageError(f"{table} has no generated tsv column: is the schema nmem's?")
+        return str(rows[0][0])
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool) -> tuple[list[Row], int]:
+        conn = self._reading()
+        try:
+            if conn is not None:
+                cur = conn.execute(sql, params)
+                return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+            with self._pool.connection() as conn:
+                cur = conn.execute(sql, params)
+                return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+        except PoolTimeout as exc:
+            raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
+        except pg_errors.SyntaxError as exc:
+            raise QuerySyntaxError(f"invalid search query: {exc}") from exc
+        except psycopg.Error as exc:
+            raise storage_error(exc) from exc
+
+    def _exec(self, sql: str, params: Sequence[Any] | None = None) -> int:
+        """Run a write; returns the rows it changed. Outside a transaction it is its own."""
+        if self._held.depth:
+            return self._run(sql, params, fetch=False)[1]
+        with self.transaction():
+            return self._run(sql, params, fetch=False)[1]
+
+    def _exec_returning(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        with self.transaction():
+            return self._run(sql, params, fetch=True)[0]
+
+    def _query(self, sql: str, params: Sequence[Any] | None = None) -> list[Row]:
+        return self._run(sql, params, fetch=True)[0]
+
+    def _stream(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[Row]:
+        yield from self._query(sql, params)
+
+
+class _Transaction:
+    __slots__ = ("store",)
+
+    def __init__(self, store: Connection) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        self.store._begin()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self.store._end(failed=kind is not None)
+
+
+class _Snapshot:
+    __slots__ = ("store",)
+
+    def __init__(self, store: Connection) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        self.store._open_snapshot()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self.store._close_snapshot()

@@ -1,0 +1,160 @@
+"""Curated memories on PostgreSQL: inserts, edits, tombstones, whole rows for exports and imports."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nmem import jsonlite as json
+from nmem.models import Memory, Session
+from nmem.store import NewMemory, SearchFilters
+from nmem.store.postgres.connection import Connection
+from nmem.store.postgres.filters import memory_filters
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+_MEMORY_FIELDS = ("domain", "namespace", "summary", "content", "tags", "source", "relates_to", "tier", "is_pinned")
+
+
+class MemoryRows(Connection):
+    def insert_memory(self, mem: NewMemory) -> Memory:
+        with self.transaction():
+            self._exec(
+                "INSERT INTO memories (uid, domain, namespace, summary, content, tags, source, relates_to, tier, "
+                "is_pinned, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (mem.uid, mem.domain, mem.namespace, mem.summary, mem.content, json.dumps(list(mem.tags)),
+                 mem.source, json.dumps(list(mem.relates_to)), mem.tier, int(mem.is_pinned),
+                 mem.timestamp, mem.timestamp))
+            self._log_memory_op(mem.uid, mem.timestamp)
+        stored = self.get_memory(mem.uid)
+        assert stored is not None
+        return stored
+
+    def update_memory(self, uid: str, fields: dict[str, Any], timestamp: int) -> Memory | None:
+        sets: list[str] = ["updated_at = %s"]
+        params: list[Any] = [timestamp]
+        for name, raw in fields.items():
+            if name not in _MEMORY_FIELDS:
+                raise ValueError(f"not an updatable memory field: {name}")
+            if name in ("tags", "relates_to"):
+                params.append(json.dumps(list(raw)))
+            elif name == "is_pinned":
+                params.append(int(raw))
+            else:
+                params.append(raw)
+            sets.append(f"{name} = %s")
+        params.append(uid)
+        with self.transaction():
+            changed = self._exec(f"UPDATE memories SET {', '.join(sets)} WHERE uid = %s AND deleted_at IS NULL",
+                                 params)
+            if changed:
+                self._log_memory_op(uid, timestamp)
+        return self.get_memory(uid) if changed else None
+
+    def tombstone_memory(self, uid: str, timestamp: int) -> bool:
+        with self.transaction():
+            changed = self._exec(
+                "UPDATE memories SET summary = '', content = '', tags = '[]', relates_to = '[]', "
+                "deleted_at = %s, updated_at = %s WHERE uid = %s AND deleted_at IS NULL", (timestamp, timestamp, uid))
+            if changed:
+                self._log_memory_op(uid, timestamp)
+                self._forget_sync_lines(uid)
+        if changed:
+            self._scrub("memories", "sync_ops")
+        return changed > 0
+
+    def get_memory(self, uid: str) -> Memory | None:
+        rows = self._query("SELECT * FROM memories WHERE uid = %s", (uid,))
+        return Memory.from_row(rows[0]) if rows else None
+
+    def touch_memories(self, uids: Sequence[str], timestamp: int) -> None:
+        if not uids or self.readonly:
+            return
+        self._exec("UPDATE memories SET accessed_at = %s, access_count = access_count + 1 WHERE uid = ANY(%s)",
+                   (timestamp, list(uids)))
+
+    def memory_numbers(self, uids: Sequence[str]) -> dict[str, int]:
+        if not uids:
+            return {}
+        rows = self._query("SELECT uid, id FROM memories WHERE uid = ANY(%s)", (list(uids),))
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def memory_uid(self, number: int) -> str | None:
+        rows = self._query("SELECT uid FROM memories WHERE id = %s", (number,))
+        return str(rows[0][0]) if rows else None
+
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the memory's stored tsvector is what its text gives now (the generated column
+        the GIN index reads; a stale one would follow a changed text-search configuration)."""
+        expr = self._tsv_expression("memories")
+        return bool(self._query(f"SELECT 1 FROM memories WHERE uid = %s AND tsv IS NOT NULL "
+                                f"AND tsv = ({expr})", (uid,)))
+
+    def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
+        clauses: list[str] = ["deleted_at IS NULL"]
+        params: list[Any] = []
+        if domain:
+            clauses.append("domain = %s")
+            params.append(domain)
+        if namespace:
+            clauses.append("namespace = %s")
+            params.append(namespace)
+        for row in self._query(f"SELECT * FROM memories WHERE {' AND '.join(clauses)} "
+                               "ORDER BY updated_at DESC, id DESC", params):
+            yield Memory.from_row(row)
+
+    def export_memories(self, filters: SearchFilters, deleted: bool) -> Iterator[Memory]:
+        clauses: list[str] = [] if deleted else ["m.deleted_at IS NULL"]
+        params: list[Any] = []
+        memory_filters(filters.replace(include_archived=True), clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        for row in self._query(f"SELECT m.* FROM memories m {where} ORDER BY m.uid COLLATE \"C\"", params):
+            yield Memory.from_row(row)
+
+    def export_sessions(self, project: str | None, since: int | None) -> list[Session]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if project is not None:
+            clauses.append("s.project = %s")
+            params.append(project)
+        if since is not None:
+            clauses.append("(s.started_at >= %s OR s.ended_at >= %s "
+                           "OR EXISTS (SELECT 1 FROM prompts p WHERE p.session_id = s.id AND p.timestamp >= %s) "
+                           "OR EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id AND o.timestamp >= %s))")
+            params.extend([since] * 4)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        return [Session.from_row(r) for r in
+                self._query(f"SELECT * FROM sessions s {where} ORDER BY s.started_at, s.id COLLATE \"C\"", params)]
+
+    def put_memory(self, memory: Memory) -> None:
+        """Write a whole memory row by its uid (insert or replace every field), logged for sync."""
+        with self.transaction():
+            self._exec(
+                "INSERT INTO memories (uid, domain, namespace, summary, content, tags, source, relates_to, tier, "
+                "is_pinned, created_at, updated_at, accessed_at, access_count, deleted_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (uid) DO UPDATE SET "
+                "domain = excluded.domain, namespace = excluded.namespace, summary = excluded.summary, "
+                "content = excluded.content, tags = excluded.tags, source = excluded.source, "
+                "relates_to = excluded.relates_to, tier = excluded.tier, is_pinned = excluded.is_pinned, "
+                "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+                "accessed_at = excluded.accessed_at, access_count = excluded.access_count, "
+                "deleted_at = excluded.deleted_at",
+                (memory.id, memory.domain, memory.namespace, memory.summary, memory.content,
+                 json.dumps(list(memory.tags)), memory.source, json.dumps(list(memory.relates_to)), memory.tier,
+                 int(memory.is_pinned), memory.created_at, memory.updated_at, memory.accessed_at,
+                 memory.access_count, memory.deleted_at))
+            self._log_memory_op(memory.id, memory.updated_at)
+            if memory.deleted_at is not None:
+                self._forget_sync_lines(memory.id)
+        if memory.deleted_at is not None:
+            self._scrub("memories", "sync_ops")
+
+    def put_session(self, session: Session) -> None:
+        """Write a whole session row by its id (a session keeps its project)."""
+        self._exec(
+            "INSERT INTO sessions (id, project, started_at, ended_at, signature, summary) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at, "
+            "ended_at = excluded.ended_at, signature = excluded.signature, summary = excluded.summary",
+            (session.id, session.project, session.started_at, session.ended_at,
+             None if session.signature is None else json.dumps(session.signature, sort_keys=True),
+             None if session.summary is None else json.dumps(session.summary)))

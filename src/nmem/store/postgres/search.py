@@ -1,0 +1,288 @@
+"""Reading records by id and by full-text match on PostgreSQL: `tsvector @@ tsquery`, ranked.
+
+Ranking: SQLite ranks by FTS5's BM25; PostgreSQL has no BM25, so `ts_rank` with length
+normalisation 1 (rank / (1 + log(length))) stands in, and the memory fields' weight classes
+(A summary, B tags, C content, D namespace) take FTS5's column weights 3 : 2 : 1 : 0.5.
+Scores are negated ranks, as SQLite's are negated BM25s: higher is better on both, though the
+scales differ. As in SQLite, relevance ranks the newest RELEVANCE_WINDOW matching rows, so a
+word found in a third of the rows costs a bounded sort. The service's own ranking
+(nmem.search.rank) reads texts, token counts and document frequencies from `fts_texts` and
+`fts_stats`, so on both engines it computes the same BM25 over the same words.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from nmem.models import Memory, Observation, Prompt, Session
+from nmem.store import FtsStats, SearchFilters
+from nmem.store.postgres.connection import OBS_COLUMNS, Connection, Row, tsquery
+from nmem.store.postgres.filters import memory_filters, observation_filters, prompt_filters, session_filters
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# scope -> (table, the column after session_id that orders a session)
+RANKED_TABLES = {"prompts": ("prompts", "id"), "observations": ("observations", "timestamp")}
+
+RELEVANCE_WINDOW = 2000
+DF_CACHE_DRIFT = 0.05
+DF_CACHE_SIZE = 20_000
+AVG_TOKENS_SAMPLE = 2000
+
+TSQ = "to_tsquery('nmem', %s)"
+# ts_rank's weights are listed D, C, B, A: namespace 0.5, content 1, tags 2, summary 3, scaled to 0..1.
+MEMORY_WEIGHTS = "'{0.1667, 0.3333, 0.6667, 1.0}'"
+SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
+
+OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+PROMPT_COLS = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content"
+
+# FTS5's unicode61 tokens (letters and digits): what nmem_words leaves of a text, split on spaces.
+TOKEN_COUNT = "cardinality(string_to_array(btrim(nmem_words({col})), ' '))"
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def _order(order: str, time_col: str, has_match: bool) -> str:
+    if order == "date_asc":
+        return f"{time_col} ASC"
+    if order == "date_desc" or not has_match:
+        return f"{time_col} DESC"
+    return "rank ASC"
+
+
+class SearchReads(Connection):
+    def get_observations(self, ids: Sequence[int]) -> list[Observation]:
+        if not ids:
+            return []
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id = ANY(%s)", ([int(i) for i in ids],))
+        by_id = {row["id"]: Observation.from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def get_prompts(self, ids: Sequence[int]) -> list[Prompt]:
+        if not ids:
+            return []
+        rows = self._query(f"SELECT {PROMPT_COLS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id = ANY(%s)", ([int(i) for i in ids],))
+        by_id = {row["id"]: Prompt.from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    # -- the shared relevance read --------------------------------------------------------
+
+    def _rank_newest(self, source: str, key: str, newest: str, tsv: str, weights: str | None, q: str,
+                     clauses: Sequence[str], params: Sequence[Any], want: int) -> list[Row]:
+        """(id, rank) of the best `want` by ts_rank among the newest RELEVANCE_WINDOW matches
+        that pass `clauses`, best first (rank ascending: it is the negated ts_rank). Only the
+        window's rows are ranked: ts_rank reads each row's whole tsvector."""
+        table = source.split(maxsplit=1)[0]
+        rank = f"ts_rank({weights + ', ' if weights else ''}r.tsv, {TSQ}, 1)"
+        where = " AND ".join([f"{tsv} @@ {TSQ}", *clauses])
+        return self._query(
+            f"SELECT w.id, -{rank} AS rank FROM (SELECT {key} AS id FROM {source} WHERE {where} "
+            f"ORDER BY {newest} LIMIT %s) w JOIN {table} r ON r.id = w.id ORDER BY rank, w.id DESC LIMIT %s",
+            [q, q, *params, max(RELEVANCE_WINDOW, want), want])
+
+    def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        observation_filters(filters, clauses, params)
+        rows = self._rank_newest("observations o", "o.id", "o.id DESC", "o.tsv", None, q, clauses, params, want)
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def _prompt_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        prompt_filters(filters, clauses, params)
+        rows = self._rank_newest("prompts p JOIN sessions s ON s.id = p.session_id", "p.id", "p.id DESC", "p.tsv",
+                                 None, q, clauses, params, want)
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    # -- searches ----------------------------------------------------------------------------
+
+    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
+                            limit: int, offset: int) -> list[tuple[Observation, float]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if match is None:
+            observation_filters(filters, clauses, params)
+            where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+            rows = self._query(f"SELECT {OBS_COLS_O} FROM observations o {where} "
+                               f"ORDER BY {_order(order, 'o.timestamp', False)}, o.id DESC LIMIT %s OFFSET %s",
+                               [*params, limit, offset])
+            return [(Observation.from_row(r), 0.0) for r in rows]
+        q = tsquery(match)
+        if q is None:
+            return []
+        if order == "relevance":
+            ranked = self._observation_ranks(q, filters, offset + limit)[offset:]
+            found = {o.id: o for o in self.get_observations([i for i, _ in ranked])}
+            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+        observation_filters(filters, clauses, params)
+        rows = self._query(
+            f"SELECT {OBS_COLS_O}, -ts_rank(o.tsv, {TSQ}, 1) AS rank FROM observations o "
+            f"WHERE {' AND '.join([f'o.tsv @@ {TSQ}', *clauses])} "
+            f"ORDER BY {_order(order, 'o.timestamp', True)}, o.id DESC LIMIT %s OFFSET %s",
+            [q, q, *params, limit, offset])
+        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
+                       limit: int, offset: int) -> list[tuple[Prompt, float]]:
+        q = tsquery(match) if match is not None else None
+        if match is not None and q is None:
+            return []
+        if q is not None and order == "relevance":
+            ranked = self._prompt_ranks(q, filters, offset + limit)[offset:]
+            found = {p.id: p for p in self.get_prompts([i for i, _ in ranked])}
+            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+        clauses: list[str] = []
+        params: list[Any] = []
+        select_params: list[Any] = []
+        rank = "0.0"
+        if q is not None:
+            rank = f"-ts_rank(p.tsv, {TSQ}, 1)"
+            select_params = [q]
+            clauses.append(f"p.tsv @@ {TSQ}")
+            params.append(q)
+        prompt_filters(filters, clauses, params)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = self._query(
+            f"SELECT {PROMPT_COLS}, {rank} AS rank FROM prompts p JOIN sessions s ON s.id = p.session_id {where} "
+            f"ORDER BY {_order(order, 'p.timestamp', q is not None)}, p.id DESC LIMIT %s OFFSET %s",
+            [*select_params, *params, limit, offset])
+        return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Session, float]]:
+        q = tsquery(match) if match is not None else None
+        if match is not None and q is None:
+            return []
+        clauses: list[str] = []
+        params: list[Any] = []
+        session_filters(filters, clauses, params)
+        if q is not None and order == "relevance":
+            ranked = self._rank_newest("sessions s", "s.id", "s.started_at DESC, s.id DESC", "s.tsv",
+                                       SESSION_WEIGHTS, q, clauses, params, offset + limit)[offset:]
+            ids = [str(r[0]) for r in ranked]
+            found = {r["id"]: Session.from_row(r) for r in
+                     self._query("SELECT * FROM sessions WHERE id = ANY(%s)", (ids,))}
+            return [(found[str(r[0])], 0.0 - float(r[1])) for r in ranked if str(r[0]) in found]
+        select_params: list[Any] = []
+        rank = "0.0"
+        if q is not None:
+            rank = f"-ts_rank({SESSION_WEIGHTS}, s.tsv, {TSQ}, 1)"
+            select_params = [q]
+            clauses.insert(0, f"s.tsv @@ {TSQ}")
+            params.insert(0, q)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = self._query(f"SELECT s.*, {rank} AS rank FROM sessions s {where} "
+                           f"ORDER BY {_order(order, 's.started_at', q is not None)}, s.id DESC LIMIT %s OFFSET %s",
+                           [*select_params, *params, limit, offset])
+        return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Memory, float]]:
+        q = tsquery(match) if match is not None else None
+        if match is not None and q is None:
+            return []
+        clauses = ["m.deleted_at IS NULL"]
+        params: list[Any] = []
+        select_params: list[Any] = []
+        rank = "0.0"
+        if q is not None:
+            rank = f"-ts_rank({MEMORY_WEIGHTS}, m.tsv, {TSQ}, 1)"
+            select_params = [q]
+            clauses.append(f"m.tsv @@ {TSQ}")
+            params.append(q)
+        memory_filters(filters, clauses, params)
+        rows = self._query(
+            f"SELECT m.*, {rank} AS rank FROM memories m WHERE {' AND '.join(clauses)} "
+            f"ORDER BY m.is_pinned DESC, {_order(order, 'm.updated_at', q is not None)}, m.id DESC "
+            "LIMIT %s OFFSET %s", [*select_params, *params, limit, offset])
+        return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def neighbours(self, anchor: Observation, before: int, after: int
+                   ) -> tuple[list[Observation], list[Observation]]:
+        prev = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = %s AND id < %s "
+                           "ORDER BY id DESC LIMIT %s", (anchor.session_id, anchor.id, before))
+        nxt = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = %s AND id > %s "
+                          "ORDER BY id ASC LIMIT %s", (anchor.session_id, anchor.id, after))
+        return [Observation.from_row(r) for r in reversed(prev)], [Observation.from_row(r) for r in nxt]
+
+    # -- ranking support ---------------------------------------------------------------------
+
+    def _ranked(self, scope: str) -> tuple[str, str]:
+        try:
+            return RANKED_TABLES[scope]
+        except KeyError:
+            raise ValueError(f"no ranking support for scope {scope!r}") from None
+
+    def session_windows(self, scope: str, ids: Sequence[int], span: int) -> dict[int, list[tuple[int, int]]]:
+        """For each id, the ids up to `span` records before (-1, -2, …) and after (1, 2, …) it
+        in its session, farthest before first."""
+        if not ids or span <= 0:
+            return {}
+        table, col = self._ranked(scope)
+        key, anchor = ("n.id", "a.id") if col == "id" else ("(n.timestamp, n.id)", "(a.timestamp, a.id)")
+        desc = "n.id DESC" if col == "id" else "n.timestamp DESC, n.id DESC"
+        asc = "n.id" if col == "id" else "n.timestamp, n.id"
+        rows = self._query(
+            f"SELECT a.id, ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor} "
+            f"ORDER BY {desc} LIMIT %s), ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id "
+            f"AND {key} > {anchor} ORDER BY {asc} LIMIT %s) FROM {table} a WHERE a.id = ANY(%s)",
+            (span, span, [int(i) for i in ids]))
+        out: dict[int, list[tuple[int, int]]] = {}
+        for anchor_id, before, after in rows:
+            earlier = [(int(n), -(d + 1)) for d, n in enumerate(before)]
+            out[int(anchor_id)] = list(reversed(earlier)) + [(int(n), d + 1) for d, n in enumerate(after)]
+        return out
+
+    def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
+        """Ids of the best `want` rows by ts_rank among the newest RELEVANCE_WINDOW matches."""
+        self._ranked(scope)
+        q = tsquery(match)
+        if q is None:
+            return []
+        ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(q, filters, want)
+        return [i for i, _ in ranked]
+
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
+        """Each row's text, its token count as FTS5's unicode61 counts it, and its time."""
+        if not ids:
+            return {}
+        table, _ = self._ranked(scope)
+        rows = self._query(f"SELECT t.id, t.content, {TOKEN_COUNT.format(col='t.content')}, t.timestamp "
+                           f"FROM {table} t WHERE t.id = ANY(%s) ORDER BY t.id", ([int(i) for i in ids],))
+        return {int(r[0]): (str(r[1]), int(r[2] or 0), int(r[3])) for r in rows}
+
+    def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
+        """Rows, tokens (rows x the mean token count of the newest rows) and rows holding each
+        term (counted off the GIN index, kept while the table grows or shrinks under 5%)."""
+        table, _ = self._ranked(scope)
+        docs = int(self._query(f"SELECT count(*) FROM {table}")[0][0])
+        cached = self._df_cache.get((table, "\0tokens"))
+        if cached is not None and abs(docs - cached[1]) <= docs * DF_CACHE_DRIFT:
+            mean = cached[0] / 1000
+        else:
+            mean = float(self._query(
+                f"SELECT COALESCE(avg({TOKEN_COUNT.format(col='content')}), 0) FROM "
+                f"(SELECT content FROM {table} ORDER BY id DESC LIMIT {AVG_TOKENS_SAMPLE}) t")[0][0])
+            self._df_cache[(table, "\0tokens")] = (round(mean * 1000), docs)
+        df: dict[str, int] = {}
+        for term in dict.fromkeys(terms):
+            hit = self._df_cache.get((table, term))
+            if hit is None or abs(docs - hit[1]) > docs * DF_CACHE_DRIFT:
+                words = _TERM.findall(term)
+                count = 0
+                if words:
+                    # the terms are stems already (nmem.search.porter): looked up as they are
+                    expr = " <-> ".join(f"'{w.lower()}'" for w in words)
+                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', %s)",
+                                            (expr,))[0][0])
+                if len(self._df_cache) > DF_CACHE_SIZE:
+                    self._df_cache.clear()
+                hit = (count, docs)
+                self._df_cache[(table, term)] = hit
+            if hit[0]:
+                df[term] = hit[0]
+        return FtsStats(docs, round(docs * mean), df)

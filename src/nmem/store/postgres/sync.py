@@ -1,0 +1,183 @@
+"""Sync bookkeeping on PostgreSQL (nmem.sync): the device clock, the outbox, applied remote files;
+change tokens for subscriptions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nmem import jsonlite as json
+from nmem.models import Observation, Prompt
+from nmem.store import FileMark, OutboxOp
+from nmem.store.postgres.connection import OBS_COLUMNS, Connection
+from nmem.sync import oplog
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+_SAVE_FILE = ("INSERT INTO sync_files (path, blob, byte_offset) VALUES (%s, %s, %s) ON CONFLICT (path) "
+              "DO UPDATE SET blob = excluded.blob, byte_offset = excluded.byte_offset")
+
+
+class SyncRows(Connection):
+    def sync_device(self) -> str:
+        return str(self._query("SELECT device FROM sync_state")[0]["device"])
+
+    def sync_pending(self) -> bool:
+        return bool(self._query("SELECT 1 FROM sync_ops WHERE pushed = 0 LIMIT 1"))
+
+    def sync_outbox(self) -> list[OutboxOp]:
+        rows = self._query("SELECT seq, version, uid, domain, line FROM sync_ops WHERE pushed = 0 ORDER BY seq")
+        return [OutboxOp(r["seq"], r["version"], r["uid"], r["domain"], r["line"]) for r in rows]
+
+    def sync_log_unlogged(self, timestamp: int) -> int:
+        with self.transaction():
+            uids = [r["uid"] for r in self._query("SELECT uid FROM memories WHERE sync_version IS NULL ORDER BY id")]
+            for uid in uids:
+                self._log_memory_op(uid, timestamp)
+        return len(uids)
+
+    def sync_files(self) -> dict[str, tuple[str, int]]:
+        return {r["path"]: (r["blob"], int(r["byte_offset"]))
+                for r in self._query("SELECT path, blob, byte_offset FROM sync_files")}
+
+    def sync_apply(self, ops: Sequence[oplog.Op], files: Sequence[FileMark]) -> list[tuple[str, str | None]]:
+        """Apply remote operations in order and record how far each file was read, in one
+        transaction (see the SQLite engine for the outcomes)."""
+        outcomes: list[tuple[str, str | None]] = []
+        forgotten = False
+        with self.transaction():
+            state = self._query("SELECT wall, counter FROM sync_state FOR UPDATE")[0]
+            wall, counter = int(state["wall"]), int(state["counter"])
+            for op in ops:
+                wall, counter = oplog.witness(wall, counter, op.clock)
+                self._exec("UPDATE sync_ops SET pushed = 1 WHERE version = %s AND pushed = 0", (op.version,))
+                rows = self._query("SELECT sync_version FROM memories WHERE uid = %s", (op.uid,))
+                met = rows[0]["sync_version"] if rows else None
+                if met is not None and op.version <= met:
+                    outcomes.append(("same" if op.version == met else "stale", met))
+                    continue
+                self._apply_op(op, exists=bool(rows))
+                if op.op == oplog.DELETE:
+                    self._forget_sync_lines(op.uid)
+                    forgotten = True
+                outcomes.append(("applied", met))
+            self._exec("UPDATE sync_state SET wall = %s, counter = %s", (wall, counter))
+            for mark in files:
+                self._exec(_SAVE_FILE, (mark.path, mark.blob, mark.offset))
+        if forgotten:
+            self._scrub("memories", "sync_ops")
+        return outcomes
+
+    def _apply_op(self, op: oplog.Op, exists: bool) -> None:
+        m = op.memory
+        if op.op == oplog.DELETE:
+            if exists:
+                self._exec("UPDATE memories SET domain = %s, namespace = %s, summary = '', content = '', tags = '[]', "
+                           "relates_to = '[]', created_at = %s, updated_at = %s, deleted_at = %s, sync_version = %s "
+                           "WHERE uid = %s", (m["domain"], m["namespace"], m["created_at"], m["deleted_at"],
+                                              m["deleted_at"], op.version, op.uid))
+            else:
+                self._exec("INSERT INTO memories (uid, domain, namespace, summary, content, created_at, updated_at, "
+                           "deleted_at, sync_version) VALUES (%s, %s, %s, '', '', %s, %s, %s, %s)",
+                           (op.uid, m["domain"], m["namespace"], m["created_at"], m["deleted_at"],
+                            m["deleted_at"], op.version))
+            return
+        values = (m["domain"], m["namespace"], m["summary"], m["content"], json.dumps(m["tags"]), m["source"],
+                  json.dumps(m["relates_to"]), m["tier"], int(m["is_pinned"]), m["created_at"], m["updated_at"],
+                  op.version)
+        if exists:
+            self._exec("UPDATE memories SET domain = %s, namespace = %s, summary = %s, content = %s, tags = %s, "
+                       "source = %s, relates_to = %s, tier = %s, is_pinned = %s, created_at = %s, updated_at = %s, "
+                       "deleted_at = NULL, sync_version = %s WHERE uid = %s", (*values, op.uid))
+        else:
+            self._exec("INSERT INTO memories (domain, namespace, summary, content, tags, source, relates_to, tier, "
+                       "is_pinned, created_at, updated_at, sync_version, uid) "
+                       "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", (*values, op.uid))
+
+    def sync_pushed(self, seqs: Sequence[int], files: Sequence[FileMark]) -> None:
+        with self.transaction():
+            if seqs:
+                self._exec("UPDATE sync_ops SET pushed = 1 WHERE seq = ANY(%s)", (list(seqs),))
+            for mark in files:
+                self._exec(_SAVE_FILE, (mark.path, mark.blob, mark.offset))
+
+    def sync_reset(self) -> None:
+        with self.transaction():
+            self._exec("DELETE FROM sync_files")
+            self._exec("UPDATE sync_ops SET pushed = 0 WHERE pushed = 1")
+
+    # -- change detection (MCP subscriptions) ------------------------------------------------
+
+    def change_token(self) -> int:
+        """Moves whenever any session writes a watched table (the nmem_changes sequence)."""
+        row = self._query("SELECT last_value, is_called FROM nmem_changes")[0]
+        return int(row[0]) if row[1] else 0
+
+    def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]:
+        rows = self._query("SELECT uid, domain, namespace, summary, content, tags, tier, is_pinned, "
+                           "updated_at, deleted_at FROM memories")
+        return {r["uid"]: (r["domain"], r["namespace"],
+                           hash((r["summary"], r["content"], r["tags"], r["tier"], r["is_pinned"], r["updated_at"])),
+                           r["deleted_at"]) for r in rows}
+
+    def session_versions(self) -> dict[str, tuple[str, int]]:
+        rows = self._query("SELECT id, project, ended_at, summary FROM sessions")
+        return {r["id"]: (r["project"], hash((r["ended_at"], r["summary"]))) for r in rows}
+
+    def max_prompt_id(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM prompts")[0][0])
+
+    def prompts_after(self, prompt_id: int) -> list[tuple[int, str, str]]:
+        rows = self._query("SELECT p.id, s.project, p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id > %s ORDER BY p.id", (prompt_id,))
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def max_observation_id(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM observations")[0][0])
+
+    def observations_after(self, obs_id: int) -> list[tuple[int, str, str]]:
+        rows = self._query("SELECT id, project, session_id FROM observations WHERE id > %s ORDER BY id", (obs_id,))
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    # -- the change feed (nmem.changefeed): what was written since a cursor, by any process -------
+
+    def change_heads(self) -> tuple[int, int, int]:
+        """The newest observation id, prompt id and change-log sequence: the feed's "now"."""
+        row = self._query("SELECT (SELECT COALESCE(MAX(id), 0) FROM observations), "
+                          "(SELECT COALESCE(MAX(id), 0) FROM prompts), "
+                          "(SELECT COALESCE(MAX(seq), 0) FROM change_log)")[0]
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def observations_since(self, obs_id: int, limit: int) -> list[Observation]:
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id > %s ORDER BY id LIMIT %s",
+                           (obs_id, limit))
+        return [Observation.from_row(r) for r in rows]
+
+    def prompts_since(self, prompt_id: int, limit: int) -> list[Prompt]:
+        rows = self._query("SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id > %s ORDER BY p.id LIMIT %s", (prompt_id, limit))
+        return [Prompt.from_row(r) for r in rows]
+
+    def logged_changes_since(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        """(seq, kind, key, created|updated) of memories and sessions written after `seq`, oldest first."""
+        rows = self._query("SELECT seq, kind, key, action FROM change_log WHERE seq > %s ORDER BY seq LIMIT %s",
+                           (seq, limit))
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def activity_by_day(self, since: int, project: str | None) -> list[tuple[str, int, int]]:
+        """(UTC day, observations, prompts) for each day since `since` that has any."""
+        day = "to_char(to_timestamp({col}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+        params: list[object] = [since] if project is None else [since, project]
+        obs = self._query(f"SELECT {day.format(col='timestamp')} AS day, COUNT(*) FROM observations "
+                          f"WHERE timestamp >= %s{'' if project is None else ' AND project = %s'} GROUP BY day",
+                          params)
+        prompts = self._query(f"SELECT {day.format(col='p.timestamp')} AS day, COUNT(*) FROM prompts p "
+                              "JOIN sessions s ON s.id = p.session_id "
+                              f"WHERE p.timestamp >= %s{'' if project is None else ' AND s.project = %s'} "
+                              "GROUP BY day", params)
+        days: dict[str, list[int]] = {}
+        for row in obs:
+            days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
+        for row in prompts:
+            days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
+        return [(d, counts[0], counts[1]) for d, counts in sorted(days.items())]

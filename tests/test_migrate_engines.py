@@ -1,0 +1,87 @@
+"""`nmem migrate --to URL`: every row copied between SQLite and PostgreSQL, verified, both ways."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import record, run_nmem
+from nmem.config import load_settings
+from nmem.errors import InvalidArgument
+from nmem.memory import Service
+from nmem.store import SearchFilters, open_store
+from nmem.store.migrate import TABLES, migrate, store_checks
+
+T0 = 1_790_000_000
+
+pytestmark = pytest.mark.postgres
+
+
+def fill(service: Service) -> None:
+    for i in range(30):
+        record(service, "UserPromptSubmit", now=T0 + 10 * i, session_id=f"s{i % 3}", prompt=f"fix the login bug {i}")
+        record(service, "PostToolUse", now=T0 + 10 * i + 1, session_id=f"s{i % 3}", tool_name="Bash",
+               tool_input={"command": f"pytest tests/test_login.py -k case{i}"}, tool_response={"exit_code": i % 2})
+    service.remember("Sessions expire after 30 minutes", namespace="decisions", project="demo", tags=["auth"])
+    gone = service.remember("to be forgotten", namespace="learnings", project="demo")
+    service.forget(gone.urn)
+    service.remember("Use PostgreSQL 15 for billing because it supports transactions.", namespace="decisions",
+                     project="demo")
+    service.remember("Decision: we use PostgreSQL 15 for billing, because it supports transactions.",
+                     namespace="decisions", project="demo")
+    assert service.consolidate()["merges"], "a run with changes for the undo log"
+
+
+def test_sqlite_to_postgres_and_back_keeps_every_row(service: Service, pg_url: str, tmp_path: Path) -> None:
+    fill(service)
+    source = service.settings.store_url
+    service.close()
+    checks = migrate(source, pg_url)
+    assert {c.table: c.rows for c in checks}["observations"] == 30
+    pg = open_store(pg_url)
+    try:
+        assert [c.to_dict() for c in store_checks(pg)] == [c.to_dict() for c in checks]
+        found = pg.search_observations("login", SearchFilters(), "date_desc", 5, 0)
+        assert [o.id for o, _ in found] == [30, 29, 28, 27, 26]  # ids kept, the full-text index rebuilt
+        new_id = pg.add_prompt("s0", T0 + 999, "user", "after the move")
+        assert new_id == 31, "identity columns continue after the copied ids"
+        rows = {c.table: c.rows for c in checks}
+        assert rows["lifecycle_runs"] == 1 and rows["lifecycle_changes"] >= 2 and rows["lifecycle_state"] == 1
+    finally:
+        pg.close()
+    with Service.open(load_settings({"NMEM_HOME": str(tmp_path / "pg"), "NMEM_STORE_URL": pg_url})) as svc:
+        (run,) = svc.consolidation_runs()
+        undone = svc.undo_consolidation(run["id"])  # the undo log came along
+        assert len(undone["restored"]) == 2 and undone["conflicts"] == []
+        assert svc.store.start_run("consolidate", T0) == run["id"] + 1
+    back = f"sqlite:///{tmp_path / 'back.db'}"
+    again = migrate(pg_url, back)
+    assert {c.table: c.rows for c in again}["prompts"] == 31
+    assert {c.table: c.rows for c in again}["lifecycle_runs"] == 2
+    with Service.open(load_settings({"NMEM_HOME": str(tmp_path / "h"), "NMEM_STORE_URL": back})) as svc:
+        assert [h.record.summary for h in svc.recall("expire", project="demo")] == ["Sessions expire after 30 minutes"]
+
+
+def test_a_non_empty_target_is_refused_unless_forced(service: Service, pg_url: str) -> None:
+    fill(service)
+    source = service.settings.store_url
+    service.close()
+    first = migrate(source, pg_url)
+    with pytest.raises(InvalidArgument, match="already holds data"):
+        migrate(source, pg_url)
+    assert [c.to_dict() for c in migrate(source, pg_url, force=True)] == [c.to_dict() for c in first]
+    assert len(first) == len(TABLES)
+
+
+def test_the_cli_copies_and_prints_the_checks(nmem_home: Path, pg_url: str, tmp_path: Path) -> None:
+    env = {"NMEM_HOME": str(nmem_home), "PATH": "/usr/bin:/bin"}
+    with Service.open(load_settings(env)) as svc:
+        fill(svc)
+    done = run_nmem(["migrate", "--to", pg_url, "--format", "json"], env=env)
+    assert done.returncode == 0, done.stderr
+    tables = {t["table"]: t["rows"] for t in json.loads(done.stdout)["tables"]}
+    assert (tables["sessions"], tables["observations"], tables["memories"]) == (3, 30, 4)
+    refused = run_nmem(["migrate", "--to", pg_url], env=env)
+    assert refused.returncode == InvalidArgument.exit_code and "already holds data" in refused.stderr

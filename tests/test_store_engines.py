@@ -1,0 +1,137 @@
+"""The Store contract on both engines: the query language, transactions, snapshots, change
+tokens, vectors, errors. (SQLite-only behaviour, files and PRAGMAs, is in test_store_sqlite.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from nmem.errors import QuerySyntaxError, StoreUnavailable
+from nmem.store import NewMemory, NewObservation, SearchFilters, open_store
+from nmem.store.protocol import Store
+from store_engines import both_engines
+
+__all__ = ["both_engines"]
+
+T0 = 1_790_000_000
+ALL = SearchFilters()
+
+
+def add(store: Store, content: str, at: int, session: str = "s1", obs_type: str = "command") -> int:
+    with store.transaction():
+        store.ensure_session(session, "demo", T0)
+        return store.add_observation(NewObservation(session, "demo", at, obs_type, "PostToolUse", content))
+
+
+def found(store: Store, match: str) -> list[int]:
+    return sorted(o.id for o, _ in store.search_observations(match, ALL, "date_desc", 50, 0))
+
+
+@pytest.fixture
+def texts(store: Store) -> dict[str, int]:
+    rows = {"login": "fix the login redirect in src/auth.py", "logout": "logout button tests are flaky",
+            "deploy": "deploying the billing service", "both": "login and deploy scripts",
+            "snake": "run_migrations failed on user_id"}
+    return {key: add(store, text, T0 + i) for i, (key, text) in enumerate(rows.items())}
+
+
+def test_words_phrases_prefixes_and_operators_match_alike(store: Store, texts: dict[str, int]) -> None:
+    t = texts
+    assert found(store, "login") == sorted([t["login"], t["both"]])
+    assert found(store, '"login redirect"') == [t["login"]]
+    assert found(store, '"redirect login"') == []
+    assert found(store, "log*") == sorted([t["login"], t["logout"], t["both"]])
+    assert found(store, "login NOT deploy") == [t["login"]]
+    assert found(store, "logout OR billing") == sorted([t["logout"], t["deploy"]])
+    assert found(store, "(login OR logout) AND flaky") == [t["logout"]]
+    assert found(store, "deploy") == sorted([t["deploy"], t["both"]]), "porter stems deploying -> deploy"
+    assert found(store, '"auth.py"') == [t["login"]], "punctuation splits words as unicode61 does"
+    assert found(store, "migrations") == [t["snake"]] and found(store, "user") == [t["snake"]]
+    assert found(store, "NEAR(login redirect, 3)") == [t["login"]]
+
+
+@pytest.mark.parametrize("bad", ["login AND", "(login OR logout", '"unterminated', "OR login", "auth.py",
+                                 "bogus: login"])
+def test_malformed_queries_are_the_same_error_and_change_nothing(store: Store, texts: dict[str, int],
+                                                                 bad: str) -> None:
+    for call in (lambda: store.search_observations(bad, ALL, "relevance", 5, 0),
+                 lambda: store.search_memories(bad, ALL, "relevance", 5, 0),
+                 lambda: store.purge_observations_matching(bad, ALL)):
+        with pytest.raises(QuerySyntaxError, match="invalid search query"):
+            call()
+    assert len(store.observation_ids(None, ALL)) == len(texts)
+
+
+def test_relevance_prefers_the_summary_of_a_memory(store: Store) -> None:
+    in_body = store.insert_memory(NewMemory("01J000000000000000000000A1", "user", "notes", "about caches",
+                                            "postgres is the shared store", T0))
+    in_summary = store.insert_memory(NewMemory("01J000000000000000000000A2", "user", "notes", "postgres",
+                                               "the shared store for the team", T0))
+    ranked = store.search_memories("postgres", ALL, "relevance", 5, 0)
+    assert [m.id for m, _ in ranked] == [in_summary.id, in_body.id]
+    assert ranked[0][1] > ranked[1][1]
+
+
+def test_a_failed_transaction_leaves_nothing_and_nested_ones_join(store: Store) -> None:
+    with pytest.raises(RuntimeError), store.transaction():
+        add(store, "rolled back", T0)
+        raise RuntimeError("boom")
+    assert store.observation_ids(None, ALL) == []
+    with store.transaction():
+        first = add(store, "outer", T0)
+        with store.transaction():
+            second = add(store, "inner", T0 + 1)
+    assert store.observation_ids(None, ALL) == [first, second]
+
+
+def test_a_snapshot_does_not_see_later_commits(store: Store, store_url: str) -> None:
+    add(store, "before", T0)
+    other = open_store(store_url)
+    try:
+        with store.read_snapshot():
+            assert len(store.observation_ids(None, ALL)) == 1
+            add(other, "during", T0 + 1)
+            assert len(store.observation_ids(None, ALL)) == 1
+        assert len(store.observation_ids(None, ALL)) == 2
+        with store.read_snapshot():  # a write of its own inside a snapshot commits; the snapshot reads on
+            assert len(store.observation_ids(None, ALL)) == 2
+            add(store, "mine", T0 + 2)
+            assert len(store.observation_ids(None, ALL)) == 2
+        assert len(store.observation_ids(None, ALL)) == 3
+    finally:
+        other.close()
+
+
+def test_the_change_token_moves_when_another_connection_writes(store: Store, store_url: str) -> None:
+    add(store, "first", T0)
+    before = store.change_token()
+    assert store.change_token() == before
+    other = open_store(store_url)
+    try:
+        add(other, "second", T0 + 1)
+    finally:
+        other.close()
+    assert store.change_token() != before
+
+
+def test_vectors_go_with_their_row(store: Store) -> None:
+    kept, gone = add(store, "kept", T0), add(store, "gone", T0 + 1)
+    store.put_vectors("observation", "m", 2, [(kept, b"\x00" * 8), (gone, b"\x01" * 8)])
+    assert store.count_missing_vectors("observation", "m") == 0
+    assert store.purge_observations([gone]) == 1
+    assert store.get_vectors("observation", "m", [kept, gone]) == {kept: b"\x00" * 8}
+    assert store.count_vectors("observation", "m") == 1
+
+
+def test_reopening_migrates_nothing_twice(store: Store, store_url: str) -> None:
+    version = store.schema_version()
+    again = open_store(store_url)
+    try:
+        assert again.schema_version() == version > 0
+        assert again.integrity() == "ok"
+    finally:
+        again.close()
+
+
+def test_an_unreachable_server_is_a_clear_storage_error() -> None:
+    with pytest.raises(StoreUnavailable, match=r"cannot connect to postgresql://nmem@127\.0\.0\.1:1/nmem"):
+        open_store("postgresql://nmem@127.0.0.1:1/nmem?connect_timeout=1", busy_timeout_ms=500)
