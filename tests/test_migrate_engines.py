@@ -12,7 +12,7 @@ from nmem.config import load_settings
 from nmem.errors import InvalidArgument
 from nmem.memory import Service
 from nmem.store import SearchFilters, open_store
-from nmem.store.migrate import TABLES, migrate, store_checks
+from nmem.store.migrate import TABLES, holds_data, migrate, store_checks
 
 T0 = 1_790_000_000
 
@@ -85,3 +85,21 @@ def test_the_cli_copies_and_prints_the_checks(nmem_home: Path, pg_url: str, tmp_
     assert (tables["sessions"], tables["observations"], tables["memories"]) == (3, 30, 4)
     refused = run_nmem(["migrate", "--to", pg_url], env=env)
     assert refused.returncode == InvalidArgument.exit_code and "already holds data" in refused.stderr
+
+
+def test_a_store_with_team_users_is_not_copied_where_users_cannot_go(nmem_home: Path, pg_url: str) -> None:
+    """PostgreSQL keeps no users yet: copying a team server's store there would drop its users,
+    tokens, audit trail and writers, so the migration refuses and the target stays empty."""
+    env = {"NMEM_HOME": str(nmem_home), "PATH": "/usr/bin:/bin"}
+    with Service.open(load_settings(env)) as svc:
+        fill(svc)
+    added = run_nmem(["user", "add", "alice", "--admin"], env=env)
+    assert added.returncode == 0, added.stderr
+    refused = run_nmem(["migrate", "--to", pg_url], env=env)
+    assert refused.returncode == InvalidArgument.exit_code, refused.stderr
+    assert "has team users" in refused.stderr and "nothing was copied" in refused.stderr
+    pg = open_store(pg_url)
+    try:
+        assert not holds_data(pg)
+    finally:
+        pg.close()

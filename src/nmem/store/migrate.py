@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any
 
+from nmem import team
 from nmem.errors import InvalidArgument, StorageError
 from nmem.store import open_store
 from nmem.store.protocol import Store
@@ -141,6 +142,11 @@ def migrate(source_url: str, target_url: str, *, force: bool = False) -> list[Ta
     try:
         target = open_store(target_url)
         try:
+            if team.active(source) and not hasattr(target, "team_active"):
+                # Users, tokens, the audit trail and who wrote what have no tables there yet:
+                # a copy would drop them silently.
+                raise InvalidArgument(f"{source_url} has team users, and the engine of {target.url} keeps no "
+                                      "users yet: the migration would lose them, so nothing was copied")
             if holds_data(target) and not force:
                 raise InvalidArgument(f"{target.url} already holds data: migrate into an empty store, "
                                       "or pass --force to replace everything in it")
