@@ -27,10 +27,10 @@ TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("sessions", ("id", "project", "started_at", "ended_at", "signature", "summary", "root"), "id"),
     ("prompts", ("id", "session_id", "timestamp", "source", "content"), "id"),
     ("observations", ("id", "session_id", "project", "prompt_id", "timestamp", "obs_type", "source_event",
-                      "tool_name", "file_path", "content", "metadata", "is_pinned"), "id"),
+                      "tool_name", "file_path", "content", "metadata", "is_pinned", "writer"), "id"),
     ("memories", ("id", "uid", "domain", "namespace", "summary", "content", "tags", "source", "relates_to",
                   "tier", "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at",
-                  "sync_version"), "id"),
+                  "sync_version", "writer"), "id"),
     ("vectors", ("kind", "row_id", "model", "dim", "vec"), "kind, row_id, model"),
     ("import_marks", ("session_id", "source", "byte_offset", "state", "last_event_at", "updated_at"),
      "session_id, source"),
@@ -41,12 +41,15 @@ TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("lifecycle_runs", ("id", "kind", "started_at", "finished_at", "undone_at", "report"), "id"),
     ("lifecycle_changes", ("id", "run_id", "uid", "action", "before", "after"), "id"),
     ("lifecycle_state", ("key", "value"), "key"),
+    ("team_users", ("id", "name", "is_admin", "created_at"), "id"),
+    ("team_tokens", ("id", "user_id", "digest", "created_at", "revoked_at"), "id"),
+    ("audit", ("id", "at", "username", "action", "urn"), "id"),
 )
 
 BATCH = 2000
 # Tables with an identity column PostgreSQL must continue after the copied ids.
 IDENTITY = {"prompts": "id", "observations": "id", "memories": "id", "sync_ops": "seq", "lifecycle_runs": "id",
-            "lifecycle_changes": "id"}
+            "lifecycle_changes": "id", "team_users": "id", "team_tokens": "id", "audit": "id"}
 
 
 class TableCheck:
