@@ -146,10 +146,10 @@ def migrate(source_url: str, target_url: str, *, force: bool = False) -> list[Ta
         target = open_store(target_url)
         try:
             if team.active(source) and not hasattr(target, "team_active"):
-                # Users, tokens, the audit trail and who wrote what have no tables there yet:
+                # Users, tokens, the audit trail and who wrote what have no tables in that engine:
                 # a copy would drop them silently.
                 raise InvalidArgument(f"{source_url} has team users, and the engine of {target.url} keeps no "
-                                      "users yet: the migration would lose them, so nothing was copied")
+                                      "users: the migration would lose them, so nothing was copied")
             if holds_data(target) and not force:
                 raise InvalidArgument(f"{target.url} already holds data: migrate into an empty store, "
                                       "or pass --force to replace everything in it")
