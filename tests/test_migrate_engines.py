@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from nmem.errors import InvalidArgument
 from nmem.memory import Service
 from nmem.store import SearchFilters, open_store
 from nmem.store.migrate import TABLES, holds_data, migrate, store_checks
+from nmem.team import digest as team_digest
 
 T0 = 1_790_000_000
 
@@ -87,19 +89,68 @@ def test_the_cli_copies_and_prints_the_checks(nmem_home: Path, pg_url: str, tmp_
     assert refused.returncode == InvalidArgument.exit_code and "already holds data" in refused.stderr
 
 
-def test_a_store_with_team_users_is_not_copied_where_users_cannot_go(nmem_home: Path, pg_url: str) -> None:
-    """PostgreSQL keeps no users yet: copying a team server's store there would drop its users,
-    tokens, audit trail and writers, so the migration refuses and the target stays empty."""
-    env = {"NMEM_HOME": str(nmem_home), "PATH": "/usr/bin:/bin"}
-    with Service.open(load_settings(env)) as svc:
-        fill(svc)
-    added = run_nmem(["user", "add", "alice", "--admin"], env=env)
-    assert added.returncode == 0, added.stderr
-    refused = run_nmem(["migrate", "--to", pg_url], env=env)
-    assert refused.returncode == InvalidArgument.exit_code, refused.stderr
-    assert "has team users" in refused.stderr and "nothing was copied" in refused.stderr
+def test_a_store_with_team_users_is_not_copied_where_users_cannot_go(
+        service: Service, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine without team tables (PostgreSQL before it kept users, played here by taking its
+    team rows away) would drop users, tokens, the audit trail and writers, so the migration
+    refuses and the target stays empty."""
+    from nmem.store.postgres.team import TeamRows
+
+    fill(service)
+    assert service.store.add_user("alice", True, T0)  # type: ignore[attr-defined]
+    source = service.settings.store_url
+    service.close()
+    monkeypatch.delattr(TeamRows, "team_active")
+    with pytest.raises(InvalidArgument, match=r"has team users.*nothing was copied"):
+        migrate(source, pg_url)
+    monkeypatch.undo()
     pg = open_store(pg_url)
     try:
         assert not holds_data(pg)
     finally:
         pg.close()
+
+
+def test_team_users_tokens_audit_and_writers_are_copied_both_ways(nmem_home: Path, pg_url: str,
+                                                                   tmp_path: Path) -> None:
+    env = {"NMEM_HOME": str(nmem_home), "PATH": "/usr/bin:/bin"}
+    with Service.open(load_settings(env)) as svc:
+        fill(svc)
+        memory = svc.remember("Deploys go through the release branch", namespace="decisions", project="demo")
+    for args in (["user", "add", "alice", "--admin"], ["user", "add", "bob"]):
+        done = run_nmem(args, env=env)
+        assert done.returncode == 0, done.stderr
+    token = run_nmem(["token", "create", "bob"], env=env)
+    assert token.returncode == 0, token.stderr
+    with Service.open(load_settings(env)) as svc:
+        svc.store.record_writes("bob", T0, [("remember", memory.urn)],  # type: ignore[attr-defined]
+                                memories=[memory.id], observations=[7])
+    done = run_nmem(["migrate", "--to", pg_url, "--format", "json"], env=env)
+    assert done.returncode == 0, done.stderr
+    tables = {t["table"]: t["rows"] for t in json.loads(done.stdout)["tables"]}
+    assert (tables["team_users"], tables["team_tokens"], tables["audit"]) == (2, 1, 1)
+    pg_env = {"NMEM_HOME": str(tmp_path / "pg-home"), "NMEM_STORE_URL": pg_url, "PATH": "/usr/bin:/bin"}
+    listed = run_nmem(["user", "list", "--format", "json"], env=pg_env)
+    assert listed.returncode == 0, listed.stderr
+    assert "alice" in listed.stdout and "bob" in listed.stdout
+    pg: Any = open_store(pg_url)
+    try:
+        assert pg.token_user(team_digest(token.stdout.strip())) == ("bob", False)
+        assert pg.memory_writers([memory.id]) == {memory.id: "bob"} and pg.observation_writers([7]) == {7: "bob"}
+        assert [(r["user"], r["action"], r["urn"]) for r in pg.audit_rows(None, 0, 10)] == [
+            ("bob", "remember", memory.urn)]
+        assert pg.add_user("carol", False, T0 + 1)
+        assert pg.add_token("carol", "digest-c", T0 + 1) == 2, "identity columns continue after the copied ids"
+        pg.record_writes("carol", T0 + 2, [("forget", memory.urn)])
+    finally:
+        pg.close()
+    back = f"sqlite:///{tmp_path / 'back.db'}"
+    again = {c.table: c.rows for c in migrate(pg_url, back)}
+    assert (again["team_users"], again["team_tokens"], again["audit"]) == (3, 2, 2)
+    returned: Any = open_store(back)
+    try:
+        assert returned.token_user("digest-c") == ("carol", False)
+        assert returned.memory_writers([memory.id]) == {memory.id: "bob"}
+        assert [r["user"] for r in returned.audit_rows(None, 0, 10)] == ["bob", "carol"]
+    finally:
+        returned.close()

@@ -38,12 +38,12 @@ class Team:
     carol: str   # revoked in a test
 
 
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_nmem(list(args), env=child_env(home))
+def cli(home: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return run_nmem(list(args), env=child_env(home, **extra))
 
 
-def make_token(home: Path, user: str) -> str:
-    done = cli(home, "token", "create", user)
+def make_token(home: Path, user: str, **extra: str) -> str:
+    done = cli(home, "token", "create", user, **extra)
     assert done.returncode == 0, done.stderr
     token = done.stdout.strip()
     assert token.startswith("nmem_") and len(token) > 40
@@ -51,11 +51,11 @@ def make_token(home: Path, user: str) -> str:
 
 
 @contextmanager
-def serve(home: Path, port: int) -> Iterator[None]:
+def serve(home: Path, port: int, **extra: str) -> Iterator[None]:
     log = home / f"serve-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(nmem_argv("serve", "--transport", "http", "--port", str(port)),
-                                env=child_env(home, CLAUDE_PROJECT_DIR=CWD), stdin=subprocess.DEVNULL,
+                                env=child_env(home, CLAUDE_PROJECT_DIR=CWD, **extra), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, proc, log)
@@ -360,3 +360,40 @@ def test_claude_codes_http_hook_posts_the_bare_hook_input(team: Team) -> None:
     assert call(team.port, "POST", "/api/v1/hook", None, event("UserPromptSubmit", "x", CWD, prompt="y"))[0] == 401
     status, body = call(team.port, "POST", "/api/v1/hook", team.bob, {"session_id": "x"})
     assert status == 400, body
+
+
+@pytest.mark.postgres
+def test_the_team_server_on_a_postgresql_store(tmp_path: Path, pg_url: str) -> None:
+    """Users, tokens, revocation, writes and their audit rows with the server's store on PostgreSQL."""
+    home = tmp_path / "pg-server-home"
+    home.mkdir()
+    on_pg = {"NMEM_STORE_URL": pg_url}
+    for args in (("user", "add", "alice", "--admin"), ("user", "add", "bob")):
+        done = cli(home, *args, **on_pg)
+        assert done.returncode == 0, done.stderr
+    alice, bob = make_token(home, "alice", **on_pg), make_token(home, "bob", **on_pg)
+    assert not (home / "nmem.db").exists(), "nothing went to a SQLite file"
+    port = free_port()
+    with serve(home, port, **on_pg):
+        assert call(port, "GET", "/api/v1/status")[0] == 401
+        assert call(port, "GET", "/api/v1/status", bob)[0] == 200
+        status, mine = call(port, "POST", "/api/v1/memories", alice,
+                            {"content": "alice keeps her wombat notes private", "domain": "user"})
+        assert status == 201, mine
+        status, shared = call(port, "POST", "/api/v1/memories", bob,
+                              {"content": "bob decided on wombat caching", "domain": "org"})
+        assert status == 201, shared
+        status, body = call(port, "GET", "/api/v1/memories?query=wombat&project=*", bob)
+        assert status == 200 and {r["id"] for r in body["results"]} == {shared["id"]}
+        assert call(port, "DELETE", f"/api/v1/memories/{shared['id']}", bob)[0] == 200
+        status, body = call(port, "GET", "/api/v1/audit", bob)
+        assert status == 200
+        assert [(r["user"], r["action"], r["urn"]) for r in body["results"]] == [
+            ("bob", "remember", shared["urn"]), ("bob", "forget", shared["urn"])]
+        assert call(port, "GET", "/api/v1/audit?user=alice", bob)[0] == 403
+        status, added = call(port, "POST", "/api/v1/users", alice, {"name": "dave"})
+        assert status == 201, added
+        assert call(port, "DELETE", "/api/v1/tokens/bob", alice)[1] == {"revoked": 1}
+        assert call(port, "GET", "/api/v1/status", bob)[0] == 401
+    listed = json.loads(cli(home, "user", "list", "--format", "json", **on_pg).stdout)
+    assert [u["name"] for u in listed["users"]] == ["alice", "bob", "dave"]

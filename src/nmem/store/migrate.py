@@ -27,10 +27,10 @@ TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("sessions", ("id", "project", "started_at", "ended_at", "signature", "summary", "root"), "id"),
     ("prompts", ("id", "session_id", "timestamp", "source", "content"), "id"),
     ("observations", ("id", "session_id", "project", "prompt_id", "timestamp", "obs_type", "source_event",
-                      "tool_name", "file_path", "content", "metadata", "is_pinned"), "id"),
+                      "tool_name", "file_path", "content", "metadata", "is_pinned", "writer"), "id"),
     ("memories", ("id", "uid", "domain", "namespace", "summary", "content", "tags", "source", "relates_to",
                   "tier", "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at",
-                  "sync_version"), "id"),
+                  "sync_version", "writer"), "id"),
     ("vectors", ("kind", "row_id", "model", "dim", "vec"), "kind, row_id, model"),
     ("import_marks", ("session_id", "source", "byte_offset", "state", "last_event_at", "updated_at"),
      "session_id, source"),
@@ -41,12 +41,15 @@ TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("lifecycle_runs", ("id", "kind", "started_at", "finished_at", "undone_at", "report"), "id"),
     ("lifecycle_changes", ("id", "run_id", "uid", "action", "before", "after"), "id"),
     ("lifecycle_state", ("key", "value"), "key"),
+    ("team_users", ("id", "name", "is_admin", "created_at"), "id"),
+    ("team_tokens", ("id", "user_id", "digest", "created_at", "revoked_at"), "id"),
+    ("audit", ("id", "at", "username", "action", "urn"), "id"),
 )
 
 BATCH = 2000
 # Tables with an identity column PostgreSQL must continue after the copied ids.
 IDENTITY = {"prompts": "id", "observations": "id", "memories": "id", "sync_ops": "seq", "lifecycle_runs": "id",
-            "lifecycle_changes": "id"}
+            "lifecycle_changes": "id", "team_users": "id", "team_tokens": "id", "audit": "id"}
 
 
 class TableCheck:
@@ -143,10 +146,10 @@ def migrate(source_url: str, target_url: str, *, force: bool = False) -> list[Ta
         target = open_store(target_url)
         try:
             if team.active(source) and not hasattr(target, "team_active"):
-                # Users, tokens, the audit trail and who wrote what have no tables there yet:
+                # Users, tokens, the audit trail and who wrote what have no tables in that engine:
                 # a copy would drop them silently.
                 raise InvalidArgument(f"{source_url} has team users, and the engine of {target.url} keeps no "
-                                      "users yet: the migration would lose them, so nothing was copied")
+                                      "users: the migration would lose them, so nothing was copied")
             if holds_data(target) and not force:
                 raise InvalidArgument(f"{target.url} already holds data: migrate into an empty store, "
                                       "or pass --force to replace everything in it")

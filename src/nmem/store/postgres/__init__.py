@@ -11,6 +11,7 @@
     sync.py        sync bookkeeping and change tokens
     lifecycle.py   tiers, retention sweeps, consolidation runs and their undo log
     vectors.py     vectors for the optional embeddings
+    team.py        the team server's users, token digests, audit trail and writers
     schema.py      the numbered migrations; tsquery.py: nmem's query language as a tsquery
 """
 
@@ -22,6 +23,7 @@ from nmem.store.postgres.memories import MemoryRows
 from nmem.store.postgres.navigation import NavigationReads
 from nmem.store.postgres.search import SearchReads
 from nmem.store.postgres.sync import SyncRows
+from nmem.store.postgres.team import TeamRows
 from nmem.store.postgres.trail import TrailWrites
 from nmem.store.postgres.vectors import VectorRows
 
@@ -29,5 +31,5 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
-                    LifecycleRows):
+                    LifecycleRows, TeamRows):
     """The Store protocol on one PostgreSQL database (or schema: `?options=-csearch_path%3D...`)."""

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 # What a sweep can shrink and `file_bytes` measures: every table nmem writes, with its indexes
 # and TOAST (PostgreSQL has no single database file; the server holds other databases too).
 _TABLES = ("sessions", "prompts", "observations", "memories", "vectors", "import_marks", "sync_state",
-           "sync_ops", "sync_files", "spooled_events", "lifecycle_runs", "lifecycle_changes", "lifecycle_state")
+           "sync_ops", "sync_files", "spooled_events", "lifecycle_runs", "lifecycle_changes", "lifecycle_state",
+           "team_users", "team_tokens", "audit")
 
 
 class LifecycleRows(Connection):
