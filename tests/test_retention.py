@@ -100,9 +100,10 @@ def test_sweep_deletes_expired_rows_the_way_purge_does(nmem_home: Path, service:
             assert b"zebracommand2" not in blob                             # secure delete: not in the file
         finally:
             db.close()
-    else:  # the sweep vacuumed: no dead row versions left to hold the deleted text
-        assert sql_rows(service.store, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = "
-                                       "to_regclass('observations')")[0][0] == 0
+    else:  # the sweep vacuumed the table (how many dead versions VACUUM may remove depends on
+        # other sessions' open snapshots, e.g. a parallel test's, so the count is not asserted)
+        assert sql_rows(service.store, "SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relid = "
+                                       "to_regclass('observations')")[0][0] is True
     assert svc.sweep()["deleted"] == 0                                     # nothing left to do
 
 
