@@ -12,6 +12,7 @@ from nmem.models import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from typing import Any
 
     from nmem.keys import DatabaseKey
@@ -168,6 +169,18 @@ class FtsStats(Record):
         self.docs = docs                                   # rows indexed
         self.tokens = tokens                               # tokens indexed, all rows
         self.df: dict[str, int] = df or {}                 # rows holding each asked-for index term
+
+
+def day_counts(observations: Iterable[Sequence[Any]], prompts: Iterable[Sequence[Any]]
+               ) -> list[tuple[str, int, int]]:
+    """(day, observations, prompts) per day, oldest first, from two (day, count) groupings: what
+    every engine's `activity_by_day` returns once its SQL has grouped each table."""
+    days: dict[str, list[int]] = {}
+    for row in observations:
+        days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
+    for row in prompts:
+        days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
+    return [(day, counts[0], counts[1]) for day, counts in sorted(days.items())]
 
 
 def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,

@@ -107,6 +107,19 @@ def line_for(clock: str, op: str, uid: str, prev: str | None, memory: dict[str, 
                           ensure_ascii=False)
 
 
+def next_op(row: Any, state: Any, timestamp: int) -> tuple[int, int, str, str]:
+    """The outbox entry for a write just made to memory `row`, on a device whose clock is
+    `state` (device, wall, counter): the new clock (wall, counter), the line and its version.
+    Each engine stores the four; the clock and the line are the same on every engine."""
+    wall, counter = tick(state["wall"], state["counter"], timestamp * 1000)
+    clock = hlc(wall, counter, state["device"])
+    if row["deleted_at"] is None:
+        line = line_for(clock, PUT, row["uid"], row["sync_version"], put_payload(row))
+    else:
+        line = line_for(clock, DELETE, row["uid"], row["sync_version"], delete_payload(row))
+    return wall, counter, line, version(clock, line)
+
+
 class Op(Record):
     """An operation read from a device's log, checked."""
 

@@ -286,13 +286,7 @@ class Connection:
         """The sync outbox's line for the write just made to `uid`, in the same transaction."""
         row = self._query("SELECT * FROM memories WHERE uid = %s", (uid,))[0]
         state = self._query("SELECT device, wall, counter FROM sync_state FOR UPDATE")[0]
-        wall, counter = oplog.tick(state["wall"], state["counter"], timestamp * 1000)
-        clock = oplog.hlc(wall, counter, state["device"])
-        if row["deleted_at"] is None:
-            line = oplog.line_for(clock, oplog.PUT, uid, row["sync_version"], oplog.put_payload(row))
-        else:
-            line = oplog.line_for(clock, oplog.DELETE, uid, row["sync_version"], oplog.delete_payload(row))
-        version = oplog.version(clock, line)
+        wall, counter, line, version = oplog.next_op(row, state, timestamp)
         self._exec("UPDATE sync_state SET wall = %s, counter = %s", (wall, counter))
         self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (%s, %s, %s, %s, %s)",
                    (version, uid, row["domain"], line, timestamp))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from nmem import jsonlite as json
 from nmem.models import Observation, Prompt
-from nmem.store import FileMark, OutboxOp
+from nmem.store import FileMark, OutboxOp, day_counts
 from nmem.store.postgres.connection import OBS_COLUMNS, Connection
 from nmem.sync import oplog
 
@@ -175,9 +175,4 @@ class SyncRows(Connection):
                               "JOIN sessions s ON s.id = p.session_id "
                               f"WHERE p.timestamp >= %s{'' if project is None else ' AND s.project = %s'} "
                               "GROUP BY day", params)
-        days: dict[str, list[int]] = {}
-        for row in obs:
-            days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
-        for row in prompts:
-            days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
-        return [(d, counts[0], counts[1]) for d, counts in sorted(days.items())]
+        return day_counts(obs, prompts)

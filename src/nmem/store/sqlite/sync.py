@@ -8,6 +8,7 @@ from nmem.models import Observation, Prompt
 from nmem.store import (
     FileMark,
     OutboxOp,
+    day_counts,
 )
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.connection import OBS_COLUMNS, Connection
@@ -152,12 +153,7 @@ class SyncRows(Connection):
         prompt_where = "p.timestamp >= ?" + ("" if project is None else " AND s.project = ?")
         prompts = self._query("SELECT date(p.timestamp, 'unixepoch') AS day, COUNT(*) FROM prompts p "
                               f"JOIN sessions s ON s.id = p.session_id WHERE {prompt_where} GROUP BY day", params)
-        days: dict[str, list[int]] = {}
-        for row in obs:
-            days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
-        for row in prompts:
-            days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
-        return [(day, counts[0], counts[1]) for day, counts in sorted(days.items())]
+        return day_counts(obs, prompts)
 
     # -- change detection (MCP subscriptions) ------------------------------------------------
 
