@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-team faults docs clean
+.PHONY: setup run test lint bench bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-team faults attack docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -62,6 +62,11 @@ bench-team: setup
 # SIGKILLs during hook writes and imports, 16 hooks draining 2,000 spooled events: a table of lost / duplicated / errors.
 faults: setup
 	$(BIN)/python bench/faults.py
+
+# The trust review's hostile scenarios (team isolation, hostile sync remotes, hostile files and bodies,
+# secrets in every field): a table of tried / lost / leaked / errors, all zero.
+attack: setup
+	$(BIN)/python bench/attack.py
 
 bench-locomo: setup
 	$(BIN)/python bench/locomo.py --group tune=conv-26,conv-30,conv-41,conv-42 --group held-out=conv-43,conv-44,conv-47
