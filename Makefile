@@ -92,7 +92,7 @@ bench-mcp: setup
 bench-http: setup
 	$(BIN)/python bench/http_server.py
 
-# claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
+# claude-mem's operations (nmem.compat.claude_mem) at 10k and 100k observations.
 bench-claude-mem: setup
 	$(BIN)/python bench/claude_mem_ops.py
 # Precision and recall of `nmem consolidate`'s merges on a generated corpus with planted duplicates.

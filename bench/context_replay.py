@@ -10,7 +10,7 @@ block the next session starts with:
   the new session's SessionStart (its wall time and what it printed);
 - `import`: the transcripts alone, through `nmem import claude-code`.
 
-For each it prints the block's figures (`nmem.context.build(...).stats()`): tokens against the
+For each it prints the block's figures (`nmem.context.block.build(...).stats()`): tokens against the
 budget, lines, lifecycle rows in tables (must be 0), whether the lead shows the last session's
 closing message, open items, curated memories and checkpoints shown, rows dropped to fit; and
 checks what the issue asked for (a `remember:` memory survives six compactions, a fixed failure
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cc_transcripts as cc
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.context import build
-from nmem.core import CoreService
+from nmem.context.block import build
+from nmem.service.core import CoreService
 
 DAY = 86_400
 T0 = int(time.time()) // 3600 * 3600 - 3 * DAY  # three days ago, so "ended 2d ago" reads as it would

@@ -46,8 +46,8 @@ from typing import Any
 import nmem
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.integrations.claude_code import hook_command
-from nmem.memory import Service
+from nmem.service.api import Service
+from nmem.setup.claude_code import hook_command
 
 TARGETS_MS: dict[str, tuple[float, float | None]] = {   # event -> (p50, p99)
     "PostToolUse": (30.0, 60.0),

@@ -28,8 +28,8 @@ from locomo import DEFAULT_DATA, ask, ingest, load, parse_groups
 from locomo_scoring import METRICS, Conversation
 from measure import machine
 from nmem.config import load_settings
-from nmem.memory import Service
 from nmem.search import embeddings
+from nmem.service.api import Service
 
 # name → (backend, fusion, hybrid weight, dense floor, question embedded without label words)
 VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {

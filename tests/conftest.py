@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 from store_engines import pg_url, store, store_url
 
 __all__ = ["pg_url", "store", "store_url"]  # fixtures every test module may use

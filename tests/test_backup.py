@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from conftest import dumps, hook_payload, record, run_nmem
-from nmem.memory import Service
 from nmem.portable import backup as backups
+from nmem.service.api import Service
 from nmem.store.sqlite.schema import LATEST_VERSION
 from test_cli_support import CWD, invoke, ok, seed
 from test_migrations import apply_steps
@@ -24,7 +24,7 @@ from test_migrations import apply_steps
 WRITER = """
 import os, sys, time
 from nmem.capture.claude_code import parse
-from nmem.core import CoreService
+from nmem.service.core import CoreService
 
 stop = sys.argv[1]
 with CoreService.open() as service:

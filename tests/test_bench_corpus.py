@@ -12,7 +12,7 @@ import pytest
 
 from nmem.capture import events as ev
 from nmem.capture.claude_code import parse
-from nmem.memory import Service
+from nmem.service.api import Service
 
 
 def _load_corpus() -> ModuleType:

@@ -16,7 +16,7 @@ import pytest
 
 from fixtures.harness import db_path, event, hook_ok, observations, raw_bytes
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import ok
 
 CWD = "/home/dev/code/billing-api"
@@ -238,7 +238,7 @@ def test_previews_are_cut_at_word_boundaries(home: Path, read_back: Any) -> None
 
 
 def test_an_imported_refusal_is_a_denied_file_error(tmp_path: Path, service: Service) -> None:
-    from nmem.integrations.transcripts import import_transcripts
+    from nmem.portable.sources.transcripts import import_transcripts
 
     def line(kind: str, at: str, content: Any, **extra: Any) -> str:
         return json.dumps({"type": kind, "sessionId": "imp-deny", "cwd": CWD, "timestamp": f"2026-11-02T09:00:{at}Z",

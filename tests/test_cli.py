@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmem.cli import main
-from nmem.memory import Service
+from nmem.adapters.cli import main
+from nmem.service.api import Service
 from test_cli_support import AUTH_FILE, History, as_json, invoke, ok, seed, stderr_lines
 
 ADR_INDEX_KEYS = {"id", "timestamp", "obs_type", "content_preview", "file_path", "session_id"}

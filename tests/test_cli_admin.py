@@ -12,7 +12,7 @@ import yaml
 
 from conftest import hook_payload
 from nmem.config import SETTINGS
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import CWD, History, as_json, bash, invoke, ok, seed, stderr_lines
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import History, as_json, invoke, ok, seed, stderr_lines
 
 URN_PREFIX = "nmem://project:demo/"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import record
-from nmem.memory import Service
+from nmem.service.api import Service
 from sync_support import bare_remote
 from test_cli_support import AUTH_FILE, CWD, as_json, ok, seed
 

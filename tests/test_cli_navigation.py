@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import record
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import AUTH_FILE, CWD, OTHER_CWD, History, as_json, bash, invoke, ok, seed, stderr_lines
 
 T0 = 1_790_000_000

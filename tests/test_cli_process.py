@@ -82,7 +82,7 @@ def test_record_help_goes_through_click_and_record_does_not_load_it(env: dict[st
              "real_exit = os._exit\n"
              "def report(code):\n"
              "    print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('click', 'yaml') or m.startswith('nmem.cli'))]), file=sys.stderr)\n"
+             "('click', 'yaml') or m.startswith('nmem.adapters.cli'))]), file=sys.stderr)\n"
              "    sys.stderr.flush()\n"
              "    real_exit(code)\n"
              "os._exit = report\n"

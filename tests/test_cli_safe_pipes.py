@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import OTHER_CWD, as_json, bash, invoke, ok, stderr_lines
 
 T0 = 1_790_000_000

@@ -11,12 +11,12 @@ from mcp import Client
 
 from conftest import Clock, record
 from mcp_support import check_output, structured, tool_error
+from nmem.adapters.mcp.server import NmemServer
 from nmem.errors import InvalidArgument, NotFound
 from nmem.lifecycle import similarity
 from nmem.lifecycle.tiers import MERGED_TAG, STALE_TAG
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
 from nmem.models import Memory
+from nmem.service.api import Service
 from store_engines import both_engines
 from test_cli_support import as_json, invoke, ok
 

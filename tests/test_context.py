@@ -18,10 +18,10 @@ import pytest
 from conftest import Clock, record
 from fixtures.harness import event, hook, hook_ok
 from nmem.config import load_settings
-from nmem.context import CLOSE_TAG, OPEN_TAG, build, render
-from nmem.memory import Service
+from nmem.context.block import CLOSE_TAG, OPEN_TAG, build, render
+from nmem.service.api import Service
 from nmem.store import NewObservation, SearchFilters
-from nmem.tokens import estimate_tokens
+from nmem.util.tokens import estimate_tokens
 from store_engines import both_engines
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL

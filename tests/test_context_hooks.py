@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fixtures.harness import event, hook_ok, query
-from nmem.tokens import estimate_tokens
+from nmem.util.tokens import estimate_tokens
 
 CLOSING = (
     "I fixed the org login redirect in `src/auth/login.py`: org accounts now land on their own "

@@ -8,9 +8,9 @@ import click
 import pytest
 
 from nmem import docs
-from nmem.cli import cli
+from nmem.adapters.cli import cli
+from nmem.adapters.mcp.tools import TOOLS
 from nmem.config import CONFIG_ENV, HOME_ENV, SETTINGS
-from nmem.mcp.tools import TOOLS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -23,8 +23,8 @@ import pytest
 from conftest import Clock, record
 from nmem.config import load_settings
 from nmem.errors import ConfigError
-from nmem.memory import Service
 from nmem.search import embeddings as emb
+from nmem.service.api import Service
 from nmem.store import SearchFilters
 from store_engines import both_engines
 from test_cli_support import invoke
@@ -491,7 +491,7 @@ def test_missing_sentence_transformers_falls_back(service: Service, talk: dict[s
 
 
 def test_importing_nmem_loads_no_numpy_or_torch() -> None:
-    code = ("import sys, nmem.memory, nmem.cli, nmem.search.embeddings; "
+    code = ("import sys, nmem.service.api, nmem.adapters.cli, nmem.search.embeddings; "
             "from nmem.search.embeddings import HashingEmbedder; HashingEmbedder().embed(['x']); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'numpy', 'torch', 'sentence_transformers', 'transformers', 'scipy'}))")
@@ -512,7 +512,7 @@ def test_background_pass_uses_its_own_connections(service: Service, talk: dict[s
 
 
 def test_server_indexes_in_the_background_while_it_runs(service: Service, talk: dict[str, int]) -> None:
-    from nmem.mcp.server import NmemServer
+    from nmem.adapters.mcp.server import NmemServer
 
     use(service)
     app = NmemServer(service, project="demo")

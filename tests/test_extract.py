@@ -19,8 +19,8 @@ from fixtures.harness import raw_bytes
 from nmem.capture.claude_code import parse
 from nmem.capture.extract import head, tail
 from nmem.config import Settings, load_settings
-from nmem.memory import Service
 from nmem.models import Observation
+from nmem.service.api import Service
 
 T0 = 1_790_000_000
 CWD = "/home/dev/code/billing-api"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nmem.handoff import command_key, display_command, error_gist, failures, pending_lines
+from nmem.context.handoff import command_key, display_command, error_gist, failures, pending_lines
 from nmem.models import Observation
 
 

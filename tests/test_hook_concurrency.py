@@ -2,7 +2,7 @@
 
 Two shapes: 8 real `nmem record` processes in parallel (8 × 25 events, the way several
 Claude Code sessions fire hooks), and 8 processes × 200 events each calling the hook entry
-(`nmem.hooks.run`, one fresh Service per event, exactly as a hook process does) in a loop, so
+(`nmem.adapters.hooks.run.run`, one fresh Service per event, exactly as a hook process does) in a loop, so
 the write lock is contended thousands of times within the time budget.
 """
 
@@ -82,7 +82,7 @@ def test_parallel_nmem_record_processes(tmp_path: Path) -> None:
 
 DRIVER = """
 import io, json, sys
-from nmem import hooks
+from nmem.adapters.hooks import run as hooks
 env = json.loads(sys.argv[1])
 failures = 0
 for line in sys.stdin:

@@ -10,7 +10,7 @@ import pytest
 from http_support import CSRF, error_of, http_client
 from mcp_support import AUTH_FILE, PROJECT, Seeded
 from nmem.errors import ALL_ERRORS, ContentBlocked, InvalidArgument, NotFound, StorageError, ValidationError
-from nmem.memory import Service
+from nmem.service.api import Service
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ import pytest
 
 from http_support import error_of, http_client
 from mcp_support import AUTH_FILE, PROJECT, T0, Seeded
-from nmem.claude_mem import OPERATIONS, render
-from nmem.memory import Service
+from nmem.compat.claude_mem import OPERATIONS, render
+from nmem.service.api import Service
 from test_claude_mem import ISSUE_13_ROUTES
 
 pytestmark = pytest.mark.anyio

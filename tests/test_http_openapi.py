@@ -17,10 +17,10 @@ from schemathesis import GenerationMode
 from schemathesis.checks import content_type_conformance, not_a_server_error, status_code_conformance
 
 from mcp_support import HttpServer, http_server, seed
+from nmem.adapters.http import openapi
+from nmem.adapters.http.app import create_app
 from nmem.config import load_settings
-from nmem.http import openapi
-from nmem.http.app import create_app
-from nmem.memory import Service
+from nmem.service.api import Service
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
 EXAMPLES = 16   # per operation, valid and invalid: ~40 operations, a bounded run of ~600 requests

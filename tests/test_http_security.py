@@ -15,12 +15,12 @@ import pytest
 
 from http_support import BASE, CSRF, error_of, running
 from mcp_support import PROJECT, Seeded, seed
+from nmem.adapters.http.api import ENDPOINTS
+from nmem.adapters.http.app import NmemApp, create_app
+from nmem.adapters.http.security import COOKIE, Guard, Policy
 from nmem.config import Settings, load_settings
 from nmem.errors import ConfigError
-from nmem.http.api import ENDPOINTS
-from nmem.http.app import NmemApp, create_app
-from nmem.http.security import COOKIE, Guard, Policy
-from nmem.memory import Service
+from nmem.service.api import Service
 
 pytestmark = pytest.mark.anyio
 TOKEN = "tok-9f8e7d6c5b4a-http-tests"

@@ -13,7 +13,7 @@ from websockets.sync.client import connect
 from conftest import hook_payload, run_nmem
 from mcp_support import child_env, seed
 from nmem.config import Settings, load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 from stream_support import Server, SseReader, running_server
 
 pytestmark = pytest.mark.slow

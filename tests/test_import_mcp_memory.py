@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from conftest import Clock
-from nmem.memory import Service
-from nmem.portable.mcp_memory import entity_uid
+from nmem.portable.sources.mcp_memory import entity_uid
+from nmem.service.api import Service
 from test_cli_support import invoke, ok
 
 GRAPH = [

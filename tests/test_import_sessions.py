@@ -15,8 +15,8 @@ import pytest
 from conftest import load_bench
 from fixtures.harness import counts, hook_env, hook_ok, query
 from nmem.capture.transcript import TranscriptCursor, TranscriptReplay
-from nmem.integrations.transcripts import find_transcripts, import_transcripts
-from nmem.memory import Service
+from nmem.portable.sources.transcripts import find_transcripts, import_transcripts
+from nmem.service.api import Service
 from store_engines import both_engines, sql_dicts
 from test_cli_support import ok
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from conftest import run_nmem
 from fixtures.harness import FIXTURES, counts, event, hook_env, hook_ok
-from nmem.integrations.transcripts import find_transcripts, import_transcripts
-from nmem.memory import Service
+from nmem.portable.sources.transcripts import find_transcripts, import_transcripts
+from nmem.service.api import Service
 
 TRANSCRIPT = FIXTURES / "transcript_import.jsonl"
 SID = "imp-7f3c2a10-0b1d-4c55-9e2a-5d1f00c0ffee"

@@ -9,7 +9,7 @@ import pytest
 from conftest import Clock
 from nmem.lifecycle import tiers
 from nmem.lifecycle.tiers import DAY, tier_of
-from nmem.memory import Service
+from nmem.service.api import Service
 from store_engines import both_engines
 from test_cli_support import as_json, ok
 

@@ -16,7 +16,7 @@ from mcp_support import free_port
 from nmem.config import load_settings
 from nmem.errors import ConfigError, LLMError
 from nmem.lifecycle.llm import Provider
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import invoke
 
 KEY = "sk-test-123"

@@ -14,10 +14,10 @@ import pytest
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client, types
 
 from mcp_support import AUTH_FILE, PROJECT, Seeded, check_output, child_env, nmem_argv, text_of, tool_error
-from nmem.claude_mem import OPERATIONS
-from nmem.mcp.server import ERROR_META, NmemServer
-from nmem.mcp.tools import TOOLS
-from nmem.memory import Service
+from nmem.adapters.mcp.server import ERROR_META, NmemServer
+from nmem.adapters.mcp.tools import TOOLS
+from nmem.compat.claude_mem import OPERATIONS
+from nmem.service.api import Service
 
 pytestmark = pytest.mark.anyio
 

@@ -14,8 +14,8 @@ import pytest
 from mcp import Client, MCPError, types
 
 from mcp_support import Seeded, tool_error
-from nmem.mcp.server import ERROR_META, NmemServer
-from nmem.memory import Service
+from nmem.adapters.mcp.server import ERROR_META, NmemServer
+from nmem.service.api import Service
 
 pytestmark = pytest.mark.anyio
 
@@ -142,7 +142,7 @@ def _broken(*_args: Any, **_kwargs: Any) -> Any:
 async def test_a_bug_in_a_tool_is_a_generic_internal_error_logged_on_the_server(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, client: Client) -> None:
     monkeypatch.setattr(Service, "status", _broken)
-    with caplog.at_level(logging.ERROR, logger="nmem.mcp"):
+    with caplog.at_level(logging.ERROR, logger="nmem.adapters.mcp"):
         result = await client.call_tool("status", {})
     assert code_of(result) == (INTERNAL, "internal")
     text = tool_error(result)

@@ -36,10 +36,10 @@ from mcp_support import (
     structured,
     tool_error,
 )
+from nmem.adapters.http.app import create_app
+from nmem.adapters.mcp.tools import TOOLS
 from nmem.config import load_settings
-from nmem.http.app import create_app
-from nmem.mcp.tools import TOOLS
-from nmem.memory import Service
+from nmem.service.api import Service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

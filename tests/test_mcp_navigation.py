@@ -12,8 +12,8 @@ from mcp import Client
 
 from conftest import record
 from mcp_support import AUTH_FILE, PROJECT, T0, Seeded, bash, check_output, structured, tool_error
-from nmem.mcp.resources import as_uri
-from nmem.memory import Service
+from nmem.adapters.mcp.resources import as_uri
+from nmem.service.api import Service
 
 pytestmark = pytest.mark.anyio
 

@@ -11,9 +11,9 @@ from mcp.shared.uri_template import UriTemplate
 from pydantic import AnyUrl, ValidationError
 
 from mcp_support import PROJECT, T0, Seeded
-from nmem.mcp.resources import as_uri
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.adapters.mcp.resources import as_uri
+from nmem.adapters.mcp.server import NmemServer
+from nmem.service.api import Service
 from store_engines import both_engines
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL

@@ -19,10 +19,10 @@ from mcp.client.subscriptions import Subscription
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
 
 from mcp_support import CWD, PROJECT, Inbox, Seeded, record_process, run_nmem_async
-from nmem.mcp.resources import as_uri
-from nmem.mcp.server import NmemServer
-from nmem.mcp.watch import ChangeSet
-from nmem.memory import Service
+from nmem.adapters.mcp.resources import as_uri
+from nmem.adapters.mcp.server import NmemServer
+from nmem.adapters.mcp.watch import ChangeSet
+from nmem.service.api import Service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -14,8 +14,8 @@ from mcp import Client, MCPError, types
 
 from conftest import record
 from mcp_support import AUTH_FILE, PROJECT, T0, Seeded, bash, check_output, structured, tool_error
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.adapters.mcp.server import NmemServer
+from nmem.service.api import Service
 from store_engines import both_engines
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL

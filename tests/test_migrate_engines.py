@@ -11,10 +11,10 @@ import pytest
 from conftest import record, run_nmem
 from nmem.config import load_settings
 from nmem.errors import InvalidArgument
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store import SearchFilters, open_store
 from nmem.store.migrate import TABLES, holds_data, migrate, store_checks
-from nmem.team import digest as team_digest
+from nmem.team.accounts import digest as team_digest
 
 T0 = 1_790_000_000
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import Clock, record
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import CWD, invoke, ok, seed
 
 FORMATS = ("jsonl", "json", "yaml", "markdown")

@@ -20,7 +20,7 @@ from conftest import hook_payload
 from fixtures.harness import db_path, event, hook, observations, query, raw_bytes
 from nmem.capture.claude_code import parse
 from nmem.capture.privacy import scrub, scrub_value, strip_private
-from nmem.memory import Service
+from nmem.service.api import Service
 
 T0 = 1_790_000_000
 CWD = "/home/dev/code/billing-api"

@@ -11,8 +11,8 @@ from conftest import record
 from nmem.config import load_settings
 from nmem.errors import ConfigError
 from nmem.lifecycle.retention import ttl_policy
-from nmem.memory import Service
 from nmem.models import OBS_TYPES
+from nmem.service.api import Service
 from store_engines import both_engines, sql_rows
 from test_cli_support import as_json, invoke, ok
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import Clock, record
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store.postgres.schema import LATEST_VERSION as PG_LATEST_VERSION
 from nmem.store.sqlite.schema import LATEST_VERSION
 from store_engines import both_engines, sql_rows

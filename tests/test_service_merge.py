@@ -12,8 +12,8 @@ import pytest
 from conftest import Clock
 from nmem.config import load_settings
 from nmem.errors import ContentBlocked, ValidationError
-from nmem.memory import Service
 from nmem.models import Memory
+from nmem.service.api import Service
 from nmem.store import NewMemory, SearchFilters, open_store
 from store_engines import both_engines
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import Clock, record
 from nmem.errors import InvalidArgument, NotFound
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store import NewObservation
 from store_engines import both_engines
 

@@ -8,8 +8,8 @@ import pytest
 
 from conftest import Clock, record
 from nmem.errors import InvalidArgument, QuerySyntaxError
-from nmem.memory import Service
 from nmem.models import PREVIEW_CHARS
+from nmem.service.api import Service
 from nmem.store import NewObservation
 from store_engines import both_engines
 
@@ -127,7 +127,7 @@ def test_plain_text_with_special_characters_is_quoted_not_a_syntax_error(service
 
 
 def test_code_in_a_plain_question_is_not_a_syntax_error(service: Service, clock: Clock) -> None:
-    oid = bash(service, "python -c 'from nmem.timeutil import parse_time; parse_time(None)' fails", T0)
+    oid = bash(service, "python -c 'from nmem.util.timeutil import parse_time; parse_time(None)' fails", T0)
     result = service.search("why does parse_time() fail")
     assert (ids(result), result.match) == ([oid], '"parse" OR "time" OR "fail"')
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store import NewObservation, SearchFilters
 from store_engines import both_engines
 

@@ -12,9 +12,9 @@ from mcp import Client
 from conftest import run_nmem
 from fixtures.harness import event, hook_env, hook_ok
 from mcp_support import check_output, structured, tool_error
+from nmem.adapters.mcp.server import NmemServer
 from nmem.config import load_settings
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 from sync_support import bare_remote, remote_lines
 from test_hook_imports import check_hook_imports, importtime
 
@@ -140,7 +140,7 @@ def test_the_sync_trigger_keeps_the_hook_path_stdlib_only(tmp_path: Path, name: 
     payload = event(name, "s1", CWD, source="startup") if name == "SessionStart" else event(name, "s1", CWD)
     done, modules = importtime(["-m", "nmem", "record"], json.dumps(payload), env)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "nmem.sync_trigger" in modules
+    assert "nmem.sync.trigger" in modules
     _, startup = importtime(["-c", "pass"], "", hook_env(tmp_path / "bare"))
     check_hook_imports(modules, set(startup))
     assert not {"subprocess", "nmem.sync.engine", "nmem.sync.git"} & set(modules)

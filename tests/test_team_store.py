@@ -1,4 +1,4 @@
-"""The team server's rows at the store level (nmem.team's TeamStore), on SQLite and PostgreSQL:
+"""The team server's rows at the store level (nmem.team.accounts's TeamStore), on SQLite and PostgreSQL:
 users, token digests, revocation, the audit trail and who wrote each memory and observation."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import record
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store.protocol import Store
 from store_engines import both_engines, sql_rows
 

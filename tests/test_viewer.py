@@ -15,7 +15,7 @@ import pytest
 from conftest import hook_payload, run_nmem
 from mcp_support import child_env, seed
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 from stream_support import Server, running_server
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make setup)")

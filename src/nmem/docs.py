@@ -18,15 +18,15 @@ from typing import Any
 
 import click
 
-from nmem.claude_mem import OPERATIONS
-from nmem.cli import cli
-from nmem.cli.app import CONTEXT_SETTINGS
+from nmem.adapters.cli import cli
+from nmem.adapters.cli.app import CONTEXT_SETTINGS
+from nmem.adapters.http import openapi
+from nmem.adapters.mcp.profiles import CLAUDE_MEM_TOOLS
+from nmem.adapters.mcp.prompts import PROMPTS
+from nmem.adapters.mcp.resources import TEMPLATES
+from nmem.adapters.mcp.tools import TOOLS, ToolSpec, tools_markdown
+from nmem.compat.claude_mem import OPERATIONS
 from nmem.config import CONFIG_ENV, HOME_ENV, settings_markdown
-from nmem.http import openapi
-from nmem.mcp.profiles import CLAUDE_MEM_TOOLS
-from nmem.mcp.prompts import PROMPTS
-from nmem.mcp.resources import TEMPLATES
-from nmem.mcp.tools import TOOLS, ToolSpec, tools_markdown
 
 HELP_WIDTH = 88
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -155,7 +155,7 @@ def mcp_markdown() -> str:
                   "With `mcp.tools = claude-mem` the server lists claude-mem's tools below (each answers with",
                   "claude-mem's markdown as text and its JSON rows as `structuredContent`) plus `remember`,",
                   "`recall`, `forget` and `status`; `mcp.tools = all` adds the names nmem lacks to nmem's",
-                  "own tools. Every parameter is checked by `nmem.claude_mem` (a refused value is -32002).",
+                  "own tools. Every parameter is checked by `nmem.compat.claude_mem` (a refused value is -32002).",
                   "How claude-mem's types and parameters map onto nmem: [claude-mem.md](claude-mem.md).", "",
                   "| tool | worker route | what it is for |", "|---|---|---|"])
     lines.extend(f"| `{op.name}` | `{op.method} {op.path}` | {op.description} |" for op in OPERATIONS.values())

@@ -4,7 +4,7 @@
   s1a2b3c4d       a session, by its id or a unique prefix of it
   01J…  (ULID)    a memory               nmem://…   any record, by its URN
 
-Syntax only: `nmem.memory.Service.resolve` looks sessions up and says what exists.
+Syntax only: `nmem.service.api.Service.resolve` looks sessions up and says what exists.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from nmem.core import _as_int
 from nmem.errors import InvalidArgument
 from nmem.models import urn_parts
+from nmem.service.core import _as_int
 
 OBSERVATION, PROMPT, SESSION, MEMORY = "observation", "prompt", "session", "memory"
 TRAIL_KINDS = {"observations": OBSERVATION, "prompts": PROMPT, "sessions": SESSION}

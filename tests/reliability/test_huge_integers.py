@@ -16,8 +16,8 @@ import pytest
 
 from conftest import record, run_nmem
 from nmem.errors import InvalidArgument, ValidationError
-from nmem.memory import Service
-from nmem.timeutil import parse_age, parse_time
+from nmem.service.api import Service
+from nmem.util.timeutil import parse_age, parse_time
 from test_cli_support import invoke
 
 T0 = 1_790_000_000

@@ -28,11 +28,11 @@ from mcp import Client
 from conftest import run_nmem
 from fixtures.harness import event, hook_env
 from mcp_support import child_env, structured, tool_error
+from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
 from nmem.errors import ForeignDatabase, StoreCorrupt, StoreReadOnly
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store import NewObservation, SearchFilters
 from nmem.store.sqlite import SqliteStore
 from nmem.store.sqlite.files import APPLICATION_ID
@@ -534,7 +534,7 @@ def test_a_write_past_the_file_size_limit_fails_cleanly_and_the_database_recover
 ACKNOWLEDGED = textwrap.dedent("""
     import json, resource, sys
     from nmem.errors import StorageError
-    from nmem.memory import Service
+    from nmem.service.api import Service
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
     acked, error = [], None
     with Service.open() as service:

@@ -16,8 +16,8 @@ from nmem import jsonlite
 from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
 from nmem.capture.privacy import scrub
-from nmem.lazyregex import LazyRegex
 from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
+from nmem.util.lazyregex import LazyRegex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ import sys
 from itertools import pairwise
 
 from nmem.capture.secret_formats import FORMATS, PLACEHOLDER, TRIGGER_PARENTS, Format
-from nmem.lazyregex import LazyRegex
+from nmem.util.lazyregex import LazyRegex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -133,7 +133,7 @@ class Recorder:
         if not self.settings["capture.checkpoint_on_compact"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         from nmem.capture.summary import summarize
-        from nmem.gist import clip
+        from nmem.text import clip
 
         summary = summarize(*self.store.session_outline(event.session_id))
         # An import replays the compaction's own summary (from the transcript) with the event.

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from nmem.core import CoreService
 from nmem.models import Session
 from nmem.portable.records import memory_record, observation_record, prompt_record, session_record
+from nmem.service.core import CoreService
 from nmem.store import SearchFilters
 
 

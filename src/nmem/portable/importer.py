@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nmem.capture.privacy import scrub
-from nmem.core import CoreService
 from nmem.models import Session
 from nmem.portable import document, jsonl, markdown
 from nmem.portable.records import Batch, TrailSession, read_batch
+from nmem.service.core import CoreService
 from nmem.store import NewObservation
 
 MEMORIES_PER_TRANSACTION = 500

@@ -20,7 +20,7 @@ from typing import Any
 from nmem.errors import InvalidArgument, NmemError
 from nmem.ids import _ALPHABET
 from nmem.models import Memory, Observation, Prompt, Record, Session
-from nmem.timeutil import parse_time
+from nmem.util.timeutil import parse_time
 
 FORMAT_VERSION = 1
 KINDS: tuple[str, ...] = ("memory", "session", "prompt", "observation")

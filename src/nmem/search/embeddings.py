@@ -52,8 +52,8 @@ from nmem.search.rank import fold, label_stems
 
 if TYPE_CHECKING:
     from nmem.config import Settings
-    from nmem.memory import SearchResult, Service
     from nmem.models import SearchHit
+    from nmem.service.api import SearchResult, Service
     from nmem.store import SearchFilters
     from nmem.store.protocol import Store
 
@@ -602,7 +602,7 @@ def hybrid_search(service: Service, scope: str, query: str | None, filters: Sear
     embedder = embedder or active_embedder(service.settings)
     if embedder is None:
         return None
-    from nmem.memory import SearchResult  # memory imports this module lazily; no cycle at import
+    from nmem.service.api import SearchResult  # memory imports this module lazily; no cycle at import
 
     store = service.store
     pool = max(CANDIDATES, offset + limit)
