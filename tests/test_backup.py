@@ -24,10 +24,10 @@ from test_migrations import apply_steps
 WRITER = """
 import os, sys, time
 from nmem.capture.claude_code import parse
-from nmem.service.core import CoreService
+from nmem.service.core import CaptureService
 
 stop = sys.argv[1]
-with CoreService.open() as service:
+with CaptureService.open() as service:
     n = 0
     while not os.path.exists(stop):
         n += 1

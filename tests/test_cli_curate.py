@@ -186,9 +186,9 @@ def test_forget_tombstones_the_memory(memories: dict[str, str], service: Service
 
 def test_pin_and_unpin_observations_and_memories(service: Service, memories: dict[str, str]) -> None:
     history: History = seed(service)
-    assert ok("pin", str(history.edit)).stdout == f"Pinned observation {history.edit}\n"
+    assert ok("pin", f"o{history.edit}").stdout == f"Pinned observation {history.edit}\n"
     assert service.get_observations([history.edit])[0].is_pinned
-    data = as_json("unpin", str(history.edit))
+    data = as_json("unpin", f"#{history.edit}")
     assert data == {"success": True, "kind": "observation", "id": history.edit, "is_pinned": False}
     assert not service.get_observations([history.edit])[0].is_pinned
 
@@ -200,9 +200,12 @@ def test_pin_and_unpin_observations_and_memories(service: Service, memories: dic
 
 
 def test_pin_unknown_ids_exit_10(nmem_home: Path) -> None:
-    missing_obs = invoke("pin", "9999")
+    missing_obs = invoke("pin", "o9999")
     assert missing_obs.exit_code == 10
-    assert stderr_lines(missing_obs) == ["nmem: observation not found: 9999"]
+    assert stderr_lines(missing_obs) == ["nmem: observation not found: o9999"]
+    bare = invoke("pin", "9999")  # a bare number is a memory's, as recall shows it
+    assert bare.exit_code == 10
+    assert stderr_lines(bare) == ["nmem: memory not found: 9999 (a bare number is the `number` recall shows)"]
     assert invoke("unpin", "01NOSUCHMEMORY").exit_code == 10
     assert invoke("pin").exit_code == 2
 

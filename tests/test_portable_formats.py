@@ -27,7 +27,7 @@ def populate(service: Service) -> dict[str, str]:
     updated, accessed, forgotten, user-wide, with awkward text."""
     seed(service)
     record(service, "SessionEnd", session_id="s1", cwd=CWD, reason="logout")
-    service.pin(2)
+    service.pin("o2")
     wal = service.remember("Use WAL mode\n\nReaders never block writers.", namespace="decisions",
                            tags=["sqlite", "db"], project="demo", source="session:s1")
     awkward = service.remember(AWKWARD, summary="Awkward: --- ``` <!-- nmem", namespace="gotchas", project="demo",

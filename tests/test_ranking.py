@@ -18,7 +18,8 @@ from nmem.search import rank
 from nmem.search.porter import stem
 from nmem.search.rank import Candidate, Doc, IndexStats, Ranking, TermCounter
 from nmem.search.timeexpr import TimeRange
-from nmem.service.api import Service, _within
+from nmem.service.api import Service
+from nmem.service.search import _within
 from nmem.store import NewObservation, SearchFilters
 from store_engines import both_engines
 

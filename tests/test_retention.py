@@ -53,7 +53,7 @@ def trail(service: Service) -> dict[str, list[int]]:
         "new_reads": [read(service, f"/work/demo/src/recent_{i}.py", now - 5 * DAY + i) for i in range(3)],
         "old_commands": [bash(service, f"make zebracommand{i}", old + 100 + i) for i in range(4)],
     }
-    service.pin(str(ids["old_reads"][0]))
+    service.pin(f"o{ids['old_reads'][0]}")
     return ids
 
 

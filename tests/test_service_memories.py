@@ -205,9 +205,9 @@ def test_recall_hides_archived_unless_asked(service: Service) -> None:
 
 def test_pin_and_unpin_an_observation(service: Service) -> None:
     oid = bash(service, "make deploy", T0)
-    assert service.pin(oid) == {"kind": "observation", "id": oid, "is_pinned": True}
+    assert service.pin(f"o{oid}") == {"kind": "observation", "id": oid, "is_pinned": True}
     assert service.get_observations([oid])[0].is_pinned is True
-    assert service.pin(str(oid), pinned=False) == {"kind": "observation", "id": oid, "is_pinned": False}
+    assert service.pin(f"#{oid}", pinned=False) == {"kind": "observation", "id": oid, "is_pinned": False}
     assert service.get_observations([oid])[0].is_pinned is False
 
 
@@ -228,8 +228,20 @@ def test_pinned_memory_sorts_first_in_recall(service: Service) -> None:
 
 
 def test_pin_unknown_observation_is_not_found(service: Service) -> None:
-    with pytest.raises(NotFound, match="observation not found: 999"):
-        service.pin(999)
+    with pytest.raises(NotFound, match="observation not found: o999"):
+        service.pin("o999")
+
+
+def test_a_bare_integer_names_the_memory_recall_numbers_in_pin_update_and_forget(service: Service) -> None:
+    oid = bash(service, "make deploy", T0)
+    memory = service.remember("numbered memory", project="p")
+    number = service.recall_results("numbered", project="p")[0]["number"]
+    assert service.pin(number)["id"] == memory.id
+    assert service.update(str(number), summary="renamed").summary == "renamed"
+    assert service.forget(number).id == memory.id
+    assert service.get_observations([oid])[0].is_pinned is False  # the observation of that number is untouched
+    with pytest.raises(NotFound, match="the `number` recall shows"):
+        service.pin(number + 1000)
 
 
 def test_pin_unknown_memory_is_not_found(service: Service) -> None:
@@ -257,7 +269,7 @@ def test_purge_by_ids(service: Service) -> None:
 
 def test_purge_by_id_removes_even_a_pinned_row(service: Service) -> None:
     oid = bash(service, "pinned but explicit", T0)
-    service.pin(oid)
+    service.pin(f"o{oid}")
     assert service.purge(ids=[oid], confirm=True) == 1
 
 
@@ -265,7 +277,7 @@ def test_purge_by_type_and_age_keeps_pinned_and_recent_rows(service: Service, cl
     clock.now = T0 + 40 * DAY
     old_cmd = bash(service, "old command", T0)
     old_pinned = bash(service, "old pinned command", T0 + 1)
-    service.pin(old_pinned)
+    service.pin(f"o{old_pinned}")
     new_cmd = bash(service, "new command", T0 + 39 * DAY)
     old_read = record(service, "PostToolUse", now=T0 + 2, tool_name="Read",
                       tool_input={"file_path": "/w/x.py"}).observation_id
@@ -301,8 +313,8 @@ def test_purge_removes_rows_from_full_text_search(service: Service) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({}, "purge needs ids, a type or an age"),
-    ({"ids": [1], "obs_type": "command"}, "either ids or a type/age selector"),
+    ({}, "purge needs ids, a query, a type or an age"),
+    ({"ids": [1], "obs_type": "command"}, "either ids or a query/type/age selector"),
     ({"obs_type": "bogus"}, "unknown obs_type 'bogus'"),
     ({"ids": [1, "two"]}, "id must be an integer, got 'two'"),
 ])

@@ -1,4 +1,4 @@
-"""`CoreService.merge_memory` (what every import writes memories with) and the store reads and
+"""`CaptureService.merge_memory` (what every import writes memories with) and the store reads and
 writes behind export and import."""
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from nmem.models import Memory, Observation, Session
-    from nmem.service.core import CoreService
+    from nmem.service.core import CaptureService
     from nmem.store.protocol import Store
 
 OPEN_TAG = "<nmem-context>"
@@ -97,7 +97,7 @@ def is_recovery(source: str | None) -> bool:
     return source in ("compact", "clear")
 
 
-def limits_for(service: CoreService, source: str | None) -> ContextLimits:
+def limits_for(service: CaptureService, source: str | None) -> ContextLimits:
     s = service.settings
     common = {"max_chars": int(s["context.max_chars"]), "backfill_below": int(s["context.backfill_below"])}
     if is_recovery(source):
@@ -541,7 +541,7 @@ def _table(key: str, title: str, groups: list[Group], limit: int, paths: Paths, 
 # -- assembling the block -------------------------------------------------------------------------
 
 
-def build(service: CoreService, project: str, source: str | None = None, now: int | None = None, *,
+def build(service: CaptureService, project: str, source: str | None = None, now: int | None = None, *,
           session_id: str | None = None, cwd: str | None = None) -> ContextBlock:
     """The block with its figures; an empty block when there is nothing worth injecting.
 
@@ -601,7 +601,7 @@ def _intro(project: str, root: str | None, paths: Paths) -> str:
             "`nmem get <id>` opens one.")
 
 
-def render(service: CoreService, project: str, source: str | None = None, now: int | None = None, *,
+def render(service: CaptureService, project: str, source: str | None = None, now: int | None = None, *,
            session_id: str | None = None, cwd: str | None = None) -> str:
     """The whole block, or "" when there is nothing worth injecting (or the store cannot be read)."""
     try:
@@ -644,7 +644,7 @@ def _fit(head: list[str], sections: list[Section], tail: list[str], limits: Cont
 FILE_MEMORIES = 3
 
 
-def file_memories(service: CoreService, project: str, session_id: str, file_path: str) -> str:
+def file_memories(service: CaptureService, project: str, session_id: str, file_path: str) -> str:
     """The curated memories naming a file, on its first touch in a session ("" otherwise).
 
     A gotcha about `billing/invoice.py` is worth saying when the agent opens that file, once:

@@ -1,6 +1,6 @@
 """What `nmem import` writes: a checked batch of records, idempotently.
 
-- A memory is keyed by its uid and goes through `CoreService.merge_memory` (the newer
+- A memory is keyed by its uid and goes through `CaptureService.merge_memory` (the newer
   `updated_at` wins; a memory without a uid is new unless one of its domain and namespace
   already says the same).
 - A session is keyed by its id: a new one is added; a known one keeps its project, takes the
@@ -28,7 +28,7 @@ from nmem.capture.privacy import scrub
 from nmem.models import Session
 from nmem.portable import document, jsonl, markdown
 from nmem.portable.records import Batch, TrailSession, read_batch
-from nmem.service.core import CoreService
+from nmem.service.core import CaptureService
 from nmem.store import NewObservation
 
 MEMORIES_PER_TRANSACTION = 500
@@ -59,12 +59,12 @@ class ImportReport:
         }
 
 
-def read(service: CoreService, text: str, fmt: str) -> Batch:
+def read(service: CaptureService, text: str, fmt: str) -> Batch:
     """Parse and check a whole file in one of the formats (`nmem.portable.FORMATS`)."""
     return read_batch(READERS[fmt](text), service.now(), service.importable)
 
 
-def apply(service: CoreService, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
+def apply(service: CaptureService, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
     service.check_writable()  # memory off (globally or here): an import writes nothing
     report = ImportReport()
     store = service.store
@@ -109,7 +109,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _session(service: CoreService, trail: TrailSession, report: ImportReport) -> None:
+def _session(service: CaptureService, trail: TrailSession, report: ImportReport) -> None:
     store = service.store
     incoming = trail.session.replace(summary=_clean(trail.session.summary))
     local = store.get_session(incoming.id)

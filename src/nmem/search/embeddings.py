@@ -602,7 +602,7 @@ def hybrid_search(service: Service, scope: str, query: str | None, filters: Sear
     embedder = embedder or active_embedder(service.settings)
     if embedder is None:
         return None
-    from nmem.service.api import SearchResult  # memory imports this module lazily; no cycle at import
+    from nmem.service.search import SearchResult
 
     store = service.store
     pool = max(CANDIDATES, offset + limit)

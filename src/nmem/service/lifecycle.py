@@ -1,6 +1,6 @@
 """The lifecycle half of the service API: tiers, `sweep`, `consolidate` and its undo.
 
-`nmem.service.api.Service` inherits it; the CLI and MCP call these methods and only format the
+`nmem.service.api.Service` includes it; the CLI and MCP call these methods and only format the
 reports. Every memory edit goes through the store's memory writes, so it is logged for sync
 like any other; each change a consolidation makes is also kept (before and after) in
 `lifecycle_changes`, in the same transaction, for `undo_consolidation`.
@@ -17,7 +17,8 @@ from nmem.ids import new_uid
 from nmem.lifecycle import similarity, tiers
 from nmem.lifecycle.retention import ttl_policy
 from nmem.models import Memory, Session, preview
-from nmem.service.core import SUMMARY_CHARS, CoreService
+from nmem.service.args import SUMMARY_CHARS
+from nmem.service.base import Base
 from nmem.store import NewMemory
 
 Progress = Callable[[str], None]
@@ -42,8 +43,8 @@ def _edited(now: dict[str, Any], then: dict[str, Any]) -> bool:
     return any(now[k] != then.get(k) for k in SNAPSHOT_FIELDS if k != "tier")
 
 
-class Lifecycle(CoreService):
-    """What `nmem.service.api.Service` adds to capture and curation for the lifecycle."""
+class Lifecycle(Base):
+    """Tiers, retention and consolidation."""
 
     _corpus: similarity.Corpus
     _index: dict[str, int]
@@ -70,16 +71,6 @@ class Lifecycle(CoreService):
         at = self.store.tiers_computed_at()
         if at is None or self.now() - at >= LAZY_TIERS_AFTER:
             self.recompute_tiers()
-
-    def status(self) -> dict[str, Any]:
-        """The store's counts (every tier listed, hot to archived), when tiers were last computed,
-        and the LLM provider consolidation would use (never its key)."""
-        data = super().status()
-        data["tiers_computed_at"] = self.store.tiers_computed_at()
-        provider = str(self.settings["llm.provider"]).strip().lower()
-        model = str(self.settings["llm.model"]).strip()
-        data["llm"] = "disabled" if provider in ("", "none") else f"{provider}:{model}" if model else provider
-        return data
 
     # -- retention ---------------------------------------------------------------------------
 

@@ -10,10 +10,8 @@ import click
 from nmem.adapters.cli.app import State, emit, format_option, note, pass_state, read_stdin, split_values
 from nmem.adapters.cli.output import Block, Body, Fields, Heading, one_line, when
 from nmem.adapters.cli.params import Integer
-from nmem.errors import InvalidArgument, NotFound
 from nmem.models import TIERS, Memory
-from nmem.refs import OBSERVATION, PROMPT, SESSION, parse_ref
-from nmem.service.api import RECALL_DETAILS, RECALL_MODES
+from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 DOMAIN_HELP = "Where it belongs: project (the current one), project:<name>, user or org."
@@ -166,7 +164,7 @@ def recall(state: State, query: str | None, namespace: str | None, tags: tuple[s
 
 
 @click.command("update")
-@click.argument("ref", metavar="ID|URN")
+@click.argument("ref", metavar="ID|URN|NUMBER")
 @click.option("--content", help="New body (markdown).")
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the new body from standard input.")
 @click.option("--summary", help="New one-line summary (at most 100 characters).")
@@ -179,7 +177,7 @@ def recall(state: State, query: str | None, namespace: str | None, tags: tuple[s
 def update(state: State, ref: str, content: str | None, from_stdin: bool, summary: str | None,
            namespace: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str | None,
            fmt: str | None) -> None:
-    """Change a memory's content, summary, namespace, tags or tier."""
+    """Change a memory (id, URN or the number recall shows): content, summary, namespace, tags, tier."""
     if from_stdin:
         if content is not None:
             raise click.UsageError("give --content or --stdin, not both")
@@ -207,13 +205,6 @@ def forget(state: State, ref: str, fmt: str | None) -> None:
 
 
 def _pin(state: State, ref: str, pinned: bool, fmt: str | None) -> None:
-    parsed = parse_ref(ref)
-    if parsed.kind == OBSERVATION:
-        if parsed.project is not None and not state.service().get([ref])[0]:
-            raise NotFound(f"observation not found: {ref}")  # a URN naming another project's observation
-        ref = str(parsed.key)
-    elif parsed.kind == PROMPT or (parsed.kind == SESSION and (parsed.prefix or parsed.project is not None)):
-        raise InvalidArgument(f"{ref} names a {parsed.kind}: only observations and memories can be pinned")
     data = state.service().pin(ref, pinned)
     what = f"observation {data['id']}" if data["kind"] == "observation" else f"memory {data['urn']}"
     emit(state, fmt, {"success": True, **data},
@@ -221,20 +212,20 @@ def _pin(state: State, ref: str, pinned: bool, fmt: str | None) -> None:
 
 
 @click.command("pin")
-@click.argument("ref", metavar="ID|URN")
+@click.argument("ref", metavar="ID|URN|NUMBER|oN")
 @format_option
 @pass_state
 def pin(state: State, ref: str, fmt: str | None) -> None:
-    """Pin an observation or a memory so purges keep it.
+    """Pin a memory (id, URN or the number recall shows) or an observation (o42, #42, URN).
 
-    An observation is its number (42, o42, #42) or URN; a memory its id or URN. Pinned
-    memories are listed first.
+    A bare number is a memory's, as in `update` and `forget`; an observation is written o42
+    or #42. Pinned records are kept by purges and retention; pinned memories are listed first.
     """
     _pin(state, ref, True, fmt)
 
 
 @click.command("unpin")
-@click.argument("ref", metavar="ID|URN")
+@click.argument("ref", metavar="ID|URN|NUMBER|oN")
 @format_option
 @pass_state
 def unpin(state: State, ref: str, fmt: str | None) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from nmem.errors import InvalidArgument
-from nmem.service.core import INT_MAX, INT_MIN, _as_int
+from nmem.util.numbers import INT_MAX, INT_MIN, as_int
 
 
 class Integer(click.types.IntParamType):
@@ -27,7 +27,7 @@ class Integer(click.types.IntParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         label = _label(param)
         try:
-            return _as_int(value, label, self.low, self.high)
+            return as_int(value, label, self.low, self.high)
         except InvalidArgument:
             self.fail(f"{value!r} is not an integer", param, ctx)
 

@@ -28,7 +28,7 @@ from nmem.portable.export import Export, ExportFilters
 from nmem.portable.records import Batch
 from nmem.portable.sources import claude_mem, mcp_memory
 from nmem.portable.sources.transcripts import default_root, find_transcripts, import_transcripts
-from nmem.service.core import CoreService
+from nmem.service.core import CaptureService
 from nmem.util.timeutil import parse_time
 
 WRITERS: dict[str, Callable[[Export, TextIO, Callable[[int], None]], None]] = {
@@ -165,7 +165,7 @@ def _read_input(path: str) -> str:
         raise InvalidArgument(f"{'standard input' if path == '-' else path} is not UTF-8 text") from None
 
 
-def _apply(service: CoreService, batch: Batch) -> importer.ImportReport:
+def _apply(service: CaptureService, batch: Batch) -> importer.ImportReport:
     with progress_bar(batch.rows, "importing") as advance:
         return importer.apply(service, batch, advance)
 

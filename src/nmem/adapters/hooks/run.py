@@ -33,7 +33,7 @@ from nmem.capture.privacy import scrub_value
 from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StorageError, StoreBusy
-from nmem.service.core import CoreService
+from nmem.service.core import CaptureService
 from nmem.sync import trigger as sync_trigger
 
 TYPE_CHECKING = False
@@ -189,12 +189,12 @@ def _spool(settings: Settings, payload: dict[str, Any]) -> str:
     return final
 
 
-def drain_spool(service: CoreService, log: HookLog, deadline: Deadline, limit: int = SPOOL_BATCH) -> bool:
+def drain_spool(service: CaptureService, log: HookLog, deadline: Deadline, limit: int = SPOOL_BATCH) -> bool:
     """Store spooled events, oldest first; False when more than `limit` were waiting.
 
     Each file is claimed before it is read: renamed to `<id>.<pid>.claim.json`, which only one
     of several draining hooks can do. The event is stored under its spool id, which makes a
-    replay harmless (`CoreService.record_event`), and the claim is unlinked. A claim whose
+    replay harmless (`CaptureService.record_event`), and the claim is unlinked. A claim whose
     process is gone (killed between claim and unlink) is taken over by the next drain. A
     file that cannot be read or stored is set aside as `<id>.bad` and logged. A busy or
     failing database stops the drain with StoreBusy or StorageError, the claim put back.
@@ -281,7 +281,7 @@ def _abandoned(path: str, pid_text: str, now: float) -> bool:
         return False
 
 
-def _replay(service: CoreService, log: HookLog, deadline: Deadline, spool_id: str, path: str) -> None:
+def _replay(service: CaptureService, log: HookLog, deadline: Deadline, spool_id: str, path: str) -> None:
     """Store one claimed event, or set it aside; StorageError when the database cannot take it now."""
     try:
         with open(path, "rb") as fh:
@@ -406,7 +406,7 @@ def _record(settings: Settings, payload: dict[str, Any],
         return "", None
     deadline = Deadline(int(settings["hooks.busy_budget_ms"]))
     try:
-        service = deadline.run(lambda: CoreService.open(settings, busy_timeout_ms=deadline.try_ms))
+        service = deadline.run(lambda: CaptureService.open(settings, busy_timeout_ms=deadline.try_ms))
     except StorageError as exc:
         _keep(settings, log, payload, event, exc)
         return _busy_context(settings, event), _needs_user(exc)
@@ -445,7 +445,7 @@ def _needs_user(exc: StorageError) -> StorageError | None:
     return None if isinstance(exc, StoreBusy) else exc
 
 
-def _output(settings: Settings, service: CoreService, event: ev.HookEvent, outcome: RecordOutcome) -> str:
+def _output(settings: Settings, service: CaptureService, event: ev.HookEvent, outcome: RecordOutcome) -> str:
     """What a stored event prints: the SessionStart block, opt-in file memories, remembered notes."""
     if outcome.skipped == "disabled":
         return ""
@@ -479,7 +479,7 @@ def _keep(settings: Settings, log: HookLog, payload: dict[str, Any], event: ev.H
         log.error(note)
 
 
-def _session_context(service: CoreService, event: ev.HookEvent, project: str | None = None) -> str:
+def _session_context(service: CaptureService, event: ev.HookEvent, project: str | None = None) -> str:
     """The SessionStart block; readers are never blocked by a writer, so it works while busy too."""
     project = project or service.project_for(event.cwd)
     if not service.settings.project_enabled(project, event.cwd):
@@ -495,7 +495,7 @@ def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
     if event.kind != ev.SESSION_START or not os.path.exists(settings.db_path):
         return ""
     try:
-        service = CoreService.open(settings, readonly=True)
+        service = CaptureService.open(settings, readonly=True)
     except NmemError:
         return ""
     try:

@@ -109,17 +109,11 @@ def forget_memory(ctx: Context, p: s.RefPath, _: None) -> dict[str, Any]:
 
 
 def pin(ctx: Context, p: s.RefPath, _: None) -> dict[str, Any]:
-    return ctx.service.pin(_pin_key(p.ref), True)
+    return ctx.service.pin(p.ref, True)
 
 
 def unpin(ctx: Context, p: s.RefPath, _: None) -> dict[str, Any]:
-    return ctx.service.pin(_pin_key(p.ref), False)
-
-
-def _pin_key(ref: str) -> str:
-    """An observation as `42`, `o42` or `#42` (what `Service.pin` reads as a number), else a memory."""
-    text = ref.strip()
-    return text[1:] if text[:1] in ("o", "#") and text[1:].isdigit() else text
+    return ctx.service.pin(p.ref, False)
 
 
 def records(ctx: Context, p: s.RefsParams, _: None) -> dict[str, Any]:

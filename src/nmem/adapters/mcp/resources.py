@@ -23,9 +23,9 @@ from urllib.parse import quote
 from nmem.errors import NotFound
 from nmem.models import Memory, urn_parts
 from nmem.service.api import Service
-from nmem.service.core import INT_MAX
 from nmem.store import SearchFilters
 from nmem.team import access
+from nmem.util.numbers import INT_MAX
 
 PAGE_SIZE = 50
 LISTING_LIMIT = 100

@@ -15,7 +15,8 @@ from typing import Any
 from nmem.adapters.mcp import configure_tool, consolidate_tool, sync_tool
 from nmem.errors import InvalidArgument
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
-from nmem.service.api import RECALL_DETAILS, RECALL_MODES, Service
+from nmem.service.api import Service
+from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
 SHAPES = ("object", "array")
