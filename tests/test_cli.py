@@ -61,7 +61,7 @@ def test_search_full_includes_every_observation_field(history: History) -> None:
 
 
 def test_search_ids_prints_one_id_per_line_and_the_count(history: History) -> None:
-    result = ok("search", "auth", "--ids")
+    result = ok("search", "auth", "--ids", "--scope", "observations")
     assert sorted(int(line) for line in result.stdout.split()) == sorted(
         [history.read, history.edit, history.test_cmd, history.other_cmd])
     assert stderr_lines(result) == ['nmem: 4 results for "auth"']
@@ -100,7 +100,7 @@ def test_format_comes_from_the_global_option_then_the_setting(history: History,
 
 def test_search_filters(history: History) -> None:
     def ids(*args: str) -> set[int]:
-        return {h["id"] for h in as_json("search", *args)}
+        return {h["id"] for h in as_json("search", "--scope", "observations", *args)}
 
     assert ids("auth", "--project", "demo") == {history.read, history.edit, history.test_cmd}
     assert ids("auth", "--project", "other") == {history.other_cmd}

@@ -71,7 +71,7 @@ def commands(ids: dict[str, str]) -> list[tuple[str, list[str]]]:
         ("nmem remember, capture, update", ["update", ids["memory"], "--tier", "hot"]),
         ("nmem recall", ["recall", "WAL"]),
         ("nmem pin, unpin", ["pin", ids["memory"]]),
-        ("nmem pin, unpin", ["unpin", ids["obs"]]),
+        ("nmem pin, unpin", ["unpin", f"o{ids['obs']}"]),
         ("nmem forget", ["forget", ids["spare"]]),
         ("nmem purge", ["purge", "--id", "9999", "--confirm"]),
         ("nmem purge", ["purge", "--query", "nothing matches this", "--confirm"]),

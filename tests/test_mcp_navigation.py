@@ -85,9 +85,10 @@ async def test_session_trace_and_search_take_session_prefixes(client: Client, se
 
 
 async def test_search_strict_keeps_only_what_holds_every_word(client: Client, seeded: Seeded) -> None:
-    ranked = await call(client, "search", {"query": "login redirect test", "project": None})
+    ranked = await call(client, "search", {"scope": "observations", "query": "login redirect test", "project": None})
     assert len(ranked["results"]) > 1
-    strict = await call(client, "search", {"query": "login redirect test", "project": None, "strict": True})
+    strict = await call(client, "search", {"scope": "observations", "query": "login redirect test", "project": None,
+                                           "strict": True})
     assert [r["id"] for r in strict["results"]] == [seeded.failure]
     assert strict["match"] == '"login" AND "redirect" AND "test"'
 

@@ -96,7 +96,7 @@ async def test_unknown_tool_is_a_protocol_error_invalid_params(client: Client) -
 
 
 async def test_search_returns_index_entries_of_the_current_project_first(client: Client, seeded: Seeded) -> None:
-    out = await call(client, "search", {"query": "login"})
+    out = await call(client, "search", {"scope": "observations", "query": "login"})
     assert out["count"] == len(out["results"]) > 0
     assert out["query"] == "login"
     assert out["match"]
@@ -114,14 +114,14 @@ async def test_search_returns_index_entries_of_the_current_project_first(client:
 
 async def test_search_project_default_vs_null_vs_star(client: Client, seeded: Seeded) -> None:
     # ADR-006: the current project is a boost, not a filter; its results come first
-    default = await call(client, "search", {"query": "login"})
+    default = await call(client, "search", {"scope": "observations", "query": "login"})
     assert [r["project"] for r in default["results"]][-1] == "other"
     assert {r["project"] for r in default["results"][:-1]} == {PROJECT}
     for everywhere in (None, "*"):
-        out = await call(client, "search", {"query": "login", "project": everywhere})
+        out = await call(client, "search", {"scope": "observations", "query": "login", "project": everywhere})
         assert {r["project"] for r in out["results"]} == {"demo", "other"}, everywhere
         assert seeded.other in [r["id"] for r in out["results"]]
-    other = await call(client, "search", {"query": "login", "project": "other"})
+    other = await call(client, "search", {"scope": "observations", "query": "login", "project": "other"})
     assert [r["id"] for r in other["results"]] == [seeded.other]
 
 
@@ -144,18 +144,19 @@ async def test_search_filters_in_nmem_spelling(client: Client, seeded: Seeded) -
     assert [r["id"] for r in errors["results"]] == [seeded.failure]
     by_file = await call(client, "search", {"files": ["src/auth.py"], "order_by": "date_asc"})
     assert [r["id"] for r in by_file["results"]] == [seeded.read, seeded.edit]
-    by_session = await call(client, "search", {"session_id": "s-lonely"})
+    by_session = await call(client, "search", {"scope": "observations", "session_id": "s-lonely"})
     assert [r["id"] for r in by_session["results"]] == [seeded.lonely]
-    window = await call(client, "search", {"date_start": T0 + 15, "date_end": T0 + 45, "order_by": "date_asc"})
+    window = await call(client, "search", {"scope": "observations", "date_start": T0 + 15, "date_end": T0 + 45, "order_by": "date_asc"})
     assert [r["id"] for r in window["results"]] == [seeded.test_run, seeded.failure, seeded.read]
     tagged = await call(client, "search", {"scope": "memories", "tags": ["jwt"], "namespace": "decisions"})
     assert [r["urn"] for r in tagged["results"]] == [seeded.memory_urn]
 
 
 async def test_search_accepts_claude_mem_spellings(client: Client, seeded: Seeded) -> None:
-    window = await call(client, "search", {"dateStart": T0 + 15, "dateEnd": T0 + 45, "orderBy": "date_asc"})
+    window = await call(client, "search", {"scope": "observations", "dateStart": T0 + 15, "dateEnd": T0 + 45, "orderBy": "date_asc"})
     assert [r["id"] for r in window["results"]] == [seeded.test_run, seeded.failure, seeded.read]
-    newest = await call(client, "search", {"query": "pytest", "orderBy": "date_desc"})
+    newest = await call(client, "search", {"scope": "observations", "query": "pytest",
+                                           "orderBy": "date_desc"})
     assert [r["id"] for r in newest["results"]] == [seeded.failure, seeded.test_run]
     as_obs_type = await call(client, "search", {"query": "pytest", "type": "command_error"})
     assert [r["id"] for r in as_obs_type["results"]] == [seeded.failure]

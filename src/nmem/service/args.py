@@ -10,6 +10,14 @@ MAX_LIMIT = 100
 MAX_IDS = 50
 SUMMARY_CHARS = 100
 ALL_PROJECTS = ("", "*")   # what a surface passes for "every project alike"
+CURRENT_PROJECT = "."
+# What every surface says about its `project` argument (CLI --project, MCP and REST `project`).
+SEARCH_PROJECT_HELP = ("Only this project ('.' = the current one). Default: every project, the current one's "
+                       "results first; '*' (or empty, or null): every project alike.")
+BOUND_PROJECT_HELP = ("Only this project ('.' = the current one; default: the current one); '*' (or empty, "
+                      "or null): every project.")
+RECALL_PROJECT_HELP = ("Whose memories, besides the user's and the org's ('.' = the current project; default: "
+                       "the current one); '*' (or empty, or null): every project's.")
 _SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _UID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")  # ULIDs: Crockford's base32
 
@@ -43,8 +51,8 @@ class ProjectScope:
     records first (ADR-006: a project match is a boost, not a filter). The one reading of a
     `project` argument; every surface (CLI, MCP, REST, claude-mem routes) passes it here.
 
-    - a name: only that project;
-    - `*` or empty: every project alike;
+    - a name: only that project; `.` the current one;
+    - `*` or empty: every project alike (an adapter whose protocol has null maps it to `*`);
     - missing (None): for searches (`search`, `timeline`), every project with the current one
       first; for reads bound to a project (`bound=True`: `recall`, `recent`, `trace`,
       `sessions`), the current project only. Recall then adds the user's and the
@@ -64,6 +72,8 @@ class ProjectScope:
         if not isinstance(value, str):
             raise InvalidArgument(f"project must be a name, '*' or empty, got {value!r}")
         name = value.strip()
+        if name == CURRENT_PROJECT:
+            return cls(current, None)
         return cls(None, None) if name in ALL_PROJECTS else cls(name, None)
 
     def __repr__(self) -> str:

@@ -120,12 +120,11 @@ class Memories(Base):
 
     def _named_memory(self, ref: str | int) -> Memory:
         """The memory an id, URN or recall `number` names; NotFound says the ref as given."""
+        uid = self.memory_ref(ref)
         try:
-            return self.get_memory(self.memory_ref(ref))
-        except NotFound as exc:
-            if _number_text(ref) is not None:
-                raise
-            raise NotFound(f"memory not found: {str(ref).strip()}") from exc
+            return self.get_memory(uid)
+        except NotFound:
+            raise NotFound(f"memory not found: {str(ref).strip()}") from None
 
     def update(self, ref: str | int, *, content: str | None = None, summary: str | None = None,
                namespace: str | None = None, tags: Iterable[str] | str | None = None,

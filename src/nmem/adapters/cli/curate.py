@@ -11,6 +11,7 @@ from nmem.adapters.cli.app import State, emit, format_option, note, pass_state, 
 from nmem.adapters.cli.output import Block, Body, Fields, Heading, one_line, when
 from nmem.adapters.cli.params import Integer
 from nmem.models import TIERS, Memory
+from nmem.service.args import RECALL_PROJECT_HELP, ProjectScope
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -136,7 +137,7 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
 @click.option("--tag", "--tags", "tags", multiple=True, help="Only memories with these tags (all of them).")
 @click.option("--spec", help="Only memories captured with this --spec.")
 @click.option("--domain", default="all", show_default=True, help="all, project, project:<name>, user or org.")
-@click.option("--project", help="Project whose memories to include (with user and org ones).")
+@click.option("--project", help=RECALL_PROJECT_HELP)
 @click.option("--limit", type=Integer(), default=10, show_default=True, help="Max results, clamped to 1-100.")
 @click.option("--mode", type=click.Choice(RECALL_MODES), default=None,
               help="bm25 (full text), vector (nearest vectors) or hybrid (both). Default: hybrid when "
@@ -151,13 +152,15 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
 def recall(state: State, query: str | None, namespace: str | None, tags: tuple[str, ...], spec: str | None,
            domain: str, project: str | None, limit: int, mode: str | None, min_similarity: float | None,
            detail: str, include_archived: bool, fmt: str | None) -> None:
-    """Search curated memories; without QUERY, the newest first.
+    """Search the memories of this project plus the user's and the org's; without QUERY, the newest first.
 
     Each result carries `number`, the integer id `nmem forget` also takes.
     """
-    results = state.service().recall_results(
+    service = state.service()
+    results = service.recall_results(
         query, detail=detail, namespace=namespace, tags=split_values(tags) or None, domain=domain,
-        project=project, limit=limit, include_archived=include_archived, mode=mode,
+        project=ProjectScope.parse(project, service.project_for(), bound=True).only, limit=limit,
+        include_archived=include_archived, mode=mode,
         min_similarity=min_similarity, spec=spec)
     emit(state, fmt, {"query": query, "count": len(results), "results": results}, lambda: recall_blocks(results))
     note(f'{len(results)} memories for "{query}"' if query else f"{len(results)} memories")

@@ -28,6 +28,7 @@ from nmem.context.block import build as build_context
 from nmem.errors import NotFound, StorageError
 from nmem.models import ORDERS, SCOPES, session_ref
 from nmem.service.api import SearchResult
+from nmem.service.args import BOUND_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
 
 # -- search -------------------------------------------------------------------------------
 
@@ -70,11 +71,10 @@ def _count_line(count: int, query: str | None) -> str:
 
 @click.command("search")
 @click.argument("query", required=False)
-@click.option("--project", help="Only this project ('.' = the current one; '*' = every project alike). "
-                                "Default: every project, the current one's results first.")
+@click.option("--project", help=SEARCH_PROJECT_HELP)
 @click.option("--type", "types", multiple=True, help="Observation type, e.g. command_error (repeat or comma-separate).")
-@click.option("--scope", type=click.Choice(SCOPES), default="observations", show_default=True,
-              help="What to search.")
+@click.option("--scope", type=click.Choice(SCOPES), default="all", show_default=True,
+              help="What to search: observations, prompts (yours and the agent's replies), sessions, memories.")
 @click.option("--namespace", "namespaces", multiple=True, help="Memory namespace (memories scope).")
 @click.option("--tag", "tags", multiple=True, help="Memory tag (memories scope; repeat or comma-separate).")
 @click.option("--file", "files", multiple=True,
@@ -101,7 +101,7 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
            namespaces: tuple[str, ...], tags: tuple[str, ...], files: tuple[str, ...], session: str | None,
            since: str | None, until: str | None, order: str, limit: int | None, offset: int,
            full: bool, strict: bool, raw: bool | None, ids: bool, fmt: str | None) -> None:
-    """Full-text search over what was recorded and remembered.
+    """Search everything (observations, prompts and replies, sessions, memories), this project's first.
 
     QUERY is FTS5 syntax (AND/OR/NOT, "phrase", prefix*) or plain words, which are
     rewritten so a question finds what shares its words (ranked; --strict keeps only
@@ -115,16 +115,14 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
         nmem search "stale fixture" --ids | xargs nmem get
     """
     service = state.service()
-    current = service.project_for()
-    if project == ".":
-        project = current
+    projects = ProjectScope.parse(project, service.project_for())
     result = service.search(
-        query, scope=scope, project=project, obs_type=split_values(types) or None,
+        query, scope=scope, project=projects.only, obs_type=split_values(types) or None,
         namespace=split_values(namespaces) or None, tags=split_values(tags) or None,
         files=split_values(files) or None, session_id=session,
         date_start=time_bound(service, since), date_end=time_bound(service, until),
         order_by=order, limit=limit, offset=offset, strict=strict or ids,
-        prefer_project=current if project is None else None, cwd=os.getcwd(), raw=raw or None,
+        prefer_project=projects.first, cwd=os.getcwd(), raw=raw or None,
     )
     if ids:
         for hit in result.hits:
@@ -190,16 +188,16 @@ def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
 @click.option("--query", "-q", help="Anchor on the best match of this search instead of an id.")
 @click.option("--before", type=Integer(), default=5, show_default=True, help="Observations before the anchor.")
 @click.option("--after", type=Integer(), default=5, show_default=True, help="Observations after the anchor.")
-@click.option("--project", help="Project to search in with --query ('*' = every project alike). "
-                                "Default: every project, the current one's matches first.")
+@click.option("--project", help="With --query: " + SEARCH_PROJECT_HELP)
 @format_option
 @pass_state
 def timeline(state: State, anchor: int | None, query: str | None, before: int, after: int,
              project: str | None, fmt: str | None) -> None:
     """What happened around one observation, within its session."""
     service = state.service()
-    data = service.timeline(anchor, query=query, before=before, after=after, project=project,
-                            prefer_project=service.project_for() if project is None else None)
+    projects = ProjectScope.parse(project, service.project_for())
+    data = service.timeline(anchor, query=query, before=before, after=after, project=projects.only,
+                            prefer_project=projects.first)
 
     def blocks() -> list[Block]:
         center = data["anchor"]
@@ -224,7 +222,7 @@ def trace(state: State, session_id: str | None, before: str | None, after: str |
     order, each with the observations recorded after it.
     """
     service = state.service()
-    project = None if session_id else service.project_for()
+    project = None if session_id else ProjectScope.parse(None, service.project_for(), bound=True).only
     data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after),
                                  project=project)
     if project is not None:
@@ -292,15 +290,15 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
 
 
 @click.command("sessions")
-@click.option("--project", help="Only this project (default: the current one).")
-@click.option("--all", "all_projects", is_flag=True, help="Sessions of every project.")
+@click.option("--project", help=BOUND_PROJECT_HELP)
+@click.option("--all", "all_projects", is_flag=True, help="Sessions of every project (as --project '*').")
 @click.option("--since", help="Only sessions started or ended since: a date, ISO time, epoch seconds or age (7d).")
 @click.option("--limit", type=int, default=20, show_default=True, help="Max sessions, clamped to 1-100.")
 @format_option
 @pass_state
 def sessions(state: State, project: str | None, all_projects: bool, since: str | None, limit: int,
              fmt: str | None) -> None:
-    """Recorded sessions, newest first.
+    """Recorded sessions of this project (or --project, --all), newest first.
 
     Each with its id (give it to `nmem trace` or `nmem get`), project, start, duration
     (or open), user prompts, actions (observations other than session events) and intent.
@@ -308,7 +306,7 @@ def sessions(state: State, project: str | None, all_projects: bool, since: str |
     if project and all_projects:
         raise click.UsageError("give --project or --all, not both")
     service = state.service()
-    name = None if all_projects else project or service.project_for()
+    name = ProjectScope.parse("*" if all_projects else project, service.project_for(), bound=True).only
     rows = service.sessions(name, since=time_bound(service, since), limit=limit)
 
     def blocks() -> list[Block]:

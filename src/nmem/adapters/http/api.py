@@ -14,30 +14,19 @@ from nmem.capture.privacy import redact_url
 from nmem.config import SETTINGS
 from nmem.context.block import build as build_context
 from nmem.errors import NotFound
+from nmem.service.args import ProjectScope
 
 PREFIX = "/api/v1"
-ALL_PROJECTS = ("", "*")
 
 
-def _only_or_first(ctx: Context, project: str | None) -> tuple[str | None, str | None]:
-    """(only this project, this project first), as MCP reads `project`: missing → every project,
-    the server's current one first; `*` or empty → every project alike; a name → only it."""
-    if project is None:
-        return None, ctx.project
-    return (None if project in ALL_PROJECTS else project), None
-
-
-def _project(ctx: Context, project: str | None) -> str | None:
-    """Missing → the server's current project; `*` or empty → every project."""
-    if project is None:
-        return ctx.project
-    return None if project in ALL_PROJECTS else project
+def _projects(ctx: Context, project: str | None, *, bound: bool = False) -> ProjectScope:
+    return ProjectScope.parse(project, ctx.project, bound=bound)
 
 
 def search(ctx: Context, p: s.SearchParams, _: None) -> dict[str, Any]:
-    only, first = _only_or_first(ctx, p.project)
+    projects = _projects(ctx, p.project)
     result = ctx.service.search(
-        p.query, scope=p.scope, project=only, prefer_project=first, obs_type=p.obs_type, namespace=p.namespace,
+        p.query, scope=p.scope, project=projects.only, prefer_project=projects.first, obs_type=p.obs_type, namespace=p.namespace,
         tags=p.tags, files=p.files, session_id=p.session_id, source=p.source, date_start=p.date_start,
         date_end=p.date_end, order_by=p.order_by, limit=p.limit, offset=p.offset, strict=p.strict, cwd=ctx.cwd)
     rows = result.to_list(full=p.format == "full")
@@ -57,13 +46,14 @@ def observation(ctx: Context, p: s.ObservationPath, _: None) -> dict[str, Any]:
 
 
 def timeline(ctx: Context, p: s.TimelineParams, _: None) -> dict[str, Any]:
-    only, first = _only_or_first(ctx, p.project)
-    return ctx.service.timeline(p.anchor, query=p.query, before=p.before, after=p.after, project=only,
-                                prefer_project=first)
+    projects = _projects(ctx, p.project)
+    return ctx.service.timeline(p.anchor, query=p.query, before=p.before, after=p.after, project=projects.only,
+                                prefer_project=projects.first)
 
 
 def sessions(ctx: Context, p: s.SessionsParams, _: None) -> dict[str, Any]:
-    rows = ctx.service.sessions(None if p.project in ALL_PROJECTS else p.project, since=p.since, limit=p.limit)
+    rows = ctx.service.sessions(_projects(ctx, p.project, bound=True).only, since=p.since,
+                                limit=p.limit)
     return {"results": rows, "count": len(rows)}
 
 
@@ -76,13 +66,13 @@ def file_history(ctx: Context, p: s.FileHistoryParams, _: None) -> dict[str, Any
 
 
 def recent(ctx: Context, p: s.RecentParams, _: None) -> dict[str, Any]:
-    rows = ctx.service.recent_context(_project(ctx, p.project), p.limit)
+    rows = ctx.service.recent_context(_projects(ctx, p.project, bound=True).only, p.limit)
     return {"results": rows, "count": len(rows)}
 
 
 def recall(ctx: Context, p: s.RecallParams, _: None) -> dict[str, Any]:
     hits = ctx.service.recall(p.query, namespace=p.namespace, tags=p.tags, domain=p.domain,
-                              project=_project(ctx, p.project), limit=p.limit, include_archived=p.include_archived)
+                              project=_projects(ctx, p.project, bound=True).only, limit=p.limit, include_archived=p.include_archived)
     rows = [h.to_dict(full=True) for h in hits]
     return {"results": rows, "count": len(rows)}
 
@@ -146,14 +136,15 @@ def settings(ctx: Context, _: None, __: None) -> dict[str, Any]:
 
 def context_preview(ctx: Context, p: s.ContextParams, _: None) -> dict[str, Any]:
     service = ctx.service
-    name = p.project if p.project not in (None, *ALL_PROJECTS) else (ctx.project or service.project_for(ctx.cwd))
+    name = _projects(ctx, p.project, bound=True).only or ctx.project or service.project_for(ctx.cwd)
     built = build_context(service, name, "compact" if p.recovery else None, service.now())
     return {"project": name, "mode": "recovery" if p.recovery else "normal", "context": built.text,
             "stats": built.stats()}
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("GET", f"{PREFIX}/search", "Search the trail and curated memories", search, s.SearchParams,
+    Endpoint("GET", f"{PREFIX}/search", "Search everything (observations, prompts, sessions, memories) in every "
+             "project, the current one's first", search, s.SearchParams,
              description="Every filter of `nmem search`; `format=index` gives 120-character previews, "
                          "`format=full` whole records.", tag="search"),
     Endpoint("GET", f"{PREFIX}/observations", "Fetch observations by id", observations, s.IdsParams, tag="trail"),
@@ -167,7 +158,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", f"{PREFIX}/files/history", "Every session that touched a file", file_history,
              s.FileHistoryParams),
     Endpoint("GET", f"{PREFIX}/recent", "Recent activity by composite score", recent, s.RecentParams),
-    Endpoint("GET", f"{PREFIX}/memories", "Recall curated memories", recall, s.RecallParams, tag="memories"),
+    Endpoint("GET", f"{PREFIX}/memories", "Recall the memories of this project plus the user's and the org's", recall, s.RecallParams, tag="memories"),
     Endpoint("POST", f"{PREFIX}/memories", "Remember: create a curated memory", create_memory, body=s.NewMemory,
              tag="memories", status=201),
     Endpoint("GET", f"{PREFIX}/memories/{{ref:path}}", "One memory by id or URN", read_memory, s.RefPath,

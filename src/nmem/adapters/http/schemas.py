@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from nmem.adapters.http.routing import Body, Params
+from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP
 
 INT64_MAX = 2**63 - 1   # SQLite's integers
 Count = Annotated[int, Field(ge=1, le=INT64_MAX, description="Capped at the endpoint's maximum.")]
@@ -21,14 +22,13 @@ Scope = Literal["observations", "prompts", "sessions", "memories", "all"]
 Order = Literal["relevance", "date_desc", "date_asc"]
 Format = Literal["index", "full"]
 Tier = Literal["hot", "warm", "cold", "archived"]
-PROJECT_HELP = ("Only this project. Default: every project, the server's current one first; "
-                "`*` or empty: every project alike.")
 
 
 class SearchParams(Params):
     query: str | None = Field(None, description="Words or an FTS5 query (AND/OR/NOT, \"phrase\", prefix*).")
-    scope: Scope = "observations"
-    project: str | None = Field(None, description=PROJECT_HELP)
+    scope: Scope = Field("all", description="What to search (default all: observations, prompts, sessions, "
+                                            "memories).")
+    project: str | None = Field(None, description=SEARCH_PROJECT_HELP)
     obs_type: Words | None = Field(None, description="Observation type(s), e.g. command_error.")
     namespace: Words | None = Field(None, description="Memory namespace(s), e.g. decisions.")
     tags: Words | None = Field(None, description="Memory tags (all must match).")
@@ -58,11 +58,11 @@ class TimelineParams(Params):
     query: str | None = Field(None, description="Anchor on this search's best match instead.")
     before: Around | None = None
     after: Around | None = None
-    project: str | None = Field(None, description=PROJECT_HELP)
+    project: str | None = Field(None, description=SEARCH_PROJECT_HELP)
 
 
 class SessionsParams(Params):
-    project: str | None = Field(None, description="Only this project's sessions.")
+    project: str | None = Field(None, description=BOUND_PROJECT_HELP)
     since: When | None = None
     limit: Count | None = Field(None, description="Default 20; capped at 100.")
 
@@ -81,7 +81,7 @@ class FileHistoryParams(Params):
 
 
 class RecentParams(Params):
-    project: str | None = Field(None, description="Default: the server's current project; `*`: every project.")
+    project: str | None = Field(None, description=BOUND_PROJECT_HELP)
     limit: Count | None = Field(None, description="Default 30; capped at 100.")
 
 
@@ -90,7 +90,7 @@ class RecallParams(Params):
     namespace: str | None = None
     tags: Words | None = None
     domain: str | None = Field(None, description="all (default), project, user, org or project:<name>.")
-    project: str | None = Field(None, description="Default: the server's current project; `*`: every project.")
+    project: str | None = Field(None, description=RECALL_PROJECT_HELP)
     limit: Count | None = Field(None, description="Default 10; capped at 100.")
     include_archived: bool = False
 

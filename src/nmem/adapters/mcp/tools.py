@@ -16,6 +16,7 @@ from nmem.adapters.mcp import configure_tool, consolidate_tool, sync_tool
 from nmem.errors import InvalidArgument
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 from nmem.service.api import Service
+from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
@@ -68,21 +69,12 @@ def _pick(args: dict[str, Any], *names: str) -> Any:
     return None
 
 
-def _project(args: dict[str, Any], default: str | None) -> str | None:
-    """Missing → the server's current project; null, "" or "*" → every project."""
+def _projects(args: dict[str, Any], default: str | None, *, bound: bool = False) -> ProjectScope:
+    """`project` as MCP sends it, read by `ProjectScope`: missing is the default, null is every project."""
     if "project" not in args:
-        return default
+        return ProjectScope.parse(None, default, bound=bound)
     value = args["project"]
-    return None if value in (None, "", "*") else str(value)
-
-
-def _search_projects(args: dict[str, Any], default: str | None) -> tuple[str | None, str | None]:
-    """(only this project, this project first) for searches, as the CLI reads `--project`:
-    missing → every project, the server's current one first; null, "" or "*" → every
-    project alike; a name → only that project."""
-    if "project" not in args:
-        return None, default
-    return _project(args, default), None
+    return ProjectScope.parse("*" if value is None else value, default, bound=bound)
 
 
 def project_dir() -> str:
@@ -110,9 +102,9 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
     if shape not in SHAPES:
         raise InvalidArgument(f"shape must be one of {', '.join(SHAPES)}")
     raw = _pick(args, "raw")
-    only, first = _search_projects(args, default_project)
+    projects = _projects(args, default_project)
     result = service.search(
-        _pick(args, "query"), scope=scope or "observations", project=only, prefer_project=first,
+        _pick(args, "query"), scope=scope or "all", project=projects.only, prefer_project=projects.first,
         strict=bool(_pick(args, "strict")), cwd=project_dir(), raw=None if raw is None else bool(raw),
         obs_type=obs_type, namespace=_pick(args, "namespace", "category"),
         tags=_pick(args, "tags", "concepts"), files=_pick(args, "files", "file_path"),
@@ -148,21 +140,22 @@ def _get(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any
 
 
 def _timeline(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
-    only, first = _search_projects(args, default_project)
+    projects = _projects(args, default_project)
     return service.timeline(_pick(args, "anchor", "anchor_id", "anchorId"), query=_pick(args, "query"),
                             before=_pick(args, "before"), after=_pick(args, "after"),
-                            project=only, prefer_project=first)
+                            project=projects.only, prefer_project=projects.first)
 
 
 def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
-    rows = service.recent_context(_project(args, default_project), _pick(args, "limit"))
+    rows = service.recent_context(_projects(args, default_project, bound=True).only, _pick(args, "limit"))
     return {"results": rows, "count": len(rows)}
 
 
 def _session_trace(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     session = _pick(args, "session_id", "sessionId")
     return service.session_trace(str(session) if session else None, before=_pick(args, "before"),
-                                 after=_pick(args, "after"), project=_project(args, default_project))
+                                 after=_pick(args, "after"),
+                                 project=_projects(args, default_project, bound=True).only)
 
 
 def _file_history(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
@@ -185,7 +178,8 @@ def _recall(service: Service, args: dict[str, Any], default_project: str | None)
     rows = service.recall_results(
         _pick(args, "query"), detail=_pick(args, "detail") or "full",
         namespace=_pick(args, "namespace", "category"), tags=_pick(args, "tags"), domain=_pick(args, "domain"),
-        project=_project(args, default_project), limit=_pick(args, "limit"), mode=_pick(args, "mode"),
+        project=_projects(args, default_project, bound=True).only, limit=_pick(args, "limit"),
+        mode=_pick(args, "mode"),
         min_similarity=_pick(args, "min_similarity"), spec=_pick(args, "spec"),
         include_archived=bool(_pick(args, "include_archived", "includeArchived")))
     return {"results": rows, "count": len(rows)}
@@ -204,8 +198,7 @@ def _status(service: Service, args: dict[str, Any], _: str | None) -> dict[str, 
 
 
 _FILTERS = {
-    "project": {"type": ["string", "null"],
-                "description": "Project name. Default: the current project; null or \"*\" for all projects."},
+    "project": {"type": ["string", "null"], "description": BOUND_PROJECT_HELP},
     "files": {**STR_OR_LIST, "description": "File path(s): absolute, relative to the project root, or the end "
                                            "of a recorded path (invoice.py); an ambiguous end is an error listing "
                                            "the paths."},
@@ -217,20 +210,19 @@ _FILTERS = {
     "date_end": DATE,
 }
 
-_SEARCH_PROJECT = {"type": ["string", "null"],
-                   "description": "Only this project. Default: every project, the current one's results first; "
-                                  "null or \"*\": every project alike."}
+_SEARCH_PROJECT = {"type": ["string", "null"], "description": SEARCH_PROJECT_HELP}
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "search", "Search memory",
-        "Search everything nmem remembers: past sessions' prompts, file reads/edits, commands and errors, "
-        "and curated memories. Use it first when the user refers to earlier work, a past error or decision. "
+        "Search everything (observations, prompts and agent replies, sessions, memories) in every project, "
+        "the current one's first, unless scope or project narrow it: past sessions' file reads/edits, "
+        "commands and errors, and curated memories. Use it first when the user refers to earlier work, a past error or decision. "
         "Returns compact index entries (120-char previews, ids, URNs); fetch full records with "
         "get_observations. Plain words work; FTS5 syntax (AND/OR/NOT, \"phrase\", prefix*) is honoured.",
         _obj({
             "query": {**STR, "description": "Words or an FTS5 query. Omit to list by filters only."},
-            "scope": {"enum": list(SCOPES), "description": "What to search (default observations)."},
+            "scope": {"enum": list(SCOPES), "description": "What to search (default all)."},
             **_FILTERS,
             "project": _SEARCH_PROJECT,
             "strict": {"type": "boolean", "description": "Only records holding every word (as FTS5 matches them), "
@@ -330,11 +322,12 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "recall", "Recall memories",
-        "Search curated memories (decisions, learnings, gotchas…) for this project and the user's global "
-        "ones. Use before making assumptions about code, APIs or conventions seen before.",
+        "Search curated memories (decisions, learnings, gotchas…) of this project plus the user's and the "
+        "org's, unless project or domain say otherwise. Use before making assumptions about code, APIs or conventions seen before.",
         _obj({"query": STR, "namespace": STR, "category": STR, "tags": STR_OR_LIST,
               "domain": {**STR, "description": "all (default), project, user, org or project:<name>."},
-              "project": _FILTERS["project"], "limit": {**INT, "minimum": 1, "description": "Capped at 100."},
+              "project": {"type": ["string", "null"], "description": RECALL_PROJECT_HELP},
+              "limit": {**INT, "minimum": 1, "description": "Capped at 100."},
               "mode": {"enum": list(RECALL_MODES), "description": "bm25, vector or hybrid (vector and hybrid "
                                                                   "need embeddings). Default: hybrid when "
                                                                   "search.embeddings is on, else bm25."},

@@ -20,6 +20,7 @@ from nmem.compat.claude_mem.params import CHOICE, DATE, INTEGER, LIST, STRING, P
 from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.models import ORDERS, Observation
 from nmem.service.api import Service
+from nmem.service.args import ProjectScope
 from nmem.util.timeutil import parse_time
 
 Answer = dict[str, Any]
@@ -94,8 +95,8 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
     if start is not None and end is not None and \
             (parse_time(start) or 0) > (parse_time(end, end_of_day=True) or 0):
         raise ValidationError(f"{op}: dateStart is after dateEnd")
-    only = p.get("project")
-    common: dict[str, Any] = {"project": only, "prefer_project": None if only else current,
+    projects = ProjectScope.parse(p.get("project") or None, current)
+    common: dict[str, Any] = {"project": projects.only, "prefer_project": projects.first,
                               "date_start": start, "date_end": end, "order_by": order}
     concepts, files = tuple(p.get("concepts") or ()), p.get("files") or None
     plans: list[tuple[str, dict[str, Any]]] = []
@@ -188,9 +189,9 @@ def _no_anchor(p: dict[str, Any]) -> Answer:
 
 
 def _best_matches(service: Service, p: dict[str, Any], current: str | None, limit: int) -> list[Observation]:
-    only = p.get("project")
-    result = service.search(p["query"], scope="observations", project=only,
-                            prefer_project=None if only else current, limit=limit)
+    projects = ProjectScope.parse(p.get("project") or None, current)
+    result = service.search(p["query"], scope="observations", project=projects.only,
+                            prefer_project=projects.first, limit=limit)
     return [hit.record for hit in result.hits if isinstance(hit.record, Observation)]
 
 
@@ -267,7 +268,7 @@ def get_recent_context(service: Service, args: Args = None, project: str | None 
     """The project's latest sessions (claude-mem: 3 by default), each with its summary and
     its latest observations."""
     p = parse("get_recent_context", SPECS["get_recent_context"], args)
-    who = p["project"] or project
+    who = ProjectScope.parse(p["project"] or None, project, bound=True).only
     listed = service.sessions(who, limit=p["limit"])
     full = p["format"] != "index"
     found, _ = service.get([f"s{s['id']}" for s in listed]) if listed else ([], [])
