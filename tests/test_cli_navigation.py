@@ -113,7 +113,8 @@ def test_session_prefixes_in_trace_get_and_search(service: Service) -> None:
         assert as_json("trace", ref)["session_id"] == SID_A, ref
     assert as_json("get", "sa1b2f")[0]["id"] == SID_B
     assert {h["session_id"] for h in as_json("search", "--session", "sc0ff", "--scope", "prompts")} == {SID_C}
-    assert [h["session_id"] for h in as_json("search", "invoice", "--session", "a1b2c3", "--scope", "observations")] == [SID_A]
+    found = as_json("search", "invoice", "--session", "a1b2c3", "--scope", "observations")
+    assert [h["session_id"] for h in found] == [SID_A]
 
 
 def test_an_ambiguous_session_prefix_lists_the_candidates_and_exits_2(service: Service) -> None:
@@ -237,7 +238,8 @@ def test_search_defaults_to_every_project_with_the_current_one_first(history: Hi
     assert hits[0]["id"] == history.other_cmd
     alike = as_json("search", "auth", "--scope", "observations", "--project", "*")
     assert sorted(h["id"] for h in alike) == sorted(h["id"] for h in hits)
-    assert [h["id"] for h in as_json("search", "auth", "--scope", "observations", "--project", ".")] == [history.other_cmd]
+    here = as_json("search", "auth", "--scope", "observations", "--project", ".")
+    assert [h["id"] for h in here] == [history.other_cmd]
     paged = [h["id"] for h in as_json("search", "auth", "--scope", "observations", "--limit", "2", "--offset", "1")]
     assert paged == [h["id"] for h in hits[1:3]]
 
@@ -268,6 +270,6 @@ def test_a_project_with_nothing_recorded_gets_every_projects_results(history: Hi
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "brand-new").mkdir()
     monkeypatch.chdir(tmp_path / "brand-new")
-    assert {h["id"] for h in as_json("search", "auth", "--scope", "observations")} == {history.read, history.edit, history.test_cmd,
-                                                             history.other_cmd}
+    found = as_json("search", "auth", "--scope", "observations")
+    assert {h["id"] for h in found} == {history.read, history.edit, history.test_cmd, history.other_cmd}
     assert as_json("search", "auth", "--project", ".") == []

@@ -34,7 +34,8 @@ async def test_search_index_then_full(api: httpx2.AsyncClient, seeded: Seeded) -
     assert index["count"] == len(index["results"]) >= 2
     assert [r["project"] for r in index["results"]][:1] == [PROJECT]  # the server's project first
     assert all("content_preview" in r for r in index["results"])
-    full = (await api.get("/api/v1/search", params={"scope": "observations", "query": "login", "format": "full"})).json()
+    full = (await api.get("/api/v1/search", params={"scope": "observations", "query": "login",
+                                                    "format": "full"})).json()
     assert [r["id"] for r in full["results"]] == [r["id"] for r in index["results"]]
     assert all("content" in r for r in full["results"])
 
@@ -42,15 +43,16 @@ async def test_search_index_then_full(api: httpx2.AsyncClient, seeded: Seeded) -
 async def test_search_filters(api: httpx2.AsyncClient, seeded: Seeded) -> None:
     errors = (await api.get("/api/v1/search", params={"obs_type": "command_error", "project": "*"})).json()
     assert [r["id"] for r in errors["results"]] == [seeded.failure]
-    only_other = (await api.get("/api/v1/search", params={"scope": "observations", "query": "login", "project": "other"})).json()
+    only_other = (await api.get("/api/v1/search", params={"scope": "observations", "query": "login",
+                                                          "project": "other"})).json()
     assert {r["project"] for r in only_other["results"]} == {"other"}
     by_file = (await api.get("/api/v1/search", params={"files": AUTH_FILE, "order_by": "date_asc"})).json()
     assert [r["id"] for r in by_file["results"]] == [seeded.read, seeded.edit]
     memories = (await api.get("/api/v1/search", params=[("scope", "memories"), ("tags", "auth"),
                                                         ("tags", "jwt")])).json()
     assert [r["urn"] for r in memories["results"]] == [seeded.memory_urn]
-    paged = (await api.get("/api/v1/search", params={"scope": "observations", "session_id": "s1", "order_by": "date_asc", "limit": 2,
-                                                     "offset": 1})).json()
+    paged = (await api.get("/api/v1/search", params={"scope": "observations", "session_id": "s1",
+                                                     "order_by": "date_asc", "limit": 2, "offset": 1})).json()
     assert [r["id"] for r in paged["results"]] == [seeded.test_run, seeded.failure]
 
 

@@ -146,14 +146,16 @@ async def test_search_filters_in_nmem_spelling(client: Client, seeded: Seeded) -
     assert [r["id"] for r in by_file["results"]] == [seeded.read, seeded.edit]
     by_session = await call(client, "search", {"scope": "observations", "session_id": "s-lonely"})
     assert [r["id"] for r in by_session["results"]] == [seeded.lonely]
-    window = await call(client, "search", {"scope": "observations", "date_start": T0 + 15, "date_end": T0 + 45, "order_by": "date_asc"})
+    window = await call(client, "search", {"scope": "observations", "date_start": T0 + 15, "date_end": T0 + 45,
+                                           "order_by": "date_asc"})
     assert [r["id"] for r in window["results"]] == [seeded.test_run, seeded.failure, seeded.read]
     tagged = await call(client, "search", {"scope": "memories", "tags": ["jwt"], "namespace": "decisions"})
     assert [r["urn"] for r in tagged["results"]] == [seeded.memory_urn]
 
 
 async def test_search_accepts_claude_mem_spellings(client: Client, seeded: Seeded) -> None:
-    window = await call(client, "search", {"scope": "observations", "dateStart": T0 + 15, "dateEnd": T0 + 45, "orderBy": "date_asc"})
+    window = await call(client, "search", {"scope": "observations", "dateStart": T0 + 15, "dateEnd": T0 + 45,
+                                           "orderBy": "date_asc"})
     assert [r["id"] for r in window["results"]] == [seeded.test_run, seeded.failure, seeded.read]
     newest = await call(client, "search", {"scope": "observations", "query": "pytest",
                                            "orderBy": "date_desc"})

@@ -26,8 +26,8 @@ def _projects(ctx: Context, project: str | None, *, bound: bool = False) -> Proj
 def search(ctx: Context, p: s.SearchParams, _: None) -> dict[str, Any]:
     projects = _projects(ctx, p.project)
     result = ctx.service.search(
-        p.query, scope=p.scope, project=projects.only, prefer_project=projects.first, obs_type=p.obs_type, namespace=p.namespace,
-        tags=p.tags, files=p.files, session_id=p.session_id, source=p.source, date_start=p.date_start,
+        p.query, scope=p.scope, project=projects.only, prefer_project=projects.first, obs_type=p.obs_type,
+        namespace=p.namespace, tags=p.tags, files=p.files, session_id=p.session_id, source=p.source, date_start=p.date_start,
         date_end=p.date_end, order_by=p.order_by, limit=p.limit, offset=p.offset, strict=p.strict, cwd=ctx.cwd)
     rows = result.to_list(full=p.format == "full")
     return {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
@@ -72,7 +72,8 @@ def recent(ctx: Context, p: s.RecentParams, _: None) -> dict[str, Any]:
 
 def recall(ctx: Context, p: s.RecallParams, _: None) -> dict[str, Any]:
     hits = ctx.service.recall(p.query, namespace=p.namespace, tags=p.tags, domain=p.domain,
-                              project=_projects(ctx, p.project, bound=True).only, limit=p.limit, include_archived=p.include_archived)
+                              project=_projects(ctx, p.project, bound=True).only, limit=p.limit,
+                              include_archived=p.include_archived)
     rows = [h.to_dict(full=True) for h in hits]
     return {"results": rows, "count": len(rows)}
 
@@ -158,7 +159,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", f"{PREFIX}/files/history", "Every session that touched a file", file_history,
              s.FileHistoryParams),
     Endpoint("GET", f"{PREFIX}/recent", "Recent activity by composite score", recent, s.RecentParams),
-    Endpoint("GET", f"{PREFIX}/memories", "Recall the memories of this project plus the user's and the org's", recall, s.RecallParams, tag="memories"),
+    Endpoint("GET", f"{PREFIX}/memories", "Recall the memories of this project plus the user's and the org's",
+             recall, s.RecallParams, tag="memories"),
     Endpoint("POST", f"{PREFIX}/memories", "Remember: create a curated memory", create_memory, body=s.NewMemory,
              tag="memories", status=201),
     Endpoint("GET", f"{PREFIX}/memories/{{ref:path}}", "One memory by id or URN", read_memory, s.RefPath,

@@ -217,7 +217,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "search", "Search memory",
         "Search everything (observations, prompts and agent replies, sessions, memories) in every project, "
         "the current one's first, unless scope or project narrow it: past sessions' file reads/edits, "
-        "commands and errors, and curated memories. Use it first when the user refers to earlier work, a past error or decision. "
+        "commands and errors, and curated memories. Use it first when the user refers to earlier work, "
+        "a past error or decision. "
         "Returns compact index entries (120-char previews, ids, URNs); fetch full records with "
         "get_observations. Plain words work; FTS5 syntax (AND/OR/NOT, \"phrase\", prefix*) is honoured.",
         _obj({
@@ -323,7 +324,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "recall", "Recall memories",
         "Search curated memories (decisions, learnings, gotchas…) of this project plus the user's and the "
-        "org's, unless project or domain say otherwise. Use before making assumptions about code, APIs or conventions seen before.",
+        "org's, unless project or domain say otherwise. Use before making assumptions about code, APIs or "
+        "conventions seen before.",
         _obj({"query": STR, "namespace": STR, "category": STR, "tags": STR_OR_LIST,
               "domain": {**STR, "description": "all (default), project, user, org or project:<name>."},
               "project": {"type": ["string", "null"], "description": RECALL_PROJECT_HELP},
