@@ -27,8 +27,9 @@ def search(ctx: Context, p: s.SearchParams, _: None) -> dict[str, Any]:
     projects = _projects(ctx, p.project)
     result = ctx.service.search(
         p.query, scope=p.scope, project=projects.only, prefer_project=projects.first, obs_type=p.obs_type,
-        namespace=p.namespace, tags=p.tags, files=p.files, session_id=p.session_id, source=p.source, date_start=p.date_start,
-        date_end=p.date_end, order_by=p.order_by, limit=p.limit, offset=p.offset, strict=p.strict, cwd=ctx.cwd)
+        namespace=p.namespace, tags=p.tags, files=p.files, session_id=p.session_id, source=p.source,
+        date_start=p.date_start, date_end=p.date_end, order_by=p.order_by, limit=p.limit, offset=p.offset,
+        strict=p.strict, cwd=ctx.cwd)
     rows = result.to_list(full=p.format == "full")
     return {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
 
