@@ -23,7 +23,9 @@ import pytest
 from conftest import Clock, record
 from nmem.config import load_settings
 from nmem.errors import ConfigError
-from nmem.search import embeddings as emb
+from nmem.search import embedders as emb
+from nmem.search import fusion
+from nmem.service import indexer
 from nmem.service.api import Service
 from nmem.store import SearchFilters
 from store_engines import both_engines
@@ -73,8 +75,8 @@ def use(service: Service, backend: str = "hashing", fusion: str = "weighted", we
         service.settings.values["search.embedding_model"] = model
 
 
-def index(service: Service) -> emb.IndexReport:
-    return emb.build_index(service.store, emb.load_embedder("hashing", ""))
+def index(service: Service) -> indexer.IndexReport:
+    return indexer.build_index(service.store, emb.load_embedder("hashing", ""))
 
 
 def prompt_ids(result: Any) -> list[int]:
@@ -90,7 +92,7 @@ def test_hashing_is_deterministic_normalised_and_the_same_in_another_process() -
     assert list(a) == list(b) and len(a) == one.dimension == 384
     assert math.isclose(emb.dot(a, a), 1.0, rel_tol=1e-5)
     assert one.embed([""])[0].tolist() == [0.0] * 384  # nothing to hash: the zero vector, no error
-    code = ("from nmem.search.embeddings import HashingEmbedder, pack; "
+    code = ("from nmem.search.embedders import HashingEmbedder, pack; "
             f"print(pack(HashingEmbedder().embed([{text!r}])[0]).hex())")
     # hash() is salted per process; CRC-32 is not: stored vectors stay valid across runs
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -163,7 +165,7 @@ def test_register_backend_plugs_in_another_embedder(service: Service, talk: dict
 
     emb.register_backend("letters", lambda model: Letters())
     try:
-        report = emb.build_index(service.store, emb.load_embedder("letters", ""))
+        report = indexer.build_index(service.store, emb.load_embedder("letters", ""))
         assert report.model == "letters-2" and report.embedded["prompts"] == 6
     finally:
         del emb.BACKENDS["letters"]
@@ -185,7 +187,7 @@ def test_register_backend_plugs_in_another_embedder(service: Service, talk: dict
 ])
 def test_the_question_is_embedded_without_the_labels_it_names(question: str, labels: set[str],
                                                                semantic: str) -> None:
-    assert emb.without_labels(question, labels) == semantic
+    assert fusion.without_labels(question, labels) == semantic
 
 
 class Recorder:
@@ -210,7 +212,7 @@ def test_hybrid_embeds_the_question_without_the_speaker_it_names(service: Servic
     recorder = Recorder()
     emb.register_backend("recorder", lambda model: recorder)
     try:
-        emb.build_index(service.store, emb.load_embedder("recorder", ""))
+        indexer.build_index(service.store, emb.load_embedder("recorder", ""))
         use(service, backend="recorder")
         recorder.texts.clear()
         found = service.search("What has Caroline painted?", scope="prompts")
@@ -294,12 +296,12 @@ def test_a_vector_goes_with_its_row_or_its_old_text(service: Service, talk: dict
 def test_incremental_passes_start_past_their_marks(service: Service, talk: dict[str, int]) -> None:
     marks: dict[str, int] = {}
     embedder = emb.load_embedder("hashing", "")
-    first = emb.build_index(service.store, embedder, marks=marks)
+    first = indexer.build_index(service.store, embedder, marks=marks)
     assert first.embedded["prompts"] == 6 and marks == {"prompt": max(talk.values())}
     new = prompt(service, "a new prompt about caching", T0 + 50)
-    second = emb.build_index(service.store, embedder, marks=marks)
+    second = indexer.build_index(service.store, embedder, marks=marks)
     assert second.embedded["prompts"] == 1 and marks["prompt"] == new
-    stopped = emb.build_index(service.store, embedder, rebuild=True, should_stop=lambda: True)
+    stopped = indexer.build_index(service.store, embedder, rebuild=True, should_stop=lambda: True)
     assert stopped.stopped and stopped.removed == 7 and sum(stopped.vectors.values()) == 0
 
 
@@ -337,30 +339,30 @@ def test_nmem_index_needs_a_backend(service: Service) -> None:
 def test_weighted_fusion_scales_each_list_by_its_best() -> None:
     lexical = [(("prompt", 1), 10.0), (("prompt", 2), 5.0)]
     similarity = {("prompt", 2): 0.8, ("prompt", 3): 0.4, ("prompt", 1): -0.2}
-    fused = dict(emb.weighted_fusion(lexical, similarity, 0.5))
+    fused = dict(fusion.weighted_fusion(lexical, similarity, 0.5))
     assert fused[("prompt", 1)] == pytest.approx(0.5 * 1.0 + 0.5 * 0.0)     # negative cosine counts as 0
     assert fused[("prompt", 2)] == pytest.approx(0.5 * 0.5 + 0.5 * 1.0)
     assert fused[("prompt", 3)] == pytest.approx(0.5 * 0.0 + 0.5 * 0.5)
-    order = [k for k, _ in emb.weighted_fusion(lexical, similarity, 0.5)]
+    order = [k for k, _ in fusion.weighted_fusion(lexical, similarity, 0.5)]
     assert order == [("prompt", 2), ("prompt", 1), ("prompt", 3)]
-    assert [k for k, _ in emb.weighted_fusion(lexical, similarity, 0.0)][:2] == [("prompt", 1), ("prompt", 2)]
-    assert [k for k, _ in emb.weighted_fusion(lexical, similarity, 1.0)] == [
+    assert [k for k, _ in fusion.weighted_fusion(lexical, similarity, 0.0)][:2] == [("prompt", 1), ("prompt", 2)]
+    assert [k for k, _ in fusion.weighted_fusion(lexical, similarity, 1.0)] == [
         ("prompt", 2), ("prompt", 3), ("prompt", 1)]
     # ties keep BM25 order; no candidates, no results
-    tie = emb.weighted_fusion([(("o", 1), 1.0), (("o", 2), 1.0)], {}, 0.5)
+    tie = fusion.weighted_fusion([(("o", 1), 1.0), (("o", 2), 1.0)], {}, 0.5)
     assert [k for k, _ in tie] == [("o", 1), ("o", 2)]
-    assert emb.weighted_fusion([], {}, 0.5) == []
+    assert fusion.weighted_fusion([], {}, 0.5) == []
 
 
 def test_rrf_and_dense_rankings() -> None:
-    fused = dict(emb.rrf_fusion([("p", 1), ("p", 2)], [("p", 2), ("p", 3)], 0.5, k=60))
+    fused = dict(fusion.rrf_fusion([("p", 1), ("p", 2)], [("p", 2), ("p", 3)], 0.5, k=60))
     assert fused[("p", 1)] == pytest.approx(0.5 / 61)
     assert fused[("p", 2)] == pytest.approx(0.5 / 62 + 0.5 / 61)
     assert fused[("p", 3)] == pytest.approx(0.5 / 62)
-    assert [k for k, _ in emb.rrf_fusion([("p", 1), ("p", 2)], [("p", 2), ("p", 3)], 0.5)] == [
+    assert [k for k, _ in fusion.rrf_fusion([("p", 1), ("p", 2)], [("p", 2), ("p", 3)], 0.5)] == [
         ("p", 2), ("p", 1), ("p", 3)]
-    assert [k for k, _ in emb.rrf_fusion([("p", 1)], [("p", 2)], 0.8)] == [("p", 2), ("p", 1)]
-    assert emb.dense_ranking({("p", 1): 0.1, ("p", 2): 0.9}) == [(("p", 2), 0.9), (("p", 1), 0.1)]
+    assert [k for k, _ in fusion.rrf_fusion([("p", 1)], [("p", 2)], 0.8)] == [("p", 2), ("p", 1)]
+    assert fusion.dense_ranking({("p", 1): 0.1, ("p", 2): 0.9}) == [(("p", 2), 0.9), (("p", 1), 0.1)]
 
 
 # -- hybrid search through the service ------------------------------------------------------------
@@ -392,13 +394,13 @@ def test_dense_and_rrf_modes_and_paging(service: Service, talk: dict[str, int]) 
     rrf = service.search("camping mountains", scope="prompts", project="demo")
     assert prompt_ids(rrf)[0] == talk["camping"] and rrf.match is not None
     use(service, weight=0.5)
-    emb.DENSE_FLOOR, floor = 0.0, emb.DENSE_FLOOR
+    fusion.DENSE_FLOOR, floor = 0.0, fusion.DENSE_FLOOR
     try:
         everything = prompt_ids(service.search("the kids painted", scope="prompts", project="demo", limit=10))
         pages = [prompt_ids(service.search("the kids painted", scope="prompts", project="demo", limit=2,
                                            offset=o)) for o in (0, 2, 4)]
     finally:
-        emb.DENSE_FLOOR = floor
+        fusion.DENSE_FLOOR = floor
     assert everything[0] == talk["sunset"]
     assert [i for page in pages for i in page] == everything
 
@@ -421,8 +423,8 @@ def test_hybrid_covers_every_scope_and_memories(service: Service, talk: dict[str
     assert [h.record.id for h in recalled] == [wal.id]
     # filters that rule a kind out rule its vectors out too
     assert service.search("writers readers", scope="prompts", obs_type="command").hits == []
-    assert emb.kinds_for("all", SearchFilters(obs_types=("command",))) == ("observation",)
-    assert emb.kinds_for("sessions", SearchFilters()) == ()
+    assert fusion.kinds_for("all", SearchFilters(obs_types=("command",))) == ("observation",)
+    assert fusion.kinds_for("sessions", SearchFilters()) == ()
 
 
 def test_bm25_answers_alone_for_fts_syntax_date_order_and_sessions(service: Service, talk: dict[str, int]) -> None:
@@ -436,7 +438,7 @@ def test_bm25_answers_alone_for_fts_syntax_date_order_and_sessions(service: Serv
               ("postgres", "date_desc"))}
     assert after == before
     assert service.search("!!!", scope="prompts").hits == []
-    assert emb.hybrid_search(service, "sessions", "postgres", SearchFilters(), "relevance", 10, 0) is None
+    assert service._hybrid_search("sessions", "postgres", SearchFilters(), "relevance", 10, 0) is None
 
 
 def test_bad_fusion_settings_are_config_errors(service: Service, talk: dict[str, int]) -> None:
@@ -491,8 +493,8 @@ def test_missing_sentence_transformers_falls_back(service: Service, talk: dict[s
 
 
 def test_importing_nmem_loads_no_numpy_or_torch() -> None:
-    code = ("import sys, nmem.service.api, nmem.adapters.cli, nmem.search.embeddings; "
-            "from nmem.search.embeddings import HashingEmbedder; HashingEmbedder().embed(['x']); "
+    code = ("import sys, nmem.service.api, nmem.adapters.cli, nmem.search.embedders; "
+            "from nmem.search.embedders import HashingEmbedder; HashingEmbedder().embed(['x']); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'numpy', 'torch', 'sentence_transformers', 'transformers', 'scipy'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -504,11 +506,11 @@ def test_importing_nmem_loads_no_numpy_or_torch() -> None:
 def test_background_pass_uses_its_own_connections(service: Service, talk: dict[str, int]) -> None:
     use(service)
     marks: dict[str, int] = {}
-    report = emb.index_pass(service.store.url, service.settings, threading.Event(), marks)
+    report = indexer.index_pass(service.store.url, service.settings, threading.Event(), marks)
     assert report is not None and report.embedded["prompts"] == 6
     assert service.store.count_vectors("prompt", "hashing-v1-384") == 6
     use(service, backend="none")
-    assert emb.index_pass(service.store.url, service.settings, threading.Event(), {}) is None
+    assert indexer.index_pass(service.store.url, service.settings, threading.Event(), {}) is None
 
 
 def test_server_indexes_in_the_background_while_it_runs(service: Service, talk: dict[str, int]) -> None:
@@ -538,6 +540,6 @@ def test_minilm_backend_end_to_end(service: Service, talk: dict[str, int]) -> No
     assert math.isclose(emb.dot(query, query), 1.0, rel_tol=1e-4)
     assert emb.dot(query, car) > emb.dot(query, cake) and emb.dot(query, vehicle) > emb.dot(query, cake)
     use(service, backend="minilm", model=emb.MODEL_PACKAGE)
-    emb.build_index(service.store, embedder)
+    indexer.build_index(service.store, embedder)
     found = service.search("an evening of watercolours by the water", scope="prompts", project="demo")
     assert prompt_ids(found)[0] == talk["sunset"]

@@ -15,6 +15,7 @@ from nmem.config import Settings
 from nmem.search import rank
 from nmem.service.core import CaptureService
 from nmem.service.feed import Feed
+from nmem.service.hybrid import Hybrid
 from nmem.service.lifecycle import Lifecycle
 from nmem.service.navigate import Navigate
 from nmem.service.purge import Purge
@@ -26,7 +27,7 @@ from nmem.store.protocol import Store
 __all__ = ["SearchResult", "Service"]
 
 
-class Service(CaptureService, Search, Recall, Navigate, Purge, Lifecycle, Status, Feed):
+class Service(CaptureService, Search, Hybrid, Recall, Navigate, Purge, Lifecycle, Status, Feed):
     """nmem's API over one store: everything the adapters call."""
 
     def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:

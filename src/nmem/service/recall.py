@@ -83,19 +83,21 @@ class Recall(Base):
         lim = clamp(limit, 1, MAX_LIMIT, 10, "limit")
         similarity: dict[str, float] = {}
         if mode in ("vector", "hybrid"):
-            from nmem.search import embeddings
+            from nmem.search.embedders import memory_similarity, require_embedder
+            from nmem.search.fusion import fusion_settings
+            from nmem.service.indexer import embed_memories
 
-            embedder = embeddings.require_embedder(self.settings, f"recall mode {mode}")
-            embeddings.embed_memories(self.store, embedder)
+            embedder = require_embedder(self.settings, f"recall mode {mode}")
+            embed_memories(self.store, embedder)
             fusion = "dense" if mode == "vector" else None
-            if fusion is None and embeddings.fusion_settings(self.settings)[0] == "dense":
+            if fusion is None and fusion_settings(self.settings)[0] == "dense":
                 fusion = "weighted"
-            fused = embeddings.hybrid_search(self.api, "memories", query, filters, "relevance", lim, 0,
+            fused = self.api._hybrid_search("memories", query, filters, "relevance", lim, 0,
                                              embedder=embedder, fusion=fusion)
             hits = fused.hits if fused is not None else self.api._search(
                 "memories", query, filters, "relevance", lim, 0, lexical=True).hits
             if query and query.strip():
-                similarity = embeddings.memory_similarity(self.store, embedder, query,
+                similarity = memory_similarity(self.store, embedder, query,
                                                           [str(h.record.id) for h in hits])
             if min_similarity is not None:
                 hits = [h for h in hits if similarity.get(str(h.record.id), 0.0) >= float(min_similarity)]

@@ -118,9 +118,7 @@ class Search(Base):
                 return SearchResult([], query, None)
             return SearchResult(self._run_scopes(scope, match, filters, order, limit, offset), query, match)
         if not lexical and self.settings["search.embeddings"] != "none":  # optional embeddings fused with BM25
-            from nmem.search.embeddings import hybrid_search
-
-            fused = hybrid_search(self.api, scope, query, filters, order, limit, offset)
+            fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
             if fused is not None:
                 return fused
         query_plan = plan(query or "")

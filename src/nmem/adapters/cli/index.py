@@ -9,7 +9,8 @@ import click
 from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import Block, Fields
 from nmem.errors import ConfigError
-from nmem.search import embeddings
+from nmem.search import embedders
+from nmem.service import indexer
 
 
 @click.command("index")
@@ -38,15 +39,15 @@ def index(state: State, rebuild: bool, backend: str | None, fmt: str | None) -> 
         raise ConfigError("embeddings are off (search.embeddings = none): set it first, e.g. "
                           "`nmem config set search.embeddings minilm`, or pass --backend")
     try:
-        embedder = embeddings.load_embedder(name, str(settings["search.embedding_model"]))
-    except embeddings.EmbeddingsUnavailable as exc:
+        embedder = embedders.load_embedder(name, str(settings["search.embedding_model"]))
+    except embedders.EmbeddingsUnavailable as exc:
         raise ConfigError(f"cannot embed with {name}: {exc}") from exc
     store = state.service().store
     removed = store.delete_vectors(None) if rebuild else 0
-    todo = sum(embeddings.pending(store, embedder).values())
+    todo = sum(indexer.pending(store, embedder).values())
     with click.progressbar(length=todo, label=f"embedding with {embedder.name}", file=sys.stderr,
                            show_pos=True) as bar:
-        report = embeddings.build_index(store, embedder, progress=bar.update)
+        report = indexer.build_index(store, embedder, progress=bar.update)
     report.removed += removed
     data = report.to_dict()
 

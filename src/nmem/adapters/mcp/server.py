@@ -303,7 +303,7 @@ class NmemServer:
         """Embed new records in the background when optional embeddings are on (nmem.search.embeddings)."""
         if str(self.service.settings["search.embeddings"]).strip().lower() in ("", "none"):
             return
-        from nmem.search.embeddings import index_in_background
+        from nmem.service.indexer import index_in_background
 
         await index_in_background(self.service.store.url, self.service.settings)
 
