@@ -50,7 +50,7 @@ def drain(state: State, fmt: str | None) -> None:
     import os
 
     from nmem.adapters.cli.app import emit
-    from nmem.adapters.hooks.run import WAITING, Deadline, HookLog, drain_spool
+    from nmem.capture.spool import WAITING, Deadline, HookLog, drain
 
     settings = state.settings
     service = state.service()
@@ -63,7 +63,7 @@ def drain(state: State, fmt: str | None) -> None:
 
     before = waiting()
     log = HookLog(settings)
-    while not drain_spool(service, log, Deadline(DRAIN_BUDGET_MS)):
+    while not drain(service, log, Deadline(DRAIN_BUDGET_MS)):
         pass  # a batch at a time; drain_spool says when the spool was emptied
     left = waiting()
     emit(state, fmt, {"stored": before - left, "waiting": left},

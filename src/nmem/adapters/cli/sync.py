@@ -8,7 +8,7 @@ import click
 
 from nmem.adapters.cli.app import State, emit, format_option, pass_state
 from nmem.adapters.cli.output import Block, Fields, Heading, Table
-from nmem.adapters.hooks.run import HookLog
+from nmem.capture.spool import HookLog
 from nmem.errors import NmemError, SyncBusy
 from nmem.sync.engine import SyncReport, run_sync
 

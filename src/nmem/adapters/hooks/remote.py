@@ -19,14 +19,15 @@ import time
 
 from nmem import jsonlite as json
 from nmem.capture.privacy import scrub_value
+from nmem.capture.spool import CLAIMED, SET_ASIDE, WAITING, waiting
 from nmem.errors import InvalidArgument, StorageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from nmem.adapters.hooks.run import HookLog
     from nmem.capture import events as ev
+    from nmem.capture.spool import HookLog
     from nmem.config import Settings
 
 EVENTS_PATH = "/api/v1/events"
@@ -112,7 +113,6 @@ def _error_message(text: str) -> str:
 
 def keep(settings: Settings, url: str, item: dict[str, Any]) -> str:
     """Write an item to the server's spool, atomically; named so names sort oldest first."""
-    from nmem.adapters.hooks.run import WAITING
 
     folder = settings.ensure_dir(spool_dir(settings, url))
     name = f"{time.time_ns()}-{os.getpid()}{WAITING}"
@@ -128,14 +128,13 @@ def drain(settings: Settings, url: str, token: str, ends: float, log: HookLog) -
     """Send the server's waiting events, oldest first, each claimed by one hook at a time (as
     `nmem.adapters.hooks.run.drain_spool` claims local ones). Stops with Unreachable/Unauthorized, the
     event put back in its place."""
-    from nmem.adapters.hooks.run import CLAIMED, SET_ASIDE, WAITING, _waiting
 
     folder = spool_dir(settings, url)
     try:
         names = os.listdir(folder)
     except OSError:
         return
-    for spool_id, name in _waiting(folder, names)[:BATCH]:
+    for spool_id, name in waiting(folder, names)[:BATCH]:
         claimed = os.path.join(folder, f"{spool_id}.{os.getpid()}{CLAIMED}")
         try:
             os.rename(os.path.join(folder, name), claimed)
