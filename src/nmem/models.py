@@ -9,18 +9,20 @@ a hook may spend. Treat them as immutable.
 from __future__ import annotations
 
 from nmem import jsonlite as json
-from nmem import textcut
+from nmem import text as cut
 from nmem.capture.errorline import key_line
-from nmem.textcut import joined
+from nmem.text import joined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Self
 
 FAILED_MARK = "✗"
-# Every preview is cut the same way (nmem.textcut: at a word boundary, `…` marking the cut).
-PREVIEW_CHARS = textcut.PREVIEW_CHARS
-preview = textcut.preview
+# Every preview is cut the same way (nmem.text: at a word boundary, `…` marking the cut).
+PREVIEW_CHARS = cut.PREVIEW_CHARS
+preview = cut.preview
+# Every preview is cut the same way (nmem.text: at a word boundary, `…` marking the cut).
+__all__ = ["PREVIEW_CHARS", "preview"]
 
 OBS_TYPES: tuple[str, ...] = (
     "file_read", "file_write", "file_edit", "file_error", "search", "command", "command_error",

@@ -17,7 +17,7 @@ and reads call it for rows stored before it existed.
 
 from __future__ import annotations
 
-from nmem.textcut import preview
+from nmem.text import preview
 from nmem.util.lazyregex import LazyRegex
 
 SEPARATOR = " · "

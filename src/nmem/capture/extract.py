@@ -16,7 +16,7 @@ from nmem import jsonlite
 from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
 from nmem.capture.privacy import scrub
-from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
+from nmem.text import ELLIPSIS, WORD_MARGIN, word_cut, word_start
 from nmem.util.lazyregex import LazyRegex
 
 TYPE_CHECKING = False

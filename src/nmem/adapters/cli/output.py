@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from nmem.models import SESSION_REF_CHARS
-from nmem.textcut import ARROW, joined, preview
+from nmem.text import ARROW, joined, preview
 
 FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown", "quiet")  # quiet: nothing on stdout
 CELL_CHARS = 80
