@@ -156,7 +156,7 @@ def _make_init(name: str, fields: list[str], defaults: dict[str, Any]) -> Any:
             body.append(f"    self.{field} = {field}")
     source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass")
     scope: dict[str, Any] = {"_MISSING": _MISSING, **{f"_d_{f}": v for f, v in defaults.items()}}
-    exec(source, scope)  # noqa: S102 - what dataclasses does: one function per record class
+    exec(source, scope)  # what dataclasses does: one function per record class
     init = scope["__init__"]
     init.__qualname__ = f"{name}.__init__"
     return init
@@ -359,9 +359,9 @@ class Memory(Record):
     namespace: str
     summary: str
     content: str
-    tags: list[str] = []
+    tags: list[str] = []  # noqa: RUF012 - a fresh copy per instance (Record)
     source: str | None = None
-    relates_to: list[str] = []
+    relates_to: list[str] = []  # noqa: RUF012 - a fresh copy per instance (Record)
     tier: str = "warm"
     is_pinned: bool = False
     created_at: int = 0
