@@ -70,6 +70,17 @@ def now_ms(timestamp: int) -> int:
     return now if now // 1000 == timestamp else timestamp * 1000
 
 
+def after_prev(wall: int, counter: int, prev: str | None) -> tuple[int, int]:
+    """A write's clock, ordered after the version it replaces even when that one is ahead of this
+    machine's clock (an operation accepted from beyond `sync.max_skew`): an edit made after seeing a
+    version always wins over it. The device's own clock does not adopt it."""
+    parsed = parse_hlc(prev.partition("#")[0]) if prev else None
+    if parsed is None or (wall, counter) > parsed[:2]:
+        return wall, counter
+    later = tick(parsed[0], parsed[1], 0)
+    return later if later[0] < 10 ** WALL_DIGITS else (wall, counter)
+
+
 def hlc(wall: int, counter: int, device: str) -> str:
     return f"{wall:0{WALL_DIGITS}d}-{counter:0{COUNTER_DIGITS}d}-{device}"
 
@@ -125,7 +136,7 @@ def next_op(row: Any, state: Any, timestamp: int) -> tuple[int, int, str, str]:
     `state` (device, wall, counter): the new clock (wall, counter), the line and its version.
     Each engine stores the four; the clock and the line are the same on every engine."""
     wall, counter = tick(state["wall"], state["counter"], now_ms(timestamp))
-    clock = hlc(wall, counter, state["device"])
+    clock = hlc(*after_prev(wall, counter, row["sync_version"]), state["device"])
     if row["deleted_at"] is None:
         line = line_for(clock, PUT, row["uid"], row["sync_version"], put_payload(row))
     else:
