@@ -307,6 +307,8 @@ class Syncer:
             line = raw.decode("utf-8")
             if self.sealer is not None:
                 line = self.sealer.open(line, device)
+            elif domain is None:
+                raise SealError("a sealed line: this store has no encryption key to open it")
             op = oplog.decode(line, device, domain)
         except (UnicodeDecodeError, oplog.InvalidLine, SealError) as exc:
             report.invalid += 1
