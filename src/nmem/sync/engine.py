@@ -305,10 +305,10 @@ class Syncer:
         """One line as a checked operation, or None (counted and listed as invalid)."""
         try:
             line = raw.decode("utf-8")
-            if self.sealer is not None:
+            if domain is None:  # a sealed log; plain files (written before encryption was on) stay readable
+                if self.sealer is None:
+                    raise SealError("a sealed line: this store has no encryption key to open it")
                 line = self.sealer.open(line, device)
-            elif domain is None:
-                raise SealError("a sealed line: this store has no encryption key to open it")
             op = oplog.decode(line, device, domain)
         except (UnicodeDecodeError, oplog.InvalidLine, SealError) as exc:
             report.invalid += 1
