@@ -282,15 +282,28 @@ def repo_bytes(repo: Path) -> int:
     return sum(f.stat().st_size for f in (repo / "objects").rglob("*") if f.is_file())
 
 
-def growth(work: Path, quick: bool) -> str:
+def quiet_remote(work: Path, name: str) -> Path:
+    """A remote that never packs by itself, so each push's growth is seen as it lands."""
+    remote = new_remote(work, name)
+    git("--git-dir", str(remote), "config", "gc.auto", "0")
+    git("--git-dir", str(remote), "config", "receive.autogc", "false")
+    return remote
+
+
+def packed_bytes(repo: Path) -> int:
+    git("--git-dir", str(repo), "gc", "--quiet")
+    return repo_bytes(repo)
+
+
+def growth(work: Path, quick: bool, count: int | None = None) -> str:
     """Bytes one push adds to the remote, pushing `count` memories one by one: the segment layout
     (real nmem sync, in process), and the first layout's month file rewritten on every push."""
     from nmem.config import load_settings
     from nmem.memory import Service
     from nmem.sync.engine import run_sync
 
-    count = 30 if quick else 1000
-    remote = new_remote(work, "growth")
+    count = count or (30 if quick else 1000)
+    remote = quiet_remote(work, "growth")
     settings = load_settings({"NMEM_HOME": str(work / "growth-home"), "NMEM_SYNC_REMOTE": str(remote)})
     service = Service.open(settings)
     lines: list[str] = []
@@ -304,7 +317,8 @@ def growth(work: Path, quick: bool) -> str:
     finally:
         service.close()
     new_total = repo_bytes(remote)
-    old = new_remote(work, "growth-old")
+    new_packed = packed_bytes(remote)
+    old = quiet_remote(work, "growth-old")
     scratch = new_remote(work, "growth-scratch")
     env = {**os.environ, "GIT_DIR": str(scratch), "GIT_AUTHOR_NAME": "n", "GIT_AUTHOR_EMAIL": "n@n",
            "GIT_COMMITTER_NAME": "n", "GIT_COMMITTER_EMAIL": "n@n"}
@@ -325,9 +339,11 @@ def growth(work: Path, quick: bool) -> str:
                        capture_output=True)
         old_last = repo_bytes(old) - before
     old_total = repo_bytes(old)
-    return (f"{count} memories pushed one by one: remote grows {new_total / 1e6:.2f} MB with segments "
-            f"(last push +{last_new / 1e3:.1f} KB) vs {old_total / 1e6:.2f} MB with the rewritten month file "
-            f"(last push +{old_last / 1e3:.1f} KB)")
+    old_packed = packed_bytes(old)
+    return (f"{count} memories pushed one by one: the remote grows {new_total / 1e6:.2f} MB with segments "
+            f"({new_packed / 1e6:.2f} MB after git gc; last push +{last_new / 1e3:.1f} KB) vs "
+            f"{old_total / 1e6:.2f} MB with the month file rewritten ({old_packed / 1e6:.2f} MB after git gc; "
+            f"last push +{old_last / 1e3:.1f} KB)")
 
 
 def scenarios(work: Path, quick: bool) -> Iterator[Any]:
