@@ -302,7 +302,7 @@ def growth(work: Path, quick: bool, count: int | None = None) -> str:
     from nmem.memory import Service
     from nmem.sync.engine import run_sync
 
-    count = count or (30 if quick else 1000)
+    count = count or (10 if quick else 1000)
     remote = quiet_remote(work, "growth")
     settings = load_settings({"NMEM_HOME": str(work / "growth-home"), "NMEM_SYNC_REMOTE": str(remote)})
     service = Service.open(settings)
@@ -366,4 +366,4 @@ def scenarios(work: Path, quick: bool) -> Iterator[Any]:
     yield row("encrypted store: remote holds ciphertext only", encrypted_store(work, quick))
     note = growth(work, quick)
     print(f"sync remote growth: {note}", file=sys.stderr)
-    yield Row("sync", "remote growth per push", 30 if quick else 1000, note=note)
+    yield Row("sync", "remote growth per push", 10 if quick else 1000, note=note)
