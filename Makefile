@@ -27,7 +27,7 @@ test: lint
 	$(BIN)/pytest -n 2 -q
 
 docs: setup
-	$(BIN)/python -m nmem.docs
+	$(BIN)/python scripts/docs.py
 
 # Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
 bench: bench-core bench-hooks bench-mcp bench-http bench-locomo

@@ -134,3 +134,15 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_script(name: str) -> ModuleType:
+    """A developer tool of scripts/ (not in the wheel) as a module; once each."""
+    key = f"nmem_scripts_{name}"
+    if key not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(key, path)
+        assert spec is not None and spec.loader is not None
+        sys.modules[key] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[key]

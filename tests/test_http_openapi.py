@@ -27,7 +27,7 @@ EXAMPLES = 16   # per operation, valid and invalid: ~40 operations, a bounded ru
 
 
 def test_the_checked_in_document_is_the_generated_one() -> None:
-    assert DOC.read_text(encoding="utf-8") == openapi.text(), "run `python -m nmem.docs`"
+    assert DOC.read_text(encoding="utf-8") == openapi.text(), "run `python scripts/docs.py`"
 
 
 def test_every_route_is_documented_and_every_documented_path_is_routed(service: Service) -> None:

@@ -16,7 +16,7 @@ LAYERS = (  # lowest first; a module may import its own layer and those below
     ("nmem.service",),
     ("nmem.portable", "nmem.compat"),
     ("nmem.setup", "nmem.adapters"),
-    ("nmem", "nmem.__main__", "nmem.hook_entry", "nmem.docs"),  # entry points
+    ("nmem", "nmem.__main__", "nmem.hook_entry"),  # entry points
 )
 # Edges allowed across the rules, each with its reason.
 EXCEPTIONS = {

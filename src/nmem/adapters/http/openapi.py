@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document, generated from the endpoint declarations (`nmem.adapters.http.routing`).
 
 `/openapi.json` serves it; `docs/openapi.json` is the same document checked in, kept in sync
-by `python -m nmem.docs` and a test.
+by `python scripts/docs.py` and a test.
 """
 
 from __future__ import annotations
