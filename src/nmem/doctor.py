@@ -272,6 +272,9 @@ def run_checks(project_dir: Path | None = None, home: Path | None = None) -> lis
     checks.append(_data_dir(settings))
     checks.append(_database(settings))
     checks.extend(_wiring(project_dir or Path.cwd(), home))
+    from nmem.integrations import agent_checks
+
+    checks.extend(Check(*row) for row in agent_checks.rows(project_dir or Path.cwd(), home))
     checks.append(_recent_log(settings, time.time()))
     checks.append(_spool(settings))
     return checks
