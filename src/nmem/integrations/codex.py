@@ -207,21 +207,21 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     layer = layer_dir(scope, project_dir, home)
     report = Report()
     files = Files(data_dir or default_data_dir(), report)
-    hooks_path = layer / HOOKS_FILE
+    hooks_path, config_path = layer / HOOKS_FILE, layer / CONFIG_FILE
+    # Everything is read and checked before anything is written: a file nmem cannot merge into
+    # stops the install with nothing changed.
     current = _load(hooks_path)
+    text, parsed = _read_toml(config_path)
+    updated = with_server(text, parsed, exe or nmem_executable()) if with_mcp else None
     wanted = merged_hooks(current, hook_command())
     if wanted != current:
         files.save(hooks_path, wanted)
     else:
         report.unchanged.append(str(hooks_path))
-    config_path = layer / CONFIG_FILE
-    text, parsed = _read_toml(config_path)
-    if with_mcp:
-        updated = with_server(text, parsed, exe or nmem_executable())
-        if updated is None:
-            report.unchanged.append(f"{config_path} [mcp_servers.{SERVER_NAME}]")
-        else:
-            _save_toml(files, config_path, updated)
+    if updated is not None:
+        _save_toml(files, config_path, updated)
+    elif with_mcp:
+        report.unchanged.append(f"{config_path} [mcp_servers.{SERVER_NAME}]")
     disabled = hooks_disabled(parsed)
     if disabled:
         report.notes.append(f"Codex hooks are turned off in {config_path} ({disabled}); nmem left it as it is")
