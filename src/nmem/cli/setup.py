@@ -55,8 +55,10 @@ def install(state: State, harness: str, scope: str, project_dir: Path | None, sh
     Codex: hooks in ~/.codex/hooks.json (or <project>/.codex/hooks.json), the MCP server in
     the config.toml beside it.
     """
-    if shared_mcp and (scope != "project" or harness != "claude-code"):
-        raise InvalidArgument("--shared-mcp goes with claude-code --scope project")
+    if shared_mcp and scope != "project":
+        raise InvalidArgument("--shared-mcp goes with --scope project")
+    if shared_mcp and harness != "claude-code":
+        raise InvalidArgument("--shared-mcp is for claude-code (Codex has no shared project MCP file)")
     if harness == "codex":
         from nmem.integrations import codex
 
