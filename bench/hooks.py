@@ -15,6 +15,10 @@ time (user + system) of each process, which other load on the machine barely mov
     .venv/bin/python bench/hooks.py [--runs 60] [--observations 50000] [--json] [--check]
     .venv/bin/python bench/hooks.py --profile PostToolUse    # importtime + cProfile of one run
     .venv/bin/python bench/hooks.py --encrypted raw          # the same on an SQLCipher database
+    .venv/bin/python bench/hooks.py --agent codex            # Codex's payloads through its hook command
+
+`--agent codex` sends the same events in Codex's shapes (its shell output as text, `apply_patch`
+in place of Edit) through the command `nmem install codex` writes (`... record --agent codex`).
 
 `--encrypted raw` builds the database encrypted with a raw 256-bit key (NMEM_KEY, 64 hex
 digits: what docs/encryption.md recommends); `--encrypted passphrase` with a passphrase, to
@@ -46,6 +50,7 @@ from typing import Any
 import nmem
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
+from nmem.integrations import codex
 from nmem.integrations.claude_code import hook_command
 from nmem.memory import Service
 
@@ -186,9 +191,38 @@ def tool_call(i: int, cwd: str) -> tuple[str, dict[str, Any], Any]:
     return "Grep", {"pattern": f"def export_rows_{i}", "path": f"{cwd}/src"}, {"numFiles": i % 5, "filenames": []}
 
 
+AGENT = "claude-code"   # --agent: whose payloads and hook command are measured
+
+
+def codex_payload(payload: dict[str, Any], i: int) -> dict[str, Any]:
+    """A Claude Code payload in Codex's shape (tests/fixtures/codex_shapes.py has the sources)."""
+    out = {**payload, "model": "gpt-5-codex", "turn_id": f"turn-{i}", "permission_mode": "default"}
+    if payload.get("tool_name") == "Bash":
+        out["tool_response"] = f"Exit code: 0\nWall time: 0.3 seconds\nOutput:\n{payload['tool_response']['stdout']}\n"
+    elif payload.get("tool_name") == "Edit":
+        path = payload["tool_input"]["file_path"]
+        out["tool_name"] = "apply_patch"
+        out["tool_input"] = {"command": f"*** Begin Patch\n*** Update File: {path}\n@@\n"
+                                        f"-{payload['tool_input']['old_string']}\n"
+                                        f"+{payload['tool_input']['new_string']}\n*** End Patch"}
+        out["tool_response"] = f"Success. Updated the following files:\nM {path}\n"
+    elif payload.get("tool_name") in ("Read", "Grep"):  # Codex reads and searches through its shell
+        command = ("sed -n 1,200p " + payload["tool_input"]["file_path"] if payload["tool_name"] == "Read"
+                   else f"rg -n '{payload['tool_input']['pattern']}' src")
+        out["tool_name"], out["tool_input"] = "Bash", {"command": command}
+        out["tool_response"] = "Exit code: 0\nWall time: 0.0 seconds\nOutput:\n..."
+    return out
+
+
 def payload_for(event: str, i: int, form: str = "") -> dict[str, Any]:
     """The i-th event; each hook form records into sessions of its own, so the same payload
     sent by the next form is not a repeat of the first form's."""
+    if AGENT == "codex":
+        return codex_payload(claude_payload(event, i, form), i)
+    return claude_payload(event, i, form)
+
+
+def claude_payload(event: str, i: int, form: str = "") -> dict[str, Any]:
     cwd = f"{ROOT}/{BENCH_PROJECT}"
     if event == "PostToolUse":
         tool, tool_input, response = tool_call(i, cwd)
@@ -222,6 +256,8 @@ CONSOLE = "nmem record (console script)"
 
 
 def hook_forms() -> dict[str, list[str]]:
+    if AGENT == "codex":
+        return {INSTALLED: shlex.split(codex.hook_command()), CONSOLE: [nmem_script(), "record", "--agent", "codex"]}
     return {INSTALLED: shlex.split(hook_command()), CONSOLE: [nmem_script(), "record"]}
 
 
@@ -307,9 +343,10 @@ def profile(home: Path, event: str, key_env: dict[str, str] | None = None) -> st
 
 def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
     encrypted = f"SQLCipher-encrypted ({db['encrypted']} key) " if db.get("encrypted") else ""
-    lines = [f"nmem hook benchmark: {encrypted}{db['observations']:,} observations, {db['sessions']:,} sessions "
-             f"({db['db_bytes'] / 1e6:.0f} MB, built in {db['seconds']} s); {runs} runs per event; "
-             f"python {sys.version.split()[0]}",
+    lines = [f"nmem hook benchmark ({AGENT}): {encrypted}{db['observations']:,} observations, "
+             f"{db['sessions']:,} sessions ({db['db_bytes'] / 1e6:.0f} MB, built in {db['seconds']} s); "
+             f"{runs} runs per event; python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} "
+             f"on {os.cpu_count()} cores",
              "",
              f"{'process':34} {'p50 ms':>8} {'p99 ms':>8} {'min':>7} {'max':>7} {'cpu p50':>8}   target (p50/p99)"]
     for name, s in results["floor"].items():
@@ -343,7 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
     parser.add_argument("--encrypted", choices=sorted(KEYS),
                         help="build and measure an SQLCipher-encrypted database (raw key or passphrase)")
+    parser.add_argument("--agent", choices=("claude-code", "codex"), default="claude-code",
+                        help="whose payloads and installed hook command to measure (default claude-code)")
     args = parser.parse_args(argv)
+    global AGENT  # noqa: PLW0603 - one run measures one agent; every helper reads it
+    AGENT = args.agent
     key_env = {"NMEM_KEY": KEYS[args.encrypted]} if args.encrypted else None
 
     compileall.compile_dir(str(Path(nmem.__file__).parent), quiet=1)
@@ -363,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(home.parent, ignore_errors=True)
     if args.json:
-        print(json.dumps({"database": db, "runs": args.runs, "python": sys.version.split()[0], **results}, indent=2))
+        print(json.dumps({"agent": AGENT, "database": db, "runs": args.runs, "python": sys.version.split()[0],
+                          **results}, indent=2))
     else:
         print(text_report(db, results, args.runs))
     missed = [name for key in ("events", "console_script") for name, s in results[key].items() if not s["ok"]]
