@@ -53,6 +53,9 @@ WAITING = ".json"          # <spool id>.json: an event waiting to be stored
 CLAIMED = ".claim.json"    # <spool id>.<pid>.claim.json: taken by that process
 SET_ASIDE = ".bad"         # <spool id>.bad: unreadable or unstorable, kept for a person to look at
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+# A SessionEnd waits at most this long for a locked database, whatever `hooks.busy_budget_ms` says,
+# so that start-up, the wait and the spooling fit well inside the 1.5 s Claude Code allows it.
+SESSION_END_BUDGET_MS = 700
 
 
 class HookLog:
@@ -408,7 +411,10 @@ def _record(settings: Settings, payload: dict[str, Any],
         # `nmem drain` stores it; nothing is lost and the agent is not slowed.
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         return "", None
-    deadline = Deadline(int(settings["hooks.busy_budget_ms"]))
+    budget = int(settings["hooks.busy_budget_ms"])
+    if event.kind == ev.SESSION_END:  # Claude Code gives SessionEnd hooks 1.5 s in all, then kills them
+        budget = min(budget, SESSION_END_BUDGET_MS)
+    deadline = Deadline(budget)
     try:
         service = deadline.run(lambda: CoreService.open(settings, busy_timeout_ms=deadline.try_ms))
     except StorageError as exc:
