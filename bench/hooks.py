@@ -18,7 +18,9 @@ time (user + system) of each process, which other load on the machine barely mov
     .venv/bin/python bench/hooks.py --agent codex            # Codex's payloads through its hook command
 
 `--agent codex` sends the same events in Codex's shapes (its shell output as text, `apply_patch`
-in place of Edit) through the command `nmem install codex` writes (`... record --agent codex`).
+in place of Edit) through the command `nmem install codex` writes (`... record --agent codex`);
+`--agent gemini` in Gemini CLI's (AfterTool with `run_shell_command`, `read_file`, `replace`,
+`search_file_content`; BeforeAgent) through `nmem install gemini`'s.
 
 `--encrypted raw` builds the database encrypted with a raw 256-bit key (NMEM_KEY, 64 hex
 digits: what docs/encryption.md recommends); `--encrypted passphrase` with a passphrase, to
@@ -50,7 +52,7 @@ from typing import Any
 import nmem
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.integrations import codex
+from nmem.integrations import codex, gemini
 from nmem.integrations.claude_code import hook_command
 from nmem.memory import Service
 
@@ -219,7 +221,26 @@ def payload_for(event: str, i: int, form: str = "") -> dict[str, Any]:
     sent by the next form is not a repeat of the first form's."""
     if AGENT == "codex":
         return codex_payload(claude_payload(event, i, form), i)
+    if AGENT == "gemini":
+        return gemini_payload(claude_payload(event, i, form))
     return claude_payload(event, i, form)
+
+
+GEMINI_TOOLS = {"Bash": "run_shell_command", "Read": "read_file", "Edit": "replace", "Grep": "search_file_content"}
+GEMINI_EVENTS = {"PostToolUse": "AfterTool", "UserPromptSubmit": "BeforeAgent", "SessionStart": "SessionStart"}
+
+
+def gemini_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code payload in Gemini CLI's shape (tests/fixtures/gemini_shapes.py has the sources)."""
+    out = {**payload, "hook_event_name": GEMINI_EVENTS[payload["hook_event_name"]],
+           "timestamp": "2025-12-01T10:30:00Z"}
+    if "tool_name" in payload:
+        out["tool_name"] = GEMINI_TOOLS[payload["tool_name"]]
+        text = (f"Command: {payload['tool_input']['command']}\nDirectory: (root)\nOutput: "
+                f"{payload['tool_response']['stdout']}\nError: (none)\nExit Code: 0"
+                if payload["tool_name"] == "Bash" else "ok")
+        out["tool_response"] = {"llmContent": text, "returnDisplay": text}
+    return out
 
 
 def claude_payload(event: str, i: int, form: str = "") -> dict[str, Any]:
@@ -256,8 +277,9 @@ CONSOLE = "nmem record (console script)"
 
 
 def hook_forms() -> dict[str, list[str]]:
-    if AGENT == "codex":
-        return {INSTALLED: shlex.split(codex.hook_command()), CONSOLE: [nmem_script(), "record", "--agent", "codex"]}
+    if AGENT in ("codex", "gemini"):
+        module = codex if AGENT == "codex" else gemini
+        return {INSTALLED: shlex.split(module.hook_command()), CONSOLE: [nmem_script(), "record", "--agent", AGENT]}
     return {INSTALLED: shlex.split(hook_command()), CONSOLE: [nmem_script(), "record"]}
 
 
@@ -380,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
     parser.add_argument("--encrypted", choices=sorted(KEYS),
                         help="build and measure an SQLCipher-encrypted database (raw key or passphrase)")
-    parser.add_argument("--agent", choices=("claude-code", "codex"), default="claude-code",
+    parser.add_argument("--agent", choices=("claude-code", "codex", "gemini"), default="claude-code",
                         help="whose payloads and installed hook command to measure (default claude-code)")
     args = parser.parse_args(argv)
     global AGENT  # noqa: PLW0603 - one run measures one agent; every helper reads it

@@ -318,8 +318,8 @@ def test_import_reads_every_reply_tool_call_and_compaction_and_resumes(tmp_path:
     with rollout.open("a") as fh:
         fh.write(json.dumps({"timestamp": "2025-10-29T01:00:32.000Z", "type": "response_item", "payload": {
             "type": "function_call_output", "call_id": "call_exec02",
-            "output": "Chunk ID: 1\nWall time: 0.0 seconds\nProcess exited with code 0\nOutput:\ndef test_export():\n"}})
-                 + "\n")
+            "output": "Chunk ID: 1\nWall time: 0.0 seconds\nProcess exited with code 0\nOutput:\n"
+                      "def test_export():\n"}}) + "\n")
         fh.write(json.dumps({"timestamp": "2025-10-29T01:00:40.000Z", "type": "event_msg",
                              "payload": {"type": "agent_message", "message": "test_export now wraps list()."}}) + "\n")
     third = import_codex(tmp_path, rollout)

@@ -193,18 +193,21 @@ def test_the_heavy_module_check_would_catch_the_console_script_path(tmp_path: Pa
 # -- the other agents' adapters: the same budget, through the command `nmem install <agent>` writes ------
 
 def agent_command(agent: str) -> list[str]:
-    if agent == "codex":
-        from nmem.integrations.codex import hook_command as codex_command
+    from nmem.integrations import codex, gemini
 
-        return shlex.split(codex_command())
-    raise AssertionError(agent)
+    return shlex.split({"codex": codex, "gemini": gemini}[agent].hook_command())
 
 
 def agent_events() -> list[tuple[str, dict[str, Any]]]:
     from fixtures import codex_shapes as cx
+    from fixtures import gemini_shapes as gm
 
     cwd = "/home/dev/code/imports-demo"
     return [
+        ("gemini", gm.shell(cwd, "pytest -q", "3 passed")),
+        ("gemini", gm.after_tool(cwd, "replace", {"file_path": f"{cwd}/src/a.py", "old_string": "a",
+                                                  "new_string": "b"}, "Successfully modified")),
+        ("gemini", gm.before_agent(cwd, "stream the invoice export")),
         ("codex", cx.bash(cwd, "pytest -q", "Exit code: 0\nWall time: 0.2 seconds\nOutput:\n3 passed\n")),
         ("codex", cx.apply_patch(cwd, cx.PATCH)),
         ("codex", cx.prompt(cwd, "stream the invoice export")),
@@ -217,7 +220,7 @@ def test_agent_hook_commands_load_only_stdlib_and_no_heavy_module(tmp_path: Path
                                                                   agent: str, payload: dict[str, Any]) -> None:
     home = tmp_path / "home"
     seed(home)
-    python, *args = agent_command(agent)
+    _python, *args = agent_command(agent)
     done, modules = importtime(args, json.dumps(payload), hook_env(home))
     assert done.returncode == 0, done.stderr[-2000:]
     check_hook_imports(modules, startup_modules)
@@ -230,7 +233,7 @@ def test_agent_session_start_imports_only_stdlib_and_nmem(tmp_path: Path, startu
 
     home = tmp_path / "home"
     seed(home)
-    python, *args = agent_command("codex")
+    _python, *args = agent_command("codex")
     done, modules = importtime(args, json.dumps(cx.session_start("/home/dev/code/imports-demo")), hook_env(home))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "additionalContext" in done.stdout

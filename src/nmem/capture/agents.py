@@ -22,6 +22,7 @@ AGENT_FIELD = "_nmem_agent"
 ADAPTERS: dict[str, str] = {
     ev.CLAUDE_CODE: "claude_code",
     "codex": "codex",
+    "gemini": "gemini",
 }
 AGENTS: tuple[str, ...] = tuple(ADAPTERS)
 

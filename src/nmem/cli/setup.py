@@ -13,8 +13,8 @@ from nmem.doctor import FAIL, Check, run_checks
 from nmem.errors import InvalidArgument
 from nmem.integrations import claude_code
 
-HARNESSES = click.Choice(["claude-code", "codex"])
-NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
+HARNESSES = click.Choice(["claude-code", "codex", "gemini"])
+NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
 
 
 def _report_blocks(title: str, report: claude_code.Report) -> list[Block]:
@@ -46,23 +46,25 @@ def _data_dir(state: State) -> Path:
 @pass_state
 def install(state: State, harness: str, scope: str, project_dir: Path | None, shared_mcp: bool, no_mcp: bool,
             fmt: str | None) -> None:
-    """Wire nmem into a coding agent (Claude Code or Codex): every hook event and the MCP server.
+    """Wire nmem into a coding agent (Claude Code, Codex or Gemini CLI): its hook events and the MCP server.
 
     Merges with the settings already there, backs each file it changes up under
     <data dir>/backups/ (never inside a project), and is safe to run again. Hooks call the
     absolute path of this nmem, so no shell shim runs on every tool call; at project scope
     those paths go only to .claude/settings.local.json, which stays out of the repository.
     Codex: hooks in ~/.codex/hooks.json (or <project>/.codex/hooks.json), the MCP server in
-    the config.toml beside it.
+    the config.toml beside it. Gemini CLI: hooks and the MCP server in ~/.gemini/settings.json
+    (or <project>/.gemini/settings.json).
     """
     if shared_mcp and scope != "project":
         raise InvalidArgument("--shared-mcp goes with --scope project")
     if shared_mcp and harness != "claude-code":
         raise InvalidArgument("--shared-mcp is for claude-code (Codex has no shared project MCP file)")
-    if harness == "codex":
-        from nmem.integrations import codex
+    if harness in ("codex", "gemini"):
+        from nmem.integrations import codex, gemini
 
-        report = codex.install(scope, project_dir=project_dir, with_mcp=not no_mcp, data_dir=_data_dir(state))
+        agent = codex if harness == "codex" else gemini
+        report = agent.install(scope, project_dir=project_dir, with_mcp=not no_mcp, data_dir=_data_dir(state))
     else:
         report = claude_code.install(scope, project_dir=project_dir, with_mcp=not no_mcp, shared_mcp=shared_mcp,
                                      data_dir=_data_dir(state))
@@ -83,10 +85,11 @@ def install(state: State, harness: str, scope: str, project_dir: Path | None, sh
 def uninstall(state: State, harness: str, scope: str, project_dir: Path | None, fmt: str | None) -> None:
     """Remove exactly the hooks and MCP entries `nmem install` added, and the files and
     directories it created once nothing else is in them; nothing else changes."""
-    if harness == "codex":
-        from nmem.integrations import codex
+    if harness in ("codex", "gemini"):
+        from nmem.integrations import codex, gemini
 
-        report = codex.uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
+        report = (codex if harness == "codex" else gemini).uninstall(scope, project_dir=project_dir,
+                                                                     data_dir=_data_dir(state))
     else:
         report = claude_code.uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
     name = NAMES[harness]

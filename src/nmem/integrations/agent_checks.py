@@ -40,34 +40,41 @@ def _mcp_row(label: str, w: dict[str, Any], again: str) -> Row:
 
 
 def codex_rows(project_dir: Path, home: Path | None = None) -> list[Row]:
-    found = [codex.wiring(scope, project_dir=project_dir, home=home) for scope in SCOPES]
+    return agent_rows("codex", codex, codex.codex_home(home), project_dir, home)
+
+
+def agent_rows(label: str, module: Any, config_dir: Path, project_dir: Path, home: Path | None = None) -> list[Row]:
+    found = [module.wiring(scope, project_dir=project_dir, home=home) for scope in SCOPES]
     rows: list[Row] = []
     for w in found:
         if w.get("error"):
-            rows.append((f"codex config ({w['scope']})", FAIL, w["error"], "fix the file it names, then run "
+            rows.append((f"{label} config ({w['scope']})", FAIL, w["error"], "fix the file it names, then run "
                          "nmem doctor again"))
     wired = [w for w in found if w["events"] or w.get("mcp")]
     if not wired:
-        if codex.codex_home(home).is_dir():
-            rows.append(("codex hooks", WARN, f"Codex is set up here ({codex.codex_home(home)}) but nmem is not "
-                         "wired into it", "nmem install codex"))
+        if config_dir.is_dir():
+            rows.append((f"{label} hooks", WARN, f"{label} is set up here ({config_dir}) but nmem is not "
+                         "wired into it", f"nmem install {label}"))
         return rows
     for w in wired:
-        again = "nmem install codex" + (" --scope project" if w["scope"] == "project" else "")
+        again = f"nmem install {label}" + (" --scope project" if w["scope"] == "project" else "")
         missing = w["missing_events"]
         detail = f"{w['hooks_file']}: {len(w['events'])} events"
         if missing:
             detail += f", missing {', '.join(missing)}"
         if w.get("disabled"):
-            rows.append((f"codex hooks ({w['scope']})", FAIL, f"{detail}; but hooks are off in {w['config_file']} "
-                         f"({w['disabled']})", f"remove `{w['disabled']}` from {w['config_file']}"))
+            rows.append((f"{label} hooks ({w['scope']})", FAIL, f"{detail}; but hooks are off in "
+                         f"{w['config_file']} ({w['disabled']})", f"turn them on: remove `{w['disabled']}`"))
         else:
-            rows.append((f"codex hooks ({w['scope']})", WARN if missing else OK, detail,
+            rows.append((f"{label} hooks ({w['scope']})", WARN if missing else OK, detail,
                          f"run: {again}" if missing else ""))
-        rows.extend(_executable_rows("codex", w, again))
-        rows.append(_mcp_row("codex", w, again))
+        rows.extend(_executable_rows(label, w, again))
+        rows.append(_mcp_row(label, w, again))
     return rows
 
 
 def rows(project_dir: Path, home: Path | None = None) -> list[Row]:
-    return codex_rows(project_dir, home)
+    from nmem.integrations import gemini
+
+    gemini_dir = (home or Path.home()) / ".gemini"
+    return codex_rows(project_dir, home) + agent_rows("gemini", gemini, gemini_dir, project_dir, home)
