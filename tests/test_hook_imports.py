@@ -193,17 +193,21 @@ def test_the_heavy_module_check_would_catch_the_console_script_path(tmp_path: Pa
 # -- the other agents' adapters: the same budget, through the command `nmem install <agent>` writes ------
 
 def agent_command(agent: str) -> list[str]:
-    from nmem.integrations import codex, gemini
+    from nmem.integrations import codex, cursor, gemini
 
-    return shlex.split({"codex": codex, "gemini": gemini}[agent].hook_command())
+    return shlex.split({"codex": codex, "gemini": gemini, "cursor": cursor}[agent].hook_command())
 
 
 def agent_events() -> list[tuple[str, dict[str, Any]]]:
     from fixtures import codex_shapes as cx
+    from fixtures import cursor_shapes as cu
     from fixtures import gemini_shapes as gm
 
     cwd = "/home/dev/code/imports-demo"
     return [
+        ("cursor", cu.shell(cwd, "npm test", "12 passed")),
+        ("cursor", cu.file_edit(cwd, f"{cwd}/src/a.ts", "a", "b")),
+        ("cursor", cu.prompt(cwd, "stream the invoice export")),
         ("gemini", gm.shell(cwd, "pytest -q", "3 passed")),
         ("gemini", gm.after_tool(cwd, "replace", {"file_path": f"{cwd}/src/a.py", "old_string": "a",
                                                   "new_string": "b"}, "Successfully modified")),

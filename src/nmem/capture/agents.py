@@ -23,6 +23,7 @@ ADAPTERS: dict[str, str] = {
     ev.CLAUDE_CODE: "claude_code",
     "codex": "codex",
     "gemini": "gemini",
+    "cursor": "cursor",
 }
 AGENTS: tuple[str, ...] = tuple(ADAPTERS)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,8 +14,8 @@ from nmem.doctor import FAIL, Check, run_checks
 from nmem.errors import InvalidArgument
 from nmem.integrations import claude_code
 
-HARNESSES = click.Choice(["claude-code", "codex", "gemini"])
-NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
+HARNESSES = click.Choice(["claude-code", "codex", "gemini", "cursor"])
+NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "cursor": "Cursor"}
 
 
 def _report_blocks(title: str, report: claude_code.Report) -> list[Block]:
@@ -24,6 +25,13 @@ def _report_blocks(title: str, report: claude_code.Report) -> list[Block]:
     if report.backups:
         blocks.append(Body("backups:\n" + "\n".join(f"  {path}" for path in report.backups)))
     return blocks
+
+
+def _agent(harness: str) -> Any:
+    """The integration module of an agent other than Claude Code (imported when used)."""
+    from nmem.integrations import codex, cursor, gemini
+
+    return {"codex": codex, "gemini": gemini, "cursor": cursor}[harness]
 
 
 def _data_dir(state: State) -> Path:
@@ -46,7 +54,7 @@ def _data_dir(state: State) -> Path:
 @pass_state
 def install(state: State, harness: str, scope: str, project_dir: Path | None, shared_mcp: bool, no_mcp: bool,
             fmt: str | None) -> None:
-    """Wire nmem into a coding agent (Claude Code, Codex or Gemini CLI): its hook events and the MCP server.
+    """Wire nmem into a coding agent (Claude Code, Codex, Gemini CLI, Cursor): its hooks and the MCP server.
 
     Merges with the settings already there, backs each file it changes up under
     <data dir>/backups/ (never inside a project), and is safe to run again. Hooks call the
@@ -54,17 +62,15 @@ def install(state: State, harness: str, scope: str, project_dir: Path | None, sh
     those paths go only to .claude/settings.local.json, which stays out of the repository.
     Codex: hooks in ~/.codex/hooks.json (or <project>/.codex/hooks.json), the MCP server in
     the config.toml beside it. Gemini CLI: hooks and the MCP server in ~/.gemini/settings.json
-    (or <project>/.gemini/settings.json).
+    (or <project>/.gemini/settings.json). Cursor: ~/.cursor/hooks.json and ~/.cursor/mcp.json
+    (or the project's .cursor/).
     """
     if shared_mcp and scope != "project":
         raise InvalidArgument("--shared-mcp goes with --scope project")
     if shared_mcp and harness != "claude-code":
         raise InvalidArgument("--shared-mcp is for claude-code (Codex has no shared project MCP file)")
-    if harness in ("codex", "gemini"):
-        from nmem.integrations import codex, gemini
-
-        agent = codex if harness == "codex" else gemini
-        report = agent.install(scope, project_dir=project_dir, with_mcp=not no_mcp, data_dir=_data_dir(state))
+    if harness != "claude-code":
+        report = _agent(harness).install(scope, project_dir=project_dir, with_mcp=not no_mcp, data_dir=_data_dir(state))
     else:
         report = claude_code.install(scope, project_dir=project_dir, with_mcp=not no_mcp, shared_mcp=shared_mcp,
                                      data_dir=_data_dir(state))
@@ -85,11 +91,8 @@ def install(state: State, harness: str, scope: str, project_dir: Path | None, sh
 def uninstall(state: State, harness: str, scope: str, project_dir: Path | None, fmt: str | None) -> None:
     """Remove exactly the hooks and MCP entries `nmem install` added, and the files and
     directories it created once nothing else is in them; nothing else changes."""
-    if harness in ("codex", "gemini"):
-        from nmem.integrations import codex, gemini
-
-        report = (codex if harness == "codex" else gemini).uninstall(scope, project_dir=project_dir,
-                                                                     data_dir=_data_dir(state))
+    if harness != "claude-code":
+        report = _agent(harness).uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
     else:
         report = claude_code.uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
     name = NAMES[harness]

@@ -74,7 +74,8 @@ def agent_rows(label: str, module: Any, config_dir: Path, project_dir: Path, hom
 
 
 def rows(project_dir: Path, home: Path | None = None) -> list[Row]:
-    from nmem.integrations import gemini
+    from nmem.integrations import cursor, gemini
 
-    gemini_dir = (home or Path.home()) / ".gemini"
-    return codex_rows(project_dir, home) + agent_rows("gemini", gemini, gemini_dir, project_dir, home)
+    base = home or Path.home()
+    return (codex_rows(project_dir, home) + agent_rows("gemini", gemini, base / ".gemini", project_dir, home)
+            + agent_rows("cursor", cursor, base / ".cursor", project_dir, home))
