@@ -20,7 +20,10 @@ time (user + system) of each process, which other load on the machine barely mov
 `--agent codex` sends the same events in Codex's shapes (its shell output as text, `apply_patch`
 in place of Edit) through the command `nmem install codex` writes (`... record --agent codex`);
 `--agent gemini` in Gemini CLI's (AfterTool with `run_shell_command`, `read_file`, `replace`,
-`search_file_content`; BeforeAgent) through `nmem install gemini`'s.
+`search_file_content`; BeforeAgent) through `nmem install gemini`'s; `--agent cursor` and
+`--agent opencode` likewise (Cursor's afterShellExecution/afterFileEdit/beforeSubmitPrompt/
+sessionStart; the events nmem's OpenCode plugin sends). SessionStart's context block is checked
+for every agent but OpenCode, which takes none.
 
 `--encrypted raw` builds the database encrypted with a raw 256-bit key (NMEM_KEY, 64 hex
 digits: what docs/encryption.md recommends); `--encrypted passphrase` with a passphrase, to
@@ -52,7 +55,7 @@ from typing import Any
 import nmem
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.integrations import codex, gemini
+from nmem.integrations import codex, cursor, gemini, opencode
 from nmem.integrations.claude_code import hook_command
 from nmem.memory import Service
 
@@ -223,7 +226,47 @@ def payload_for(event: str, i: int, form: str = "") -> dict[str, Any]:
         return codex_payload(claude_payload(event, i, form), i)
     if AGENT == "gemini":
         return gemini_payload(claude_payload(event, i, form))
+    if AGENT == "cursor":
+        return cursor_payload(claude_payload(event, i, form))
+    if AGENT == "opencode":
+        return opencode_payload(claude_payload(event, i, form))
     return claude_payload(event, i, form)
+
+
+def cursor_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code payload in Cursor's shape (tests/fixtures/cursor_shapes.py has the sources)."""
+    out: dict[str, Any] = {"conversation_id": payload["session_id"], "generation_id": "gen-1",
+                           "workspace_roots": [payload["cwd"]], "cursor_version": "2.0.77"}
+    tool = payload.get("tool_name")
+    if payload["hook_event_name"] == "SessionStart":
+        out["hook_event_name"] = "sessionStart"
+    elif payload["hook_event_name"] == "UserPromptSubmit":
+        out.update(hook_event_name="beforeSubmitPrompt", prompt=payload["prompt"])
+    elif tool == "Edit":
+        out.update(hook_event_name="afterFileEdit", file_path=payload["tool_input"]["file_path"],
+                   edits=[{"old_string": payload["tool_input"]["old_string"],
+                           "new_string": payload["tool_input"]["new_string"]}])
+    else:  # Cursor reports reads and searches as the shell commands its agent ran
+        command = payload["tool_input"].get("command") or f"cat {payload['tool_input'].get('file_path', 'README')}"
+        out.update(hook_event_name="afterShellExecution", command=command, cwd=payload["cwd"], output="ok",
+                   duration=40)
+    return out
+
+
+OPENCODE_TOOLS = {"Bash": "bash", "Read": "read", "Edit": "edit", "Grep": "grep"}
+
+
+def opencode_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code payload as nmem's OpenCode plugin sends it (nmem/capture/opencode.py)."""
+    base = {"session_id": payload["session_id"], "cwd": payload["cwd"]}
+    if payload["hook_event_name"] == "SessionStart":
+        return {**base, "hook_event_name": "session.created"}
+    if payload["hook_event_name"] == "UserPromptSubmit":
+        return {**base, "hook_event_name": "chat.message", "prompt": payload["prompt"]}
+    renames = {"file_path": "filePath", "old_string": "oldString", "new_string": "newString"}
+    args = {renames.get(k, k): v for k, v in payload["tool_input"].items()}
+    return {**base, "hook_event_name": "tool.execute.after", "tool": OPENCODE_TOOLS[payload["tool_name"]],
+            "args": args, "output": "ok", "metadata": {"exit": 0} if payload["tool_name"] == "Bash" else {}}
 
 
 GEMINI_TOOLS = {"Bash": "run_shell_command", "Read": "read_file", "Edit": "replace", "Grep": "search_file_content"}
@@ -277,8 +320,10 @@ CONSOLE = "nmem record (console script)"
 
 
 def hook_forms() -> dict[str, list[str]]:
-    if AGENT in ("codex", "gemini"):
-        module = codex if AGENT == "codex" else gemini
+    if AGENT == "opencode":
+        return {INSTALLED: opencode.hook_argv(), CONSOLE: [nmem_script(), "record", "--agent", AGENT]}
+    if AGENT != "claude-code":
+        module = {"codex": codex, "gemini": gemini, "cursor": cursor}[AGENT]
         return {INSTALLED: shlex.split(module.hook_command()), CONSOLE: [nmem_script(), "record", "--agent", AGENT]}
     return {INSTALLED: shlex.split(hook_command()), CONSOLE: [nmem_script(), "record"]}
 
@@ -304,7 +349,7 @@ def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | No
                 ms, done = timed(argv, json.dumps(payload_for(event, i, f"-{n}")), env)
                 if done.returncode != 0 or done.stderr:
                     sys.exit(f"bench/hooks.py: {form} {event} failed ({done.returncode}): {done.stderr.strip()}")
-                if event == "SessionStart":
+                if event == "SessionStart" and AGENT != "opencode":
                     if "<nmem-context>" not in done.stdout:
                         sys.exit("bench/hooks.py: SessionStart printed no context block")
                     context_chars.append(len(done.stdout))
@@ -318,7 +363,7 @@ def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | No
             stats = summary(samples[f"{form}|{event}"], cpu[f"{form}|{event}"])
             ok = stats["p50"] <= t50 and (t99 is None or stats["p99"] <= t99)
             results[key][event] = {**stats, "target_p50": t50, "target_p99": t99, "ok": ok}
-    results["context_chars"] = max(context_chars)
+    results["context_chars"] = max(context_chars, default=0)
     return results
 
 
@@ -402,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
     parser.add_argument("--encrypted", choices=sorted(KEYS),
                         help="build and measure an SQLCipher-encrypted database (raw key or passphrase)")
-    parser.add_argument("--agent", choices=("claude-code", "codex", "gemini"), default="claude-code",
+    parser.add_argument("--agent", choices=("claude-code", "codex", "gemini", "cursor", "opencode"),
+                        default="claude-code",
                         help="whose payloads and installed hook command to measure (default claude-code)")
     args = parser.parse_args(argv)
     global AGENT  # noqa: PLW0603 - one run measures one agent; every helper reads it

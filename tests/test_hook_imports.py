@@ -193,8 +193,10 @@ def test_the_heavy_module_check_would_catch_the_console_script_path(tmp_path: Pa
 # -- the other agents' adapters: the same budget, through the command `nmem install <agent>` writes ------
 
 def agent_command(agent: str) -> list[str]:
-    from nmem.integrations import codex, cursor, gemini
+    from nmem.integrations import codex, cursor, gemini, opencode
 
+    if agent == "opencode":
+        return opencode.hook_argv()
     return shlex.split({"codex": codex, "gemini": gemini, "cursor": cursor}[agent].hook_command())
 
 
@@ -206,6 +208,9 @@ def agent_events() -> list[tuple[str, dict[str, Any]]]:
     cwd = "/home/dev/code/imports-demo"
     return [
         ("cursor", cu.shell(cwd, "npm test", "12 passed")),
+        ("opencode", {"hook_event_name": "tool.execute.after", "session_id": "ses_1", "cwd": cwd, "tool": "edit",
+                      "args": {"filePath": f"{cwd}/src/a.ts", "oldString": "a", "newString": "b"}, "output": "",
+                      "metadata": {}}),
         ("cursor", cu.file_edit(cwd, f"{cwd}/src/a.ts", "a", "b")),
         ("cursor", cu.prompt(cwd, "stream the invoice export")),
         ("gemini", gm.shell(cwd, "pytest -q", "3 passed")),

@@ -24,6 +24,7 @@ ADAPTERS: dict[str, str] = {
     "codex": "codex",
     "gemini": "gemini",
     "cursor": "cursor",
+    "opencode": "opencode",
 }
 AGENTS: tuple[str, ...] = tuple(ADAPTERS)
 

@@ -14,8 +14,9 @@ from nmem.doctor import FAIL, Check, run_checks
 from nmem.errors import InvalidArgument
 from nmem.integrations import claude_code
 
-HARNESSES = click.Choice(["claude-code", "codex", "gemini", "cursor"])
-NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "cursor": "Cursor"}
+HARNESSES = click.Choice(["claude-code", "codex", "gemini", "cursor", "opencode"])
+NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "cursor": "Cursor",
+         "opencode": "OpenCode"}
 
 
 def _report_blocks(title: str, report: claude_code.Report) -> list[Block]:
@@ -29,9 +30,9 @@ def _report_blocks(title: str, report: claude_code.Report) -> list[Block]:
 
 def _agent(harness: str) -> Any:
     """The integration module of an agent other than Claude Code (imported when used)."""
-    from nmem.integrations import codex, cursor, gemini
+    from nmem.integrations import codex, cursor, gemini, opencode
 
-    return {"codex": codex, "gemini": gemini, "cursor": cursor}[harness]
+    return {"codex": codex, "gemini": gemini, "cursor": cursor, "opencode": opencode}[harness]
 
 
 def _data_dir(state: State) -> Path:
@@ -54,7 +55,7 @@ def _data_dir(state: State) -> Path:
 @pass_state
 def install(state: State, harness: str, scope: str, project_dir: Path | None, shared_mcp: bool, no_mcp: bool,
             fmt: str | None) -> None:
-    """Wire nmem into a coding agent (Claude Code, Codex, Gemini CLI, Cursor): its hooks and the MCP server.
+    """Wire nmem into a coding agent (Claude Code, Codex, Gemini CLI, Cursor, OpenCode) and its MCP client.
 
     Merges with the settings already there, backs each file it changes up under
     <data dir>/backups/ (never inside a project), and is safe to run again. Hooks call the
@@ -63,7 +64,8 @@ def install(state: State, harness: str, scope: str, project_dir: Path | None, sh
     Codex: hooks in ~/.codex/hooks.json (or <project>/.codex/hooks.json), the MCP server in
     the config.toml beside it. Gemini CLI: hooks and the MCP server in ~/.gemini/settings.json
     (or <project>/.gemini/settings.json). Cursor: ~/.cursor/hooks.json and ~/.cursor/mcp.json
-    (or the project's .cursor/).
+    (or the project's .cursor/). OpenCode: a plugin file, ~/.config/opencode/plugins/nmem.js
+    (or <project>/.opencode/plugins/nmem.js), and the MCP server in the opencode.json beside it.
     """
     if shared_mcp and scope != "project":
         raise InvalidArgument("--shared-mcp goes with --scope project")

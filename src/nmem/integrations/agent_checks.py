@@ -74,8 +74,9 @@ def agent_rows(label: str, module: Any, config_dir: Path, project_dir: Path, hom
 
 
 def rows(project_dir: Path, home: Path | None = None) -> list[Row]:
-    from nmem.integrations import cursor, gemini
+    from nmem.integrations import cursor, gemini, opencode
 
     base = home or Path.home()
     return (codex_rows(project_dir, home) + agent_rows("gemini", gemini, base / ".gemini", project_dir, home)
-            + agent_rows("cursor", cursor, base / ".cursor", project_dir, home))
+            + agent_rows("cursor", cursor, base / ".cursor", project_dir, home)
+            + agent_rows("opencode", opencode, opencode.config_dir("user", home=home), project_dir, home))
