@@ -147,6 +147,7 @@ def test_claude_code_session_start_sees_what_codex_left_open(installed: Path) ->
     out = hook_ok(installed / "nmem", event("SessionStart", "claude-1", CWD, source="startup"))
     assert "migrate the invoice export to streaming" in out
     assert "test_export" in out
+    assert f"## Last session s{cx.SESSION[:8]} (codex) ·" in out  # whose work it was
     agents = {r["id"]: r["agent"] for r in query(installed / "nmem", "SELECT id, agent FROM sessions")}
     assert agents == {cx.SESSION: "codex", "claude-1": "claude-code"}
 
