@@ -24,10 +24,14 @@ INPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
                "description": "Only these domains: user, org, project (the current one), project:<name>, "
                               "globs such as project:*. Default: all."},
     "force": {"type": "boolean", "description": "Reread every remote file and recheck every local write."},
+    "accept": {"type": "array", "items": {"type": "string"},
+               "description": "Device ids (or all) whose quarantined operations, stamped beyond sync.max_skew, "
+                              "are applied. Only when the user asks for it."},
 }}
 OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
     "remote": {"type": "string"}, "device": {"type": "string"}, "direction": {"type": "string"},
     "pulled": _INT, "applied": _INT, "conflicts": _INT, "invalid": _INT, "pushed": _INT, "pending": _INT,
+    "quarantined": _INT, "restored": _INT, "quarantine_list": {"type": "array"},
     "conflict_list": {"type": "array"}, "warnings": {"type": "array"},
 }, "required": ["remote", "pulled", "applied", "conflicts", "pushed", "pending"]}
 
@@ -38,9 +42,12 @@ def handle(service: Service, args: dict[str, Any], default_project: str | None) 
         raise InvalidArgument("direction must be both, fetch or push")
     domain = args.get("domain")
     domains = [domain] if isinstance(domain, str) else list(domain or [])
+    accept = args.get("accept") or []
+    if not (isinstance(accept, list) and all(isinstance(a, str) for a in accept)):
+        raise InvalidArgument("accept must be a list of device ids")
     project = default_project or service.project_for()
     service.check_writable(project=project)
     report = run_sync(service.store, service.settings, fetch=direction != "push", push=direction != "fetch",
                       force=bool(args.get("force")), domains=domains,
-                      project=project)
+                      project=project, accept=accept)
     return report.to_dict()
