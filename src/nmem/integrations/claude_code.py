@@ -231,6 +231,10 @@ class Files:
         self.report.backups.append(str(target))
 
     def save(self, path: Path, data: dict[str, Any]) -> None:
+        self.save_text(path, json.dumps(data, indent=2) + "\n")
+
+    def save_text(self, path: Path, text: str) -> None:
+        """Write `text` to `path` atomically: backed up first, or recorded as created by install."""
         if path.exists():
             self.backup(path)
         else:
@@ -239,7 +243,7 @@ class Files:
             created = self._manifest()
             self._write_manifest(created + [p for p in [*made, str(path)] if p not in created])
         tmp = path.with_name(f".{path.name}.nmem-tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
         tmp.replace(path)

@@ -187,16 +187,7 @@ def _save_toml(files: Files, path: Path, text: str) -> None:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # a bug here must never leave the user a broken config
         raise ConfigError(f"nmem would have written an invalid {path} ({exc}); nothing was changed") from None
-    if path.exists():
-        files.backup(path)
-    else:
-        files.save(path, {})  # records the file and its directories as created by install
-    tmp = path.with_name(f".{path.name}.nmem-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, path.stat().st_mode & 0o777)
-    tmp.replace(path)
-    if str(path) not in files.report.changed:
-        files.report.changed.append(str(path))
+    files.save_text(path, text)
 
 
 # -- install / uninstall --------------------------------------------------------------------------------

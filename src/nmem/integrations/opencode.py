@@ -95,13 +95,7 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     if plugin.exists() and plugin.read_text(encoding="utf-8") == text:
         report.unchanged.append(str(plugin))
     else:
-        if plugin.exists():
-            files.backup(plugin)
-        else:
-            files.save(plugin, {})  # records the file and the directories made for it
-        plugin.write_text(text, encoding="utf-8")
-        if str(plugin) not in report.changed:
-            report.changed.append(str(plugin))
+        files.save_text(plugin, text)
     if with_mcp:
         wanted = {**config, "mcp": mcp}
         if "$schema" not in config and not config_path.exists():
