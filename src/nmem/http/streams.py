@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,6 +26,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from nmem import team
+from nmem.access import acting_as
 from nmem.changefeed import Change, Cursor, may_see
 from nmem.config import Settings
 from nmem.errors import InvalidArgument, NmemError
@@ -35,6 +38,8 @@ SEARCH_SCOPES = ("memories", "observations", "prompts", "sessions")
 QUEUE_SIZE = 2000  # changes a slow client may fall behind by before it is told to reconnect
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 _LAGGING = object()
+REVOKED = {"type": "unauthorized", "code": -32000,
+           "message": "the token this stream was opened with was revoked; sign in again"}
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> str:
@@ -68,8 +73,9 @@ class Subscriber:
 class StreamHub:
     """The change poller and its subscribers, plus the service the streams read through."""
 
-    def __init__(self, settings: Settings, service: Service | None = None) -> None:
+    def __init__(self, settings: Settings, service: Service | None = None, users: Any = None) -> None:
         self.settings = settings
+        self.users = users  # a team server's TeamAuth: streams re-check their token with it
         self.poll_interval = max(10, int(settings["streaming.poll_ms"])) / 1000
         self.keepalive = max(0.05, float(settings["streaming.keepalive_seconds"]))
         self._service = service
@@ -103,10 +109,16 @@ class StreamHub:
         finally:
             self.subscribers.discard(subscriber)
 
+    def signed_in(self, scope: Any) -> bool:
+        """Whether the user a stream was opened for still holds a live token."""
+        return self.users is None or self.users.still_signed_in(scope)
+
     def _start(self) -> None:
         if self._task is None or self._task.done():
-            self.cursor = self.service.change_cursor()
-            self._task = asyncio.get_running_loop().create_task(self._poll())
+            # The poller reads for every subscriber, so as nobody: each stream filters for its own user.
+            with acting_as(None):
+                self.cursor = self.service.change_cursor()
+                self._task = asyncio.get_running_loop().create_task(self._poll())
 
     async def _poll(self) -> None:
         store = self.service.store
@@ -162,10 +174,11 @@ async def stream_changes(request: Request) -> Response:
             raise InvalidArgument(f"urn must start with nmem://, got {topic[:60]!r}")
     except NmemError as exc:
         return _refused(exc)
-    return _stream(_change_events(hub, since, topic))
+    return _stream(_change_events(hub, since, topic, request.scope))
 
 
-async def _change_events(hub: StreamHub, since: Cursor | None, topic: str | None) -> AsyncIterator[str]:
+async def _change_events(hub: StreamHub, since: Cursor | None, topic: str | None,
+                         scope: Any = None) -> AsyncIterator[str]:
     with hub.subscribe() as subscriber:
         cursor = hub.service.change_cursor() if since is None else since
         yield sse("start", {"cursor": str(cursor), "urn": topic})
@@ -180,6 +193,11 @@ async def _change_events(hub: StreamHub, since: Cursor | None, topic: str | None
             try:
                 item = await asyncio.wait_for(subscriber.queue.get(), hub.keepalive)
             except TimeoutError:
+                item = None
+            if not hub.signed_in(scope):
+                yield sse("error", REVOKED)
+                return
+            if item is None:
                 yield ": keep-alive\n\n"
                 continue
             if item is _LAGGING:
@@ -276,7 +294,8 @@ async def _threaded_operation(work: Callable[[Callable[[dict[str, Any]], None]],
 
     yield sse("start", {"operation": name})
     began = time.perf_counter()
-    worker = loop.run_in_executor(None, run)
+    # The worker acts for the signed-in user too (an executor thread starts with a fresh context).
+    worker = loop.run_in_executor(None, contextvars.copy_context().run, run)
     try:
         while True:
             event, data = await queue.get()
@@ -290,8 +309,13 @@ async def _threaded_operation(work: Callable[[Callable[[dict[str, Any]], None]],
 
 
 async def stream_sync(request: Request) -> Response:
-    """`nmem sync` with the configured remote (a client cannot name another), told as it runs."""
+    """`nmem sync` with the configured remote (a client cannot name another), told as it runs;
+    on a team server an admin's task (it pushes every user's memories)."""
     settings = _hub(request).settings
+    try:
+        team.require_admin("sync")
+    except NmemError as exc:
+        return _refused(exc)
     params = request.query_params
     direction = params.get("direction") or "both"
     if direction not in ("both", "fetch", "push"):
@@ -336,15 +360,33 @@ async def websocket_endpoint(ws: WebSocket) -> None:
             group.start_soon(_forward_changes, ws, hub, subscriber, topics)
             try:
                 while True:
-                    await _answer(ws, hub, topics, await ws.receive_text())
+                    text = await ws.receive_text()
+                    if not hub.signed_in(ws.scope):
+                        await _close_revoked(ws)
+                        break
+                    await _answer(ws, hub, topics, text)
             except WebSocketDisconnect:
                 pass
             group.cancel_scope.cancel()
 
 
+async def _close_revoked(ws: WebSocket) -> None:
+    with contextlib.suppress(Exception):  # the client may be gone already
+        await ws.send_json({"event": "error", "data": REVOKED})
+        await ws.close(code=1008, reason="token revoked")
+
+
 async def _forward_changes(ws: WebSocket, hub: StreamHub, subscriber: Subscriber, topics: set[str]) -> None:
     while True:
-        item = await subscriber.queue.get()
+        try:
+            item = await asyncio.wait_for(subscriber.queue.get(), hub.keepalive)
+        except TimeoutError:
+            item = None
+        if not hub.signed_in(ws.scope):
+            await _close_revoked(ws)
+            return
+        if item is None:
+            continue
         if item is _LAGGING:
             await ws.send_json({"event": "error", "data": {"type": "lagging", "message": "fell behind; "
                                                            "subscribe again", "code": -32000}})
