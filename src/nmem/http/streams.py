@@ -398,6 +398,36 @@ async def _forward_changes(ws: WebSocket, hub: StreamHub, subscriber: Subscriber
             await ws.send_json({"event": "change", "urns": sorted(matched), "data": change.to_dict()})
 
 
+async def _ping(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
+    await ws.send_json({"event": "pong", "id": message.get("id")})
+
+
+async def _follow(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
+    op = message.get("op")
+    urn = message.get("urn")
+    if not isinstance(urn, str) or not urn.startswith("nmem://") or len(urn) > 500:
+        raise InvalidArgument("urn must be a string starting with nmem://")
+    urn = urn.rstrip("/")
+    (topics.add if op == "subscribe" else topics.discard)(urn)
+    await ws.send_json({"event": f"{op}d", "id": message.get("id"), "urn": urn})
+
+
+async def _recall(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
+    query = message.get("query")
+    if query is not None and not isinstance(query, str):
+        raise InvalidArgument("query must be a string")
+    events = recall_events(hub.service, query or None, str(message.get("scope") or "all"),
+                           _search_args(message), _flag(message.get("format") or message.get("full") or ""))
+    for event, data in events:
+        await ws.send_json({"event": event, "id": message.get("id"), "data": data})
+
+
+# The WebSocket's operations: `{"op": <name>, ...}` (tests enumerate this table).
+WS_OPS: dict[str, Callable[[WebSocket, StreamHub, set[str], dict[str, Any]], Any]] = {
+    "recall": _recall, "subscribe": _follow, "unsubscribe": _follow, "ping": _ping,
+}
+
+
 async def _answer(ws: WebSocket, hub: StreamHub, topics: set[str], text: str) -> None:
     try:
         message = json.loads(text)
@@ -407,30 +437,14 @@ async def _answer(ws: WebSocket, hub: StreamHub, topics: set[str], text: str) ->
         await ws.send_json({"event": "error", "data": {"type": "invalid_argument", "code": -32602,
                                                        "message": "each message must be a JSON object"}})
         return
-    ref = message.get("id")
     op = message.get("op")
     try:
-        if op == "ping":
-            await ws.send_json({"event": "pong", "id": ref})
-        elif op in ("subscribe", "unsubscribe"):
-            urn = message.get("urn")
-            if not isinstance(urn, str) or not urn.startswith("nmem://") or len(urn) > 500:
-                raise InvalidArgument("urn must be a string starting with nmem://")
-            urn = urn.rstrip("/")
-            (topics.add if op == "subscribe" else topics.discard)(urn)
-            await ws.send_json({"event": f"{op}d", "id": ref, "urn": urn})
-        elif op == "recall":
-            query = message.get("query")
-            if query is not None and not isinstance(query, str):
-                raise InvalidArgument("query must be a string")
-            events = recall_events(hub.service, query or None, str(message.get("scope") or "all"),
-                                   _search_args(message), _flag(message.get("format") or message.get("full") or ""))
-            for event, data in events:
-                await ws.send_json({"event": event, "id": ref, "data": data})
-        else:
-            raise InvalidArgument(f"unknown op {str(op)[:40]!r}; valid: recall, subscribe, unsubscribe, ping")
+        handler = WS_OPS.get(op) if isinstance(op, str) else None
+        if handler is None:
+            raise InvalidArgument(f"unknown op {str(op)[:40]!r}; valid: {', '.join(WS_OPS)}")
+        await handler(ws, hub, topics, message)
     except NmemError as exc:
-        await ws.send_json({"event": "error", "id": ref, "data": error_body(exc)})
+        await ws.send_json({"event": "error", "id": message.get("id"), "data": error_body(exc)})
 
 
 def routes() -> list[BaseRoute]:
