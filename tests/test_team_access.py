@@ -18,6 +18,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -32,6 +33,7 @@ from websockets.sync.client import connect as ws_connect
 
 from mcp_support import seed
 from nmem import team
+from nmem.access import Viewer, acting_as
 from nmem.config import Settings, load_settings
 from nmem.http.app import create_app
 from nmem.http.streams import WS_OPS
@@ -83,14 +85,15 @@ def call(port: int, method: str, path: str, token: str | None, body: Any = None,
 
 
 def private_note(i: int) -> str:
-    return f"{MARKER} note {i}: the {QUERY} happens on Fridays; ask the on-call lead for the vault path."
+    word = ("reminder", "memo", "aside")[i]
+    return f"{MARKER} {word}: the {QUERY} happens on Fridays; ask the on-call lead for the vault path."
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home = tmp_path_factory.mktemp("team-access")
     settings = load_settings({"NMEM_HOME": str(home), "NMEM_STREAMING_POLL_MS": "50",
-                              "NMEM_STREAMING_KEEPALIVE": "0.3", "NMEM_LIFECYCLE_DUPLICATE_THRESHOLD": "0.3"})
+                              "NMEM_STREAMING_KEEPALIVE": "0.3", "NMEM_DUPLICATE_THRESHOLD": "0.3"})
     with Service.open(settings) as service:
         seeded = seed(service)
         for name, admin in (("root", True), ("ann", False), ("bob", False), ("carol", False)):
@@ -98,6 +101,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         tokens = {name: team.create_token(service.store, name, NOW)["token"]
                   for name in ("root", "ann", "bob", "carol")}
     with running_server(settings) as server:
+        for topic in ("wheel caches", "YAML tabs", "UTC logs", "migrations", "nightly index", "feature flags",
+                      "route bundles", "retry backoff", "dashboards", "docs builds"):
+            call(server.port, "POST", "/api/v1/memories", tokens["root"], {"content": f"Team rule on {topic}."})
         uids, urns = [], []
         for i in range(ANN_PRIVATE):
             status, text = call(server.port, "POST", "/api/v1/memories", tokens["ann"],
@@ -466,3 +472,23 @@ def test_the_viewer_signs_a_team_user_in_with_a_cookie(world: World) -> None:
     assert status == 200 and "Fridays" in text and not world.leaked(text)
     forged = session.rsplit(".", 1)[0] + "." + "0" * 64
     assert call(port, "GET", "/api/v1/status", None, headers={"Cookie": forged})[0] == 401
+
+
+def test_consolidation_never_merges_one_writers_private_memory_into_anothers(nmem_home: Path) -> None:
+    """Run locally (the CLI: no viewer, every memory), near-duplicates of two writers stay apart."""
+    settings = load_settings({"NMEM_HOME": str(nmem_home), "NMEM_DUPLICATE_THRESHOLD": "0.5"})
+    with Service.open(settings) as service:
+        for name in ("ann", "bob"):
+            team.add_user(service.store, name, False, NOW)
+        for topic in ("wheel caches", "YAML tabs", "UTC logs", "migrations", "nightly index", "feature flags"):
+            service.remember(f"Team rule on {topic}.", domain="org")
+        written = {}
+        for name, words in (("ann", ("memo", "aside")), ("bob", ("reminder",))):
+            with acting_as(Viewer(name)):
+                written[name] = [service.remember(f"{w}: the {QUERY} happens on Fridays; ask the on-call lead.",
+                                                  domain="user").id for w in words]
+        report = service.consolidate(dry_run=True)
+    private = {*written["ann"], *written["bob"]}
+    groups = [ids for merge in report["merges"]
+              if (ids := {m["id"] for m in merge["merged"]} | {merge["survivor"]}) & private]
+    assert groups == [set(written["ann"])], report["merges"]  # ann's two merge; bob's near-duplicate stays his
