@@ -57,12 +57,15 @@ class Lifecycle(CoreService):
         half_life = float(self.settings["lifecycle.half_life_days"])
         changed: dict[str, str] = {}
         moves: dict[str, int] = {}
-        for uid, namespace, updated, accessed, count, pinned, tags, current in self.store.tier_inputs():
+        # Every memory's tier is kept current, whoever asked; the counts name only what they may see.
+        shown = {row[0] for row in self.store.tier_inputs()} if access.current() is not None else None
+        for uid, namespace, updated, accessed, count, pinned, tags, current in self._store.tier_inputs():
             tier = tiers.tier_of(namespace, updated, accessed, count, pinned, tags, current, now, half_life)
             if tier != current:
                 changed[uid] = tier
-                key = f"{current}>{tier}"
-                moves[key] = moves.get(key, 0) + 1
+                if shown is None or uid in shown:
+                    key = f"{current}>{tier}"
+                    moves[key] = moves.get(key, 0) + 1
         self.store.set_tiers(changed, now)
         return moves
 
