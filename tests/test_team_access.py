@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import re
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ from nmem.config import Settings, load_settings
 from nmem.http.app import create_app
 from nmem.http.streams import WS_OPS
 from nmem.memory import Service
+from store_engines import ENGINES, pg_unavailable, schema_url
 from stream_support import Server, SseReader, running_server
 
 pytestmark = pytest.mark.slow
@@ -89,17 +92,40 @@ def private_note(i: int) -> str:
     return f"{MARKER} {word}: the {QUERY} happens on Fridays; ask the on-call lead for the vault path."
 
 
+@pytest.fixture(scope="module", params=ENGINES)
+def engine_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The server's store: a SQLite file, or a fresh schema on the test PostgreSQL server."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    reason = pg_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    import psycopg
+
+    base = os.environ["NMEM_TEST_PG"]
+    schema = f"nmem_t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield {"NMEM_STORE_URL": schema_url(base, schema)}
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(tmp_path_factory: pytest.TempPathFactory, engine_env: dict[str, str]) -> Iterator[World]:
     home = tmp_path_factory.mktemp("team-access")
     settings = load_settings({"NMEM_HOME": str(home), "NMEM_STREAMING_POLL_MS": "50",
-                              "NMEM_STREAMING_KEEPALIVE": "0.3", "NMEM_DUPLICATE_THRESHOLD": "0.3"})
+                              "NMEM_STREAMING_KEEPALIVE": "0.3", "NMEM_DUPLICATE_THRESHOLD": "0.3", **engine_env})
     with Service.open(settings) as service:
         seeded = seed(service)
         for name, admin in (("root", True), ("ann", False), ("bob", False), ("carol", False)):
             team.add_user(service.store, name, admin, NOW)
         tokens = {name: team.create_token(service.store, name, NOW)["token"]
                   for name in ("root", "ann", "bob", "carol")}
+    assert (home / "nmem.db").exists() == (not engine_env), "the store is on the engine the test names"
     with running_server(settings) as server:
         for topic in ("wheel caches", "YAML tabs", "UTC logs", "migrations", "nightly index", "feature flags",
                       "route bundles", "retry backoff", "dashboards", "docs builds"):
