@@ -97,28 +97,34 @@ class Team:
 
     def sse(self, user: str, method: str, path: str, until: tuple[str, ...] = ("complete", "error"),
             timeout: float = 60) -> list[tuple[str, Any]]:
+        events: list[tuple[str, Any]] = []
+        for event in self.events(user, method, path, timeout):
+            events.append(event)
+            if event[0] in until:
+                break
+        return events
+
+    def events(self, user: str, method: str, path: str, timeout: float = 60) -> Iterator[tuple[str, Any]]:
+        """The events of a stream as they come, until it ends or `timeout` seconds have passed."""
+        ends = time.monotonic() + timeout
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         conn.request(method, path, headers={"Authorization": f"Bearer {self.tokens[user]}", "X-Nmem-CSRF": "1"})
         response = conn.getresponse()
-        events: list[tuple[str, Any]] = []
         fields: dict[str, str] = {}
         try:
             while True:
                 line = response.readline().decode()
-                if not line:
-                    break
+                if not line or time.monotonic() > ends:
+                    return
                 line = line.rstrip("\n")
                 if line == "" and fields:
-                    events.append((fields.get("event", ""), json.loads(fields.get("data", "null"))))
+                    yield fields.get("event", ""), json.loads(fields.get("data", "null"))
                     fields = {}
-                    if events[-1][0] in until:
-                        break
                 elif line and not line.startswith(":"):
                     name, _, value = line.partition(":")
                     fields[name] = value.lstrip()
         finally:
             conn.close()
-        return events
 
 
 @contextlib.contextmanager
@@ -265,22 +271,22 @@ def _revoked_ws(team: Team) -> tuple[int, int, int]:
 
 
 def _revoked_feed(team: Team) -> tuple[int, int, int]:
-    import threading
-
     token = _nmem(team.home, "token", "create", "carol")
     team.tokens["carol-sse"] = token
-    got: list[list[tuple[str, Any]]] = []
-    reader = threading.Thread(target=lambda: got.append(team.sse("carol-sse", "GET", "/stream/changes",
-                                                                 until=("error",), timeout=30)))
-    reader.start()
-    time.sleep(1)  # the feed is open (a stream has no other sign of it to wait on)
+    feed = team.events("carol-sse", "GET", "/stream/changes", timeout=20)
+    events = [next(feed)]  # `start`: the feed is open
     _nmem(team.home, "token", "revoke", "carol")
     team.call("root", "POST", "/api/v1/memories", {"content": "written after carol's revocation"})
-    reader.join(40)
-    events = got[0] if got else []
+    try:
+        for event in feed:  # must end with `unauthorized` within a keep-alive, not run on
+            events.append(event)
+            if event[0] == "error":
+                break
+    except TimeoutError:
+        pass
+    feed.close()
     leaked = sum("after carol's revocation" in json.dumps(data) for _, data in events)
-    errors = int(reader.is_alive() or not events or events[-1][0] != "error"
-                 or events[-1][1].get("type") != "unauthorized")
+    errors = int(events[-1][0] != "error" or events[-1][1].get("type") != "unauthorized")
     return 1, leaked, errors
 
 
