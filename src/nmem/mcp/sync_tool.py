@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nmem import team
 from nmem.errors import InvalidArgument
 from nmem.memory import Service
 from nmem.sync.engine import run_sync
@@ -37,6 +38,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
 
 
 def handle(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    team.require_admin("sync")  # it pushes every user's memories to the server's remote
     direction = args.get("direction") or "both"
     if direction not in ("both", "fetch", "push"):
         raise InvalidArgument("direction must be both, fetch or push")
