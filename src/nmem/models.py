@@ -313,6 +313,7 @@ class Session(Record):
     ended_at: int | None
     signature: dict[str, Any] | None
     summary: Any
+    agent: str | None = None   # the coding agent that ran it; None for sessions from before nmem kept it
 
     @property
     def urn(self) -> str:
@@ -332,6 +333,8 @@ class Session(Record):
 
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
+        if d["agent"] is None:
+            del d["agent"]
         d["urn"] = self.urn
         d["ref"] = self.ref
         return d
@@ -345,8 +348,12 @@ class Session(Record):
 
     @classmethod
     def from_row(cls, row: Any) -> Session:
+        try:
+            agent = row["agent"]
+        except (IndexError, KeyError):  # a row selected without it
+            agent = None
         return cls(row["id"], row["project"], row["started_at"], row["ended_at"],
-                   _json_or_none(row["signature"]), _json_or_none(row["summary"]))
+                   _json_or_none(row["signature"]), _json_or_none(row["summary"]), agent)
 
 
 class Memory(Record):

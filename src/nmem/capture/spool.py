@@ -19,7 +19,7 @@ import os
 import time
 
 from nmem import jsonlite as json
-from nmem.capture.claude_code import parse
+from nmem.capture import agents
 from nmem.capture.privacy import scrub_value
 from nmem.errors import InvalidArgument, StorageError, StoreBusy
 
@@ -238,7 +238,7 @@ def _replay(service: CaptureService, log: HookLog, deadline: Deadline, spool_id:
         if json.may_hold_surrogates(text):
             payload = json.replace_surrogates(payload)
         stamp = payload.pop("_nmem_received_at", None) if isinstance(payload, dict) else None
-        event = parse(payload, now=stamp)
+        event = agents.parse(payload, now=stamp)
     except (OSError, ValueError, TypeError, OverflowError, RecursionError, InvalidArgument) as exc:
         _set_aside(path, spool_id, log.warning, f"unreadable: {exc}")
         return

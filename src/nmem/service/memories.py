@@ -12,7 +12,6 @@ from nmem.service.args import SUMMARY_CHARS, as_list, is_uid
 from nmem.service.args import tags as read_tags
 from nmem.service.base import Base
 from nmem.store import NewMemory
-from nmem.team import access
 from nmem.util.numbers import as_int
 
 TYPE_CHECKING = False
@@ -113,8 +112,7 @@ class Memories(Base):
         named = parts if parts is not None and len(parts) == 3 else None
         memory = self.store.get_memory(named[2] if named else ref)
         if memory is None or memory.deleted_at is not None or (
-                named and named != [memory.domain, memory.namespace, memory.id]) \
-                or access.hidden_memories(self.store, [memory]):
+                named and named != [memory.domain, memory.namespace, memory.id]):
             raise NotFound(f"memory not found: {ref}")
         return memory
 

@@ -40,7 +40,7 @@ class Record(Base):
                     return RecordOutcome(event.session_id, project, skipped="no_session")
                 if session is None:
                     session = self.store.ensure_session(event.session_id, project, event.timestamp,
-                                                        project_root(event.cwd))
+                                                        project_root(event.cwd), event.agent)
                 known = session.project
             if known != project and not self.settings.project_enabled(known):
                 # a session of an opted-out project, resumed from elsewhere: still that project's

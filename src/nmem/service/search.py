@@ -16,7 +16,6 @@ from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
 from nmem.store import SearchFilters
 from nmem.store.protocol import Store
-from nmem.team import access
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
 
@@ -277,9 +276,7 @@ class Search(Base):
         if scope == "sessions":
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
-        rows = store.search_memories(match, filters, order, limit, offset)
-        hidden = access.hidden_memories(store, [r for r, _ in rows])
-        return [SearchHit("memory", s, r) for r, s in rows if r.id not in hidden]
+        return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
 
 
 class _Trail:

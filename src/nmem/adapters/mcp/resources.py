@@ -24,7 +24,6 @@ from nmem.errors import NotFound
 from nmem.models import Memory, urn_parts
 from nmem.service.api import Service
 from nmem.store import SearchFilters
-from nmem.team import access
 from nmem.util.numbers import INT_MAX
 
 PAGE_SIZE = 50
@@ -121,7 +120,7 @@ def _read_record(service: Service, urn: Urn, uri: str) -> dict[str, Any]:
         return dict(found[0].to_dict())
     memory = service.store.get_memory(urn.id or "")
     if memory is None or memory.deleted_at is not None or memory.domain != urn.domain \
-            or memory.namespace != urn.namespace or access.hidden_memories(service.store, [memory]):
+            or memory.namespace != urn.namespace:
         raise NotFound(f"resource not found: {uri}")
     return memory.to_dict()
 

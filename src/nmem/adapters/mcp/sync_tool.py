@@ -11,6 +11,7 @@ from typing import Any
 from nmem.errors import InvalidArgument
 from nmem.service.api import Service
 from nmem.sync.engine import run_sync
+from nmem.team import accounts as team
 
 DESCRIPTION = (
     "Sync curated memories with the user's other machines through the configured git remote: fetch and apply "
@@ -37,6 +38,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
 
 
 def handle(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    team.require_admin("sync")  # it pushes every user's memories to the server's remote
     direction = args.get("direction") or "both"
     if direction not in ("both", "fetch", "push"):
         raise InvalidArgument("direction must be both, fetch or push")
