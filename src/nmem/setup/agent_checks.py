@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nmem.capture.codex import codex_home
 from nmem.setup import codex
 from nmem.setup.claude_code import SCOPES
 
@@ -40,7 +41,7 @@ def _mcp_row(label: str, w: dict[str, Any], again: str) -> Row:
 
 
 def codex_rows(project_dir: Path, home: Path | None = None) -> list[Row]:
-    return agent_rows("codex", codex, codex.codex_home(home), project_dir, home)
+    return agent_rows("codex", codex, codex_home(home), project_dir, home)
 
 
 def agent_rows(label: str, module: Any, config_dir: Path, project_dir: Path, home: Path | None = None) -> list[Row]:

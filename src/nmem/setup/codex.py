@@ -19,7 +19,6 @@ parsed again before it is written.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import sys
@@ -27,6 +26,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from nmem.capture.codex import codex_home
 from nmem.errors import ConfigError, InvalidArgument
 from nmem.setup.claude_code import (
     HOOK_TIMEOUT_S,
@@ -48,12 +48,6 @@ HOOK_EVENTS: tuple[str, ...] = ("SessionStart", "UserPromptSubmit", "PostToolUse
 HOOKS_FILE = "hooks.json"
 CONFIG_FILE = "config.toml"
 _TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-
-
-def codex_home(home: Path | None = None) -> Path:
-    if home is None and os.environ.get("CODEX_HOME"):
-        return Path(os.environ["CODEX_HOME"])
-    return (home or Path.home()) / ".codex"
 
 
 def layer_dir(scope: str, project_dir: Path | None = None, home: Path | None = None) -> Path:

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from nmem.capture import events as ev
-from nmem.capture.codex import AGENT
+from nmem.capture.codex import AGENT, codex_home
 from nmem.capture.codex_rollout import RolloutReplay, session_meta
 from nmem.capture.transcript import TranscriptCursor, TranscriptReplay
 from nmem.portable.sources.transcripts import MAIN, Importer, ImportReport, _resumable
 from nmem.service.api import Service
-from nmem.setup.codex import codex_home
 
 
 def default_root(home: Path | None = None) -> Path:
