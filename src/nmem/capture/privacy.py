@@ -248,15 +248,15 @@ def scrub(text: str) -> str:
     if "<private>" in lowered or "nmem-context>" in text:
         text = strip_private(text, lowered)
         lowered = text.lower()
-    text = redact(text, lowered)
     if "%" in text:
-        decoded = percent_decoded(text)
-        while decoded is not None:
-            redacted = redact(decoded)
-            if redacted != decoded:
+        decoded = [text]
+        while len(decoded) < 3 and (once := percent_decoded(decoded[-1])) is not None:
+            decoded.append(once)  # twice-encoded too (%253D)
+        for plain in reversed(decoded[1:]):
+            redacted = redact(plain)
+            if redacted != plain:
                 return redacted
-            decoded = percent_decoded(decoded)  # twice-encoded (%253D)
-    return text
+    return redact(text, lowered)
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")

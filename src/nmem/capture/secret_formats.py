@@ -366,7 +366,14 @@ def _label(text: str, name: str, strength: str, match: re.Match[str]) -> str | N
     shouty = flag or name.upper() == name
     if not secret_value(value, strength, separator=separator, quoted=quoted, shouty=shouty,
                         after=text[match.end():match.end() + 1]):
-        return None
+        first = value.split("/", 1)[0]
+        if quoted or first == value or not first or not secret_value(
+                first, strength, separator=separator, quoted=False, shouty=shouty, after="/"):
+            return None
+        # a value that goes on as a path (`KEY=secret/more`, a path named after a secret): its first part
+        start = match.start(group) - match.start()
+        whole = match.group(0)
+        return whole[:start] + PLACEHOLDER.format(kind=strength) + whole[start + len(first):]
     return hide(match, group, strength)
 
 
@@ -488,8 +495,10 @@ def _prose_password(match: re.Match[str]) -> str:
     label = match.group("label").lower().replace(" ", "")
     value = match.group("s")
     linked = match.group("link") is not None or match.group("sep") is not None
+    if match.group("sep") and not match.group("user"):
+        return match.group(0)  # `password = value` is the labelled formats' (code, configuration)
     lowered = value.lower()
-    if (len(value) < 4 or lowered in _NOT_VALUES or lowered in _PROSE_WORDS or lowered in _PROSE_STOP
+    if (match.string[match.end():match.end() + 1] in ("(", "[") and match.end() < len(match.string)) or (len(value) < 4 or lowered in _NOT_VALUES or lowered in _PROSE_WORDS or lowered in _PROSE_STOP
             or is_reference(value) or is_placeholder(value) or is_path(value) or "://" in value
             or (value.isalpha() and value.islower() and lowered.endswith(_WORD_ENDINGS))):
         return match.group(0)
@@ -532,7 +541,7 @@ FORMATS: tuple[Format, ...] = (
     Format("aws-access-key", r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
            heads=_AWS_ID_HEADS),
     Format("aws-secret-key", r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?(?P<s>[A-Za-z0-9/+=]{40})"
-           r"(?![A-Za-z0-9/+=])", triggers=("secret",)),
+           r"(?![A-Za-z0-9+=])", triggers=("secret",)),
     Format("azure-client-secret", r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"
            r"(?![A-Za-z0-9_~.-])", marker=(4, "Q~")),
     Format("google-api-key", rf"\bAIza[{_URLSAFE}]{{35}}(?![{_URLSAFE}])", heads=("AIza",)),
@@ -649,8 +658,10 @@ FORMATS: tuple[Format, ...] = (
            triggers=("pass", "pw", "secret", "token", "key"), needs=("</",), replace=_xml_element),
     Format("secret", r"""(?i)\bkey=["'](?P<name>[^"'\n]+)["'][ \t]+value=["'](?P<s>[^"'\n]*)["']""",
            triggers=("key",), replace=_app_setting),
-    Format("password", _PROSE_PASSWORD, triggers=("pass", "pw", "cred", "log in", "login with", "logged in",
-                                                  "sign in", "signin"), replace=_prose_password),
+    # prose: the trigger words with the blank after them, so that `passed` or `pwd;` never load `re`
+    Format("password", _PROSE_PASSWORD, triggers=("password ", "passwd ", "passphrase ", "pw ", "pwd ", "creds",
+                                                  "credentials ", "log in ", "login with", "logged in", "sign in ",
+                                                  "signin "), replace=_prose_password),
     LabelFormat("secret", _AFTER_NAME,
                 triggers=("pass", "pw", "secret", "token", "key", "auth", "salt", "_pat", "-pat", "sig")),
 )
