@@ -225,7 +225,7 @@ def run_mcp(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[P
                     "content": fields["content"], "summary": fields["summary"], "tags": fields["tags"],
                     "relates_to": fields["relates_to"]})
                 text = " ".join(getattr(c, "text", "") for c in result.content)
-                errors += "Traceback" in text or "internal" in text.lower()
+                errors += "Traceback" in text or "internal error" in text.lower()
                 placements.extend(placed)
 
     asyncio.run(session())

@@ -463,7 +463,7 @@ _PROSE_PASSWORD = r"""(?ix)\b(?P<label>password|passwd|passphrase|pwd?|creds|cre
       |[ \t]*(?P<sep>[:=])[ \t]*
       |[ \t]+)
     ["'`]?(?:(?P<user>[\w.@+-]+)[ \t]*/[ \t]*)?
-    (?P<s>[^\s"'`,;&|()<>\[\]{}]*[^\s"'`,;&|()<>\[\]{}.!?:])"""
+    (?P<s>[^\s"'`,;&|?()<>\[\]{}]*[^\s"'`,;&|()<>\[\]{}.!?:])"""
 # Words that follow "the password is" in prose about passwords rather than before one.
 _PROSE_STOP = frozenset({
     "required", "wrong", "incorrect", "correct", "invalid", "expired", "changed", "reset", "stored", "hashed",
