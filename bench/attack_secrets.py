@@ -184,10 +184,10 @@ def _crashed(done: subprocess.CompletedProcess[str]) -> bool:
     return done.returncode not in (0, 1, 2) or "Traceback" in done.stderr
 
 
-MEMORY_FIELDS = ("content", "summary", "tags", "relates_to")
+Pool = list[tuple[str, tuple[str, ...]]]
 
 
-def memory_rounds(surface: str, pool: list[tuple[str, tuple[str, ...]]]) -> Iterator[tuple[dict[str, Any], list[Placement]]]:
+def memory_rounds(surface: str, pool: Pool) -> Iterator[tuple[dict[str, Any], list[Placement]]]:
     """Memories whose fields hold the pool's secrets in turn: (fields, placements)."""
     for i, (text, values) in enumerate(pool):
         other, other_values = pool[(i + 1) % len(pool)]
@@ -337,12 +337,11 @@ def real_text() -> dict[str, list[str]]:
 
 def false_positives(quick: bool) -> Any:
     from attack import Row
-
     from nmem.capture.privacy import scrub
 
     counts: dict[str, tuple[int, int]] = {}
-    for kind, lines in real_text().items():
-        lines = lines[:400] if quick else lines
+    for kind, every_line in real_text().items():
+        lines = every_line[:400] if quick else every_line
         counts[kind] = (len(lines), sum(scrub(line) != line for line in lines))
     hashes = sum(changed for kind, (_, changed) in counts.items() if kind != "source, fixtures, docs")
     note = "; ".join(f"{kind}: {changed}/{n} changed" for kind, (n, changed) in counts.items())

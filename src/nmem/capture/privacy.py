@@ -85,7 +85,8 @@ ENTROPY_BITS = 4.2
 BASE64_ENTROPY_BITS = 4.5   # paths have `/` too; random base64 of 40 characters averages ~4.9
 _CANDIDATE = LazyRegex(r"[A-Za-z0-9+_=\-]{32,}")
 _BASE64_CANDIDATE = LazyRegex(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/=_-])")
-# Long and random but no secret: SRI, go.sum and wheel RECORD (`sha256=…`) digests, data: URIs, public keys and certificates.
+# Long and random but no secret: SRI, go.sum and wheel RECORD (`sha256=…`) digests, data: URIs,
+# public keys and certificates.
 _NOT_KEYS = LazyRegex(
     r"(?i)\b(?:(?:sha(?:1|224|256|384|512)|md5)[-=]|h1:)[A-Za-z0-9+/=_-]+|;base64,[A-Za-z0-9+/=]+"
     r"|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)[ \t]+AAAA[A-Za-z0-9+/]+=*"
@@ -366,6 +367,7 @@ def scrub_record(record: R) -> R:
     changes: dict[str, Any] = {}
     for name in record.__slots__:
         value = getattr(record, name)
+        clean: Any
         if isinstance(value, str):
             clean = scrub(value)
         elif isinstance(value, (dict, list, tuple)):

@@ -458,8 +458,8 @@ _TWILIO_SID = LazyRegex(r"\bAC[0-9a-f]{32}\b")
 
 _PROSE_PASSWORD = r"""(?ix)\b(?P<label>password|passwd|passphrase|pwd?|creds|credentials|log(?:ged)?[ ]?in|sign[ ]?in)\b
     (?:[ \t]+(?:for|of|on|to)[ \t]+(?!is\b|was\b)[\w.@:/-]+)?
-    (?:[ \t]+(?P<link>is|was|are|is[ \t]+now|now|will[ \t]+be|should[ \t]+be|set[ \t]+to|changed[ \t]+to|reset[ \t]+to
-                      |with|using|as)\b[ \t]*:?[ \t]*
+    (?:[ \t]+(?P<link>is[ \t]+now|is[ \t]+still|is|was|are|now|will[ \t]+be|should[ \t]+be|set[ \t]+to|changed[ \t]+to
+                      |reset[ \t]+to|with|using|as)\b[ \t]*:?[ \t]*
       |[ \t]*(?P<sep>[:=])[ \t]*
       |[ \t]+)
     ["'`]?(?:(?P<user>[\w.@+-]+)[ \t]*/[ \t]*)?
@@ -476,7 +476,7 @@ _PROSE_STOP = frozenset({
     "oauth", "github", "google", "microsoft", "apple", "saml", "ldap", "your", "their", "his", "her", "its",
     "our", "my", "these", "those", "from", "on", "at", "by", "but", "so", "using", "users", "admin", "root",
     "please", "enter", "typed", "given", "known", "unknown", "blank", "cleared", "accepted", "rejected",
-    "authentication", "auth", "flow", "screen", "prompt", "manager", "vault", "keychain", "keyring", "stdin",
+    "authentication", "auth", "flow", "prompt", "vault", "keychain", "keyring", "stdin",
     "file", "env", "variable", "parameter", "argument", "option", "flag", "setting", "config", "configuration",
 })
 _WORD_ENDINGS = ("ed", "ing", "ly", "able", "ible", "less", "ful", "tion", "ment", "ness", "ity")
@@ -498,7 +498,8 @@ def _prose_password(match: re.Match[str]) -> str:
     if match.group("sep") and not match.group("user"):
         return match.group(0)  # `password = value` is the labelled formats' (code, configuration)
     lowered = value.lower()
-    if (match.string[match.end():match.end() + 1] in ("(", "[") and match.end() < len(match.string)) or (len(value) < 4 or lowered in _NOT_VALUES or lowered in _PROSE_WORDS or lowered in _PROSE_STOP
+    called = match.string[match.end():match.end() + 1] in ("(", "[")  # `password is check(x)`: code
+    if (called or len(value) < 4 or lowered in _NOT_VALUES or lowered in _PROSE_WORDS or lowered in _PROSE_STOP
             or is_reference(value) or is_placeholder(value) or is_path(value) or "://" in value
             or (value.isalpha() and value.islower() and lowered.endswith(_WORD_ENDINGS))):
         return match.group(0)
