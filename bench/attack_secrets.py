@@ -37,6 +37,9 @@ CWD = "/home/dev/code/billing-api"
 T0 = 1_790_000_000
 
 
+Pool = list[tuple[str, tuple[str, ...]]]  # (a text holding secrets, the secrets)
+
+
 class Placement:
     """One secret text in one field of one surface; `values` must not reach disk."""
 
@@ -66,7 +69,7 @@ def secrets(quick: bool) -> list[tuple[str, tuple[str, ...]]]:
     cases = list(SECRET_CASES)
     if quick:
         seen: set[str] = set()
-        cases = [c for c in cases if not (c.fmt in seen or seen.add(c.fmt))][::6]  # type: ignore[func-returns-value]
+        cases = [c for c in cases if not (c.fmt in seen or seen.add(c.fmt))][::5]  # type: ignore[func-returns-value]
     out = [(c.text, c.values) for c in cases]
     out += [(template.format(p=p), (p,)) for template, p in PROSE]
     return out
@@ -90,7 +93,7 @@ def _event(name: str, session: str, **fields: Any) -> dict[str, Any]:
     return {"session_id": session, "transcript_path": "", "cwd": CWD, "hook_event_name": name, **fields}
 
 
-def hook_events(pool: list[tuple[str, tuple[str, ...]]], start: int, session: str
+def hook_events(pool: Pool, start: int, session: str
                 ) -> tuple[list[dict[str, Any]], list[Placement]]:
     """The events of one round: each field gets the next secret of the pool."""
     placements: list[Placement] = []
@@ -135,7 +138,7 @@ def hook_events(pool: list[tuple[str, tuple[str, ...]]], start: int, session: st
     return events, placements
 
 
-def run_hooks(home: Path, pool: list[tuple[str, tuple[str, ...]]], rounds: int) -> tuple[list[Placement], int]:
+def run_hooks(home: Path, pool: Pool, rounds: int) -> tuple[list[Placement], int]:
     placements: list[Placement] = []
     errors = 0
     at = 0
@@ -149,9 +152,9 @@ def run_hooks(home: Path, pool: list[tuple[str, tuple[str, ...]]], rounds: int) 
     return placements, errors
 
 
-def run_spooled(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[Placement], int, bytes]:
+def run_spooled(home: Path, pool: Pool) -> tuple[list[Placement], int, bytes]:
     """Events sent while another process holds the database's write lock: they wait in the spool."""
-    events, placements = hook_events(pool, 3, "attack-spool")
+    events, placements = hook_events(pool, 0, "attack-spool")
     for p in placements:
         p.surface = "hook spool"
     _hook(home, _event("SessionStart", "attack-spool", source="startup"))
@@ -184,31 +187,32 @@ def _crashed(done: subprocess.CompletedProcess[str]) -> bool:
     return done.returncode not in (0, 1, 2) or "Traceback" in done.stderr
 
 
-Pool = list[tuple[str, tuple[str, ...]]]
+MEMORY_FIELDS = ("content", "summary", "tags", "relates_to")
 
 
-def memory_rounds(surface: str, pool: Pool) -> Iterator[tuple[dict[str, Any], list[Placement]]]:
-    """Memories whose fields hold the pool's secrets in turn: (fields, placements)."""
-    for i, (text, values) in enumerate(pool):
-        other, other_values = pool[(i + 1) % len(pool)]
-        fields = {"content": f"deploy notes\n{text}", "summary": other[:100], "tags": [text[:200], "ci"],
-                  "relates_to": [other]}
-        yield fields, [Placement(surface, "content", text, values), Placement(surface, "summary", other, other_values),
-                       Placement(surface, "tags", text, values), Placement(surface, "relates_to", other, other_values)]
+def memory_rounds(surface: str, pool: Pool, field: str) -> Iterator[tuple[dict[str, Any], Placement]]:
+    """Memories with one secret each, in `field`; the other fields plain."""
+    for text, values in pool:
+        fields: dict[str, Any] = {"content": "deploy notes for the billing service", "summary": "deploy notes",
+                                  "tags": ["ci"], "relates_to": []}
+        fields[field] = {"content": f"deploy notes\n{text}", "summary": text[:100], "tags": [text[:200], "ci"],
+                         "relates_to": [text]}[field]
+        yield fields, Placement(surface, field, text, values)
 
 
-def run_cli(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[Placement], int]:
+def run_cli(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
     placements, errors = [], 0
-    for fields, placed in memory_rounds("cli remember", pool):
-        done = _nmem(home, "remember", fields["content"], "--summary", fields["summary"], "--tags",
-                     ",".join(t.replace(",", " ") for t in fields["tags"]), "--relates-to",
-                     fields["relates_to"][0].replace(",", " "))
-        errors += _crashed(done)
-        placements += placed
+    for fields, placed in memory_rounds("cli remember", pool, field):
+        args = ["remember", fields["content"], "--summary", fields["summary"],
+                "--tags", ",".join(t.replace(",", " ") for t in fields["tags"])]
+        if fields["relates_to"]:
+            args += ["--relates-to", fields["relates_to"][0].replace(",", " ")]
+        errors += _crashed(_nmem(home, *args))
+        placements.append(placed)
     return placements, errors
 
 
-def run_mcp(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[Placement], int]:
+def run_mcp(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     placements: list[Placement] = []
@@ -220,19 +224,17 @@ def run_mcp(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[P
                                        cwd=str(home))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             await client.initialize()
-            for fields, placed in memory_rounds("mcp remember", pool):
-                result = await client.call_tool("remember", {
-                    "content": fields["content"], "summary": fields["summary"], "tags": fields["tags"],
-                    "relates_to": fields["relates_to"]})
+            for fields, placed in memory_rounds("mcp remember", pool, field):
+                result = await client.call_tool("remember", fields)
                 text = " ".join(getattr(c, "text", "") for c in result.content)
                 errors += "Traceback" in text or "internal error" in text.lower()
-                placements.extend(placed)
+                placements.append(placed)
 
     asyncio.run(session())
     return placements, errors
 
 
-def run_http(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[Placement], int]:
+def run_http(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
     import httpx2
 
     from nmem.config import load_settings
@@ -249,10 +251,10 @@ def run_http(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[
         nonlocal errors
         app = create_app(settings, service=service, project="billing-api")
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
-            for fields, placed in memory_rounds("http", pool):
+            for fields, placed in memory_rounds("http", pool, field):
                 response = await c.post("/api/v1/memories", json=fields)
                 errors += response.status_code >= 500
-                placements.extend(placed)
+                placements.append(placed)
 
     try:
         asyncio.run(send())
@@ -262,26 +264,35 @@ def run_http(home: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[
     return placements, errors
 
 
-def run_imports(home: Path, work: Path, pool: list[tuple[str, tuple[str, ...]]]) -> tuple[list[Placement], int]:
-    placements: list[Placement] = []
+IMPORT_FIELDS = (*MEMORY_FIELDS, "source", "mcp-memory.observation")
+
+
+def run_import(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
+    """`nmem import` of an export whose memories hold a secret in `field`, or of an MCP memory graph."""
+    if field == "mcp-memory.observation":
+        graph = home / "memory.jsonl"
+        graph.write_text("\n".join(json.dumps({"type": "entity", "name": f"service-{i}", "entityType": "service",
+                                               "observations": [text]}) for i, (text, _) in enumerate(pool)) + "\n",
+                         encoding="utf-8")
+        placements = [Placement("import", field, text, values) for text, values in pool]
+        return placements, int(_crashed(_nmem(home, "import", "mcp-memory", str(graph))))
     lines = [json.dumps({"kind": "nmem_export", "version": 1})]
-    for i, (fields, placed) in enumerate(memory_rounds("import", pool)):
-        text, values = pool[i]
+    placements = []
+    as_source = field == "source"
+    for shown, found in memory_rounds("import", pool, "content" if as_source else field):
+        fields = {**shown, "content": "deploy notes for the billing service"} if as_source else shown
+        placed = Placement("import", "source", found.text, found.values) if as_source else found
         lines.append(json.dumps({
             "kind": "memory", "uid": "", "domain": "project:billing-api", "namespace": "context",
-            "summary": fields["summary"], "content": fields["content"], "tags": fields["tags"], "source": text,
-            "relates_to": fields["relates_to"], "tier": "warm", "is_pinned": False, "created_at": T0,
-            "updated_at": T0, "accessed_at": None, "access_count": 0, "deleted_at": None}))
-        placements += [*placed, Placement("import", "source", text, values)]
-    export = work / "export.jsonl"
+            "summary": fields["summary"], "content": fields["content"], "tags": fields["tags"],
+            "source": placed.text if as_source else "import", "relates_to": fields["relates_to"],
+            "tier": "warm", "is_pinned": False, "created_at": T0, "updated_at": T0, "accessed_at": None,
+            "access_count": 0, "deleted_at": None}))
+        placements.append(placed)
+    export = home / "export.jsonl"
     export.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    graph = work / "memory.jsonl"
-    graph.write_text("\n".join(json.dumps({"type": "entity", "name": f"service-{i}", "entityType": "service",
-                                           "observations": [text]}) for i, (text, _) in enumerate(pool)) + "\n",
-                     encoding="utf-8")
-    placements += [Placement("import", "mcp-memory.observation", text, values) for text, values in pool]
-    errors = sum(_crashed(_nmem(home, *args)) for args in (("import", str(export)),
-                                                           ("import", "mcp-memory", str(graph))))
+    errors = int(_crashed(_nmem(home, "import", str(export))))
+    export.unlink()
     return placements, errors
 
 
@@ -307,10 +318,9 @@ def leaks(placements: list[Placement], blob: bytes) -> list[Placement]:
     return [p for p in placements if any(x.encode() in blob or x.lower().encode() in lowered for x in p.pieces())]
 
 
-def _row(surface: str, placements: list[Placement], errors: int, blob: bytes) -> Any:
+def _row(surface: str, placements: list[Placement], errors: int, leaked: list[Placement]) -> Any:
     from attack import Row
 
-    leaked = leaks(placements, blob)
     fields = sorted({p.field for p in leaked})
     note = f"{len({p.field for p in placements})} fields" + (f"; leaked in {', '.join(fields)}" if fields else "")
     return Row("secrets", surface, tried=len(placements), leaked=len(leaked), errors=errors, note=note)
@@ -350,21 +360,30 @@ def false_positives(quick: bool) -> Any:
 
 
 def scenarios(work: Path, quick: bool) -> Iterator[Any]:
+    """Every placement of a secret goes to a database where no other placement holds that secret,
+    so a leak is counted once, in the field it was placed in."""
     pool = secrets(quick)
-    home = work / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    hooked, errors = run_hooks(home, pool, rounds=2 if quick else max(1, len(pool) * 2 // 20))
-    yield _row("hook (nmem record)", hooked, errors, on_disk(home))
+    home = work / "hook"
+    home.mkdir(parents=True)
+    hooked, errors = run_hooks(home, pool, rounds=max(1, len(pool) // 21))
+    yield _row("hook (nmem record)", hooked, errors, leaks(hooked, on_disk(home)))
+    home = work / "spool"
+    home.mkdir()
     spooled, errors, spool_bytes = run_spooled(home, pool)
-    yield _row("hook spool (database locked)", spooled, errors, spool_bytes + b"\n" + on_disk(home))
-    for surface, run in (("cli remember", run_cli), ("mcp remember (official client)", run_mcp),
-                         ("http POST /api/v1/memories", run_http)):
-        surface_home = work / surface.split()[0]
-        surface_home.mkdir()
-        placed, errors = run(surface_home, pool)
-        yield _row(surface, placed, errors, on_disk(surface_home))
-    imports_home = work / "import"
-    imports_home.mkdir()
-    placed, errors = run_imports(imports_home, work, pool)
-    yield _row("nmem import (export, mcp-memory)", placed, errors, on_disk(imports_home))
+    yield _row("hook spool (database locked)", spooled, errors, leaks(spooled, spool_bytes + b"\n" + on_disk(home)))
+    surfaces = (("cli remember", run_cli, MEMORY_FIELDS), ("mcp remember (official client)", run_mcp, MEMORY_FIELDS),
+                ("http POST /api/v1/memories", run_http, MEMORY_FIELDS),
+                ("nmem import (export, mcp-memory)", run_import, IMPORT_FIELDS))
+    for surface, run, fields in surfaces:
+        placements: list[Placement] = []
+        leaked: list[Placement] = []
+        errors = 0
+        for field in fields:
+            home = work / f"{surface.split()[0]}-{field}"
+            home.mkdir()
+            placed, failed = run(home, pool, field)
+            placements += placed
+            leaked += leaks(placed, on_disk(home))
+            errors += failed
+        yield _row(surface, placements, errors, leaked)
     yield false_positives(quick)
