@@ -10,8 +10,9 @@ the raw bytes of the database, its WAL, the spool and the log are searched for a
 piece of any secret (lower-cased too: the full-text index keeps lower-case tokens).
 
 A row per surface: `tried` is placements, `leaked` placements whose secret was found on disk,
-`errors` runs that crashed (a refusal with a clear message, such as a summary over 100
-characters, is not one). The last row measures false positives: `tried` is lines of real text
+`errors` runs that crashed or were refused for no reason of theirs (a refusal with a clear
+message, such as a summary over 100 characters, is not one), plus one when a surface stored
+nothing at all (the note gives the rows stored). The last row measures false positives: `tried` is lines of real text
 that hold no secret (this repository's git log with full SHAs, the sha256 digests of the
 RECORD files of .venv's packages, UUIDs, the repository's lock-file and source lines), and
 `errors` counts those the filter changed among the hash-like lines (SHAs, digests, UUIDs),
@@ -250,10 +251,11 @@ def run_http(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
     async def send() -> None:
         nonlocal errors
         app = create_app(settings, service=service, project="billing-api")
-        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1",
+                                      headers={"X-Nmem-CSRF": "1"}) as c:
             for fields, placed in memory_rounds("http", pool, field):
                 response = await c.post("/api/v1/memories", json=fields)
-                errors += response.status_code >= 500
+                errors += response.status_code not in (201, 400, 422)  # stored, or refused with a reason
                 placements.append(placed)
 
     try:
@@ -318,11 +320,25 @@ def leaks(placements: list[Placement], blob: bytes) -> list[Placement]:
     return [p for p in placements if any(x.encode() in blob or x.lower().encode() in lowered for x in p.pieces())]
 
 
-def _row(surface: str, placements: list[Placement], errors: int, leaked: list[Placement]) -> Any:
+def stored_rows(home: Path) -> int:
+    """Memories, observations and prompts in the database: a surface that stored nothing proved nothing."""
+    if not (home / "nmem.db").exists():
+        return 0
+    conn = sqlite3.connect(home / "nmem.db")
+    try:
+        return sum(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                   for table in ("memories", "observations", "prompts"))
+    finally:
+        conn.close()
+
+
+def _row(surface: str, placements: list[Placement], errors: int, leaked: list[Placement], stored: int) -> Any:
     from attack import Row
 
     fields = sorted({p.field for p in leaked})
-    note = f"{len({p.field for p in placements})} fields" + (f"; leaked in {', '.join(fields)}" if fields else "")
+    note = (f"{len({p.field for p in placements})} fields, {stored} rows stored"
+            + (f"; leaked in {', '.join(fields)}" if fields else ""))
+    errors += stored == 0
     return Row("secrets", surface, tried=len(placements), leaked=len(leaked), errors=errors, note=note)
 
 
@@ -366,18 +382,19 @@ def scenarios(work: Path, quick: bool) -> Iterator[Any]:
     home = work / "hook"
     home.mkdir(parents=True)
     hooked, errors = run_hooks(home, pool, rounds=max(1, len(pool) // 21))
-    yield _row("hook (nmem record)", hooked, errors, leaks(hooked, on_disk(home)))
+    yield _row("hook (nmem record)", hooked, errors, leaks(hooked, on_disk(home)), stored_rows(home))
     home = work / "spool"
     home.mkdir()
     spooled, errors, spool_bytes = run_spooled(home, pool)
-    yield _row("hook spool (database locked)", spooled, errors, leaks(spooled, spool_bytes + b"\n" + on_disk(home)))
+    yield _row("hook spool (database locked)", spooled, errors, leaks(spooled, spool_bytes + b"\n" + on_disk(home)),
+               stored_rows(home))
     surfaces = (("cli remember", run_cli, MEMORY_FIELDS), ("mcp remember (official client)", run_mcp, MEMORY_FIELDS),
                 ("http POST /api/v1/memories", run_http, MEMORY_FIELDS),
                 ("nmem import (export, mcp-memory)", run_import, IMPORT_FIELDS))
     for surface, run, fields in surfaces:
         placements: list[Placement] = []
         leaked: list[Placement] = []
-        errors = 0
+        errors = stored = 0
         for field in fields:
             home = work / f"{surface.split()[0]}-{field}"
             home.mkdir()
@@ -385,5 +402,6 @@ def scenarios(work: Path, quick: bool) -> Iterator[Any]:
             placements += placed
             leaked += leaks(placed, on_disk(home))
             errors += failed
-        yield _row(surface, placements, errors, leaked)
+            stored += stored_rows(home)
+        yield _row(surface, placements, errors, leaked, stored)
     yield false_positives(quick)
