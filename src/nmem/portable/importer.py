@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from nmem.capture.privacy import scrub
+from nmem.capture.privacy import scrub, scrub_record
 from nmem.core import CoreService
 from nmem.models import Session
 from nmem.portable import document, jsonl, markdown
@@ -98,20 +98,9 @@ def _merged(local: Session, incoming: Session, fill_only: bool) -> Session:
     return merged
 
 
-def _clean(value: Any) -> Any:
-    """Every text in a value through the privacy filter, as the hooks do before storing."""
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
 def _session(service: CoreService, trail: TrailSession, report: ImportReport) -> None:
     store = service.store
-    incoming = trail.session.replace(summary=_clean(trail.session.summary))
+    incoming = scrub_record(trail.session)  # every field, the summary's JSON too
     local = store.get_session(incoming.id)
     if local is None:
         store.put_session(incoming)
@@ -145,7 +134,7 @@ def _session(service: CoreService, trail: TrailSession, report: ImportReport) ->
         key = (o.timestamp, o.obs_type, o.source_event, o.tool_name, o.file_path, o.content)
         observations.setdefault(key, []).append((o.id, o.is_pinned))
     for obs in trail.observations:
-        content, file_path = scrub(obs.content), _clean(obs.file_path)
+        content, file_path = scrub(obs.content), scrub(obs.file_path) if obs.file_path else obs.file_path
         same = observations.get((obs.timestamp, obs.obs_type, obs.source_event, obs.tool_name, file_path, content))
         if same:
             obs_id, pinned = same.pop(0)
@@ -153,11 +142,11 @@ def _session(service: CoreService, trail: TrailSession, report: ImportReport) ->
                 store.set_observation_pin(obs_id, True)
             report.observations["unchanged"] += 1
             continue
-        obs_id = store.add_observation(NewObservation(
+        obs_id = store.add_observation(scrub_record(NewObservation(
             session_id=incoming.id, project=project, timestamp=obs.timestamp, obs_type=obs.obs_type,
             source_event=obs.source_event, content=content, tool_name=obs.tool_name, file_path=file_path,
-            metadata=_clean(obs.metadata),
-            prompt_id=prompt_ids.get(obs.prompt_seq) if obs.prompt_seq is not None else None))
+            metadata=obs.metadata,
+            prompt_id=prompt_ids.get(obs.prompt_seq) if obs.prompt_seq is not None else None)))
         if obs.is_pinned:
             store.set_observation_pin(obs_id, True)
         report.observations["added"] += 1
