@@ -23,6 +23,7 @@ from nmem.models import Memory, Observation, Prompt, Record, Session
 from nmem.timeutil import parse_time
 
 FORMAT_VERSION = 1
+SKIPPED = "skipped"   # a reader's (kind, where, reason) for a line or record it left out
 KINDS: tuple[str, ...] = ("memory", "session", "prompt", "observation")
 GROUPS: dict[str, str] = {"memories": "memory", "sessions": "session", "prompts": "prompt",
                           "observations": "observation"}
@@ -128,6 +129,7 @@ class Batch:
 
     memories: list[Memory] = field(default_factory=list)
     sessions: list[TrailSession] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)   # "where: why", for each line or record left out
 
     @property
     def rows(self) -> int:
@@ -268,16 +270,24 @@ def observation_from(data: Mapping[str, Any], where: str, obs_types: Iterable[st
 
 
 def read_batch(items: Iterable[tuple[str, str, Any]], now: int,
-               check_memory: Callable[[Memory], Memory] = lambda m: m) -> Batch:
+               check_memory: Callable[[Memory], Memory] = lambda m: m, max_depth: int = 100) -> Batch:
     """Records as (kind, where, object) into one checked batch: each memory as `check_memory`
     returns it (errors name the record), prompts and observations joined to the session of
-    the same file they name, whose `seq` numbers must be unique."""
+    the same file they name, whose `seq` numbers must be unique. A record nested deeper than
+    `max_depth`, or one a reader skipped (kind SKIPPED), is left out and reported."""
     from nmem.models import OBS_TYPES
+    from nmem.portable.limits import too_deep
 
     batch = Batch()
     sessions: dict[str, TrailSession] = {}
     pending: list[tuple[str, str, TrailPrompt | TrailObservation]] = []
     for kind, where, data in items:
+        if kind == SKIPPED:
+            batch.skipped.append(f"{where}: {data}")
+            continue
+        if too_deep(data, max_depth):
+            batch.skipped.append(f"{where}: nested deeper than import.max_depth ({max_depth})")
+            continue
         if not isinstance(data, dict):
             raise InvalidArgument(f"{where}: expected an object, got {type(data).__name__}")
         if kind == "memory":
