@@ -73,6 +73,7 @@ class StoreBusy(StorageError):
 
     http_status = 503
     kind = "busy"
+    retry_after = 1
 
 
 class StoreUnavailable(StorageError):

@@ -109,7 +109,9 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         try:
             version = svc.store.schema_version()
         except NmemError as exc:
-            return error_response(StorageError(f"database unavailable: {exc.message}"), svc)
+            error = exc if isinstance(exc, StorageError) else StorageError(exc.message)
+            error = type(error)(f"database unavailable: {error.message}")
+            return error_response(error, svc)
         return json_response({"status": "ok", "version": __version__, "schema_version": version})
 
     document = openapi.text()

@@ -19,7 +19,14 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from nmem.errors import QuerySyntaxError, StorageError, StoreBusy, StoreReadOnly, StoreUnavailable
+from nmem.errors import (
+    QuerySyntaxError,
+    StorageError,
+    StoreBusy,
+    StoreDisconnected,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 from nmem.models import Session
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
@@ -86,9 +93,21 @@ def storage_error(exc: psycopg.Error, what: str = "database error") -> StorageEr
         return StoreReadOnly(f"{what}: {exc}")
     if isinstance(exc, pg_errors.LockNotAvailable | pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
         return StoreBusy(f"database is busy: {exc}")
+    if _connection_lost(exc):
+        return StoreDisconnected(f"{what}: the database server closed the connection; try again")
     if isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(f"{what}: {exc}")
     return StorageError(f"{what}: {exc}")
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """The server went away under the statement (restart, pg_terminate_backend, a dropped link),
+    or refuses connections while it starts or stops: class 08 and 57P01-57P03."""
+    state = getattr(exc, "sqlstate", None) or ""
+    if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
+        return True
+    conn_closed = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not state
+    return conn_closed
 
 
 def tsquery(match: str) -> str | None:
