@@ -24,7 +24,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -271,22 +271,21 @@ def websocket_cap(work: Path) -> Iterator[Row]:
     from websockets.sync.client import connect
 
     cap, tries = 4, 12
-    opened, refused, bad = [], 0, 0
-    with _server(_env(work / "ws-home", NMEM_HTTP_MAX_CONNECTIONS=str(cap))) as base:
+    opened, refused, bad = 0, 0, 0
+    with _server(_env(work / "ws-home", NMEM_HTTP_MAX_CONNECTIONS=str(cap))) as base, ExitStack() as stack:
         url = base.replace("http://", "ws://") + "/ws"
         for _ in range(tries):
             try:
-                opened.append(connect(url, open_timeout=10))
+                stack.enter_context(connect(url, open_timeout=30))
+                opened += 1
             except InvalidStatus as exc:
                 refused += 1
                 bad += exc.response.status_code != 503
             except (OSError, TimeoutError):
                 bad += 1
-        over = max(0, len(opened) - cap)
-        for ws in opened:
-            ws.close()
+        over = max(0, opened - cap)
     yield Row("input", f"{tries} WebSockets against http.max_connections={cap}", tries, errors=over + bad,
-              note=f"{len(opened)} open, {refused} refused with 503")
+              note=f"{opened} open, {refused} refused with 503")
 
 
 def postgres_restart(work: Path, quick: bool) -> Iterator[Row]:

@@ -189,6 +189,14 @@ class Connection:
         except PoolTimeout as exc:
             raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
 
+    def _drop_dead(self) -> None:
+        """After one pooled connection turned out dropped (a server restart, pg_terminate_backend),
+        the others idle beside it likely are too: the pool tests each and replaces the dead."""
+        try:
+            self._pool.check()
+        except (PoolTimeout, psycopg.Error):
+            pass  # the server is not back yet: the retry reports it
+
     def _release(self) -> None:
         conn, self._held.conn = self._held.conn, None
         if conn is not None:
@@ -207,12 +215,16 @@ class Connection:
         if held.depth:
             held.depth += 1
             return
-        held.conn = self._acquire()
-        try:
-            held.conn.execute("BEGIN")
-        except psycopg.Error as exc:
-            self._release()
-            raise storage_error(exc, "cannot start a write") from exc
+        for attempt in (1, 2):
+            held.conn = self._acquire()
+            try:
+                held.conn.execute("BEGIN")
+                break
+            except psycopg.Error as exc:
+                self._release()  # a connection the server dropped while idle is discarded here
+                if attempt == 2 or not _connection_lost(exc):
+                    raise storage_error(exc, "cannot start a write") from exc
+                self._drop_dead()
         held.depth = 1
 
     def _end(self, failed: bool) -> None:
@@ -235,12 +247,16 @@ class Connection:
         if held.snapshots:
             held.snapshots += 1
             return
-        conn = self._acquire()
-        try:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        except psycopg.Error as exc:
-            self._pool.putconn(conn)
-            raise storage_error(exc, "cannot start a read") from exc
+        for attempt in (1, 2):
+            conn = self._acquire()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                break
+            except psycopg.Error as exc:
+                self._pool.putconn(conn)
+                if attempt == 2 or not _connection_lost(exc):
+                    raise storage_error(exc, "cannot start a read") from exc
+                self._drop_dead()
         held.snap = conn
         held.snapshots = 1
 
@@ -346,6 +362,16 @@ class Connection:
             if conn is not None:
                 cur = conn.execute(sql, params)
                 return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+            try:
+                with self._pool.connection() as conn:
+                    cur = conn.execute(sql, params)
+                    return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+            except psycopg.Error as exc:
+                if not _connection_lost(exc):
+                    raise
+                self._drop_dead()
+            # A statement of its own (a read: writes run in transactions) on a connection the
+            # server dropped while it sat in the pool: the pool discarded it, so once more.
             with self._pool.connection() as conn:
                 cur = conn.execute(sql, params)
                 return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
