@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,6 @@ from urllib.parse import quote
 if TYPE_CHECKING:
     from attack import Row
 
-NMEM = [sys.executable, "-m", "nmem"]
 CHILD_MEMORY = 1536 * 1024 * 1024     # address space of each import child
 SERVER_MEMORY = 3 * 1024 * 1024 * 1024
 TIMEOUT = 60.0
@@ -40,10 +38,14 @@ CSRF = {"X-Nmem-CSRF": "1", "Content-Type": "application/json"}
 DEEP = 5000                           # past Python's recursion limit, as the attacks used
 
 
-def _limit(memory: int) -> Callable[[], None]:
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    return apply
+# The child sets its own address-space limit, then becomes `python -m nmem ...` (exec keeps it):
+# no preexec_fn, which is unsafe beside threads.
+_LIMITED = ("import os, resource, sys; m = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (m, m)); "
+            "os.execv(sys.executable, [sys.executable, '-m', 'nmem', *sys.argv[2:]])")
+
+
+def _argv(memory: int, *args: str) -> list[str]:
+    return [sys.executable, "-c", _LIMITED, str(memory), *args]
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -56,8 +58,8 @@ def _nmem(args: list[str], env: dict[str, str], *, stdin: Any = subprocess.DEVNU
           timeout: float = TIMEOUT) -> tuple[int | None, str, str]:
     """(exit code, stdout, stderr) of `nmem ARGS`; exit code None when it had to be killed."""
     try:
-        done = subprocess.run([*NMEM, *args], env=env, stdin=stdin, capture_output=True, text=True,
-                              timeout=timeout, preexec_fn=_limit(CHILD_MEMORY))
+        done = subprocess.run(_argv(CHILD_MEMORY, *args), env=env, stdin=stdin, capture_output=True, text=True,
+                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return None, "", "timed out"
     return done.returncode, done.stdout, done.stderr
@@ -201,19 +203,20 @@ def _server(env: dict[str, str], host: str = "127.0.0.1") -> Iterator[str]:
     import httpx2
 
     port = _port()
-    proc = subprocess.Popen([*NMEM, "serve", "--transport", "http", "--host", host, "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_limit(SERVER_MEMORY))
+    proc = subprocess.Popen(_argv(SERVER_MEMORY, "serve", "--transport", "http", "--host", host, "--port", str(port)),
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://{host}:{port}"
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                if httpx2.get(f"{base}/health", timeout=2).status_code in (200, 503):
-                    break
+                httpx2.get(f"{base}/health", timeout=10)
+                break  # it answers (whatever it answers is the scenario's business)
             except httpx2.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"nmem serve did not start: {proc.stderr.read().decode()[-300:] if proc.stderr else ''}")
+                err = proc.stderr.read().decode()[-300:] if proc.stderr and proc.poll() is not None else ""
+                raise RuntimeError(f"nmem serve did not start: {err}")
             time.sleep(0.2)
         yield base
     finally:
@@ -233,8 +236,9 @@ def _body_routes() -> list[tuple[str, str]]:
 
 
 def deep_bodies(work: Path) -> Iterator[Row]:
-    from attack import Row
     import httpx2
+
+    from attack import Row
 
     deep = "[" * 100_000 + "]" * 100_000
     routes = _body_routes()
@@ -250,8 +254,9 @@ def deep_bodies(work: Path) -> Iterator[Row]:
 
 
 def loopback_host(work: Path) -> Iterator[Row]:
-    from attack import Row
     import httpx2
+
+    from attack import Row
 
     bad: list[str] = []
     with _server(_env(work / "host-home"), host="127.0.0.2") as base:
@@ -266,9 +271,10 @@ def loopback_host(work: Path) -> Iterator[Row]:
 
 
 def websocket_cap(work: Path) -> Iterator[Row]:
-    from attack import Row
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
+
+    from attack import Row
 
     cap, tries = 4, 12
     opened, refused, bad = 0, 0, 0
@@ -308,23 +314,23 @@ def postgres_restart(work: Path, quick: bool) -> Iterator[Row]:
     statuses: dict[int, int] = {}
     unclear = 0
     try:
-        with _server(_env(work / "pg-home", NMEM_STORE_URL=url)) as base_url:
-            with httpx2.Client(base_url=base_url, headers=CSRF, timeout=30) as client:
-                for i in range(requests):
-                    if i % 5 == 2:
-                        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                      "WHERE application_name = %s", (app,))
-                    text = f"written through a dropped connection {i}"
-                    response = client.post("/api/v1/memories", json={"content": text, "domain": "user"})
-                    statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-                    if response.status_code == 201:
-                        acked.append(text)
-                    elif response.status_code != 503 or "retry-after" not in response.headers:
+        with _server(_env(work / "pg-home", NMEM_STORE_URL=url)) as base_url, \
+                httpx2.Client(base_url=base_url, headers=CSRF, timeout=30) as client:
+            for i in range(requests):
+                if i % 5 == 2:
+                    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                  "WHERE application_name = %s", (app,))
+                text = f"written through a dropped connection {i}"
+                response = client.post("/api/v1/memories", json={"content": text, "domain": "user"})
+                statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+                if response.status_code == 201:
+                    acked.append(text)
+                elif response.status_code != 503 or "retry-after" not in response.headers:
+                    unclear += 1
+                if i % 3 == 0:
+                    status = client.get("/api/v1/memories", params={"query": "dropped"}).status_code
+                    if status not in (200, 503):
                         unclear += 1
-                    if i % 3 == 0:
-                        status = client.get("/api/v1/memories", params={"query": "dropped"}).status_code
-                        if status not in (200, 503):
-                            unclear += 1
         stored = {row[0] for row in admin.execute(f"SELECT content FROM {schema}.memories")}
         lost = sum(1 for text in acked if text not in stored)
     finally:

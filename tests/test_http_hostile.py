@@ -13,11 +13,11 @@ from urllib.parse import quote
 
 import httpx2
 import pytest
-from http_support import CSRF, error_of, http_client
-from mcp_support import http_server
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from http_support import CSRF, error_of, http_client
+from mcp_support import http_server
 from nmem.config import load_settings
 from nmem.errors import StoreDisconnected
 from nmem.http import openapi
@@ -95,7 +95,7 @@ def end_backends(pg_url: str, app_name: str) -> int:
     """pg_terminate_backend on the store's own connections (never a cluster restart others share)."""
     import psycopg
 
-    with psycopg.connect(pg_url.split("?")[0], autocommit=True) as admin:
+    with psycopg.connect(pg_url.split("?", maxsplit=1)[0], autocommit=True) as admin:
         row = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                             "WHERE application_name = %s", (app_name,)).fetchone()
     return int(row[0]) if row else 0

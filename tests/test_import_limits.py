@@ -20,7 +20,7 @@ def nmem(home: Path, *args: str, stdin: Any = subprocess.DEVNULL, **env: str) ->
     environ = {k: v for k, v in os.environ.items() if not k.startswith("NMEM_")}
     environ.update(NMEM_HOME=str(home), NMEM_FORMAT="json", **env)
     return subprocess.run([sys.executable, "-m", "nmem", *args], env=environ, stdin=stdin, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
 
 
 def contents(home: Path) -> list[str]:

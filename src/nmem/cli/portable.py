@@ -147,6 +147,11 @@ def import_() -> None:
         nmem import mcp-memory FILE        the MCP memory server's memory.jsonl
 
     Every import can run again: what is already here is recognised and left as it is.
+
+    Hostile input is bounded: only regular files are read (a FIFO or a device is refused),
+    up to import.max_file_bytes; a line longer than import.max_line_bytes or a record nested
+    deeper than import.max_depth is skipped and reported, the rest imported; YAML aliases may
+    add at most import.yaml_alias_nodes nodes.
     """
 
 

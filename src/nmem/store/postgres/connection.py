@@ -106,8 +106,7 @@ def _connection_lost(exc: psycopg.Error) -> bool:
     state = getattr(exc, "sqlstate", None) or ""
     if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
         return True
-    conn_closed = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not state
-    return conn_closed
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not state
 
 
 def tsquery(match: str) -> str | None:
