@@ -203,8 +203,10 @@ def _server(env: dict[str, str], host: str = "127.0.0.1") -> Iterator[str]:
     import httpx2
 
     port = _port()
-    proc = subprocess.Popen(_argv(SERVER_MEMORY, "serve", "--transport", "http", "--host", host, "--port", str(port)),
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = Path(env["NMEM_HOME"]).with_suffix(".serve.log")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(_argv(SERVER_MEMORY, "serve", "--transport", "http", "--host", host, "--port",
+                                      str(port)), env=env, stdout=subprocess.DEVNULL, stderr=out)
     base = f"http://{host}:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -215,8 +217,7 @@ def _server(env: dict[str, str], host: str = "127.0.0.1") -> Iterator[str]:
             except httpx2.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode()[-300:] if proc.stderr and proc.poll() is not None else ""
-                raise RuntimeError(f"nmem serve did not start: {err}")
+                raise RuntimeError(f"nmem serve did not start: {log.read_text()[-300:]}")
             time.sleep(0.2)
         yield base
     finally:
