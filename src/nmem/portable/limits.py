@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -174,7 +173,3 @@ def _check_expansion(value: Any, limits: InputLimits) -> None:
     if total - distinct > limits.yaml_alias_nodes:
         raise InvalidArgument(f"YAML aliases expand the document by {total - distinct} nodes, more than "
                               f"import.yaml_alias_nodes ({limits.yaml_alias_nodes}); refusing it")
-
-
-def lines(text: str) -> Iterator[str]:
-    return iter(text.split("\n"))

@@ -20,6 +20,7 @@ from typing import Any
 from nmem.errors import InvalidArgument, NmemError
 from nmem.ids import _ALPHABET
 from nmem.models import Memory, Observation, Prompt, Record, Session
+from nmem.portable.limits import too_deep
 from nmem.timeutil import parse_time
 
 FORMAT_VERSION = 1
@@ -276,7 +277,6 @@ def read_batch(items: Iterable[tuple[str, str, Any]], now: int,
     the same file they name, whose `seq` numbers must be unique. A record nested deeper than
     `max_depth`, or one a reader skipped (kind SKIPPED), is left out and reported."""
     from nmem.models import OBS_TYPES
-    from nmem.portable.limits import too_deep
 
     batch = Batch()
     sessions: dict[str, TrailSession] = {}
