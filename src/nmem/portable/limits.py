@@ -110,7 +110,8 @@ def too_deep(value: Any, limit: int) -> bool:
 
 def json_line(text: str, limits: InputLimits) -> Any:
     """One JSON Lines line parsed: a `Skipped` when too long or too deep; ValueError when not JSON."""
-    if len(text) > limits.max_line_bytes and len(text.encode("utf-8", "surrogatepass")) > limits.max_line_bytes:
+    cap = limits.max_line_bytes
+    if len(text) > cap or (len(text) * 4 > cap and len(text.encode("utf-8", "surrogatepass")) > cap):
         return Skipped(f"longer than import.max_line_bytes ({limits.max_line_bytes} bytes)")
     try:
         value = json.loads(text)
