@@ -28,11 +28,16 @@ def write(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
 
 
 def read(lines: Iterable[str], limits: InputLimits) -> Iterator[tuple[str, str, Any]]:
-    """The records of JSON Lines; a line too long or too deep comes as a (SKIPPED, where, reason)."""
+    """The records of JSON Lines; a line too long or too deep comes as a (SKIPPED, where, reason).
+    A line repeated word for word gives the same object again, parsed once."""
+    seen: dict[str, tuple[str, Any]] = {}
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         at = f"line {number}"
+        if text in seen:
+            yield seen[text][0], at, seen[text][1]
+            continue
         try:
             data = json_line(text, limits)
         except json.JSONDecodeError as exc:
@@ -46,4 +51,5 @@ def read(lines: Iterable[str], limits: InputLimits) -> Iterator[tuple[str, str, 
         if kind == "nmem_export":
             check_version(data.get("version"), at)
             continue
+        seen[text] = (kind, data)
         yield kind, at, data

@@ -281,7 +281,13 @@ def read_batch(items: Iterable[tuple[str, str, Any]], now: int,
     batch = Batch()
     sessions: dict[str, TrailSession] = {}
     pending: list[tuple[str, str, TrailPrompt | TrailObservation]] = []
+    # A memory object a reader gives again (a repeated line) is checked once; the object is kept
+    # beside its result so that its id is never reused by another one meanwhile.
+    checked: dict[int, tuple[Any, Memory]] = {}
     for kind, where, data in items:
+        if kind == "memory" and id(data) in checked:
+            batch.memories.append(checked[id(data)][1])
+            continue
         if kind == SKIPPED:
             batch.skipped.append(f"{where}: {data}")
             continue
@@ -293,9 +299,10 @@ def read_batch(items: Iterable[tuple[str, str, Any]], now: int,
         if kind == "memory":
             memory = memory_from(data, where, now)
             try:
-                batch.memories.append(check_memory(memory))
+                checked[id(data)] = (data, check_memory(memory))
             except NmemError as exc:
                 raise type(exc)(f"{where}: {exc.message}") from None
+            batch.memories.append(checked[id(data)][1])
         elif kind == "session":
             session = session_from(data, where)
             if session.id in sessions:
