@@ -100,7 +100,7 @@ def non_regular(work: Path) -> Iterator[Row]:
     env = _env(work / "fifo-home")
     tries = [["import", str(fifo)], ["import", "mcp-memory", str(fifo)], ["import", "--format", "jsonl", "/dev/zero"],
              ["import", "mcp-memory", "/dev/zero"], ["import", "claude-code", str(fifo)],
-             ["import", "claude-mem", str(fifo)]]
+             ["import", "claude-mem", str(fifo)], ["import", "codex", str(fifo)]]
     bad = [" ".join(args[1:]) for args in tries if not _refused(_nmem(args, env))]
     yield Row("input", "FIFO and /dev/zero given to every importer", len(tries), errors=len(bad),
               note="; ".join(bad)[:200])

@@ -33,7 +33,7 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-@pytest.mark.parametrize("source", [[], ["mcp-memory"], ["claude-mem"], ["claude-code"]])
+@pytest.mark.parametrize("source", [[], ["mcp-memory"], ["claude-mem"], ["claude-code"], ["codex"]])
 def test_a_fifo_is_refused_without_reading_it(tmp_path: Path, home: Path, source: list[str]) -> None:
     fifo = tmp_path / "memory.jsonl"
     os.mkfifo(fifo)

@@ -164,6 +164,12 @@ def _read_input(path: str, limits: InputLimits) -> str:
     return decode(read_file(path, limits), path)
 
 
+def _regular_or_directory(root: Path) -> None:
+    """Transcripts are read from regular files found in a directory, or one given: never a FIFO or a device."""
+    if root.exists() and not (root.is_file() or root.is_dir()):
+        raise InvalidArgument(f"{root} is not a regular file or a directory (a FIFO or device is never read)")
+
+
 def _apply(service: CoreService, batch: Batch) -> importer.ImportReport:
     with progress_bar(batch.rows, "importing") as advance:
         return importer.apply(service, batch, advance)
@@ -237,8 +243,7 @@ def import_claude_code(state: State, path: Path | None, fmt: str | None) -> None
     after the ones they recorded.
     """
     root = path or default_root()
-    if root.exists() and not (root.is_file() or root.is_dir()):
-        raise InvalidArgument(f"{root} is not a regular file or a directory (a FIFO or device is never read)")
+    _regular_or_directory(root)
     files = find_transcripts(root)
     if not files:
         note(f"no transcripts found under {root}")
@@ -272,6 +277,7 @@ def import_codex(state: State, path: Path | None, fmt: str | None) -> None:
     from nmem.integrations.codex_sessions import find_rollouts, import_rollouts
 
     root = path or codex_root()
+    _regular_or_directory(root)
     files = find_rollouts(root)
     if not files:
         note(f"no Codex session files found under {root}")
