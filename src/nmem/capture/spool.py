@@ -20,7 +20,7 @@ import time
 
 from nmem import jsonlite as json
 from nmem.capture import agents
-from nmem.capture.privacy import scrub_value
+from nmem.capture.privacy import scrub, scrub_payload
 from nmem.errors import InvalidArgument, StorageError, StoreBusy
 
 TYPE_CHECKING = False
@@ -63,7 +63,7 @@ class HookLog:
             settings.ensure_dir(settings.log_dir)
             fd = os.open(os.path.join(settings.log_dir, "nmem.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as fh:
-                fh.write(f"{stamp} {level.upper()} {message}\n")
+                fh.write(f"{stamp} {level.upper()} {scrub(message)}\n")
         except OSError:
             pass  # nowhere to log to; the hook still must not fail
 
@@ -125,7 +125,7 @@ def is_busy(exc: StorageError) -> bool:
 
 def spool(settings: Settings, payload: dict[str, Any]) -> str:
     """Keep an event the database could not take; scrubbed, written atomically, drained later."""
-    payload = scrub_value(payload)
+    payload = scrub_payload(payload)
     spool = settings.ensure_dir(settings.spool_dir)
     name = f"{time.time_ns()}-{os.getpid()}{WAITING}"
     tmp = os.path.join(spool, f".{name}.tmp")

@@ -4,7 +4,7 @@ from elsewhere. A bare integer names a memory by the `number` recall shows, ever
 from __future__ import annotations
 
 from nmem import jsonlite as json
-from nmem.capture.privacy import scrub
+from nmem.capture.privacy import scrub, scrub_record
 from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
 from nmem.models import TIERS, Memory, preview, project_domain, spec_tag, urn_parts
@@ -56,12 +56,12 @@ class Memories(Base):
             raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
         target = self._domain(domain, project)
         self.check_writable(target, project)
-        new = NewMemory(
+        new = scrub_record(NewMemory(  # every other field (source, relates_to) too
             uid=new_uid(self.clock()), domain=target,
             namespace=self._namespace(namespace), summary=title, content=body,
             timestamp=at if at is not None else self.now(), tags=read_tags(tags), source=source,
             relates_to=as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
-        )
+        ))
         with self.store.transaction():
             memory = self.store.insert_memory(new)
             self._audit("remember", memory, written=True)
@@ -159,7 +159,7 @@ class Memories(Base):
         if tags is not None:
             fields["tags"] = read_tags(tags)
         if relates_to is not None:
-            fields["relates_to"] = as_list(relates_to, "relates_to")
+            fields["relates_to"] = [scrub(r) for r in as_list(relates_to, "relates_to")]
         if tier is not None:
             if tier not in TIERS:
                 raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
@@ -260,5 +260,5 @@ class Memories(Base):
         if len(title) > SUMMARY_CHARS:
             raise ValidationError(f"summary is {len(title)} characters; the limit is {SUMMARY_CHARS}")
         fields.update(summary=title, content=body, tags=list(memory.tags), relates_to=list(memory.relates_to))
-        return memory.replace(**fields)
+        return scrub_record(memory.replace(**fields))
 

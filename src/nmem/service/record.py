@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nmem.capture import events as ev
+from nmem.capture.privacy import scrub_event
 from nmem.capture.project import project_root
 from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.models import observation_urn, prompt_urn
@@ -20,7 +21,9 @@ class Record(Base):
 
         `spool_id` names an event replayed from the hook spool: it is stored at most once,
         however often a replay is repeated (a drain killed between commit and unlink).
+        Every field passes the privacy filter first, before anything reads, cuts or keeps it.
         """
+        event = scrub_event(event)
         project = self.project_for(event.cwd)
         if not self.settings.project_enabled(project, event.cwd):
             return RecordOutcome(event.session_id, project, skipped="disabled")
