@@ -1,7 +1,8 @@
 """One extractor per tool: a tool call → the fact worth keeping (path, command, pattern, error).
 
 Content reads `subject`, then `→ result` on its second line when the call has one (a
-failure's key line, a match count, the head of an answer), which is what previews show.
+failure's key line, a match count, the head of an answer, the lines of a command's output
+worth quoting), which is what previews show.
 A failed call keeps `error` (a tail) and `error_line` (its key line, see `errorline`); a
 failed or refused file tool is a `file_error`, never a read or a change. Bodies of writes
 and edits are never stored whole: a hash, a size and a short head stand in for them. Large
@@ -15,6 +16,7 @@ import os
 from nmem import jsonlite
 from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
+from nmem.capture.outputlines import quoted_lines
 from nmem.capture.privacy import scrub
 from nmem.lazyregex import LazyRegex
 from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
@@ -32,6 +34,8 @@ PROMPT_CHARS = 400
 ERROR_CONTENT_CHARS = 400
 # What a subagent, an MCP tool or a fetched page answered: enough to find it by its words.
 EXCERPT_CHARS = 600
+# What a successful command printed that a person would quote (see `outputlines`).
+OUTPUT_CHARS = 300
 FILE_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit", "NotebookEdit"})
 
 _COMMIT_LINE = LazyRegex(r"\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] (?P<msg>.+)")
@@ -175,7 +179,9 @@ def bash(event: HookEvent) -> Extracted | None:
         elif new := _PUSH_NEW.get().search(combined):
             meta.update(branch=new.group("dst"), new_branch=True)
         return Extracted("git_push", head(command, COMMAND_CHARS), None, meta)
-    return Extracted("command", head(command, COMMAND_CHARS), None, meta or None)
+    said = quoted_lines(stdout, stderr)
+    return Extracted("command", _with_result(head(command, COMMAND_CHARS), head(said, OUTPUT_CHARS) if said else ""),
+                     None, meta or None)
 
 
 def read(event: HookEvent) -> Extracted | None:
