@@ -19,7 +19,8 @@ the turn). Beside it, plain BM25: SQLite FTS5 `bm25()` over whole turns (prompt,
 message, thinking, tool inputs and outputs, subagents' lines), the question's words OR'd.
 recall@k is the share of questions whose evidence turn is among the first k hits (nmem) or
 turns (BM25); nmem answer@10 counts only a hit that holds the answer itself (the version, the
-number, the cause, the chosen library's reason, the new value), which a BM25 turn always does. Run it against another checkout to compare capture changes:
+number, the cause, the chosen library's reason, the new value), which a BM25 turn always does.
+Run it against another checkout to compare capture changes:
 `PYTHONPATH=<checkout>/src .venv/bin/python bench/coding_sessions.py`.
 """
 
@@ -140,7 +141,8 @@ CAUSE_ASKED = (
 # (what the user asks for, how a question asks about it)
 PREFERENCES = (
     ("use pytest fixtures instead of unittest setUp methods", "How does the user want test setup written?"),
-    ("keep commit messages in the imperative mood and under 72 characters", "What style should commit messages follow?"),
+    ("keep commit messages in the imperative mood and under 72 characters",
+     "What style should commit messages follow?"),
     ("run ruff instead of flake8 and black", "Which linter does the user prefer?"),
     ("never push straight to main; always open a pull request", "Am I allowed to push directly to main?"),
     ("add type hints to every new public function", "What is the rule on type annotations?"),
@@ -169,7 +171,8 @@ UPDATE_ASKED = ("What is the {subject} now?", "Which {subject} do we use current
                 "What's the latest {subject}?", "Has the {subject} changed, and to what?")
 
 # (package, version, what a question calls it)
-INSTALLED = (("sqlalchemy", "2.0.31", "SQLAlchemy"), ("alembic", "1.13.2", "Alembic"), ("redis", "5.0.7", "the redis client"),
+INSTALLED = (("sqlalchemy", "2.0.31", "SQLAlchemy"), ("alembic", "1.13.2", "Alembic"),
+             ("redis", "5.0.7", "the redis client"),
              ("stripe", "10.5.0", "the Stripe SDK"), ("boto3", "1.34.144", "boto3"), ("fastapi", "0.111.1", "FastAPI"))
 VERSION_ASKED = ("Which version of {name} is installed?", "What {name} version are we on?",
                  "Which release of {name} did pip report?")
@@ -302,7 +305,7 @@ class Script:
         self.ask("preference", asked, s, turn)
 
     def update_old(self, s: Session, fact_i: int, value: str) -> None:
-        subject, statement, _ = UPDATES[fact_i]
+        statement = UPDATES[fact_i][1]
         module = self.pick(MODULES).format(p="billing")
         self.turn(s, f"check the settings used by {module}")
         s.read(module, "SETTINGS = {}\n")
@@ -370,16 +373,20 @@ class Script:
             cwd, slug, repo = PROJECTS[n % len(PROJECTS)]
             self.now += self.rng.randint(DAY // 2, 3 * DAY)
             s = self.tree.session(cwd, start=self.now)
-            steps: list[Any] = [lambda s=s: self.filler(s, slug) for _ in range(self.rng.randint(1, 3))]
-            steps += [lambda s=s, k=kind: self._fact(k, s, slug, repo, used[k])
-                      for kind in self.rng.sample(("decision", "root_cause", "preference", "output"),
-                                                  self.rng.randint(1, 3))]
-            for stage, fact, value in plan.get(n, []):
-                steps.append(lambda s=s, st=stage, f=fact, v=value:
-                             self.update_old(s, f, v) if st == "old" else self.update_new(s, f, v))
+            steps: list[tuple[str, int, str]] = [("filler", 0, "")] * self.rng.randint(1, 3)
+            steps += [(kind, 0, "") for kind in self.rng.sample(("decision", "root_cause", "preference", "output"),
+                                                                self.rng.randint(1, 3))]
+            steps += plan.get(n, [])
             self.rng.shuffle(steps)
-            for step in steps:
-                step()
+            for kind, fact, value in steps:
+                if kind == "old":
+                    self.update_old(s, fact, value)
+                elif kind == "new":
+                    self.update_new(s, fact, value)
+                elif kind == "filler":
+                    self.filler(s, slug)
+                else:
+                    self._fact(kind, s, slug, repo, used[kind])
             s.end()
             s.save()
             self.now = int(s.now)
@@ -539,7 +546,8 @@ def run(seed: int = 1, sessions: int = 60) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> str:
     m = result["machine"]
-    lines = [f"coding-session benchmark: seed {result['seed']}, {result['sessions']} sessions, {result['turns']} turns, "
+    lines = [f"coding-session benchmark: seed {result['seed']}, {result['sessions']} sessions, "
+             f"{result['turns']} turns, "
              f"{result['questions']} questions; imported {result['imported_events']} events "
              f"({result['prompts']} prompts, {result['observations']} observations)",
              f"nmem from {m['nmem']}; load {m['loadavg_start']} -> {result['loadavg_end']} on {m['cores']} cores",

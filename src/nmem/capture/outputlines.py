@@ -10,6 +10,8 @@ no `re`: it runs on every successful command a hook records.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from nmem.capture.errorline import clean
 
 LINES = 4          # quoted lines kept at most: the first and the last ones (a run's summary comes last)
@@ -42,7 +44,7 @@ def _version(token: str) -> bool:
 
 def _counted(words: list[str]) -> bool:
     """A number followed by what it counts (`42 passed`, `3 files changed`, `0 vulnerabilities`)."""
-    for number, unit in zip(words, words[1:], strict=False):
+    for number, unit in pairwise(words):
         if number.rstrip(",").replace(",", "").isdigit() and unit.strip(",.;:()").lower() in COUNTED:
             return True
     return False
