@@ -182,7 +182,8 @@ class Recorder:
         words = [(at, text) for at, text in words if text]
         if not words:
             return None
-        held = {p.content for p in self.store.session_prompts(sid, None, start - 1) if p.source == "agent"}
+        held = {p.content for p in self.store.session_prompts(sid, None, start - 1)
+                if p.source == "agent" and (asked is None or p.id > asked)}
         prompt_id = None
         for at, text in words:
             if text not in held:
