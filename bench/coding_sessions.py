@@ -518,13 +518,15 @@ def run(seed: int = 1, sessions: int = 60) -> dict[str, Any]:
             answers = [(q.session, q.turn) for q in corpus.questions]
             ours = [nmem_turns(service, corpus, q, max(KS)) for q in corpus.questions]
         finally:
-            service.close()
+            service.close()   # folds the WAL back: the file is the whole database
+        db_bytes = (Path(tmp) / "home" / "nmem.db").stat().st_size
         bm25 = Bm25(turn_documents(corpus))
         plain = [bm25.search(q.text, max(KS)) for q in corpus.questions]
     result: dict[str, Any] = {
         "machine": machine(nmem=str(Path(nmem.__file__).parent)), "seed": seed, "sessions": sessions,
         "turns": sum(len(t) for t in corpus.turns.values()), "questions": len(corpus.questions),
         "imported_events": report.events, "prompts": status["prompts"], "observations": status["observations"],
+        "db_bytes": db_bytes,
         "by_kind": {},
     }
     for kind in ("all", *KINDS):
@@ -549,7 +551,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"coding-session benchmark: seed {result['seed']}, {result['sessions']} sessions, "
              f"{result['turns']} turns, "
              f"{result['questions']} questions; imported {result['imported_events']} events "
-             f"({result['prompts']} prompts, {result['observations']} observations)",
+             f"({result['prompts']} prompts, {result['observations']} observations; "
+             f"{result['db_bytes'] / 1e6:.2f} MB)",
              f"nmem from {m['nmem']}; load {m['loadavg_start']} -> {result['loadavg_end']} on {m['cores']} cores",
              "",
              f"{'questions':12} {'n':>4} {'nmem@5':>8} {'nmem@10':>8} {'bm25@5':>8} {'bm25@10':>8}"
