@@ -174,7 +174,8 @@ def test_a_commands_quotable_output_is_kept_and_searchable(tmp_path: Path) -> No
         "pytest -q": "." * 60 + "\n=== 61 passed, 2 skipped in 3.10s ===",
         "cat notes.txt": "\n".join(f"plain line {n} with nothing to quote" for n in range(50)),
         "make build": "ok",
-        "env | grep TOKEN": f"GITHUB_TOKEN={SECRET}\n",
+        "./deploy.sh": f"deployed release 2.3.1 with GITHUB_TOKEN={SECRET}\n",
+        "./notes.sh": "<private>\nmy salary: 120000 dollars, 3 raises\n</private>\n12 notes exported",
     }
     for command, stdout in runs.items():
         hook_ok(home, event("PostToolUse", "out-1", CWD, tool_name="Bash", tool_input={"command": command},
@@ -186,6 +187,7 @@ def test_a_commands_quotable_output_is_kept_and_searchable(tmp_path: Path) -> No
     assert content["pytest -q"].endswith("→ 61 passed, 2 skipped in 3.10s")
     assert content["cat notes.txt"] == "cat notes.txt", "output with nothing worth quoting adds nothing"
     assert content["make build"] == "make build"
-    assert SECRET not in content["env | grep TOKEN"] and "GITHUB_TOKEN=" in content["env | grep TOKEN"]
+    assert SECRET not in content["./deploy.sh"] and "2.3.1 with GITHUB_TOKEN=[REDACTED" in content["./deploy.sh"]
+    assert content["./notes.sh"] == "./notes.sh\n→ 12 notes exported", "a private block stays out, across lines"
     found = json.loads(ok("search", "croniter 1.3.8", "--format", "json", env=hook_env(home)).stdout)
     assert any("Version: 1.3.8" in str(hit) for hit in found)

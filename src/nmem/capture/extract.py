@@ -34,8 +34,11 @@ PROMPT_CHARS = 400
 ERROR_CONTENT_CHARS = 400
 # What a subagent, an MCP tool or a fetched page answered: enough to find it by its words.
 EXCERPT_CHARS = 600
-# What a successful command printed that a person would quote (see `outputlines`).
+# What a successful command printed that a person would quote (see `outputlines`), read from
+# the output's head and tail only: scrubbing all of a long build log would cost the hook its budget.
 OUTPUT_CHARS = 300
+QUOTE_HEAD = 2_000
+QUOTE_TAIL = 6_000
 FILE_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit", "NotebookEdit"})
 
 _COMMIT_LINE = LazyRegex(r"\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] (?P<msg>.+)")
@@ -133,6 +136,17 @@ def _with_result(content: str, result: str, rest: str = "") -> str:
     return "\n".join(part for part in (subject, f"→ {result}" if result else "", more, rest) if part)
 
 
+def _quotable(output: str) -> str:
+    """The part of a command's output `quoted_lines` reads, scrubbed before lines are picked (a
+    private or injected block spans lines): its head and tail (versions come first, summaries
+    last), or all of it when the part between holds such a block's tag."""
+    if len(output) > QUOTE_HEAD + QUOTE_TAIL:
+        middle = output[QUOTE_HEAD:-QUOTE_TAIL]
+        if "<private>" not in middle.lower() and "nmem-context>" not in middle:
+            output = output[:QUOTE_HEAD] + "\n" + output[-QUOTE_TAIL:]
+    return scrub(output) if output.strip() else ""
+
+
 def bash(event: HookEvent) -> Extracted | None:
     command = str(event.tool_input.get("command") or "").strip()
     if not command:
@@ -179,7 +193,7 @@ def bash(event: HookEvent) -> Extracted | None:
         elif new := _PUSH_NEW.get().search(combined):
             meta.update(branch=new.group("dst"), new_branch=True)
         return Extracted("git_push", head(command, COMMAND_CHARS), None, meta)
-    said = quoted_lines(stdout, stderr)
+    said = quoted_lines(_quotable(stdout), _quotable(stderr))
     return Extracted("command", _with_result(head(command, COMMAND_CHARS), head(said, OUTPUT_CHARS) if said else ""),
                      None, meta or None)
 

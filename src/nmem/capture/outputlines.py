@@ -18,10 +18,9 @@ LINES = 4          # quoted lines kept at most: the first and the last ones (a r
 LINE_CHARS = 160
 SHORT_CHARS = 160  # an output this short, on one or two lines, is kept whole
 SEPARATOR = " · "
-SCAN_CHARS = 64_000  # a long output is read at both ends, as error outputs are
 DECORATION = "=-_*#~+>|:. \t"
-ALARMS = ("error", "Error", "ERROR", "warning", "Warning", "WARN", "fatal", "FAIL", "Failed", "failed",
-          "deprecated", "DEPRECATED", "not found", "denied")
+ALARMS = ("error", "warn", "fatal", "fail", "deprecat", "not found", "denied")   # in the lowercased line
+DIGITS = "0123456789"
 COUNTED = ("passed", "failed", "skipped", "errors", "warnings", "tests", "test", "files", "file", "changed",
            "insertions", "deletions", "packages", "package", "rows", "records", "items", "issues", "commits",
            "ahead", "behind", "total", "found", "fixed", "added", "removed", "updated", "installed", "downloaded",
@@ -62,12 +61,13 @@ def _numbered(line: str) -> bool:
 
 def quoted(line: str) -> bool:
     """Whether a line says something a person would quote from a command's output."""
-    if any(alarm in line for alarm in ALARMS) or _numbered(line):
+    lower = line.lower()
+    if any(alarm in lower for alarm in ALARMS) or _numbered(line):
         return True
-    if not any(c.isdigit() for c in line):
+    if not any(digit in line for digit in DIGITS):
         return False
     words = line.split()
-    return _counted(words) or any(_version(word) for word in words)
+    return _counted(words) or any("." in word and _version(word) for word in words)
 
 
 def _is_diff(line: str) -> bool:
@@ -76,8 +76,6 @@ def _is_diff(line: str) -> bool:
 
 
 def _lines(text: str) -> list[str]:
-    if len(text) > 2 * SCAN_CHARS:
-        text = text[:SCAN_CHARS] + "\n" + text[-SCAN_CHARS:]
     out = []
     for raw in clean(text).splitlines():
         line = " ".join(raw.split())
@@ -89,18 +87,22 @@ def _lines(text: str) -> list[str]:
 def quoted_lines(stdout: str, stderr: str = "") -> str:
     """A few lines of a successful command's output worth finding it by, joined with ` · `;
     the whole output when it is a line or two; "" when it says nothing worth keeping.
-    Not scrubbed: the caller cuts it with the privacy filter (`extract.head`)."""
+    The caller scrubs the output first (a private block spans lines) and the result again."""
     lines = _lines(stdout) + _lines(stderr)
     if not lines:
         return ""
     if len(lines) <= 2 and sum(map(len, lines)) <= SHORT_CHARS:
         short = SEPARATOR.join(lines)
         # a number, a hash, a path or a link says something; "ok", "done" do not
-        return short if any(c.isdigit() or c == "/" for c in short) or quoted(short) else ""
-    kept: list[str] = []
-    for line in lines:
-        if quoted(line) and line not in kept:
-            kept.append(line)
-    if len(kept) > LINES:
-        kept = [kept[0], *kept[-(LINES - 1):]]
+        return short if "/" in short or any(digit in short for digit in DIGITS) or quoted(short) else ""
+    first = next((i for i, line in enumerate(lines) if quoted(line)), None)
+    if first is None:
+        return ""
+    last: list[str] = []   # read from the end, where a run's summary is, until enough are found
+    for line in reversed(lines[first + 1:]):
+        if line != lines[first] and line not in last and quoted(line):
+            last.append(line)
+            if len(last) == LINES - 1:
+                break
+    kept = [lines[first], *reversed(last)]
     return SEPARATOR.join(line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…" for line in kept)
