@@ -122,6 +122,28 @@ def test_an_interrupted_turn_is_kept_by_the_next_stop(tmp_path: Path) -> None:
     ]
 
 
+def test_subagent_stop_keeps_each_message_of_the_subagent(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    tree = cc.Projects(tmp_path / "projects", seed=14)
+    live = Live(home, tree, time.time() - 600)
+    s = live.s
+    s.prompt("where are the month helpers?")
+    with s.subagent("Find date helpers", "List every helper that builds month ranges") as agent:
+        agent.thinking("Grep first.")
+        agent.say("Looking at src/ledger/dates.py now.")
+        agent.tool("Grep", {"pattern": "monthrange"}, result="src/ledger/dates.py")
+        agent.say("dates.py hard-codes 28 days for February.")
+    s.say("The helpers are in src/ledger/dates.py; February is hard-coded to 28 days.")
+    live.flush()
+    assert agent_prompts(home, s.session_id) == [
+        "Looking at src/ledger/dates.py now.", "dates.py hard-codes 28 days for February.",
+        "The helpers are in src/ledger/dates.py; February is hard-coded to 28 days.",
+    ], "the subagent's messages, not its thinking; its answer once"
+    stored = counts(home)
+    report = json.loads(ok("import", "claude-code", str(tree.root), "--format", "json", env=hook_env(home)).stdout)
+    assert (report["events"], counts(home)) == (0, stored)
+
+
 def test_stop_without_a_transcript_keeps_the_hooks_message(tmp_path: Path) -> None:
     home = tmp_path / "home"
     hook_ok(home, event("UserPromptSubmit", "s1", CWD, prompt="first"))

@@ -232,11 +232,11 @@ class CoreService:
                 viewer.name, self.now(), [(action, memory.urn)], memories=[memory.id] if written else [])
 
     def _transcript_turn(self, event: ev.HookEvent) -> list[tuple[int, bool, str]]:
-        if event.kind != ev.STOP or not self.settings["capture.read_transcript"]:
+        if event.kind not in (ev.STOP, ev.SUBAGENT_STOP) or not self.settings["capture.read_transcript"]:
             return []
         from nmem.capture.transcript import turn_words
 
-        return turn_words(event.transcript_path)
+        return turn_words(event.transcript_path, subagent=event.kind == ev.SUBAGENT_STOP)
 
     def _first_replay(self, spool_id: str) -> bool:
         return self.store.mark_spooled(spool_id, self.now())

@@ -154,9 +154,10 @@ def _may_hold_words(raw: bytes) -> bool:
     return b'"tool_use"' not in raw or b'"text"' in raw or b'"thinking"' in raw
 
 
-def _turn_in(data: bytes) -> tuple[list[tuple[int, bool, str]], bool]:
+def _turn_in(data: bytes, subagent: bool = False) -> tuple[list[tuple[int, bool, str]], bool]:
     """The agent's words after the last typed prompt in `data` (and before it, when that prompt
-    followed an interruption), and whether such a prompt was found."""
+    followed an interruption), and whether such a prompt was found. In a subagent's file (every
+    line a sidechain one, the task its prompt) its text messages only."""
     words: list[tuple[int, bool, str]] = []
     started = interrupted = False
     for raw in data.splitlines():
@@ -166,7 +167,7 @@ def _turn_in(data: bytes) -> tuple[list[tuple[int, bool, str]], bool]:
             line = jsonlite.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(line, dict) or line.get("isSidechain"):
+        if not isinstance(line, dict) or (line.get("isSidechain") and not subagent):
             continue
         if _is_user_prompt(line):
             text = _text_of(_blocks(line))
@@ -180,7 +181,7 @@ def _turn_in(data: bytes) -> tuple[list[tuple[int, bool, str]], bool]:
             at = _epoch(line.get("timestamp"), 0)
             for block in _blocks(line):
                 said = _words(block)
-                if said is not None:
+                if said is not None and not (subagent and said[0]):
                     words.append((at, *said))
     return words, started
 
@@ -197,17 +198,18 @@ def _words(block: dict[str, Any]) -> tuple[bool, str] | None:
     return None
 
 
-def turn_words(path: str | None) -> list[tuple[int, bool, str]]:
+def turn_words(path: str | None, *, subagent: bool = False) -> list[tuple[int, bool, str]]:
     """What the agent wrote in the last turn, oldest first: (time, is thinking, text) of each text
     and thinking block of the main agent since the last prompt the user typed (a turn the user
-    interrupted just before it, which got no Stop, counts too). The tail is read, widened up to
+    interrupted just before it, which got no Stop, counts too); with `subagent`, each text
+    message of a subagent's own file since its task. The tail is read, widened up to
     TURN_MAX_BYTES while the turn began further back. Time is 0 when a line has none."""
     if not path:
         return []
     size = TAIL_BYTES
     while True:
         data, whole = _read_tail(path, size)
-        words, started = _turn_in(data)
+        words, started = _turn_in(data, subagent)
         if started or whole or size >= TURN_MAX_BYTES:
             return words[-TURN_WORDS:]
         size = min(size * 4, TURN_MAX_BYTES)
@@ -471,8 +473,10 @@ class TranscriptReplay:
             if agent_id is None and isinstance(result, dict) and isinstance(result.get("agentId"), str):
                 # the parent's Task result: its subagent stopped just before
                 answer = _result_text(result.get("content")) or _result_text(block.get("content"))
+                # the subagent's messages are replayed from its own lines: nothing is read again
                 yield ev.HookEvent(kind=ev.SUBAGENT_STOP, hook_event_name="SubagentStop",
-                                   assistant_message=answer.strip() or None, agent_id=result["agentId"], **base)
+                                   assistant_message=answer.strip() or None, agent_id=result["agentId"],
+                                   **{**base, "transcript_path": None})
             failed = block.get("is_error") is True
             error = None
             if failed:
