@@ -194,6 +194,8 @@ def bash(event: HookEvent) -> Extracted | None:
             meta.update(branch=new.group("dst"), new_branch=True)
         return Extracted("git_push", head(command, COMMAND_CHARS), None, meta)
     said = quoted_lines(_quotable(stdout), _quotable(stderr))
+    if said in command:  # `echo 1.2.3`: the output says nothing the command does not
+        said = ""
     return Extracted("command", _with_result(head(command, COMMAND_CHARS), head(said, OUTPUT_CHARS) if said else ""),
                      None, meta or None)
 
