@@ -18,6 +18,15 @@ time (user + system) of each process, which other load on the machine barely mov
     .venv/bin/python bench/hooks.py [--runs 60] [--observations 50000] [--json] [--check]
     .venv/bin/python bench/hooks.py --profile PostToolUse    # importtime + cProfile of one run
     .venv/bin/python bench/hooks.py --encrypted raw          # the same on an SQLCipher database
+    .venv/bin/python bench/hooks.py --agent codex            # Codex's payloads through its hook command
+
+`--agent codex` sends the same events in Codex's shapes (its shell output as text, `apply_patch`
+in place of Edit) through the command `nmem install codex` writes (`... record --agent codex`);
+`--agent gemini` in Gemini CLI's (AfterTool with `run_shell_command`, `read_file`, `replace`,
+`search_file_content`; BeforeAgent) through `nmem install gemini`'s; `--agent cursor` and
+`--agent opencode` likewise (Cursor's afterShellExecution/afterFileEdit/beforeSubmitPrompt/
+sessionStart; the events nmem's OpenCode plugin sends). SessionStart's context block is checked
+for every agent but OpenCode, which takes none.
 
 `--encrypted raw` builds the database encrypted with a raw 256-bit key (NMEM_KEY, 64 hex
 digits: what docs/encryption.md recommends); `--encrypted passphrase` with a passphrase, to
@@ -49,6 +58,7 @@ from typing import Any
 import nmem
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
+from nmem.integrations import codex, cursor, gemini, opencode
 from nmem.integrations.claude_code import hook_command
 from nmem.memory import Service
 
@@ -242,10 +252,97 @@ def stop_sessions(home: Path, runs: int, warmup: int, forms: int, key_env: dict[
 
 STOP_TRANSCRIPT: tuple[str, str] = ("", "")   # set by `measure`: the long turn's file and last message
 
+AGENT = "claude-code"   # --agent: whose payloads and hook command are measured
+
+
+def codex_payload(payload: dict[str, Any], i: int) -> dict[str, Any]:
+    """A Claude Code payload in Codex's shape (tests/fixtures/codex_shapes.py has the sources)."""
+    out = {**payload, "model": "gpt-5-codex", "turn_id": f"turn-{i}", "permission_mode": "default"}
+    if payload.get("tool_name") == "Bash":
+        out["tool_response"] = f"Exit code: 0\nWall time: 0.3 seconds\nOutput:\n{payload['tool_response']['stdout']}\n"
+    elif payload.get("tool_name") == "Edit":
+        path = payload["tool_input"]["file_path"]
+        out["tool_name"] = "apply_patch"
+        out["tool_input"] = {"command": f"*** Begin Patch\n*** Update File: {path}\n@@\n"
+                                        f"-{payload['tool_input']['old_string']}\n"
+                                        f"+{payload['tool_input']['new_string']}\n*** End Patch"}
+        out["tool_response"] = f"Success. Updated the following files:\nM {path}\n"
+    elif payload.get("tool_name") in ("Read", "Grep"):  # Codex reads and searches through its shell
+        command = ("sed -n 1,200p " + payload["tool_input"]["file_path"] if payload["tool_name"] == "Read"
+                   else f"rg -n '{payload['tool_input']['pattern']}' src")
+        out["tool_name"], out["tool_input"] = "Bash", {"command": command}
+        out["tool_response"] = "Exit code: 0\nWall time: 0.0 seconds\nOutput:\n..."
+    return out
+
 
 def payload_for(event: str, i: int, form: str = "") -> dict[str, Any]:
     """The i-th event; each hook form records into sessions of its own, so the same payload
     sent by the next form is not a repeat of the first form's."""
+    if AGENT == "codex":
+        return codex_payload(claude_payload(event, i, form), i)
+    if AGENT == "gemini":
+        return gemini_payload(claude_payload(event, i, form))
+    if AGENT == "cursor":
+        return cursor_payload(claude_payload(event, i, form))
+    if AGENT == "opencode":
+        return opencode_payload(claude_payload(event, i, form))
+    return claude_payload(event, i, form)
+
+
+def cursor_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code payload in Cursor's shape (tests/fixtures/cursor_shapes.py has the sources)."""
+    out: dict[str, Any] = {"conversation_id": payload["session_id"], "generation_id": "gen-1",
+                           "workspace_roots": [payload["cwd"]], "cursor_version": "2.0.77"}
+    tool = payload.get("tool_name")
+    if payload["hook_event_name"] == "SessionStart":
+        out["hook_event_name"] = "sessionStart"
+    elif payload["hook_event_name"] == "UserPromptSubmit":
+        out.update(hook_event_name="beforeSubmitPrompt", prompt=payload["prompt"])
+    elif tool == "Edit":
+        out.update(hook_event_name="afterFileEdit", file_path=payload["tool_input"]["file_path"],
+                   edits=[{"old_string": payload["tool_input"]["old_string"],
+                           "new_string": payload["tool_input"]["new_string"]}])
+    else:  # Cursor reports reads and searches as the shell commands its agent ran
+        command = payload["tool_input"].get("command") or f"cat {payload['tool_input'].get('file_path', 'README')}"
+        out.update(hook_event_name="afterShellExecution", command=command, cwd=payload["cwd"], output="ok",
+                   duration=40)
+    return out
+
+
+OPENCODE_TOOLS = {"Bash": "bash", "Read": "read", "Edit": "edit", "Grep": "grep"}
+
+
+def opencode_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code payload as nmem's OpenCode plugin sends it (nmem/capture/opencode.py)."""
+    base = {"session_id": payload["session_id"], "cwd": payload["cwd"]}
+    if payload["hook_event_name"] == "SessionStart":
+        return {**base, "hook_event_name": "session.created"}
+    if payload["hook_event_name"] == "UserPromptSubmit":
+        return {**base, "hook_event_name": "chat.message", "prompt": payload["prompt"]}
+    renames = {"file_path": "filePath", "old_string": "oldString", "new_string": "newString"}
+    args = {renames.get(k, k): v for k, v in payload["tool_input"].items()}
+    return {**base, "hook_event_name": "tool.execute.after", "tool": OPENCODE_TOOLS[payload["tool_name"]],
+            "args": args, "output": "ok", "metadata": {"exit": 0} if payload["tool_name"] == "Bash" else {}}
+
+
+GEMINI_TOOLS = {"Bash": "run_shell_command", "Read": "read_file", "Edit": "replace", "Grep": "search_file_content"}
+GEMINI_EVENTS = {"PostToolUse": "AfterTool", "UserPromptSubmit": "BeforeAgent", "SessionStart": "SessionStart"}
+
+
+def gemini_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code payload in Gemini CLI's shape (tests/fixtures/gemini_shapes.py has the sources)."""
+    out = {**payload, "hook_event_name": GEMINI_EVENTS[payload["hook_event_name"]],
+           "timestamp": "2025-12-01T10:30:00Z"}
+    if "tool_name" in payload:
+        out["tool_name"] = GEMINI_TOOLS[payload["tool_name"]]
+        text = (f"Command: {payload['tool_input']['command']}\nDirectory: (root)\nOutput: "
+                f"{payload['tool_response']['stdout']}\nError: (none)\nExit Code: 0"
+                if payload["tool_name"] == "Bash" else "ok")
+        out["tool_response"] = {"llmContent": text, "returnDisplay": text}
+    return out
+
+
+def claude_payload(event: str, i: int, form: str = "") -> dict[str, Any]:
     cwd = f"{ROOT}/{BENCH_PROJECT}"
     if event == "PostToolUse":
         tool, tool_input, response = tool_call(i, cwd)
@@ -283,21 +380,33 @@ CONSOLE = "nmem record (console script)"
 
 
 def hook_forms() -> dict[str, list[str]]:
+    if AGENT == "opencode":
+        return {INSTALLED: opencode.hook_argv(), CONSOLE: [nmem_script(), "record", "--agent", AGENT]}
+    if AGENT != "claude-code":
+        module = {"codex": codex, "gemini": gemini, "cursor": cursor}[AGENT]
+        return {INSTALLED: shlex.split(module.hook_command()), CONSOLE: [nmem_script(), "record", "--agent", AGENT]}
     return {INSTALLED: shlex.split(hook_command()), CONSOLE: [nmem_script(), "record"]}
+
+
+def measured_events() -> list[str]:
+    """The events of this run: Stop (which reads a Claude Code transcript) for Claude Code only."""
+    return [event for event in TARGETS_MS if event != "Stop" or AGENT == "claude-code"]
 
 
 def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | None = None) -> dict[str, Any]:
     global STOP_TRANSCRIPT  # noqa: PLW0603  `payload_for` reads it, as the profiler does
     env = child_env(home, key_env)
     forms = hook_forms()
-    path, last = long_turn_transcript(home.parent / "claude-projects")
-    STOP_TRANSCRIPT = (str(path), last)
-    stop_sessions(home, runs, warmup, len(forms), key_env)
+    events = measured_events()
+    if "Stop" in events:
+        path, last = long_turn_transcript(home.parent / "claude-projects")
+        STOP_TRANSCRIPT = (str(path), last)
+        stop_sessions(home, runs, warmup, len(forms), key_env)
     floors = {"python -c pass": [sys.executable, "-c", "pass"],
               "python -S -c pass": [sys.executable, "-S", "-c", "pass"]}
     samples: dict[str, list[float]] = {name: [] for name in floors}
     for form in forms:
-        samples.update({f"{form}|{event}": [] for event in TARGETS_MS})
+        samples.update({f"{form}|{event}": [] for event in events})
     cpu: dict[str, list[float]] = {name: [] for name in samples}
     context_chars: list[int] = []
     for i in range(-warmup, runs):
@@ -307,11 +416,11 @@ def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | No
                 samples[name].append(ms)
                 cpu[name].append(LAST_CPU_MS)
         for n, (form, argv) in enumerate(forms.items()):
-            for event in TARGETS_MS:
+            for event in events:
                 ms, done = timed(argv, json.dumps(payload_for(event, i, f"-{n}")), env)
                 if done.returncode != 0 or done.stderr:
                     sys.exit(f"bench/hooks.py: {form} {event} failed ({done.returncode}): {done.stderr.strip()}")
-                if event == "SessionStart":
+                if event == "SessionStart" and AGENT != "opencode":
                     if "<nmem-context>" not in done.stdout:
                         sys.exit("bench/hooks.py: SessionStart printed no context block")
                     context_chars.append(len(done.stdout))
@@ -320,19 +429,21 @@ def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | No
                     cpu[f"{form}|{event}"].append(LAST_CPU_MS)
     results: dict[str, Any] = {"floor": {name: summary(samples[name], cpu[name]) for name in floors}, "events": {},
                                "console_script": {}, "installed_command": " ".join(forms[INSTALLED])}
-    for event, (t50, t99) in TARGETS_MS.items():
+    for event in events:
+        t50, t99 = TARGETS_MS[event]
         for key, form in (("events", INSTALLED), ("console_script", CONSOLE)):
             stats = summary(samples[f"{form}|{event}"], cpu[f"{form}|{event}"])
             ok = stats["p50"] <= t50 and (t99 is None or stats["p99"] <= t99)
             results[key][event] = {**stats, "target_p50": t50, "target_p99": t99, "ok": ok}
-    results["context_chars"] = max(context_chars)
-    results["stop_transcript_bytes"] = path.stat().st_size
-    service = Service.open(load_settings({"NMEM_HOME": str(home), **(key_env or {})}))
-    try:   # what one measured Stop stored: the turn's messages and thoughts, as agent prompts
-        results["stop_agent_prompts"] = sum(p.source == "agent" for p in
-                                            service.store.session_prompts("bench-stop-0-0", None, None))
-    finally:
-        service.close()
+    results["context_chars"] = max(context_chars, default=0)
+    if "Stop" in events:
+        results["stop_transcript_bytes"] = Path(STOP_TRANSCRIPT[0]).stat().st_size
+        service = Service.open(load_settings({"NMEM_HOME": str(home), **(key_env or {})}))
+        try:   # what one measured Stop stored: the turn's messages and thoughts, as agent prompts
+            results["stop_agent_prompts"] = sum(p.source == "agent" for p in
+                                                service.store.session_prompts("bench-stop-0-0", None, None))
+        finally:
+            service.close()
     return results
 
 
@@ -379,9 +490,10 @@ def profile(home: Path, event: str, key_env: dict[str, str] | None = None) -> st
 
 def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
     encrypted = f"SQLCipher-encrypted ({db['encrypted']} key) " if db.get("encrypted") else ""
-    lines = [f"nmem hook benchmark: {encrypted}{db['observations']:,} observations, {db['sessions']:,} sessions "
-             f"({db['db_bytes'] / 1e6:.0f} MB, built in {db['seconds']} s); {runs} runs per event; "
-             f"python {sys.version.split()[0]}",
+    lines = [f"nmem hook benchmark ({AGENT}): {encrypted}{db['observations']:,} observations, "
+             f"{db['sessions']:,} sessions ({db['db_bytes'] / 1e6:.0f} MB, built in {db['seconds']} s); "
+             f"{runs} runs per event; python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} "
+             f"on {os.cpu_count()} cores",
              "",
              f"{'process':34} {'p50 ms':>8} {'p99 ms':>8} {'min':>7} {'max':>7} {'cpu p50':>8}   target (p50/p99)"]
     for name, s in results["floor"].items():
@@ -402,8 +514,9 @@ def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
     lines.append("console script above the `python -c pass` floor (p50): " + ", ".join(
         f"{name} +{s['p50'] - floor:.1f} ms" for name, s in results["console_script"].items()))
     lines.append(f"largest SessionStart output: {results['context_chars']:,} characters (Claude Code caps at 10,000)")
-    lines.append(f"Stop: a transcript of {results['stop_transcript_bytes'] / 1e6:.2f} MB whose last turn has 40 tool "
-                 f"calls; one Stop stored {results['stop_agent_prompts']} agent prompts")
+    if "stop_agent_prompts" in results:
+        lines.append(f"Stop: a transcript of {results['stop_transcript_bytes'] / 1e6:.2f} MB whose last turn has 40 "
+                     f"tool calls; one Stop stored {results['stop_agent_prompts']} agent prompts")
     return "\n".join(lines)
 
 
@@ -413,11 +526,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--observations", type=int, default=50_000, help="database size (default 50000)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--profile", choices=sorted(TARGETS_MS), help="profile one event instead of timing")
+    parser.add_argument("--profile", choices=sorted(set(TARGETS_MS) - {"Stop"}),
+                        help="profile one event instead of timing")
     parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
     parser.add_argument("--encrypted", choices=sorted(KEYS),
                         help="build and measure an SQLCipher-encrypted database (raw key or passphrase)")
+    parser.add_argument("--agent", choices=("claude-code", "codex", "gemini", "cursor", "opencode"),
+                        default="claude-code",
+                        help="whose payloads and installed hook command to measure (default claude-code)")
     args = parser.parse_args(argv)
+    global AGENT  # noqa: PLW0603 - one run measures one agent; every helper reads it
+    AGENT = args.agent
     key_env = {"NMEM_KEY": KEYS[args.encrypted]} if args.encrypted else None
 
     compileall.compile_dir(str(Path(nmem.__file__).parent), quiet=1)
@@ -437,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(home.parent, ignore_errors=True)
     if args.json:
-        print(json.dumps({"database": db, "runs": args.runs, "python": sys.version.split()[0], **results}, indent=2))
+        print(json.dumps({"agent": AGENT, "database": db, "runs": args.runs, "python": sys.version.split()[0],
+                          **results}, indent=2))
     else:
         print(text_report(db, results, args.runs))
     missed = [name for key in ("events", "console_script") for name, s in results[key].items() if not s["ok"]]

@@ -141,6 +141,7 @@ def import_() -> None:
     \b
         nmem import FILE [--format F]      an nmem export (same as `nmem import file FILE`)
         nmem import claude-code [PATH]     Claude Code transcripts
+        nmem import codex [PATH]           Codex session files
         nmem import claude-mem [DB]        a claude-mem database
         nmem import mcp-memory FILE        the MCP memory server's memory.jsonl
 
@@ -246,6 +247,37 @@ def import_claude_code(state: State, path: Path | None, fmt: str | None) -> None
     data = report.to_dict()
     emit(state, fmt, data, lambda: [Heading("Claude Code import"), Table(("", "count"), [
         ["transcripts", str(report.files)], ["sessions imported", str(report.imported)],
+        ["sessions updated (new events)", str(report.updated)],
+        ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
+    ])])
+    for error in report.errors:
+        note(error)
+
+
+@import_.command("codex", short_help="Codex session files (default ~/.codex/sessions).")
+@click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
+@format_option
+@pass_state
+def import_codex(state: State, path: Path | None, fmt: str | None) -> None:
+    """Backfill from Codex session files (default ~/.codex/sessions, or $CODEX_HOME/sessions).
+
+    PATH may be the sessions directory, a date folder or one rollout-*.jsonl file. Every prompt,
+    tool call, assistant reply and compaction is recorded under the session, as Codex's. Each
+    file is read from where the last import stopped; a session the hooks captured live gains
+    only the events after the ones they recorded.
+    """
+    from nmem.integrations.codex_sessions import default_root as codex_root
+    from nmem.integrations.codex_sessions import find_rollouts, import_rollouts
+
+    root = path or codex_root()
+    files = find_rollouts(root)
+    if not files:
+        note(f"no Codex session files found under {root}")
+    service = state.service()
+    with progress_bar(len(files), "importing") as advance:
+        report = import_rollouts(service, files, progress=lambda _path: advance(1))
+    emit(state, fmt, report.to_dict(), lambda: [Heading("Codex import"), Table(("", "count"), [
+        ["session files", str(report.files)], ["sessions imported", str(report.imported)],
         ["sessions updated (new events)", str(report.updated)],
         ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
     ])])

@@ -288,5 +288,11 @@ ALTER TABLE memories ADD COLUMN writer TEXT;
 ALTER TABLE observations ADD COLUMN writer TEXT;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES, _V2_LIFECYCLE, _V3_CHANGE_LOG, _V4_TEAM)
+# Step 5: the coding agent that ran each session (SQLite's step 16).
+_V5_SESSION_AGENT = """
+ALTER TABLE sessions ADD COLUMN agent TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES, _V2_LIFECYCLE, _V3_CHANGE_LOG, _V4_TEAM,
+                               _V5_SESSION_AGENT)
 LATEST_VERSION = len(MIGRATIONS)

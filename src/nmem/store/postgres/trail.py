@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 
 
 class TrailWrites(Connection):
-    def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None) -> Session:
+    def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None,
+                       agent: str | None = None) -> Session:
         session = self.get_session(session_id)
         if session is None:
-            self._exec("INSERT INTO sessions (id, project, started_at, root) VALUES (%s, %s, %s, %s) "
-                       "ON CONFLICT (id) DO NOTHING", (session_id, project, started_at, root))
+            self._exec("INSERT INTO sessions (id, project, started_at, root, agent) VALUES (%s, %s, %s, %s, %s) "
+                       "ON CONFLICT (id) DO NOTHING", (session_id, project, started_at, root, agent))
             session = self.get_session(session_id)
         assert session is not None
         return session
