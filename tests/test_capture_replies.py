@@ -196,6 +196,7 @@ def test_a_commands_quotable_output_is_kept_and_searchable(tmp_path: Path) -> No
         "pytest -q": "." * 60 + "\n=== 61 passed, 2 skipped in 3.10s ===",
         "cat notes.txt": "\n".join(f"plain line {n} with nothing to quote" for n in range(50)),
         "make build": "ok",
+        "sed -n 1,3p pyproject.toml": '[project]\nname = "ledger"\nversion = "4.1.0"',   # a file's content
         "./deploy.sh": f"deployed release 2.3.1 with GITHUB_TOKEN={SECRET}\n",
         "./notes.sh": "<private>\nmy salary: 120000 dollars, 3 raises\n</private>\n12 notes exported",
     }
@@ -209,6 +210,7 @@ def test_a_commands_quotable_output_is_kept_and_searchable(tmp_path: Path) -> No
     assert content["pytest -q"].endswith("→ 61 passed, 2 skipped in 3.10s")
     assert content["cat notes.txt"] == "cat notes.txt", "output with nothing worth quoting adds nothing"
     assert content["make build"] == "make build"
+    assert content["sed -n 1,3p pyproject.toml"] == "sed -n 1,3p pyproject.toml", "reading a file is not a run"
     assert SECRET not in content["./deploy.sh"] and "2.3.1 with GITHUB_TOKEN=[REDACTED" in content["./deploy.sh"]
     assert content["./notes.sh"] == "./notes.sh\n→ 12 notes exported", "a private block stays out, across lines"
     found = json.loads(ok("search", "croniter 1.3.8", "--format", "json", env=hook_env(home)).stdout)

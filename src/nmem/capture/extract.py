@@ -16,7 +16,7 @@ import os
 from nmem import jsonlite
 from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
-from nmem.capture.outputlines import quoted_lines
+from nmem.capture.outputlines import quoted_lines, reads_files
 from nmem.capture.privacy import scrub
 from nmem.lazyregex import LazyRegex
 from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
@@ -193,7 +193,7 @@ def bash(event: HookEvent) -> Extracted | None:
         elif new := _PUSH_NEW.get().search(combined):
             meta.update(branch=new.group("dst"), new_branch=True)
         return Extracted("git_push", head(command, COMMAND_CHARS), None, meta)
-    said = quoted_lines(_quotable(stdout), _quotable(stderr))
+    said = "" if reads_files(command) else quoted_lines(_quotable(stdout), _quotable(stderr))
     if said in command:  # `echo 1.2.3`: the output says nothing the command does not
         said = ""
     return Extracted("command", _with_result(head(command, COMMAND_CHARS), head(said, OUTPUT_CHARS) if said else ""),

@@ -25,6 +25,10 @@ COUNTED = ("passed", "failed", "skipped", "errors", "warnings", "tests", "test",
            "insertions", "deletions", "packages", "package", "rows", "records", "items", "issues", "commits",
            "ahead", "behind", "total", "found", "fixed", "added", "removed", "updated", "installed", "downloaded",
            "succeeded", "ok", "migrations", "vulnerabilities", "lines", "matches")
+# Commands whose output is files' content or a search's matches, not what a run reported
+# (agents without file tools, such as Codex, read and search through the shell).
+READERS = frozenset({"cat", "head", "tail", "sed", "awk", "less", "more", "bat", "nl", "rg", "grep", "egrep", "fgrep",
+                     "ag", "ack", "find", "fd", "ls", "tree", "diff", "jq", "xxd", "od", "strings"})
 LINKS = ("/pull/", "/pulls/", "/issues/", "/merge_requests/", "/commit/", "/releases/", "/actions/runs/")
 
 
@@ -57,6 +61,17 @@ def _numbered(line: str) -> bool:
             return True
         at = line.find("#", at + 1)
     return "://" in line and any(link in line for link in LINKS)
+
+
+def reads_files(command: str) -> bool:
+    """Whether a shell command reads or searches files (`cat`, `sed -n`, `rg`, `cd src && ls`),
+    by the program its first step runs."""
+    for step in command.replace("&&", ";").replace("||", ";").replace("|", ";").split(";"):
+        program = next((w for w in step.split() if "=" not in w), "")   # past `LC_ALL=C`
+        if program in ("", "cd"):
+            continue
+        return program.rpartition("/")[2] in READERS
+    return False
 
 
 def quoted(line: str) -> bool:
