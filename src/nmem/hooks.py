@@ -31,7 +31,7 @@ from nmem import sync_trigger
 from nmem.capture import agents
 from nmem.capture import events as ev
 from nmem.capture.claude_code import HOOK_ALIASES
-from nmem.capture.privacy import scrub_value
+from nmem.capture.privacy import scrub, scrub_payload
 from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
 from nmem.core import CoreService
@@ -78,7 +78,7 @@ class HookLog:
             settings.ensure_dir(settings.log_dir)
             fd = os.open(os.path.join(settings.log_dir, "nmem.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as fh:
-                fh.write(f"{stamp} {level.upper()} {message}\n")
+                fh.write(f"{stamp} {level.upper()} {scrub(message)}\n")
         except OSError:
             pass  # nowhere to log to; the hook still must not fail
 
@@ -183,7 +183,7 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None, st
 
 def _spool(settings: Settings, payload: dict[str, Any]) -> str:
     """Keep an event the database could not take; scrubbed, written atomically, drained later."""
-    payload = scrub_value(payload)
+    payload = scrub_payload(payload)
     spool = settings.ensure_dir(settings.spool_dir)
     name = f"{time.time_ns()}-{os.getpid()}{WAITING}"
     tmp = os.path.join(spool, f".{name}.tmp")

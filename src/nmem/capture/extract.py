@@ -35,7 +35,7 @@ ERROR_CONTENT_CHARS = 400
 # What a subagent, an MCP tool or a fetched page answered: enough to find it by its words.
 EXCERPT_CHARS = 600
 # What a successful command printed that a person would quote (see `outputlines`), read from
-# the output's head and tail only: scrubbing all of a long build log would cost the hook its budget.
+# the output's head and tail only.
 OUTPUT_CHARS = 300
 QUOTE_HEAD = 2_000
 QUOTE_TAIL = 6_000
@@ -137,14 +137,11 @@ def _with_result(content: str, result: str, rest: str = "") -> str:
 
 
 def _quotable(output: str) -> str:
-    """The part of a command's output `quoted_lines` reads, scrubbed before lines are picked (a
-    private or injected block spans lines): its head and tail (versions come first, summaries
-    last), or all of it when the part between holds such a block's tag."""
+    """The part of a command's output `quoted_lines` reads: its head and tail (versions come
+    first, summaries last). Already scrubbed whole, with the event, before extraction."""
     if len(output) > QUOTE_HEAD + QUOTE_TAIL:
-        middle = output[QUOTE_HEAD:-QUOTE_TAIL]
-        if "<private>" not in middle.lower() and "nmem-context>" not in middle:
-            output = output[:QUOTE_HEAD] + "\n" + output[-QUOTE_TAIL:]
-    return scrub(output) if output.strip() else ""
+        output = output[:QUOTE_HEAD] + "\n" + output[-QUOTE_TAIL:]
+    return output
 
 
 def bash(event: HookEvent) -> Extracted | None:

@@ -102,7 +102,7 @@ def _lines(text: str) -> list[str]:
 def quoted_lines(stdout: str, stderr: str = "") -> str:
     """A few lines of a successful command's output worth finding it by, joined with ` · `;
     the whole output when it is a line or two; "" when it says nothing worth keeping.
-    The caller scrubs the output first (a private block spans lines) and the result again."""
+    The output was scrubbed with its event before extraction (`privacy.scrub_event`)."""
     lines = _lines(stdout) + _lines(stderr)
     if not lines:
         return ""
