@@ -51,7 +51,7 @@ def test_purge_by_type_and_age_keeps_pinned_rows(service: Service) -> None:
     now = int(time.time())
     old = [bash(service, f"make old{i}", now - 40 * 86400) for i in range(3)]
     recent = bash(service, "make recent", now - 60)
-    ok("pin", str(old[0]))
+    ok("pin", f"o{old[0]}")
     result = ok("purge", "--type", "command", "--older-than", "30d", "--confirm")
     assert stderr_lines(result) == ["nmem: purged 2 observations"]
     remaining = {o.id for o in service.get_observations([*old, recent])}

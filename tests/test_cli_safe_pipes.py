@@ -62,7 +62,7 @@ def test_purge_query_without_confirm_shows_what_would_go_and_deletes_nothing(ser
 
 def test_purge_query_deletes_exactly_the_strict_matches_and_keeps_pins(service: Service) -> None:
     runs = twenty_tests(service)
-    ok("pin", str(runs["test_4"]))
+    ok("pin", f"o{runs['test_4']}")
     result = ok("purge", "--query", "test_3 OR test_4", "--confirm")
     assert stderr_lines(result) == ["nmem: purged 1 observation"]
     left = {o.id for o in service.get_observations(list(runs.values()))}
