@@ -177,7 +177,7 @@ const record = {
     const r = await get(path("records", parts.join("/")));
     const pinned = !!r.is_pinned;
     const actions = r.kind === "observation" || r.kind === "memory" ? h("button", { type: "button", onclick: async () => {
-      await api(pinned ? "DELETE" : "PUT", path("pins", r.kind === "memory" ? r.id : String(r.id)));
+      await api(pinned ? "DELETE" : "PUT", path("pins", r.kind === "memory" ? r.id : `o${r.id}`));
       toast(pinned ? "Unpinned" : "Pinned");
       record.render(main, parts);
     } }, pinned ? "Unpin" : "Pin") : null;
