@@ -23,7 +23,7 @@ from fixtures import codex_shapes as cx
 from fixtures.harness import event, hook_env, hook_ok, observations, query
 
 CWD = "/home/dev/code/codex-demo"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 ROLLOUT = next(FIXTURES.glob("rollout-*.jsonl"))
 USER_CONFIG = """# my Codex settings
 model = "gpt-5-codex"   # keep this comment

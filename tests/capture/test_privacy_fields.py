@@ -14,7 +14,7 @@ from nmem.capture.claude_code import parse
 from nmem.capture.privacy import OUTPUT_WINDOW, scrub, scrub_output, scrub_payload, scrub_value
 from nmem.service.api import Service
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CWD = "/home/dev/code/billing-api"
 PASSWORD = "Zq8mK2vT5wLp"
 

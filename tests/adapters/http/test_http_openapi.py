@@ -22,7 +22,7 @@ from nmem.adapters.http.app import create_app
 from nmem.config import load_settings
 from nmem.service.api import Service
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "openapi.json"
 EXAMPLES = 16   # per operation, valid and invalid: ~40 operations, a bounded run of ~600 requests
 
 

@@ -366,7 +366,7 @@ def test_open_store_urls(tmp_path: Path) -> None:
         assert (tmp_path / "a" / "b.db").exists()
     finally:
         store.close()
-    # a postgresql:// URL opens the PostgreSQL engine (tests/test_store_engines.py); no server here
+    # a postgresql:// URL opens the PostgreSQL engine (tests/store/test_store_engines.py); no server here
     with pytest.raises(StoreUnavailable, match=r"cannot connect to postgresql://nmem@127\.0\.0\.1:1/nmem: .*refused"):
         open_store("postgresql://nmem@127.0.0.1:1/nmem")
     for bad in ("mysql://x", "sqlite:///", "nmem.db"):

@@ -25,7 +25,7 @@ from store_engines import both_engines
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_790_000_000
 DAY = 86400
 

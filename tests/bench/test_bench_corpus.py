@@ -16,7 +16,7 @@ from nmem.service.api import Service
 
 
 def _load_corpus() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "bench" / "corpus.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / "corpus.py"
     spec = importlib.util.spec_from_file_location("nmem_bench_corpus", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA = json.loads((REPO / "tests" / "fixtures" / "mcp_registry" / "server.schema.json").read_text())
 SERVER: dict[str, Any] = json.loads((REPO / "server.json").read_text())
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

@@ -15,7 +15,7 @@ from nmem.service.api import Service
 from sync_support import bare_remote
 from test_cli_support import AUTH_FILE, CWD, as_json, ok, seed
 
-JSON_DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
+JSON_DOC = Path(__file__).resolve().parents[3] / "docs" / "json.md"
 # Objects keyed by data (types, namespaces, projects...) rather than by a fixed schema.
 DATA_KEYED = {"metadata", "by_obs_type", "by_namespace", "by_tier", "by_project", "by_domain", "events", "projects",
               "fts", "policy", "by_type", "tiers", "tables"}
