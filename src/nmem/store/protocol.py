@@ -11,7 +11,8 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import (
+from nmem.store.oplog import Op
+from nmem.store.records import (
     FileMark,
     FtsStats,
     ImportMark,
@@ -24,7 +25,6 @@ from nmem.store import (
     SessionListing,
     Status,
 )
-from nmem.sync.oplog import Op
 
 
 class Store(Protocol):

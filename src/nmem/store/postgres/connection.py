@@ -21,9 +21,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy, StoreReadOnly, StoreUnavailable
 from nmem.models import Session
+from nmem.store import oplog
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
-from nmem.sync import oplog
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -43,7 +43,7 @@ MIGRATION_LOCK = 0x6E6D656D  # "nmem"
 
 class Row(tuple[Any, ...]):
     """A result row read by column name or position, as `sqlite3.Row` is (the records'
-    `from_row` and nmem.sync.oplog read rows by name)."""
+    `from_row` and nmem.store.oplog read rows by name)."""
 
     names: dict[str, int]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import OUTLINE_CHARS, Status
 from nmem.store.postgres.connection import OBS_COLUMNS, Connection
 from nmem.store.postgres.filters import has_tag
 from nmem.store.postgres.schema import LATEST_VERSION
+from nmem.store.records import OUTLINE_CHARS, Status
 from nmem.store.sqlite.connection import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite.context import (
     INTENT_CLOCK_SLACK,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nmem.store import SearchFilters
+    from nmem.store.records import SearchFilters
 
 
 def _marks(n: int) -> str:

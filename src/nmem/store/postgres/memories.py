@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from nmem import jsonlite as json
 from nmem.models import Memory, Session
-from nmem.store import NewMemory, SearchFilters
 from nmem.store.postgres.connection import Connection
 from nmem.store.postgres.filters import memory_filters
+from nmem.store.records import NewMemory, SearchFilters
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

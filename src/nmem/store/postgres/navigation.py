@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from nmem.models import Session
-from nmem.store import SearchFilters, SessionListing
 from nmem.store.postgres.connection import Connection, tsquery
 from nmem.store.postgres.filters import observation_filters
+from nmem.store.records import SearchFilters, SessionListing
 from nmem.store.sqlite.navigation import LIFECYCLE_TYPES
 
 

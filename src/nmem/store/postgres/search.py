@@ -16,9 +16,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import FtsStats, SearchFilters
 from nmem.store.postgres.connection import OBS_COLUMNS, Connection, Row, tsquery
 from nmem.store.postgres.filters import memory_filters, observation_filters, prompt_filters, session_filters
+from nmem.store.records import FtsStats, SearchFilters
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

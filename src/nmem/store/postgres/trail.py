@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from nmem import jsonlite as json
 from nmem.models import Session
-from nmem.store import OUTLINE_CHARS, ImportMark, NewObservation
 from nmem.store.postgres.connection import SPOOL_MARK_DAYS, Connection
+from nmem.store.records import OUTLINE_CHARS, ImportMark, NewObservation
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from nmem.store import ObsOutline, PromptOutline
+    from nmem.store.records import ObsOutline, PromptOutline
 
 
 class TrailWrites(Connection):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from nmem.store import SearchFilters
 from nmem.store.postgres.connection import Connection
 from nmem.store.postgres.filters import memory_filters, observation_filters, prompt_filters
+from nmem.store.records import SearchFilters
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -22,6 +22,7 @@ from nmem.errors import (
     StoreUnavailable,
 )
 from nmem.models import Session
+from nmem.store import oplog
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.errors import is_locked, result_code, storage_error
 from nmem.store.sqlite.files import (
@@ -43,7 +44,6 @@ from nmem.store.sqlite.files import (
     store_opened,
 )
 from nmem.store.sqlite.schema import LATEST_VERSION, MIGRATIONS, split_statements, tables_at
-from nmem.sync import oplog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from nmem.keys import DatabaseKey
+    from nmem.store.keys import DatabaseKey
 
 
 LN2 = math.log(2)

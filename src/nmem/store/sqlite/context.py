@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import (
+from nmem.store.records import (
     OUTLINE_CHARS,
     Status,
 )

@@ -6,7 +6,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from nmem.store import SearchFilters
+    from nmem.store.records import SearchFilters
 
 
 def observation_filters(filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:

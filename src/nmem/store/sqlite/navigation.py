@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nmem import jsonlite as json
 from nmem.models import Session
-from nmem.store import (
+from nmem.store.records import (
     SearchFilters,
     SessionListing,
 )

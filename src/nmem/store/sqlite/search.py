@@ -6,7 +6,7 @@ import _sqlite3 as sqlite3
 
 from nmem import jsonlite as json
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import (
+from nmem.store.records import (
     FtsStats,
     SearchFilters,
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from nmem import jsonlite as json
 from nmem.models import Observation, Prompt
-from nmem.store import (
+from nmem.store import oplog
+from nmem.store.records import (
     FileMark,
     OutboxOp,
     day_counts,
@@ -13,7 +14,6 @@ from nmem.store import (
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.connection import OBS_COLUMNS, Connection
 from nmem.store.sqlite.errors import storage_error
-from nmem.sync import oplog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nmem import jsonlite as json
 from nmem.models import Session
-from nmem.store import (
+from nmem.store.records import (
     OUTLINE_CHARS,
     ImportMark,
     NewObservation,
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from nmem.store import ObsOutline, PromptOutline
+    from nmem.store.records import ObsOutline, PromptOutline
 
 
 class TrailWrites(Connection):

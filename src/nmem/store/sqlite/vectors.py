@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nmem.store import (
+from nmem.store.records import (
     SearchFilters,
 )
 from nmem.store.sqlite import driver
