@@ -18,14 +18,14 @@
 from __future__ import annotations
 
 from nmem.store.postgres.context import ContextReads
-from nmem.store.postgres.lifecycle import LifecycleRows
-from nmem.store.postgres.memories import MemoryRows
-from nmem.store.postgres.navigation import NavigationReads
 from nmem.store.postgres.search import SearchReads
 from nmem.store.postgres.sync import SyncRows
-from nmem.store.postgres.team import TeamRows
-from nmem.store.postgres.trail import TrailWrites
-from nmem.store.postgres.vectors import VectorRows
+from nmem.store.sql.lifecycle import LifecycleRows
+from nmem.store.sql.memories import MemoryRows
+from nmem.store.sql.navigation import NavigationReads
+from nmem.store.sql.team import TeamRows
+from nmem.store.sql.trail import TrailWrites
+from nmem.store.sql.vectors import VectorRows
 
 __all__ = ["PostgresStore"]
 

@@ -10,6 +10,7 @@ imports this package only for a postgresql:// URL).
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,8 +23,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy, StoreReadOnly, StoreUnavailable
 from nmem.models import Session
 from nmem.store import oplog
+from nmem.store.postgres.dialect import DIALECT
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
+from nmem.store.sql.base import SqlBase
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -33,9 +36,13 @@ if TYPE_CHECKING:
 OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
                "tool_name, file_path, content, metadata, is_pinned")
 
-SPOOL_MARK_DAYS = 30
-
 POOL_MAX = 8
+
+# What a sweep can shrink and `file_bytes` measures: every table nmem writes, with its indexes
+# and TOAST (PostgreSQL has no single database file; the server holds other databases too).
+_TABLES = ("sessions", "prompts", "observations", "memories", "vectors", "import_marks", "sync_state",
+           "sync_ops", "sync_files", "spooled_events", "lifecycle_runs", "lifecycle_changes", "lifecycle_state",
+           "team_users", "team_tokens", "audit")
 
 # One key for the advisory lock that serialises migrations between processes opening the same schema.
 MIGRATION_LOCK = 0x6E6D656D  # "nmem"
@@ -91,6 +98,30 @@ def storage_error(exc: psycopg.Error, what: str = "database error") -> StorageEr
     return StorageError(f"{what}: {exc}")
 
 
+@lru_cache(maxsize=2048)
+def pg_sql(sql: str) -> str:
+    """The shared statements' text for psycopg: `?` marks become `%s` outside quoted text and
+    every literal `%` is doubled (psycopg reads `%` as its own mark anywhere in the text).
+    Statements are few and repeat, so each is translated once."""
+    if "?" not in sql and "%" not in sql:
+        return sql
+    out: list[str] = []
+    quote = ""
+    for ch in sql:
+        if ch == "%":
+            out.append("%%")
+        elif quote:
+            out.append(ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        else:
+            out.append("%s" if ch == "?" else ch)
+    return "".join(out)
+
+
 def tsquery(match: str) -> str | None:
     """The tsquery text of an FTS5 expression (QuerySyntaxError when malformed), None when it
     matches nothing."""
@@ -104,8 +135,10 @@ class _Held(threading.local):
     snapshots = 0      # nested read_snapshot() blocks
 
 
-class Connection:
+class Connection(SqlBase):
     """The engine's connections and transactions; the other parts of PostgresStore build on it."""
+
+    dialect = DIALECT
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
         self.url = redact(url)
@@ -266,7 +299,7 @@ class Connection:
     def _migrate(self, target: int = LATEST_VERSION) -> None:
         with self.transaction():
             # Serialises openers: the second waits here, then finds the steps applied.
-            self._exec("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            self._exec("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             self._exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
                        "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
             version = self.schema_version()
@@ -274,28 +307,28 @@ class Connection:
                 raise StorageError(f"database schema v{version} is newer than this nmem (v{LATEST_VERSION})")
             for step in range(version + 1, target + 1):
                 self._exec(MIGRATIONS[step - 1])
-                self._exec("INSERT INTO schema_migrations (version) VALUES (%s)", (step,))
+                self._exec("INSERT INTO schema_migrations (version) VALUES (?)", (step,))
 
     # -- shared by several parts -------------------------------------------------------------
 
     def get_session(self, session_id: str) -> Session | None:
-        rows = self._query("SELECT * FROM sessions WHERE id = %s", (session_id,))
+        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
         return Session.from_row(rows[0]) if rows else None
 
     def _log_memory_op(self, uid: str, timestamp: int) -> None:
         """The sync outbox's line for the write just made to `uid`, in the same transaction."""
-        row = self._query("SELECT * FROM memories WHERE uid = %s", (uid,))[0]
+        row = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))[0]
         state = self._query("SELECT device, wall, counter FROM sync_state FOR UPDATE")[0]
         wall, counter, line, version = oplog.next_op(row, state, timestamp)
-        self._exec("UPDATE sync_state SET wall = %s, counter = %s", (wall, counter))
-        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (%s, %s, %s, %s, %s)",
+        self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
+        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (?, ?, ?, ?, ?)",
                    (version, uid, row["domain"], line, timestamp))
-        self._exec("UPDATE memories SET sync_version = %s WHERE uid = %s", (version, uid))
+        self._exec("UPDATE memories SET sync_version = ? WHERE uid = ?", (version, uid))
 
     def _forget_sync_lines(self, uid: str) -> None:
         """A tombstone supersedes every earlier operation on the memory (their lines hold its text)."""
-        self._exec("DELETE FROM sync_ops WHERE uid = %s AND version <> "
-                   "(SELECT sync_version FROM memories WHERE uid = %s)", (uid, uid))
+        self._exec("DELETE FROM sync_ops WHERE uid = ? AND version <> "
+                   "(SELECT sync_version FROM memories WHERE uid = ?)", (uid, uid))
 
     def _scrub(self, *tables: str) -> None:
         """Forgetting means gone: a deleted row's text stays in its table's pages (and the GIN
@@ -309,12 +342,24 @@ class Connection:
             except StorageError:
                 pass  # the delete is committed; autovacuum reclaims the space later
 
+    def file_bytes(self) -> int:
+        """Bytes the data of nmem's tables takes: their main forks, their indexes' and TOAST's.
+        The free-space and visibility maps are left out: the VACUUM after a sweep creates them,
+        so counting them would show a sweep growing the store. A plain VACUUM gives back only
+        empty pages at a table's end, so a sweep shrinks this less than an SQLite file."""
+        names = ", ".join(f"to_regclass('{t}')" for t in _TABLES)
+        return int(self._query(
+            "SELECT COALESCE(SUM(pg_relation_size(rel)), 0) FROM ("
+            f"SELECT c.oid AS rel FROM pg_class c WHERE c.oid IN ({names}) "
+            f"UNION ALL SELECT c.reltoastrelid FROM pg_class c WHERE c.oid IN ({names}) AND c.reltoastrelid <> 0 "
+            f"UNION ALL SELECT i.indexrelid FROM pg_index i WHERE i.indrelid IN ({names})) AS parts")[0][0])
+
     def _tsv_expression(self, table: str) -> str:
         """The SQL that generates `table.tsv`, as the server holds it (so checks recompute
         exactly what the column stores, without a second copy of the expression here)."""
         rows = self._query("SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d "
                            "JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
-                           "WHERE d.adrelid = to_regclass(%s) AND a.attname = 'tsv'", (table,))
+                           "WHERE d.adrelid = to_regclass(?) AND a.attname = 'tsv'", (table,))
         if not rows:
             raise StorageError(f"{table} has no generated tsv column: is the schema nmem's?")
         return str(rows[0][0])
@@ -322,6 +367,10 @@ class Connection:
     # -- helpers ---------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool) -> tuple[list[Row], int]:
+        """Run one statement written with `?` marks (translated by `pg_sql`); `params` None
+        sends the text as it is (VACUUM, which takes no marks)."""
+        if params is not None:
+            sql = pg_sql(sql)
         conn = self._reading()
         try:
             if conn is not None:
@@ -337,21 +386,33 @@ class Connection:
         except psycopg.Error as exc:
             raise storage_error(exc) from exc
 
-    def _exec(self, sql: str, params: Sequence[Any] | None = None) -> int:
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a write; returns the rows it changed. Outside a transaction it is its own."""
         if self._held.depth:
             return self._run(sql, params, fetch=False)[1]
         with self.transaction():
             return self._run(sql, params, fetch=False)[1]
 
-    def _exec_returning(self, sql: str, params: Sequence[Any]) -> list[Row]:
+    def _exec_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.transaction():
+            conn = self._held.conn
+            assert conn is not None
+            try:
+                conn.cursor().executemany(pg_sql(sql), rows)
+            except psycopg.Error as exc:
+                raise storage_error(exc) from exc
+
+    def _insert_id(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self._exec_returning(f"{sql} RETURNING id", params)[0][0])
+
+    def _exec_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self.transaction():
             return self._run(sql, params, fetch=True)[0]
 
-    def _query(self, sql: str, params: Sequence[Any] | None = None) -> list[Row]:
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self._run(sql, params, fetch=True)[0]
 
-    def _stream(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[Row]:
+    def _stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[Row]:
         yield from self._query(sql, params)
 
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt, Session
 from nmem.store.postgres.connection import OBS_COLUMNS, Connection, Row, tsquery
-from nmem.store.postgres.filters import memory_filters, observation_filters, prompt_filters, session_filters
 from nmem.store.records import FtsStats, SearchFilters
+from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,7 +31,7 @@ DF_CACHE_DRIFT = 0.05
 DF_CACHE_SIZE = 20_000
 AVG_TOKENS_SAMPLE = 2000
 
-TSQ = "to_tsquery('nmem', %s)"
+TSQ = "to_tsquery('nmem', ?)"
 # ts_rank's weights are listed D, C, B, A: namespace 0.5, content 1, tags 2, summary 3, scaled to 0..1.
 MEMORY_WEIGHTS = "'{0.1667, 0.3333, 0.6667, 1.0}'"
 SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
@@ -53,10 +53,14 @@ def _order(order: str, time_col: str, has_match: bool) -> str:
 
 
 class SearchReads(Connection):
+    def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
+        q = tsquery(match)
+        return None if q is None else (f"{alias}.tsv @@ {TSQ}", q)
+
     def get_observations(self, ids: Sequence[int]) -> list[Observation]:
         if not ids:
             return []
-        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id = ANY(%s)", ([int(i) for i in ids],))
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Observation.from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -64,7 +68,7 @@ class SearchReads(Connection):
         if not ids:
             return []
         rows = self._query(f"SELECT {PROMPT_COLS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           "WHERE p.id = ANY(%s)", ([int(i) for i in ids],))
+                           "WHERE p.id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -80,7 +84,7 @@ class SearchReads(Connection):
         where = " AND ".join([f"{tsv} @@ {TSQ}", *clauses])
         return self._query(
             f"SELECT w.id, -{rank} AS rank FROM (SELECT {key} AS id FROM {source} WHERE {where} "
-            f"ORDER BY {newest} LIMIT %s) w JOIN {table} r ON r.id = w.id ORDER BY rank, w.id DESC LIMIT %s",
+            f"ORDER BY {newest} LIMIT ?) w JOIN {table} r ON r.id = w.id ORDER BY rank, w.id DESC LIMIT ?",
             [q, q, *params, max(RELEVANCE_WINDOW, want), want])
 
     def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
@@ -108,7 +112,7 @@ class SearchReads(Connection):
             observation_filters(filters, clauses, params)
             where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
             rows = self._query(f"SELECT {OBS_COLS_O} FROM observations o {where} "
-                               f"ORDER BY {_order(order, 'o.timestamp', False)}, o.id DESC LIMIT %s OFFSET %s",
+                               f"ORDER BY {_order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
                                [*params, limit, offset])
             return [(Observation.from_row(r), 0.0) for r in rows]
         q = tsquery(match)
@@ -122,7 +126,7 @@ class SearchReads(Connection):
         rows = self._query(
             f"SELECT {OBS_COLS_O}, -ts_rank(o.tsv, {TSQ}, 1) AS rank FROM observations o "
             f"WHERE {' AND '.join([f'o.tsv @@ {TSQ}', *clauses])} "
-            f"ORDER BY {_order(order, 'o.timestamp', True)}, o.id DESC LIMIT %s OFFSET %s",
+            f"ORDER BY {_order(order, 'o.timestamp', True)}, o.id DESC LIMIT ? OFFSET ?",
             [q, q, *params, limit, offset])
         return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
@@ -148,7 +152,7 @@ class SearchReads(Connection):
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._query(
             f"SELECT {PROMPT_COLS}, {rank} AS rank FROM prompts p JOIN sessions s ON s.id = p.session_id {where} "
-            f"ORDER BY {_order(order, 'p.timestamp', q is not None)}, p.id DESC LIMIT %s OFFSET %s",
+            f"ORDER BY {_order(order, 'p.timestamp', q is not None)}, p.id DESC LIMIT ? OFFSET ?",
             [*select_params, *params, limit, offset])
         return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
@@ -165,7 +169,7 @@ class SearchReads(Connection):
                                        SESSION_WEIGHTS, q, clauses, params, offset + limit)[offset:]
             ids = [str(r[0]) for r in ranked]
             found = {r["id"]: Session.from_row(r) for r in
-                     self._query("SELECT * FROM sessions WHERE id = ANY(%s)", (ids,))}
+                     self._query("SELECT * FROM sessions WHERE id = ANY(?)", (ids,))}
             return [(found[str(r[0])], 0.0 - float(r[1])) for r in ranked if str(r[0]) in found]
         select_params: list[Any] = []
         rank = "0.0"
@@ -176,7 +180,7 @@ class SearchReads(Connection):
             params.insert(0, q)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._query(f"SELECT s.*, {rank} AS rank FROM sessions s {where} "
-                           f"ORDER BY {_order(order, 's.started_at', q is not None)}, s.id DESC LIMIT %s OFFSET %s",
+                           f"ORDER BY {_order(order, 's.started_at', q is not None)}, s.id DESC LIMIT ? OFFSET ?",
                            [*select_params, *params, limit, offset])
         return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
@@ -194,19 +198,26 @@ class SearchReads(Connection):
             select_params = [q]
             clauses.append(f"m.tsv @@ {TSQ}")
             params.append(q)
-        memory_filters(filters, clauses, params)
+        memory_filters(filters, clauses, params, self.dialect)
         rows = self._query(
             f"SELECT m.*, {rank} AS rank FROM memories m WHERE {' AND '.join(clauses)} "
             f"ORDER BY m.is_pinned DESC, {_order(order, 'm.updated_at', q is not None)}, m.id DESC "
-            "LIMIT %s OFFSET %s", [*select_params, *params, limit, offset])
+            "LIMIT ? OFFSET ?", [*select_params, *params, limit, offset])
         return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the memory's stored tsvector is what its text gives now (the generated column
+        the GIN index reads; a stale one would follow a changed text-search configuration)."""
+        expr = self._tsv_expression("memories")
+        return bool(self._query(f"SELECT 1 FROM memories WHERE uid = ? AND tsv IS NOT NULL "
+                                f"AND tsv = ({expr})", (uid,)))
 
     def neighbours(self, anchor: Observation, before: int, after: int
                    ) -> tuple[list[Observation], list[Observation]]:
-        prev = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = %s AND id < %s "
-                           "ORDER BY id DESC LIMIT %s", (anchor.session_id, anchor.id, before))
-        nxt = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = %s AND id > %s "
-                          "ORDER BY id ASC LIMIT %s", (anchor.session_id, anchor.id, after))
+        prev = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id < ? "
+                           "ORDER BY id DESC LIMIT ?", (anchor.session_id, anchor.id, before))
+        nxt = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id > ? "
+                          "ORDER BY id ASC LIMIT ?", (anchor.session_id, anchor.id, after))
         return [Observation.from_row(r) for r in reversed(prev)], [Observation.from_row(r) for r in nxt]
 
     # -- ranking support ---------------------------------------------------------------------
@@ -228,8 +239,8 @@ class SearchReads(Connection):
         asc = "n.id" if col == "id" else "n.timestamp, n.id"
         rows = self._query(
             f"SELECT a.id, ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor} "
-            f"ORDER BY {desc} LIMIT %s), ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id "
-            f"AND {key} > {anchor} ORDER BY {asc} LIMIT %s) FROM {table} a WHERE a.id = ANY(%s)",
+            f"ORDER BY {desc} LIMIT ?), ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id "
+            f"AND {key} > {anchor} ORDER BY {asc} LIMIT ?) FROM {table} a WHERE a.id = ANY(?)",
             (span, span, [int(i) for i in ids]))
         out: dict[int, list[tuple[int, int]]] = {}
         for anchor_id, before, after in rows:
@@ -252,7 +263,7 @@ class SearchReads(Connection):
             return {}
         table, _ = self._ranked(scope)
         rows = self._query(f"SELECT t.id, t.content, {TOKEN_COUNT.format(col='t.content')}, t.timestamp "
-                           f"FROM {table} t WHERE t.id = ANY(%s) ORDER BY t.id", ([int(i) for i in ids],))
+                           f"FROM {table} t WHERE t.id = ANY(?) ORDER BY t.id", ([int(i) for i in ids],))
         return {int(r[0]): (str(r[1]), int(r[2] or 0), int(r[3])) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
@@ -277,7 +288,7 @@ class SearchReads(Connection):
                 if words:
                     # the terms are stems already (nmem.search.porter): looked up as they are
                     expr = " <-> ".join(f"'{w.lower()}'" for w in words)
-                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', %s)",
+                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?)",
                                             (expr,))[0][0])
                 if len(self._df_cache) > DF_CACHE_SIZE:
                     self._df_cache.clear()

@@ -14,7 +14,7 @@ from nmem.store.records import FileMark, OutboxOp, day_counts
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-_SAVE_FILE = ("INSERT INTO sync_files (path, blob, byte_offset) VALUES (%s, %s, %s) ON CONFLICT (path) "
+_SAVE_FILE = ("INSERT INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?) ON CONFLICT (path) "
               "DO UPDATE SET blob = excluded.blob, byte_offset = excluded.byte_offset")
 
 
@@ -50,8 +50,8 @@ class SyncRows(Connection):
             wall, counter = int(state["wall"]), int(state["counter"])
             for op in ops:
                 wall, counter = oplog.witness(wall, counter, op.clock)
-                self._exec("UPDATE sync_ops SET pushed = 1 WHERE version = %s AND pushed = 0", (op.version,))
-                rows = self._query("SELECT sync_version FROM memories WHERE uid = %s", (op.uid,))
+                self._exec("UPDATE sync_ops SET pushed = 1 WHERE version = ? AND pushed = 0", (op.version,))
+                rows = self._query("SELECT sync_version FROM memories WHERE uid = ?", (op.uid,))
                 met = rows[0]["sync_version"] if rows else None
                 if met is not None and op.version <= met:
                     outcomes.append(("same" if op.version == met else "stale", met))
@@ -61,7 +61,7 @@ class SyncRows(Connection):
                     self._forget_sync_lines(op.uid)
                     forgotten = True
                 outcomes.append(("applied", met))
-            self._exec("UPDATE sync_state SET wall = %s, counter = %s", (wall, counter))
+            self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
             for mark in files:
                 self._exec(_SAVE_FILE, (mark.path, mark.blob, mark.offset))
         if forgotten:
@@ -72,13 +72,13 @@ class SyncRows(Connection):
         m = op.memory
         if op.op == oplog.DELETE:
             if exists:
-                self._exec("UPDATE memories SET domain = %s, namespace = %s, summary = '', content = '', tags = '[]', "
-                           "relates_to = '[]', created_at = %s, updated_at = %s, deleted_at = %s, sync_version = %s "
-                           "WHERE uid = %s", (m["domain"], m["namespace"], m["created_at"], m["deleted_at"],
+                self._exec("UPDATE memories SET domain = ?, namespace = ?, summary = '', content = '', tags = '[]', "
+                           "relates_to = '[]', created_at = ?, updated_at = ?, deleted_at = ?, sync_version = ? "
+                           "WHERE uid = ?", (m["domain"], m["namespace"], m["created_at"], m["deleted_at"],
                                               m["deleted_at"], op.version, op.uid))
             else:
                 self._exec("INSERT INTO memories (uid, domain, namespace, summary, content, created_at, updated_at, "
-                           "deleted_at, sync_version) VALUES (%s, %s, %s, '', '', %s, %s, %s, %s)",
+                           "deleted_at, sync_version) VALUES (?, ?, ?, '', '', ?, ?, ?, ?)",
                            (op.uid, m["domain"], m["namespace"], m["created_at"], m["deleted_at"],
                             m["deleted_at"], op.version))
             return
@@ -86,18 +86,18 @@ class SyncRows(Connection):
                   json.dumps(m["relates_to"]), m["tier"], int(m["is_pinned"]), m["created_at"], m["updated_at"],
                   op.version)
         if exists:
-            self._exec("UPDATE memories SET domain = %s, namespace = %s, summary = %s, content = %s, tags = %s, "
-                       "source = %s, relates_to = %s, tier = %s, is_pinned = %s, created_at = %s, updated_at = %s, "
-                       "deleted_at = NULL, sync_version = %s WHERE uid = %s", (*values, op.uid))
+            self._exec("UPDATE memories SET domain = ?, namespace = ?, summary = ?, content = ?, tags = ?, "
+                       "source = ?, relates_to = ?, tier = ?, is_pinned = ?, created_at = ?, updated_at = ?, "
+                       "deleted_at = NULL, sync_version = ? WHERE uid = ?", (*values, op.uid))
         else:
             self._exec("INSERT INTO memories (domain, namespace, summary, content, tags, source, relates_to, tier, "
                        "is_pinned, created_at, updated_at, sync_version, uid) "
-                       "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", (*values, op.uid))
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*values, op.uid))
 
     def sync_pushed(self, seqs: Sequence[int], files: Sequence[FileMark]) -> None:
         with self.transaction():
             if seqs:
-                self._exec("UPDATE sync_ops SET pushed = 1 WHERE seq = ANY(%s)", (list(seqs),))
+                self._exec("UPDATE sync_ops SET pushed = 1 WHERE seq = ANY(?)", (list(seqs),))
             for mark in files:
                 self._exec(_SAVE_FILE, (mark.path, mark.blob, mark.offset))
 
@@ -129,14 +129,14 @@ class SyncRows(Connection):
 
     def prompts_after(self, prompt_id: int) -> list[tuple[int, str, str]]:
         rows = self._query("SELECT p.id, s.project, p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           "WHERE p.id > %s ORDER BY p.id", (prompt_id,))
+                           "WHERE p.id > ? ORDER BY p.id", (prompt_id,))
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def max_observation_id(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(id), 0) FROM observations")[0][0])
 
     def observations_after(self, obs_id: int) -> list[tuple[int, str, str]]:
-        rows = self._query("SELECT id, project, session_id FROM observations WHERE id > %s ORDER BY id", (obs_id,))
+        rows = self._query("SELECT id, project, session_id FROM observations WHERE id > ? ORDER BY id", (obs_id,))
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     # -- the change feed (nmem.changefeed): what was written since a cursor, by any process -------
@@ -149,18 +149,18 @@ class SyncRows(Connection):
         return int(row[0]), int(row[1]), int(row[2])
 
     def observations_since(self, obs_id: int, limit: int) -> list[Observation]:
-        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id > %s ORDER BY id LIMIT %s",
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id > ? ORDER BY id LIMIT ?",
                            (obs_id, limit))
         return [Observation.from_row(r) for r in rows]
 
     def prompts_since(self, prompt_id: int, limit: int) -> list[Prompt]:
         rows = self._query("SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           "WHERE p.id > %s ORDER BY p.id LIMIT %s", (prompt_id, limit))
+                           "WHERE p.id > ? ORDER BY p.id LIMIT ?", (prompt_id, limit))
         return [Prompt.from_row(r) for r in rows]
 
     def logged_changes_since(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
         """(seq, kind, key, created|updated) of memories and sessions written after `seq`, oldest first."""
-        rows = self._query("SELECT seq, kind, key, action FROM change_log WHERE seq > %s ORDER BY seq LIMIT %s",
+        rows = self._query("SELECT seq, kind, key, action FROM change_log WHERE seq > ? ORDER BY seq LIMIT ?",
                            (seq, limit))
         return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
@@ -169,10 +169,10 @@ class SyncRows(Connection):
         day = "to_char(to_timestamp({col}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
         params: list[object] = [since] if project is None else [since, project]
         obs = self._query(f"SELECT {day.format(col='timestamp')} AS day, COUNT(*) FROM observations "
-                          f"WHERE timestamp >= %s{'' if project is None else ' AND project = %s'} GROUP BY day",
+                          f"WHERE timestamp >= ?{'' if project is None else ' AND project = ?'} GROUP BY day",
                           params)
         prompts = self._query(f"SELECT {day.format(col='p.timestamp')} AS day, COUNT(*) FROM prompts p "
                               "JOIN sessions s ON s.id = p.session_id "
-                              f"WHERE p.timestamp >= %s{'' if project is None else ' AND s.project = %s'} "
+                              f"WHERE p.timestamp >= ?{'' if project is None else ' AND s.project = ?'} "
                               "GROUP BY day", params)
         return day_counts(obs, prompts)

@@ -18,16 +18,16 @@
 
 from __future__ import annotations
 
-from nmem.store.sqlite.connection import SPOOL_MARK_DAYS, exp_decay
+from nmem.store.sql.lifecycle import LifecycleRows
+from nmem.store.sql.memories import MemoryRows
+from nmem.store.sql.navigation import NavigationReads
+from nmem.store.sql.team import TeamRows
+from nmem.store.sql.trail import SPOOL_MARK_DAYS, TrailWrites
+from nmem.store.sql.vectors import VectorRows
+from nmem.store.sqlite.connection import exp_decay
 from nmem.store.sqlite.context import ContextReads
-from nmem.store.sqlite.lifecycle import LifecycleRows
-from nmem.store.sqlite.memories import MemoryRows
-from nmem.store.sqlite.navigation import NavigationReads
 from nmem.store.sqlite.search import SearchReads
 from nmem.store.sqlite.sync import SyncRows
-from nmem.store.sqlite.team import TeamRows
-from nmem.store.sqlite.trail import TrailWrites
-from nmem.store.sqlite.vectors import VectorRows
 
 __all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay"]
 

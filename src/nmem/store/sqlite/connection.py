@@ -23,7 +23,10 @@ from nmem.errors import (
 )
 from nmem.models import Session
 from nmem.store import oplog
+from nmem.store.sql.base import SqlBase
+from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
+from nmem.store.sqlite.dialect import DIALECT
 from nmem.store.sqlite.errors import is_locked, result_code, storage_error
 from nmem.store.sqlite.files import (
     APPLICATION_ID,
@@ -54,10 +57,6 @@ if TYPE_CHECKING:
     from nmem.store.keys import DatabaseKey
 
 
-LN2 = math.log(2)
-HALF_LIFE_DAYS = 7.0
-
-
 # Pages the WAL may hold before a commit folds it into the database (SQLite's default is 1,000).
 # A checkpoint writes each page changed since the last one and syncs the file; a bulk load
 # rewrites the same pages (index tails, FTS5 segments and structure) in every transaction, so
@@ -69,8 +68,6 @@ WAL_AUTOCHECKPOINT_PAGES = 16_000
 
 OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
                "tool_name, file_path, content, metadata, is_pinned")
-
-SPOOL_MARK_DAYS = 30
 
 
 def exp_decay(age_seconds: float | None) -> float:
@@ -105,8 +102,10 @@ def _fts_error(exc: BaseException) -> QuerySyntaxError | None:
     return None
 
 
-class Connection:
+class Connection(SqlBase):
     """The engine's connections and transactions; the other parts of SqliteStore build on it."""
+
+    dialect = DIALECT
 
     def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
                  key: DatabaseKey | None = None) -> None:
@@ -393,10 +392,12 @@ class Connection:
 
     # -- shared by several parts: sessions by id, index rewrites, the sync outbox -------------
 
-    def _rewrite_index(self, fts: str) -> None:
+    def _forget_bytes(self, table: str) -> None:
+        """FTS5 keeps a deleted row's terms in its index segments until they are merged: rewrite."""
+        fts = f"{table}_fts"
         self._exec(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
 
-    def _scrub(self) -> None:
+    def _scrub(self, *tables: str) -> None:
         """After a delete: give free pages back and fold the WAL into the file, truncated."""
         if self._depth:
             return  # executescript() would commit the caller's open transaction; its caller scrubs
@@ -409,6 +410,18 @@ class Connection:
             self._writer().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except driver.ERRORS:
             pass  # the delete is committed; space comes back and the WAL folds on a later close
+
+    def file_bytes(self) -> int:
+        """Bytes the database file's pages take (free pages included: what a vacuum gives back)."""
+        return int(self._query("PRAGMA page_count")[0][0]) * int(self._query("PRAGMA page_size")[0][0])
+
+    def _known_prompts(self) -> dict[str, int | None] | None:
+        return self._latest_prompts if self._depth else None
+
+    def read_snapshot(self) -> Snapshot:
+        """`with store.read_snapshot():` — every read inside sees the database as of the first
+        one (a read transaction on the reader), whatever other processes commit meanwhile."""
+        return Snapshot(self)
 
     def get_session(self, session_id: str) -> Session | None:
         rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
@@ -432,7 +445,7 @@ class Connection:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _cursor(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         conn = self._writer()
         try:
             if self._depth:
@@ -441,6 +454,19 @@ class Connection:
                 return conn.execute(sql, params)
         except driver.ERRORS as exc:
             raise storage_error(exc, self.path) from exc
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(self._cursor(sql, params).rowcount)
+
+    def _exec_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.transaction():
+            try:
+                self._writer().executemany(sql, rows)
+            except driver.ERRORS as exc:
+                raise storage_error(exc, self.path) from exc
+
+    def _insert_id(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self._cursor(sql, params).lastrowid or 0)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         # Inside a write transaction, read through the writer so we see our own writes.

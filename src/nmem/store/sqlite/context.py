@@ -9,10 +9,9 @@ from nmem.store.records import (
     OUTLINE_CHARS,
     Status,
 )
+from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.connection import (
-    HALF_LIFE_DAYS,
-    LN2,
     OBS_COLUMNS,
     Connection,
 )

@@ -10,12 +10,12 @@ from nmem.store.records import (
     FtsStats,
     SearchFilters,
 )
+from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
 from nmem.store.sqlite.connection import (
     OBS_COLUMNS,
     Connection,
     varint,
 )
-from nmem.store.sqlite.filters import memory_filters, observation_filters, prompt_filters, session_filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
 
 
 class SearchReads(Connection):
+    def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
+        return f"{alias}.id IN (SELECT rowid FROM {table}_fts WHERE {table}_fts MATCH ?)", match
+
     # -- reads ---------------------------------------------------------------------------
 
     def get_observations(self, ids: Sequence[int]) -> list[Observation]:
@@ -306,12 +309,17 @@ class SearchReads(Connection):
             rank = "bm25(memories_fts, 3.0, 1.0, 2.0, 0.5)"
         else:
             source, rank = "memories m", "0.0"
-        memory_filters(filters, clauses, params)
+        memory_filters(filters, clauses, params, self.dialect)
         sql = (f"SELECT m.*, {rank} AS rank FROM {source} WHERE {' AND '.join(clauses)} "
                f"ORDER BY m.is_pinned DESC, "
                f"{self._order(order, 'm.updated_at', match is not None)} LIMIT ? OFFSET ?")
         rows = self._query(sql, [*params, limit, offset])
         return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the full-text index holds the memory (its row in FTS5's docsize table)."""
+        return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
+                                "WHERE uid = ?)", (uid,)))
 
     def neighbours(self, anchor: Observation, before: int, after: int
                    ) -> tuple[list[Observation], list[Observation]]:

@@ -72,7 +72,7 @@ class SyncRows(Connection):
                 self._exec("INSERT OR REPLACE INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?)",
                            (mark.path, mark.blob, mark.offset))
             if forgotten:
-                self._rewrite_index("memories_fts")
+                self._forget_bytes("memories")
         if forgotten:
             self._scrub()
         return outcomes
