@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import nmem.store.sqlite.context as sqlite_context
+import nmem.store.sql.context as sqlite_context
 import nmem.store.sqlite.search as sqlite_search
 from nmem.store import NewObservation, SearchFilters
 from nmem.store.sqlite import SqliteStore

@@ -17,9 +17,9 @@
 
 from __future__ import annotations
 
-from nmem.store.postgres.context import ContextReads
 from nmem.store.postgres.search import SearchReads
 from nmem.store.postgres.sync import SyncRows
+from nmem.store.sql.context import ContextReads
 from nmem.store.sql.lifecycle import LifecycleRows
 from nmem.store.sql.memories import MemoryRows
 from nmem.store.sql.navigation import NavigationReads

@@ -26,6 +26,7 @@ from nmem.store import oplog
 from nmem.store.postgres.dialect import DIALECT
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
+from nmem.store.records import Status
 from nmem.store.sql.base import SqlBase
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 
     from psycopg._cursor_base import BaseCursor
 
-OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
-               "tool_name, file_path, content, metadata, is_pinned")
 
 POOL_MAX = 8
 
@@ -353,6 +352,63 @@ class Connection(SqlBase):
             f"SELECT c.oid AS rel FROM pg_class c WHERE c.oid IN ({names}) "
             f"UNION ALL SELECT c.reltoastrelid FROM pg_class c WHERE c.oid IN ({names}) AND c.reltoastrelid <> 0 "
             f"UNION ALL SELECT i.indexrelid FROM pg_index i WHERE i.indrelid IN ({names})) AS parts")[0][0])
+
+    def status(self) -> Status:
+        def count(sql: str) -> int:
+            return int(self._query(sql)[0][0])
+
+        def group(sql: str) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in self._query(sql)}
+
+        tables = ("sessions", "prompts", "observations", "memories", "vectors", "sync_ops")
+        return Status(
+            url=self.url,
+            schema_version=self.schema_version(),
+            size_bytes=count("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                             f"WHERE c.oid IN ({', '.join(f'to_regclass({t!r})' for t in tables)})"),
+            sessions=count("SELECT COUNT(*) FROM sessions"),
+            prompts=count("SELECT COUNT(*) FROM prompts"),
+            observations=count("SELECT COUNT(*) FROM observations"),
+            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
+            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                               "GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1"),
+        )
+
+    def integrity(self) -> str:
+        """`ok` when the schema is this nmem's and every table answers (PostgreSQL checks its own pages)."""
+        version = self.schema_version()
+        if version != LATEST_VERSION:
+            return f"schema v{version}, expected v{LATEST_VERSION}"
+        self._query("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM memories)")
+        return "ok"
+
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index (named as SQLite's FTS5 tables, so `status --verify` reads the same
+        on both engines): `ok`, or how it disagrees with its table: the GIN index is missing or
+        invalid (a failed CREATE INDEX CONCURRENTLY, say), or stored tsvectors differ from what
+        the rows' text gives now (the text-search configuration changed after they were written)."""
+        out: dict[str, str] = {}
+        for table in ("observations", "prompts", "memories"):
+            name = f"{table}_fts"
+            valid = self._query("SELECT i.indisvalid AND i.indisready FROM pg_index i "
+                                "JOIN pg_am a ON a.oid = (SELECT relam FROM pg_class WHERE oid = i.indexrelid) "
+                                "JOIN pg_attribute t ON t.attrelid = i.indrelid AND t.attnum = ANY(i.indkey) "
+                                "WHERE i.indrelid = to_regclass(?) AND a.amname = 'gin' AND t.attname = 'tsv'",
+                                (table,))
+            if not valid:
+                out[name] = f"no GIN index on {table}.tsv"
+                continue
+            if not any(bool(r[0]) for r in valid):
+                out[name] = f"the GIN index on {table}.tsv is invalid (REINDEX it)"
+                continue
+            expr = self._tsv_expression(table)
+            rows = self._query(f"SELECT COUNT(*), COUNT(*) FILTER (WHERE tsv IS DISTINCT FROM ({expr})) FROM {table}")
+            have, stale = int(rows[0][0]), int(rows[0][1])
+            out[name] = "ok" if not stale else f"{have - stale} rows indexed, {have} in {table}"
+        return out
 
     def _tsv_expression(self, table: str) -> str:
         """The SQL that generates `table.tsv`, as the server holds it (so checks recompute

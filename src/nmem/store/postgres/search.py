@@ -16,8 +16,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store.postgres.connection import OBS_COLUMNS, Connection, Row, tsquery
+from nmem.store.postgres.connection import Connection, Row, tsquery
 from nmem.store.records import FtsStats, SearchFilters
+from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O, PROMPT_COLUMNS
 from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
 
 if TYPE_CHECKING:
@@ -36,8 +37,6 @@ TSQ = "to_tsquery('nmem', ?)"
 MEMORY_WEIGHTS = "'{0.1667, 0.3333, 0.6667, 1.0}'"
 SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 
-OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
-PROMPT_COLS = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content"
 
 # FTS5's unicode61 tokens (letters and digits): what nmem_words leaves of a text, split on spaces.
 TOKEN_COUNT = "cardinality(string_to_array(btrim(nmem_words({col})), ' '))"
@@ -67,7 +66,7 @@ class SearchReads(Connection):
     def get_prompts(self, ids: Sequence[int]) -> list[Prompt]:
         if not ids:
             return []
-        rows = self._query(f"SELECT {PROMPT_COLS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
+        rows = self._query(f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
                            "WHERE p.id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
@@ -111,7 +110,7 @@ class SearchReads(Connection):
         if match is None:
             observation_filters(filters, clauses, params)
             where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-            rows = self._query(f"SELECT {OBS_COLS_O} FROM observations o {where} "
+            rows = self._query(f"SELECT {OBS_COLUMNS_O} FROM observations o {where} "
                                f"ORDER BY {_order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
                                [*params, limit, offset])
             return [(Observation.from_row(r), 0.0) for r in rows]
@@ -124,7 +123,7 @@ class SearchReads(Connection):
             return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
         observation_filters(filters, clauses, params)
         rows = self._query(
-            f"SELECT {OBS_COLS_O}, -ts_rank(o.tsv, {TSQ}, 1) AS rank FROM observations o "
+            f"SELECT {OBS_COLUMNS_O}, -ts_rank(o.tsv, {TSQ}, 1) AS rank FROM observations o "
             f"WHERE {' AND '.join([f'o.tsv @@ {TSQ}', *clauses])} "
             f"ORDER BY {_order(order, 'o.timestamp', True)}, o.id DESC LIMIT ? OFFSET ?",
             [q, q, *params, limit, offset])
@@ -151,7 +150,7 @@ class SearchReads(Connection):
         prompt_filters(filters, clauses, params)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._query(
-            f"SELECT {PROMPT_COLS}, {rank} AS rank FROM prompts p JOIN sessions s ON s.id = p.session_id {where} "
+            f"SELECT {PROMPT_COLUMNS}, {rank} AS rank FROM prompts p JOIN sessions s ON s.id = p.session_id {where} "
             f"ORDER BY {_order(order, 'p.timestamp', q is not None)}, p.id DESC LIMIT ? OFFSET ?",
             [*select_params, *params, limit, offset])
         return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from nmem import jsonlite as json
 from nmem.models import Observation, Prompt
 from nmem.store import oplog
-from nmem.store.postgres.connection import OBS_COLUMNS, Connection
+from nmem.store.postgres.connection import Connection
 from nmem.store.records import FileMark, OutboxOp, day_counts
+from nmem.store.sql.base import OBS_COLUMNS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -11,6 +11,11 @@ if TYPE_CHECKING:
     from nmem.models import Session
     from nmem.store.sql.dialect import Dialect
 
+OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
+               "tool_name, file_path, content, metadata, is_pinned")
+OBS_COLUMNS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+PROMPT_COLUMNS = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content"
+
 
 class SqlBase:
     """Each engine's `Connection` implements these; every concern mixin in `nmem.store.sql`

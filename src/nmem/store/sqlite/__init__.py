@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from nmem.store.sql.context import ContextReads
 from nmem.store.sql.lifecycle import LifecycleRows
 from nmem.store.sql.memories import MemoryRows
 from nmem.store.sql.navigation import NavigationReads
@@ -25,7 +26,6 @@ from nmem.store.sql.team import TeamRows
 from nmem.store.sql.trail import SPOOL_MARK_DAYS, TrailWrites
 from nmem.store.sql.vectors import VectorRows
 from nmem.store.sqlite.connection import exp_decay
-from nmem.store.sqlite.context import ContextReads
 from nmem.store.sqlite.search import SearchReads
 from nmem.store.sqlite.sync import SyncRows
 

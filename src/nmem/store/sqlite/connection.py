@@ -23,6 +23,7 @@ from nmem.errors import (
 )
 from nmem.models import Session
 from nmem.store import oplog
+from nmem.store.records import Status
 from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
@@ -66,8 +67,6 @@ if TYPE_CHECKING:
 WAL_AUTOCHECKPOINT_PAGES = 16_000
 
 
-OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
-               "tool_name, file_path, content, metadata, is_pinned")
 
 
 def exp_decay(age_seconds: float | None) -> float:
@@ -422,6 +421,55 @@ class Connection(SqlBase):
         """`with store.read_snapshot():` — every read inside sees the database as of the first
         one (a read transaction on the reader), whatever other processes commit meanwhile."""
         return Snapshot(self)
+
+    def status(self) -> Status:
+        def count(sql: str) -> int:
+            return int(self._query(sql)[0][0])
+
+        def group(sql: str) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in self._query(sql)}
+
+        page_count = count("PRAGMA page_count")
+        page_size = count("PRAGMA page_size")
+        wal = self.path + "-wal"
+        wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
+        return Status(
+            url=self.url,
+            schema_version=self.schema_version(),
+            size_bytes=page_count * page_size + wal_bytes,
+            sessions=count("SELECT COUNT(*) FROM sessions"),
+            prompts=count("SELECT COUNT(*) FROM prompts"),
+            observations=count("SELECT COUNT(*) FROM observations"),
+            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
+            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC"),
+            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                               "GROUP BY 1 ORDER BY 2 DESC"),
+            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                          "GROUP BY 1 ORDER BY 2 DESC"),
+            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC"),
+        )
+
+    def integrity(self) -> str:
+        """`ok`, or what SQLite's quick_check found wrong."""
+        rows = self._query("PRAGMA quick_check")
+        return "; ".join(str(r[0]) for r in rows) or "ok"
+
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index: `ok`, or how it disagrees with its table (FTS5's own
+        integrity-check, then indexed rows against table rows)."""
+        checks = {"observations_fts": "observations", "prompts_fts": "prompts", "memories_fts": "memories"}
+        out: dict[str, str] = {}
+        for fts, table in checks.items():
+            try:  # a command written as an INSERT: it needs the writer, and changes nothing
+                with self.transaction():
+                    self._writer().execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
+            except driver.ERRORS as exc:
+                out[fts] = f"integrity-check failed: {exc}"
+                continue
+            rows = self._query(f"SELECT (SELECT COUNT(*) FROM {table}), (SELECT COUNT(*) FROM {fts}_docsize)")
+            have, indexed = int(rows[0][0]), int(rows[0][1])
+            out[fts] = "ok" if have == indexed else f"{indexed} rows indexed, {have} in {table}"
+        return out
 
     def get_session(self, session_id: str) -> Session | None:
         rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))

@@ -10,9 +10,9 @@ from nmem.store.records import (
     FtsStats,
     SearchFilters,
 )
+from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O
 from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
 from nmem.store.sqlite.connection import (
-    OBS_COLUMNS,
     Connection,
     varint,
 )
@@ -31,7 +31,6 @@ DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays 
 
 DF_CACHE_SIZE = 20_000
 
-OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
 
 # Relevance-ordered full-text reads rank the newest RELEVANCE_WINDOW matching rows that pass the
 # filters: FTS5 hands matches over by rowid and stops there, and BM25 costs ~1 µs a match, so a
@@ -86,7 +85,7 @@ class SearchReads(Connection):
             params: list[Any] = []
             observation_filters(filters, clauses, params)
             where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-            rows = self._query(f"SELECT {OBS_COLS_O}, 0.0 AS rank FROM observations o {where} "
+            rows = self._query(f"SELECT {OBS_COLUMNS_O}, 0.0 AS rank FROM observations o {where} "
                                f"ORDER BY {self._order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
                                [*params, limit, offset])
             return [(Observation.from_row(r), 0.0) for r in rows]
@@ -163,7 +162,7 @@ class SearchReads(Connection):
             params.append(since)
         observation_filters(filters, clauses, params)
         return self._query(
-            f"SELECT {OBS_COLS_O}, bm25(observations_fts) AS rank FROM observations_fts f "
+            f"SELECT {OBS_COLUMNS_O}, bm25(observations_fts) AS rank FROM observations_fts f "
             f"CROSS JOIN observations o ON o.id = f.rowid WHERE {' AND '.join(clauses)} "
             f"ORDER BY {order} LIMIT ?", [*params, n])
 

@@ -11,8 +11,9 @@ from nmem.store.records import (
     OutboxOp,
     day_counts,
 )
+from nmem.store.sql.base import OBS_COLUMNS
 from nmem.store.sqlite import driver
-from nmem.store.sqlite.connection import OBS_COLUMNS, Connection
+from nmem.store.sqlite.connection import Connection
 from nmem.store.sqlite.errors import storage_error
 
 TYPE_CHECKING = False
