@@ -144,7 +144,8 @@ class Connection(SqlBase):
         self.readonly = readonly
         self.busy_timeout_ms = busy_timeout_ms
         self._held = _Held()
-        self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}
+        self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (table, term) -> (rows, docs then)
+        self._totals: dict[str, tuple[int, int, int]] = {}   # table -> (rows, tokens, newest id then)
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
         options = ""
@@ -335,6 +336,7 @@ class Connection(SqlBase):
         A VACUUM cannot run inside a transaction: inside one, the caller scrubs after it."""
         if self._held.depth:
             return
+        self._totals.clear()   # rows went: count the index's totals again
         for table in tables:
             try:
                 self._run(f"VACUUM {table}", None, fetch=False)

@@ -30,7 +30,6 @@ RANKED_TABLES = {"prompts": ("prompts", "id"), "observations": ("observations", 
 RELEVANCE_WINDOW = 2000
 DF_CACHE_DRIFT = 0.05
 DF_CACHE_SIZE = 20_000
-AVG_TOKENS_SAMPLE = 2000
 
 TSQ = "to_tsquery('nmem', ?)"
 # ts_rank's weights are listed D, C, B, A: namespace 0.5, content 1, tags 2, summary 3, scaled to 0..1.
@@ -38,9 +37,39 @@ MEMORY_WEIGHTS = "'{0.1667, 0.3333, 0.6667, 1.0}'"
 SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 
 
-# FTS5's unicode61 tokens (letters and digits): what nmem_words leaves of a text, split on spaces.
-TOKEN_COUNT = "cardinality(string_to_array(btrim(nmem_words({col})), ' '))"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+# FTS5's bm25() over a window of matches. `words`: the query's lexemes as PostgreSQL stems them,
+# each one phrase; `terms`: the rows holding each (from the caller's cache, else counted off the
+# GIN index), which come back after the ranked rows (id NULL) for the cache.
+BM25_SQL = """
+WITH words AS MATERIALIZED (
+    SELECT DISTINCT replace(m[1], '''''', '''') AS term
+    FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
+), terms AS MATERIALIZED (
+    SELECT w.term, COALESCE(k.df, (SELECT count(*) FROM {table} x
+                                   WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
+    FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
+), weighted AS MATERIALIZED (
+    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
+    FROM (SELECT term, ln(((?::bigint - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms) AS raw
+), found AS (
+    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?
+), ranked AS (
+    SELECT r.id, -COALESCE((
+        SELECT sum(t.idf * (array_length(u.positions, 1) * 2.2)
+                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / ?::float8)))
+        FROM unnest(r.tsv) u JOIN weighted t ON t.term = u.lexeme), 0) AS rank
+    FROM found r ORDER BY rank, r.id DESC LIMIT ?
+)
+SELECT id, rank, NULL AS term, NULL::bigint AS df FROM ranked
+UNION ALL SELECT NULL, NULL, term, df FROM terms
+"""
+
+# scope -> (table, alias, what the filters read, the filters)
+BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
+                "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
 
 
 def _order(order: str, time_col: str, has_match: bool) -> str:
@@ -76,8 +105,8 @@ class SearchReads(Connection):
     def _rank_newest(self, source: str, key: str, newest: str, tsv: str, weights: str | None, q: str,
                      clauses: Sequence[str], params: Sequence[Any], want: int) -> list[Row]:
         """(id, rank) of the best `want` by ts_rank among the newest RELEVANCE_WINDOW matches
-        that pass `clauses`, best first (rank ascending: it is the negated ts_rank). Only the
-        window's rows are ranked: ts_rank reads each row's whole tsvector."""
+        that pass `clauses`, best first (rank ascending: it is the negated ts_rank): sessions,
+        whose fields FTS5 weighs per column."""
         table = source.split(maxsplit=1)[0]
         rank = f"ts_rank({weights + ', ' if weights else ''}r.tsv, {TSQ}, 1)"
         where = " AND ".join([f"{tsv} @@ {TSQ}", *clauses])
@@ -86,20 +115,50 @@ class SearchReads(Connection):
             f"ORDER BY {newest} LIMIT ?) w JOIN {table} r ON r.id = w.id ORDER BY rank, w.id DESC LIMIT ?",
             [q, q, *params, max(RELEVANCE_WINDOW, want), want])
 
-    def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+        """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
+        pass the filters, best first: FTS5's bm25() (k1 1.2, b 0.75, its IDF floor) over the
+        same rows, terms, document frequencies and token counts, in one statement."""
+        table, alias, source, apply = BM25_SOURCES[scope]
         clauses: list[str] = []
         params: list[Any] = []
-        observation_filters(filters, clauses, params)
-        rows = self._rank_newest("observations o", "o.id", "o.id DESC", "o.tsv", None, q, clauses, params, want)
-        return [(int(r[0]), float(r[1])) for r in rows]
+        apply(filters, clauses, params)
+        docs, tokens = self._fts_totals(table)
+        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
+                 if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
+        where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
+        rows = self._query(BM25_SQL.format(table=table, alias=alias, source=source, where=where),
+                           [q, list(known), list(known.values()), docs, q, *params,
+                            max(RELEVANCE_WINDOW, want), tokens / docs if docs else 1.0, want])
+        ranked: list[tuple[int, float]] = []
+        for row in rows:
+            if row[0] is None:
+                self._remember_df(table, str(row[2]), int(row[3]), docs)
+            else:
+                ranked.append((int(row[0]), float(row[1])))
+        return ranked
+
+    def _fts_totals(self, table: str) -> tuple[int, int]:
+        """Rows and tokens indexed (what FTS5's averages record holds), counted again once the
+        table's newest id has moved by 5% of its rows since the last count, or a purge ran here."""
+        newest = int(self._query(f"SELECT COALESCE(MAX(id), 0) FROM {table}")[0][0])
+        cached = self._totals.get(table)
+        if cached is not None and abs(newest - cached[2]) <= cached[0] * DF_CACHE_DRIFT:
+            return cached[0], cached[1]
+        row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0) FROM {table}")[0]
+        self._totals[table] = (int(row[0]), int(row[1]), newest)
+        return int(row[0]), int(row[1])
+
+    def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
+        if len(self._df_cache) > DF_CACHE_SIZE:
+            self._df_cache.clear()
+        self._df_cache[(table, term)] = (count, docs)
+
+    def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+        return self._bm25_newest("observations", q, filters, want)
 
     def _prompt_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        prompt_filters(filters, clauses, params)
-        rows = self._rank_newest("prompts p JOIN sessions s ON s.id = p.session_id", "p.id", "p.id DESC", "p.tsv",
-                                 None, q, clauses, params, want)
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self._bm25_newest("prompts", q, filters, want)
 
     # -- searches ----------------------------------------------------------------------------
 
@@ -261,23 +320,15 @@ class SearchReads(Connection):
         if not ids:
             return {}
         table, _ = self._ranked(scope)
-        rows = self._query(f"SELECT t.id, t.content, {TOKEN_COUNT.format(col='t.content')}, t.timestamp "
-                           f"FROM {table} t WHERE t.id = ANY(?) ORDER BY t.id", ([int(i) for i in ids],))
+        rows = self._query(f"SELECT t.id, t.content, t.tokens, t.timestamp FROM {table} t WHERE t.id = ANY(?) "
+                           "ORDER BY t.id", ([int(i) for i in ids],))
         return {int(r[0]): (str(r[1]), int(r[2] or 0), int(r[3])) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
-        """Rows, tokens (rows x the mean token count of the newest rows) and rows holding each
-        term (counted off the GIN index, kept while the table grows or shrinks under 5%)."""
+        """Rows and tokens indexed, and rows holding each term (counted off the GIN index, kept
+        while the table grows or shrinks under 5%), as FTS5 reports them."""
         table, _ = self._ranked(scope)
-        docs = int(self._query(f"SELECT count(*) FROM {table}")[0][0])
-        cached = self._df_cache.get((table, "\0tokens"))
-        if cached is not None and abs(docs - cached[1]) <= docs * DF_CACHE_DRIFT:
-            mean = cached[0] / 1000
-        else:
-            mean = float(self._query(
-                f"SELECT COALESCE(avg({TOKEN_COUNT.format(col='content')}), 0) FROM "
-                f"(SELECT content FROM {table} ORDER BY id DESC LIMIT {AVG_TOKENS_SAMPLE}) t")[0][0])
-            self._df_cache[(table, "\0tokens")] = (round(mean * 1000), docs)
+        docs, tokens = self._fts_totals(table)
         df: dict[str, int] = {}
         for term in dict.fromkeys(terms):
             hit = self._df_cache.get((table, term))
@@ -289,10 +340,8 @@ class SearchReads(Connection):
                     expr = " <-> ".join(f"'{w.lower()}'" for w in words)
                     count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?)",
                                             (expr,))[0][0])
-                if len(self._df_cache) > DF_CACHE_SIZE:
-                    self._df_cache.clear()
                 hit = (count, docs)
-                self._df_cache[(table, term)] = hit
+                self._remember_df(table, term, count, docs)
             if hit[0]:
                 df[term] = hit[0]
-        return FtsStats(docs, round(docs * mean), df)
+        return FtsStats(docs, tokens, df)
