@@ -15,11 +15,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from nmem.models import Memory, Observation, Prompt, Session
+from nmem.models import Observation, Prompt, Session
 from nmem.store.postgres.connection import Connection, Row, tsquery
 from nmem.store.records import FtsStats, SearchFilters
-from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O, PROMPT_COLUMNS
-from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
+from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
+from nmem.store.sql.filters import observation_filters, prompt_filters
+from nmem.store.sql.scopes import Scope, ScopedSearch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,15 +73,11 @@ BM25_SOURCES = {"observations": ("observations", "o", "observations o", observat
                 "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
 
 
-def _order(order: str, time_col: str, has_match: bool) -> str:
-    if order == "date_asc":
-        return f"{time_col} ASC"
-    if order == "date_desc" or not has_match:
-        return f"{time_col} DESC"
-    return "rank ASC"
+# ts_rank's weights for a scope's weight classes, listed D, C, B, A
+RANK_WEIGHTS = {"memories": MEMORY_WEIGHTS, "sessions": SESSION_WEIGHTS}
 
 
-class SearchReads(Connection):
+class SearchReads(Connection, ScopedSearch):
     def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
         q = tsquery(match)
         return None if q is None else (f"{alias}.tsv @@ {TSQ}", q)
@@ -139,15 +136,20 @@ class SearchReads(Connection):
         return ranked
 
     def _fts_totals(self, table: str) -> tuple[int, int]:
-        """Rows and tokens indexed (what FTS5's averages record holds), counted again once the
-        table's newest id has moved by 5% of its rows since the last count, or a purge ran here."""
-        newest = int(self._query(f"SELECT COALESCE(MAX(id), 0) FROM {table}")[0][0])
+        """Rows and tokens indexed, what FTS5's averages record holds: counted once, then the
+        rows added since (ids past the newest counted) are added on each call. A purge made here
+        counts again; one made by another process is seen at its next count (a restart)."""
         cached = self._totals.get(table)
-        if cached is not None and abs(newest - cached[2]) <= cached[0] * DF_CACHE_DRIFT:
-            return cached[0], cached[1]
-        row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0) FROM {table}")[0]
-        self._totals[table] = (int(row[0]), int(row[1]), newest)
-        return int(row[0]), int(row[1])
+        if cached is None:
+            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), COALESCE(MAX(id), 0) FROM {table}")[0]
+            cached = (int(row[0]), int(row[1]), int(row[2]))
+        else:
+            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), MAX(id) FROM {table} WHERE id > ?",
+                              (cached[2],))[0]
+            if row[2] is not None:
+                cached = (cached[0] + int(row[0]), cached[1] + int(row[1]), int(row[2]))
+        self._totals[table] = cached
+        return cached[0], cached[1]
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
         if len(self._df_cache) > DF_CACHE_SIZE:
@@ -162,106 +164,34 @@ class SearchReads(Connection):
 
     # -- searches ----------------------------------------------------------------------------
 
-    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
-                            limit: int, offset: int) -> list[tuple[Observation, float]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if match is None:
-            observation_filters(filters, clauses, params)
-            where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-            rows = self._query(f"SELECT {OBS_COLUMNS_O} FROM observations o {where} "
-                               f"ORDER BY {_order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
-                               [*params, limit, offset])
-            return [(Observation.from_row(r), 0.0) for r in rows]
+    def _matched(self, scope: Scope, match: str, filters: SearchFilters, order: str,
+                 limit: int, offset: int) -> list[tuple[Any, float]]:
+        """Records of `scope` whose tsvector holds the match: the newest matches ranked as FTS5
+        ranks them for relevance (BM25 for observations and prompts, weighted ts_rank for
+        sessions), else every match in order."""
         q = tsquery(match)
         if q is None:
             return []
-        if order == "relevance":
-            ranked = self._observation_ranks(q, filters, offset + limit)[offset:]
-            found = {o.id: o for o in self.get_observations([i for i, _ in ranked])}
+        if order == "relevance" and scope.name in BM25_SOURCES:
+            ranked = self._bm25_newest(scope.name, q, filters, offset + limit)[offset:]
+            fetch = self.get_observations if scope.name == "observations" else self.get_prompts
+            found: dict[int, Any] = {r.id: r for r in fetch([i for i, _ in ranked])}
             return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
-        observation_filters(filters, clauses, params)
-        rows = self._query(
-            f"SELECT {OBS_COLUMNS_O}, -ts_rank(o.tsv, {TSQ}, 1) AS rank FROM observations o "
-            f"WHERE {' AND '.join([f'o.tsv @@ {TSQ}', *clauses])} "
-            f"ORDER BY {_order(order, 'o.timestamp', True)}, o.id DESC LIMIT ? OFFSET ?",
-            [q, q, *params, limit, offset])
-        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
-
-    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
-                       limit: int, offset: int) -> list[tuple[Prompt, float]]:
-        q = tsquery(match) if match is not None else None
-        if match is not None and q is None:
-            return []
-        if q is not None and order == "relevance":
-            ranked = self._prompt_ranks(q, filters, offset + limit)[offset:]
-            found = {p.id: p for p in self.get_prompts([i for i, _ in ranked])}
-            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
-        clauses: list[str] = []
-        params: list[Any] = []
-        select_params: list[Any] = []
-        rank = "0.0"
-        if q is not None:
-            rank = f"-ts_rank(p.tsv, {TSQ}, 1)"
-            select_params = [q]
-            clauses.append(f"p.tsv @@ {TSQ}")
-            params.append(q)
-        prompt_filters(filters, clauses, params)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        rows = self._query(
-            f"SELECT {PROMPT_COLUMNS}, {rank} AS rank FROM prompts p JOIN sessions s ON s.id = p.session_id {where} "
-            f"ORDER BY {_order(order, 'p.timestamp', q is not None)}, p.id DESC LIMIT ? OFFSET ?",
-            [*select_params, *params, limit, offset])
-        return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
-
-    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Session, float]]:
-        q = tsquery(match) if match is not None else None
-        if match is not None and q is None:
-            return []
-        clauses: list[str] = []
-        params: list[Any] = []
-        session_filters(filters, clauses, params)
-        if q is not None and order == "relevance":
-            ranked = self._rank_newest("sessions s", "s.id", "s.started_at DESC, s.id DESC", "s.tsv",
-                                       SESSION_WEIGHTS, q, clauses, params, offset + limit)[offset:]
-            ids = [str(r[0]) for r in ranked]
-            found = {r["id"]: Session.from_row(r) for r in
-                     self._query("SELECT * FROM sessions WHERE id = ANY(?)", (ids,))}
-            return [(found[str(r[0])], 0.0 - float(r[1])) for r in ranked if str(r[0]) in found]
-        select_params: list[Any] = []
-        rank = "0.0"
-        if q is not None:
-            rank = f"-ts_rank({SESSION_WEIGHTS}, s.tsv, {TSQ}, 1)"
-            select_params = [q]
-            clauses.insert(0, f"s.tsv @@ {TSQ}")
-            params.insert(0, q)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        rows = self._query(f"SELECT s.*, {rank} AS rank FROM sessions s {where} "
-                           f"ORDER BY {_order(order, 's.started_at', q is not None)}, s.id DESC LIMIT ? OFFSET ?",
-                           [*select_params, *params, limit, offset])
-        return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows]
-
-    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Memory, float]]:
-        q = tsquery(match) if match is not None else None
-        if match is not None and q is None:
-            return []
-        clauses = ["m.deleted_at IS NULL"]
-        params: list[Any] = []
-        select_params: list[Any] = []
-        rank = "0.0"
-        if q is not None:
-            rank = f"-ts_rank({MEMORY_WEIGHTS}, m.tsv, {TSQ}, 1)"
-            select_params = [q]
-            clauses.append(f"m.tsv @@ {TSQ}")
-            params.append(q)
-        memory_filters(filters, clauses, params, self.dialect)
-        rows = self._query(
-            f"SELECT m.*, {rank} AS rank FROM memories m WHERE {' AND '.join(clauses)} "
-            f"ORDER BY m.is_pinned DESC, {_order(order, 'm.updated_at', q is not None)}, m.id DESC "
-            "LIMIT ? OFFSET ?", [*select_params, *params, limit, offset])
-        return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+        clauses, params = scope.where(filters, self.dialect)
+        if order == "relevance" and scope.name == "sessions":
+            windowed = self._rank_newest("sessions s", "s.id", "s.started_at DESC, s.id DESC", "s.tsv",
+                                         SESSION_WEIGHTS, q, clauses, params, offset + limit)[offset:]
+            ids = [str(r[0]) for r in windowed]
+            sessions = {r["id"]: Session.from_row(r) for r in
+                        self._query("SELECT * FROM sessions WHERE id = ANY(?)", (ids,))}
+            return [(sessions[str(r[0])], 0.0 - float(r[1])) for r in windowed if str(r[0]) in sessions]
+        weights = RANK_WEIGHTS.get(scope.name)
+        rank = f"-ts_rank({weights + ', ' if weights else ''}{scope.alias}.tsv, {TSQ}, 1)"
+        rows = self._query(f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
+                           f"WHERE {' AND '.join([f'{scope.alias}.tsv @@ {TSQ}', *clauses])} "
+                           f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
+                           [q, q, *params, limit, offset])
+        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     def memory_indexed(self, uid: str) -> bool:
         """Whether the memory's stored tsvector is what its text gives now (the generated column
