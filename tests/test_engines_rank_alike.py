@@ -18,13 +18,14 @@ import pytest
 
 from nmem.config import load_settings
 from nmem.memory import Service
-from nmem.store import NewObservation, open_store
+from nmem.store import NewMemory, NewObservation, open_store
 from nmem.store.migrate import migrate
 from store_engines import pg_unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 ROWS = 20_000
+MEMORIES = 600
 QUERIES = 50
 T0 = 1_760_000_000
 SEED = 21
@@ -90,6 +91,12 @@ def trail(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trail]:
                 store.add_observation(NewObservation(session, f"proj{n // 4000}", T0 + n * 30,
                                                      rng.choice(TYPES), "PostToolUse", text,
                                                      tool_name=rng.choice(TOOLS), file_path=path))
+        for n in range(MEMORIES):
+            summary, _ = observation_text(rng, words, weights)
+            content, _ = observation_text(rng, words, weights)
+            store.insert_memory(NewMemory(f"m{n:05d}", "user", rng.choice(("decision", "fact", "howto")),
+                                          summary[:120], content, T0 + n * 900,
+                                          tags=tuple(rng.sample(words[:200], 2)), is_pinned=n % 50 == 0))
     finally:
         store.close()
     pg_base = os.environ["NMEM_TEST_PG"]
@@ -120,25 +127,25 @@ def questions(words: list[str]) -> list[str]:
     return asked
 
 
-def top10(home: Path, url: str, asked: list[str]) -> list[list[int]]:
+def top10(home: Path, url: str, asked: list[str], scope: str) -> list[list[str]]:
     service = Service.open(load_settings({"NMEM_HOME": str(home), "NMEM_STORE_URL": url}))
     service.clock = lambda: float(T0 + ROWS * 30 + 600)
     try:
-        return [[int(h.record.id) for h in service.search(q, scope="observations", limit=10).hits]
-                for q in asked]
+        return [[f"{h.kind}:{h.record.id}" for h in service.search(q, scope=scope, limit=10).hits] for q in asked]
     finally:
         service.close()
 
 
-def test_postgres_returns_the_same_top_10_as_sqlite(trail: Trail, tmp_path: Path) -> None:
+@pytest.mark.parametrize("scope", ["observations", "memories", "all"])
+def test_postgres_returns_the_same_top_10_as_sqlite(trail: Trail, tmp_path: Path, scope: str) -> None:
     asked = questions(trail.words)
-    on_sqlite = top10(tmp_path / "home", trail.sqlite_url, asked)
-    on_postgres = top10(tmp_path / "home", trail.pg_url, asked)
+    on_sqlite = top10(tmp_path / "home", trail.sqlite_url, asked, scope)
+    on_postgres = top10(tmp_path / "home", trail.pg_url, asked, scope)
     assert sum(bool(ids) for ids in on_sqlite) >= QUERIES * 0.8, "the questions should mostly find something"
     identical = sum(a == b for a, b in zip(on_sqlite, on_postgres, strict=True))
     # records one list has and the other lacks (a short list counts as a top 10 with its gaps)
     missing = [max(len(a), len(b)) - len(set(a) & set(b)) for a, b in zip(on_sqlite, on_postgres, strict=True)]
-    print(f"\nrank alike: {identical}/{QUERIES} identical top 10s, at most {max(missing)} of 10 missing, "
+    print(f"\nrank alike ({scope}): {identical}/{QUERIES} identical top 10s, at most {max(missing)} of 10 missing, "
           f"{sum(missing) / QUERIES:.2f} missing on average")
     differing = [(q, a, b) for q, a, b in zip(asked, on_sqlite, on_postgres, strict=True) if a != b]
     assert identical >= QUERIES * 0.95, f"{identical}/{QUERIES} identical; differing: {differing[:5]}"

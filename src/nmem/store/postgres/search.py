@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from nmem.models import Observation, Prompt, Session
-from nmem.store.postgres.connection import Connection, Row, tsquery
+from nmem.models import Observation, Prompt
+from nmem.store.postgres.connection import Connection, tsquery
 from nmem.store.records import FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
@@ -68,6 +68,43 @@ SELECT id, rank, NULL AS term, NULL::bigint AS df FROM ranked
 UNION ALL SELECT NULL, NULL, term, df FROM terms
 """
 
+# FTS5's bm25() over a table of several weighted columns (memories: summary 3, content 1, tags 2,
+# namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
+# columns are the tsvector's weight classes; a row's length is its columns' tokens, the totals
+# and each word's rows are counted in the statement (these tables are small).
+BM25_WEIGHTED_SQL = """
+WITH words AS MATERIALIZED (
+    SELECT DISTINCT replace(m[1], '''''', '''') AS term
+    FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
+), totals AS MATERIALIZED (
+    SELECT count(*) AS n, COALESCE(SUM({length}), 0) AS tokens FROM {table} {alias}
+), weighted AS MATERIALIZED (
+    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
+    FROM (SELECT w.term, ln(((t.n - df.n)::float8 + 0.5) / (df.n + 0.5)) AS idf
+          FROM words w CROSS JOIN totals t
+          CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} x
+                              WHERE x.tsv @@ quote_literal(w.term)::tsquery) AS df) AS raw
+), found AS (
+    SELECT {columns}, {alias}.tsv AS match_tsv, {length} AS match_length FROM {source} WHERE {where} {window}
+)
+SELECT {alias}.*, -COALESCE((
+    SELECT sum(t.idf * (u.tf * 2.2) / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.match_length
+                                                      / (SELECT tokens::float8 / n FROM totals))))
+    FROM (SELECT v.lexeme, (SELECT sum(CASE c {weights} END) FROM unnest(v.weights) AS c) AS tf
+          FROM unnest({alias}.match_tsv) AS v) AS u JOIN weighted t ON t.term = u.lexeme), 0) AS rank
+FROM found {alias} ORDER BY {order} LIMIT ? OFFSET ?
+"""
+
+TOKENS = "cardinality(string_to_array(btrim(nmem_words({})), ' '))"
+# scope -> (each weight class's column weight, a row's length in tokens)
+WEIGHTED = {
+    "memories": ("WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5",
+                 " + ".join(TOKENS.format(f"m.{c}") for c in ("summary", "content", "tags", "namespace"))),
+    "sessions": ("WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0",
+                 f"{TOKENS.format('s.project')} + {TOKENS.format('nmem_summary_text(s.summary)')}"),
+}
+
+
 # scope -> (table, alias, what the filters read, the filters)
 BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
                 "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
@@ -98,19 +135,6 @@ class SearchReads(Connection, ScopedSearch):
         return [by_id[i] for i in ids if i in by_id]
 
     # -- the shared relevance read --------------------------------------------------------
-
-    def _rank_newest(self, source: str, key: str, newest: str, tsv: str, weights: str | None, q: str,
-                     clauses: Sequence[str], params: Sequence[Any], want: int) -> list[Row]:
-        """(id, rank) of the best `want` by ts_rank among the newest RELEVANCE_WINDOW matches
-        that pass `clauses`, best first (rank ascending: it is the negated ts_rank): sessions,
-        whose fields FTS5 weighs per column."""
-        table = source.split(maxsplit=1)[0]
-        rank = f"ts_rank({weights + ', ' if weights else ''}r.tsv, {TSQ}, 1)"
-        where = " AND ".join([f"{tsv} @@ {TSQ}", *clauses])
-        return self._query(
-            f"SELECT w.id, -{rank} AS rank FROM (SELECT {key} AS id FROM {source} WHERE {where} "
-            f"ORDER BY {newest} LIMIT ?) w JOIN {table} r ON r.id = w.id ORDER BY rank, w.id DESC LIMIT ?",
-            [q, q, *params, max(RELEVANCE_WINDOW, want), want])
 
     def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
@@ -178,15 +202,19 @@ class SearchReads(Connection, ScopedSearch):
             found: dict[int, Any] = {r.id: r for r in fetch([i for i, _ in ranked])}
             return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
         clauses, params = scope.where(filters, self.dialect)
-        if order == "relevance" and scope.name == "sessions":
-            windowed = self._rank_newest("sessions s", "s.id", "s.started_at DESC, s.id DESC", "s.tsv",
-                                         SESSION_WEIGHTS, q, clauses, params, offset + limit)[offset:]
-            ids = [str(r[0]) for r in windowed]
-            sessions = {r["id"]: Session.from_row(r) for r in
-                        self._query("SELECT * FROM sessions WHERE id = ANY(?)", (ids,))}
-            return [(sessions[str(r[0])], 0.0 - float(r[1])) for r in windowed if str(r[0]) in sessions]
-        weights = RANK_WEIGHTS.get(scope.name)
-        rank = f"-ts_rank({weights + ', ' if weights else ''}{scope.alias}.tsv, {TSQ}, 1)"
+        if order == "relevance" and scope.name in WEIGHTED:
+            columns, length = WEIGHTED[scope.name]
+            # sessions rank the newest RELEVANCE_WINDOW matches, as the SQLite engine does
+            window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
+            sql = BM25_WEIGHTED_SQL.format(
+                table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns, length=length,
+                weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
+                order=scope.order(order, True, self.dialect.binary))
+            rows = self._query(sql, [q, q, *params, *([max(RELEVANCE_WINDOW, offset + limit)] if window else []),
+                                     limit, offset])
+            return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+        classes = RANK_WEIGHTS.get(scope.name)
+        rank = f"-ts_rank({classes + ', ' if classes else ''}{scope.alias}.tsv, {TSQ}, 1)"
         rows = self._query(f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
                            f"WHERE {' AND '.join([f'{scope.alias}.tsv @@ {TSQ}', *clauses])} "
                            f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
