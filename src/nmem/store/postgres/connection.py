@@ -26,7 +26,6 @@ from nmem.store import oplog
 from nmem.store.postgres.dialect import DIALECT
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
-from nmem.store.records import Status
 from nmem.store.sql.base import SqlBase
 
 if TYPE_CHECKING:
@@ -355,29 +354,11 @@ class Connection(SqlBase):
             f"UNION ALL SELECT c.reltoastrelid FROM pg_class c WHERE c.oid IN ({names}) AND c.reltoastrelid <> 0 "
             f"UNION ALL SELECT i.indexrelid FROM pg_index i WHERE i.indrelid IN ({names})) AS parts")[0][0])
 
-    def status(self) -> Status:
-        def count(sql: str) -> int:
-            return int(self._query(sql)[0][0])
-
-        def group(sql: str) -> dict[str, int]:
-            return {str(r[0]): int(r[1]) for r in self._query(sql)}
-
+    def _size_bytes(self) -> int:
+        """What nmem's main tables take, with their indexes and TOAST."""
         tables = ("sessions", "prompts", "observations", "memories", "vectors", "sync_ops")
-        return Status(
-            url=self.url,
-            schema_version=self.schema_version(),
-            size_bytes=count("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                             f"WHERE c.oid IN ({', '.join(f'to_regclass({t!r})' for t in tables)})"),
-            sessions=count("SELECT COUNT(*) FROM sessions"),
-            prompts=count("SELECT COUNT(*) FROM prompts"),
-            observations=count("SELECT COUNT(*) FROM observations"),
-            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
-            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC, 1"),
-            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
-                               "GROUP BY 1 ORDER BY 2 DESC, 1"),
-            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 2 DESC, 1"),
-            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1"),
-        )
+        return int(self._query("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                               f"WHERE c.oid IN ({', '.join(f'to_regclass({t!r})' for t in tables)})")[0][0])
 
     def integrity(self) -> str:
         """`ok` when the schema is this nmem's and every table answers (PostgreSQL checks its own pages)."""

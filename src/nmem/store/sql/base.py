@@ -23,6 +23,7 @@ class SqlBase:
 
     dialect: ClassVar[Dialect]
     readonly: bool
+    url: str
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a write (its own transaction outside one); the rows it changed."""
@@ -50,6 +51,13 @@ class SqlBase:
     def _scrub(self, *tables: str) -> None:
         """After that transaction: give the freed space back, so forgotten text is not left in
         the files (SQLite's incremental vacuum, PostgreSQL's VACUUM of `tables`)."""
+
+    def schema_version(self) -> int:
+        raise NotImplementedError
+
+    def _size_bytes(self) -> int:
+        """What the store takes on disk, for `status`."""
+        raise NotImplementedError
 
     def _known_prompts(self) -> dict[str, int | None] | None:
         """Each session's latest user prompt, where the engine can keep them: SQLite while this

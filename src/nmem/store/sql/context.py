@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store.records import OUTLINE_CHARS
+from nmem.store.records import OUTLINE_CHARS, Status
 from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O, PROMPT_COLUMNS, SqlBase
 from nmem.store.sql.dialect import marks
 
@@ -285,3 +285,25 @@ class ContextReads(SqlBase):
             f"AND {self.dialect.tag_match('m')} ORDER BY m.created_at DESC, m.id DESC LIMIT 1",
             (f"project:{project}", f"session:{session_id}", "checkpoint"))
         return Memory.from_row(rows[0]) if rows else None
+
+    def status(self) -> Status:
+        def count(sql: str) -> int:
+            return int(self._query(sql)[0][0])
+
+        def group(sql: str) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in self._query(sql)}
+
+        return Status(
+            url=self.url,
+            schema_version=self.schema_version(),
+            size_bytes=self._size_bytes(),
+            sessions=count("SELECT COUNT(*) FROM sessions"),
+            prompts=count("SELECT COUNT(*) FROM prompts"),
+            observations=count("SELECT COUNT(*) FROM observations"),
+            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
+            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
+                               "GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1"),
+        )

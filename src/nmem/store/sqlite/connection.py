@@ -23,7 +23,6 @@ from nmem.errors import (
 )
 from nmem.models import Session
 from nmem.store import oplog
-from nmem.store.records import Status
 from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
@@ -422,32 +421,11 @@ class Connection(SqlBase):
         one (a read transaction on the reader), whatever other processes commit meanwhile."""
         return Snapshot(self)
 
-    def status(self) -> Status:
-        def count(sql: str) -> int:
-            return int(self._query(sql)[0][0])
-
-        def group(sql: str) -> dict[str, int]:
-            return {str(r[0]): int(r[1]) for r in self._query(sql)}
-
-        page_count = count("PRAGMA page_count")
-        page_size = count("PRAGMA page_size")
+    def _size_bytes(self) -> int:
+        """The database file's pages and its WAL."""
+        pages = int(self._query("PRAGMA page_count")[0][0]) * int(self._query("PRAGMA page_size")[0][0])
         wal = self.path + "-wal"
-        wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
-        return Status(
-            url=self.url,
-            schema_version=self.schema_version(),
-            size_bytes=page_count * page_size + wal_bytes,
-            sessions=count("SELECT COUNT(*) FROM sessions"),
-            prompts=count("SELECT COUNT(*) FROM prompts"),
-            observations=count("SELECT COUNT(*) FROM observations"),
-            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
-            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC"),
-            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
-                               "GROUP BY 1 ORDER BY 2 DESC"),
-            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL "
-                          "GROUP BY 1 ORDER BY 2 DESC"),
-            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC"),
-        )
+        return pages + (os.path.getsize(wal) if os.path.exists(wal) else 0)
 
     def integrity(self) -> str:
         """`ok`, or what SQLite's quick_check found wrong."""
