@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from nmem.store.postgres.search import SearchReads
 from nmem.store.postgres.sync import SyncRows
+from nmem.store.sql.changes import ChangeReads
 from nmem.store.sql.context import ContextReads
 from nmem.store.sql.lifecycle import LifecycleRows
 from nmem.store.sql.memories import MemoryRows
@@ -31,5 +32,5 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
-                    LifecycleRows, TeamRows):
+                    LifecycleRows, TeamRows, ChangeReads):
     """The Store protocol on one PostgreSQL database (or schema: `?options=-csearch_path%3D...`)."""

@@ -29,5 +29,9 @@ class PostgresDialect:
     def in_ids(column: str, values: Sequence[Any]) -> tuple[str, Any]:
         return f"{column} = ANY(?)", list(values)
 
+    @staticmethod
+    def utc_day(column: str) -> str:
+        return f"to_char(to_timestamp({column}) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+
 
 DIALECT = PostgresDialect()

@@ -48,3 +48,6 @@ class Dialect(Protocol):
 
     def in_ids(self, column: str, values: Sequence[Any]) -> tuple[str, Any]:
         """A condition that `column` is one of `values` (any number of them), and its one parameter."""
+
+    def utc_day(self, column: str) -> str:
+        """`YYYY-MM-DD` of the UTC day holding the epoch seconds in `column`."""

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from nmem.store.sql.changes import ChangeReads
 from nmem.store.sql.context import ContextReads
 from nmem.store.sql.lifecycle import LifecycleRows
 from nmem.store.sql.memories import MemoryRows
@@ -33,6 +34,6 @@ __all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay"]
 
 
 class SqliteStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
-                  LifecycleRows, TeamRows):
+                  LifecycleRows, TeamRows, ChangeReads):
     """The Store protocol on one SQLite file (see nmem.store.protocol)."""
 

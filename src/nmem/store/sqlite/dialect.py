@@ -31,5 +31,9 @@ class SqliteDialect:
         # One JSON parameter: a purge of 100k ids stays under SQLite's limit on marks.
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(list(values))
 
+    @staticmethod
+    def utc_day(column: str) -> str:
+        return f"date({column}, 'unixepoch')"
+
 
 DIALECT = SqliteDialect()
