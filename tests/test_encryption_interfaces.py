@@ -197,7 +197,7 @@ def test_a_plain_backup_is_not_restored_into_an_encrypted_database(tmp_path: Pat
     assert stored_prompts(home) == ["encrypted"] and (home / "nmem.db").read_bytes()[:100] == before[:100]
 
 
-def test_sync_between_an_encrypted_and_a_plain_replica(tmp_path: Path) -> None:
+def test_an_encrypted_replica_seals_its_lines_and_still_reads_a_plain_one(tmp_path: Path) -> None:
     remote = bare_remote(tmp_path / "remote.git")
     enc = load_settings({"NMEM_HOME": str(tmp_path / "a"), "NMEM_SYNC_REMOTE": str(remote), "NMEM_KEY": KEY})
     plain = load_settings({"NMEM_HOME": str(tmp_path / "b"), "NMEM_SYNC_REMOTE": str(remote)})
@@ -205,9 +205,9 @@ def test_sync_between_an_encrypted_and_a_plain_replica(tmp_path: Path) -> None:
     try:
         a.remember(f"synced {SECRET}", domain="user")
         run_sync(a.store, enc, project="demo")
-        assert any(SECRET in text for text in remote_files(remote).values())
-        run_sync(b.store, plain, project="demo")
-        assert [h.record.content for h in b.recall(SECRET)] == [f"synced {SECRET}"]
+        assert not any(SECRET in text for text in remote_files(remote).values())  # sealed (docs/sync.md)
+        report = run_sync(b.store, plain, project="demo")  # without the key: reported, never applied
+        assert report.invalid == 1 and b.recall(SECRET) == []
         b.remember("from the plain side", domain="user")
         run_sync(b.store, plain, project="demo")
         run_sync(a.store, enc, project="demo")

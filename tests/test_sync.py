@@ -52,8 +52,8 @@ def test_three_devices_have_three_ids_and_each_pushes_only_its_own_files(replica
     b.remember("sqlite WAL readers never block the writer", namespace="learnings", domain="project:shop")
     sync_all(a, b, c)
     logs = [name for name in remote_files(remote) if name.startswith("devices/")]
-    assert sorted(logs) == sorted([f"devices/{a.device}/user/2026-09.jsonl",
-                                   f"devices/{b.device}/project/shop/2026-09.jsonl"])
+    assert sorted(logs) == sorted([f"devices/{a.device}/user/log/0/0/0/0/0/0/0/0.jsonl",
+                                   f"devices/{b.device}/project/shop/log/0/0/0/0/0/0/0/0.jsonl"])
     assert a.state() == b.state() == c.state() and len(a.state()) == 2
 
 
@@ -233,8 +233,12 @@ def test_clock_skew_never_reorders_an_edit_after_one_it_has_seen(tmp_path: Path,
     try:
         uid = ahead.remember("the staging DB is db-stage-1")
         ahead.sync()
-        report = behind.sync()
-        assert report.warnings and ahead.device in report.warnings[0]
+        report = behind.sync()  # two hours apart, beyond sync.max_skew: kept aside until accepted
+        assert report.quarantined == 1 and report.warnings and ahead.device in report.warnings[0]
+        assert uid not in behind.state()
+        report = behind.sync(accept=[ahead.device])
+        assert report.accepted == 1 and report.quarantined == 0 and uid in behind.state()
+        assert behind.service.store.sync_outbox() == []  # accepting did not drag this clock ahead
         behind.clock.advance(60)  # still far behind the other's stamp
         behind.service.update(uid, content="the staging DB is db-stage-2")
         behind.sync()
@@ -381,10 +385,10 @@ def test_a_remote_in_a_newer_sync_format_is_refused(tmp_path: Path, replicas: tu
     a.sync()
     work = tmp_path / "future"
     git("clone", "--quiet", "--branch", "nmem", str(remote), str(work))
-    (work / FORMAT_FILE).write_text('{"format": 2}\n')
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-am", "v2", cwd=work)
+    (work / FORMAT_FILE).write_text('{"format": 3}\n')
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-am", "v3", cwd=work)
     git("push", "--quiet", "origin", "nmem", cwd=work)
-    with pytest.raises(ConfigError, match="format 2"):
+    with pytest.raises(ConfigError, match="format 3"):
         a.sync()
 
 

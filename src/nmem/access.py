@@ -5,18 +5,26 @@ The HTTP guard sets the viewer for each request (`acting_as`); the service reads
 a single-user server) there is no viewer and nothing is filtered or attributed.
 
 The one rule: a memory in the `user` domain belongs to its writer; nobody else can read,
-search, get, change or forget it. `project:*` and `org` are shared by the team.
+search, get, change or forget it, or learn that it exists (its id, summary, or a count that
+includes it). `project:*` and `org` are shared by the team. Admins are no exception: an admin
+manages users and the server, not other people's private notes.
 
-Standard library only: the hook path's context block reads it.
+The rule is applied in one place: the service reads through `guarded(store)`, the store as
+the current viewer may see it, so no adapter (REST, MCP tool or resource, stream, viewer)
+can forget it.
+
+Standard library and `nmem.errors` only: the hook path's context block reads it.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 
+from nmem.errors import Forbidden
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
     from nmem.models import Memory
@@ -73,3 +81,125 @@ def hidden_memories(store: Any, memories: Sequence[Memory]) -> set[str]:
 def visible(store: Any, memories: Sequence[Memory]) -> list[Memory]:
     hidden = hidden_memories(store, memories)
     return [m for m in memories if m.id not in hidden] if hidden else list(memories)
+
+
+def guarded(store: Any) -> Any:
+    """`store` as the current viewer may read it (the store itself when nobody is signed in)."""
+    viewer = _VIEWER.get()
+    if viewer is None or not hasattr(store, "memory_writers"):
+        return store
+    return ViewerStore(store, viewer)
+
+
+_BATCH = 500  # uids per writer lookup
+
+
+class ViewerStore:
+    """A store whose memory reads leave out what one viewer may not see; everything else
+    (writes, the trail, the team tables) passes straight through to the store."""
+
+    def __init__(self, store: Any, viewer: Viewer) -> None:
+        self._store = store
+        self.viewer = viewer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def _mine(self, uids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(uids), _BATCH):
+            writers = self._store.memory_writers(uids[start:start + _BATCH])
+            found.update(uid for uid, writer in writers.items() if writer == self.viewer.name)
+        return found
+
+    def _keep(self, memories: Sequence[Memory]) -> list[Memory]:
+        private = [m.id for m in memories if m.domain == "user"]
+        mine = self._mine(private) if private else set()
+        return [m for m in memories if m.domain != "user" or m.id in mine]
+
+    def _filtered(self, memories: Iterator[Memory]) -> Iterator[Memory]:
+        batch: list[Memory] = []
+        for memory in memories:
+            batch.append(memory)
+            if len(batch) >= _BATCH:
+                yield from self._keep(batch)
+                batch = []
+        yield from self._keep(batch)
+
+    def get_memory(self, uid: str) -> Memory | None:
+        memory = self._store.get_memory(uid)
+        return memory if memory is None or self._keep([memory]) else None
+
+    def search_memories(self, *args: Any, **kwargs: Any) -> list[tuple[Memory, float]]:
+        rows = self._store.search_memories(*args, **kwargs)
+        kept = {m.id for m in self._keep([m for m, _ in rows])}
+        return [(m, s) for m, s in rows if m.id in kept]
+
+    def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
+        return self._filtered(self._store.iter_memories(domain, namespace))
+
+    def export_memories(self, *args: Any, **kwargs: Any) -> Iterator[Memory]:
+        return self._filtered(self._store.export_memories(*args, **kwargs))
+
+    def curated_memories(self, project: str, limit: int) -> list[Memory]:
+        return self._keep(self._store.curated_memories(project, limit))
+
+    def latest_checkpoint(self, project: str, session_id: str) -> Memory | None:
+        found = self._store.latest_checkpoint(project, session_id)
+        return found if found is None or self._keep([found]) else None
+
+    def tier_inputs(self) -> list[Any]:
+        rows = self._store.tier_inputs()
+        hidden = self._others_private()
+        return [r for r in rows if r[0] not in hidden]
+
+    def memory_versions(self) -> dict[str, Any]:
+        versions = self._store.memory_versions()
+        hidden = self._others_private()
+        return {uid: v for uid, v in versions.items() if uid not in hidden}
+
+    def vector_scan(self, kind: str, model: str, filters: Any, limit: int) -> tuple[list[Any], list[bytes]]:
+        ids, blobs = self._store.vector_scan(kind, model, filters, limit)
+        if kind != "memory":
+            return ids, blobs
+        hidden = self._others_private()
+        pairs = [(i, b) for i, b in zip(ids, blobs, strict=True) if i not in hidden]
+        return [i for i, _ in pairs], [b for _, b in pairs]
+
+    def _others_private(self) -> set[str]:
+        """Every `user` memory (forgotten ones too) that another writer wrote."""
+        private = [m.id for m in self._store.iter_memories("user", None)]
+        return set(private) - self._mine(private)
+
+    def status(self) -> Any:
+        """The store's counts without other writers' `user` memories."""
+        st = self._store.status()
+        mine = self._mine([m.id for m in self._store.iter_memories("user", None)])
+        for memory in self._store.iter_memories("user", None):
+            if memory.id in mine:
+                continue
+            st.memories -= 1
+            for counts, key in ((st.by_namespace, memory.namespace), (st.by_tier, memory.tier)):
+                if counts.get(key):
+                    counts[key] -= 1
+                    if not counts[key]:
+                        del counts[key]
+        return st
+
+    def recent_runs(self, limit: int) -> list[dict[str, Any]]:
+        return [run for run in self._store.recent_runs(limit) if self._may_see_run(run)]
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        run = self._store.get_run(run_id)
+        return run if run is None or self._may_see_run(run) else None
+
+    def _may_see_run(self, run: dict[str, Any]) -> bool:
+        """A consolidation run's report names the memories it read: only its starter sees it."""
+        return bool(run.get("report", {}).get("by") == self.viewer.name)
+
+    def put_memory(self, memory: Memory) -> None:
+        """An import may not overwrite another writer's private memory (same uid)."""
+        existing = self._store.get_memory(memory.id)
+        if existing is not None and not self._keep([existing]):
+            raise Forbidden(f"memory {memory.id} belongs to another user")
+        self._store.put_memory(memory)

@@ -144,11 +144,22 @@ class CoreService:
     """Recording and curation over one store. One per process (or per request in a server)."""
 
     def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:
-        self.store = store
+        self._store = store
         self.settings = settings
         self.clock = clock
         # Sessions never change project: one lookup per session per process (imports, servers).
         self._session_projects: dict[str, str] = {}
+
+    @property
+    def store(self) -> Store:
+        """The store as the signed-in user of a team server may read it (`nmem.access`): every
+        read of the service and of every adapter goes through here, so none forgets the rule."""
+        seen: Store = access.guarded(self._store)
+        return seen
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, busy_timeout_ms: int = 5000,
@@ -342,8 +353,7 @@ class CoreService:
         named = parts if parts is not None and len(parts) == 3 else None
         memory = self.store.get_memory(named[2] if named else ref)
         if memory is None or memory.deleted_at is not None or (
-                named and named != [memory.domain, memory.namespace, memory.id]) \
-                or access.hidden_memories(self.store, [memory]):
+                named and named != [memory.domain, memory.namespace, memory.id]):
             raise NotFound(f"memory not found: {ref}")
         return memory
 

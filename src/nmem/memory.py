@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nmem import access, changefeed
+from nmem import changefeed
 from nmem.capture.privacy import scrub
 from nmem.capture.project import git_toplevel
 from nmem.capture.recorder import RecordOutcome
@@ -454,9 +454,7 @@ class Service(Lifecycle):
         if scope == "sessions":
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
-        rows = store.search_memories(match, filters, order, limit, offset)
-        hidden = access.hidden_memories(store, [r for r, _ in rows])
-        return [SearchHit("memory", s, r) for r, s in rows if r.id not in hidden]
+        return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
 
     def get_observations(self, ids: Sequence[Any]) -> list[Observation]:
         if isinstance(ids, (str, bytes)):

@@ -46,11 +46,25 @@ def authenticate(store: Any, token: str) -> Viewer | None:
     return Viewer(found[0], found[1]) if found else None
 
 
-def _require_admin() -> None:
-    """Over HTTP only an admin manages users; locally (no viewer) whoever may open the database can."""
+def authenticate_digest(store: Any, token_digest: str) -> Viewer | None:
+    """The user a live token (known by its digest, as the viewer's cookie holds it) belongs to."""
+    if not token_digest or not hasattr(store, "token_user"):
+        return None
+    found = team_store(store).token_user(token_digest)
+    return Viewer(found[0], found[1]) if found else None
+
+
+def require_admin(what: str = "this") -> None:
+    """Refuse a signed-in user who is not an admin (Forbidden, HTTP 403, an MCP error): the
+    server-wide operations (users, tokens, settings, sync) are an admin's. Locally (no viewer)
+    whoever may open the database may."""
     viewer = current()
     if viewer is not None and not viewer.admin:
-        raise Forbidden(f"{viewer.name} is not an admin")
+        raise Forbidden(f"{what} is an admin's task on a team server; {viewer.name} is not an admin")
+
+
+def _require_admin() -> None:
+    require_admin("managing users and tokens")
 
 
 def add_user(store: Any, name: str, admin: bool, now: int) -> dict[str, Any]:

@@ -24,19 +24,23 @@ from nmem.sync.engine import SyncReport, run_sync
                    "or a glob such as project:*. Default: all, within the sync.domains setting.")
 @click.option("--force", is_flag=True,
               help="Read every remote file again and recheck every local write against the remote.")
+@click.option("--accept", "accept", multiple=True, metavar="DEVICE",
+              help="Apply the quarantined operations of this device (repeatable; `all` for every device): "
+                   "those stamped more than sync.max_skew seconds ahead of this machine's clock.")
 @click.option("--background", is_flag=True, hidden=True,
               help="How hooks start it: skip if a sync runs, one log line, failures also to nmem.log.")
 @format_option
 @pass_state
 def sync(state: State, fetch: bool, push: bool, remote: str | None, domains: tuple[str, ...], force: bool,
-         background: bool, fmt: str | None) -> None:
+         accept: tuple[str, ...], background: bool, fmt: str | None) -> None:
     """Sync curated memories with other machines through a git remote.
 
     Each device appends its own writes to its own log files on the remote's `nmem` branch,
     so pushes never conflict; every device applies every log, and per memory the last
     writer wins by a hybrid logical clock (deletes included), so all converge. Without
     --fetch or --push it does both. The trail (sessions, prompts, observations) is not
-    synced. Exit code 5 when the remote cannot be reached or refuses the push.
+    synced. Operations stamped beyond sync.max_skew are quarantined until --accept.
+    Exit code 5 when the remote cannot be reached or refuses the push.
 
     \b
         nmem config set sync.remote git@github.com:me/nmem-sync.git
@@ -51,7 +55,7 @@ def sync(state: State, fetch: bool, push: bool, remote: str | None, domains: tup
         _background(state, fetch=both or fetch, push=both or push, domains=domains, project=project)
         return
     report = run_sync(service.store, state.settings, fetch=both or fetch, push=both or push, force=force,
-                      remote=remote, domains=domains, project=project)
+                      remote=remote, domains=domains, project=project, accept=accept)
     emit(state, fmt, report.to_dict(), lambda: report_blocks(report))
 
 
@@ -74,7 +78,8 @@ def _background(state: State, *, fetch: bool, push: bool, domains: tuple[str, ..
 
 def summary(report: SyncReport) -> str:
     return (f"pulled {report.pulled}, applied {report.applied}, conflicts resolved {report.conflicts}, "
-            f"invalid {report.invalid}, pushed {report.pushed}, waiting {report.pending}")
+            f"invalid {report.invalid}, quarantined {report.quarantined}, restored {report.restored}, "
+            f"pushed {report.pushed}, waiting {report.pending}")
 
 
 def report_blocks(report: SyncReport) -> list[Block]:
@@ -87,6 +92,8 @@ def report_blocks(report: SyncReport) -> list[Block]:
             ("applied", str(report.applied)),
             ("conflicts resolved", str(report.conflicts)),
             ("invalid lines", str(report.invalid)),
+            ("quarantined", str(report.quarantined) + (f" ({report.accepted} accepted)" if report.accepted else "")),
+            ("restored", f"{report.restored} of this device's operations the remote had lost"),
             ("pushed", str(report.pushed) + (f" (commit {report.pushed_commit[:12]})" if report.pushed_commit else "")),
             ("waiting to push", str(report.pending)),
         ]),
@@ -99,6 +106,10 @@ def report_blocks(report: SyncReport) -> list[Block]:
     if report.invalid_lines:
         blocks += [Heading("invalid lines (skipped)", 2),
                    Table(["file", "reason"], [[i["path"], i["reason"]] for i in report.invalid_lines])]
+    if report.quarantine_list:
+        rows = [[q["device"], q["uid"], q["op"], q["domain"], str(q["ahead_s"])] for q in report.quarantine_list]
+        blocks += [Heading("quarantined (stamped beyond sync.max_skew; apply with --accept DEVICE)", 2),
+                   Table(["device", "memory", "op", "domain", "seconds ahead"], rows)]
     for warning in report.warnings:
         blocks.append(Heading(f"warning: {warning}", 2))
     return blocks

@@ -84,7 +84,8 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         if owned:
             svc.close()
         raise
-    hub = streams.StreamHub(settings)
+    users = team_api.TeamAuth(svc.store)
+    hub = streams.StreamHub(settings, users=users)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     context = Context(svc, project or current_project(svc), cwd)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),
@@ -119,7 +120,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     table: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
-        Route("/login", login(policy), methods=["GET"]),
+        Route("/login", login(policy, users), methods=["GET"]),
         *routes(endpoints(), context),
         *streams.routes(),
         *viewer.routes(),
@@ -131,7 +132,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     starlette.state.nmem = context
     starlette.state.stream_hub = hub
     exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
-    return NmemApp(starlette, Guard(starlette, policy, exempt, team_api.TeamAuth(svc.store)), context, mcp)
+    return NmemApp(starlette, Guard(starlette, policy, exempt, users), context, mcp)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

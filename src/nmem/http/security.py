@@ -60,6 +60,7 @@ class Users(Protocol):
 
     def active(self) -> bool: ...
     def viewer(self, headers: dict[str, str]) -> Viewer | None: ...
+    def login(self, token: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -261,21 +262,27 @@ async def _read_body(receive: Receive, limit: int) -> Receive:
     return replay
 
 
-def login(policy: Policy) -> Callable[[Request], Awaitable[Response]]:
+def login(policy: Policy, users: Users | None = None) -> Callable[[Request], Awaitable[Response]]:
     """`GET /login?token=…[&next=/path]`: sets the session cookie the viewer's requests carry
-    (HttpOnly, SameSite=Strict, holding a digest of the token, not the token) and redirects."""
+    (HttpOnly, SameSite=Strict, holding a digest of the token, not the token) and redirects.
+    On a team server the token is one user's, and the cookie signs that user in while the
+    token lives (`nmem.http.team.TeamAuth`)."""
 
     async def endpoint(request: Request) -> Response:
         target = request.query_params.get("next") or "/"
         if not target.startswith("/") or target.startswith("//") or "\\" in target:
             target = "/"  # never an open redirect
-        if policy.token is None:
-            return RedirectResponse(target, status_code=303)
         given = request.query_params.get("token", "")
-        if not hmac.compare_digest(given.encode(), policy.token.encode()):
+        if users is not None and users.active():
+            cookie = users.login(given) if given else None
+        elif policy.token is None:
+            return RedirectResponse(target, status_code=303)
+        else:
+            cookie = policy.cookie_value() if hmac.compare_digest(given.encode(), policy.token.encode()) else None
+        if cookie is None:
             return JSONResponse(error_body("unauthorized", "wrong or missing token"), status_code=401)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(COOKIE, policy.cookie_value(), httponly=True, samesite="strict", path="/",
+        response.set_cookie(COOKIE, cookie, httponly=True, samesite="strict", path="/",
                             secure=request.url.scheme == "https")
         return response
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,6 +26,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from nmem import team
+from nmem.access import acting_as
 from nmem.changefeed import Change, Cursor, may_see
 from nmem.config import Settings
 from nmem.errors import InvalidArgument, NmemError
@@ -35,6 +38,8 @@ SEARCH_SCOPES = ("memories", "observations", "prompts", "sessions")
 QUEUE_SIZE = 2000  # changes a slow client may fall behind by before it is told to reconnect
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 _LAGGING = object()
+REVOKED = {"type": "unauthorized", "code": -32000,
+           "message": "the token this stream was opened with was revoked; sign in again"}
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> str:
@@ -68,8 +73,9 @@ class Subscriber:
 class StreamHub:
     """The change poller and its subscribers, plus the service the streams read through."""
 
-    def __init__(self, settings: Settings, service: Service | None = None) -> None:
+    def __init__(self, settings: Settings, service: Service | None = None, users: Any = None) -> None:
         self.settings = settings
+        self.users = users  # a team server's TeamAuth: streams re-check their token with it
         self.poll_interval = max(10, int(settings["streaming.poll_ms"])) / 1000
         self.keepalive = max(0.05, float(settings["streaming.keepalive_seconds"]))
         self._service = service
@@ -103,10 +109,16 @@ class StreamHub:
         finally:
             self.subscribers.discard(subscriber)
 
+    def signed_in(self, scope: Any) -> bool:
+        """Whether the user a stream was opened for still holds a live token."""
+        return self.users is None or self.users.still_signed_in(scope)
+
     def _start(self) -> None:
         if self._task is None or self._task.done():
-            self.cursor = self.service.change_cursor()
-            self._task = asyncio.get_running_loop().create_task(self._poll())
+            # The poller reads for every subscriber, so as nobody: each stream filters for its own user.
+            with acting_as(None):
+                self.cursor = self.service.change_cursor()
+                self._task = asyncio.get_running_loop().create_task(self._poll())
 
     async def _poll(self) -> None:
         store = self.service.store
@@ -162,10 +174,11 @@ async def stream_changes(request: Request) -> Response:
             raise InvalidArgument(f"urn must start with nmem://, got {topic[:60]!r}")
     except NmemError as exc:
         return _refused(exc)
-    return _stream(_change_events(hub, since, topic))
+    return _stream(_change_events(hub, since, topic, request.scope))
 
 
-async def _change_events(hub: StreamHub, since: Cursor | None, topic: str | None) -> AsyncIterator[str]:
+async def _change_events(hub: StreamHub, since: Cursor | None, topic: str | None,
+                         scope: Any = None) -> AsyncIterator[str]:
     with hub.subscribe() as subscriber:
         cursor = hub.service.change_cursor() if since is None else since
         yield sse("start", {"cursor": str(cursor), "urn": topic})
@@ -180,6 +193,11 @@ async def _change_events(hub: StreamHub, since: Cursor | None, topic: str | None
             try:
                 item = await asyncio.wait_for(subscriber.queue.get(), hub.keepalive)
             except TimeoutError:
+                item = None
+            if not hub.signed_in(scope):
+                yield sse("error", REVOKED)
+                return
+            if item is None:
                 yield ": keep-alive\n\n"
                 continue
             if item is _LAGGING:
@@ -276,7 +294,8 @@ async def _threaded_operation(work: Callable[[Callable[[dict[str, Any]], None]],
 
     yield sse("start", {"operation": name})
     began = time.perf_counter()
-    worker = loop.run_in_executor(None, run)
+    # The worker acts for the signed-in user too (an executor thread starts with a fresh context).
+    worker = loop.run_in_executor(None, contextvars.copy_context().run, run)
     try:
         while True:
             event, data = await queue.get()
@@ -290,8 +309,13 @@ async def _threaded_operation(work: Callable[[Callable[[dict[str, Any]], None]],
 
 
 async def stream_sync(request: Request) -> Response:
-    """`nmem sync` with the configured remote (a client cannot name another), told as it runs."""
+    """`nmem sync` with the configured remote (a client cannot name another), told as it runs;
+    on a team server an admin's task (it pushes every user's memories)."""
     settings = _hub(request).settings
+    try:
+        team.require_admin("sync")
+    except NmemError as exc:
+        return _refused(exc)
     params = request.query_params
     direction = params.get("direction") or "both"
     if direction not in ("both", "fetch", "push"):
@@ -336,15 +360,33 @@ async def websocket_endpoint(ws: WebSocket) -> None:
             group.start_soon(_forward_changes, ws, hub, subscriber, topics)
             try:
                 while True:
-                    await _answer(ws, hub, topics, await ws.receive_text())
+                    text = await ws.receive_text()
+                    if not hub.signed_in(ws.scope):
+                        await _close_revoked(ws)
+                        break
+                    await _answer(ws, hub, topics, text)
             except WebSocketDisconnect:
                 pass
             group.cancel_scope.cancel()
 
 
+async def _close_revoked(ws: WebSocket) -> None:
+    with contextlib.suppress(Exception):  # the client may be gone already
+        await ws.send_json({"event": "error", "data": REVOKED})
+        await ws.close(code=1008, reason="token revoked")
+
+
 async def _forward_changes(ws: WebSocket, hub: StreamHub, subscriber: Subscriber, topics: set[str]) -> None:
     while True:
-        item = await subscriber.queue.get()
+        try:
+            item = await asyncio.wait_for(subscriber.queue.get(), hub.keepalive)
+        except TimeoutError:
+            item = None
+        if not hub.signed_in(ws.scope):
+            await _close_revoked(ws)
+            return
+        if item is None:
+            continue
         if item is _LAGGING:
             await ws.send_json({"event": "error", "data": {"type": "lagging", "message": "fell behind; "
                                                            "subscribe again", "code": -32000}})
@@ -356,6 +398,36 @@ async def _forward_changes(ws: WebSocket, hub: StreamHub, subscriber: Subscriber
             await ws.send_json({"event": "change", "urns": sorted(matched), "data": change.to_dict()})
 
 
+async def _ping(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
+    await ws.send_json({"event": "pong", "id": message.get("id")})
+
+
+async def _follow(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
+    op = message.get("op")
+    urn = message.get("urn")
+    if not isinstance(urn, str) or not urn.startswith("nmem://") or len(urn) > 500:
+        raise InvalidArgument("urn must be a string starting with nmem://")
+    urn = urn.rstrip("/")
+    (topics.add if op == "subscribe" else topics.discard)(urn)
+    await ws.send_json({"event": f"{op}d", "id": message.get("id"), "urn": urn})
+
+
+async def _recall(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
+    query = message.get("query")
+    if query is not None and not isinstance(query, str):
+        raise InvalidArgument("query must be a string")
+    events = recall_events(hub.service, query or None, str(message.get("scope") or "all"),
+                           _search_args(message), _flag(message.get("format") or message.get("full") or ""))
+    for event, data in events:
+        await ws.send_json({"event": event, "id": message.get("id"), "data": data})
+
+
+# The WebSocket's operations: `{"op": <name>, ...}` (tests enumerate this table).
+WS_OPS: dict[str, Callable[[WebSocket, StreamHub, set[str], dict[str, Any]], Any]] = {
+    "recall": _recall, "subscribe": _follow, "unsubscribe": _follow, "ping": _ping,
+}
+
+
 async def _answer(ws: WebSocket, hub: StreamHub, topics: set[str], text: str) -> None:
     try:
         message = json.loads(text)
@@ -365,30 +437,14 @@ async def _answer(ws: WebSocket, hub: StreamHub, topics: set[str], text: str) ->
         await ws.send_json({"event": "error", "data": {"type": "invalid_argument", "code": -32602,
                                                        "message": "each message must be a JSON object"}})
         return
-    ref = message.get("id")
     op = message.get("op")
     try:
-        if op == "ping":
-            await ws.send_json({"event": "pong", "id": ref})
-        elif op in ("subscribe", "unsubscribe"):
-            urn = message.get("urn")
-            if not isinstance(urn, str) or not urn.startswith("nmem://") or len(urn) > 500:
-                raise InvalidArgument("urn must be a string starting with nmem://")
-            urn = urn.rstrip("/")
-            (topics.add if op == "subscribe" else topics.discard)(urn)
-            await ws.send_json({"event": f"{op}d", "id": ref, "urn": urn})
-        elif op == "recall":
-            query = message.get("query")
-            if query is not None and not isinstance(query, str):
-                raise InvalidArgument("query must be a string")
-            events = recall_events(hub.service, query or None, str(message.get("scope") or "all"),
-                                   _search_args(message), _flag(message.get("format") or message.get("full") or ""))
-            for event, data in events:
-                await ws.send_json({"event": event, "id": ref, "data": data})
-        else:
-            raise InvalidArgument(f"unknown op {str(op)[:40]!r}; valid: recall, subscribe, unsubscribe, ping")
+        handler = WS_OPS.get(op) if isinstance(op, str) else None
+        if handler is None:
+            raise InvalidArgument(f"unknown op {str(op)[:40]!r}; valid: {', '.join(WS_OPS)}")
+        await handler(ws, hub, topics, message)
     except NmemError as exc:
-        await ws.send_json({"event": "error", "id": ref, "data": error_body(exc)})
+        await ws.send_json({"event": "error", "id": message.get("id"), "data": error_body(exc)})
 
 
 def routes() -> list[BaseRoute]:

@@ -4,10 +4,14 @@ set by the guard from the user's token (`TeamAuth`)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from nmem import team
-from nmem.access import Viewer, current
+from nmem.access import SCOPE_KEY, Viewer, current
 from nmem.capture import events as ev
 from nmem.capture.claude_code import parse
 from nmem.errors import Forbidden
@@ -17,11 +21,33 @@ from nmem.http.routing import Context, Endpoint
 from nmem.store.protocol import Store
 
 REMOTE_SPOOL_PREFIX = "remote:"
+COOKIE = "nmem_session"
+# Signs the viewer's cookies; made at start and never stored, so neither a copy of the database
+# (which holds the tokens' digests) nor an old cookie after a restart signs anyone in.
+_COOKIE_KEY = secrets.token_bytes(32)
+
+
+def session_cookie(token: str) -> str:
+    """The viewer cookie for a user's token: its digest (as the store keeps it) and a signature,
+    never the token itself."""
+    digest = team.digest(token)
+    return f"{digest}.{hmac.new(_COOKIE_KEY, digest.encode(), hashlib.sha256).hexdigest()}"
+
+
+def _cookie_digest(header: str) -> str | None:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == COOKIE:
+            digest, _, signature = value.partition(".")
+            wanted = hmac.new(_COOKIE_KEY, digest.encode(), hashlib.sha256).hexdigest()
+            if signature and hmac.compare_digest(signature.encode(), wanted.encode()):
+                return digest
+    return None
 
 
 class TeamAuth:
-    """The guard's user check: a user's token as `Authorization: Bearer`, looked up on every
-    request, so a revoked token is refused at once."""
+    """The guard's user check: a user's token as `Authorization: Bearer`, or the cookie
+    `/login?token=` set, looked up on every request, so a revoked token is refused at once."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -29,11 +55,26 @@ class TeamAuth:
     def active(self) -> bool:
         return team.active(self.store)
 
-    def viewer(self, headers: dict[str, str]) -> Viewer | None:
+    def viewer(self, headers: Mapping[str, str]) -> Viewer | None:
         auth = headers.get("authorization", "")
-        if auth[:7].lower() != "bearer ":
-            return None
-        return team.authenticate(self.store, auth[7:].strip())
+        if auth[:7].lower() == "bearer ":
+            return team.authenticate(self.store, auth[7:].strip())
+        digest = _cookie_digest(headers.get("cookie", ""))
+        return team.authenticate_digest(self.store, digest) if digest else None
+
+    def login(self, token: str) -> str | None:
+        """The cookie for a live user token, else None."""
+        return session_cookie(token) if team.authenticate(self.store, token) is not None else None
+
+    def still_signed_in(self, scope: Mapping[str, Any]) -> bool:
+        """Whether the user a long-lived request (a WebSocket, an event stream) was opened for
+        still holds a live token: streams ask again on every message and event."""
+        opened_as = scope.get(SCOPE_KEY)
+        if opened_as is None:
+            return True
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        now = self.viewer(headers)
+        return now is not None and now.name == opened_as.name
 
 
 def record_event(ctx: Context, _: None, b: s.RemoteEvent) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nmem import access
 from nmem.core import SUMMARY_CHARS, CoreService
 from nmem.errors import InvalidArgument, NotFound
 from nmem.ids import new_uid
@@ -56,12 +57,15 @@ class Lifecycle(CoreService):
         half_life = float(self.settings["lifecycle.half_life_days"])
         changed: dict[str, str] = {}
         moves: dict[str, int] = {}
-        for uid, namespace, updated, accessed, count, pinned, tags, current in self.store.tier_inputs():
+        # Every memory's tier is kept current, whoever asked; the counts name only what they may see.
+        shown = {row[0] for row in self.store.tier_inputs()} if access.current() is not None else None
+        for uid, namespace, updated, accessed, count, pinned, tags, current in self._store.tier_inputs():
             tier = tiers.tier_of(namespace, updated, accessed, count, pinned, tags, current, now, half_life)
             if tier != current:
                 changed[uid] = tier
-                key = f"{current}>{tier}"
-                moves[key] = moves.get(key, 0) + 1
+                if shown is None or uid in shown:
+                    key = f"{current}>{tier}"
+                    moves[key] = moves.get(key, 0) + 1
         self.store.set_tiers(changed, now)
         return moves
 
@@ -113,7 +117,11 @@ class Lifecycle(CoreService):
                     progress: Progress | None = None) -> dict[str, Any]:
         """Merge near-duplicate memories into the one most used (the others archived, pointing to
         it), archive stale notes, roll each project's sessions up into one summary memory, and
-        recompute tiers. Returns the report; `run_id` undoes it (`undo_consolidation`)."""
+        recompute tiers. Returns the report; `run_id` undoes it (`undo_consolidation`).
+
+        On a team server it reads only what the signed-in user may see (the service's store is
+        theirs, `nmem.access`), never merges one writer's `user` memory with another's, and
+        every run, dry or real, is in the audit trail."""
         from nmem.lifecycle.llm import Provider  # httpx2 is loaded only when a run needs it
 
         say = progress or (lambda _message: None)
@@ -131,8 +139,10 @@ class Lifecycle(CoreService):
         say(f"{len(merges)} groups of near-duplicates, {len(stale)} stale")
         rollups = self._plan_rollups(only)
         summarizer = provider.name if provider is not None else "extractive"
+        viewer = access.current()
         report: dict[str, Any] = {
             "run_id": None, "dry_run": dry_run, "summarizer": summarizer, "threshold": threshold,
+            "by": viewer.name if viewer is not None else None,
             "compared": len(live),
             "merges": [{"survivor": s.id, "urn": s.urn, "summary": s.summary,
                         "merged": [{"id": m.id, "summary": m.summary, "similarity": round(sim, 3)}
@@ -143,6 +153,7 @@ class Lifecycle(CoreService):
             "tiers": {},
         }
         if dry_run:
+            self._audit_run("consolidate_dry_run", "nmem://runs/consolidate/dry-run", [])
             return report
         # Every summary is written before anything changes, so a failing provider changes nothing.
         merged_texts = {}
@@ -174,12 +185,14 @@ class Lifecycle(CoreService):
         say("recomputing tiers")
         report["tiers"] = self.recompute_tiers()
         self.store.finish_run(run_id, report, self.now())
+        self._audit_run("consolidate", f"nmem://runs/consolidate/{run_id}",
+                        [(action, uid) for uid, action, _, _ in self.store.run_changes(run_id)])
         return report
 
     def undo_consolidation(self, run_id: int) -> dict[str, Any]:
         """Put back every memory a consolidation changed, as it was before; a memory edited since
         is left as it is now and listed under `conflicts` (nothing is overwritten blindly)."""
-        run = self.store.get_run(int(run_id))
+        run = self.store.get_run(int(run_id))  # on a team server, only its starter's
         if run is None:
             raise NotFound(f"consolidation run not found: {run_id}")
         if run["undone_at"] is not None:
@@ -200,12 +213,27 @@ class Lifecycle(CoreService):
             restored.append(uid)
         self.store.mark_run_undone(int(run_id), now)
         self.recompute_tiers()
+        self._audit_run("consolidate_undo", f"nmem://runs/consolidate/{int(run_id)}",
+                        [("restored", uid) for uid in restored])
         return {"run_id": int(run_id), "restored": restored, "conflicts": conflicts}
 
     def consolidation_runs(self, limit: int = 20) -> list[dict[str, Any]]:
         return self.store.recent_runs(limit)
 
     # -- the parts of a run ------------------------------------------------------------------
+
+    def _audit_run(self, action: str, run_urn: str, changes: list[tuple[str, str]]) -> None:
+        """On a team server: an audit row for the run and one per memory it changed."""
+        viewer = access.current()
+        if viewer is None:
+            return
+        urns = {}
+        for _, uid in changes:
+            memory = self.store.get_memory(uid)
+            if memory is not None:
+                urns[uid] = memory.urn
+        writes = [(action, run_urn), *((f"{action}:{what}", urns[uid]) for what, uid in changes if uid in urns)]
+        self.store.record_writes(viewer.name, self.now(), writes)  # type: ignore[attr-defined]
 
     def _domain_filter(self, domain: str | None) -> str | None:
         if domain in (None, "", "all"):
@@ -220,7 +248,7 @@ class Lifecycle(CoreService):
         self._index = {m.id: i for i, m in enumerate(live)}
         priority = [(m.access_count, m.updated_at) for m in live]
         out = []
-        for survivor, members in similarity.star_groups(corpus, threshold, [m.domain for m in live], priority):
+        for survivor, members in similarity.star_groups(corpus, threshold, self._merge_groups(live), priority):
             pinned = [i for i in [survivor, *members] if live[i].is_pinned]
             keep = pinned[0] if pinned else survivor
             # A pinned memory was chosen to be kept as it is: never archived into another.
@@ -229,6 +257,13 @@ class Lifecycle(CoreService):
             if rest:
                 out.append((live[keep], rest))
         return out
+
+    def _merge_groups(self, live: list[Memory]) -> list[str]:
+        """What may merge with what: memories of one domain, and a `user` memory only with the
+        same writer's (one user's private note is never archived into another's)."""
+        private = [m.id for m in live if m.domain == "user"]
+        writers = self.store.memory_writers(private) if private and hasattr(self.store, "memory_writers") else {}
+        return [f"user:{writers.get(m.id) or ''}" if m.domain == "user" else m.domain for m in live]
 
     def _similar(self, survivor: Memory, group: list[Memory]) -> list[tuple[Memory, float]]:
         i = self._index[survivor.id]

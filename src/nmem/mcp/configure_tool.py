@@ -8,7 +8,9 @@ reconfigure the user's machine. Every refusal (unknown or read-only setting, wro
 out of range) is an invalid-params error (-32602), and a call with one bad change applies none.
 
 Writable: search and context tuning (limits, fusion, strict mode, result shape), the log
-level and the tools' excluded tool names. Read-only, and why:
+level and the tools' excluded tool names. On a team server a change applies to every user of
+the server, so only an admin may make one (others get a forbidden error); anyone may read.
+Read-only, and why:
 - `memory.enabled`, `capture.exclude_projects`: the user's opt-out; an agent must not undo it.
 - `memory.path`, `store.url`: would swap the database under a running server.
 - `mcp.*` transport settings, `http.*`: access control and limits of the server itself.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nmem import team
 from nmem.capture.privacy import redact_url
 from nmem.config import SETTINGS, SETTINGS_BY_NAME, coerce
 from nmem.errors import ConfigError, InvalidArgument
@@ -99,6 +102,8 @@ def handle(service: Service, args: dict[str, Any], _: str | None) -> dict[str, A
         if unknown:
             raise InvalidArgument(f"unknown setting(s): {', '.join(unknown)}")
     changes = args.get("set") or {}
+    if changes:
+        team.require_admin("changing the server's settings")
     staged: dict[str, Any] = {}
     for name, raw in changes.items():  # every change checked before any applies
         if name not in SETTINGS_BY_NAME:

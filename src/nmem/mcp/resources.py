@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from nmem import access
 from nmem.core import INT_MAX
 from nmem.errors import NotFound
 from nmem.memory import Service
@@ -121,7 +120,7 @@ def _read_record(service: Service, urn: Urn, uri: str) -> dict[str, Any]:
         return dict(found[0].to_dict())
     memory = service.store.get_memory(urn.id or "")
     if memory is None or memory.deleted_at is not None or memory.domain != urn.domain \
-            or memory.namespace != urn.namespace or access.hidden_memories(service.store, [memory]):
+            or memory.namespace != urn.namespace:
         raise NotFound(f"resource not found: {uri}")
     return memory.to_dict()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nmem import team
 from nmem.errors import InvalidArgument
 from nmem.memory import Service
 from nmem.sync.engine import run_sync
@@ -24,23 +25,31 @@ INPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
                "description": "Only these domains: user, org, project (the current one), project:<name>, "
                               "globs such as project:*. Default: all."},
     "force": {"type": "boolean", "description": "Reread every remote file and recheck every local write."},
+    "accept": {"type": "array", "items": {"type": "string"},
+               "description": "Device ids (or all) whose quarantined operations, stamped beyond sync.max_skew, "
+                              "are applied. Only when the user asks for it."},
 }}
 OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
     "remote": {"type": "string"}, "device": {"type": "string"}, "direction": {"type": "string"},
     "pulled": _INT, "applied": _INT, "conflicts": _INT, "invalid": _INT, "pushed": _INT, "pending": _INT,
+    "quarantined": _INT, "restored": _INT, "quarantine_list": {"type": "array"},
     "conflict_list": {"type": "array"}, "warnings": {"type": "array"},
 }, "required": ["remote", "pulled", "applied", "conflicts", "pushed", "pending"]}
 
 
 def handle(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    team.require_admin("sync")  # it pushes every user's memories to the server's remote
     direction = args.get("direction") or "both"
     if direction not in ("both", "fetch", "push"):
         raise InvalidArgument("direction must be both, fetch or push")
     domain = args.get("domain")
     domains = [domain] if isinstance(domain, str) else list(domain or [])
+    accept = args.get("accept") or []
+    if not (isinstance(accept, list) and all(isinstance(a, str) for a in accept)):
+        raise InvalidArgument("accept must be a list of device ids")
     project = default_project or service.project_for()
     service.check_writable(project=project)
     report = run_sync(service.store, service.settings, fetch=direction != "push", push=direction != "fetch",
                       force=bool(args.get("force")), domains=domains,
-                      project=project)
+                      project=project, accept=accept)
     return report.to_dict()

@@ -9,6 +9,8 @@ no `json`, no `hashlib`.
 
 from __future__ import annotations
 
+import time
+
 from nmem import jsonlite
 from nmem.models import TIERS, Record
 
@@ -24,7 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = 1
+FORMAT = 1                 # of an operation line ("v")
+LAYOUT = 2                 # of the remote's files (nmem-sync.json): 2 = append-only segments
 PUT = "put"
 DELETE = "delete"
 WALL_DIGITS = 13           # milliseconds since the epoch, until the year 2286
@@ -50,12 +53,32 @@ def tick(wall: int, counter: int, now_ms: int) -> tuple[int, int]:
     return wall, counter + 1
 
 
-def witness(wall: int, counter: int, other: str) -> tuple[int, int]:
-    """The last clock after seeing `other`: every later local write orders after it."""
+def witness(wall: int, counter: int, other: str, limit_ms: int | None = None) -> tuple[int, int]:
+    """The last clock after seeing `other`: every later local write orders after it. A clock
+    beyond `limit_ms` (now + sync.max_skew) is never adopted: one poisoned line must not drag
+    every later write of every machine into the far future."""
     parsed = parse_hlc(other)
-    if parsed is None:
+    if parsed is None or (limit_ms is not None and parsed[0] > limit_ms):
         return wall, counter
     return max((wall, counter), parsed[:2])
+
+
+def now_ms(timestamp: int) -> int:
+    """The write's time in milliseconds: the wall clock's when it is still in the write's second
+    (two edits 270 ms apart order by time, not by device id), else the second itself."""
+    now = time.time_ns() // 1_000_000
+    return now if now // 1000 == timestamp else timestamp * 1000
+
+
+def after_prev(wall: int, counter: int, prev: str | None) -> tuple[int, int]:
+    """A write's clock, ordered after the version it replaces even when that one is ahead of this
+    machine's clock (an operation accepted from beyond `sync.max_skew`): an edit made after seeing a
+    version always wins over it. The device's own clock does not adopt it."""
+    parsed = parse_hlc(prev.partition("#")[0]) if prev else None
+    if parsed is None or (wall, counter) > parsed[:2]:
+        return wall, counter
+    later = tick(parsed[0], parsed[1], 0)
+    return later if later[0] < 10 ** WALL_DIGITS else (wall, counter)
 
 
 def hlc(wall: int, counter: int, device: str) -> str:
@@ -86,11 +109,12 @@ def version(clock: str, line: str) -> str:
 # -- lines ---------------------------------------------------------------------------------------
 
 def put_payload(row: Any) -> dict[str, Any]:
-    """What a `put` carries: the memory as it stands, from a `memories` row."""
+    """What a `put` carries: the memory as it stands, from a `memories` row. Not its tier:
+    each machine recomputes that from its own access statistics."""
     return {
         "domain": row["domain"], "namespace": row["namespace"], "summary": row["summary"],
         "content": row["content"], "tags": list(jsonlite.loads(row["tags"] or "[]")), "source": row["source"],
-        "relates_to": list(jsonlite.loads(row["relates_to"] or "[]")), "tier": row["tier"],
+        "relates_to": list(jsonlite.loads(row["relates_to"] or "[]")),
         "is_pinned": bool(row["is_pinned"]), "created_at": row["created_at"], "updated_at": row["updated_at"],
     }
 
@@ -111,8 +135,8 @@ def next_op(row: Any, state: Any, timestamp: int) -> tuple[int, int, str, str]:
     """The outbox entry for a write just made to memory `row`, on a device whose clock is
     `state` (device, wall, counter): the new clock (wall, counter), the line and its version.
     Each engine stores the four; the clock and the line are the same on every engine."""
-    wall, counter = tick(state["wall"], state["counter"], timestamp * 1000)
-    clock = hlc(wall, counter, state["device"])
+    wall, counter = tick(state["wall"], state["counter"], now_ms(timestamp))
+    clock = hlc(*after_prev(wall, counter, row["sync_version"]), state["device"])
     if row["deleted_at"] is None:
         line = line_for(clock, PUT, row["uid"], row["sync_version"], put_payload(row))
     else:
@@ -144,14 +168,17 @@ class InvalidLine(ValueError):
     """A line that is not a valid operation for the file it was read from."""
 
 
-def decode(line: str, device: str, domain: str) -> Op:
-    """Parse and check one line of `devices/<device>/<domain…>`; raises InvalidLine saying why."""
+def decode(line: str, device: str, domain: str | None) -> Op:
+    """Parse and check one line of `devices/<device>/<domain…>` (domain None: of the sealed log,
+    which holds every domain); raises InvalidLine saying why."""
     if len(line) > MAX_LINE_BYTES:
         raise InvalidLine("line too long")
     try:
         data = jsonlite.loads(line)
     except ValueError:
         raise InvalidLine("not JSON") from None
+    except RecursionError:
+        raise InvalidLine("nested too deeply") from None
     if not isinstance(data, dict):
         raise InvalidLine("not an object")
     if data.get("v") != FORMAT:
@@ -172,7 +199,10 @@ def decode(line: str, device: str, domain: str) -> Op:
     memory = data.get("memory")
     if not isinstance(memory, dict):
         raise InvalidLine("no memory")
-    if memory.get("domain") != domain:
+    if domain is None:
+        if not valid_domain(memory.get("domain")):
+            raise InvalidLine(f"bad domain {memory.get('domain')!r}")
+    elif memory.get("domain") != domain:
         raise InvalidLine(f"domain {memory.get('domain')!r} in a file of domain {domain!r}")
     namespace = memory.get("namespace")
     if not (isinstance(namespace, str) and 0 < len(namespace) <= 40 and "a" <= namespace[0] <= "z"
@@ -188,6 +218,12 @@ def decode(line: str, device: str, domain: str) -> Op:
     return Op(version(clock, line), clock, op, uid, prev, memory, device)
 
 
+def valid_domain(domain: object) -> bool:
+    if not isinstance(domain, str) or len(domain) > 200:
+        return False
+    return domain in ("user", "org") or (domain.startswith("project:") and len(domain) > len("project:"))
+
+
 def _check_put(memory: dict[str, Any]) -> None:
     summary, content = memory.get("summary"), memory.get("content")
     if not (isinstance(summary, str) and len(summary) <= SUMMARY_CHARS):
@@ -201,7 +237,7 @@ def _check_put(memory: dict[str, Any]) -> None:
     source = memory.get("source")
     if source is not None and not isinstance(source, str):
         raise InvalidLine("bad source")
-    if memory.get("tier") not in TIERS:
+    if "tier" in memory and memory["tier"] not in TIERS:  # older lines carry it; it is not applied
         raise InvalidLine(f"bad tier {memory.get('tier')!r}")
     if not isinstance(memory.get("is_pinned"), bool):
         raise InvalidLine("bad is_pinned")

@@ -21,14 +21,20 @@ from nmem.capture.privacy import scrub
 from nmem.config import Settings, matches_any
 from nmem.errors import ConfigError, InvalidArgument, NmemError, SyncBusy
 from nmem.store import FileMark, OutboxOp, oplog
+from nmem.store.keys import database_key
 from nmem.store.protocol import Store
 from nmem.sync.git import GitRepo
 from nmem.sync.lock import SyncLock, sync_dir
+from nmem.sync.seal import Sealer, SealError
 
 Progress = Callable[[dict[str, Any]], None]
 
 LOG_ROOT = "devices"
+SEGMENT_DIR = "log"
+SEGMENT_DIGITS = 8
+SEALED = "sealed"
 FORMAT_FILE = "nmem-sync.json"
+QUARANTINE_FILE = "quarantine.jsonl"
 PUSH_ATTEMPTS = 5
 LISTED = 50           # conflicts and invalid lines listed in a report (all are counted)
 
@@ -46,20 +52,50 @@ def domain_path(domain: str) -> str:
     return f"project/{encoded}"
 
 
-def parse_log_path(path: str) -> tuple[str, str] | None:
-    """(device, domain) of `devices/<device>/<domain…>/<yyyy-mm>.jsonl`; None for any other file."""
+def segment_path(device: str, domain: str | None, number: int) -> str:
+    """Segment `number` of a device's log for `domain` (None: the sealed log of an encrypted store).
+    One hex digit a directory level keeps every tree a push rewrites at 16 entries or fewer."""
+    digits = f"{number:0{SEGMENT_DIGITS}x}"
+    where = SEALED if domain is None else domain_path(domain)
+    return f"{LOG_ROOT}/{device}/{where}/{SEGMENT_DIR}/{'/'.join(digits[:-1])}/{digits[-1]}.jsonl"
+
+
+def segment_number(path: str) -> int | None:
     parts = path.split("/")
-    if len(parts) not in (4, 5) or parts[0] != LOG_ROOT or not parts[-1].endswith(".jsonl"):
+    tail = parts[-SEGMENT_DIGITS - 1:]
+    if len(parts) < SEGMENT_DIGITS + 3 or tail[0] != SEGMENT_DIR or not tail[-1].endswith(".jsonl"):
+        return None
+    digits = [*tail[1:-1], tail[-1].removesuffix(".jsonl")]
+    if not all(len(d) == 1 and d in "0123456789abcdef" for d in digits):
+        return None
+    return int("".join(digits), 16)
+
+
+def parse_log_path(path: str) -> tuple[str, str | None] | None:
+    """(device, domain) of a log file: `devices/<device>/<domain…>/<yyyy-mm>.jsonl` (the first
+    layout, still read) or `…/log/<hex path>.jsonl` (a segment); domain None for the sealed log
+    of an encrypted store, `devices/<device>/sealed/log/…`. None for any other file."""
+    parts = path.split("/")
+    if len(parts) < 4 or parts[0] != LOG_ROOT or not parts[-1].endswith(".jsonl"):
         return None
     device = parts[1]
     if not oplog.valid_device(device):
         return None
-    if len(parts) == 4 and parts[2] in ("user", "org"):
-        return device, parts[2]
-    if len(parts) == 5 and parts[2] == "project" and parts[3]:
+    domain: str | None
+    if parts[2] in ("user", "org"):
+        domain, rest = parts[2], parts[3:]
+    elif parts[2] == SEALED:
+        domain, rest = None, parts[3:]
+    elif parts[2] == "project" and len(parts) >= 5 and parts[3]:
         name = unquote(parts[3])
-        if name and domain_path(f"project:{name}") == f"project/{parts[3]}":
-            return device, f"project:{name}"
+        if not (name and domain_path(f"project:{name}") == f"project/{parts[3]}"):
+            return None
+        domain, rest = f"project:{name}", parts[4:]
+    else:
+        return None
+    legacy = len(rest) == 1 and domain is not None
+    if legacy or (len(rest) == SEGMENT_DIGITS + 1 and segment_number(path) is not None):
+        return device, domain
     return None
 
 
@@ -102,6 +138,10 @@ class SyncReport:
         self.invalid_lines: list[dict[str, Any]] = []
         self.conflicts = 0
         self.conflict_list: list[dict[str, Any]] = []
+        self.quarantined = 0       # operations stamped beyond sync.max_skew, kept aside (not applied)
+        self.quarantine_list: list[dict[str, Any]] = []
+        self.accepted = 0          # quarantined operations applied by --accept (or as the clock caught up)
+        self.restored = 0          # this device's pushed operations the remote had lost, pushed again
         self.pushed = 0
         self.pushed_commit: str | None = None
         self.push_attempts = 0
@@ -114,7 +154,9 @@ class SyncReport:
             "forced": self.forced, "remote_commit": self.remote_commit, "logged": self.logged,
             "files_read": self.files_read, "pulled": self.pulled, "applied": self.applied,
             "invalid": self.invalid, "invalid_lines": self.invalid_lines, "conflicts": self.conflicts,
-            "conflict_list": self.conflict_list, "pushed": self.pushed, "pushed_commit": self.pushed_commit,
+            "conflict_list": self.conflict_list, "quarantined": self.quarantined,
+            "quarantine_list": self.quarantine_list, "accepted": self.accepted, "restored": self.restored,
+            "pushed": self.pushed, "pushed_commit": self.pushed_commit,
             "push_attempts": self.push_attempts, "pending": self.pending, "warnings": self.warnings,
         }
 
@@ -126,7 +168,7 @@ class Syncer:
 
     def __init__(self, store: Store, settings: Settings, *, remote: str | None = None,
                  domains: Sequence[str] = (), project: str | None = None, progress: Progress | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, accept: Sequence[str] = ()) -> None:
         url = (remote or str(settings["sync.remote"])).strip()
         if not url:
             raise ConfigError("no sync remote: pass --remote URL, or set it once with "
@@ -137,8 +179,16 @@ class Syncer:
         self.progress = progress
         self.run_patterns = domain_patterns(domains, project)
         self.device = store.sync_device()
+        self.accept = {a.strip() for a in accept if a.strip()}
+        for device in self.accept - {"all"}:
+            if not oplog.valid_device(device):
+                raise InvalidArgument(f"invalid device id {device!r} for --accept: use a device id from the "
+                                      "report's quarantine list, or all")
+        key = database_key(settings)
+        self.sealer = Sealer(key) if key is not None else None
         self.repo = GitRepo(os.path.join(sync_dir(settings.home), "repo.git"), url, str(settings["sync.branch"]),
                             float(settings["sync.timeout"]), self.device)
+        self.quarantine_path = os.path.join(sync_dir(settings.home), QUARANTINE_FILE)
         self._skewed: set[str] = set()
 
     def wanted(self, domain: str) -> bool:
@@ -182,33 +232,52 @@ class Syncer:
         tip = self.repo.fetch()
         report.remote_commit = tip
         self._read(report, tip, foreign=fetch, force=force)
+        if fetch:
+            self._release_quarantine(report)
         if push:
             self._push(report, tip, fetch, force)
         report.pending = len(self.store.sync_outbox())
+
+    @property
+    def limit_ms(self) -> int:
+        """The latest clock this machine trusts: its own clock plus `sync.max_skew`."""
+        return int(self.clock() * 1000) + int(self.settings["sync.max_skew"]) * 1000
 
     # -- fetch and apply ----------------------------------------------------------------------------
 
     def _read(self, report: SyncReport, tip: str | None, *, foreign: bool, force: bool) -> None:
         """Apply the new lines of every wanted log file at `tip` (only this device's own files
         when `foreign` is false: they tell which of its operations the remote already has)."""
+        files = self.repo.list_files(tip) if tip is not None else {}
+        marks = self.store.sync_files()
+        if not force and self._lost_own_lines(files, marks):
+            waiting = len(self.store.sync_outbox())
+            self.store.sync_reset()  # every local operation is pushed again unless its line is still there
+            self._read(report, tip, foreign=foreign, force=True)
+            report.restored += len(self.store.sync_outbox()) - waiting
+            if report.restored:
+                report.warnings.append(
+                    f"the remote lost {report.restored} operation{'s' * (report.restored != 1)} this device had "
+                    "pushed (a force-push or a rewritten history): they are pushed again")
+            return
         if tip is None:
             return
-        files = self.repo.list_files(tip)
         self._check_format(files)
-        marks = self.store.sync_files()
-        todo: list[tuple[str, str, str, str]] = []
+        todo: list[tuple[str, str, str, str | None]] = []
         for path, blob in sorted(files.items()):
             parsed = parse_log_path(path)
             if parsed is None:
                 continue
             device, domain = parsed
-            if not self.wanted(domain) or (not foreign and device != self.device):
+            if (domain is not None and not self.wanted(domain)) or (not foreign and device != self.device):
                 continue
             if marks.get(path, ("", 0))[0] != blob:
                 todo.append((path, blob, device, domain))
         contents = self.repo.read_blobs(sorted({blob for _, blob, _, _ in todo}))
         ops: list[oplog.Op] = []
         new_marks: list[FileMark] = []
+        held: list[dict[str, str]] = []
+        limit = self.limit_ms
         for number, (path, blob, device, domain) in enumerate(todo, 1):
             self._emit("progress", phase="read", current=number, total=len(todo), message=path)
             data = contents[blob]
@@ -218,21 +287,45 @@ class Syncer:
             end = data.rfind(b"\n") + 1  # a last line without its newline waits for a later fetch
             for raw in data[offset:end].split(b"\n")[:-1] if end > offset else ():
                 report.pulled += 1
-                try:
-                    ops.append(oplog.decode(raw.decode("utf-8"), device, domain))
-                except (UnicodeDecodeError, oplog.InvalidLine) as exc:
-                    report.invalid += 1
-                    if len(report.invalid_lines) < LISTED:
-                        report.invalid_lines.append({"path": path, "reason": str(exc)})
+                op = self._decode(report, path, raw, device, domain)
+                if op is None:
+                    continue
+                if op.device != self.device and op.wall_ms > limit and not self._accepted(op.device):
+                    held.append({"path": path, "line": raw.decode("utf-8")})
+                    continue
+                ops.append(op)
             new_marks.append(FileMark(path, blob, max(end, offset)))
             report.files_read += 1
+        if held:
+            self._hold(held)
+        self._apply(report, ops, new_marks, force)
+
+    def _decode(self, report: SyncReport, path: str, raw: bytes, device: str, domain: str | None) -> oplog.Op | None:
+        """One line as a checked operation, or None (counted and listed as invalid)."""
+        try:
+            line = raw.decode("utf-8")
+            if domain is None:  # a sealed log; plain files (written before encryption was on) stay readable
+                if self.sealer is None:
+                    raise SealError("a sealed line: this store has no encryption key to open it")
+                line = self.sealer.open(line, device)
+            op = oplog.decode(line, device, domain)
+        except (UnicodeDecodeError, oplog.InvalidLine, SealError) as exc:
+            report.invalid += 1
+            if len(report.invalid_lines) < LISTED:
+                report.invalid_lines.append({"path": path, "reason": str(exc) or "not UTF-8"})
+            return None
+        if domain is None and not self.wanted(op.memory["domain"]):
+            return None  # a sealed log holds every domain; a narrowed sync skips the others
+        return op
+
+    def _apply(self, report: SyncReport, ops: list[oplog.Op], marks: list[FileMark], force: bool) -> None:
         ops.sort(key=lambda op: op.version)  # causal order: a chain of edits applies oldest first
         for op in ops:
             if op.op == oplog.PUT:  # untrusted text passes the privacy filter again
                 op.memory["content"] = scrub(op.memory["content"])
                 op.memory["summary"] = scrub(op.memory["summary"])
         self._emit("progress", phase="apply", current=0, total=len(ops), message=f"applying {len(ops)} operations")
-        outcomes = self.store.sync_apply(ops, new_marks)
+        outcomes = self.store.sync_apply(ops, marks, self.limit_ms)
         for op, (outcome, met) in zip(ops, outcomes, strict=True):
             if outcome == "applied":
                 report.applied += 1
@@ -241,21 +334,110 @@ class Syncer:
                     self._conflict(report, op, kept=op.version, dropped=met)
                 elif outcome == "stale":
                     self._conflict(report, op, kept=met, dropped=op.version)
-            self._check_skew(report, op)
         self._emit("result", phase="fetch", pulled=report.pulled, applied=report.applied,
                    conflicts=report.conflicts, invalid=report.invalid)
+
+    def _lost_own_lines(self, files: dict[str, str], marks: dict[str, tuple[str, int]]) -> bool:
+        """Whether a file of this device that the remote had is gone or changed: this nmem never
+        rewrites a file (segments are new files; month files of the first layout are no longer
+        written), so that means a force-push or a rewritten history may have lost pushed lines."""
+        for path, (blob, _offset) in marks.items():
+            parsed = parse_log_path(path)
+            if parsed is None or parsed[0] != self.device:
+                continue
+            if parsed[1] is not None and not self.wanted(parsed[1]):
+                continue
+            if files.get(path) != blob:
+                return True
+        return False
+
+    # -- quarantine: operations stamped beyond the skew bound ------------------------------------------
+
+    def _accepted(self, device: str) -> bool:
+        return "all" in self.accept or device in self.accept
+
+    def _hold(self, entries: list[dict[str, str]]) -> None:
+        known = {(e["path"], e["line"]) for e in self._held()}
+        with open(self.quarantine_path, "a", encoding="utf-8") as out:
+            for entry in entries:
+                if (entry["path"], entry["line"]) not in known:
+                    out.write(jsonlite.dumps(entry) + "\n")
+                    known.add((entry["path"], entry["line"]))
+            out.flush()
+            os.fsync(out.fileno())
+
+    def _held(self) -> list[dict[str, str]]:
+        try:
+            with open(self.quarantine_path, encoding="utf-8") as held:
+                lines = held.read().splitlines()
+        except FileNotFoundError:
+            return []
+        entries = []
+        for line in lines:
+            try:
+                entry = jsonlite.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("line"), str):
+                entries.append(entry)
+        return entries
+
+    def _release_quarantine(self, report: SyncReport) -> None:
+        """Apply the quarantined operations now accepted (or no longer ahead); report the rest."""
+        entries = self._held()
+        if not entries:
+            return
+        limit = self.limit_ms
+        ready: list[oplog.Op] = []
+        kept: list[dict[str, str]] = []
+        scratch = SyncReport("", "", "", "", False)
+        for entry in entries:
+            parsed = parse_log_path(entry["path"])
+            op = self._decode(scratch, entry["path"], entry["line"].encode("utf-8"), *parsed) if parsed else None
+            if op is None:
+                continue
+            if op.wall_ms <= limit or self._accepted(op.device):
+                ready.append(op)
+                continue
+            kept.append(entry)
+            report.quarantined += 1
+            if len(report.quarantine_list) < LISTED:
+                report.quarantine_list.append({
+                    "device": op.device, "uid": op.uid, "op": op.op, "domain": op.memory["domain"],
+                    "ahead_s": round((op.wall_ms - self.clock() * 1000) / 1000), "path": entry["path"]})
+        if ready:
+            self._apply(report, ready, [], force=False)
+            report.accepted += len(ready)
+        tmp = self.quarantine_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.writelines(jsonlite.dumps(entry) + "\n" for entry in kept)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.quarantine_path)
+        if report.quarantined:
+            devices = sorted({q["device"] for q in report.quarantine_list})
+            report.warnings.append(
+                f"{report.quarantined} operation{'s' * (report.quarantined != 1)} from device"
+                f"{'s' * (len(devices) != 1)} {', '.join(devices)} "
+                f"{'are' if report.quarantined != 1 else 'is'} stamped more than sync.max_skew "
+                f"({int(self.settings['sync.max_skew'])} s) ahead of this machine's clock: kept aside, not applied; "
+                "apply them with `nmem sync --accept DEVICE` if that device is trusted")
 
     def _check_format(self, files: dict[str, str]) -> None:
         blob = files.get(FORMAT_FILE)
         if blob is None:
             return
-        try:
-            declared = jsonlite.loads(self.repo.read_blobs([blob])[blob]).get("format")
-        except (ValueError, AttributeError):
-            declared = None
-        if not isinstance(declared, int) or declared > oplog.FORMAT:
+        declared = self._declared_layout(blob)
+        if not isinstance(declared, int) or declared > oplog.LAYOUT:
             raise ConfigError(f"the sync branch {self.repo.branch!r} of {self.repo.shown_url} uses sync format "
-                              f"{declared!r}; this nmem writes format {oplog.FORMAT}: upgrade nmem")
+                              f"{declared!r}; this nmem writes format {oplog.LAYOUT}: upgrade nmem")
+
+    def _declared_layout(self, blob: str) -> object:
+        try:
+            declared = jsonlite.loads(self.repo.read_blobs([blob])[blob])
+        except (ValueError, RecursionError):
+            return None
+        return declared.get("format") if isinstance(declared, dict) else None
 
     def _conflict(self, report: SyncReport, op: oplog.Op, *, kept: str, dropped: str) -> None:
         report.conflicts += 1
@@ -263,15 +445,6 @@ class Syncer:
             report.conflict_list.append({"uid": op.uid, "domain": op.memory["domain"], "kept": kept,
                                          "dropped": dropped, "kept_device": _device_of(kept),
                                          "dropped_device": _device_of(dropped)})
-
-    def _check_skew(self, report: SyncReport, op: oplog.Op) -> None:
-        if op.device == self.device:
-            return
-        ahead = (op.wall_ms - self.clock() * 1000) / 1000
-        if ahead > int(self.settings["sync.max_skew"]) and op.device not in self._skewed:
-            self._skewed.add(op.device)
-            report.warnings.append(f"device {op.device} stamps writes {ahead:.0f} s ahead of this machine's clock; "
-                                   "its concurrent edits win until the clocks agree")
 
     # -- push ------------------------------------------------------------------------------------------
 
@@ -299,32 +472,34 @@ class Syncer:
                         "run `nmem sync` again")
 
     def _commit(self, tip: str | None, outbox: list[OutboxOp]) -> tuple[str, list[FileMark]]:
-        """A commit on `tip` appending the outbox's lines to this month's files of this device."""
-        month = time.strftime("%Y-%m", time.gmtime(self.clock()))
-        appended: dict[str, list[str]] = {}
-        for op in outbox:
-            path = f"{LOG_ROOT}/{self.device}/{domain_path(op.domain)}/{month}.jsonl"
-            appended.setdefault(path, []).append(op.line)
+        """A commit on `tip` adding one new segment per domain with the outbox's lines: a push
+        adds only its own lines (and the few small trees above them), never rewrites a file."""
         existing = self.repo.list_files(tip) if tip else {}
-        old = self.repo.read_blobs(sorted({existing[p] for p in appended if p in existing}))
-        marks = self.store.sync_files()
+        lines: dict[str | None, list[str]] = {}
+        for op in outbox:
+            if self.sealer is not None:
+                lines.setdefault(None, []).append(self.sealer.seal(op.line, self.device))
+            else:
+                lines.setdefault(op.domain, []).append(op.line)
         files: dict[str, bytes] = {}
-        read_to_end: set[str] = set()
-        for path, lines in appended.items():
-            before = old.get(existing.get(path, ""), b"")
-            if marks.get(path, ("", 0)) == (existing.get(path), len(before)) or not before:
-                read_to_end.add(path)
-            if before and not before.endswith(b"\n"):
-                before += b"\n"  # a torn last line: never glue a line onto it
-            files[path] = before + "".join(line + "\n" for line in lines).encode("utf-8")
-        if FORMAT_FILE not in existing:
-            files[FORMAT_FILE] = (jsonlite.dumps({"format": oplog.FORMAT, "layout": "devices/<device>/<domain>/"
-                                                  "<yyyy-mm>.jsonl, one JSON operation a line, append-only; "
-                                                  "see nmem's docs/sync.md"}) + "\n").encode()
+        for domain, domain_lines in lines.items():
+            path = segment_path(self.device, domain, self._next_segment(existing, domain))
+            files[path] = "".join(line + "\n" for line in domain_lines).encode("utf-8")
+        if FORMAT_FILE not in existing or self._declared_layout(existing[FORMAT_FILE]) != oplog.LAYOUT:
+            files[FORMAT_FILE] = (jsonlite.dumps({
+                "format": oplog.LAYOUT,
+                "layout": "devices/<device>/<domain>/log/<8 hex digits, one a directory>.jsonl (append-only "
+                          "segments; devices/<device>/<domain>/<yyyy-mm>.jsonl from format 1 is still read), "
+                          "one JSON operation a line; see nmem's docs/sync.md"}) + "\n").encode()
         message = f"nmem sync: device {self.device} appends {len(outbox)} operation{'s' * (len(outbox) != 1)}"
         commit, blobs = self.repo.commit_files(tip, files, message)
-        new_marks = [FileMark(path, blobs[path], len(files[path])) for path in appended if path in read_to_end]
-        return commit, new_marks
+        marks = [FileMark(path, blobs[path], len(data)) for path, data in files.items() if path != FORMAT_FILE]
+        return commit, marks
+
+    def _next_segment(self, existing: dict[str, str], domain: str | None) -> int:
+        prefix = segment_path(self.device, domain, 0).rsplit(f"/{SEGMENT_DIR}/", 1)[0] + f"/{SEGMENT_DIR}/"
+        numbers = [segment_number(path) for path in existing if path.startswith(prefix)]
+        return max((n for n in numbers if n is not None), default=-1) + 1
 
 
 def _device_of(version: str) -> str | None:
@@ -335,13 +510,14 @@ def _device_of(version: str) -> str | None:
 def run_sync(store: Store, settings: Settings, *, fetch: bool = True, push: bool = True, force: bool = False,
              remote: str | None = None, domains: Sequence[str] = (), project: str | None = None,
              progress: Progress | None = None, clock: Callable[[], float] = time.time,
-             wait: float | None = None) -> SyncReport:
-    """Sync curated memories with the remote (both ways unless `fetch` or `push` is false)."""
+             wait: float | None = None, accept: Sequence[str] = ()) -> SyncReport:
+    """Sync curated memories with the remote (both ways unless `fetch` or `push` is false).
+    `accept`: device ids (or `all`) whose operations beyond `sync.max_skew` are applied anyway."""
     if not fetch and not push:
         raise InvalidArgument("nothing to do: fetch and push are both off")
     syncer = Syncer(store, settings, remote=remote, domains=domains, project=project, progress=progress,
-                    clock=clock)
+                    clock=clock, accept=accept)
     return syncer.run(fetch=fetch, push=push, force=force, wait=wait)
 
 
-__all__ = ["SyncReport", "Syncer", "domain_path", "parse_log_path", "run_sync"]
+__all__ = ["SyncReport", "Syncer", "domain_path", "parse_log_path", "run_sync", "segment_path"]

@@ -18,6 +18,8 @@ from nmem.errors import ConfigError, NetworkError, StorageError
 
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 _REJECTED = ("[rejected]", "non-fast-forward", "fetch first")
+# Another push updated the branch between the remote's check and its ref update: a race, not a refusal.
+_RACED = ("but expected", "cannot lock ref", "failed to update ref")
 
 
 class GitRepo:
@@ -108,6 +110,8 @@ class GitRepo:
             return True
         report = done.stdout.decode("utf-8", "replace") + done.stderr.decode("utf-8", "replace")
         if any(marker in report for marker in _REJECTED) and "remote rejected" not in report:
+            return False
+        if any(marker in report for marker in _RACED):
             return False
         raise NetworkError(f"cannot push to {self.shown_url}: {self._redact(_tail(report.encode()))}")
 

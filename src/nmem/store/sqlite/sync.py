@@ -43,7 +43,8 @@ class SyncRows(Connection):
         return {r["path"]: (r["blob"], r["byte_offset"])
                 for r in self._query("SELECT path, blob, byte_offset FROM sync_files")}
 
-    def sync_apply(self, ops: Sequence[oplog.Op], files: Sequence[FileMark]) -> list[tuple[str, str | None]]:
+    def sync_apply(self, ops: Sequence[oplog.Op], files: Sequence[FileMark],
+                   limit_ms: int | None = None) -> list[tuple[str, str | None]]:
         """Apply remote operations in the order given (by version) and record how far each file
         was read, in one transaction. Per operation: ("applied" | "same" | "stale", the version
         the memory had). An operation of this device marks its outbox row pushed."""
@@ -53,7 +54,7 @@ class SyncRows(Connection):
             state = self._query("SELECT wall, counter FROM sync_state")[0]
             wall, counter = state["wall"], state["counter"]
             for op in ops:
-                wall, counter = oplog.witness(wall, counter, op.clock)
+                wall, counter = oplog.witness(wall, counter, op.clock, limit_ms)
                 self._exec("UPDATE sync_ops SET pushed = 1 WHERE version = ? AND pushed = 0", (op.version,))
                 rows = self._query("SELECT sync_version FROM memories WHERE uid = ?", (op.uid,))
                 met = rows[0]["sync_version"] if rows else None
@@ -90,16 +91,16 @@ class SyncRows(Connection):
                             m["deleted_at"], op.version))
             return
         values = (m["domain"], m["namespace"], m["summary"], m["content"], json.dumps(m["tags"]), m["source"],
-                  json.dumps(m["relates_to"]), m["tier"], int(m["is_pinned"]), m["created_at"], m["updated_at"],
+                  json.dumps(m["relates_to"]), int(m["is_pinned"]), m["created_at"], m["updated_at"],
                   op.version)
         if exists:
             self._exec("UPDATE memories SET domain = ?, namespace = ?, summary = ?, content = ?, tags = ?, "
-                       "source = ?, relates_to = ?, tier = ?, is_pinned = ?, created_at = ?, updated_at = ?, "
+                       "source = ?, relates_to = ?, is_pinned = ?, created_at = ?, updated_at = ?, "
                        "deleted_at = NULL, sync_version = ? WHERE uid = ?", (*values, op.uid))
         else:
-            self._exec("INSERT INTO memories (domain, namespace, summary, content, tags, source, relates_to, tier, "
+            self._exec("INSERT INTO memories (domain, namespace, summary, content, tags, source, relates_to, "
                        "is_pinned, created_at, updated_at, sync_version, uid) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*values, op.uid))
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*values, op.uid))
 
     def sync_pushed(self, seqs: Sequence[int], files: Sequence[FileMark]) -> None:
         """After a push the remote took: its operations are pushed, and this device's files are read."""
