@@ -21,8 +21,6 @@ from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from nmem.errors import QuerySyntaxError, StorageError, StoreBusy, StoreReadOnly, StoreUnavailable
-from nmem.models import Session
-from nmem.store import oplog
 from nmem.store.postgres.dialect import DIALECT
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
@@ -310,25 +308,6 @@ class Connection(SqlBase):
 
     # -- shared by several parts -------------------------------------------------------------
 
-    def get_session(self, session_id: str) -> Session | None:
-        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
-        return Session.from_row(rows[0]) if rows else None
-
-    def _log_memory_op(self, uid: str, timestamp: int) -> None:
-        """The sync outbox's line for the write just made to `uid`, in the same transaction."""
-        row = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))[0]
-        state = self._query("SELECT device, wall, counter FROM sync_state FOR UPDATE")[0]
-        wall, counter, line, version = oplog.next_op(row, state, timestamp)
-        self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
-        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (?, ?, ?, ?, ?)",
-                   (version, uid, row["domain"], line, timestamp))
-        self._exec("UPDATE memories SET sync_version = ? WHERE uid = ?", (version, uid))
-
-    def _forget_sync_lines(self, uid: str) -> None:
-        """A tombstone supersedes every earlier operation on the memory (their lines hold its text)."""
-        self._exec("DELETE FROM sync_ops WHERE uid = ? AND version <> "
-                   "(SELECT sync_version FROM memories WHERE uid = ?)", (uid, uid))
-
     def _scrub(self, *tables: str) -> None:
         """Forgetting means gone: a deleted row's text stays in its table's pages (and the GIN
         index's) until VACUUM reclaims them, so a forget or purge vacuums the tables at once.
@@ -392,6 +371,11 @@ class Connection(SqlBase):
             have, stale = int(rows[0][0]), int(rows[0][1])
             out[name] = "ok" if not stale else f"{have - stale} rows indexed, {have} in {table}"
         return out
+
+    def change_token(self) -> int:
+        """Moves whenever any session writes a watched table (the nmem_changes sequence)."""
+        row = self._query("SELECT last_value, is_called FROM nmem_changes")[0]
+        return int(row[0]) if row[1] else 0
 
     def _tsv_expression(self, table: str) -> str:
         """The SQL that generates `table.tsv`, as the server holds it (so checks recompute

@@ -21,6 +21,10 @@ SPOOL_MARK_DAYS = 30
 class TrailWrites(SqlBase):
     # -- trail writes --------------------------------------------------------------------
 
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return Session.from_row(rows[0]) if rows else None
+
     def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None) -> Session:
         session = self.get_session(session_id)  # most events belong to a session already stored
         if session is None:

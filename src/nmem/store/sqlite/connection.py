@@ -21,8 +21,6 @@ from nmem.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from nmem.models import Session
-from nmem.store import oplog
 from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
@@ -416,6 +414,13 @@ class Connection(SqlBase):
     def _known_prompts(self) -> dict[str, int | None] | None:
         return self._latest_prompts if self._depth else None
 
+    def change_token(self) -> int:
+        """Changes whenever any connection (another process included) commits to the database."""
+        try:
+            return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
+        except driver.ERRORS as exc:
+            raise storage_error(exc, self.path) from exc
+
     def read_snapshot(self) -> Snapshot:
         """`with store.read_snapshot():` — every read inside sees the database as of the first
         one (a read transaction on the reader), whatever other processes commit meanwhile."""
@@ -448,28 +453,6 @@ class Connection(SqlBase):
             have, indexed = int(rows[0][0]), int(rows[0][1])
             out[fts] = "ok" if have == indexed else f"{indexed} rows indexed, {have} in {table}"
         return out
-
-    def get_session(self, session_id: str) -> Session | None:
-        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
-        return Session.from_row(rows[0]) if rows else None
-
-    def _log_memory_op(self, uid: str, timestamp: int) -> None:
-        """The sync outbox's line for the write just made to `uid`, in the same transaction."""
-        row = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))[0]
-        state = self._query("SELECT device, wall, counter FROM sync_state")[0]
-        wall, counter, line, version = oplog.next_op(row, state, timestamp)
-        self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
-        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (?, ?, ?, ?, ?)",
-                   (version, uid, row["domain"], line, timestamp))
-        self._exec("UPDATE memories SET sync_version = ? WHERE uid = ?", (version, uid))
-
-    def _forget_sync_lines(self, uid: str) -> None:
-        """A tombstone supersedes every earlier operation on the memory: their lines, which hold
-        its text, leave the outbox (pushed or not), so a forgotten text is not kept there."""
-        self._exec("DELETE FROM sync_ops WHERE uid = ? AND version <> "
-                   "(SELECT sync_version FROM memories WHERE uid = ?)", (uid, uid))
-
-    # -- helpers ---------------------------------------------------------------------------
 
     def _cursor(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         conn = self._writer()

@@ -1,24 +1,25 @@
-"""Sync bookkeeping (nmem.sync): the device clock, the outbox, applied remote files; change tokens and
-the change feed's reads (nmem.changefeed)."""
+"""Sync bookkeeping (nmem.sync): the device clock, the outbox, applied remote files, and the
+outbox line each memory write logs in its own transaction (nmem.store.oplog builds it)."""
 
 from __future__ import annotations
 
 from nmem import jsonlite as json
 from nmem.store import oplog
-from nmem.store.records import (
-    FileMark,
-    OutboxOp,
-)
-from nmem.store.sqlite import driver
-from nmem.store.sqlite.connection import Connection
-from nmem.store.sqlite.errors import storage_error
+from nmem.store.records import OutboxOp
+from nmem.store.sql.base import SqlBase
+from nmem.store.sql.dialect import marks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from nmem.store.records import FileMark
 
-class SyncRows(Connection):
+SAVE_FILE = ("INSERT INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?) ON CONFLICT (path) "
+             "DO UPDATE SET blob = excluded.blob, byte_offset = excluded.byte_offset")
+
+
+class SyncRows(SqlBase):
     # -- sync (nmem.sync): the device's clock, its outbox, how far each remote file is applied ---
 
     def sync_device(self) -> str:
@@ -40,7 +41,7 @@ class SyncRows(Connection):
         return len(uids)
 
     def sync_files(self) -> dict[str, tuple[str, int]]:
-        return {r["path"]: (r["blob"], r["byte_offset"])
+        return {r["path"]: (r["blob"], int(r["byte_offset"]))
                 for r in self._query("SELECT path, blob, byte_offset FROM sync_files")}
 
     def sync_apply(self, ops: Sequence[oplog.Op], files: Sequence[FileMark],
@@ -51,8 +52,8 @@ class SyncRows(Connection):
         outcomes: list[tuple[str, str | None]] = []
         forgotten = False
         with self.transaction():
-            state = self._query("SELECT wall, counter FROM sync_state")[0]
-            wall, counter = state["wall"], state["counter"]
+            state = self._query(f"SELECT wall, counter FROM sync_state{self.dialect.lock_rows}")[0]
+            wall, counter = int(state["wall"]), int(state["counter"])
             for op in ops:
                 wall, counter = oplog.witness(wall, counter, op.clock, limit_ms)
                 self._exec("UPDATE sync_ops SET pushed = 1 WHERE version = ? AND pushed = 0", (op.version,))
@@ -68,12 +69,11 @@ class SyncRows(Connection):
                 outcomes.append(("applied", met))
             self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
             for mark in files:
-                self._exec("INSERT OR REPLACE INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?)",
-                           (mark.path, mark.blob, mark.offset))
+                self._exec(SAVE_FILE, (mark.path, mark.blob, mark.offset))
             if forgotten:
                 self._forget_bytes("memories")
         if forgotten:
-            self._scrub()
+            self._scrub("memories", "sync_ops")
         return outcomes
 
     def _apply_op(self, op: oplog.Op, exists: bool) -> None:
@@ -107,10 +107,9 @@ class SyncRows(Connection):
         with self.transaction():
             for start in range(0, len(seqs), 500):
                 chunk = seqs[start:start + 500]
-                self._exec(f"UPDATE sync_ops SET pushed = 1 WHERE seq IN ({','.join('?' * len(chunk))})", chunk)
+                self._exec(f"UPDATE sync_ops SET pushed = 1 WHERE seq IN ({marks(len(chunk))})", chunk)
             for mark in files:
-                self._exec("INSERT OR REPLACE INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?)",
-                           (mark.path, mark.blob, mark.offset))
+                self._exec(SAVE_FILE, (mark.path, mark.blob, mark.offset))
 
     def sync_reset(self) -> None:
         """Read every remote file again and recheck every operation against the remote (`sync --force`)."""
@@ -118,11 +117,20 @@ class SyncRows(Connection):
             self._exec("DELETE FROM sync_files")
             self._exec("UPDATE sync_ops SET pushed = 0 WHERE pushed = 1")
 
-    # -- change detection (MCP subscriptions) ------------------------------------------------
+    # -- the outbox line of each memory write ---------------------------------------------------
 
-    def change_token(self) -> int:
-        """Changes whenever any connection (another process included) commits to the database."""
-        try:
-            return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
-        except driver.ERRORS as exc:
-            raise storage_error(exc, self.path) from exc
+    def _log_memory_op(self, uid: str, timestamp: int) -> None:
+        """The sync outbox's line for the write just made to `uid`, in the same transaction."""
+        row = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))[0]
+        state = self._query(f"SELECT device, wall, counter FROM sync_state{self.dialect.lock_rows}")[0]
+        wall, counter, line, version = oplog.next_op(row, state, timestamp)
+        self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
+        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (?, ?, ?, ?, ?)",
+                   (version, uid, row["domain"], line, timestamp))
+        self._exec("UPDATE memories SET sync_version = ? WHERE uid = ?", (version, uid))
+
+    def _forget_sync_lines(self, uid: str) -> None:
+        """A tombstone supersedes every earlier operation on the memory: their lines, which hold
+        its text, leave the outbox (pushed or not), so a forgotten text is not kept there."""
+        self._exec("DELETE FROM sync_ops WHERE uid = ? AND version <> "
+                   "(SELECT sync_version FROM memories WHERE uid = ?)", (uid, uid))
