@@ -43,7 +43,7 @@ def test_after_install_and_use_everything_is_ok(nmem_home: Path, tmp_path: Path,
     hook_ok(nmem_home, event("UserPromptSubmit", "doc", "/home/dev/code/demo", prompt="check the wiring"))
     checks = run_checks(project_dir=tmp_path / "project", home=user_home)
     assert {c.name: c.status for c in checks} == {
-        "install": OK, "nmem on PATH": OK, "config": OK, "data dir": OK, "database": OK,
+        "install": OK, "nmem on PATH": OK, "nmem-memory on PATH": OK, "config": OK, "data dir": OK, "database": OK,
         "claude code hooks (user)": OK, "mcp server (user)": OK, "hook log": OK, "spool": OK,
     }, [c.to_dict() for c in checks]
     assert all(c.hint == "" for c in checks)
@@ -219,3 +219,21 @@ def test_the_unrelated_pypi_nmem_in_the_same_environment_fails(nmem_home: Path, 
     assert conflict["status"] == FAIL and "unrelated PyPI project `nmem` 0.6.0" in conflict["detail"]
     assert conflict["hint"] == f"pip uninstall nmem, then reinstall this nmem: pipx install {DIST_NAME}"
     assert checks["install"]["status"] == OK and DIST_NAME in checks["install"]["detail"]
+
+
+def test_another_programs_nmem_first_on_path_is_named(nmem_home: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """neural-memory installs an `nmem` console script too; doctor says which program it is."""
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    script = other / "nmem"
+    script.write_text("#!/opt/neural/bin/python3\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+                      "from neural_memory.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other}{os.pathsep}{Path(nmem_executable()).parent}{os.pathsep}/usr/bin:/bin")
+    names = by_name(run_checks(project_dir=tmp_path / "project", home=tmp_path / "userhome"))
+    check = names["nmem on PATH"]
+    assert check.status == WARN
+    assert str(script) in check.detail and "neural_memory.cli" in check.detail and "neural-memory" in check.detail
+    assert "nmem-memory" in check.detail  # the plugin's command, which the other package does not shadow
+    assert names["nmem-memory on PATH"].status == OK

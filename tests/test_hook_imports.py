@@ -188,3 +188,62 @@ def test_the_heavy_module_check_would_catch_the_console_script_path(tmp_path: Pa
     done, modules = importtime(["-m", "nmem", "record"], json.dumps(POST_TOOL_USE), hook_env(home))
     assert done.returncode == 0
     assert {m.split(".")[0] for m in modules} & set(HEAVY_STDLIB)
+
+
+# -- the other agents' adapters: the same budget, through the command `nmem install <agent>` writes ------
+
+def agent_command(agent: str) -> list[str]:
+    from nmem.integrations import codex, cursor, gemini, opencode
+
+    if agent == "opencode":
+        return opencode.hook_argv()
+    return shlex.split({"codex": codex, "gemini": gemini, "cursor": cursor}[agent].hook_command())
+
+
+def agent_events() -> list[tuple[str, dict[str, Any]]]:
+    from fixtures import codex_shapes as cx
+    from fixtures import cursor_shapes as cu
+    from fixtures import gemini_shapes as gm
+
+    cwd = "/home/dev/code/imports-demo"
+    return [
+        ("cursor", cu.shell(cwd, "npm test", "12 passed")),
+        ("opencode", {"hook_event_name": "tool.execute.after", "session_id": "ses_1", "cwd": cwd, "tool": "edit",
+                      "args": {"filePath": f"{cwd}/src/a.ts", "oldString": "a", "newString": "b"}, "output": "",
+                      "metadata": {}}),
+        ("cursor", cu.file_edit(cwd, f"{cwd}/src/a.ts", "a", "b")),
+        ("cursor", cu.prompt(cwd, "stream the invoice export")),
+        ("gemini", gm.shell(cwd, "pytest -q", "3 passed")),
+        ("gemini", gm.after_tool(cwd, "replace", {"file_path": f"{cwd}/src/a.py", "old_string": "a",
+                                                  "new_string": "b"}, "Successfully modified")),
+        ("gemini", gm.before_agent(cwd, "stream the invoice export")),
+        ("codex", cx.bash(cwd, "pytest -q", "Exit code: 0\nWall time: 0.2 seconds\nOutput:\n3 passed\n")),
+        ("codex", cx.apply_patch(cwd, cx.PATCH)),
+        ("codex", cx.prompt(cwd, "stream the invoice export")),
+    ]
+
+
+@pytest.mark.parametrize(("agent", "payload"), agent_events(),
+                         ids=lambda p: p if isinstance(p, str) else p.get("tool_name") or p["hook_event_name"])
+def test_agent_hook_commands_load_only_stdlib_and_no_heavy_module(tmp_path: Path, startup_modules: set[str],
+                                                                  agent: str, payload: dict[str, Any]) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    _python, *args = agent_command(agent)
+    done, modules = importtime(args, json.dumps(payload), hook_env(home))
+    assert done.returncode == 0, done.stderr[-2000:]
+    check_hook_imports(modules, startup_modules)
+    heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY_STDLIB))
+    assert heavy == [], f"the {agent} hook loads {heavy} for a {payload['hook_event_name']} event"
+
+
+def test_agent_session_start_imports_only_stdlib_and_nmem(tmp_path: Path, startup_modules: set[str]) -> None:
+    from fixtures import codex_shapes as cx
+
+    home = tmp_path / "home"
+    seed(home)
+    _python, *args = agent_command("codex")
+    done, modules = importtime(args, json.dumps(cx.session_start("/home/dev/code/imports-demo")), hook_env(home))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "additionalContext" in done.stdout
+    check_hook_imports(modules, startup_modules)

@@ -330,14 +330,14 @@ def test_plugin_hooks_file_has_the_wrapper_and_every_event() -> None:
         (handler,) = handlers
         assert handler["type"] == "command"
         assert shlex.split(handler["command"])[-1] in ("record", name) or "record" in handler["command"]
-        assert Path(shlex.split(handler["command"])[0]).name == "nmem"
+        assert Path(shlex.split(handler["command"])[0]).name == "nmem-memory"  # no other package's `nmem`
         assert isinstance(handler.get("timeout", 30), int)
 
 
 def test_plugin_mcp_file() -> None:
     data = load(PLUGIN / ".mcp.json")
     server = data["mcpServers"]["nmem"]
-    assert Path(server["command"]).name == "nmem" and server["args"] == ["serve"]
+    assert Path(server["command"]).name == "nmem-memory" and server["args"] == ["serve"]
     assert server.get("type", "stdio") == "stdio"
 
 

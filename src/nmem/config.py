@@ -193,6 +193,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sync.max_skew", int, 300, "NMEM_SYNC_MAX_SKEW",
             "A sync warns about a device whose writes are stamped more than this many seconds ahead of this "
             "machine's clock (they still apply: nothing is dropped for its clock)."),
+    Setting("import.max_file_bytes", int, 256 * 1024 * 1024, "NMEM_IMPORT_MAX_FILE",
+            "Largest file (or standard input) `nmem import` reads, every format and source; a larger one is "
+            "refused before it is read (exit 11). Only regular files are read: a FIFO or a device is refused."),
+    Setting("import.max_line_bytes", int, 16 * 1024 * 1024, "NMEM_IMPORT_MAX_LINE",
+            "Longest line of a JSON Lines import (an nmem export's, the MCP memory graph's, a session block of a "
+            "Markdown export, a Claude Code transcript's): a longer one is skipped and reported, never held whole."),
+    Setting("import.max_depth", int, 100, "NMEM_IMPORT_MAX_DEPTH",
+            "Deepest nesting of lists and objects an imported record may have; a deeper record (or line) is "
+            "skipped and reported, the rest imported."),
+    Setting("import.yaml_alias_nodes", int, 10_000, "NMEM_IMPORT_YAML_ALIAS_NODES",
+            "Nodes YAML aliases (`*name`) may add to an imported document when expanded; past it the file is "
+            "refused (a YAML \"billion laughs\" file is tiny but expands to billions of nodes)."),
     Setting("lifecycle.half_life_days", float, 30.0, "NMEM_TIER_HALF_LIFE",
             "Days after which a memory's recency counts half toward its tier (hot/warm/cold/archived); "
             "recall and access count push it back up. See docs/lifecycle.md."),

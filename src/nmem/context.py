@@ -260,7 +260,9 @@ def _lead_title(session: Session, current: str | None, source: str | None, last_
         label = "Last session"
     at = session.ended_at if ended and session.ended_at else last_act
     when = f"{'ended' if ended else 'last active'} {ago(at, now)} ({_clock(at, now)})"
-    return f"## {label} s{session.id[:8]} · {when} · {_plural(prompts, 'prompt')}, {_plural(actions, 'action')}"
+    by = f" ({session.agent})" if session.agent and session.agent != "claude-code" else ""  # another agent's work
+    return (f"## {label} s{session.id[:8]}{by} · {when} · {_plural(prompts, 'prompt')}, "
+            f"{_plural(actions, 'action')}")
 
 
 def _asked(framing: Sequence[tuple[int, str]], prompts: Sequence[tuple[int, str, str]]) -> tuple[str, set[int]]:

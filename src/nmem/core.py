@@ -12,7 +12,7 @@ import time
 from nmem import access
 from nmem import jsonlite as json
 from nmem.capture import events as ev
-from nmem.capture.privacy import redact_url, scrub
+from nmem.capture.privacy import redact_url, scrub, scrub_event, scrub_record
 from nmem.capture.project import project_name, project_root
 from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings, matches_any
@@ -189,7 +189,9 @@ class CoreService:
 
         `spool_id` names an event replayed from the hook spool: it is stored at most once,
         however often a replay is repeated (a drain killed between commit and unlink).
+        Every field passes the privacy filter first, before anything reads, cuts or keeps it.
         """
+        event = scrub_event(event)
         project = self.project_for(event.cwd)
         if not self.settings.project_enabled(project, event.cwd):
             return RecordOutcome(event.session_id, project, skipped="disabled")
@@ -209,7 +211,7 @@ class CoreService:
                     return RecordOutcome(event.session_id, project, skipped="no_session")
                 if session is None:
                     session = self.store.ensure_session(event.session_id, project, event.timestamp,
-                                                        project_root(event.cwd))
+                                                        project_root(event.cwd), event.agent)
                 known = session.project
             if known != project and not self.settings.project_enabled(known):
                 # a session of an opted-out project, resumed from elsewhere: still that project's
@@ -320,12 +322,12 @@ class CoreService:
             raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
         target = self._domain(domain, project)
         self.check_writable(target, project)
-        new = NewMemory(
+        new = scrub_record(NewMemory(  # every other field (source, relates_to) too
             uid=new_uid(self.clock()), domain=target,
             namespace=self._namespace(namespace), summary=title, content=body,
             timestamp=at if at is not None else self.now(), tags=_tags(tags), source=source,
             relates_to=_as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
-        )
+        ))
         with self.store.transaction():
             memory = self.store.insert_memory(new)
             self._audit("remember", memory, written=True)
@@ -381,7 +383,7 @@ class CoreService:
         if tags is not None:
             fields["tags"] = _tags(tags)
         if relates_to is not None:
-            fields["relates_to"] = _as_list(relates_to, "relates_to")
+            fields["relates_to"] = [scrub(r) for r in _as_list(relates_to, "relates_to")]
         if tier is not None:
             if tier not in TIERS:
                 raise ValidationError(f"invalid tier {tier!r}: use one of {', '.join(TIERS)}")
@@ -462,7 +464,7 @@ class CoreService:
         if len(title) > SUMMARY_CHARS:
             raise ValidationError(f"summary is {len(title)} characters; the limit is {SUMMARY_CHARS}")
         fields.update(summary=title, content=body, tags=list(memory.tags), relates_to=list(memory.relates_to))
-        return memory.replace(**fields)
+        return scrub_record(memory.replace(**fields))
 
     def pin(self, ref: str | int, pinned: bool = True) -> dict[str, Any]:
         """Pin an observation (numeric id) or a memory (id or URN): exempt from retention."""

@@ -197,15 +197,16 @@ def _tool_sections(lines: list[str], tools: tuple[ToolSpec, ...], level: str = "
 
 ERROR_CODES = (
     ("-32001", "`not_found`", "no such observation, session, memory or resource", "10"),
-    ("-32002", "`validation`", "well-formed but not acceptable: empty content, a summary over 100 characters, a "
-     "number out of range (an integer beyond SQLite's 64 bits, a negative offset, a date past year 9999)", "11"),
+    ("-32002", "`validation`, `too_large`", "well-formed but not acceptable: empty content, a summary over 100 "
+     "characters, a number out of range (an integer beyond SQLite's 64 bits, a negative offset, a date past year "
+     "9999); an import file larger than `import.max_file_bytes`", "11"),
     ("-32003", "`blocked`", "the security filter left nothing to store (the content was entirely private)", "12"),
     ("-32005", "`llm`", "`consolidate`'s LLM provider failed (unreachable, refused the key, an unreadable answer); "
      "nothing was changed", "6"),
     ("-32602", "`invalid_argument`, `query_syntax`", "malformed: the wrong type (`\"ten\"`, `true`, `1.5`), a missing "
      "argument, an unknown name, an FTS5 query SQLite cannot parse", "2"),
-    ("-32603", "`storage`, `internal`", "the database failed (the message says how, without its path), or a bug: a "
-     "generic message, the details only in the server's log", "4, 1"),
+    ("-32603", "`storage`, `busy`, `disconnected`, `internal`", "the database failed (the message says how, "
+     "without its path), or a bug: a generic message, the details only in the server's log", "4, 1"),
 )
 ERRORS = """
 ## Errors
@@ -221,7 +222,9 @@ How the code travels:
 
 - **Tools** answer a failure as a tool execution error (`isError: true`), as the spec asks, so
   the model reads the message and can correct itself. The code and kind are in the result's
-  `_meta`: `{"nmem/error": {"code": -32001, "kind": "not_found"}}`. There is no
+  `_meta`: `{"nmem/error": {"code": -32001, "kind": "not_found"}}`; an error worth retrying
+  (`busy`: the database stayed locked; `disconnected`: the PostgreSQL server dropped the
+  connection and nothing was written) adds `retry_after`, the seconds to wait. There is no
   `structuredContent` on an error (some clients would check it against the tool's
   `outputSchema`). Arguments that break the tool's `inputSchema` are errors the same way:
   a wrong type -32602, a value outside the schema's range or length -32002. An unknown

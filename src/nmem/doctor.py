@@ -78,10 +78,31 @@ def _on_path() -> Check | None:
                                            "MCP entry use absolute paths, the plugin directory needs PATH",
                      f"add {os.path.dirname(ours)} to PATH, or {claude_code.INSTALL_HINT}")
     if os.path.realpath(found) != os.path.realpath(ours):
-        return Check("nmem on PATH", WARN, f"`nmem` on PATH is {found}, not this nmem ({ours})",
-                     f"put {os.path.dirname(ours)} first on PATH, or remove the other one (PyPI's `nmem` is an "
-                     f"unrelated project; this one is {claude_code.DIST_NAME})")
+        from nmem.integrations.other_nmem import describe
+
+        return Check("nmem on PATH", WARN, f"`nmem` on PATH is {found}, {describe(found)}; not this nmem ({ours}). "
+                     "nmem's installed hooks use absolute paths and its plugin runs `nmem-memory`, so they are "
+                     "unaffected; a shell's `nmem` is the other program",
+                     f"put {os.path.dirname(ours)} first on PATH, or uninstall the other package (this one is "
+                     f"{claude_code.DIST_NAME})")
     return Check("nmem on PATH", OK, found)
+
+
+def _plugin_command() -> Check | None:
+    """`nmem-memory` on PATH: the command the Claude Code plugin's hooks and MCP entry run."""
+    try:
+        ours = os.path.join(os.path.dirname(claude_code.nmem_executable()), "nmem-memory")
+    except NmemError:
+        return None
+    found = shutil.which("nmem-memory")
+    if found is None:
+        return Check("nmem-memory on PATH", WARN, "no `nmem-memory` on PATH: the Claude Code plugin runs it "
+                     "(`nmem install claude-code` does not need it)",
+                     f"add {os.path.dirname(ours)} to PATH, or {claude_code.INSTALL_HINT}")
+    if os.path.exists(ours) and os.path.realpath(found) != os.path.realpath(ours):
+        return Check("nmem-memory on PATH", WARN, f"`nmem-memory` on PATH is {found}, another nmem install "
+                     f"than this one ({ours})", f"put {os.path.dirname(ours)} first on PATH")
+    return Check("nmem-memory on PATH", OK, found)
 
 
 def _config() -> tuple[Settings | None, Check]:
@@ -262,9 +283,9 @@ def _spool(settings: Settings) -> Check:
 
 def run_checks(project_dir: Path | None = None, home: Path | None = None) -> list[Check]:
     checks = _distribution()
-    path_check = _on_path()
-    if path_check is not None:
-        checks.append(path_check)
+    for path_check in (_on_path(), _plugin_command()):
+        if path_check is not None:
+            checks.append(path_check)
     settings, config_check = _config()
     checks.append(config_check)
     if settings is None:
@@ -272,6 +293,9 @@ def run_checks(project_dir: Path | None = None, home: Path | None = None) -> lis
     checks.append(_data_dir(settings))
     checks.append(_database(settings))
     checks.extend(_wiring(project_dir or Path.cwd(), home))
+    from nmem.integrations import agent_checks
+
+    checks.extend(Check(*row) for row in agent_checks.rows(project_dir or Path.cwd(), home))
     checks.append(_recent_log(settings, time.time()))
     checks.append(_spool(settings))
     return checks

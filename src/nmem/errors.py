@@ -17,6 +17,7 @@ class NmemError(Exception):
     mcp_code = -32000
     http_status = 500
     kind = "error"
+    retry_after: int | None = None  # seconds: the same request may succeed then (HTTP Retry-After)
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -72,6 +73,7 @@ class StoreBusy(StorageError):
 
     http_status = 503
     kind = "busy"
+    retry_after = 1
 
 
 class StoreUnavailable(StorageError):
@@ -80,6 +82,15 @@ class StoreUnavailable(StorageError):
 
     http_status = 503
     kind = "unavailable"
+
+
+class StoreDisconnected(StoreUnavailable):
+    """The database server dropped the connection mid-request (a restart, an administrator ending
+    the session): the request's transaction did not commit, and the same request may succeed
+    once the server is back (HTTP 503 with Retry-After; MCP marks it retryable)."""
+
+    kind = "disconnected"
+    retry_after = 2
 
 
 class StoreReadOnly(StoreUnavailable):
@@ -165,6 +176,14 @@ class ValidationError(NmemError):
     kind = "validation"
 
 
+class InputTooLarge(ValidationError):
+    """An input is larger than its limit: an import file (`import.max_file_bytes`) or one line
+    of one (`import.max_line_bytes`). Nothing was read past the limit."""
+
+    http_status = 413
+    kind = "too_large"
+
+
 class ContentBlocked(NmemError):
     """The security filter refused to store the content."""
 
@@ -207,6 +226,7 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     StorageError,
     StoreBusy,
     StoreUnavailable,
+    StoreDisconnected,
     StoreReadOnly,
     StoreFull,
     StoreCorrupt,
@@ -217,6 +237,7 @@ ALL_ERRORS: tuple[type[NmemError], ...] = (
     SyncBusy,
     NotFound,
     ValidationError,
+    InputTooLarge,
     ContentBlocked,
     InternalError,
     Disabled,

@@ -28,9 +28,10 @@ import time
 
 from nmem import jsonlite as json
 from nmem import sync_trigger
+from nmem.capture import agents
 from nmem.capture import events as ev
-from nmem.capture.claude_code import HOOK_ALIASES, parse
-from nmem.capture.privacy import scrub_value
+from nmem.capture.claude_code import HOOK_ALIASES
+from nmem.capture.privacy import scrub, scrub_payload
 from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
 from nmem.core import CoreService
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-USAGE = ("usage: nmem record [--remote URL]  |  nmem hook <event> [--input FILE] [--output FILE] [--remote URL]"
-         "  (hook JSON on stdin)")
+USAGE = ("usage: nmem record [--agent NAME] [--remote URL]  |  nmem hook <event> [--agent NAME] [--input FILE] "
+         "[--output FILE] [--remote URL]  (hook JSON on stdin; --agent: " + ", ".join(agents.AGENTS) + ")")
 SPOOL_BATCH = 200
 TRY_MS = 100               # the longest single wait for the write lock; a budget is spent in such tries
 STALE_CLAIM_SECONDS = 600  # a claim this old belongs to no live hook, whatever its pid says now
@@ -52,6 +53,9 @@ WAITING = ".json"          # <spool id>.json: an event waiting to be stored
 CLAIMED = ".claim.json"    # <spool id>.<pid>.claim.json: taken by that process
 SET_ASIDE = ".bad"         # <spool id>.bad: unreadable or unstorable, kept for a person to look at
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+# A SessionEnd waits at most this long for a locked database, whatever `hooks.busy_budget_ms` says,
+# so that start-up, the wait and the spooling fit well inside the 1.5 s Claude Code allows it.
+SESSION_END_BUDGET_MS = 700
 
 
 class HookLog:
@@ -74,7 +78,7 @@ class HookLog:
             settings.ensure_dir(settings.log_dir)
             fd = os.open(os.path.join(settings.log_dir, "nmem.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as fh:
-                fh.write(f"{stamp} {level.upper()} {message}\n")
+                fh.write(f"{stamp} {level.upper()} {scrub(message)}\n")
         except OSError:
             pass  # nowhere to log to; the hook still must not fail
 
@@ -146,9 +150,9 @@ def _traceback(exc: BaseException) -> str:
     return "\n".join(lines)
 
 
-def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | None]:
-    """(event override, input file, output file, remote server URL) from `record` / `hook <event>`
-    arguments."""
+def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | None, str | None]:
+    """(event override, input file, output file, remote server URL, agent) from `record` /
+    `hook <event>` arguments."""
     if not argv or argv[0] not in ("record", "hook"):
         raise InvalidArgument(USAGE)
     event: str | None = None
@@ -158,11 +162,13 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None, st
             raise InvalidArgument(USAGE)
         event = HOOK_ALIASES.get(rest[0], rest[0])
         rest = rest[1:]
-    input_file = output_file = remote = None
+    input_file = output_file = remote = agent = None
     while rest:
         flag = rest.pop(0)
-        if flag in ("--input", "--output", "--remote") and rest:
-            if flag == "--input":
+        if flag in ("--input", "--output", "--remote", "--agent") and rest:
+            if flag == "--agent":
+                agent = agents.check(rest.pop(0))
+            elif flag == "--input":
                 input_file = rest.pop(0)
             elif flag == "--output":
                 output_file = rest.pop(0)
@@ -172,12 +178,12 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, str | None, st
             raise InvalidArgument(USAGE)
         else:
             raise InvalidArgument(f"unexpected argument {flag!r}; {USAGE}")
-    return event, input_file, output_file, remote
+    return event, input_file, output_file, remote, agent
 
 
 def _spool(settings: Settings, payload: dict[str, Any]) -> str:
     """Keep an event the database could not take; scrubbed, written atomically, drained later."""
-    payload = scrub_value(payload)
+    payload = scrub_payload(payload)
     spool = settings.ensure_dir(settings.spool_dir)
     name = f"{time.time_ns()}-{os.getpid()}{WAITING}"
     tmp = os.path.join(spool, f".{name}.tmp")
@@ -290,7 +296,7 @@ def _replay(service: CoreService, log: HookLog, deadline: Deadline, spool_id: st
         if json.may_hold_surrogates(text):
             payload = json.replace_surrogates(payload)
         stamp = payload.pop("_nmem_received_at", None) if isinstance(payload, dict) else None
-        event = parse(payload, now=stamp)
+        event = agents.parse(payload, now=stamp)
     except (OSError, ValueError, TypeError, OverflowError, RecursionError, InvalidArgument) as exc:
         _set_aside(path, spool_id, log.warning, f"unreadable: {exc}")
         return
@@ -321,11 +327,12 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
     settings: Settings | None = None
     try:
         settings = load_settings(env)
-        event_override, input_file, output_file, remote = _parse_args(argv)
+        event_override, input_file, output_file, remote, agent = _parse_args(argv)
         payload = _read_payload(stdin, input_file)
         if event_override and isinstance(payload, dict):
             payload.setdefault("hook_event_name", event_override)
-        event = parse(payload)
+        event = agents.parse(payload, agent)
+        payload = agents.tagged(payload, event.agent)  # a spooled or forwarded event keeps its agent
         if not settings["memory.enabled"]:
             return 0
         remote = remote or str(settings["hooks.remote_url"])
@@ -404,7 +411,10 @@ def _record(settings: Settings, payload: dict[str, Any],
         # `nmem drain` stores it; nothing is lost and the agent is not slowed.
         _spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         return "", None
-    deadline = Deadline(int(settings["hooks.busy_budget_ms"]))
+    budget = int(settings["hooks.busy_budget_ms"])
+    if event.kind == ev.SESSION_END:  # Claude Code gives SessionEnd hooks 1.5 s in all, then kills them
+        budget = min(budget, SESSION_END_BUDGET_MS)
+    deadline = Deadline(budget)
     try:
         service = deadline.run(lambda: CoreService.open(settings, busy_timeout_ms=deadline.try_ms))
     except StorageError as exc:
@@ -437,7 +447,7 @@ def _record_remote(settings: Settings, payload: dict[str, Any], event: ev.HookEv
     answer, failure = remote.record(settings, payload, event, url, HookLog(settings))
     context = str((answer or {}).get("context") or "")
     if event.kind == ev.SESSION_START and context:
-        return _hook_output(settings, event.hook_event_name, context), failure
+        return _hook_output(settings, event, context), failure
     return "", failure
 
 
@@ -458,10 +468,10 @@ def _output(settings: Settings, service: CoreService, event: ev.HookEvent, outco
         from nmem.context import file_memories  # opt-in: a default hook never loads it
 
         block = file_memories(service, outcome.project, event.session_id, outcome.file_path)
-        return _hook_output(settings, event.hook_event_name, block)
+        return _hook_output(settings, event, block)
     if event.kind == ev.PROMPT and outcome.memories:
         note = "; ".join(f"{m.namespace}: {m.summary} ({m.urn})" for m in outcome.memories)
-        return _hook_output(settings, event.hook_event_name, f"nmem remembered {note}")
+        return _hook_output(settings, event, f"nmem remembered {note}")
     return ""
 
 
@@ -488,7 +498,7 @@ def _session_context(service: CoreService, event: ev.HookEvent, project: str | N
 
     block = render(service, project, event.source, event.timestamp, session_id=event.session_id or None,
                    cwd=event.cwd or None)
-    return _hook_output(service.settings, event.hook_event_name, block)
+    return _hook_output(service.settings, event, block)
 
 
 def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
@@ -504,14 +514,10 @@ def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
         service.close(checkpoint=False)
 
 
-def _hook_output(settings: Settings, event_name: str, text: str) -> str:
-    """Context for Claude Code: plain text, or `hookSpecificOutput` JSON when configured (and
-    always for PostToolUse, whose plain output Claude Code does not pass to the model)."""
-    if not text:
-        return ""
-    if event_name == "PostToolUse" or settings["context.format"] == "json":
-        return json.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}) + "\n"
-    return text + "\n"
+def _hook_output(settings: Settings, event: ev.HookEvent, text: str) -> str:
+    """Context in the shape the event's agent reads (`capture.agents.output`); for Claude Code,
+    plain text unless `context.format` is json."""
+    return agents.output(event.agent, event.hook_event_name, text, plain_ok=settings["context.format"] != "json")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -265,10 +265,11 @@ class Prompt(Record):
 
 class Session(Record):
     kind = "session"
-    __slots__ = ("id", "project", "started_at", "ended_at", "signature", "summary")
+    __slots__ = ("id", "project", "started_at", "ended_at", "signature", "summary", "agent")
 
     def __init__(self, id: str, project: str, started_at: int, ended_at: int | None,
-                 signature: dict[str, Any] | None, summary: Any) -> None:
+                 signature: dict[str, Any] | None, summary: Any, agent: str | None = None) -> None:
+        self.agent = agent   # the coding agent that ran it; None for sessions from before nmem kept it
         self.id = id
         self.project = project
         self.started_at = started_at
@@ -294,6 +295,8 @@ class Session(Record):
 
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
+        if d["agent"] is None:
+            del d["agent"]
         d["urn"] = self.urn
         d["ref"] = self.ref
         return d
@@ -307,8 +310,12 @@ class Session(Record):
 
     @classmethod
     def from_row(cls, row: Any) -> Session:
+        try:
+            agent = row["agent"]
+        except (IndexError, KeyError):  # a row selected without it
+            agent = None
         return cls(row["id"], row["project"], row["started_at"], row["ended_at"],
-                   _json_or_none(row["signature"]), _json_or_none(row["summary"]))
+                   _json_or_none(row["signature"]), _json_or_none(row["summary"]), agent)
 
 
 class Memory(Record):

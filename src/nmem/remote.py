@@ -18,7 +18,7 @@ import secrets
 import time
 
 from nmem import jsonlite as json
-from nmem.capture.privacy import scrub_value
+from nmem.capture.privacy import scrub_payload
 from nmem.errors import InvalidArgument, StorageError
 
 TYPE_CHECKING = False
@@ -181,7 +181,7 @@ def record(settings: Settings, payload: dict[str, Any], event: ev.HookEvent, url
     _endpoint(url)  # a bad URL is bad input: nothing is kept
     token = str(settings["hooks.remote_token"])
     ends = time.monotonic() + int(settings["hooks.busy_budget_ms"]) / 1000
-    item = {"url": url, "key": new_key(), "received_at": event.timestamp, "event": scrub_value(payload)}
+    item = {"url": url, "key": new_key(), "received_at": event.timestamp, "event": scrub_payload(payload)}
     try:
         drain(settings, url, token, ends, log)
         return send(url, token, item, ends), None

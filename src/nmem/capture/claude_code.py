@@ -100,3 +100,14 @@ def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
         transcript_path=_optional_str(payload, "transcript_path"),
         agent_id=_optional_str(payload, "agent_id"),
     )
+
+
+def output(event_name: str, text: str, *, plain_ok: bool = True) -> str:
+    """Context for Claude Code: plain text, or `hookSpecificOutput` JSON when plain text is not
+    wanted (`context.format = json`), and always for PostToolUse, whose plain output Claude
+    Code does not pass to the model."""
+    if event_name == "PostToolUse" or not plain_ok:
+        from nmem import jsonlite
+
+        return jsonlite.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}) + "\n"
+    return text + "\n"

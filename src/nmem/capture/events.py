@@ -20,12 +20,15 @@ SESSION_END = "session_end"          # SessionEnd
 REASONING = "reasoning"              # agent thinking read from a transcript (no hook of its own)
 OTHER = "other"                      # anything else: accepted, ignored
 
+CLAUDE_CODE = "claude-code"          # the agent an event comes from when nothing says otherwise
+
 
 class HookEvent:
     """One hook event, normalised. A plain class: a hook builds one per process and
     `dataclasses` costs more to import than a hook may spend."""
 
     __slots__ = (
+        "agent",
         "agent_id",
         "assistant_message",
         "cwd",
@@ -46,7 +49,7 @@ class HookEvent:
                  source: str | None = None, prompt: str | None = None, assistant_message: str | None = None,
                  tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
                  tool_response: Any = None, error: str | None = None, transcript_path: str | None = None,
-                 agent_id: str | None = None) -> None:
+                 agent_id: str | None = None, agent: str = CLAUDE_CODE) -> None:
         self.kind = kind
         self.session_id = session_id
         self.cwd = cwd
@@ -61,6 +64,7 @@ class HookEvent:
         self.error = error
         self.transcript_path = transcript_path
         self.agent_id = agent_id                  # set on subagent events; the parent session is kept
+        self.agent = agent                        # the coding agent that sent it (capture.agents.AGENTS)
 
     def __repr__(self) -> str:
         return f"HookEvent({self.hook_event_name}, session={self.session_id!r}, tool={self.tool_name!r})"

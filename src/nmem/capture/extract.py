@@ -409,6 +409,10 @@ def _failed(found: Extracted, event: HookEvent) -> Extracted:
 
 def extract(event: HookEvent) -> Extracted | None:
     name = event.tool_name or ""
+    if name == "apply_patch":  # Codex's file changes (nmem.capture.patch); loaded only when one comes
+        from nmem.capture.patch import apply_patch
+
+        return apply_patch(event)
     extractor = mcp_call if name.startswith("mcp__") else EXTRACTORS.get(name, other)
     found = extractor(event)
     if found is None:

@@ -21,14 +21,19 @@ import math
 import sys
 from itertools import pairwise
 
-from nmem.capture.secret_formats import FORMATS, PLACEHOLDER, TRIGGER_PARENTS, Format
+from nmem.capture.events import HookEvent
+from nmem.capture.secret_formats import FORMATS, PLACEHOLDER, TRIGGER_PARENTS, Format, cached_strength, secret_value
 from nmem.lazyregex import LazyRegex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, TypeVar
+
+    from nmem.models import Record
+
+    R = TypeVar("R", bound=Record)
 
 _PRIVATE = LazyRegex(r"(?is)<private>.*?(?:</private>|\Z)")
 _OWN_CONTEXT = LazyRegex(r"(?s)<nmem-context>.*?(?:</nmem-context>|\Z)|</nmem-context>")
@@ -80,9 +85,10 @@ ENTROPY_BITS = 4.2
 BASE64_ENTROPY_BITS = 4.5   # paths have `/` too; random base64 of 40 characters averages ~4.9
 _CANDIDATE = LazyRegex(r"[A-Za-z0-9+_=\-]{32,}")
 _BASE64_CANDIDATE = LazyRegex(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/=_-])")
-# Long and random but no secret: SRI and go.sum digests, data: URIs, public keys and certificates.
+# Long and random but no secret: SRI, go.sum and wheel RECORD (`sha256=…`) digests, data: URIs,
+# public keys and certificates.
 _NOT_KEYS = LazyRegex(
-    r"(?i)\b(?:sha(?:1|224|256|384|512)-|h1:)[A-Za-z0-9+/=_-]+|;base64,[A-Za-z0-9+/=]+"
+    r"(?i)\b(?:(?:sha(?:1|224|256|384|512)|md5)[-=]|h1:)[A-Za-z0-9+/=_-]+|;base64,[A-Za-z0-9+/=]+"
     r"|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)[ \t]+AAAA[A-Za-z0-9+/]+=*"
     r"|-----BEGIN (?:CERTIFICATE|PUBLIC KEY|RSA PUBLIC KEY|X509 CRL|CERTIFICATE REQUEST|NEW CERTIFICATE REQUEST"
     r"|PKCS7|DH PARAMETERS|EC PARAMETERS|PGP PUBLIC KEY BLOCK|PGP SIGNATURE|SSH2 PUBLIC KEY)-----"
@@ -231,25 +237,153 @@ def redact(text: str, lowered: str | None = None) -> str:
 
 
 def scrub(text: str) -> str:
-    """Everything the filter does, for one string."""
+    """Everything the filter does, for one string.
+
+    A text with percent-escapes (a URL's path or query, a form body) is also read decoded: when
+    that finds a secret, the decoded text is kept, redacted (`?q=password%3Dhunter2` would
+    otherwise hide `password=hunter2` from every format).
+    """
     if not text:
         return text
     lowered = text.lower()
     if "<private>" in lowered or "nmem-context>" in text:
         text = strip_private(text, lowered)
         lowered = text.lower()
+    if "%" in text:
+        decoded = [text]
+        while len(decoded) < 3 and (once := percent_decoded(decoded[-1])) is not None:
+            decoded.append(once)  # twice-encoded too (%253D)
+        for plain in reversed(decoded[1:]):
+            redacted = redact(plain)
+            if redacted != plain:
+                return redacted
     return redact(text, lowered)
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def percent_decoded(text: str) -> str | None:
+    """`text` with its %XX escapes decoded (as UTF-8), or None when it has none.
+
+    By hand rather than with urllib.parse, which a hook should not pay to import."""
+    parts = text.split("%")
+    out = bytearray(parts[0].encode("utf-8", "surrogatepass"))
+    changed = False
+    for part in parts[1:]:
+        if len(part) >= 2 and part[0] in _HEX and part[1] in _HEX:
+            out.append(int(part[:2], 16))
+            out += part[2:].encode("utf-8", "surrogatepass")
+            changed = True
+        else:
+            out += b"%" + part.encode("utf-8", "surrogatepass")
+    return out.decode("utf-8", "replace") if changed else None
+
+
 def scrub_value(value: Any) -> Any:
-    """Scrub every string inside a JSON-like value (dict keys stay as they are)."""
+    """Scrub every string inside a JSON-like value, dict keys included (a key can be a secret:
+    `{"ghp_…": true}`); a key that a secret shared with another keeps both values apart."""
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, dict):
-        return {k: scrub_value(v) for k, v in value.items()}
-    if isinstance(value, list):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            key = scrub(k) if isinstance(k, str) else k
+            while key in out:
+                key = f"{key}_"
+            out[key] = _named_secret(k, v) if isinstance(k, str) and isinstance(v, str) else scrub_value(v)
+        return out
+    if isinstance(value, (list, tuple)):
         return [scrub_value(v) for v in value]
     return value
+
+
+def _named_secret(name: str, value: str) -> str:
+    """A string value under a key: `{"password": "hunter2"}` says what the value is, which the
+    value alone does not."""
+    strength = cached_strength(name, False) if len(value) >= 3 else None
+    if strength is not None and secret_value(value, strength, separator="assign", quoted=True,
+                                             shouty=name.isupper(), after=""):
+        return PLACEHOLDER.format(kind=strength)
+    return scrub(value)
+
+
+# What a tool answered (a file read, a command's output) can be long, and only its head and its
+# tail are ever kept (`capture.extract`): a longer text is cut to both before it is scrubbed, the
+# filter reading a margin past each cut, so that no secret is cut in two unseen.
+OUTPUT_WINDOW = 4096
+OUTPUT_MARGIN = 512
+OUTPUT_GAP = "\n…\n"
+
+
+def scrub_output(value: Any) -> Any:
+    """scrub_value for a tool's answer: each string longer than two windows keeps its first and
+    last OUTPUT_WINDOW characters only, each scrubbed with a margin beyond its cut."""
+    if isinstance(value, str):
+        if len(value) <= 2 * (OUTPUT_WINDOW + OUTPUT_MARGIN):
+            return scrub(value)
+        head = scrub(value[:OUTPUT_WINDOW + OUTPUT_MARGIN])[:OUTPUT_WINDOW]
+        tail = scrub(value[-OUTPUT_WINDOW - OUTPUT_MARGIN:])[-OUTPUT_WINDOW:]
+        return head + OUTPUT_GAP + tail
+    if isinstance(value, dict):
+        return {(scrub(k) if isinstance(k, str) else k):
+                _named_secret(k, v) if isinstance(k, str) and isinstance(v, str) and len(v) < OUTPUT_WINDOW
+                else scrub_output(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_output(v) for v in value]
+    return value
+
+
+OUTPUT_FIELDS = ("tool_response",)  # the payload fields that hold a tool's answer
+
+
+def scrub_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A raw hook payload as it may be kept (spooled, sent on): every string scrubbed, keys
+    too, a tool's answer cut to its head and tail first (`scrub_output`)."""
+    return {k: scrub_output(v) if k in OUTPUT_FIELDS else scrub_value(v) for k, v in payload.items()}
+
+
+# Read, never stored (the transcript path), or nmem's own vocabulary (the event's kind and agent).
+_KEPT_AS_IS = frozenset({"transcript_path", "kind", "hook_event_name", "agent"})
+
+
+def scrub_event(event: HookEvent) -> HookEvent:
+    """The one scrub step every hook event passes before anything reads it (`CoreService.record_event`):
+    every string field, the tool's input at any depth (keys too) and its answer (`scrub_output`).
+    Run before extraction, so no later step can cut a secret in two or change its shape (a path
+    normalised, an argument JSON-encoded) before the filter sees it. The transcript path is
+    only read, never stored."""
+    fields: dict[str, Any] = {}
+    for name in HookEvent.__slots__:
+        value = getattr(event, name)
+        if name == "tool_input":
+            value = scrub_value(value)
+        elif name == "tool_response":
+            value = scrub_output(value)
+        elif isinstance(value, str) and value and name not in _KEPT_AS_IS:
+            value = scrub(value)
+        fields[name] = value
+    return HookEvent(**fields)
+
+
+def scrub_record(record: R) -> R:
+    """A record about to be stored (an observation, a memory) with every field through the filter:
+    strings scrubbed, JSON values (metadata, tags) at any depth. The last step before the store,
+    so a field an extractor adds tomorrow is scrubbed without anyone remembering to."""
+    changes: dict[str, Any] = {}
+    for name in record.__slots__:
+        value = getattr(record, name)
+        clean: Any
+        if isinstance(value, str):
+            clean = scrub(value)
+        elif isinstance(value, (dict, list, tuple)):
+            clean = scrub_value(value)
+            clean = tuple(clean) if isinstance(value, tuple) else clean
+        else:
+            continue
+        if clean != value:
+            changes[name] = clean
+    return record.replace(**changes) if changes else record
 
 
 _URL_PASSWORD = LazyRegex(r"^([a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@")

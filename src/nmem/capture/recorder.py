@@ -1,6 +1,8 @@
 """Recording one harness-neutral event into the trail, inside the caller's write transaction.
 
-Everything stored passes the privacy filter first (`capture.privacy.scrub`). A hook process
+Everything stored passes the privacy filter twice: the event as it comes in (`scrub_event`, in
+`CoreService.record_event`), then each record as it is stored (`scrub_record`), since a field
+read beside another (`{"password": …}` made into one line) can say more than either alone. A hook process
 records one event, so the helpers only some events need (prompt markers, session
 summaries) are imported by the handlers of those events. Nothing here reads files: the
 caller reads a Stop's transcript before it takes the write lock and hands over the thoughts.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from nmem.capture import events as ev
 from nmem.capture.extract import extract
-from nmem.capture.privacy import scrub, scrub_value
+from nmem.capture.privacy import scrub, scrub_record
 from nmem.store import NewObservation
 
 TYPE_CHECKING = False
@@ -82,14 +84,14 @@ class Recorder:
     def _observation(self, event: ev.HookEvent, project: str, obs_type: str, content: str,
                      file_path: str | None = None, metadata: dict[str, Any] | None = None,
                      prompt_id: int | None = None) -> int:
-        meta = scrub_value(metadata) if metadata else None
+        meta = metadata or None
         if event.agent_id:
             meta = {**(meta or {}), "agent_id": event.agent_id}
-        return self.store.add_observation(NewObservation(
+        return self.store.add_observation(scrub_record(NewObservation(
             session_id=event.session_id, project=project, timestamp=event.timestamp, obs_type=obs_type,
-            source_event=event.hook_event_name, content=scrub(content), tool_name=event.tool_name,
-            file_path=scrub(file_path) if file_path else None, metadata=meta, prompt_id=prompt_id,
-        ))
+            source_event=event.hook_event_name, content=content, tool_name=event.tool_name,
+            file_path=file_path or None, metadata=meta, prompt_id=prompt_id,
+        )))
 
     def _prompt(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         from nmem.capture.markers import find_marked

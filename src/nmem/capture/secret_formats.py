@@ -366,7 +366,14 @@ def _label(text: str, name: str, strength: str, match: re.Match[str]) -> str | N
     shouty = flag or name.upper() == name
     if not secret_value(value, strength, separator=separator, quoted=quoted, shouty=shouty,
                         after=text[match.end():match.end() + 1]):
-        return None
+        first = value.split("/", 1)[0]
+        if quoted or first == value or not first or not secret_value(
+                first, strength, separator=separator, quoted=False, shouty=shouty, after="/"):
+            return None
+        # a value that goes on as a path (`KEY=secret/more`, a path named after a secret): its first part
+        start = match.start(group) - match.start()
+        whole = match.group(0)
+        return whole[:start] + PLACEHOLDER.format(kind=strength) + whole[start + len(first):]
     return hide(match, group, strength)
 
 
@@ -447,6 +454,68 @@ def _twilio_auth_token(match: re.Match[str]) -> str:
 _TWILIO_SID = LazyRegex(r"\bAC[0-9a-f]{32}\b")
 
 
+# -- passwords in prose: "the db password is X", "pw X", "creds admin / X", "login with X" ---------
+
+_PROSE_PASSWORD = r"""(?ix)\b(?P<label>password|passwd|passphrase|pwd?|creds|credentials|log(?:ged)?[ ]?in|sign[ ]?in)\b
+    (?:[ \t]+(?:for|of|on|to)[ \t]+(?!is\b|was\b)[\w.@:/-]+)?
+    (?:[ \t]+(?P<link>is[ \t]+now|is[ \t]+still|is|was|are|now|will[ \t]+be|should[ \t]+be|set[ \t]+to|changed[ \t]+to
+                      |reset[ \t]+to|with|using|as)\b[ \t]*:?[ \t]*
+      |[ \t]*(?P<sep>[:=])[ \t]*
+      |[ \t]+)
+    ["'`]?(?:(?P<user>[\w.@+-]+)[ \t]*/[ \t]*)?
+    (?P<s>[^\s"'`,;&|?()<>\[\]{}]*[^\s"'`,;&|()<>\[\]{}.!?:])"""
+# Words that follow "the password is" in prose about passwords rather than before one.
+_PROSE_STOP = frozenset({
+    "required", "wrong", "incorrect", "correct", "invalid", "expired", "changed", "reset", "stored", "hashed",
+    "encrypted", "missing", "empty", "too", "very", "also", "still", "now", "same", "different", "weak", "strong",
+    "secure", "insecure", "long", "short", "case", "saved", "sent", "updated", "generated", "needed", "optional",
+    "mandatory", "never", "always", "only", "just", "then", "there", "here", "what", "which", "where", "who",
+    "how", "why", "fine", "ok", "okay", "good", "bad", "visible", "shown", "plain", "ignored", "prompted",
+    "field", "fields", "input", "manager", "policy", "rules", "length", "hash", "salt", "protected", "reuse",
+    "rotation", "change", "recovery", "form", "page", "screen", "dialog", "button", "link", "email", "sso",
+    "oauth", "github", "google", "microsoft", "apple", "saml", "ldap", "your", "their", "his", "her", "its",
+    "our", "my", "these", "those", "from", "on", "at", "by", "but", "so", "using", "users", "admin", "root",
+    "please", "enter", "typed", "given", "known", "unknown", "blank", "cleared", "accepted", "rejected",
+    "authentication", "auth", "flow", "prompt", "vault", "keychain", "keyring", "stdin",
+    "file", "env", "variable", "parameter", "argument", "option", "flag", "setting", "config", "configuration",
+})
+_WORD_ENDINGS = ("ed", "ing", "ly", "able", "ible", "less", "ful", "tion", "ment", "ness", "ity")
+
+
+def _password_shaped(value: str) -> bool:
+    """Letters with digits or symbols, long enough, and not an e-mail address or a dotted name."""
+    if len(value) < 6 or not any(c.isalpha() for c in value):
+        return False
+    if "@" in value and "." in value.rsplit("@", 1)[1]:
+        return False
+    return any(c.isdigit() for c in value) or any(not c.isalnum() and c not in "._-" for c in value)
+
+
+def _prose_password(match: re.Match[str]) -> str:
+    label = match.group("label").lower().replace(" ", "")
+    value = match.group("s")
+    linked = match.group("link") is not None or match.group("sep") is not None
+    if match.group("sep") and not match.group("user"):
+        return match.group(0)  # `password = value` is the labelled formats' (code, configuration)
+    lowered = value.lower()
+    called = match.string[match.end():match.end() + 1] in ("(", "[")  # `password is check(x)`: code
+    if (called or len(value) < 4 or lowered in _NOT_VALUES or lowered in _PROSE_WORDS or lowered in _PROSE_STOP
+            or is_reference(value) or is_placeholder(value) or is_path(value) or "://" in value
+            or (value.isalpha() and value.islower() and lowered.endswith(_WORD_ENDINGS))):
+        return match.group(0)
+    if match.group("user"):
+        secret = True
+    elif label in ("creds", "credentials"):
+        secret = linked and _password_shaped(value)
+    elif label in ("login", "loggedin", "signin"):
+        secret = match.group("link") in ("with", "using", "as") and _password_shaped(value)
+    elif label == "pw":
+        secret = True
+    else:
+        secret = (linked and match.group("link") not in ("with", "using", "as")) or _password_shaped(value)
+    return hide(match, "s", "password") if secret else match.group(0)
+
+
 # -- the table ------------------------------------------------------------------------------------
 # Order matters: formats with a fixed shape first, then command lines and headers, then names
 # with values. A later format sees the placeholders the earlier ones left.
@@ -473,7 +542,7 @@ FORMATS: tuple[Format, ...] = (
     Format("aws-access-key", r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
            heads=_AWS_ID_HEADS),
     Format("aws-secret-key", r"(?i)aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?(?P<s>[A-Za-z0-9/+=]{40})"
-           r"(?![A-Za-z0-9/+=])", triggers=("secret",)),
+           r"(?![A-Za-z0-9+=])", triggers=("secret",)),
     Format("azure-client-secret", r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"
            r"(?![A-Za-z0-9_~.-])", marker=(4, "Q~")),
     Format("google-api-key", rf"\bAIza[{_URLSAFE}]{{35}}(?![{_URLSAFE}])", heads=("AIza",)),
@@ -590,6 +659,10 @@ FORMATS: tuple[Format, ...] = (
            triggers=("pass", "pw", "secret", "token", "key"), needs=("</",), replace=_xml_element),
     Format("secret", r"""(?i)\bkey=["'](?P<name>[^"'\n]+)["'][ \t]+value=["'](?P<s>[^"'\n]*)["']""",
            triggers=("key",), replace=_app_setting),
+    # prose: the trigger words with the blank after them, so that `passed` or `pwd;` never load `re`
+    Format("password", _PROSE_PASSWORD, triggers=("password ", "passwd ", "passphrase ", "pw ", "pwd ", "creds",
+                                                  "credentials ", "log in ", "login with", "logged in", "sign in ",
+                                                  "signin "), replace=_prose_password),
     LabelFormat("secret", _AFTER_NAME,
                 triggers=("pass", "pw", "secret", "token", "key", "auth", "salt", "_pat", "-pat", "sig")),
 )

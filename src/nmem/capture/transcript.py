@@ -202,9 +202,15 @@ class TranscriptCursor:
         return cls(offset, pending)
 
 
-def complete_lines(path: str, offset: int = 0) -> Iterator[tuple[int, Any]]:
+# What `complete_lines` gives for a line it skipped: longer than its cap, or nested past the parser's depth.
+SKIPPED_LINE = object()
+
+
+def complete_lines(path: str, offset: int = 0, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
     """(end offset, parsed JSON or None) of each newline-terminated line from `offset`; a last
-    line still being written is left for a later read. Only regular files are read."""
+    line still being written is left for a later read. Only regular files are read; a line
+    longer than `max_line_bytes` is never held whole, and comes as SKIPPED_LINE (as does one
+    nested too deeply to parse)."""
     import stat
 
     try:
@@ -217,7 +223,16 @@ def complete_lines(path: str, offset: int = 0) -> Iterator[tuple[int, Any]]:
                 return
             fh.seek(offset)
             pos = offset
-            for raw in fh:
+            while raw := fh.readline(max_line_bytes + 1):
+                if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                    while raw and not raw.endswith(b"\n"):
+                        pos += len(raw)
+                        raw = fh.readline(_READ_CHUNK)
+                    if not raw:
+                        return  # still being written: read again later, from its start
+                    yield pos + len(raw), SKIPPED_LINE
+                    pos += len(raw)
+                    continue
                 if not raw.endswith(b"\n"):
                     return
                 pos += len(raw)
@@ -225,6 +240,8 @@ def complete_lines(path: str, offset: int = 0) -> Iterator[tuple[int, Any]]:
                     obj = jsonlite.loads(raw)
                 except ValueError:
                     obj = None
+                except RecursionError:
+                    obj = SKIPPED_LINE
                 yield pos, obj
         except OSError:
             return
@@ -279,8 +296,10 @@ class TranscriptReplay:
     """
 
     def __init__(self, path: str, *, session_id: str | None = None, cursor: TranscriptCursor | None = None,
-                 agent_id: str | None = None) -> None:
+                 agent_id: str | None = None, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.path = path
+        self.max_line_bytes = max_line_bytes
+        self.skipped_lines = 0   # too long, or nested too deeply to parse
         self.session_id = session_id
         self.agent_id = agent_id
         self.cursor = cursor or TranscriptCursor()
@@ -293,8 +312,10 @@ class TranscriptReplay:
 
     def events(self) -> Iterator[ev.HookEvent]:
         cursor = self.cursor
-        for end, line in complete_lines(self.path, cursor.offset):
-            if isinstance(line, dict):
+        for end, line in complete_lines(self.path, cursor.offset, self.max_line_bytes):
+            if line is SKIPPED_LINE:
+                self.skipped_lines += 1
+            elif isinstance(line, dict):
                 yield from self._line(line)
             if self._held is None:
                 cursor.offset = end

@@ -26,6 +26,7 @@ from nmem.integrations.transcripts import default_root, find_transcripts, import
 from nmem.portable import FORMATS, claude_mem, document, format_for, importer, jsonl, markdown, mcp_memory
 from nmem.portable import backup as backups
 from nmem.portable.export import Export, ExportFilters
+from nmem.portable.limits import InputLimits, decode, read_file, read_stream
 from nmem.portable.records import Batch
 from nmem.store.keys import database_key
 from nmem.timeutil import parse_time
@@ -141,27 +142,32 @@ def import_() -> None:
     \b
         nmem import FILE [--format F]      an nmem export (same as `nmem import file FILE`)
         nmem import claude-code [PATH]     Claude Code transcripts
+        nmem import codex [PATH]           Codex session files
         nmem import claude-mem [DB]        a claude-mem database
         nmem import mcp-memory FILE        the MCP memory server's memory.jsonl
 
     Every import can run again: what is already here is recognised and left as it is.
+
+    Hostile input is bounded: only regular files are read (a FIFO or a device is refused),
+    up to import.max_file_bytes; a line longer than import.max_line_bytes or a record nested
+    deeper than import.max_depth is skipped and reported, the rest imported; YAML aliases may
+    add at most import.yaml_alias_nodes nodes.
     """
 
 
-def _read_input(path: str) -> str:
+def _read_input(path: str, limits: InputLimits) -> str:
+    """The file's text: a regular file or standard input, within `import.max_file_bytes`."""
     if path == "-":
         if sys.stdin.isatty():
             raise InvalidArgument("give a FILE to import, or pipe an export into standard input")
-        data = sys.stdin.buffer.read()
-    else:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InvalidArgument(f"{'standard input' if path == '-' else path} is not UTF-8 text") from None
+        return decode(read_stream(sys.stdin.buffer, "standard input", limits), "standard input")
+    return decode(read_file(path, limits), path)
+
+
+def _regular_or_directory(root: Path) -> None:
+    """Transcripts are read from regular files found in a directory, or one given: never a FIFO or a device."""
+    if root.exists() and not (root.is_file() or root.is_dir()):
+        raise InvalidArgument(f"{root} is not a regular file or a directory (a FIFO or device is never read)")
 
 
 def _apply(service: CoreService, batch: Batch) -> importer.ImportReport:
@@ -210,16 +216,17 @@ def import_file(state: State, path: str, data_format: str | None) -> None:
         cat memories.yaml | nmem import --format yaml
     """
     fmt = format_for(path, data_format)
-    text = _read_input(path)
+    limits = InputLimits.from_settings(state.settings)
+    text = _read_input(path, limits)
     service = state.service()
     name = "standard input" if path == "-" else path
     try:
-        batch = importer.read(service, text, fmt)
+        batch = importer.read(service, text, fmt, limits)
     except NmemError as exc:
         raise type(exc)(f"{name}: {exc.message}") from None
     report = _apply(service, batch)
     _report(state, None, f"Imported {name}", {"file": path if path == "-" else os.path.abspath(path), "format": fmt},
-            report)
+            report, batch.skipped)
 
 
 @import_.command("claude-code", short_help="Claude Code transcripts (default ~/.claude/projects).")
@@ -236,15 +243,49 @@ def import_claude_code(state: State, path: Path | None, fmt: str | None) -> None
     after the ones they recorded.
     """
     root = path or default_root()
+    _regular_or_directory(root)
     files = find_transcripts(root)
     if not files:
         note(f"no transcripts found under {root}")
     service = state.service()
     with progress_bar(len(files), "importing") as advance:
-        report = import_transcripts(service, files, progress=lambda _path: advance(1))
+        report = import_transcripts(service, files, progress=lambda _path: advance(1),
+                                    max_line_bytes=int(state.settings["import.max_line_bytes"]))
     data = report.to_dict()
     emit(state, fmt, data, lambda: [Heading("Claude Code import"), Table(("", "count"), [
         ["transcripts", str(report.files)], ["sessions imported", str(report.imported)],
+        ["sessions updated (new events)", str(report.updated)],
+        ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
+    ])])
+    for error in report.errors:
+        note(error)
+
+
+@import_.command("codex", short_help="Codex session files (default ~/.codex/sessions).")
+@click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
+@format_option
+@pass_state
+def import_codex(state: State, path: Path | None, fmt: str | None) -> None:
+    """Backfill from Codex session files (default ~/.codex/sessions, or $CODEX_HOME/sessions).
+
+    PATH may be the sessions directory, a date folder or one rollout-*.jsonl file. Every prompt,
+    tool call, assistant reply and compaction is recorded under the session, as Codex's. Each
+    file is read from where the last import stopped; a session the hooks captured live gains
+    only the events after the ones they recorded.
+    """
+    from nmem.integrations.codex_sessions import default_root as codex_root
+    from nmem.integrations.codex_sessions import find_rollouts, import_rollouts
+
+    root = path or codex_root()
+    _regular_or_directory(root)
+    files = find_rollouts(root)
+    if not files:
+        note(f"no Codex session files found under {root}")
+    service = state.service()
+    with progress_bar(len(files), "importing") as advance:
+        report = import_rollouts(service, files, progress=lambda _path: advance(1))
+    emit(state, fmt, report.to_dict(), lambda: [Heading("Codex import"), Table(("", "count"), [
+        ["session files", str(report.files)], ["sessions imported", str(report.imported)],
         ["sessions updated (new events)", str(report.updated)],
         ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
     ])])
@@ -289,7 +330,8 @@ def import_mcp_memory(state: State, file: Path, domain: str, namespace: str, fmt
     """
     service = state.service()
     domain, namespace = service._domain(domain, None), service._namespace(namespace)  # a bad one stops here
-    batch, skipped = mcp_memory.read(file, domain, namespace, service.importable)
+    batch, skipped = mcp_memory.read(file, domain, namespace, service.importable,
+                                     InputLimits.from_settings(state.settings))
     report = _apply(service, batch)
     _report(state, fmt, f"Imported the MCP memory graph ({file})", {"file": str(file.resolve())}, report, skipped)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,7 +14,9 @@ from nmem.doctor import FAIL, Check, run_checks
 from nmem.errors import InvalidArgument
 from nmem.integrations import claude_code
 
-HARNESSES = click.Choice(["claude-code"])
+HARNESSES = click.Choice(["claude-code", "codex", "gemini", "cursor", "opencode"])
+NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "cursor": "Cursor",
+         "opencode": "OpenCode"}
 
 
 def _report_blocks(title: str, report: claude_code.Report) -> list[Block]:
@@ -23,6 +26,13 @@ def _report_blocks(title: str, report: claude_code.Report) -> list[Block]:
     if report.backups:
         blocks.append(Body("backups:\n" + "\n".join(f"  {path}" for path in report.backups)))
     return blocks
+
+
+def _agent(harness: str) -> Any:
+    """The integration module of an agent other than Claude Code (imported when used)."""
+    from nmem.integrations import codex, cursor, gemini, opencode
+
+    return {"codex": codex, "gemini": gemini, "cursor": cursor, "opencode": opencode}[harness]
 
 
 def _data_dir(state: State) -> Path:
@@ -45,22 +55,33 @@ def _data_dir(state: State) -> Path:
 @pass_state
 def install(state: State, harness: str, scope: str, project_dir: Path | None, shared_mcp: bool, no_mcp: bool,
             fmt: str | None) -> None:
-    """Wire nmem into Claude Code: every hook event and the MCP server.
+    """Wire nmem into a coding agent (Claude Code, Codex, Gemini CLI, Cursor, OpenCode) and its MCP client.
 
     Merges with the settings already there, backs each file it changes up under
     <data dir>/backups/ (never inside a project), and is safe to run again. Hooks call the
     absolute path of this nmem, so no shell shim runs on every tool call; at project scope
     those paths go only to .claude/settings.local.json, which stays out of the repository.
+    Codex: hooks in ~/.codex/hooks.json (or <project>/.codex/hooks.json), the MCP server in
+    the config.toml beside it. Gemini CLI: hooks and the MCP server in ~/.gemini/settings.json
+    (or <project>/.gemini/settings.json). Cursor: ~/.cursor/hooks.json and ~/.cursor/mcp.json
+    (or the project's .cursor/). OpenCode: a plugin file, ~/.config/opencode/plugins/nmem.js
+    (or <project>/.opencode/plugins/nmem.js), and the MCP server in the opencode.json beside it.
     """
     if shared_mcp and scope != "project":
         raise InvalidArgument("--shared-mcp goes with --scope project")
-    report = claude_code.install(scope, project_dir=project_dir, with_mcp=not no_mcp, shared_mcp=shared_mcp,
-                                 data_dir=_data_dir(state))
-    emit(state, fmt, report.to_dict(), lambda: _report_blocks(f"nmem installed for Claude Code ({scope})", report))
+    if shared_mcp and harness != "claude-code":
+        raise InvalidArgument("--shared-mcp is for claude-code (Codex has no shared project MCP file)")
+    if harness != "claude-code":
+        report = _agent(harness).install(scope, project_dir=project_dir, with_mcp=not no_mcp, data_dir=_data_dir(state))
+    else:
+        report = claude_code.install(scope, project_dir=project_dir, with_mcp=not no_mcp, shared_mcp=shared_mcp,
+                                     data_dir=_data_dir(state))
+    name = NAMES[harness]
+    emit(state, fmt, report.to_dict(), lambda: _report_blocks(f"nmem installed for {name} ({scope})", report))
     for message in report.notes:
         note(message)
     if report.changed:
-        note("restart Claude Code (or run /hooks) to load the new hooks")
+        note(f"restart {name} to load the new hooks" + (" (or run /hooks)" if harness == "claude-code" else ""))
 
 
 @click.command("uninstall")
@@ -72,8 +93,12 @@ def install(state: State, harness: str, scope: str, project_dir: Path | None, sh
 def uninstall(state: State, harness: str, scope: str, project_dir: Path | None, fmt: str | None) -> None:
     """Remove exactly the hooks and MCP entries `nmem install` added, and the files and
     directories it created once nothing else is in them; nothing else changes."""
-    report = claude_code.uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
-    emit(state, fmt, report.to_dict(), lambda: _report_blocks(f"nmem removed from Claude Code ({scope})", report))
+    if harness != "claude-code":
+        report = _agent(harness).uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
+    else:
+        report = claude_code.uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
+    name = NAMES[harness]
+    emit(state, fmt, report.to_dict(), lambda: _report_blocks(f"nmem removed from {name} ({scope})", report))
 
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}

@@ -60,7 +60,22 @@ class NmemApp:
         return self.context.service
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.guard(scope, receive, send)
+        """The guard, then the app; an NmemError raised before any response began (the guard's
+        own reads: a team server looks its users up in the store) answers with its status, so
+        a dropped database connection is a 503 with Retry-After, not a 500."""
+        started = False
+
+        async def tracked(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] in ("http.response.start", "websocket.accept", "websocket.close")
+            await send(message)
+
+        try:
+            await self.guard(scope, receive, tracked)
+        except NmemError as exc:
+            if started or scope["type"] != "http":
+                raise
+            await error_response(exc, self.context.service)(scope, receive, send)
 
 
 def create_app(settings: Settings, *, service: Service | None = None, host: str | None = None,
@@ -109,7 +124,9 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         try:
             version = svc.store.schema_version()
         except NmemError as exc:
-            return error_response(StorageError(f"database unavailable: {exc.message}"), svc)
+            error = exc if isinstance(exc, StorageError) else StorageError(exc.message)
+            error = type(error)(f"database unavailable: {error.message}")
+            return error_response(error, svc)
         return json_response({"status": "ok", "version": __version__, "schema_version": version})
 
     document = openapi.text()

@@ -1,5 +1,6 @@
 """uvicorn's h11 protocol with the request-head limits uvicorn lacks (`http.header_timeout`,
-`http.max_header_bytes`); the body limits live in `nmem.http.security`."""
+`http.max_header_bytes`) and the connection cap it forgets for WebSockets
+(`http.max_connections`); the body limits live in `nmem.http.security`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from nmem.mcp.listening import Limits
 
-H11_REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large"}
+H11_REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -36,6 +37,15 @@ class GuardedH11Protocol(H11Protocol):
             self._wait_for_head()  # a head begun on an idle keep-alive connection: the same deadline
         else:
             self._stop_waiting()
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        """uvicorn counts an open WebSocket among the connections but checks the cap only for
+        plain requests: a WebSocket handshake past `http.max_connections` gets the same 503."""
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            self._reject(503, "too many open connections; try again later")
+            return
+        super().handle_websocket_upgrade(event)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
@@ -63,10 +73,11 @@ class GuardedH11Protocol(H11Protocol):
             self._reject(408, "request header not received in time")
 
     def _reject(self, status: int, message: str) -> None:
-        kind = "timeout" if status == 408 else "too_large"
+        kind = {408: "timeout", 503: "busy"}.get(status, "too_large")
         body = json.dumps({"error": {"type": kind, "message": message, "code": -32000}}).encode()
+        retry = "retry-after: 1\r\n" if status == 503 else ""
         head = (f"HTTP/1.1 {status} {H11_REASONS[status]}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+                f"content-length: {len(body)}\r\n{retry}connection: close\r\n\r\n")
         self.transport.write(head.encode("ascii") + body)
         self.transport.close()
 

@@ -123,7 +123,10 @@ def error_response(exc: NmemError, service: Service | None = None) -> Response:
     path = str(getattr(service.store, "path", "") or "") if service is not None else ""
     message = exc.message.replace(path, "<database>") if path else exc.message
     body = {"error": {"type": exc.kind, "message": message, "code": exc.mcp_code}}
-    return json_response(body, exc.http_status)
+    response = json_response(body, exc.http_status)
+    if exc.retry_after is not None:
+        response.headers["retry-after"] = str(exc.retry_after)
+    return response
 
 
 def _is_list(annotation: Any) -> bool:
@@ -160,6 +163,8 @@ def _json_object(raw: bytes, request: Request) -> dict[str, Any]:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("the request body is not valid JSON") from None
+    except RecursionError:
+        raise InvalidArgument("the request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise InvalidArgument("the request body must be a JSON object")
     return data

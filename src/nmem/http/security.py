@@ -80,8 +80,9 @@ class Policy:
         if not is_loopback(host) and not token and not users:
             raise ConfigError(f"refusing to listen on {host} without a token: pass --token or set NMEM_HTTP_TOKEN")
         hosts = {*LOOPBACK_HOSTS, *(h.strip().lower() for h in allowed_hosts if h.strip())}
-        if not is_loopback(host) and host not in ("0.0.0.0", "::"):
-            hosts.add(f"[{host}]" if ":" in host else host)
+        if host not in ("0.0.0.0", "::", ""):  # the bound address is the server's own name (127.0.0.2 too)
+            bare = host.strip("[]").lower()
+            hosts.add(f"[{bare}]" if ":" in bare else bare)
         # Bound beyond loopback with a token, every request must prove itself, which a rebound page
         # cannot; the machine's names are unknowable here, so the Host check would only refuse them.
         check = None if ((token or users) and not is_loopback(host) and not allowed_hosts) else frozenset(hosts)

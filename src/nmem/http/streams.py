@@ -431,7 +431,7 @@ WS_OPS: dict[str, Callable[[WebSocket, StreamHub, set[str], dict[str, Any]], Any
 async def _answer(ws: WebSocket, hub: StreamHub, topics: set[str], text: str) -> None:
     try:
         message = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         message = None
     if not isinstance(message, dict):
         await ws.send_json({"event": "error", "data": {"type": "invalid_argument", "code": -32602,

@@ -13,7 +13,7 @@ from typing import Any
 from nmem import team
 from nmem.access import SCOPE_KEY, Viewer, current
 from nmem.capture import events as ev
-from nmem.capture.claude_code import parse
+from nmem.capture.agents import parse
 from nmem.errors import Forbidden
 from nmem.http import schemas as s
 from nmem.http.api import PREFIX

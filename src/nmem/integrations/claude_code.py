@@ -47,6 +47,9 @@ HOOK_TIMEOUT_S = 30
 # `nmem` command and an `nmem` package, so the two cannot share an environment.
 DIST_NAME = "nmem-memory"
 INSTALL_HINT = f"pipx install {DIST_NAME}"
+# nmem's commands: `nmem`, and `nmem-memory`, the same program under a name no other package
+# installs (the plugin runs it, so its hooks never reach another program's `nmem`).
+COMMAND_NAMES = ("nmem", "nmem-memory")
 MANIFEST = "install-manifest.json"
 LOCAL_SETTINGS = "settings.local.json"
 APPROVAL_NOTE = ("Claude Code asks each person to approve the servers in {file} before it starts them "
@@ -147,7 +150,7 @@ def command_files(command: object, verbs: tuple[str, ...] = ("record", "hook")) 
         return None
     if len(parts) >= 4 and parts[1] == "-S" and _is_launcher(parts[2]) and parts[3] in verbs:
         return parts[:1] + parts[2:3]
-    if len(parts) >= 2 and Path(parts[0]).name == "nmem" and parts[1] in verbs:
+    if len(parts) >= 2 and Path(parts[0]).name in COMMAND_NAMES and parts[1] in verbs:
         return parts[:1]
     return None
 
@@ -162,7 +165,7 @@ def mcp_entry(exe: str) -> dict[str, Any]:
 
 
 def _is_our_server(entry: object) -> bool:
-    return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name == "nmem"
+    return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name in COMMAND_NAMES
 
 
 # -- files -----------------------------------------------------------------------------------------
@@ -228,6 +231,10 @@ class Files:
         self.report.backups.append(str(target))
 
     def save(self, path: Path, data: dict[str, Any]) -> None:
+        self.save_text(path, json.dumps(data, indent=2) + "\n")
+
+    def save_text(self, path: Path, text: str) -> None:
+        """Write `text` to `path` atomically: backed up first, or recorded as created by install."""
         if path.exists():
             self.backup(path)
         else:
@@ -236,7 +243,7 @@ class Files:
             created = self._manifest()
             self._write_manifest(created + [p for p in [*made, str(path)] if p not in created])
         tmp = path.with_name(f".{path.name}.nmem-tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
         tmp.replace(path)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from nmem.capture import events as ev
-from nmem.capture.transcript import TranscriptCursor, TranscriptReplay, session_id_of
+from nmem.capture.transcript import MAX_LINE_BYTES, TranscriptCursor, TranscriptReplay, session_id_of
+from nmem.errors import NmemError
 from nmem.memory import Service
 from nmem.store import ImportMark
 
@@ -78,9 +79,10 @@ def session_of(path: Path) -> str | None:
 
 
 class Importer:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.service = service
         self.store = service.store
+        self.max_line_bytes = max_line_bytes
         self._legacy: dict[Path, dict[str, list[Path]]] = {}   # project dir -> session -> agent files
 
     def subagent_files(self, transcript: Path, session_id: str) -> list[Path]:
@@ -118,11 +120,15 @@ class Importer:
                 continue
             cursor = TranscriptCursor.restore(mark.offset, mark.state) if mark else TranscriptCursor()
             replays.append((key, TranscriptReplay(str(path), session_id=session_id, cursor=cursor,
-                                                  agent_id=agent_id)))
+                                                  agent_id=agent_id, max_line_bytes=self.max_line_bytes)))
         if not replays or replays[0][0] != MAIN:
             report.skipped += 1
             return
         count = self._record(replays, known, live_until)
+        for _key, replay in replays:
+            if replay.skipped_lines:
+                report.errors.append(f"{replay.path}: skipped {replay.skipped_lines} line(s) longer than "
+                                     f"import.max_line_bytes or nested too deeply to read; imported the rest")
         if count:
             report.events += count
             if known:
@@ -195,16 +201,24 @@ def _resumable(path: Path, offset: int) -> bool:
         return False
 
 
-def import_transcripts(service: Service, paths: list[Path],
-                       progress: Callable[[Path], None] | None = None) -> ImportReport:
+def import_transcripts(service: Service, paths: list[Path], progress: Callable[[Path], None] | None = None,
+                       max_line_bytes: int = MAX_LINE_BYTES) -> ImportReport:
+    """Import each transcript in its own transaction: one that fails (unreadable, or a line no
+    check foresaw) is reported and rolled back, and the others are imported."""
     service.check_enabled()  # else every event is skipped and marked imported: lost for a later import
     report = ImportReport(files=len(paths))
-    importer = Importer(service)
+    importer = Importer(service, max_line_bytes)
     for path in paths:
         try:
             importer.import_one(path, report)
         except OSError as exc:
             report.errors.append(f"{path}: {exc}")
+        except RecursionError:
+            report.errors.append(f"{path}: nested too deeply to read; not imported (the other files are)")
+        except NmemError as exc:
+            if exc.exit_code in (3, 4, 7):  # memory off, or the database failed: every other file would too
+                raise
+            report.errors.append(f"{path}: {exc.message}")
         if progress is not None:
             progress(path)
     return report

@@ -324,16 +324,21 @@ def _public(exc: NmemError, service: Service) -> str:
     return exc.message.replace(path, "<database>") if path else exc.message
 
 
+def _retry(error: NmemError) -> dict[str, Any]:
+    """`retry_after` (seconds) for an error the same call may not meet again, e.g. a dropped database connection."""
+    return {} if error.retry_after is None else {"retry_after": error.retry_after}
+
+
 def _error_result(error: NmemError, message: str) -> types.CallToolResult:
     """A tool execution error: the message for the model, nmem's code and kind for the client."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True,
-                                _meta={ERROR_META: {"code": error.mcp_code, "kind": error.kind}})
+                                _meta={ERROR_META: {"code": error.mcp_code, "kind": error.kind, **_retry(error)}})
 
 
 def _protocol_error(error: NmemError, message: str, *, code: int | None = None, **data: Any) -> MCPError:
     """A JSON-RPC error with nmem's code (or the one the spec fixes) and nmem's code and kind in `data`."""
     return MCPError(code=error.mcp_code if code is None else code, message=message,
-                    data={"code": error.mcp_code, "kind": error.kind, **data})
+                    data={"code": error.mcp_code, "kind": error.kind, **_retry(error), **data})
 
 
 def current_project(service: Service) -> str:

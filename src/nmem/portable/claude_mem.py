@@ -69,11 +69,14 @@ def _list(value: Any) -> list[str]:
         parsed = json.loads(value)
     except (TypeError, ValueError):
         parsed = str(value).split(",")
+    except RecursionError:  # a list nested past the parser's depth: nothing of it is a plain item
+        return []
     if isinstance(parsed, str):
         parsed = [parsed]
     if not isinstance(parsed, list):
         return []
-    return [" ".join(str(item).split()) for item in parsed if str(item).strip()]
+    items = (str(item) for item in parsed if not isinstance(item, (list, dict)))  # a nested one is no item
+    return [" ".join(item.split()) for item in items if item.strip()]
 
 
 class ClaudeMemDb:
@@ -81,7 +84,8 @@ class ClaudeMemDb:
 
     def __init__(self, path: Path) -> None:
         if not path.is_file():
-            raise InvalidArgument(f"no claude-mem database at {path}")
+            what = "is not a regular file" if path.exists() else "does not exist"
+            raise InvalidArgument(f"no claude-mem database at {path}: it {what}")
         escaped = str(path.resolve()).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
         try:
             self.conn = sqlite3.connect(f"file:{escaped}?mode=ro", uri=True)

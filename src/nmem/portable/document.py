@@ -16,7 +16,9 @@ from typing import Any, TextIO
 
 from nmem.errors import InvalidArgument
 from nmem.portable.export import Export
-from nmem.portable.records import FORMAT_VERSION, grouped
+from nmem.portable.limits import InputLimits, json_document, too_deep
+from nmem.portable.limits import yaml_load as limited_yaml_load
+from nmem.portable.records import FORMAT_VERSION, SKIPPED, grouped
 
 
 def build(export: Export, progress: Callable[[int], None]) -> dict[str, Any]:
@@ -65,29 +67,32 @@ def write_yaml(export: Export, out: TextIO, progress: Callable[[int], None]) -> 
     yaml_dump(build(export, progress), out)
 
 
-def read_json(text: str) -> Iterator[tuple[str, str, Any]]:
+def read_json(text: str, limits: InputLimits) -> Iterator[tuple[str, str, Any]]:
     try:
-        document = json.loads(text)
+        document = json_document(text, limits)
     except ValueError as exc:
         raise InvalidArgument(f"not valid JSON: {exc}") from None
     yield from grouped(document, "document")
 
 
-def yaml_load(text: str) -> Any:
-    """`yaml.safe_load`, through libyaml when PyYAML has it (about ten times faster)."""
-    import yaml
+def yaml_load(text: str, limits: InputLimits) -> Any:
+    """`yaml.safe_load` (through libyaml when PyYAML has it, about ten times faster), with its
+    aliases' expansion bounded (`nmem.portable.limits.yaml_load`)."""
+    return limited_yaml_load(text, limits)
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader, C or Python
 
-
-def read_yaml(text: str) -> Iterator[tuple[str, str, Any]]:
+def read_yaml(text: str, limits: InputLimits) -> Iterator[tuple[str, str, Any]]:
     import yaml
 
     try:
-        document = yaml_load(text)
+        document = yaml_load(text, limits)
     except yaml.YAMLError as exc:
         raise InvalidArgument(f"not valid YAML: {' '.join(str(exc).split())}") from None
-    yield from grouped(dates_as_text(document), "document")
+    for kind, where, data in grouped(document, "document"):
+        if too_deep(data, limits.max_depth):  # before dates_as_text walks it
+            yield SKIPPED, where, f"nested deeper than import.max_depth ({limits.max_depth})"
+        else:
+            yield kind, where, dates_as_text(data)
 
 
 def dates_as_text(value: Any) -> Any:

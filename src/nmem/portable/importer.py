@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from nmem.capture.privacy import scrub
+from nmem.capture.privacy import scrub, scrub_record
 from nmem.core import CoreService
-from nmem.models import Session
+from nmem.models import Memory, Session
 from nmem.portable import document, jsonl, markdown
+from nmem.portable.limits import InputLimits
 from nmem.portable.records import Batch, TrailSession, read_batch
 from nmem.store import NewObservation
 
@@ -35,8 +36,8 @@ MEMORIES_PER_TRANSACTION = 500
 PROMPT_SLACK_S = 2
 MEMORY_RESULTS = ("added", "updated", "deleted", "unchanged", "kept")
 
-READERS: dict[str, Callable[[str], Iterator[tuple[str, str, Any]]]] = {
-    "jsonl": lambda text: jsonl.read(text.split("\n")),
+READERS: dict[str, Callable[[str, InputLimits], Iterator[tuple[str, str, Any]]]] = {
+    "jsonl": lambda text, limits: jsonl.read(text.split("\n"), limits),
     "json": document.read_json,
     "yaml": document.read_yaml,
     "markdown": markdown.read,
@@ -59,20 +60,24 @@ class ImportReport:
         }
 
 
-def read(service: CoreService, text: str, fmt: str) -> Batch:
-    """Parse and check a whole file in one of the formats (`nmem.portable.FORMATS`)."""
-    return read_batch(READERS[fmt](text), service.now(), service.importable)
+def read(service: CoreService, text: str, fmt: str, limits: InputLimits | None = None) -> Batch:
+    """Parse and check a whole file in one of the formats (`nmem.portable.FORMATS`); lines and
+    records past the limits are left out and listed in `Batch.skipped`."""
+    limits = limits or InputLimits()
+    return read_batch(READERS[fmt](text, limits), service.now(), service.importable, limits.max_depth)
 
 
 def apply(service: CoreService, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
     service.check_writable()  # memory off (globally or here): an import writes nothing
     report = ImportReport()
     store = service.store
+    texts: dict[tuple[str, str], set[str]] = {}
     for start in range(0, len(batch.memories), MEMORIES_PER_TRANSACTION):
         chunk = batch.memories[start:start + MEMORIES_PER_TRANSACTION]
         with store.transaction():
             for memory in chunk:
-                report.memories[service.merge_memory(memory)] += 1
+                result = _unkeyed(service, memory, texts) if not memory.id else service.merge_memory(memory)
+                report.memories[result] += 1
         progress(len(chunk))
     if report.memories["deleted"]:
         store.reclaim()  # the batches' tombstones: fold the WAL so their text leaves the files
@@ -81,6 +86,25 @@ def apply(service: CoreService, batch: Batch, progress: Callable[[int], None] = 
             _session(service, trail, report)
         progress(trail.rows)
     return report
+
+
+def _unkeyed(service: CoreService, memory: Memory, texts: dict[tuple[str, str], set[str]]) -> str:
+    """A memory without a uid (written by hand), as `merge_memory` takes it: new unless a live
+    memory of its domain and namespace says the same. Each place's texts are read once per
+    import, not once per memory (which made 3,000 hand-written memories take minutes). The
+    batch's memories are checked already (`CoreService.importable`)."""
+    place = (memory.domain, memory.namespace)
+    known = texts.get(place)
+    if known is None:
+        known = texts[place] = {m.content for m in service.store.iter_memories(*place)}
+    if memory.content in known:
+        return "unchanged"
+    service.check_writable(memory.domain)
+    service.remember(memory.content, summary=memory.summary, namespace=memory.namespace, tags=memory.tags,
+                     domain=memory.domain, source=memory.source, relates_to=memory.relates_to, tier=memory.tier,
+                     pinned=memory.is_pinned, at=memory.created_at)
+    known.add(memory.content)
+    return "added"
 
 
 def _merged(local: Session, incoming: Session, fill_only: bool) -> Session:
@@ -98,20 +122,9 @@ def _merged(local: Session, incoming: Session, fill_only: bool) -> Session:
     return merged
 
 
-def _clean(value: Any) -> Any:
-    """Every text in a value through the privacy filter, as the hooks do before storing."""
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
 def _session(service: CoreService, trail: TrailSession, report: ImportReport) -> None:
     store = service.store
-    incoming = trail.session.replace(summary=_clean(trail.session.summary))
+    incoming = scrub_record(trail.session)  # every field, the summary's JSON too
     local = store.get_session(incoming.id)
     if local is None:
         store.put_session(incoming)
@@ -145,7 +158,7 @@ def _session(service: CoreService, trail: TrailSession, report: ImportReport) ->
         key = (o.timestamp, o.obs_type, o.source_event, o.tool_name, o.file_path, o.content)
         observations.setdefault(key, []).append((o.id, o.is_pinned))
     for obs in trail.observations:
-        content, file_path = scrub(obs.content), _clean(obs.file_path)
+        content, file_path = scrub(obs.content), scrub(obs.file_path) if obs.file_path else obs.file_path
         same = observations.get((obs.timestamp, obs.obs_type, obs.source_event, obs.tool_name, file_path, content))
         if same:
             obs_id, pinned = same.pop(0)
@@ -153,11 +166,11 @@ def _session(service: CoreService, trail: TrailSession, report: ImportReport) ->
                 store.set_observation_pin(obs_id, True)
             report.observations["unchanged"] += 1
             continue
-        obs_id = store.add_observation(NewObservation(
+        obs_id = store.add_observation(scrub_record(NewObservation(
             session_id=incoming.id, project=project, timestamp=obs.timestamp, obs_type=obs.obs_type,
             source_event=obs.source_event, content=content, tool_name=obs.tool_name, file_path=file_path,
-            metadata=_clean(obs.metadata),
-            prompt_id=prompt_ids.get(obs.prompt_seq) if obs.prompt_seq is not None else None))
+            metadata=obs.metadata,
+            prompt_id=prompt_ids.get(obs.prompt_seq) if obs.prompt_seq is not None else None)))
         if obs.is_pinned:
             store.set_observation_pin(obs_id, True)
         report.observations["added"] += 1

@@ -9,7 +9,8 @@ from typing import Any, TextIO
 
 from nmem.errors import InvalidArgument
 from nmem.portable.export import Export
-from nmem.portable.records import FORMAT_VERSION, check_version
+from nmem.portable.limits import InputLimits, Skipped, json_line
+from nmem.portable.records import FORMAT_VERSION, SKIPPED, check_version
 
 
 def line(kind: str, record: dict[str, Any]) -> str:
@@ -26,19 +27,29 @@ def write(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
         progress(1)
 
 
-def read(lines: Iterable[str]) -> Iterator[tuple[str, str, Any]]:
+def read(lines: Iterable[str], limits: InputLimits) -> Iterator[tuple[str, str, Any]]:
+    """The records of JSON Lines; a line too long or too deep comes as a (SKIPPED, where, reason).
+    A line repeated word for word gives the same object again, parsed once."""
+    seen: dict[str, tuple[str, Any]] = {}
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         at = f"line {number}"
+        if text in seen:
+            yield seen[text][0], at, seen[text][1]
+            continue
         try:
-            data = json.loads(text)
+            data = json_line(text, limits)
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"{at}: not a JSON object ({exc.msg})") from None
+        if isinstance(data, Skipped):
+            yield SKIPPED, at, data.reason
+            continue
         if not isinstance(data, dict):
             raise InvalidArgument(f"{at}: expected a JSON object, got {type(data).__name__}")
         kind = data.pop("kind", "memory")
         if kind == "nmem_export":
             check_version(data.get("version"), at)
             continue
+        seen[text] = (kind, data)
         yield kind, at, data

@@ -41,7 +41,8 @@ from nmem.errors import InvalidArgument
 from nmem.portable import jsonl
 from nmem.portable.document import dates_as_text, yaml_dump, yaml_load
 from nmem.portable.export import Export
-from nmem.portable.records import FORMAT_VERSION
+from nmem.portable.limits import InputLimits, too_deep
+from nmem.portable.records import FORMAT_VERSION, SKIPPED
 
 HEADER = f"<!-- nmem-export version={FORMAT_VERSION} -->"
 _HEADER = re.compile(r"^<!-- nmem-export version=(\S+) -->$")
@@ -89,7 +90,7 @@ def write(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
         progress(1)
 
 
-def read(text: str) -> Iterator[tuple[str, str, Any]]:
+def read(text: str, limits: InputLimits) -> Iterator[tuple[str, str, Any]]:
     if text.lstrip().startswith(HEADER + "\r\n"):
         text = text.replace("\r\n", "\n")  # the whole file went through a CRLF conversion
     lines = text.split("\n")
@@ -105,14 +106,14 @@ def read(text: str) -> Iterator[tuple[str, str, Any]]:
     for number, line in enumerate(lines[first + 1:], start=first + 2):
         if line in (MEMORY, SESSION):
             if kind:
-                yield from _section(kind, section, start)
+                yield from _section(kind, section, start, limits)
             kind, start, section = ("memory" if line == MEMORY else "session"), number, []
         elif kind:
             section.append(line)
         elif line.strip() and not line.startswith("#"):
             raise InvalidArgument(f"line {number}: text before the first memory or session")
     if kind:
-        yield from _section(kind, section, start)
+        yield from _section(kind, section, start, limits)
 
 
 def _fence(lines: list[str], start: int, info: str) -> tuple[list[str], list[str]]:
@@ -129,25 +130,28 @@ def _fence(lines: list[str], start: int, info: str) -> tuple[list[str], list[str
     return lines[i + 1:end], lines[end + 1:]
 
 
-def _section(kind: str, lines: list[str], start: int) -> Iterator[tuple[str, str, Any]]:
+def _section(kind: str, lines: list[str], start: int, limits: InputLimits) -> Iterator[tuple[str, str, Any]]:
     where = f"line {start}"
     if kind == "session":
         block, rest = _fence(lines, start, "jsonl")
         if any(line.strip() for line in rest):
             raise InvalidArgument(f"{where}: text after a session's block")
-        for sub_kind, sub_where, data in jsonl.read(block):
+        for sub_kind, sub_where, data in jsonl.read(block, limits):
             yield sub_kind, f"{where} ({sub_where} of its block)", data
         return
     import yaml
 
     block, rest = _fence(lines, start, "yaml")
     try:
-        fields = yaml_load("\n".join(block))
+        fields = yaml_load("\n".join(block), limits)
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise InvalidArgument(f"{where}: the memory's YAML block does not parse: {problem}") from None
     if not isinstance(fields, dict):
         raise InvalidArgument(f"{where}: the memory's YAML block must be a mapping of fields")
+    if too_deep(fields, limits.max_depth):
+        yield SKIPPED, where, f"nested deeper than import.max_depth ({limits.max_depth})"
+        return
     if "content" in fields:
         raise InvalidArgument(f"{where}: the content goes below the YAML block, not in it")
     content = "\n".join(_unescape(line) for line in rest).strip()

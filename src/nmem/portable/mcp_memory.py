@@ -23,6 +23,7 @@ from pathlib import Path
 
 from nmem.errors import InvalidArgument, NmemError
 from nmem.models import Memory, preview
+from nmem.portable.limits import InputLimits, Skipped, decode, json_line, read_file
 from nmem.portable.records import Batch, derived_uid
 
 SOURCE = "mcp-memory"
@@ -48,26 +49,29 @@ def _text(item: dict[str, object], key: str, where: str) -> str:
     return value
 
 
-def read(path: Path, domain: str, namespace: str,
-         check_memory: Callable[[Memory], Memory]) -> tuple[Batch, list[str]]:
-    """The graph's entities as memories, and a note per entity left out."""
+def read(path: Path, domain: str, namespace: str, check_memory: Callable[[Memory], Memory],
+         limits: InputLimits | None = None) -> tuple[Batch, list[str]]:
+    """The graph's entities as memories, and a note per entity or line left out."""
+    limits = limits or InputLimits()
+    text = decode(read_file(str(path), limits), str(path))
     try:
-        text = path.read_bytes().decode("utf-8-sig")
         modified = int(path.stat().st_mtime)
     except OSError as exc:
         raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidArgument(f"{path} is not UTF-8 text") from None
     entities: dict[str, _Entity] = {}
     relations: list[tuple[str, str, str]] = []
+    skipped: list[str] = []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path.name}, line {number}"
         try:
-            item = json.loads(line)
+            item = json_line(line, limits)
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"{where}: not JSON ({exc.msg})") from None
+        if isinstance(item, Skipped):
+            skipped.append(f"{where}: {item.reason}")
+            continue
         if not isinstance(item, dict):
             raise InvalidArgument(f"{where}: expected an object")
         kind = item.get("type")
@@ -92,7 +96,7 @@ def read(path: Path, domain: str, namespace: str,
             if source in entities:
                 entities[target].related.append(entity_uid(source))
 
-    batch, skipped = Batch(), []
+    batch = Batch()
     for entity in entities.values():
         if not entity.name.strip():
             skipped.append("an entity without a name")

@@ -20,9 +20,11 @@ from typing import Any
 from nmem.errors import InvalidArgument, NmemError
 from nmem.ids import _ALPHABET
 from nmem.models import Memory, Observation, Prompt, Record, Session
+from nmem.portable.limits import too_deep
 from nmem.timeutil import parse_time
 
 FORMAT_VERSION = 1
+SKIPPED = "skipped"   # a reader's (kind, where, reason) for a line or record it left out
 KINDS: tuple[str, ...] = ("memory", "session", "prompt", "observation")
 GROUPS: dict[str, str] = {"memories": "memory", "sessions": "session", "prompts": "prompt",
                           "observations": "observation"}
@@ -128,6 +130,7 @@ class Batch:
 
     memories: list[Memory] = field(default_factory=list)
     sessions: list[TrailSession] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)   # "where: why", for each line or record left out
 
     @property
     def rows(self) -> int:
@@ -268,24 +271,38 @@ def observation_from(data: Mapping[str, Any], where: str, obs_types: Iterable[st
 
 
 def read_batch(items: Iterable[tuple[str, str, Any]], now: int,
-               check_memory: Callable[[Memory], Memory] = lambda m: m) -> Batch:
+               check_memory: Callable[[Memory], Memory] = lambda m: m, max_depth: int = 100) -> Batch:
     """Records as (kind, where, object) into one checked batch: each memory as `check_memory`
     returns it (errors name the record), prompts and observations joined to the session of
-    the same file they name, whose `seq` numbers must be unique."""
+    the same file they name, whose `seq` numbers must be unique. A record nested deeper than
+    `max_depth`, or one a reader skipped (kind SKIPPED), is left out and reported."""
     from nmem.models import OBS_TYPES
 
     batch = Batch()
     sessions: dict[str, TrailSession] = {}
     pending: list[tuple[str, str, TrailPrompt | TrailObservation]] = []
+    # A memory object a reader gives again (a repeated line) is checked once; the object is kept
+    # beside its result so that its id is never reused by another one meanwhile.
+    checked: dict[int, tuple[Any, Memory]] = {}
     for kind, where, data in items:
+        if kind == "memory" and id(data) in checked:
+            batch.memories.append(checked[id(data)][1])
+            continue
+        if kind == SKIPPED:
+            batch.skipped.append(f"{where}: {data}")
+            continue
+        if too_deep(data, max_depth):
+            batch.skipped.append(f"{where}: nested deeper than import.max_depth ({max_depth})")
+            continue
         if not isinstance(data, dict):
             raise InvalidArgument(f"{where}: expected an object, got {type(data).__name__}")
         if kind == "memory":
             memory = memory_from(data, where, now)
             try:
-                batch.memories.append(check_memory(memory))
+                checked[id(data)] = (data, check_memory(memory))
             except NmemError as exc:
                 raise type(exc)(f"{where}: {exc.message}") from None
+            batch.memories.append(checked[id(data)][1])
         elif kind == "session":
             session = session_from(data, where)
             if session.id in sessions:

@@ -20,7 +20,14 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from nmem.errors import QuerySyntaxError, StorageError, StoreBusy, StoreReadOnly, StoreUnavailable
+from nmem.errors import (
+    QuerySyntaxError,
+    StorageError,
+    StoreBusy,
+    StoreDisconnected,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 from nmem.store.postgres.dialect import DIALECT
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
@@ -89,6 +96,8 @@ def storage_error(exc: psycopg.Error, what: str = "database error") -> StorageEr
         return StoreReadOnly(f"{what}: {exc}")
     if isinstance(exc, pg_errors.LockNotAvailable | pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
         return StoreBusy(f"database is busy: {exc}")
+    if _connection_lost(exc):
+        return StoreDisconnected(f"{what}: the database server closed the connection; try again")
     if isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(f"{what}: {exc}")
     return StorageError(f"{what}: {exc}")
@@ -116,6 +125,15 @@ def pg_sql(sql: str) -> str:
         else:
             out.append("%s" if ch == "?" else ch)
     return "".join(out)
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """The server went away under the statement (restart, pg_terminate_backend, a dropped link),
+    or refuses connections while it starts or stops: class 08 and 57P01-57P03."""
+    state = getattr(exc, "sqlstate", None) or ""
+    if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
+        return True
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not state
 
 
 def tsquery(match: str) -> str | None:
@@ -200,6 +218,14 @@ class Connection(SqlBase):
         except PoolTimeout as exc:
             raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
 
+    def _drop_dead(self) -> None:
+        """After one pooled connection turned out dropped (a server restart, pg_terminate_backend),
+        the others idle beside it likely are too: the pool tests each and replaces the dead."""
+        try:
+            self._pool.check()
+        except (PoolTimeout, psycopg.Error):
+            pass  # the server is not back yet: the retry reports it
+
     def _release(self) -> None:
         conn, self._held.conn = self._held.conn, None
         if conn is not None:
@@ -218,12 +244,16 @@ class Connection(SqlBase):
         if held.depth:
             held.depth += 1
             return
-        held.conn = self._acquire()
-        try:
-            held.conn.execute("BEGIN")
-        except psycopg.Error as exc:
-            self._release()
-            raise storage_error(exc, "cannot start a write") from exc
+        for attempt in (1, 2):
+            held.conn = self._acquire()
+            try:
+                held.conn.execute("BEGIN")
+                break
+            except psycopg.Error as exc:
+                self._release()  # a connection the server dropped while idle is discarded here
+                if attempt == 2 or not _connection_lost(exc):
+                    raise storage_error(exc, "cannot start a write") from exc
+                self._drop_dead()
         held.depth = 1
 
     def _end(self, failed: bool) -> None:
@@ -246,12 +276,16 @@ class Connection(SqlBase):
         if held.snapshots:
             held.snapshots += 1
             return
-        conn = self._acquire()
-        try:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        except psycopg.Error as exc:
-            self._pool.putconn(conn)
-            raise storage_error(exc, "cannot start a read") from exc
+        for attempt in (1, 2):
+            conn = self._acquire()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                break
+            except psycopg.Error as exc:
+                self._pool.putconn(conn)
+                if attempt == 2 or not _connection_lost(exc):
+                    raise storage_error(exc, "cannot start a read") from exc
+                self._drop_dead()
         held.snap = conn
         held.snapshots = 1
 
@@ -399,6 +433,16 @@ class Connection(SqlBase):
             if conn is not None:
                 cur = conn.execute(sql, params)
                 return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+            try:
+                with self._pool.connection() as conn:
+                    cur = conn.execute(sql, params)
+                    return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+            except psycopg.Error as exc:
+                if not _connection_lost(exc):
+                    raise
+                self._drop_dead()
+            # A statement of its own (a read: writes run in transactions) on a connection the
+            # server dropped while it sat in the pool: the pool discarded it, so once more.
             with self._pool.connection() as conn:
                 cur = conn.execute(sql, params)
                 return (cur.fetchall() if fetch and cur.description else []), cur.rowcount

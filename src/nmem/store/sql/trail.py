@@ -25,13 +25,14 @@ class TrailWrites(SqlBase):
         rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
         return Session.from_row(rows[0]) if rows else None
 
-    def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None) -> Session:
+    def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None,
+                       agent: str | None = None) -> Session:
         session = self.get_session(session_id)  # most events belong to a session already stored
         if session is None:
             self._exec(
-                "INSERT INTO sessions (id, project, started_at, root) VALUES (?, ?, ?, ?) "
+                "INSERT INTO sessions (id, project, started_at, root, agent) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(id) DO NOTHING",
-                (session_id, project, started_at, root),
+                (session_id, project, started_at, root, agent),
             )
             session = self.get_session(session_id)
         assert session is not None

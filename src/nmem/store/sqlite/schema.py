@@ -437,10 +437,16 @@ CREATE TRIGGER change_log_memories_au AFTER UPDATE OF domain, namespace, summary
 END;
 """
 
+# Step 16: the coding agent that ran each session (claude-code, codex, gemini, cursor, opencode;
+# nmem.capture.agents). Older sessions keep NULL: Claude Code was the only agent nmem captured.
+_V16_SESSION_AGENT = """
+ALTER TABLE sessions ADD COLUMN agent TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
                                _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS,
-                               _V13_LIFECYCLE, _V14_TEAM, _V15_CHANGE_LOG)
+                               _V13_LIFECYCLE, _V14_TEAM, _V15_CHANGE_LOG, _V16_SESSION_AGENT)
 LATEST_VERSION = len(MIGRATIONS)
 
 

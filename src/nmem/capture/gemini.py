@@ -1,0 +1,110 @@
+"""Gemini CLI adapter: one Gemini CLI hook payload → a HookEvent, and context as Gemini reads it.
+
+From google-gemini/gemini-cli `docs/hooks/reference.md` and `docs/hooks/index.md`: every input
+has `session_id`, `transcript_path`, `cwd`, `hook_event_name`, `timestamp`; events and their
+fields: SessionStart (`source`: startup, resume, clear), BeforeAgent (`prompt`), AfterAgent
+(`prompt`, `prompt_response`), BeforeTool / AfterTool (`tool_name`, `tool_input`, AfterTool's
+`tool_response` = {`llmContent`, `returnDisplay`, `error`?}), PreCompress (`trigger`), SessionEnd
+(`reason`), Notification, BeforeModel, AfterModel, BeforeToolSelection. Built-in tools:
+`run_shell_command` (`command`, `description`, `directory`), `read_file`, `read_many_files`,
+`write_file`, `replace` (`file_path`, `old_string`, `new_string`), `glob`, `search_file_content`
+(`grep_search` in later versions), `list_directory`, `web_fetch` (`prompt` holding the URLs),
+`google_web_search` (`query`), `save_memory`, `write_todos`; MCP tools `mcp__<server>__<tool>`.
+
+The events map onto Claude Code's (Gemini's own migration table: BeforeAgent = UserPromptSubmit,
+AfterTool = PostToolUse, AfterAgent = Stop, PreCompress = PreCompact) and the tools onto
+Claude Code's, so the same extractors read them. stdout must hold JSON only; context goes in
+`hookSpecificOutput.additionalContext` (SessionStart, BeforeAgent, AfterTool).
+"""
+
+from __future__ import annotations
+
+from nmem import jsonlite
+from nmem.capture import claude_code
+from nmem.errors import InvalidArgument
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from nmem.capture.events import HookEvent
+
+AGENT = "gemini"
+EVENTS = {"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit", "AfterTool": "PostToolUse",
+          "AfterAgent": "Stop", "PreCompress": "PreCompact", "SessionEnd": "SessionEnd"}
+TOOLS = {"run_shell_command": "Bash", "read_file": "Read", "write_file": "Write", "replace": "Edit",
+         "glob": "Glob", "search_file_content": "Grep", "grep_search": "Grep", "google_web_search": "WebSearch",
+         "web_fetch": "WebFetch"}
+CONTEXT_EVENTS = frozenset({"SessionStart", "BeforeAgent", "AfterTool"})
+
+
+def _shell_response(content: str) -> dict[str, Any]:
+    """run_shell_command's llmContent (`Command: …`, `Output: …`, `Exit Code: N` lines) → stdout, exit_code."""
+    out: dict[str, Any] = {"stdout": content}
+    lines = content.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Output:"):
+            rest = [line[len("Output:"):].strip(), *lines[i + 1:]]
+            end = next((j for j, r in enumerate(rest) if r.startswith(("Error:", "Exit Code:", "Signal:"))),
+                       len(rest))
+            out["stdout"] = "\n".join(rest[:end]).strip()
+        elif line.startswith("Exit Code:"):
+            number = line[len("Exit Code:"):].strip()
+            if number.lstrip("-").isdigit():
+                out["exit_code"] = int(number)
+    return out
+
+
+def _tool(shaped: dict[str, Any]) -> None:
+    name = str(shaped.get("tool_name") or "")
+    raw_input = shaped.get("tool_input")
+    tool_input: dict[str, Any] = dict(raw_input) if isinstance(raw_input, dict) else {}
+    response = shaped.get("tool_response")
+    content = response.get("llmContent") if isinstance(response, dict) else response
+    text = content if isinstance(content, str) else jsonlite.dumps(content) if content is not None else ""
+    error = response.get("error") if isinstance(response, dict) else None
+    if error:
+        shaped["hook_event_name"] = "PostToolUseFailure"
+        shaped["error"] = error if isinstance(error, str) else jsonlite.dumps(error)
+    mapped = TOOLS.get(name)
+    if mapped is None:
+        shaped["tool_response"] = text
+        return
+    shaped["tool_name"] = mapped
+    if mapped in ("Read", "Write", "Edit") and "file_path" not in tool_input and "absolute_path" in tool_input:
+        tool_input["file_path"] = tool_input["absolute_path"]
+    if mapped == "WebFetch" and "url" not in tool_input:
+        words = str(tool_input.get("prompt") or "").split()
+        tool_input["url"] = next((w for w in words if w.startswith(("http://", "https://"))), "")
+    shaped["tool_input"] = tool_input
+    if mapped == "Bash":
+        shaped["tool_response"] = _shell_response(text)
+    elif mapped in ("Read", "Write", "Edit"):
+        # A failure came as `error` above; the text is the tool's message (or the file), nothing
+        # for Claude Code's refusal wording to be looked for in (which would load `re`).
+        shaped["tool_response"] = {"output": text}
+    else:
+        shaped["tool_response"] = text
+
+
+def parse(payload: object, *, now: float | None = None) -> HookEvent:
+    if not isinstance(payload, dict):
+        raise InvalidArgument("hook input: expected a JSON object")
+    shaped: dict[str, Any] = dict(payload)
+    name = shaped.get("hook_event_name")
+    if isinstance(name, str) and name in EVENTS:
+        shaped["hook_event_name"] = EVENTS[name]
+    if name == "AfterAgent" and isinstance(shaped.get("prompt_response"), str):
+        shaped["last_assistant_message"] = shaped["prompt_response"]
+    if name == "AfterTool":
+        _tool(shaped)
+    event = claude_code.parse(shaped, now=now)
+    event.hook_event_name = name if isinstance(name, str) else event.hook_event_name
+    event.transcript_path = None  # Gemini's session file, not a Claude Code transcript
+    return event
+
+
+def output(event_name: str, text: str, *, plain_ok: bool = True) -> str:
+    if event_name not in CONTEXT_EVENTS:
+        return ""
+    return jsonlite.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}) + "\n"
