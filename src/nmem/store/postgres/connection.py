@@ -161,6 +161,7 @@ class Connection(SqlBase):
         self._held = _Held()
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (table, term) -> (rows, docs then)
         self._totals: dict[str, tuple[int, int, int]] = {}   # table -> (rows, tokens, newest id then)
+        self._weighted: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}   # memories, sessions
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
         options = ""

@@ -70,14 +70,15 @@ UNION ALL SELECT NULL, NULL, term, df FROM terms
 
 # FTS5's bm25() over a table of several weighted columns (memories: summary 3, content 1, tags 2,
 # namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
-# columns are the tsvector's weight classes; a row's length is its columns' tokens, the totals
-# and each word's rows are counted in the statement (these tables are small).
+# columns are the tsvector's weight classes; a row's length is its tokens (the tsvector's
+# positions, one a token: no stop words, no re-reading of the text); each word's
+# rows are counted in the statement (these tables are small), the totals come from the caller.
 BM25_WEIGHTED_SQL = """
 WITH words AS MATERIALIZED (
     SELECT DISTINCT replace(m[1], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
 ), totals AS MATERIALIZED (
-    SELECT count(*) AS n, COALESCE(SUM({length}), 0) AS tokens FROM {table} {alias}
+    SELECT ?::bigint AS n, ?::float8 AS tokens
 ), weighted AS MATERIALIZED (
     SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
     FROM (SELECT w.term, ln(((t.n - df.n)::float8 + 0.5) / (df.n + 0.5)) AS idf
@@ -85,14 +86,16 @@ WITH words AS MATERIALIZED (
           CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} x
                               WHERE x.tsv @@ quote_literal(w.term)::tsquery) AS df) AS raw
 ), found AS (
-    SELECT {columns}, {alias}.tsv AS match_tsv, {length} AS match_length FROM {source} WHERE {where} {window}
+    SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {where} {window}
 )
 SELECT {alias}.*, -COALESCE((
-    SELECT sum(t.idf * (u.tf * 2.2) / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.match_length
+    SELECT sum(t.idf * (u.tf * 2.2) / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length
                                                       / (SELECT tokens::float8 / n FROM totals))))
     FROM (SELECT v.lexeme, (SELECT sum(CASE c {weights} END) FROM unnest(v.weights) AS c) AS tf
           FROM unnest({alias}.match_tsv) AS v) AS u JOIN weighted t ON t.term = u.lexeme), 0) AS rank
-FROM found {alias} ORDER BY {order} LIMIT ? OFFSET ?
+FROM found {alias}
+CROSS JOIN LATERAL (SELECT sum(array_length(v.positions, 1)) AS length FROM unnest({alias}.match_tsv) AS v) AS l
+ORDER BY {order} LIMIT ? OFFSET ?
 """
 
 TOKENS = "cardinality(string_to_array(btrim(nmem_words({})), ' '))"
@@ -175,6 +178,20 @@ class SearchReads(Connection, ScopedSearch):
         self._totals[table] = cached
         return cached[0], cached[1]
 
+    def _weighted_totals(self, scope: str, length: str) -> tuple[int, int]:
+        """Rows and tokens of memories or sessions, counted again when a row was added, removed
+        or rewritten since (their texts change in place: the sum of their write times moves)."""
+        table, alias, stamp = ("memories", "m", "updated_at") if scope == "memories" else ("sessions", "s", "ended_at")
+        seen = self._query(f"SELECT count(*), COALESCE(SUM({stamp}), 0) FROM {table}")[0]
+        signature = (int(seen[0]), int(seen[1]))
+        cached = self._weighted.get(table)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        row = self._query(f"SELECT count(*), COALESCE(SUM({length}), 0) FROM {table} {alias}")[0]
+        totals = (int(row[0]), int(row[1]))
+        self._weighted[table] = (signature, totals)
+        return totals
+
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
         if len(self._df_cache) > DF_CACHE_SIZE:
             self._df_cache.clear()
@@ -210,8 +227,9 @@ class SearchReads(Connection, ScopedSearch):
                 table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns, length=length,
                 weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
                 order=scope.order(order, True, self.dialect.binary))
-            rows = self._query(sql, [q, q, *params, *([max(RELEVANCE_WINDOW, offset + limit)] if window else []),
-                                     limit, offset])
+            docs, tokens = self._weighted_totals(scope.name, length)
+            rows = self._query(sql, [q, docs, tokens, q, *params,
+                                     *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
             return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
         classes = RANK_WEIGHTS.get(scope.name)
         rank = f"-ts_rank({classes + ', ' if classes else ''}{scope.alias}.tsv, {TSQ}, 1)"
