@@ -91,8 +91,8 @@ WITH words AS MATERIALIZED (
 SELECT {alias}.*, -COALESCE((
     SELECT sum(t.idf * (u.tf * 2.2) / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length
                                                       / (SELECT tokens::float8 / n FROM totals))))
-    FROM (SELECT v.lexeme, (SELECT sum(CASE c {weights} END) FROM unnest(v.weights) AS c) AS tf
-          FROM unnest({alias}.match_tsv) AS v) AS u JOIN weighted t ON t.term = u.lexeme), 0) AS rank
+    FROM unnest({alias}.match_tsv) AS v JOIN weighted t ON t.term = v.lexeme
+    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u), 0) AS rank
 FROM found {alias}
 CROSS JOIN LATERAL (SELECT sum(array_length(v.positions, 1)) AS length FROM unnest({alias}.match_tsv) AS v) AS l
 ORDER BY {order} LIMIT ? OFFSET ?
