@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-team faults attack docs clean
+.PHONY: setup run test lint bench bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-coding bench-team faults attack docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -53,6 +53,11 @@ bench-quick: setup
 # the importer; the next SessionStart block's tokens, rows and checks.
 bench-context: setup
 	$(BIN)/python bench/context_replay.py
+
+# Generated Claude Code coding sessions imported with the real importer: recall@5/@10 of `nmem search` beside
+# plain BM25 over whole turns, per kind of question (decisions mid-turn, root causes, preferences, updates, outputs).
+bench-coding: setup
+	$(BIN)/python bench/coding_sessions.py --sessions 60
 
 # The team server on loopback: 50 concurrent writers posting hook events and 200 concurrent searches;
 # p50/p99 per operation, lost / duplicated / errors (docs/team.md). `--writers hooks` uses real hook processes.

@@ -325,9 +325,13 @@ class Session(_Conversation):
         self._user(text, after)
         self._hook("UserPromptSubmit", prompt=text)
 
-    def say(self, text: str, *, after: float = 3) -> None:
-        super().say(text, after=after)
-        self._hook("Stop", stop_hook_active=False, last_assistant_message=text)
+    def say(self, text: str, *, after: float = 3, final: bool = True) -> None:
+        """A text message; `final` ends the turn (Stop fires), else the agent goes on with tool calls."""
+        if final:
+            super().say(text, after=after)
+            self._hook("Stop", stop_hook_active=False, last_assistant_message=text)
+        else:
+            self._assistant([{"type": "text", "text": text}], after)
 
     def slash_command(self, name: str, args: str = "", *, expansion: str, after: float = 20) -> None:
         """A command that prompts the model (`/review src/api.py`); the model's answer follows."""

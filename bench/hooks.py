@@ -2,8 +2,11 @@
 
 Builds a database of N observations (default 50,000) in a temporary NMEM_HOME, then runs
 a hook with its payload on stdin for PostToolUse (Bash, Read, Edit and Grep calls in turn),
-UserPromptSubmit and SessionStart (which renders the context block), interleaved, R times
-each (default 60), in two forms:
+UserPromptSubmit, SessionStart (which renders the context block) and Stop (which reads the
+turn from a transcript of a long turn, written by bench/cc_transcripts.py: 40 tool calls with
+their output, 12 messages between them, thinking; ~0.5 MB after three earlier turns, each
+Stop in a session of its own so it stores the whole turn), interleaved, R times each
+(default 60), in two forms:
 - the command `nmem install claude-code` writes (`<python> -S <nmem>/hook_entry.py record`),
   which is what Claude Code runs;
 - the `nmem record` console script (what the plugin directory's hooks.json runs from PATH).
@@ -63,6 +66,8 @@ TARGETS_MS: dict[str, tuple[float, float | None]] = {   # event -> (p50, p99)
     "PostToolUse": (30.0, 60.0),
     "UserPromptSubmit": (30.0, 60.0),
     "SessionStart": (150.0, None),
+    # Once per turn, not per tool call: it reads the turn from the transcript and closes the session.
+    "Stop": (60.0, 120.0),
 }
 PROJECTS = ("billing-api", "ledger-ui", "auth-service", "data-pipeline", "infra", "docs-site")
 BENCH_PROJECT = PROJECTS[0]
@@ -196,6 +201,57 @@ def tool_call(i: int, cwd: str) -> tuple[str, dict[str, Any], Any]:
     return "Grep", {"pattern": f"def export_rows_{i}", "path": f"{cwd}/src"}, {"numFiles": i % 5, "filenames": []}
 
 
+def long_turn_transcript(directory: Path) -> tuple[Path, str]:
+    """A Claude Code transcript whose last turn is long: its path and the turn's last message."""
+    from cc_transcripts import Projects
+
+    cwd = f"{ROOT}/{BENCH_PROJECT}"
+    s = Projects(directory, seed=3).session(cwd, start=time.time() - 3600)
+    source = "\n".join(f"def export_rows_{n}(query):\n    return list(query)  # buffered\n" for n in range(120))
+    for turn in range(4):
+        s.prompt(f"turn {turn}: make the invoice export stream rows instead of buffering them")
+        calls = 40 if turn == 3 else 6
+        for n in range(calls):
+            if n % 3 == 0:
+                s.thinking(f"Step {n}: the export still buffers in export_{n}.py; check its callers first.")
+            if n % 3 == 1:
+                s.say(f"export_{n}.py buffers the whole query with list(); switching it to iter() keeps memory flat "
+                      f"for the {n * 1000} row statements.", final=False)
+            path = f"{cwd}/src/billing/export_{n}.py"
+            if n % 4 == 0:
+                s.read(path, source)
+            elif n % 4 == 1:
+                s.edit(path, "return list(query)", "return iter(query)")
+            elif n % 4 == 2:
+                s.bash(f"pytest -q tests/test_export_{n}.py",
+                       stdout="." * 80 + f"\n{n + 20} passed in 0.{n:02d}s")
+            else:
+                s.tool("Grep", {"pattern": f"export_rows_{n}", "path": "src"}, result=f"src/billing/export_{n}.py",
+                       tool_use_result={"mode": "files_with_matches", "filenames": [path], "numFiles": 1})
+        s.say(f"Turn {turn} done: the export streams rows; every export test passes.")
+    return s.save(), "Turn 3 done: the export streams rows; every export test passes."
+
+
+def stop_sessions(home: Path, runs: int, warmup: int, forms: int, key_env: dict[str, str] | None) -> None:
+    """The sessions the measured Stops close, each with its turn's prompt (a Stop of a session never
+    seen is skipped, which would time nothing)."""
+    cwd = f"{ROOT}/{BENCH_PROJECT}"
+    service = Service.open(load_settings({"NMEM_HOME": str(home), **(key_env or {})}))
+    try:
+        with service.store.transaction():
+            for i in range(-warmup, runs):
+                for n in range(forms):
+                    sid = f"bench-stop-{i}-{n}"
+                    service.record_event(parse({"session_id": sid, "cwd": cwd, "hook_event_name": "SessionStart",
+                                                "source": "startup"}))
+                    service.record_event(parse({"session_id": sid, "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+                                                "prompt": "turn 3: make the invoice export stream rows"}))
+    finally:
+        service.close()
+
+
+STOP_TRANSCRIPT: tuple[str, str] = ("", "")   # set by `measure`: the long turn's file and last message
+
 AGENT = "claude-code"   # --agent: whose payloads and hook command are measured
 
 
@@ -292,6 +348,10 @@ def claude_payload(event: str, i: int, form: str = "") -> dict[str, Any]:
         tool, tool_input, response = tool_call(i, cwd)
         return {"session_id": f"bench-post{form}", "cwd": cwd, "transcript_path": "", "hook_event_name": event,
                 "tool_name": tool, "tool_use_id": f"toolu_{i}", "tool_input": tool_input, "tool_response": response}
+    if event == "Stop":
+        path, last = STOP_TRANSCRIPT
+        return {"session_id": f"bench-stop-{i}{form}", "cwd": cwd, "transcript_path": path, "hook_event_name": event,
+                "stop_hook_active": False, "last_assistant_message": last}
     if event == "UserPromptSubmit":
         return {"session_id": f"bench-prompt{form}", "cwd": cwd, "transcript_path": "", "hook_event_name": event,
                 "prompt": f"run {i}: make the invoice export stream rows instead of buffering them"}
@@ -328,14 +388,25 @@ def hook_forms() -> dict[str, list[str]]:
     return {INSTALLED: shlex.split(hook_command()), CONSOLE: [nmem_script(), "record"]}
 
 
+def measured_events() -> list[str]:
+    """The events of this run: Stop (which reads a Claude Code transcript) for Claude Code only."""
+    return [event for event in TARGETS_MS if event != "Stop" or AGENT == "claude-code"]
+
+
 def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | None = None) -> dict[str, Any]:
+    global STOP_TRANSCRIPT  # noqa: PLW0603  `payload_for` reads it, as the profiler does
     env = child_env(home, key_env)
     forms = hook_forms()
+    events = measured_events()
+    if "Stop" in events:
+        path, last = long_turn_transcript(home.parent / "claude-projects")
+        STOP_TRANSCRIPT = (str(path), last)
+        stop_sessions(home, runs, warmup, len(forms), key_env)
     floors = {"python -c pass": [sys.executable, "-c", "pass"],
               "python -S -c pass": [sys.executable, "-S", "-c", "pass"]}
     samples: dict[str, list[float]] = {name: [] for name in floors}
     for form in forms:
-        samples.update({f"{form}|{event}": [] for event in TARGETS_MS})
+        samples.update({f"{form}|{event}": [] for event in events})
     cpu: dict[str, list[float]] = {name: [] for name in samples}
     context_chars: list[int] = []
     for i in range(-warmup, runs):
@@ -345,7 +416,7 @@ def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | No
                 samples[name].append(ms)
                 cpu[name].append(LAST_CPU_MS)
         for n, (form, argv) in enumerate(forms.items()):
-            for event in TARGETS_MS:
+            for event in events:
                 ms, done = timed(argv, json.dumps(payload_for(event, i, f"-{n}")), env)
                 if done.returncode != 0 or done.stderr:
                     sys.exit(f"bench/hooks.py: {form} {event} failed ({done.returncode}): {done.stderr.strip()}")
@@ -358,12 +429,21 @@ def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | No
                     cpu[f"{form}|{event}"].append(LAST_CPU_MS)
     results: dict[str, Any] = {"floor": {name: summary(samples[name], cpu[name]) for name in floors}, "events": {},
                                "console_script": {}, "installed_command": " ".join(forms[INSTALLED])}
-    for event, (t50, t99) in TARGETS_MS.items():
+    for event in events:
+        t50, t99 = TARGETS_MS[event]
         for key, form in (("events", INSTALLED), ("console_script", CONSOLE)):
             stats = summary(samples[f"{form}|{event}"], cpu[f"{form}|{event}"])
             ok = stats["p50"] <= t50 and (t99 is None or stats["p99"] <= t99)
             results[key][event] = {**stats, "target_p50": t50, "target_p99": t99, "ok": ok}
     results["context_chars"] = max(context_chars, default=0)
+    if "Stop" in events:
+        results["stop_transcript_bytes"] = Path(STOP_TRANSCRIPT[0]).stat().st_size
+        service = Service.open(load_settings({"NMEM_HOME": str(home), **(key_env or {})}))
+        try:   # what one measured Stop stored: the turn's messages and thoughts, as agent prompts
+            results["stop_agent_prompts"] = sum(p.source == "agent" for p in
+                                                service.store.session_prompts("bench-stop-0-0", None, None))
+        finally:
+            service.close()
     return results
 
 
@@ -434,6 +514,9 @@ def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
     lines.append("console script above the `python -c pass` floor (p50): " + ", ".join(
         f"{name} +{s['p50'] - floor:.1f} ms" for name, s in results["console_script"].items()))
     lines.append(f"largest SessionStart output: {results['context_chars']:,} characters (Claude Code caps at 10,000)")
+    if "stop_agent_prompts" in results:
+        lines.append(f"Stop: a transcript of {results['stop_transcript_bytes'] / 1e6:.2f} MB whose last turn has 40 "
+                     f"tool calls; one Stop stored {results['stop_agent_prompts']} agent prompts")
     return "\n".join(lines)
 
 
@@ -443,7 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--observations", type=int, default=50_000, help="database size (default 50000)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--profile", choices=sorted(TARGETS_MS), help="profile one event instead of timing")
+    parser.add_argument("--profile", choices=sorted(set(TARGETS_MS) - {"Stop"}),
+                        help="profile one event instead of timing")
     parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
     parser.add_argument("--encrypted", choices=sorted(KEYS),
                         help="build and measure an SQLCipher-encrypted database (raw key or passphrase)")

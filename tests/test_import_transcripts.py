@@ -37,7 +37,7 @@ def rows(service: Service, sql: str, *params: Any) -> list[dict[str, Any]]:
 def test_import_records_the_session_as_the_hooks_would_have(service: Service) -> None:
     report = import_transcripts(service, [TRANSCRIPT])
     assert report.to_dict() == {"files": 1, "imported_sessions": 1, "updated_sessions": 0, "skipped_sessions": 0,
-                                "events": 12, "errors": []}
+                                "events": 14, "errors": []}
 
     (session,) = rows(service, "SELECT * FROM sessions")
     assert (session["id"], session["project"]) == (SID, "ledger-api")
@@ -69,9 +69,12 @@ def test_import_records_the_session_as_the_hooks_would_have(service: Service) ->
     assert [o["prompt_id"] for o in obs] == [None, users[0]["id"], users[0]["id"], users[0]["id"], None,
                                              users[1]["id"]]
     agent = [p["content"] for p in prompts if p["source"] == "agent"]
-    assert "Leap years: February has 29 days; the fixture probably hard-codes 28." in agent
-    assert "Stage only balance.py; the lockfile change is unrelated." in agent
-    assert agent[-1] == "Committed 5e4d3c2: February balances now use calendar.monthrange."
+    assert agent == ["Leap years: February has 29 days; the fixture probably hard-codes 28.",
+                     "The fixture hard-codes 28 days; I'll use calendar.monthrange.",   # said between tool calls
+                     "Stage only balance.py; the lockfile change is unrelated.",
+                     "Committed 5e4d3c2: February balances now use calendar.monthrange."]
+    said_mid_turn = next(p for p in prompts if p["content"].startswith("The fixture hard-codes"))
+    assert users[0]["id"] < said_mid_turn["id"] < users[1]["id"], "a reply follows the prompt of its turn"
 
     summary = json.loads(session["summary"])
     assert summary["files_changed"] == [f"{CWD}/src/ledger/balance.py"]
@@ -150,7 +153,7 @@ def test_cli_import(tmp_path: Path) -> None:
     first = run_nmem(["import", "claude-code", str(tmp_path / "projects"), "--format", "json"], env=hook_env(home))
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
-    assert (report["imported_sessions"], report["events"]) == (1, 12)
+    assert (report["imported_sessions"], report["events"]) == (1, 14)
     assert counts(home)["observations"] == 6
     again = run_nmem(["import", "claude-code", str(root), "--format", "json"], env=hook_env(home))
     assert again.returncode == 0 and json.loads(again.stdout)["skipped_sessions"] == 1

@@ -117,8 +117,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("capture.markers", list, list(DEFAULT_MARKERS), "NMEM_MARKERS",
             "Prompt markers that create curated memories, as `marker=namespace` (e.g. `[decision]=decisions`)."),
     Setting("capture.read_transcript", bool, True, "NMEM_READ_TRANSCRIPT",
-            "At Stop, also keep the agent's thinking from the transcript file (a regular file only, its last "
-            "256 KiB, read before the write lock is taken)."),
+            "At Stop, keep every text message and thinking block the agent wrote in the turn, read from the "
+            "transcript file (a regular file only, its last 256 KiB, widened up to 4 MiB for a long turn, read "
+            "before the write lock is taken); off, only the hook's last message is kept."),
     Setting("capture.checkpoint_on_compact", bool, True, "NMEM_CHECKPOINT_ON_COMPACT",
             "Store a `progress` memory summarising the session so far when the context is compacted."),
     Setting("context.file_memories", bool, False, "NMEM_FILE_MEMORIES",

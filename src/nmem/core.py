@@ -197,7 +197,7 @@ class CoreService:
             return RecordOutcome(event.session_id, project, skipped="disabled")
         if event.kind in (ev.TOOL, ev.TOOL_FAILURE) and self._tool_excluded(event.tool_name or ""):
             return RecordOutcome(event.session_id, project, skipped="excluded")
-        reasoning = self._transcript_reasoning(event)  # before the write lock: a file never holds it
+        turn = self._transcript_turn(event)  # before the write lock: a file never holds it
         known = self._session_projects.get(event.session_id)
         with self.store.transaction():
             if spool_id is not None and not self._first_replay(spool_id):
@@ -216,7 +216,7 @@ class CoreService:
             if known != project and not self.settings.project_enabled(known):
                 # a session of an opted-out project, resumed from elsewhere: still that project's
                 return RecordOutcome(event.session_id, project, skipped="disabled")
-            outcome = Recorder(self.store, self.settings, self.remember, reasoning).record(event, known)
+            outcome = Recorder(self.store, self.settings, self.remember, turn).record(event, known)
             self._attribute_event(outcome)
         self._session_projects[event.session_id] = known  # only once committed
         return outcome
@@ -244,12 +244,12 @@ class CoreService:
             self.store.record_writes(  # type: ignore[attr-defined]
                 viewer.name, self.now(), [(action, memory.urn)], memories=[memory.id] if written else [])
 
-    def _transcript_reasoning(self, event: ev.HookEvent) -> list[str]:
-        if event.kind != ev.STOP or not self.settings["capture.read_transcript"]:
+    def _transcript_turn(self, event: ev.HookEvent) -> list[tuple[int, bool, str]]:
+        if event.kind not in (ev.STOP, ev.SUBAGENT_STOP) or not self.settings["capture.read_transcript"]:
             return []
-        from nmem.capture.transcript import latest_reasoning
+        from nmem.capture.transcript import turn_words
 
-        return latest_reasoning(event.transcript_path)
+        return turn_words(event.transcript_path, subagent=event.kind == ev.SUBAGENT_STOP)
 
     def _first_replay(self, spool_id: str) -> bool:
         return self.store.mark_spooled(spool_id, self.now())

@@ -108,7 +108,7 @@ def test_a_huge_transcript_is_read_from_its_tail_only(tmp_path: Path) -> None:
         fh.write(b"\n" + transcript_lines("the export writes rows as they come"))
     done = stop(home, str(transcript), "huge")
     assert (done.returncode, done.stderr) == (0, "")
-    assert agent_prompts(home, "huge") == ["the export writes rows as they come", "done with huge"]
+    assert agent_prompts(home, "huge") == ["the export writes rows as they come", "Tidied.", "done with huge"]
 
 
 def test_a_regular_transcript_through_a_symlink_is_read(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_a_regular_transcript_through_a_symlink_is_read(tmp_path: Path) -> None:
     link.symlink_to(transcript)
     done = stop(home, str(link), "regular")
     assert (done.returncode, done.stderr) == (0, "")
-    assert agent_prompts(home, "regular") == ["stream instead of buffering", "done with regular"]
+    assert agent_prompts(home, "regular") == ["stream instead of buffering", "Tidied.", "done with regular"]
 
 
 def test_an_import_skips_a_line_too_long_to_be_a_message(tmp_path: Path) -> None:

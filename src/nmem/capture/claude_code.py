@@ -97,7 +97,9 @@ def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
         tool_input=tool_input if isinstance(tool_input, dict) else {},
         tool_response=payload.get("tool_response"),
         error=_optional_str(payload, "error"),
-        transcript_path=_optional_str(payload, "transcript_path"),
+        # the file the event's words are in: a SubagentStop's own (Claude Code 2.0.42+), never the parent's
+        transcript_path=_optional_str(payload, "agent_transcript_path" if kind == ev.SUBAGENT_STOP
+                                      else "transcript_path"),
         agent_id=_optional_str(payload, "agent_id"),
     )
 

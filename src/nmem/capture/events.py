@@ -18,6 +18,7 @@ STOP = "stop"                        # Stop
 SUBAGENT_STOP = "subagent_stop"      # SubagentStop
 SESSION_END = "session_end"          # SessionEnd
 REASONING = "reasoning"              # agent thinking read from a transcript (no hook of its own)
+REPLY = "reply"                      # an assistant text message read from a transcript (no hook of its own)
 OTHER = "other"                      # anything else: accepted, ignored
 
 CLAUDE_CODE = "claude-code"          # the agent an event comes from when nothing says otherwise

@@ -1,7 +1,8 @@
 """One extractor per tool: a tool call → the fact worth keeping (path, command, pattern, error).
 
 Content reads `subject`, then `→ result` on its second line when the call has one (a
-failure's key line, a match count, the head of an answer), which is what previews show.
+failure's key line, a match count, the head of an answer, the lines of a command's output
+worth quoting), which is what previews show.
 A failed call keeps `error` (a tail) and `error_line` (its key line, see `errorline`); a
 failed or refused file tool is a `file_error`, never a read or a change. Bodies of writes
 and edits are never stored whole: a hash, a size and a short head stand in for them. Large
@@ -15,6 +16,7 @@ import os
 from nmem import jsonlite
 from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
+from nmem.capture.outputlines import quoted_lines, reads_files
 from nmem.capture.privacy import scrub
 from nmem.lazyregex import LazyRegex
 from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
@@ -32,6 +34,11 @@ PROMPT_CHARS = 400
 ERROR_CONTENT_CHARS = 400
 # What a subagent, an MCP tool or a fetched page answered: enough to find it by its words.
 EXCERPT_CHARS = 600
+# What a successful command printed that a person would quote (see `outputlines`), read from
+# the output's head and tail only.
+OUTPUT_CHARS = 300
+QUOTE_HEAD = 2_000
+QUOTE_TAIL = 6_000
 FILE_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit", "NotebookEdit"})
 
 _COMMIT_LINE = LazyRegex(r"\[(?P<branch>[^\s\]]+)(?: \(root-commit\))? (?P<sha>[0-9a-f]{7,40})\] (?P<msg>.+)")
@@ -129,6 +136,14 @@ def _with_result(content: str, result: str, rest: str = "") -> str:
     return "\n".join(part for part in (subject, f"→ {result}" if result else "", more, rest) if part)
 
 
+def _quotable(output: str) -> str:
+    """The part of a command's output `quoted_lines` reads: its head and tail (versions come
+    first, summaries last). Already scrubbed whole, with the event, before extraction."""
+    if len(output) > QUOTE_HEAD + QUOTE_TAIL:
+        output = output[:QUOTE_HEAD] + "\n" + output[-QUOTE_TAIL:]
+    return output
+
+
 def bash(event: HookEvent) -> Extracted | None:
     command = str(event.tool_input.get("command") or "").strip()
     if not command:
@@ -175,7 +190,11 @@ def bash(event: HookEvent) -> Extracted | None:
         elif new := _PUSH_NEW.get().search(combined):
             meta.update(branch=new.group("dst"), new_branch=True)
         return Extracted("git_push", head(command, COMMAND_CHARS), None, meta)
-    return Extracted("command", head(command, COMMAND_CHARS), None, meta or None)
+    said = "" if reads_files(command) else quoted_lines(_quotable(stdout), _quotable(stderr))
+    if said in command:  # `echo 1.2.3`: the output says nothing the command does not
+        said = ""
+    return Extracted("command", _with_result(head(command, COMMAND_CHARS), head(said, OUTPUT_CHARS) if said else ""),
+                     None, meta or None)
 
 
 def read(event: HookEvent) -> Extracted | None:

@@ -5,7 +5,8 @@ Everything stored passes the privacy filter twice: the event as it comes in (`sc
 read beside another (`{"password": …}` made into one line) can say more than either alone. A hook process
 records one event, so the helpers only some events need (prompt markers, session
 summaries) are imported by the handlers of those events. Nothing here reads files: the
-caller reads a Stop's transcript before it takes the write lock and hands over the thoughts.
+caller reads a Stop's transcript before it takes the write lock and hands over what the agent
+wrote in the turn.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
     RememberFn = Callable[..., Memory]
 
-PROMPT_CHARS = 8000
+PROMPT_CHARS = 8000      # a prompt, typed or written by the agent
+THINKING_CHARS = 4000    # a thinking block: the why behind a step, not a log of it
 CHECKPOINT_CHARS = 20000
 SESSION_START_TYPES = {
     "startup": "session_start", "resume": "session_resume", "fork": "session_resume",
@@ -59,11 +61,11 @@ class RecordOutcome:
 
 class Recorder:
     def __init__(self, store: Store, settings: Settings, remember: RememberFn,
-                 reasoning: Sequence[str] = ()) -> None:
+                 turn: Sequence[tuple[int, bool, str]] = ()) -> None:
         self.store = store
         self.settings = settings
         self.remember = remember
-        self.reasoning = reasoning  # a Stop's thinking from its transcript, read by the caller
+        self.turn = turn  # a Stop's turn from its transcript, read by the caller: (time, is thinking, text)
 
     def record(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         handler = {
@@ -72,7 +74,8 @@ class Recorder:
             ev.TOOL_FAILURE: self._tool,
             ev.SESSION_START: self._session_start,
             ev.PRE_COMPACT: self._pre_compact,
-            ev.REASONING: self._reasoning,
+            ev.REASONING: self._agent_words,
+            ev.REPLY: self._agent_words,
             ev.STOP: self._stop,
             ev.SUBAGENT_STOP: self._stop,
             ev.SESSION_END: self._stop,
@@ -149,27 +152,52 @@ class Recorder:
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
 
-    def _agent_prompt(self, event: ev.HookEvent, text: str, once: bool = False) -> int | None:
-        """Store agent reasoning; with `once`, not if the session holds it already (Stop can
-        fire again for the same turn)."""
-        clean = scrub(text).strip()[:PROMPT_CHARS]
-        if not clean or (once and self.store.has_prompt(event.session_id, "agent", clean)):
-            return None
-        return self.store.add_prompt(event.session_id, event.timestamp, "agent", clean)
-
-    def _reasoning(self, event: ev.HookEvent, project: str) -> RecordOutcome:
-        prompt_id = self._agent_prompt(event, event.assistant_message or "")
-        if prompt_id is None:
+    def _agent_words(self, event: ev.HookEvent, project: str) -> RecordOutcome:
+        """A reply or a thought an import read from a transcript: an agent prompt at its own time."""
+        limit = THINKING_CHARS if event.kind == ev.REASONING else PROMPT_CHARS
+        text = scrub(event.assistant_message or "").strip()[:limit]
+        if not text:
             return RecordOutcome(event.session_id, project, skipped="ignored")
+        prompt_id = self.store.add_prompt(event.session_id, event.timestamp, "agent", text)
         return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id)
+
+    def _turn_words(self, event: ev.HookEvent) -> int | None:
+        """Store what the agent wrote in the turn that stopped: each text and thinking block its
+        transcript holds (at its own time, within the turn), then the hook's last message; the id of
+        the last one stored.
+
+        Each is stored once: what the session holds since the turn's prompt (a Stop fired again,
+        a SubagentStop's answer already read) is not stored again.
+        """
+        if not self.turn and not event.assistant_message:
+            return None
+        sid = event.session_id
+        asked = self.store.latest_prompt_id(sid)
+        prompts = self.store.get_prompts([asked]) if asked is not None else []
+        # Within the turn on the trail's clock: the transcript's may differ (another machine, a container).
+        start = min(prompts[0].timestamp, event.timestamp) if prompts else event.timestamp
+        words = [(max(start, min(at, event.timestamp)) if at else event.timestamp,
+                  scrub(text).strip()[:THINKING_CHARS if thinking else PROMPT_CHARS])
+                 for at, thinking, text in self.turn]
+        if event.assistant_message:
+            words.append((event.timestamp, scrub(event.assistant_message).strip()[:PROMPT_CHARS]))
+        words = [(at, text) for at, text in words if text]
+        if not words:
+            return None
+        held = {p.content for p in self.store.session_prompts(sid, None, start - 1)
+                if p.source == "agent" and (asked is None or p.id > asked)}
+        prompt_id = None
+        for at, text in words:
+            if text not in held:
+                held.add(text)
+                prompt_id = self.store.add_prompt(sid, at, "agent", text)
+        return prompt_id
 
     def _stop(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         from nmem.capture.summary import signature, summarize
 
         sid = event.session_id
-        for thought in self.reasoning:
-            self._agent_prompt(event, thought, once=True)
-        prompt_id = self._agent_prompt(event, event.assistant_message or "", once=True)
+        prompt_id = self._turn_words(event)
         obs_id = None
         if event.kind == ev.SESSION_END:
             reason = event.source or "other"

@@ -19,7 +19,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 TAIL_BYTES = 256 * 1024
-REASONING_CHARS = 4000
+# A Stop reads back this far at most for the start of its turn (a long turn's tool output is most of it).
+TURN_MAX_BYTES = 4 * 1024 * 1024
+TURN_WORDS = 200          # the agent's messages a Stop stores at most, the newest
+REASONING_CHARS = 4000    # a thinking block is kept bounded: the why behind a step, not a log of it
+REPLY_CHARS = 8000        # an assistant text message (the bound of every stored prompt)
+CUT_MARGIN = 512          # kept past a bound until scrubbed, so a secret straddling it is still recognised
+INTERRUPTED = "[Request interrupted by user"
 # Longer lines are skipped, never held whole: a transcript line holds one message (a large tool result
 # is a few MB at most); a file without newlines must not be read into memory whole.
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -51,9 +57,14 @@ def open_regular(path: str) -> int | None:
 
 def read_tail(path: str, max_bytes: int) -> bytes:
     """At most the last `max_bytes` of a regular file, starting at a line; b"" for anything else."""
+    return _read_tail(path, max_bytes)[0]
+
+
+def _read_tail(path: str, max_bytes: int) -> tuple[bytes, bool]:
+    """`read_tail`, and whether what it read is the whole file."""
     fd = open_regular(path)
     if fd is None:
-        return b""
+        return b"", True
     try:
         size = os.fstat(fd).st_size
         start = max(0, size - max_bytes)
@@ -67,14 +78,14 @@ def read_tail(path: str, max_bytes: int) -> bytes:
             start += len(chunk)
             want -= len(chunk)
     except OSError:
-        return b""
+        return b"", True
     finally:
         os.close(fd)
     data = b"".join(chunks)
     if size > max_bytes:
         cut = data.find(b"\n")
         data = data[cut + 1:] if cut >= 0 else b""  # the first line is partial
-    return data
+    return data, size <= max_bytes
 
 
 def _objects(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
@@ -135,27 +146,81 @@ def _is_user_prompt(line: dict[str, Any]) -> bool:
     return bool(blocks) and all(b.get("type") == "text" for b in blocks)
 
 
-def latest_reasoning(path: str | None) -> list[str]:
-    """The agent's thinking in the last turn (after the last user prompt), oldest first."""
+def _may_hold_words(raw: bytes) -> bool:
+    """Whether a line can hold a typed prompt or the agent's text or thinking. Tool results, and
+    tool calls without text, are most of a long turn's bytes and are skipped unparsed."""
+    if b'"tool_result"' in raw:
+        return False
+    return b'"tool_use"' not in raw or b'"text"' in raw or b'"thinking"' in raw
+
+
+def _turn_in(data: bytes, subagent: bool = False) -> tuple[list[tuple[int, bool, str]], bool]:
+    """The agent's words after the last typed prompt in `data` (and before it, when that prompt
+    followed an interruption), and whether such a prompt was found. In a subagent's file (every
+    line a sidechain one, the task its prompt) its text messages only."""
+    words: list[tuple[int, bool, str]] = []
+    started = interrupted = False
+    for raw in data.splitlines():
+        if not _may_hold_words(raw):
+            continue
+        try:
+            line = jsonlite.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(line, dict) or (line.get("isSidechain") and not subagent):
+            continue
+        if _is_user_prompt(line):
+            text = _text_of(_blocks(line))
+            if text.startswith(INTERRUPTED):
+                interrupted = True  # that turn got no Stop: its words are kept with this one
+            elif text and not text.startswith(NOT_TYPED):
+                if not interrupted:
+                    words = []
+                started, interrupted = True, False
+        elif line.get("type") == "assistant":
+            at = _epoch(line.get("timestamp"), 0)
+            for block in _blocks(line):
+                said = _words(block)
+                if said is not None and not (subagent and said[0]):
+                    words.append((at, *said))
+    return words, started
+
+
+def _words(block: dict[str, Any]) -> tuple[bool, str] | None:
+    """(is thinking, text) of an assistant text or thinking block, bounded; None for anything else."""
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        text = block["text"].strip()
+        return (False, text[:REPLY_CHARS + CUT_MARGIN]) if text else None
+    if kind == "thinking" and isinstance(block.get("thinking"), str):
+        text = block["thinking"].strip()
+        return (True, text[:REASONING_CHARS + CUT_MARGIN]) if text else None
+    return None
+
+
+def turn_words(path: str | None, *, subagent: bool = False) -> list[tuple[int, bool, str]]:
+    """What the agent wrote in the last turn, oldest first: (time, is thinking, text) of each text
+    and thinking block of the main agent since the last prompt the user typed (a turn the user
+    interrupted just before it, which got no Stop, counts too); with `subagent`, each text
+    message of a subagent's own file since its task. The tail is read, widened up to
+    TURN_MAX_BYTES while the turn began further back. Time is 0 when a line has none."""
     if not path:
         return []
-    thoughts: list[str] = []
-    for line in iter_lines(path, TAIL_BYTES):
-        if _is_user_prompt(line):
-            thoughts = []
-        elif line.get("type") == "assistant":
-            for block in _blocks(line):
-                if block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
-                    text = block["thinking"].strip()
-                    if text:
-                        thoughts.append(text[:REASONING_CHARS])
-    return thoughts
+    size = TAIL_BYTES
+    while True:
+        data, whole = _read_tail(path, size)
+        words, started = _turn_in(data, subagent)
+        if started or whole or size >= TURN_MAX_BYTES:
+            return words[-TURN_WORDS:]
+        size = min(size * 4, TURN_MAX_BYTES)
 
 
 def _epoch(value: Any, fallback: int) -> int:
     if isinstance(value, str):
-        # Only a backfill replays whole transcripts; a hook (Stop) reads reasoning, not times.
-        from datetime import datetime
+        fast = _utc_epoch(value)
+        if fast is not None:
+            return fast
+        from datetime import datetime  # other ISO forms; Claude Code writes the one above
 
         try:
             return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
@@ -164,6 +229,26 @@ def _epoch(value: Any, fallback: int) -> int:
     if isinstance(value, (int, float)):
         return int(value / 1000 if value > 1e11 else value)
     return fallback
+
+
+def _utc_epoch(text: str) -> int | None:
+    """Seconds of `2026-11-20T09:00:04.123Z` (the form Claude Code writes) without the datetime module."""
+    if not (len(text) >= 20 and text.endswith("Z") and text[4] == "-" and text[7] == "-" and text[10] == "T"
+            and text[13] == ":" and text[16] == ":" and text[19] in ".Z"):
+        return None
+    try:
+        year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+        hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
+    except ValueError:
+        return None
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    year -= month <= 2  # days since 1970-01-01 in the proleptic Gregorian calendar
+    era = year // 400
+    of_era = year - era * 400
+    of_year = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    days = era * 146097 + of_era * 365 + of_era // 4 - of_era // 100 + of_year - 719468
+    return days * 86400 + hour * 3600 + minute * 60 + second
 
 
 # -- replaying a whole transcript (imports; never on the hook path) ------------------------------------
@@ -284,10 +369,10 @@ class TranscriptReplay:
     """The hook events one transcript file stands for, read from a cursor onwards.
 
     Prompts the user typed (slash commands with their arguments, kept when the model answers
-    them), the agent's thinking, tool calls paired with their results, compactions (a
+    them), every text message and thinking block of the agent, tool calls paired with their results, compactions (a
     PreCompact carrying the compaction's summary, then SessionStart `compact`) and subagent
     work: sidechain lines, or a whole subagent file when `agent_id` is given, become tool
-    calls with `agent_id` set, and the parent's Task result a SubagentStop. What nobody typed
+    calls and replies with `agent_id` set, and the parent's Task result a SubagentStop. What nobody typed
     (command output, reminders, task notices, interruptions, meta lines) is not an intent.
     In a session's own file, lines of another session (history a resumed session copied in)
     are skipped. `cursor` is advanced as events are taken; it never passes a line whose
@@ -363,11 +448,12 @@ class TranscriptReplay:
                 btype = block.get("type")
                 if btype == "tool_use":
                     self._call(block)
-                elif btype == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"].strip():
-                    yield ev.HookEvent(kind=ev.REASONING, hook_event_name="Transcript",
-                                       assistant_message=block["thinking"].strip()[:REASONING_CHARS], **base)
-                elif btype == "text" and isinstance(block.get("text"), str) and block["text"].strip():
-                    self.last_text = block["text"].strip()
+                elif (said := _words(block)) is not None:
+                    thinking, text = said
+                    if not thinking:
+                        self.last_text = text
+                    yield ev.HookEvent(kind=ev.REASONING if thinking else ev.REPLY, hook_event_name="Transcript",
+                                       assistant_message=text, **base)
         elif not (line.get("isMeta") or line.get("isCompactSummary")):
             yield from self._user(line, base)
 
@@ -408,8 +494,10 @@ class TranscriptReplay:
             if agent_id is None and isinstance(result, dict) and isinstance(result.get("agentId"), str):
                 # the parent's Task result: its subagent stopped just before
                 answer = _result_text(result.get("content")) or _result_text(block.get("content"))
+                # the subagent's messages are replayed from its own lines: nothing is read again
                 yield ev.HookEvent(kind=ev.SUBAGENT_STOP, hook_event_name="SubagentStop",
-                                   assistant_message=answer.strip() or None, agent_id=result["agentId"], **base)
+                                   assistant_message=answer.strip() or None, agent_id=result["agentId"],
+                                   **{**base, "transcript_path": None})
             failed = block.get("is_error") is True
             error = None
             if failed:
@@ -423,12 +511,16 @@ class TranscriptReplay:
             )
 
     def _sidechain(self, line: dict[str, Any], kind: str, base: dict[str, Any]) -> Iterator[ev.HookEvent]:
-        """A subagent's line: its tool calls count (with its id); its prompt, text and thinking do not."""
+        """A subagent's line: its tool calls and its text count (with its id); its prompt and its
+        thinking do not."""
         agent_id = self.agent_id or str(line.get("agentId") or "sidechain")
         if kind == "assistant":
             for block in _blocks(line):
                 if block.get("type") == "tool_use":
                     self._call(block)
+                elif (said := _words(block)) is not None and not said[0]:
+                    yield ev.HookEvent(kind=ev.REPLY, hook_event_name="Transcript", assistant_message=said[1],
+                                       agent_id=agent_id, **base)
         elif kind == "user":
             yield from self._results(line, base, agent_id)
 

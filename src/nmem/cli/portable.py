@@ -238,9 +238,10 @@ def import_claude_code(state: State, path: Path | None, fmt: str | None) -> None
 
     PATH may be the projects directory, one project's directory or one session's .jsonl
     file. Subagent work (sidechain lines, subagents/*.jsonl) is recorded under its session.
-    Each file is read from where the last import stopped, so running it again records only
-    what transcripts gained since; a session the hooks captured live gains only the events
-    after the ones they recorded.
+    Every text message the agent wrote (the subagents' too) and every thinking block is kept,
+    bounded and redacted, as an agent prompt in its turn. Each file is read from where the
+    last import stopped, so running it again records only what transcripts gained since; a
+    session the hooks captured live gains only the events after the ones they recorded.
     """
     root = path or default_root()
     _regular_or_directory(root)

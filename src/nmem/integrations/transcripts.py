@@ -3,9 +3,12 @@
 A session is its transcript file (`<session id>.jsonl`) plus its subagents' files
 (`<session id>/subagents/agent-*.jsonl`, or `agent-*.jsonl` beside the session files in
 older versions): their events are merged in time order and recorded under the session,
-subagent tool calls with their `agent_id`. Each import remembers where it stopped in each
-file (`import_marks`), so running it again records only what the files gained since: a
-transcript that grew is appended to its session, an unchanged one adds nothing.
+subagent tool calls with their `agent_id`. What the agent wrote is kept: every text message
+of every turn, the subagents' included, and every thinking block (each bounded, see
+`capture.transcript`), as agent prompts after the user prompt of their turn. Each import
+remembers where it stopped in each file (`import_marks`), so running it again records only
+what the files gained since: a transcript that grew is appended to its session, an
+unchanged one adds nothing.
 
 A session the hooks captured live keeps what they recorded: only transcript events newer
 than its newest recorded row (with a little slack for the two clocks) are added. Each
@@ -169,11 +172,12 @@ class Importer:
                 count += 1
                 newest = event.timestamp if newest is None else max(newest, event.timestamp)
             if count and main.session_id and main.cwd:
-                # Thinking was replayed above, so the Stop reads no transcript (transcript_path None).
+                # Every reply and thought was replayed above, so the Stop reads no transcript
+                # (transcript_path None) and carries no message of its own.
                 stop_at = max(newest or 0, main.last_ts)
                 service.record_event(ev.HookEvent(
                     kind=ev.STOP, hook_event_name="Stop", session_id=main.session_id, cwd=main.cwd,
-                    timestamp=stop_at, assistant_message=main.last_text or None))
+                    timestamp=stop_at))
                 newest = stop_at
                 count += 1
             if count or known:
