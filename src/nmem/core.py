@@ -18,7 +18,6 @@ from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.config import Settings, load_settings, matches_any
 from nmem.errors import ContentBlocked, Disabled, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
-from nmem.keys import database_key
 from nmem.models import (
     NAMESPACES,
     OBS_TYPES,
@@ -31,6 +30,7 @@ from nmem.models import (
     urn_parts,
 )
 from nmem.store import NewMemory, open_store
+from nmem.store.keys import database_key
 from nmem.timeutil import MAX_AGE
 
 TYPE_CHECKING = False

@@ -23,12 +23,12 @@ from nmem.cli.progress import progress_bar, progress_of
 from nmem.core import CoreService
 from nmem.errors import ConfigError, InvalidArgument, NmemError
 from nmem.integrations.transcripts import default_root, find_transcripts, import_transcripts
-from nmem.keys import database_key
 from nmem.portable import FORMATS, claude_mem, document, format_for, importer, jsonl, markdown, mcp_memory
 from nmem.portable import backup as backups
 from nmem.portable.export import Export, ExportFilters
 from nmem.portable.limits import InputLimits, decode, read_file, read_stream
 from nmem.portable.records import Batch
+from nmem.store.keys import database_key
 from nmem.timeutil import parse_time
 
 WRITERS: dict[str, Callable[[Export, TextIO, Callable[[int], None]], None]] = {
