@@ -4,9 +4,12 @@ A failed test run, build or install prints its reason in a form of its own, and 
 its first or last line: `key_line` finds up to three parts and joins them with ` · `:
 
 1. the run's summary: `1 failed, 2 passed in 0.12s`, `Tests: 1 failed, 3 total`,
-   `FAIL example.com/calc 0.01s`, `Found 2 errors in 1 file`;
-2. the first failing test: `FAILED tests/x.py::test_y - …`, `--- FAIL: TestY`, `● suite › name`;
-3. the cause: the first compiler or linter error, else the last exception of a traceback (and
+   `3 failed, 1 passed, 4 total` (node:test), `FAIL example.com/calc 0.01s`, `Found 2 errors in 1 file`;
+2. the failing tests: pytest's first `FAILED tests/x.py::test_y - …`; the names of all (as many as
+   fit) for jest/vitest (`● suite › name`), node:test (`not ok: a, b`), go (`--- FAIL: TestA, TestB/sub`)
+   and cargo (`FAILED tests::a, tests::b`);
+3. the cause: the first compiler or linter error, else the first failing test's assertion
+   (node:test, jest's Expected/Received), else the last exception of a traceback (and
    its root cause when chained), else a tool's own error line (`npm ERR!`, `fatal:`, `ERROR:`,
    `command not found`, `make: ***`); the last (or first) line that says anything when
    nothing else was found.
@@ -51,6 +54,8 @@ class Rule:
                 name = name.strip()
                 if name and name not in found:
                     found.append(name)
+        # a subtest (`TestParse/empty`) says more than the parent that failed with it
+        found = [name for name in found if not any(other.startswith(name + "/") for other in found)]
         return (self.fmt or "{}").format(name_list(found)) if found else ""
 
     def find(self, text: str) -> str:
@@ -131,6 +136,8 @@ CAUSE: tuple[Rule, ...] = (
     Rule("jest-expect", r"^[ \t]*expect\((?:received|value)\)\.([\w.]+)\([^\n]*\n(?:[ \t]*\n)?(?:[^\n]*\n){0,3}?"
                         r"[ \t]*((?:- )?Expected[^\n]*)\n[ \t]*((?:\+ )?Received[^\n]*)", ("expect(",),
          fmt="{0}: {1}, {2}"),
+    # vitest's error under the first failing test (its last exception belongs to the last test)
+    Rule("vitest-error", r"^[ \t]*FAIL[ \t]+\S+\.\w+ > [^\n]+\n(\S[^\n]*)$", ("FAIL ",)),
     EXCEPTION,
     Rule("pytest-assert", r"^E[ \t]{3,}(\S[^\n]*)$", ("\nE   ",)),  # pytest's `E   assert 3 == 4`
     Rule("rust-panic", r"^thread '[^'\n]*'(?: \(\d+\))? panicked at ([^\n]*?):\n([^\n]+)", ("panicked at",), fmt="{1} (at {0})"),
