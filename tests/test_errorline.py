@@ -276,9 +276,9 @@ TAP version 13
       failureType: 'testCodeFailure'
       error: |-
         Expected values to be strictly equal:
-        
+       \x20
         2 !== 1
-        
+       \x20
       code: 'ERR_ASSERTION'
       name: 'AssertionError'
       expected: 1
@@ -297,7 +297,7 @@ TAP version 13
       error: |-
         Expected values to be strictly deep-equal:
         + actual - expected
-        
+       \x20
           {
         +   a: 4
         -   a: 5
@@ -369,9 +369,9 @@ NODE_SPEC = """\
   ✔ adds (21.704058ms)
   ✖ subtracts (1.859126ms)
     AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
-    
+   \x20
     2 !== 1
-    
+   \x20
         at TestContext.<anonymous> (/home/dev/web/test/math.test.js:6:34) {
       generatedMessage: true,
       code: 'ERR_ASSERTION',
@@ -403,9 +403,9 @@ NODE_SPEC = """\
 test at test/math.test.js:6:3
 ✖ subtracts (1.859126ms)
   AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
-  
+ \x20
   2 !== 1
-  
+ \x20
       at TestContext.<anonymous> (/home/dev/web/test/math.test.js:6:34) {
     generatedMessage: true,
     code: 'ERR_ASSERTION',

@@ -50,8 +50,8 @@ class Rule:
     def names(self, text: str) -> str:
         found: list[str] = []
         for match in self.regex.get().finditer(text):
-            for name in match.group(1).split("\n"):
-                name = name.strip()
+            for line in match.group(1).split("\n"):
+                name = line.strip()
                 if name and name not in found:
                     found.append(name)
         # a subtest (`TestParse/empty`) says more than the parent that failed with it
@@ -140,7 +140,8 @@ CAUSE: tuple[Rule, ...] = (
     Rule("vitest-error", r"^[ \t]*FAIL[ \t]+\S+\.\w+ > [^\n]+\n(\S[^\n]*)$", ("FAIL ",)),
     EXCEPTION,
     Rule("pytest-assert", r"^E[ \t]{3,}(\S[^\n]*)$", ("\nE   ",)),  # pytest's `E   assert 3 == 4`
-    Rule("rust-panic", r"^thread '[^'\n]*'(?: \(\d+\))? panicked at ([^\n]*?):\n([^\n]+)", ("panicked at",), fmt="{1} (at {0})"),
+    Rule("rust-panic", r"^thread '[^'\n]*'(?: \(\d+\))? panicked at ([^\n]*?):\n([^\n]+)", ("panicked at",),
+         fmt="{1} (at {0})"),
     Rule("panic", r"^((?:thread '[^'\n]*'(?: \(\d+\))? panicked at|panic:) [^\n]+)$", ("panic",)),
     # `file.go:9: message` (go vet, t.Errorf); not pytest's `file.py:8: AssertionError` or `: in f`
     Rule("file-line", r"^[ \t]*(\S+\.\w+:\d+(?::\d+)?: (?!in |\w*(?:Error|Exception|Warning)$)[^\n]+)$", (": ",)),
@@ -151,8 +152,9 @@ CAUSE: tuple[Rule, ...] = (
     Rule("npm", r"^(npm (?:ERR!|error) (?!code\b|errno\b|syscall\b|path\b|signal\b|command\b|cwd\b|A complete log"
                 r"|[ \t]*(?:/|[A-Z]:\\|$)|This is probably|Failed at the|Exit status|Did you mean|To see a list"
                 r"|Run `npm|Log files|enoent This|\S+@\S+ \w+: `)[^\n]+)$", ("npm ",), weak=True),
-    Rule("error", r"^[ \t]*((?:[\w./@-]+: )*(?:error|ERROR)(?:\[\w+\])?(?::| in) (?![|>][-+]?$)[^\n]+)$", ("error", "ERROR"),
-         weak=True),
+    # not a YAML block's `error: |-` (node:test's TAP)
+    Rule("error", r"^[ \t]*((?:[\w./@-]+: )*(?:error|ERROR)(?:\[\w+\])?(?::| in) (?![|>][-+]?$)[^\n]+)$",
+         ("error", "ERROR"), weak=True),
     Rule("os", r"^([^\n]*(?:No such file or directory|Permission denied|cannot access|Could not resolve host)"
                r"[^\n]*)$", ("No such file", "Permission denied", "cannot access", "Could not resolve"), weak=True),
     Rule("make", r"^(make(?:\[\d+\])?: \*\*\* [^\n]+)$", ("make",), weak=True),
