@@ -188,6 +188,306 @@ test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; 
 error: test failed, to rerun pass `--lib`
 """
 
+JEST_TWO = """\
+FAIL src/cart.test.js
+  cart
+    ✓ sums (2 ms)
+    ✕ applies the discount (3 ms)
+    ✕ rejects negative quantities (1 ms)
+
+  ● cart › applies the discount
+
+    expect(received).toEqual(expected) // deep equality
+
+    Expected: 81
+    Received: 90
+
+       7 |   const cart = makeCart([{ price: 100, qty: 1 }]);
+    >  8 |   expect(cart.total({ discount: 0.1 })).toEqual(81);
+         |                                         ^
+
+      at Object.toEqual (src/cart.test.js:8:41)
+
+  ● cart › rejects negative quantities
+
+    TypeError: Cannot read properties of undefined (reading 'qty')
+
+      at qty (src/cart.js:4:20)
+
+Test Suites: 1 failed, 2 passed, 3 total
+Tests:       2 failed, 14 passed, 16 total
+Snapshots:   0 total
+Time:        1.204 s
+Ran all test suites.
+"""
+
+VITEST_TWO = """\
+ ❯ src/cart.test.ts (6 tests | 2 failed) 9ms
+   × cart > applies the discount 4ms
+     → expected 90 to be 81 // Object.is equality
+   × cart > rounds the total 1ms
+     → expected 10 to be 10.01 // Object.is equality
+
+⎯⎯⎯⎯⎯⎯⎯ Failed Tests 2 ⎯⎯⎯⎯⎯⎯⎯
+
+ FAIL  src/cart.test.ts > cart > applies the discount
+AssertionError: expected 90 to be 81 // Object.is equality
+
+- Expected
++ Received
+
+- 81
++ 90
+
+ ❯ src/cart.test.ts:9:28
+
+⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯[1/2]⎯
+
+ FAIL  src/cart.test.ts > cart > rounds the total
+AssertionError: expected 10 to be 10.01 // Object.is equality
+ ❯ src/cart.test.ts:14:30
+
+⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯[2/2]⎯
+
+ Test Files  1 failed (1)
+      Tests  2 failed | 4 passed (6)
+   Start at  10:12:01
+   Duration  318ms
+"""
+
+# `npm test` running `node --test` (Node 20, output not a terminal: the TAP reporter)
+NODE_TAP = """\
+
+> web@1.0.0 test
+> node --test
+
+TAP version 13
+# Subtest: math
+    # Subtest: adds
+    ok 1 - adds
+      ---
+      duration_ms: 1.442596
+      ...
+    # Subtest: subtracts
+    not ok 2 - subtracts
+      ---
+      duration_ms: 18.308311
+      location: '/home/dev/web/test/math.test.js:6:3'
+      failureType: 'testCodeFailure'
+      error: |-
+        Expected values to be strictly equal:
+       \x20
+        2 !== 1
+       \x20
+      code: 'ERR_ASSERTION'
+      name: 'AssertionError'
+      expected: 1
+      actual: 2
+      operator: 'strictEqual'
+      stack: |-
+        TestContext.<anonymous> (/home/dev/web/test/math.test.js:6:34)
+        Test.runInAsyncScope (node:async_hooks:206:9)
+      ...
+    # Subtest: multiplies
+    not ok 3 - multiplies
+      ---
+      duration_ms: 27.015527
+      location: '/home/dev/web/test/math.test.js:7:3'
+      failureType: 'testCodeFailure'
+      error: |-
+        Expected values to be strictly deep-equal:
+        + actual - expected
+       \x20
+          {
+        +   a: 4
+        -   a: 5
+          }
+      code: 'ERR_ASSERTION'
+      name: 'AssertionError'
+      stack: |-
+        TestContext.<anonymous> (/home/dev/web/test/math.test.js:7:35)
+      ...
+    1..3
+not ok 1 - math
+  ---
+  duration_ms: 65.37102
+  type: 'suite'
+  location: '/home/dev/web/test/math.test.js:4:1'
+  failureType: 'subtestsFailed'
+  error: '2 subtests failed'
+  code: 'ERR_TEST_FAILURE'
+  ...
+# Subtest: parses config
+not ok 2 - parses config
+  ---
+  duration_ms: 0.29363
+  location: '/home/dev/web/test/math.test.js:9:1'
+  failureType: 'testCodeFailure'
+  error: "Expected property name or '}' in JSON at position 1"
+  code: 'ERR_TEST_FAILURE'
+  name: 'SyntaxError'
+  stack: |-
+    JSON.parse (<anonymous>)
+  ...
+1..2
+# tests 4
+# suites 1
+# pass 1
+# fail 3
+# cancelled 0
+# skipped 0
+# todo 0
+# duration_ms 1342.506377
+"""
+
+NODE_TAP_QUOTED = """\
+TAP version 13
+# Subtest: parses config
+not ok 1 - parses config
+  ---
+  duration_ms: 0.29363
+  location: '/home/dev/web/test/config.test.js:9:1'
+  failureType: 'testCodeFailure'
+  error: "Expected property name or '}' in JSON at position 1"
+  code: 'ERR_TEST_FAILURE'
+  name: 'SyntaxError'
+  ...
+1..1
+# tests 1
+# suites 0
+# pass 0
+# fail 1
+# cancelled 0
+# skipped 0
+# todo 0
+# duration_ms 40.1
+"""
+
+# `node --test --test-reporter=spec` (the default on a terminal)
+NODE_SPEC = """\
+▶ math
+  ✔ adds (21.704058ms)
+  ✖ subtracts (1.859126ms)
+    AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
+   \x20
+    2 !== 1
+   \x20
+        at TestContext.<anonymous> (/home/dev/web/test/math.test.js:6:34) {
+      generatedMessage: true,
+      code: 'ERR_ASSERTION',
+      actual: 2,
+      expected: 1,
+      operator: 'strictEqual'
+    }
+
+  ✖ multiplies (19.079597ms)
+    AssertionError [ERR_ASSERTION]: Expected values to be strictly deep-equal:
+        at TestContext.<anonymous> (/home/dev/web/test/math.test.js:7:35)
+
+✖ math (44.663119ms)
+✖ parses config (0.250991ms)
+  SyntaxError [Error]: Expected property name or '}' in JSON at position 1
+      at JSON.parse (<anonymous>)
+
+ℹ tests 4
+ℹ suites 1
+ℹ pass 1
+ℹ fail 3
+ℹ cancelled 0
+ℹ skipped 0
+ℹ todo 0
+ℹ duration_ms 972.171651
+
+✖ failing tests:
+
+test at test/math.test.js:6:3
+✖ subtracts (1.859126ms)
+  AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
+ \x20
+  2 !== 1
+ \x20
+      at TestContext.<anonymous> (/home/dev/web/test/math.test.js:6:34) {
+    generatedMessage: true,
+    code: 'ERR_ASSERTION',
+    actual: 2,
+    expected: 1,
+    operator: 'strictEqual'
+  }
+
+test at test/math.test.js:7:3
+✖ multiplies (19.079597ms)
+  AssertionError [ERR_ASSERTION]: Expected values to be strictly deep-equal:
+      at TestContext.<anonymous> (/home/dev/web/test/math.test.js:7:35)
+
+test at test/math.test.js:9:1
+✖ parses config (0.250991ms)
+  SyntaxError [Error]: Expected property name or '}' in JSON at position 1
+      at JSON.parse (<anonymous>)
+"""
+
+GO_SUBTESTS = """\
+--- FAIL: TestParse (0.00s)
+    --- FAIL: TestParse/empty (0.00s)
+        parse_test.go:14: Parse("") error = nil, want error
+    --- FAIL: TestParse/spaces (0.00s)
+        parse_test.go:14: Parse(" 1 ") = 0, want 1
+--- FAIL: TestAdd (0.00s)
+    add_test.go:9: Add(1, 2) = 4; want 3
+FAIL
+FAIL\texample.com/calc\t0.003s
+FAIL
+"""
+
+# cargo test (Rust 1.9x: the panic names the thread's id; RUST_BACKTRACE=1)
+CARGO_TEST_THREE = """\
+   Compiling calc v0.1.0 (/home/dev/calc)
+    Finished `test` profile [unoptimized + debuginfo] target(s) in 2.82s
+     Running unittests src/lib.rs (target/debug/deps/calc-c6626fb655a8d231)
+
+running 4 tests
+test tests::neg ... ok
+test tests::adds ... FAILED
+test tests::zero ... FAILED
+test tests::parses ... FAILED
+
+failures:
+
+---- tests::adds stdout ----
+
+thread 'tests::adds' (30984) panicked at src/lib.rs:5:25:
+assertion `left == right` failed
+  left: 4
+ right: 3
+stack backtrace:
+   0: __rustc::rust_begin_unwind
+             at /rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/std/src/panicking.rs:689:5
+   4: calc::tests::adds
+             at ./src/lib.rs:5:25
+note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.
+
+---- tests::zero stdout ----
+
+thread 'tests::zero' (31019) panicked at src/lib.rs:6:25:
+assertion `left == right` failed: zero stays zero
+  left: 1
+ right: 0
+
+---- tests::parses stdout ----
+
+thread 'tests::parses' (30986) panicked at src/lib.rs:8:52:
+called `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }
+
+
+failures:
+    tests::adds
+    tests::parses
+    tests::zero
+
+test result: FAILED. 1 passed; 3 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.56s
+
+error: test failed, to rerun pass `--lib`
+"""
+
 TSC = """\
 src/index.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.
 src/index.ts(9,1): error TS2304: Cannot find name 'foo'.
@@ -378,17 +678,33 @@ CASES = [
      "1 failed, 3 passed in 0.40s · FAILED tests/test_auth.py::test_login_org_account - KeyError: 'org_id'"),
     ("unittest", UNITTEST, "FAILED (failures=1) · FAIL: test_add (test_calc.TestCalc.test_add) · "
                            "AssertionError: 3 != 4"),
-    ("jest", JEST, "Tests: 1 failed, 3 passed, 4 total · ● sum › adds 1 + 2 to equal 3"),
-    ("vitest", VITEST, "Tests 1 failed | 5 passed (6) · AssertionError: expected 90 to be 81 // Object.is equality"),
+    ("jest", JEST, "Tests: 1 failed, 3 passed, 4 total · ● sum › adds 1 + 2 to equal 3 · "
+                   "toBe: Expected: 3, Received: 4"),
+    ("jest-two", JEST_TWO, "Tests: 2 failed, 14 passed, 16 total · ● cart › applies the discount, "
+                           "cart › rejects negative quantities · toEqual: Expected: 81, Received: 90"),
+    ("vitest", VITEST, "Tests 1 failed | 5 passed (6) · FAIL src/cart.test.ts > cart > applies the discount · "
+                       "AssertionError: expected 90 to be 81 // Object.is equality"),
+    ("vitest-two", VITEST_TWO, "Tests 2 failed | 4 passed (6) · FAIL src/cart.test.ts > cart > applies the discount, "
+                               "src/cart.test.ts > cart > rounds the total · AssertionError: expected 90 to be 81 "
+                               "// Object.is equality"),
+    ("node-tap", NODE_TAP, "3 failed, 1 passed, 4 total · not ok: subtracts, multiplies, parses config · "
+                           "Expected values to be strictly equal: 2 !== 1"),
+    ("node-tap-quoted", NODE_TAP_QUOTED, "1 failed, 0 passed, 1 total · not ok: parses config · "
+                                         "Expected property name or '}' in JSON at position 1"),
+    ("node-spec", NODE_SPEC, "3 failed, 1 passed, 4 total · ✖ subtracts, multiplies, parses config · "
+                             "AssertionError [ERR_ASSERTION]: Expected values to be strictly equal: 2 !== 1"),
     ("mocha", MOCHA, "1 passing, 1 failing · 1) Array #indexOf() should return -1 when the value is not present · "
                      "AssertionError [ERR_ASSERTION]: 0 == -1"),
-    ("go-test", GO_TEST, "FAIL example.com/calc 0.002s · --- FAIL: TestAdd (0.00s) · add_test.go:9: Add(1, 2) = 4; "
-                         "want 3"),
+    ("go-test", GO_TEST, "FAIL example.com/calc 0.002s · --- FAIL: TestAdd · add_test.go:9: Add(1, 2) = 4; want 3"),
+    ("go-subtests", GO_SUBTESTS, "FAIL example.com/calc 0.003s · --- FAIL: TestParse/empty, TestParse/spaces, TestAdd"
+                                 " · parse_test.go:14: Parse(\"\") error = nil, want error"),
     ("go-build", GO_BUILD, "FAIL example.com/calc [build failed] · ./calc.go:5:2: undefined: fmt.Printl"),
     ("cargo-build", CARGO_BUILD, "error[E0308]: mismatched types at src/main.rs:4:18"),
-    ("cargo-test", CARGO_TEST, "test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; "
-                               "finished in 0.00s · test tests::rounds ... FAILED · assertion `left == right` "
-                               "failed (at src/lib.rs:10:9)"),
+    ("cargo-test", CARGO_TEST, "test result: FAILED. 1 passed; 1 failed · FAILED tests::rounds · assertion "
+                               "`left == right` failed (at src/lib.rs:10:9)"),
+    ("cargo-test-three", CARGO_TEST_THREE, "test result: FAILED. 1 passed; 3 failed · FAILED tests::adds, "
+                                           "tests::parses, tests::zero · assertion `left == right` failed (at "
+                                           "src/lib.rs:5:25)"),
     ("tsc", TSC, "src/index.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'."),
     ("tsc-pretty", TSC_PRETTY, "Found 1 error in src/index.ts:3 · src/index.ts:3:7 - error TS2322: Type 'string' "
                                "is not assignable to type 'number'."),
@@ -449,3 +765,23 @@ def test_long_outputs_are_read_at_both_ends_and_the_key_stays_short() -> None:
     assert key.startswith("1 failed, 19999 passed in 41.20s")
     assert len(key_line("ValueError: " + "word " * 400)) <= KEY_CHARS
     assert key_line("ValueError: " + "word " * 400).endswith("…")
+
+
+def test_many_failing_tests_are_named_while_they_fit_and_the_rest_counted() -> None:
+    names = "".join(f"--- FAIL: TestCase{i:03d} (0.00s)\n    case_test.go:9: wrong\n" for i in range(40))
+    key = key_line(names + "FAIL\nFAIL\texample.com/calc\t0.010s\n")
+    assert key.startswith("FAIL example.com/calc 0.010s · --- FAIL: TestCase000, TestCase001, ")
+    assert "(+3" in key and "more) · case_test.go:9: wrong" in key
+    assert len(key) <= KEY_CHARS
+
+
+def test_a_tap_suite_whose_subtests_failed_is_not_named_and_its_count_is_not_the_cause() -> None:
+    key = key_line(NODE_TAP)
+    assert "math" not in key and "subtests failed" not in key
+    assert "error: |-" not in key_line(NODE_TAP.replace("# fail 3", "").replace("# tests 4", ""))
+
+
+def test_long_runner_outputs_keep_the_names_from_the_tail() -> None:
+    passing = "".join(f"test tests::case_{i} ... ok\n" for i in range(4000))
+    key = key_line(CARGO_TEST_THREE.replace("running 4 tests\n", "running 4004 tests\n" + passing))
+    assert key.startswith("test result: FAILED. 1 passed; 3 failed · FAILED tests::adds, tests::parses, tests::zero")
