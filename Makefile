@@ -27,7 +27,7 @@ test: lint
 	$(BIN)/pytest -n 2 -q
 
 docs: setup
-	$(BIN)/python -m nmem.docs
+	$(BIN)/python scripts/docs.py
 
 # Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
 bench: bench-core bench-hooks bench-mcp bench-http bench-locomo
@@ -97,7 +97,7 @@ bench-mcp: setup
 bench-http: setup
 	$(BIN)/python bench/http_server.py
 
-# claude-mem's operations (nmem.claude_mem) at 10k and 100k observations.
+# claude-mem's operations (nmem.compat.claude_mem) at 10k and 100k observations.
 bench-claude-mem: setup
 	$(BIN)/python bench/claude_mem_ops.py
 # Precision and recall of `nmem consolidate`'s merges on a generated corpus with planted duplicates.

@@ -230,7 +230,7 @@ def _server(env: dict[str, str], host: str = "127.0.0.1") -> Iterator[str]:
 
 
 def _body_routes() -> list[tuple[str, str]]:
-    from nmem.http import openapi
+    from nmem.adapters.http import openapi
 
     return [(e.method, e.openapi_path.replace("{", "").replace("}", "") if "{" in e.openapi_path else e.openapi_path)
             for e in openapi.endpoints() if e.body is not None or e.body_schema is not None]

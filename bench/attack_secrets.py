@@ -238,9 +238,9 @@ def run_mcp(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
 def run_http(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
     import httpx2
 
+    from nmem.adapters.http.app import create_app
     from nmem.config import load_settings
-    from nmem.http.app import create_app
-    from nmem.memory import Service
+    from nmem.service.api import Service
 
     placements: list[Placement] = []
     errors = 0

@@ -299,7 +299,7 @@ def growth(work: Path, quick: bool, count: int | None = None) -> str:
     """Bytes one push adds to the remote, pushing `count` memories one by one: the segment layout
     (real nmem sync, in process), and the first layout's month file rewritten on every push."""
     from nmem.config import load_settings
-    from nmem.memory import Service
+    from nmem.service.api import Service
     from nmem.sync.engine import run_sync
 
     count = count or (10 if quick else 1000)

@@ -1,4 +1,4 @@
-"""Latency of claude-mem's operations (`nmem.claude_mem.OPERATIONS`) on nmem, beside nmem's
+"""Latency of claude-mem's operations (`nmem.compat.claude_mem.OPERATIONS`) on nmem, beside nmem's
 own search, over the synthetic corpus of bench/corpus.py plus curated memories.
 
     .venv/bin/python bench/claude_mem_ops.py                   # 10k and 100k observations
@@ -23,9 +23,9 @@ from typing import Any
 import corpus
 from core import ingest_bulk, open_service, run_series
 from measure import emit, loadavg, machine
-from nmem.claude_mem import OPERATIONS, render
-from nmem.memory import Service
+from nmem.compat.claude_mem import OPERATIONS, render
 from nmem.models import NAMESPACES
+from nmem.service.api import Service
 
 Call = tuple[str, Callable[[], int]]
 MEMORIES_PER_1K = 5        # curated memories per 1,000 observations (a busy user's rate)

@@ -12,7 +12,7 @@ grep, edit and run tests around them and mention the same libraries in passing. 
 wording and every question's wording is drawn from several templates, with the question often
 paraphrasing the subject, so no one phrasing is rewarded.
 
-The transcripts are imported with the real importer (`nmem.integrations.transcripts`) into a
+The transcripts are imported with the real importer (`nmem.portable.sources.transcripts`) into a
 throw-away NMEM_HOME, and each question is asked through `Service.search(question, scope="all",
 limit=10)`: a hit counts when it lies in the question's evidence turn (same session, time within
 the turn). Beside it, plain BM25: SQLite FTS5 `bm25()` over whole turns (prompt, every assistant
@@ -41,8 +41,8 @@ from typing import Any
 from cc_transcripts import Projects, Session
 from measure import emit, loadavg, machine
 from nmem.config import load_settings
-from nmem.integrations.transcripts import find_transcripts, import_transcripts
-from nmem.memory import Service
+from nmem.portable.sources.transcripts import find_transcripts, import_transcripts
+from nmem.service.api import Service
 
 START = 1_788_220_800  # 2026-09-01 UTC
 DAY = 86400

@@ -30,7 +30,7 @@ from typing import Any
 
 from nmem.config import load_settings
 from nmem.lifecycle import similarity
-from nmem.memory import Service
+from nmem.service.api import Service
 
 TECH = ["PostgreSQL", "SQLite", "Redis", "Kafka", "RabbitMQ", "Celery", "FastAPI", "Django", "Flask", "httpx",
         "requests", "pydantic", "attrs", "pytest", "tox", "ruff", "mypy", "Docker", "Terraform", "nginx",

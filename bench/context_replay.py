@@ -5,12 +5,12 @@ writes: 2.1 `subagents/` files, 2.0 agent files beside the session, older inline
 slash commands, compactions, a linked git worktree), feeds them to nmem two ways, and renders the
 block the next session starts with:
 
-- `hooks`: every hook event through `CoreService.record_event` at the time Claude Code sent it,
+- `hooks`: every hook event through `CaptureService.record_event` at the time Claude Code sent it,
   which is what `nmem record` does in each hook process, then one real `nmem record` process for
   the new session's SessionStart (its wall time and what it printed);
 - `import`: the transcripts alone, through `nmem import claude-code`.
 
-For each it prints the block's figures (`nmem.context.build(...).stats()`): tokens against the
+For each it prints the block's figures (`nmem.context.block.build(...).stats()`): tokens against the
 budget, lines, lifecycle rows in tables (must be 0), whether the lead shows the last session's
 closing message, open items, curated memories and checkpoints shown, rows dropped to fit; and
 checks what the issue asked for (a `remember:` memory survives six compactions, a fixed failure
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cc_transcripts as cc
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.context import build
-from nmem.core import CoreService
+from nmem.context.block import build
+from nmem.service.core import CaptureService
 
 DAY = 86_400
 T0 = int(time.time()) // 3600 * 3600 - 3 * DAY  # three days ago, so "ended 2d ago" reads as it would
@@ -139,7 +139,7 @@ def env_for(home: Path) -> dict[str, str]:
 
 def by_hooks(home: Path, sessions: list[cc.Session]) -> None:
     events = sorted((e for s in sessions for e in s.hook_payloads()), key=lambda e: e["_ts"])
-    with CoreService.open(load_settings(env_for(home))) as service:
+    with CaptureService.open(load_settings(env_for(home))) as service:
         for payload in events:
             stamp = payload.pop("_ts")
             service.record_event(parse(payload, now=stamp))
@@ -153,7 +153,7 @@ def by_import(home: Path, tree: cc.Projects) -> None:
 
 
 def stored_sessions(home: Path) -> int:
-    with CoreService.open(load_settings(env_for(home))) as service:
+    with CaptureService.open(load_settings(env_for(home))) as service:
         return service.store.status().sessions
 
 
@@ -168,7 +168,7 @@ def session_start(home: Path, cwd: str, now: int) -> tuple[dict[str, Any], str, 
     wall_ms = (time.perf_counter() - started) * 1000
     if done.returncode != 0:
         raise SystemExit(f"SessionStart hook failed: {done.stderr.strip()}")
-    with CoreService.open(settings) as service:
+    with CaptureService.open(settings) as service:
         project = service.project_for(cwd)
         stats = build(service, project, "startup", now, session_id="next-session", cwd=cwd).stats()
     return stats, done.stdout, wall_ms

@@ -1,4 +1,4 @@
-"""How close `nmem.tokens.estimate_tokens` (the context block's budget) comes to real tokenizers.
+"""How close `nmem.util.tokens.estimate_tokens` (the context block's budget) comes to real tokenizers.
 
 Renders SessionStart blocks from the synthetic corpus (bench/corpus.py) at several moments for
 every project, in normal and recovery mode, and cuts the repository's README, docs and sources
@@ -30,9 +30,9 @@ from pathlib import Path
 import corpus
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.context import build
-from nmem.memory import Service
-from nmem.tokens import estimate_tokens
+from nmem.context.block import build
+from nmem.service.api import Service
+from nmem.util.tokens import estimate_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 PIECE = 2500

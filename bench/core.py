@@ -5,7 +5,7 @@
     .venv/bin/python bench/core.py --json     # one JSON object with every figure
     .venv/bin/python bench/core.py --db COPY  # latency only, on a database kept by --keep (migrates it)
 
-Everything runs in one process against the service API (`nmem.memory.Service`), on a
+Everything runs in one process against the service API (`nmem.service.api.Service`), on a
 throw-away data directory (`NMEM_HOME` under the system temp dir; ~/.nmem is never touched).
 The corpus is the deterministic synthetic one from `bench/corpus.py`. See bench/README.md.
 """
@@ -26,11 +26,11 @@ from typing import Any
 
 import corpus
 from measure import emit, loadavg, machine, percentile
-from nmem import context
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
+from nmem.context import block as context
 from nmem.errors import NmemError
-from nmem.memory import Service
+from nmem.service.api import Service
 
 BULK_BATCH = 1000          # events per transaction when bulk loading
 WARMUP = 10                # untimed calls before each timed series

@@ -29,7 +29,7 @@ import corpus
 from core import ingest_bulk, run_series, workloads
 from measure import emit, machine
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store.migrate import migrate
 
 SERIES = ("search_plain", "search_fts", "search_filtered", "search_date_desc", "search_last_7_days",

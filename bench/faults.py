@@ -43,11 +43,11 @@ from typing import Any
 
 CWD = "/home/dev/code/faults"
 
-# Runs hook events in one process through the hook entry (`nmem.hooks.run`), one fresh
+# Runs hook events in one process through the hook entry (`nmem.adapters.hooks.run.run`), one fresh
 # service per event exactly as a hook process does: how the scenarios fill a spool quickly.
 DRIVER = """
 import io, json, sys
-from nmem import hooks
+from nmem.adapters.hooks import run as hooks
 env = json.loads(sys.argv[1])
 failures = 0
 for line in sys.stdin:
@@ -117,7 +117,7 @@ def run_hook(home: Path, payload: dict[str, Any], **env: str) -> tuple[int, str]
 
 
 def run_in_one_process(home: Path, payloads: list[dict[str, Any]], **env: str) -> int:
-    """Run hook events through `nmem.hooks.run` in one process; returns how many failed."""
+    """Run hook events through `nmem.adapters.hooks.run.run` in one process; returns how many failed."""
     stdin = "".join(json.dumps(p) + "\n" for p in payloads)
     done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(env_for(home, **env))], input=stdin,
                           capture_output=True, text=True, env=env_for(home, **env), timeout=600, check=False)

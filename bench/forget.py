@@ -5,7 +5,7 @@ leave the file (FTS5 optimize, incremental vacuum, WAL checkpoint), at 10k and 1
     .venv/bin/python bench/forget.py --sizes 2000     # a quick look
 
 Each operation runs REPEAT times on a fresh copy of the loaded database, through the service
-(`nmem.memory.Service`), as `nmem forget` / `nmem purge` do; the time of the FTS5 optimize alone
+(`nmem.service.api.Service`), as `nmem forget` / `nmem purge` do; the time of the FTS5 optimize alone
 is measured on the same copies. Throw-away data directory; ~/.nmem is never touched.
 """
 

@@ -58,9 +58,9 @@ from typing import Any
 import nmem
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.integrations import codex, cursor, gemini, opencode
-from nmem.integrations.claude_code import hook_command
-from nmem.memory import Service
+from nmem.service.api import Service
+from nmem.setup import codex, cursor, gemini, opencode
+from nmem.setup.claude_code import hook_command
 
 TARGETS_MS: dict[str, tuple[float, float | None]] = {   # event -> (p50, p99)
     "PostToolUse": (30.0, 60.0),
@@ -474,7 +474,7 @@ def profile(home: Path, event: str, key_env: dict[str, str] | None = None) -> st
     out.append(f"  all imports {total / 1000:.1f} ms, of which nmem's own modules {nmem_self / 1000:.1f} ms")
 
     code = ("import cProfile, io, pstats, sys\n"
-            "from nmem import hooks\n"
+            "from nmem.adapters.hooks import run as hooks\n"
             "p = cProfile.Profile(); p.enable()\n"
             f"hooks.run(['record'], io.StringIO({stdin!r}), io.StringIO(), sys.stderr)\n"
             "p.disable(); s = io.StringIO(); pstats.Stats(p, stream=s).sort_stats('cumulative').print_stats(18)\n"

@@ -44,7 +44,7 @@ import nmem
 from mcp_server import child_env, populate
 from measure import emit, loadavg, machine, percentile
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 
 WARMUP = 20
 

@@ -30,8 +30,8 @@ from measure import machine, percentile
 from nmem.capture import events as ev
 from nmem.config import load_settings
 from nmem.errors import QuerySyntaxError
-from nmem.memory import Service
 from nmem.search.rank import Ranking
+from nmem.service.api import Service
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo-dev.json"
 LIMIT = 10

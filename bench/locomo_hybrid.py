@@ -28,26 +28,27 @@ from locomo import DEFAULT_DATA, ask, ingest, load, parse_groups
 from locomo_scoring import METRICS, Conversation
 from measure import machine
 from nmem.config import load_settings
-from nmem.memory import Service
-from nmem.search import embeddings
+from nmem.search import embedders, fusion
+from nmem.service import indexer
+from nmem.service.api import Service
 
 # name → (backend, fusion, hybrid weight, dense floor, question embedded without label words)
 VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
-    "bm25": ("none", "weighted", 0.0, embeddings.DENSE_FLOOR, True),
+    "bm25": ("none", "weighted", 0.0, fusion.DENSE_FLOOR, True),
     "dense": ("minilm", "dense", 1.0, 0.0, True),
     "rrf-0.5": ("minilm", "rrf", 0.5, 0.0, True),
     "rrf-0.3": ("minilm", "rrf", 0.3, 0.0, True),
-    "weighted-0.2": ("minilm", "weighted", 0.2, embeddings.DENSE_FLOOR, True),
-    "weighted-0.3": ("minilm", "weighted", 0.3, embeddings.DENSE_FLOOR, True),
-    "weighted-0.4": ("minilm", "weighted", 0.4, embeddings.DENSE_FLOOR, True),
-    "weighted-0.5": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR, True),
-    "weighted-0.7": ("minilm", "weighted", 0.7, embeddings.DENSE_FLOOR, True),
+    "weighted-0.2": ("minilm", "weighted", 0.2, fusion.DENSE_FLOOR, True),
+    "weighted-0.3": ("minilm", "weighted", 0.3, fusion.DENSE_FLOOR, True),
+    "weighted-0.4": ("minilm", "weighted", 0.4, fusion.DENSE_FLOOR, True),
+    "weighted-0.5": ("minilm", "weighted", 0.5, fusion.DENSE_FLOOR, True),
+    "weighted-0.7": ("minilm", "weighted", 0.7, fusion.DENSE_FLOOR, True),
     # the question embedded whole, names and all (search.hybrid_drop_labels = false): before 2026-11-22
-    "weighted-0.3-names": ("minilm", "weighted", 0.3, embeddings.DENSE_FLOOR, False),
-    "weighted-0.5-names": ("minilm", "weighted", 0.5, embeddings.DENSE_FLOOR, False),
+    "weighted-0.3-names": ("minilm", "weighted", 0.3, fusion.DENSE_FLOOR, False),
+    "weighted-0.5-names": ("minilm", "weighted", 0.5, fusion.DENSE_FLOOR, False),
     "rrf-0.3-names": ("minilm", "rrf", 0.3, 0.0, False),
     "hashing-dense": ("hashing", "dense", 1.0, 0.0, True),
-    "hashing-weighted-0.3": ("hashing", "weighted", 0.3, embeddings.DENSE_FLOOR, True),
+    "hashing-weighted-0.3": ("hashing", "weighted", 0.3, fusion.DENSE_FLOOR, True),
 }
 
 
@@ -66,12 +67,12 @@ def run(conversations: list[Conversation], variants: list[str], home: Path,
                 continue
             try:
                 t0 = time.perf_counter()
-                embedder = embeddings.load_embedder(backend, str(values["search.embedding_model"]))
+                embedder = embedders.load_embedder(backend, str(values["search.embedding_model"]))
                 load_s = time.perf_counter() - t0
-            except embeddings.EmbeddingsUnavailable as exc:
+            except embedders.EmbeddingsUnavailable as exc:
                 out["index"][backend] = {"unavailable": str(exc)}
                 continue
-            report = embeddings.build_index(service.store, embedder)
+            report = indexer.build_index(service.store, embedder)
             records = sum(report.embedded.values())
             out["index"][backend] = {
                 "model": report.model, "records": records, "load_s": round(load_s, 2),
@@ -84,7 +85,7 @@ def run(conversations: list[Conversation], variants: list[str], home: Path,
                 continue
             values.update({"search.embeddings": backend, "search.fusion": fusion, "search.hybrid_weight": weight,
                            "search.hybrid_drop_labels": drop_labels})
-            embeddings.DENSE_FLOOR = floor
+            fusion.DENSE_FLOOR = floor
             print(f"… {name}", file=sys.stderr)
             out["variants"][name] = ask(service, conversations, maps, groups)
     finally:

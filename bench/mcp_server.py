@@ -45,7 +45,7 @@ import nmem
 from measure import emit, loadavg, machine, percentile
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 
 STARTUP_TARGET_S = 1.0
 SEARCH_P50_TARGET_MS = 30.0

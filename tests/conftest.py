@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 from store_engines import pg_url, store, store_url
 
 __all__ = ["pg_url", "store", "store_url"]  # fixtures every test module may use
@@ -134,3 +134,15 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_script(name: str) -> ModuleType:
+    """A developer tool of scripts/ (not in the wheel) as a module; once each."""
+    key = f"nmem_scripts_{name}"
+    if key not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(key, path)
+        assert spec is not None and spec.loader is not None
+        sys.modules[key] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[key]

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx2
 
-from nmem.http.app import NmemApp, create_app
-from nmem.memory import Service
+from nmem.adapters.http.app import NmemApp, create_app
+from nmem.service.api import Service
 
 BASE = "http://127.0.0.1:37777"
 CSRF = {"X-Nmem-CSRF": "1"}

@@ -23,7 +23,7 @@ import jsonschema
 from mcp import types
 
 from conftest import hook_payload, record
-from nmem.memory import Service
+from nmem.service.api import Service
 
 T0 = 1_790_000_000
 CWD = "/work/demo"              # project "demo"

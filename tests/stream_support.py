@@ -15,8 +15,8 @@ from typing import Any
 import uvicorn
 
 from mcp_support import free_port
+from nmem.adapters.http.app import create_app
 from nmem.config import Settings
-from nmem.http.app import create_app
 
 
 @dataclass

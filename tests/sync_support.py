@@ -11,7 +11,7 @@ from typing import Any
 
 from conftest import Clock
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.sync.engine import SyncReport, run_sync
 
 T0 = 1_790_000_000.0

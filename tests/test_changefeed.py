@@ -1,4 +1,4 @@
-"""The change feed: what any process wrote since a cursor (nmem.changefeed, Service.changes)."""
+"""The change feed: what any process wrote since a cursor (nmem.changes, Service.changes)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from conftest import hook_payload, record, run_nmem
 from mcp_support import child_env
-from nmem.changefeed import Cursor
+from nmem.changes import Cursor
 from nmem.errors import InvalidArgument
-from nmem.memory import Service
+from nmem.service.api import Service
 from store_engines import both_engines
 
 __all__ = ["both_engines"]  # the service tests here run on SQLite and PostgreSQL

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from mcp_support import AUTH_FILE, CWD, PROJECT, T0, Seeded, bash
-from nmem.claude_mem import OPERATIONS, render
-from nmem.claude_mem.params import json_schema
+from nmem.compat.claude_mem import OPERATIONS, render
+from nmem.compat.claude_mem.params import json_schema
 from nmem.errors import NotFound, ValidationError
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import ok
 from test_import_claude_mem import build_claude_mem
 

@@ -13,8 +13,8 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from conftest import record
-from nmem.cli import cli
-from nmem.memory import Service
+from nmem.adapters.cli import cli
+from nmem.service.api import Service
 
 CWD = "/work/demo"          # project "demo"
 OTHER_CWD = "/work/other"   # project "other"

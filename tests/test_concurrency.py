@@ -17,7 +17,7 @@ import pytest
 from conftest import record
 from nmem.config import load_settings
 from nmem.errors import StoreBusy
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store.sqlite import SqliteStore
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ WRITER = textwrap.dedent("""
     from pathlib import Path
     from nmem.capture.claude_code import parse
     from nmem.config import load_settings
-    from nmem.memory import Service
+    from nmem.service.api import Service
 
     worker, events, every, go = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     while not go.exists():
@@ -55,7 +55,7 @@ READER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from nmem.config import load_settings
-    from nmem.memory import Service
+    from nmem.service.api import Service
 
     go, stop = Path(sys.argv[1]), Path(sys.argv[2])
     while not go.exists():

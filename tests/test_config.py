@@ -14,7 +14,7 @@ import pytest
 from conftest import record
 from nmem.config import CONFIG_CACHE, SETTINGS, Settings, load_settings, write_setting
 from nmem.errors import ConfigError
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store import SearchFilters
 
 T0 = 1_790_000_000

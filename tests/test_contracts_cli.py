@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 import pytest
 
-from nmem.cli import cli
-from nmem.memory import Service
+from nmem.adapters.cli import cli
+from nmem.service.api import Service
 from test_cli_support import as_json, invoke, ok, seed, stderr_lines
 
 

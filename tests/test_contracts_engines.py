@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nmem.memory import Service
+from nmem.service.api import Service
 from store_engines import both_engines, sql_rows
 from test_cli_support import as_json, invoke, ok
 

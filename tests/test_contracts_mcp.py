@@ -12,10 +12,10 @@ import pytest
 from mcp import Client, types
 
 from mcp_support import PROJECT, Seeded, check_output, structured, text_of, tool_error
+from nmem.adapters.mcp.configure_tool import WRITABLE
+from nmem.adapters.mcp.server import ERROR_META, NmemServer
 from nmem.config import SETTINGS, load_settings
-from nmem.mcp.configure_tool import WRITABLE
-from nmem.mcp.server import ERROR_META, NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 
 pytestmark = pytest.mark.anyio
 INVALID_PARAMS = -32602

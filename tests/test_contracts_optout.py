@@ -15,9 +15,9 @@ from mcp import Client
 from conftest import record, run_nmem
 from fixtures.harness import FIXTURES, counts, hook_env
 from mcp_support import PROJECT, Seeded, tool_error
+from nmem.adapters.mcp.server import ERROR_META, NmemServer
 from nmem.config import load_settings
-from nmem.mcp.server import ERROR_META, NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 from sync_support import bare_remote
 from test_cli_support import CWD, invoke, ok
 

@@ -7,17 +7,18 @@ from pathlib import Path
 import click
 import pytest
 
-from nmem import docs
-from nmem.cli import cli
+from conftest import load_script
+from nmem.adapters.cli import cli
+from nmem.adapters.mcp.tools import TOOLS
 from nmem.config import CONFIG_ENV, HOME_ENV, SETTINGS
-from nmem.mcp.tools import TOOLS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+docs = load_script("docs")  # scripts/docs.py: a developer's tool, not part of the wheel
 
 
 def test_committed_docs_equal_the_generated_ones() -> None:
     for path, text in docs.expected(DOCS).items():
-        assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: run `python -m nmem.docs`"
+        assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: run `python scripts/docs.py`"
     assert docs.main(["--check", "--docs-dir", str(DOCS)]) == 0
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import run_nmem
 from fixtures.harness import event, hook, hook_env, hook_ok
-from nmem.doctor import FAIL, OK, WARN, Check, run_checks
-from nmem.integrations.claude_code import DIST_NAME, install, nmem_executable
+from nmem.setup.claude_code import DIST_NAME, install, nmem_executable
+from nmem.setup.doctor import FAIL, OK, WARN, Check, run_checks
 
 
 def by_name(checks: list[Check]) -> dict[str, Check]:
@@ -210,7 +210,7 @@ def test_the_unrelated_pypi_nmem_in_the_same_environment_fails(nmem_home: Path, 
     info = site / "nmem-0.6.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.4\nName: nmem\nVersion: 0.6.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[console_scripts]\nnmem = nmem.cli.main:app\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[console_scripts]\nnmem = nmem.adapters.cli.main:app\n", encoding="utf-8")
     env = hook_env(nmem_home, HOME=str(tmp_path / "userhome"), PYTHONPATH=str(site))
     done = run_nmem(["doctor", "--format", "json"], env=env)
     checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}

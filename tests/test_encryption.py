@@ -17,8 +17,8 @@ import pytest
 from conftest import hook_payload, record, run_nmem
 from nmem.config import load_settings
 from nmem.errors import EncryptionError, ForeignDatabase, InvalidArgument, StoreBusy
-from nmem.memory import Service
 from nmem.portable import encryption
+from nmem.service.api import Service
 from nmem.store.keys import DatabaseKey, database_key, normalize, read_key_file
 from nmem.store.sqlite import SqliteStore, driver
 from nmem.store.sqlite.files import APPLICATION_ID

@@ -15,7 +15,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from fixtures.harness import event, hook, hook_env, hook_ok
 from mcp_support import CWD, structured
 from nmem.config import load_settings
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store.sqlite import SqliteStore
 from nmem.sync.engine import run_sync
 from sync_support import bare_remote, remote_files
@@ -68,7 +68,7 @@ def test_encrypted_hook_path_imports_sqlcipher_and_nothing_heavy(tmp_path: Path)
     plain = tmp_path / "plain"
     hook_ok(plain, prompt("i2", "seed"))
     done, modules = importtime(["-m", "nmem", "record"], json.dumps(payload), hook_env(plain))
-    assert done.returncode == 0 and "nmem.hooks" in modules
+    assert done.returncode == 0 and "nmem.adapters.hooks.run" in modules
     assert not [m for m in modules if m.startswith("sqlcipher3")]
 
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import record
 from nmem.config import load_settings
 from nmem.errors import InvalidArgument, NmemError, NotFound, QuerySyntaxError, StorageError
-from nmem.memory import Service
+from nmem.service.api import Service
 
 T0 = 1_790_000_000
 

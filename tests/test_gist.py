@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nmem.capture.summary import summarize
-from nmem.gist import clip, gist
+from nmem.text import clip, gist
 
 
 def test_clip_cuts_at_a_word_boundary_on_one_line() -> None:

@@ -20,8 +20,9 @@ import pytest
 from fixtures.harness import event, hook_env, hook_ok
 
 FORBIDDEN = ("click", "yaml", "mcp", "pydantic", "numpy", "rich", "typer", "httpx", "httpx2", "nmem.lifecycle",
-             "starlette", "uvicorn",
-             "psycopg", "sentence_transformers", "torch", "nmem.cli", "nmem.mcp", "nmem.http")
+             "starlette", "uvicorn", "psycopg", "sentence_transformers", "torch",
+             "nmem.adapters.cli", "nmem.adapters.mcp", "nmem.adapters.http",
+             "nmem.service.api", "nmem.service.lifecycle")
 # Names importtime prints that are not imports of the hook: the interpreter's own start-up
 # (site's .pth files, the sitecustomize probe) is measured separately, and `copy` probes for
 # Jython's `org.python.core` (a failed import that importtime still lists).
@@ -48,7 +49,7 @@ def startup_modules(tmp_path: Path) -> set[str]:
 
 
 def check_hook_imports(modules: list[str], startup: set[str]) -> None:
-    assert "nmem.hooks" in modules, "importtime output not parsed; is -X importtime working?"
+    assert "nmem.adapters.hooks.run" in modules, "importtime output not parsed; is -X importtime working?"
     imported = [m for m in modules if m not in startup]
     tops = {m.split(".")[0] for m in imported}
     foreign = sorted(t for t in tops if t not in sys.stdlib_module_names and t not in ("nmem", JYTHON_PROBE))
@@ -91,7 +92,7 @@ def test_session_start_context_rendering_imports_only_stdlib_and_nmem(tmp_path: 
     done, modules = importtime(["-m", "nmem", "record"], json.dumps(payload), hook_env(home))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<nmem-context>" in done.stdout, "SessionStart rendered no context; the test would prove nothing"
-    assert "nmem.context" in modules
+    assert "nmem.context.block" in modules
     check_hook_imports(modules, startup_modules)
 
 
@@ -114,7 +115,7 @@ def test_remote_record_imports_only_stdlib_and_nmem(tmp_path: Path, startup_modu
     done, modules = importtime(["-m", "nmem", "record", "--remote", f"http://127.0.0.1:{port}"],
                                json.dumps(payload), hook_env(home))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "nmem.remote" in modules and "http.client" in modules
+    assert "nmem.adapters.hooks.remote" in modules and "http.client" in modules
     assert list((home / "spool" / "remote").rglob("*.json")), "the event was not kept for later"
     check_hook_imports(modules, startup_modules)
 
@@ -123,7 +124,7 @@ def test_the_import_check_would_catch_a_cli_import(tmp_path: Path, startup_modul
     """The same parser sees click when the CLI is loaded, so a pass above is meaningful."""
     _, modules = importtime(["-m", "nmem", "--help"], "", hook_env(tmp_path / "home"))
     with pytest.raises(AssertionError):
-        check_hook_imports([*modules, "nmem.hooks"], startup_modules)
+        check_hook_imports([*modules, "nmem.adapters.hooks.run"], startup_modules)
 
 
 # -- the installed command: designed to load nothing it does not need ---------------------------
@@ -150,7 +151,7 @@ COMMON_EVENTS: list[dict[str, Any]] = [
 
 
 def installed_command() -> list[str]:
-    from nmem.integrations.claude_code import hook_command
+    from nmem.setup.claude_code import hook_command
 
     return shlex.split(hook_command())
 
@@ -164,7 +165,7 @@ def test_installed_hook_command_loads_no_heavy_module_for_common_events(tmp_path
     assert python == sys.executable
     done, modules = importtime(args, json.dumps(payload), hook_env(home))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "nmem.hooks" in modules and "site" not in modules
+    assert "nmem.adapters.hooks.run" in modules and "site" not in modules
     heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY_STDLIB))
     assert heavy == [], f"the hook path loads {heavy} for a {payload['hook_event_name']} event"
 
@@ -193,7 +194,7 @@ def test_the_heavy_module_check_would_catch_the_console_script_path(tmp_path: Pa
 # -- the other agents' adapters: the same budget, through the command `nmem install <agent>` writes ------
 
 def agent_command(agent: str) -> list[str]:
-    from nmem.integrations import codex, cursor, gemini, opencode
+    from nmem.setup import codex, cursor, gemini, opencode
 
     if agent == "opencode":
         return opencode.hook_argv()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import record
-from nmem.memory import Service
+from nmem.service.api import Service
 from test_cli_support import invoke, ok
 
 MS = 1_790_000_000_000  # claude-mem stamps *_epoch columns in JavaScript milliseconds
@@ -190,7 +190,7 @@ def test_not_a_claude_mem_database_is_refused(service: Service, tmp_path: Path) 
 
 @pytest.mark.parametrize("env_dir", [True, False])
 def test_the_default_database_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_dir: bool) -> None:
-    from nmem.portable import claude_mem
+    from nmem.portable.sources import claude_mem
 
     if env_dir:
         monkeypatch.setenv("CLAUDE_MEM_DATA_DIR", str(tmp_path / "cm"))

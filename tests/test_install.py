@@ -21,8 +21,8 @@ import nmem
 from conftest import run_nmem
 from fixtures.harness import counts, event, hook_env
 from nmem.errors import ConfigError
-from nmem.integrations import claude_code
-from nmem.integrations.claude_code import (
+from nmem.setup import claude_code
+from nmem.setup.claude_code import (
     HOOK_EVENTS,
     hook_command,
     install,

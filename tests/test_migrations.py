@@ -17,7 +17,7 @@ import pytest
 
 from nmem.config import load_settings
 from nmem.errors import StorageError
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store import NewObservation, SearchFilters, open_store
 from nmem.store.sqlite import SqliteStore
 from nmem.store.sqlite.files import APPLICATION_ID

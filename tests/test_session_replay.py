@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from fixtures.harness import FIXTURES, event, hook_ok, load_stream, observations, query
-from nmem.tokens import estimate_tokens
+from nmem.util.tokens import estimate_tokens
 
 CWD = "/home/dev/code/billing-api"
 OTHER_CWD = "/home/dev/code/ledger-ui"

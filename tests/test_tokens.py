@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fixtures.harness import FIXTURES
-from nmem.tokens import estimate_tokens
+from nmem.util.tokens import estimate_tokens
 
 SAMPLES = json.loads((FIXTURES / "token_counts.json").read_text(encoding="utf-8"))["samples"]
 

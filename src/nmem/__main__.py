@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from nmem import hooks
+from nmem.adapters.hooks import run as hooks
 
 HOOK_COMMANDS = ("record", "hook")
 
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in HOOK_COMMANDS and "--help" not in args:
         return hooks.main(args)
-    cli = importlib.import_module("nmem.cli")  # click and the formatters stay off the hook path
+    cli = importlib.import_module("nmem.adapters.cli")  # click and the formatters stay off the hook path
     return int(cli.main(args))
 
 

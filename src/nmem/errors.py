@@ -2,7 +2,7 @@
 
 Exit codes and MCP codes follow subcog's table: not found 10 / -32001, validation 11 / -32002,
 blocked 12 / -32003; a malformed argument is 2 / -32602 (JSON-RPC invalid params). How the MCP
-code travels (an `isError` tool result's `_meta`, or a JSON-RPC error) is `nmem.mcp.server`'s
+code travels (an `isError` tool result's `_meta`, or a JSON-RPC error) is `nmem.adapters.mcp.server`'s
 business and docs/mcp.md's "Errors". The HTTP API answers with the class's `http_status`
 (docs/http.md's "Errors").
 """

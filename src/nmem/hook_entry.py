@@ -13,6 +13,6 @@ import sys
 
 if __name__ == "__main__":
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    from nmem.hooks import main
+    from nmem.adapters.hooks.run import main
 
     main()

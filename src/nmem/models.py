@@ -9,18 +9,20 @@ a hook may spend. Treat them as immutable.
 from __future__ import annotations
 
 from nmem import jsonlite as json
-from nmem import textcut
+from nmem import text as cut
 from nmem.capture.errorline import key_line
-from nmem.textcut import joined
+from nmem.text import joined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Self
+    from typing import Any, ClassVar, Self
 
 FAILED_MARK = "✗"
-# Every preview is cut the same way (nmem.textcut: at a word boundary, `…` marking the cut).
-PREVIEW_CHARS = textcut.PREVIEW_CHARS
-preview = textcut.preview
+# Every preview is cut the same way (nmem.text: at a word boundary, `…` marking the cut).
+PREVIEW_CHARS = cut.PREVIEW_CHARS
+preview = cut.preview
+# Every preview is cut the same way (nmem.text: at a word boundary, `…` marking the cut).
+__all__ = ["PREVIEW_CHARS", "preview"]
 
 OBS_TYPES: tuple[str, ...] = (
     "file_read", "file_write", "file_edit", "file_error", "search", "command", "command_error",
@@ -112,10 +114,60 @@ def _json_or_none(text: str | None) -> Any:
         return text
 
 
-class Record:
-    """Equality, repr and a plain-data `to_dict` over `__slots__`, as a frozen dataclass gives."""
+if TYPE_CHECKING:
+    from typing import dataclass_transform
+else:
+    def dataclass_transform(**_: object) -> Any:  # the checker's view only; no `typing` on the hook path
+        return lambda cls: cls
 
-    __slots__: tuple[str, ...] = ()
+
+_MISSING = object()
+
+
+@dataclass_transform(eq_default=True)
+class _RecordType(type):
+    """Builds a record class from its annotated fields, as `dataclasses` would, without importing
+    it (the hook path): `__slots__` in field order, and an `__init__` assigning each field, a
+    default taken from the class body (a list or dict default copied per instance). A class
+    that writes its own `__slots__` is left as written."""
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> _RecordType:
+        if "__slots__" not in ns:
+            fields = [f for f, hint in ns.get("__annotations__", {}).items()
+                      if not str(hint).startswith(("ClassVar", "typing.ClassVar"))]
+            defaults = {f: ns.pop(f) for f in fields if f in ns}
+            ns["__slots__"] = tuple(fields)
+            if "__init__" not in ns:
+                ns["__init__"] = _make_init(name, fields, defaults)
+        return super().__new__(mcls, name, bases, ns)
+
+
+def _make_init(name: str, fields: list[str], defaults: dict[str, Any]) -> Any:
+    params, body = [], []
+    for field in fields:
+        if field not in defaults:
+            params.append(field)
+            body.append(f"    self.{field} = {field}")
+        elif isinstance(defaults[field], (list, dict, set)):
+            params.append(f"{field}=_MISSING")
+            body.append(f"    self.{field} = type(_d_{field})(_d_{field}) if {field} is _MISSING else {field}")
+        else:
+            params.append(f"{field}=_d_{field}")
+            body.append(f"    self.{field} = {field}")
+    source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass")
+    scope: dict[str, Any] = {"_MISSING": _MISSING, **{f"_d_{f}": v for f, v in defaults.items()}}
+    exec(source, scope)  # what dataclasses does: one function per record class
+    init = scope["__init__"]
+    init.__qualname__ = f"{name}.__init__"
+    return init
+
+
+class Record(metaclass=_RecordType):
+    """Equality, repr and a plain-data `to_dict` over `__slots__`, as a frozen dataclass gives.
+    A subclass lists its fields as annotations (defaults allowed) and gets `__init__` and
+    `__slots__` made from them."""
+
+    __slots__: ClassVar[tuple[str, ...]] = ()
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -156,24 +208,18 @@ def _plain(value: Any) -> Any:
 
 class Observation(Record):
     kind = "observation"
-    __slots__ = ("id", "session_id", "project", "prompt_id", "timestamp", "obs_type", "source_event", "tool_name",
-                 "file_path", "content", "metadata", "is_pinned")
-
-    def __init__(self, id: int, session_id: str, project: str, prompt_id: int | None, timestamp: int,
-                 obs_type: str, source_event: str, tool_name: str | None, file_path: str | None,
-                 content: str, metadata: dict[str, Any] | None, is_pinned: bool = False) -> None:
-        self.id = id
-        self.session_id = session_id
-        self.project = project
-        self.prompt_id = prompt_id
-        self.timestamp = timestamp
-        self.obs_type = obs_type
-        self.source_event = source_event
-        self.tool_name = tool_name
-        self.file_path = file_path
-        self.content = content
-        self.metadata = metadata
-        self.is_pinned = is_pinned
+    id: int
+    session_id: str
+    project: str
+    prompt_id: int | None
+    timestamp: int
+    obs_type: str
+    source_event: str
+    tool_name: str | None
+    file_path: str | None
+    content: str
+    metadata: dict[str, Any] | None
+    is_pinned: bool = False
 
     @property
     def urn(self) -> str:
@@ -225,16 +271,12 @@ class Observation(Record):
 
 class Prompt(Record):
     kind = "prompt"
-    __slots__ = ("id", "session_id", "project", "timestamp", "source", "content")
-
-    def __init__(self, id: int, session_id: str, project: str, timestamp: int, source: str,
-                 content: str) -> None:
-        self.id = id
-        self.session_id = session_id
-        self.project = project
-        self.timestamp = timestamp
-        self.source = source
-        self.content = content
+    id: int
+    session_id: str
+    project: str
+    timestamp: int
+    source: str
+    content: str
 
     @property
     def urn(self) -> str:
@@ -265,17 +307,13 @@ class Prompt(Record):
 
 class Session(Record):
     kind = "session"
-    __slots__ = ("id", "project", "started_at", "ended_at", "signature", "summary", "agent")
-
-    def __init__(self, id: str, project: str, started_at: int, ended_at: int | None,
-                 signature: dict[str, Any] | None, summary: Any, agent: str | None = None) -> None:
-        self.agent = agent   # the coding agent that ran it; None for sessions from before nmem kept it
-        self.id = id
-        self.project = project
-        self.started_at = started_at
-        self.ended_at = ended_at
-        self.signature = signature
-        self.summary = summary
+    id: str
+    project: str
+    started_at: int
+    ended_at: int | None
+    signature: dict[str, Any] | None
+    summary: Any
+    agent: str | None = None   # the coding agent that ran it; None for sessions from before nmem kept it
 
     @property
     def urn(self) -> str:
@@ -323,28 +361,21 @@ class Memory(Record):
 
     kind = "memory"
 
-    __slots__ = ("id", "domain", "namespace", "summary", "content", "tags", "source", "relates_to", "tier",
-                 "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at")
-
-    def __init__(self, id: str, domain: str, namespace: str, summary: str, content: str,
-                 tags: list[str] | None = None, source: str | None = None, relates_to: list[str] | None = None,
-                 tier: str = "warm", is_pinned: bool = False, created_at: int = 0, updated_at: int = 0,
-                 accessed_at: int | None = None, access_count: int = 0, deleted_at: int | None = None) -> None:
-        self.id = id
-        self.domain = domain
-        self.namespace = namespace
-        self.summary = summary
-        self.content = content
-        self.tags: list[str] = [] if tags is None else tags
-        self.source = source
-        self.relates_to: list[str] = [] if relates_to is None else relates_to
-        self.tier = tier
-        self.is_pinned = is_pinned
-        self.created_at = created_at
-        self.updated_at = updated_at
-        self.accessed_at = accessed_at
-        self.access_count = access_count
-        self.deleted_at = deleted_at
+    id: str
+    domain: str
+    namespace: str
+    summary: str
+    content: str
+    tags: list[str] = []  # noqa: RUF012 - a fresh copy per instance (Record)
+    source: str | None = None
+    relates_to: list[str] = []  # noqa: RUF012 - a fresh copy per instance (Record)
+    tier: str = "warm"
+    is_pinned: bool = False
+    created_at: int = 0
+    updated_at: int = 0
+    accessed_at: int | None = None
+    access_count: int = 0
+    deleted_at: int | None = None
 
     @property
     def urn(self) -> str:
@@ -384,12 +415,9 @@ class Memory(Record):
 class SearchHit(Record):
     """One search result: what kind of record, its score and the record itself."""
 
-    __slots__ = ("kind", "score", "record")
-
-    def __init__(self, kind: str, score: float, record: Observation | Prompt | Session | Memory) -> None:
-        self.kind = kind  # observation | prompt | session | memory
-        self.score = score
-        self.record = record
+    kind: str  # observation | prompt | session | memory
+    score: float
+    record: Observation | Prompt | Session | Memory
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         body = self.record.to_dict() if full else self.record.index_entry()

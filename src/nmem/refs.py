@@ -4,7 +4,7 @@
   s1a2b3c4d       a session, by its id or a unique prefix of it
   01J…  (ULID)    a memory               nmem://…   any record, by its URN
 
-Syntax only: `nmem.memory.Service.resolve` looks sessions up and says what exists.
+Syntax only: `nmem.service.api.Service.resolve` looks sessions up and says what exists.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from nmem.core import _as_int
 from nmem.errors import InvalidArgument
 from nmem.models import urn_parts
+from nmem.util.numbers import as_int
 
 OBSERVATION, PROMPT, SESSION, MEMORY = "observation", "prompt", "session", "memory"
 TRAIL_KINDS = {"observations": OBSERVATION, "prompts": PROMPT, "sessions": SESSION}
@@ -44,10 +44,10 @@ def parse_ref(text: str) -> Ref:
     if not ref:
         raise InvalidArgument("an id is required (42, p42, s1a2b3c4d, a memory id or a URN)")
     if _NUMBER.match(ref):
-        return Ref(OBSERVATION, _as_int(ref, "id"), ref)
+        return Ref(OBSERVATION, as_int(ref, "id"), ref)
     head, rest = ref[0].lower(), ref[1:]
     if head in "o#p" and _NUMBER.match(rest):
-        return Ref(PROMPT if head == "p" else OBSERVATION, _as_int(rest, "id"), ref)
+        return Ref(PROMPT if head == "p" else OBSERVATION, as_int(rest, "id"), ref)
     if ref.startswith("nmem://"):
         return _parse_urn(ref)
     if _ULID.match(ref.upper()):
@@ -70,4 +70,4 @@ def _parse_urn(ref: str) -> Ref:
         return Ref(SESSION, key, ref, project)
     if not _NUMBER.match(key):
         raise InvalidArgument(f"{ref}: {namespace} are numbered")
-    return Ref(kind, _as_int(key, "id"), ref, project)
+    return Ref(kind, as_int(key, "id"), ref, project)

@@ -20,10 +20,10 @@ from mcp import Client
 from conftest import run_nmem
 from fixtures.harness import event, hook_env
 from mcp_support import structured
+from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store.sqlite import SqliteStore
 
 T0 = 1_790_000_000

@@ -2,7 +2,7 @@
 hook cannot use is refused with exit 1, one line on stderr and a warning in the log that
 `nmem doctor` reads. Never an "internal error", never exit 2, never a traceback.
 
-The fuzzed cases run the hook entry (`nmem.hooks.run`) in this process on raw stdin bytes,
+The fuzzed cases run the hook entry (`nmem.adapters.hooks.run.run`) in this process on raw stdin bytes,
 hundreds of events against one real database; the fixed cases run `nmem record` processes.
 """
 
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.harness import hook_env, query
-from nmem import hooks
-from nmem.doctor import _LOG_LINE
+from nmem.adapters.hooks import run as hooks
+from nmem.setup.doctor import _LOG_LINE
 
 CWD = "/home/dev/code/fuzz"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PreCompact", "Stop",

@@ -3,7 +3,7 @@
 They used to reach SQLite and come back as "internal error: OverflowError" (CLI exit 1) or
 as the MCP SDK's JSON-RPC code 0. Now: a wrong type is an InvalidArgument (exit 2, MCP
 -32602), a number out of range a ValidationError (exit 11, MCP -32002), and nothing is
-changed. MCP's side is in tests/test_mcp_errors.py.
+changed. MCP's side is in tests/adapters/mcp/test_mcp_errors.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 
 from conftest import record, run_nmem
 from nmem.errors import InvalidArgument, ValidationError
-from nmem.memory import Service
-from nmem.timeutil import parse_age, parse_time
+from nmem.service.api import Service
+from nmem.util.timeutil import parse_age, parse_time
 from test_cli_support import invoke
 
 T0 = 1_790_000_000

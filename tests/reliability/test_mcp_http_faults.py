@@ -30,9 +30,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import run_nmem
 from mcp_support import CWD, HttpServer, Seeded, child_env, http_server, seed, structured, tool_error
+from nmem.adapters.mcp.server import ERROR_META
 from nmem.config import load_settings
-from nmem.mcp.server import ERROR_META
-from nmem.memory import Service
+from nmem.service.api import Service
 
 pytestmark = pytest.mark.slow
 
@@ -310,11 +310,11 @@ def test_a_limit_that_is_not_positive_is_a_config_error(tmp_path: Path, setting:
 # -- stdio: codes and a bug, through a real server process ------------------------------------------
 
 
-FORCED_BUG = ("import sys, nmem.memory\n"
+FORCED_BUG = ("import sys, nmem.service.api\n"
               "def broken(self, *a, **k):\n"
               "    raise RuntimeError('s3cret internal detail')\n"
-              "nmem.memory.Service.status = broken\n"
-              "nmem.memory.Service.session_trace = broken\n"
+              "nmem.service.api.Service.status = broken\n"
+              "nmem.service.api.Service.session_trace = broken\n"
               "from nmem.__main__ import main\n"
               "sys.exit(main(['serve']))\n")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from conftest import load_bench
 from nmem.capture.claude_code import parse
-from nmem.memory import Service
+from nmem.service.api import Service
 
 faults = load_bench("faults")
 

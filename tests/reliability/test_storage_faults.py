@@ -28,11 +28,11 @@ from mcp import Client
 from conftest import run_nmem
 from fixtures.harness import event, hook_env
 from mcp_support import child_env, structured, tool_error
+from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
 from nmem.errors import ForeignDatabase, StoreCorrupt, StoreReadOnly
-from nmem.mcp.server import NmemServer
-from nmem.memory import Service
+from nmem.service.api import Service
 from nmem.store import NewObservation, SearchFilters
 from nmem.store.sqlite import SqliteStore
 from nmem.store.sqlite.files import APPLICATION_ID
@@ -327,7 +327,8 @@ def test_a_read_only_database_serves_the_cli_and_keeps_hook_events_for_later(tmp
     db = home / "nmem.db"
     db.chmod(0o400)
     before = digest(db)
-    assert json.loads(nmem(home, "search", "ledger", "--format", "json").stdout)[0]["id"] == obs_id
+    assert json.loads(nmem(home, "search", "ledger", "--scope", "observations", "--format", "json").stdout)[0]["id"] \
+        == obs_id
     got = nmem(home, "get", str(obs_id), mem_id, "--format", "json")
     assert got.returncode == 0, got.stderr
     status = nmem(home, "status", "--format", "json")
@@ -534,7 +535,7 @@ def test_a_write_past_the_file_size_limit_fails_cleanly_and_the_database_recover
 ACKNOWLEDGED = textwrap.dedent("""
     import json, resource, sys
     from nmem.errors import StorageError
-    from nmem.memory import Service
+    from nmem.service.api import Service
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
     acked, error = [], None
     with Service.open() as service:

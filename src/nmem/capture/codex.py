@@ -27,6 +27,7 @@ from nmem.errors import InvalidArgument
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from nmem.capture.events import HookEvent
@@ -75,3 +76,13 @@ def output(event_name: str, text: str, *, plain_ok: bool = True) -> str:
     if event_name not in CONTEXT_EVENTS:
         return ""
     return jsonlite.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}) + "\n"
+
+
+def codex_home(home: Path | None = None) -> Path:
+    """Codex's directory: $CODEX_HOME, else ~/.codex (what its importer and installer read)."""
+    import os
+    from pathlib import Path  # only the importer and the installer ask; a hook never does
+
+    if home is None and os.environ.get("CODEX_HOME"):
+        return Path(os.environ["CODEX_HOME"])
+    return (home or Path.home()) / ".codex"

@@ -107,7 +107,7 @@ def _texts(content: Any, kinds: tuple[str, ...]) -> str:
 
 class RolloutReplay:
     """The hook events one rollout file stands for, read from a cursor onwards; the attributes
-    `nmem.integrations.transcripts.Importer` reads (session_id, cwd, first_ts, last_ts, last_text,
+    `nmem.portable.sources.transcripts.Importer` reads (session_id, cwd, first_ts, last_ts, last_text,
     path, cursor) as `TranscriptReplay` has them."""
 
     def __init__(self, path: str, *, cursor: TranscriptCursor | None = None, session_id: str | None = None,

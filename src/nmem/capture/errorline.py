@@ -20,8 +20,8 @@ and reads call it for rows stored before it existed.
 
 from __future__ import annotations
 
-from nmem.lazyregex import LazyRegex
-from nmem.textcut import preview
+from nmem.text import preview
+from nmem.util.lazyregex import LazyRegex
 
 SEPARATOR = " · "
 PART_CHARS = 160

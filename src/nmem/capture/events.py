@@ -74,11 +74,7 @@ class HookEvent:
 class Extracted(Record):
     """What one tool call contributes: zero or one observation's worth of fields."""
 
-    __slots__ = ("obs_type", "content", "file_path", "metadata")
-
-    def __init__(self, obs_type: str, content: str, file_path: str | None = None,
-                 metadata: dict[str, Any] | None = None) -> None:
-        self.obs_type = obs_type
-        self.content = content
-        self.file_path = file_path
-        self.metadata = metadata
+    obs_type: str
+    content: str
+    file_path: str | None = None
+    metadata: dict[str, Any] | None = None

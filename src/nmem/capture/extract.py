@@ -11,22 +11,20 @@ responses are cut to a tail or a head, at a word boundary.
 
 from __future__ import annotations
 
-import os
-
 from nmem import jsonlite
 from nmem.capture.errorline import clean, key_line, scan_window
 from nmem.capture.events import TOOL_FAILURE, Extracted, HookEvent
+from nmem.capture.fields import CUT_MARGIN, absolute, digest, head
 from nmem.capture.outputlines import quoted_lines, reads_files
 from nmem.capture.privacy import scrub
-from nmem.lazyregex import LazyRegex
-from nmem.textcut import ELLIPSIS, WORD_MARGIN, word_cut, word_start
+from nmem.text import ELLIPSIS, WORD_MARGIN, word_start
+from nmem.util.lazyregex import LazyRegex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-HEAD_CHARS = 160
 COMMAND_CHARS = 2000
 ERROR_TAIL_CHARS = 800
 ARGS_CHARS = 300
@@ -50,15 +48,6 @@ _GIT = LazyRegex(r"(^|[;&|]\s*|\s)git(\s+-C\s+\S+)?\s+(?P<verb>commit|push)\b")
 _DENIED = LazyRegex(r"(?i)doesn't want to (?:proceed with this tool use|take this action)|user rejected tool use"
                     r"|permission to use \S+ (?:has been|was) denied")
 
-try:  # the hash functions without hashlib, which loads OpenSSL (~4 ms) for what one digest needs
-    from _sha256 import sha256 as _sha256  # type: ignore[import-not-found, unused-ignore]  # Python 3.11
-except ImportError:
-    try:
-        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found, no-redef, unused-ignore]  # 3.12+
-    except ImportError:  # pragma: no cover - builds without the builtin module
-        from hashlib import sha256 as _sha256  # type: ignore[assignment, unused-ignore]
-
-
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -68,21 +57,6 @@ def _text(value: Any) -> str:
 
 
 # Cuts scrub a margin around the cut first, so a secret straddling it is still recognised whole.
-CUT_MARGIN = 512
-
-
-def head(text: str, size: int = HEAD_CHARS) -> str:
-    text = text.strip()
-    if len(text) <= size:
-        return text
-    end = size + CUT_MARGIN
-    scrubbed = scrub(text[:end])
-    kept = scrubbed[:size]
-    # the character after the cut: a space means it already falls between words
-    following = scrubbed[size:size + 1] if len(scrubbed) > size else (text[end:end + 1] or " ")
-    if not following.isspace():
-        kept = word_cut(kept, min(WORD_MARGIN, size // 4))
-    return kept.rstrip() + ELLIPSIS
 
 
 def tail(text: str, size: int = ERROR_TAIL_CHARS) -> str:
@@ -96,19 +70,6 @@ def tail(text: str, size: int = ERROR_TAIL_CHARS) -> str:
     if not preceding.isspace():
         kept = word_start(kept, min(WORD_MARGIN, size // 4))
     return ELLIPSIS + kept.lstrip()
-
-
-def digest(text: str) -> str:
-    return str(_sha256(text.encode("utf-8", "replace")).hexdigest()[:16])
-
-
-def absolute(path: str | None, cwd: str) -> str | None:
-    if not path or not isinstance(path, str):
-        return None
-    expanded = os.path.expanduser(path)
-    if not os.path.isabs(expanded):
-        expanded = os.path.join(cwd, expanded)
-    return os.path.normpath(expanded)
 
 
 def _response_field(response: Any, *names: str) -> Any:

@@ -12,12 +12,9 @@ from nmem.models import Record
 
 
 class MarkedMemory(Record):
-    __slots__ = ("namespace", "content", "marker")
-
-    def __init__(self, namespace: str, content: str, marker: str) -> None:
-        self.namespace = namespace
-        self.content = content
-        self.marker = marker
+    namespace: str
+    content: str
+    marker: str
 
 
 def parse_markers(entries: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:

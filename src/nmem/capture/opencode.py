@@ -1,4 +1,4 @@
-"""OpenCode adapter: the events nmem's OpenCode plugin (`nmem/integrations/opencode_plugin.js`)
+"""OpenCode adapter: the events nmem's OpenCode plugin (`nmem/setup/opencode_plugin.js`)
 sends → HookEvents.
 
 The plugin runs inside OpenCode and turns its plugin hooks (opencode.ai/docs/plugins) into one

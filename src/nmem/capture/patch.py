@@ -16,7 +16,7 @@ As for Claude Code's edits, the patch body itself is not stored: hashes, sizes a
 from __future__ import annotations
 
 from nmem.capture.events import Extracted, HookEvent
-from nmem.capture.extract import absolute, digest, head
+from nmem.capture.fields import absolute, digest, head
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from itertools import pairwise
 
 from nmem.capture.events import HookEvent
 from nmem.capture.secret_formats import FORMATS, PLACEHOLDER, TRIGGER_PARENTS, Format, cached_strength, secret_value
-from nmem.lazyregex import LazyRegex
+from nmem.util.lazyregex import LazyRegex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ _KEPT_AS_IS = frozenset({"transcript_path", "kind", "hook_event_name", "agent"})
 
 
 def scrub_event(event: HookEvent) -> HookEvent:
-    """The one scrub step every hook event passes before anything reads it (`CoreService.record_event`):
+    """The one scrub step every hook event passes before anything reads it (`CaptureService.record_event`):
     every string field, the tool's input at any depth (keys too) and its answer (`scrub_output`).
     Run before extraction, so no later step can cut a secret in two or change its shape (a path
     normalised, an argument JSON-encoded) before the filter sees it. The transcript path is

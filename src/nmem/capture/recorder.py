@@ -1,7 +1,7 @@
 """Recording one harness-neutral event into the trail, inside the caller's write transaction.
 
 Everything stored passes the privacy filter twice: the event as it comes in (`scrub_event`, in
-`CoreService.record_event`), then each record as it is stored (`scrub_record`), since a field
+`CaptureService.record_event`), then each record as it is stored (`scrub_record`), since a field
 read beside another (`{"password": …}` made into one line) can say more than either alone. A hook process
 records one event, so the helpers only some events need (prompt markers, session
 summaries) are imported by the handlers of those events. Nothing here reads files: the
@@ -138,7 +138,7 @@ class Recorder:
         if not self.settings["capture.checkpoint_on_compact"]:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         from nmem.capture.summary import summarize
-        from nmem.gist import clip
+        from nmem.text import clip
 
         summary = summarize(*self.store.session_outline(event.session_id))
         # An import replays the compaction's own summary (from the transcript) with the event.

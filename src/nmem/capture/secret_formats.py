@@ -16,7 +16,7 @@ what is redacted and which look-alikes are kept on purpose.
 
 from __future__ import annotations
 
-from nmem.lazyregex import LazyRegex
+from nmem.util.lazyregex import LazyRegex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nmem.gist import clip
+from nmem.text import clip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nmem.errors import ConfigError, InvalidArgument
 from nmem.models import OBS_TYPES
-from nmem.timeutil import parse_age
+from nmem.util.timeutil import parse_age
 
 EVERY_OTHER = "*"
 

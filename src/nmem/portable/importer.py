@@ -1,6 +1,6 @@
 """What `nmem import` writes: a checked batch of records, idempotently.
 
-- A memory is keyed by its uid and goes through `CoreService.merge_memory` (the newer
+- A memory is keyed by its uid and goes through `CaptureService.merge_memory` (the newer
   `updated_at` wins; a memory without a uid is new unless one of its domain and namespace
   already says the same).
 - A session is keyed by its id: a new one is added; a known one keeps its project, takes the
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nmem.capture.privacy import scrub, scrub_record
-from nmem.core import CoreService
 from nmem.models import Memory, Session
 from nmem.portable import document, jsonl, markdown
 from nmem.portable.limits import InputLimits
 from nmem.portable.records import Batch, TrailSession, read_batch
+from nmem.service.core import CaptureService
 from nmem.store import NewObservation
 
 MEMORIES_PER_TRANSACTION = 500
@@ -60,14 +60,14 @@ class ImportReport:
         }
 
 
-def read(service: CoreService, text: str, fmt: str, limits: InputLimits | None = None) -> Batch:
+def read(service: CaptureService, text: str, fmt: str, limits: InputLimits | None = None) -> Batch:
     """Parse and check a whole file in one of the formats (`nmem.portable.FORMATS`); lines and
     records past the limits are left out and listed in `Batch.skipped`."""
     limits = limits or InputLimits()
     return read_batch(READERS[fmt](text, limits), service.now(), service.importable, limits.max_depth)
 
 
-def apply(service: CoreService, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
+def apply(service: CaptureService, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
     service.check_writable()  # memory off (globally or here): an import writes nothing
     report = ImportReport()
     store = service.store
@@ -88,11 +88,11 @@ def apply(service: CoreService, batch: Batch, progress: Callable[[int], None] = 
     return report
 
 
-def _unkeyed(service: CoreService, memory: Memory, texts: dict[tuple[str, str], set[str]]) -> str:
+def _unkeyed(service: CaptureService, memory: Memory, texts: dict[tuple[str, str], set[str]]) -> str:
     """A memory without a uid (written by hand), as `merge_memory` takes it: new unless a live
     memory of its domain and namespace says the same. Each place's texts are read once per
     import, not once per memory (which made 3,000 hand-written memories take minutes). The
-    batch's memories are checked already (`CoreService.importable`)."""
+    batch's memories are checked already (`CaptureService.importable`)."""
     place = (memory.domain, memory.namespace)
     known = texts.get(place)
     if known is None:
@@ -122,7 +122,7 @@ def _merged(local: Session, incoming: Session, fill_only: bool) -> Session:
     return merged
 
 
-def _session(service: CoreService, trail: TrailSession, report: ImportReport) -> None:
+def _session(service: CaptureService, trail: TrailSession, report: ImportReport) -> None:
     store = service.store
     incoming = scrub_record(trail.session)  # every field, the summary's JSON too
     local = store.get_session(incoming.id)

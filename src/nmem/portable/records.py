@@ -21,7 +21,7 @@ from nmem.errors import InvalidArgument, NmemError
 from nmem.ids import _ALPHABET
 from nmem.models import Memory, Observation, Prompt, Record, Session
 from nmem.portable.limits import too_deep
-from nmem.timeutil import parse_time
+from nmem.util.timeutil import parse_time
 
 FORMAT_VERSION = 1
 SKIPPED = "skipped"   # a reader's (kind, where, reason) for a line or record it left out

@@ -1,0 +1,406 @@
+"""Read commands: search, get, timeline, trace, file-history, context, status."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from nmem.adapters.cli.app import State, emit, format_option, note, pass_state, split_values, time_bound
+from nmem.adapters.cli.output import (
+    Bars,
+    Block,
+    Body,
+    Fields,
+    Heading,
+    Table,
+    duration,
+    human_size,
+    mask_secrets,
+    one_line,
+    record_fields,
+    shown_ref,
+    when,
+)
+from nmem.adapters.cli.params import Integer
+from nmem.context.block import build as build_context
+from nmem.errors import NotFound, StorageError
+from nmem.models import ORDERS, SCOPES, session_ref
+from nmem.service.api import SearchResult
+from nmem.service.args import BOUND_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
+
+# -- search -------------------------------------------------------------------------------
+
+def _hit_type(hit: dict[str, Any]) -> str:
+    kind = hit.get("kind")
+    if kind == "observation":
+        return str(hit.get("obs_type", ""))
+    if kind == "memory":
+        return f"memory:{hit.get('namespace', '')}"
+    if kind == "prompt":
+        return f"prompt:{hit.get('source', '')}"
+    return str(kind)
+
+
+def _hit_row(hit: dict[str, Any]) -> list[str]:
+    where = hit.get("project") or hit.get("domain") or ""
+    text = hit.get("summary") or hit.get("content_preview") or hit.get("content") or ""
+    return [shown_ref(hit), when(hit.get("timestamp") or hit.get("updated_at") or hit.get("started_at")),
+            _hit_type(hit), str(where), one_line(text)]
+
+
+def search_blocks(result: SearchResult, full: bool) -> list[Block]:
+    hits = result.to_list(full=full)
+    if not hits:
+        return [Body("No results.")]
+    if not full:
+        return [Table(("id", "when", "type", "project", "preview"), [_hit_row(h) for h in hits])]
+    blocks: list[Block] = []
+    for hit in hits:
+        blocks.append(Heading(f"{_hit_type(hit)} {shown_ref(hit)}", 2))
+        blocks.append(record_fields(hit, skip=("content",)))
+        if hit.get("content"):
+            blocks.append(Body(str(hit["content"])))
+    return blocks
+
+
+def _count_line(count: int, query: str | None) -> str:
+    return f'{count} results for "{query}"' if query else f"{count} results"
+
+
+@click.command("search")
+@click.argument("query", required=False)
+@click.option("--project", help=SEARCH_PROJECT_HELP)
+@click.option("--type", "types", multiple=True, help="Observation type, e.g. command_error (repeat or comma-separate).")
+@click.option("--scope", type=click.Choice(SCOPES), default="all", show_default=True,
+              help="What to search: observations, prompts (yours and the agent's replies), sessions, memories.")
+@click.option("--namespace", "namespaces", multiple=True, help="Memory namespace (memories scope).")
+@click.option("--tag", "tags", multiple=True, help="Memory tag (memories scope; repeat or comma-separate).")
+@click.option("--file", "files", multiple=True,
+              help="File path: absolute, from the project root, or the end of a recorded one "
+                   "(repeat or comma-separate).")
+@click.option("--session", help="Only this session: its id, a unique prefix (s1a2b3c4d) or URN.")
+@click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
+@click.option("--until", help="Not after: same forms as --since.")
+@click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
+@click.option("--limit", type=Integer(), default=None,
+              help="Max results, clamped to 1-100 (default: search.default_limit).")
+@click.option("--offset", type=Integer(low=0), default=0, show_default=True, help="Skip this many results (paging).")
+@click.option("--full", is_flag=True, help="Whole records instead of 120-character previews.")
+@click.option("--strict", is_flag=True,
+              help="Only records holding every word (as FTS5 matches them), not those ranked for sharing one.")
+@click.option("--raw", is_flag=True, default=None,
+              help="ADR-006 strict mode: QUERY goes to FTS5 exactly as typed, hits in plain BM25 order "
+                   "(default: the search.raw setting).")
+@click.option("--ids", is_flag=True,
+              help="Print only ids, one per line, for pipes (42, p42, s<session id>, memory ids); implies --strict.")
+@format_option
+@pass_state
+def search(state: State, query: str | None, project: str | None, types: tuple[str, ...], scope: str,
+           namespaces: tuple[str, ...], tags: tuple[str, ...], files: tuple[str, ...], session: str | None,
+           since: str | None, until: str | None, order: str, limit: int | None, offset: int,
+           full: bool, strict: bool, raw: bool | None, ids: bool, fmt: str | None) -> None:
+    """Search everything (observations, prompts and replies, sessions, memories), this project's first.
+
+    QUERY is FTS5 syntax (AND/OR/NOT, "phrase", prefix*) or plain words, which are
+    rewritten so a question finds what shares its words (ranked; --strict keeps only
+    what holds every word). Without QUERY, rows matching the filters are listed newest
+    first. Every project is searched, the current one's results first. A relative --file
+    is read from the project root, else as the end of a recorded path. `--format json`
+    prints a JSON array of index entries (all fields with --full). A count line goes to
+    stderr in every mode.
+
+    \b
+        nmem search "stale fixture" --ids | xargs nmem get
+    """
+    service = state.service()
+    projects = ProjectScope.parse(project, service.project_for())
+    result = service.search(
+        query, scope=scope, project=projects.only, obs_type=split_values(types) or None,
+        namespace=split_values(namespaces) or None, tags=split_values(tags) or None,
+        files=split_values(files) or None, session_id=session,
+        date_start=time_bound(service, since), date_end=time_bound(service, until),
+        order_by=order, limit=limit, offset=offset, strict=strict or ids,
+        prefer_project=projects.first, cwd=os.getcwd(), raw=raw or None,
+    )
+    if ids:
+        for hit in result.hits:
+            click.echo(hit.record.ref)
+    else:
+        emit(state, fmt, result.to_list(full=full), lambda: search_blocks(result, full))
+    note(_count_line(len(result.hits), query))
+
+
+# -- get ----------------------------------------------------------------------------------
+
+def _record_blocks(records: list[dict[str, Any]]) -> list[Block]:
+    blocks: list[Block] = []
+    for rec in records:
+        blocks.append(Heading(str(rec.get("urn", rec.get("id"))), 2))
+        blocks.append(record_fields(rec, skip=("content", "urn")))
+        if rec.get("content"):
+            blocks.append(Body(str(rec["content"])))
+        if rec["kind"] == "session":
+            blocks.append(Body(f"Its prompts and actions: nmem trace {rec['ref']}"))
+    return blocks
+
+
+@click.command("get")
+@click.argument("refs", metavar="ID...", nargs=-1, required=True)
+@format_option
+@pass_state
+def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
+    """Full records by any id or URN nmem prints.
+
+    \b
+      42, o42, #42   an observation      p42       a prompt
+      s1a2b3c4d      a session (its id or a unique prefix of it)
+      a ULID         a memory            nmem://…  any record by its URN
+
+    Records come back in the order asked. Ids that name nothing are named on stderr; if
+    none of them does, the exit code is 10. A session prefix several sessions share is
+    an error (exit 2) that lists them.
+    """
+    found, missing = state.service().get(list(refs))
+    if not found:
+        raise NotFound(f"not found: {', '.join(missing)}")
+    records = [{"kind": record.kind, **record.to_dict()} for record in found]
+    emit(state, fmt, records, lambda: _record_blocks(records))
+    if missing:
+        note(f"not found: {', '.join(missing)}")
+
+
+# -- timeline, trace, file-history ----------------------------------------------------------
+
+def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
+    def text(o: dict[str, Any]) -> str:
+        return str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
+    table = [[str(o["id"]), when(o["timestamp"]), o["obs_type"], one_line(text(o))] for o in rows]
+    if anchor is None:
+        return Table(("id", "when", "type", "content"), table)
+    marks = ["→" if o["id"] == anchor else "" for o in rows]
+    return Table(("", "id", "when", "type", "content"), [[mark, *row] for mark, row in zip(marks, table, strict=True)])
+
+
+@click.command("timeline")
+@click.argument("anchor", type=Integer(), required=False)
+@click.option("--query", "-q", help="Anchor on the best match of this search instead of an id.")
+@click.option("--before", type=Integer(), default=5, show_default=True, help="Observations before the anchor.")
+@click.option("--after", type=Integer(), default=5, show_default=True, help="Observations after the anchor.")
+@click.option("--project", help="With --query: " + SEARCH_PROJECT_HELP)
+@format_option
+@pass_state
+def timeline(state: State, anchor: int | None, query: str | None, before: int, after: int,
+             project: str | None, fmt: str | None) -> None:
+    """What happened around one observation, within its session."""
+    service = state.service()
+    projects = ProjectScope.parse(project, service.project_for())
+    data = service.timeline(anchor, query=query, before=before, after=after, project=projects.only,
+                            prefer_project=projects.first)
+
+    def blocks() -> list[Block]:
+        center = data["anchor"]
+        rows = [*data["before"], center, *data["after"]]
+        return [Heading(f"Timeline around {center['id']} (session {session_ref(center['session_id'], short=True)}, "
+                        f"{center['project']})"),
+                _obs_table(rows, anchor=center["id"])]
+    emit(state, fmt, data, blocks)
+
+
+@click.command("trace")
+@click.argument("session_id", metavar="[SESSION]", required=False)
+@click.option("--before", help="Only what happened before this time (date, ISO time or epoch seconds).")
+@click.option("--after", help="Only what happened after this time.")
+@format_option
+@pass_state
+def trace(state: State, session_id: str | None, before: str | None, after: str | None, fmt: str | None) -> None:
+    """A session's prompts, each with what it led to.
+
+    SESSION is its id, a unique prefix of it (s1a2b3c4d or 1a2b3c4d) or its URN; without
+    it, the latest session of the current project (see `nmem sessions`). Prompts come in
+    order, each with the observations recorded after it.
+    """
+    service = state.service()
+    project = None if session_id else ProjectScope.parse(None, service.project_for(), bound=True).only
+    data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after),
+                                 project=project)
+    if project is not None:
+        note(f"the latest session of project {project}: {session_ref(data['session_id'], short=True)}")
+
+    def blocks() -> list[Block]:
+        summary = data.get("summary")
+        intent = summary.get("intent") if isinstance(summary, dict) else summary
+        if not intent:  # open sessions have no summary yet: their first user prompt says it
+            intent = next((p["content"] for p in data["prompts"] if p["source"] == "user"), None)
+        out: list[Block] = [
+            Heading(f"Session {session_ref(data['session_id'], short=True)}"),
+            Fields([("id", data["session_id"]), ("project", data["project"]), ("started", when(data["started_at"])),
+                    ("ended", when(data["ended_at"]) or "(open)"), ("intent", one_line(intent or "-")),
+                    ("urn", data["urn"])]),
+        ]
+        for prompt in data["prompts"]:
+            count = prompt["observation_count"]
+            ref = f"{prompt['ref']}  " if prompt.get("ref") else ""
+            out.append(Heading(f"{ref}{when(prompt['timestamp'])}  {prompt['source']}: "
+                               f"{one_line(prompt['content'], 100)}  ({count} action{'' if count == 1 else 's'})", 2))
+            if prompt["observations"]:
+                out.append(_obs_table(prompt["observations"]))
+        if not data["prompts"]:
+            out.append(Body("No prompts or observations in this window."))
+        return out
+    emit(state, fmt, data, blocks)
+
+
+@click.command("file-history")
+@click.argument("path")
+@click.option("--before", help="Only touches before this time (date, ISO time or epoch seconds).")
+@click.option("--after", help="Only touches after this time.")
+@click.option("--limit", type=Integer(), default=10, show_default=True, help="Max touches, clamped to 1-50.")
+@format_option
+@pass_state
+def file_history(state: State, path: str, before: str | None, after: str | None, limit: int,
+                 fmt: str | None) -> None:
+    """Every session that touched a file, newest first.
+
+    Each touch comes with the user prompt (the intent) behind it. A relative PATH is read
+    from the project root (the git top-level, not the current subdirectory), else as the
+    end of a recorded path (invoice.py finds /repo/billing/invoice.py): one under the
+    project root wins, else the only one recorded; when several fit, the error (exit 2)
+    lists them.
+    """
+    service = state.service()
+    data = service.file_history(path, before=time_bound(service, before), after=time_bound(service, after),
+                                limit=limit, cwd=os.getcwd())
+
+    def blocks() -> list[Block]:
+        out: list[Block] = [Heading(f"History of {data['file_path']}")]
+        if not data["sessions"]:
+            out.append(Body("No session touched this file."))
+        for sess in data["sessions"]:
+            intent = f" — {sess['summary_intent']}" if sess.get("summary_intent") else ""
+            out.append(Heading(f"Session {session_ref(sess['session_id'], short=True)} ({sess['project']}, "
+                               f"{when(sess['started_at'])}){intent}", 2))
+            out.append(Table(("id", "when", "type", "content", "prompt"),
+                             [[str(t["observation_id"]), when(t["timestamp"]), t["obs_type"],
+                               one_line(t["content_preview"], 60), one_line(t["prompt_content"] or "", 60)]
+                              for t in sess["touches"]]))
+        return out
+    emit(state, fmt, data, blocks)
+
+
+@click.command("sessions")
+@click.option("--project", help=BOUND_PROJECT_HELP)
+@click.option("--all", "all_projects", is_flag=True, help="Sessions of every project (as --project '*').")
+@click.option("--since", help="Only sessions started or ended since: a date, ISO time, epoch seconds or age (7d).")
+@click.option("--limit", type=int, default=20, show_default=True, help="Max sessions, clamped to 1-100.")
+@format_option
+@pass_state
+def sessions(state: State, project: str | None, all_projects: bool, since: str | None, limit: int,
+             fmt: str | None) -> None:
+    """Recorded sessions of this project (or --project, --all), newest first.
+
+    Each with its id (give it to `nmem trace` or `nmem get`), project, start, duration
+    (or open), user prompts, actions (observations other than session events) and intent.
+    """
+    if project and all_projects:
+        raise click.UsageError("give --project or --all, not both")
+    service = state.service()
+    name = ProjectScope.parse("*" if all_projects else project, service.project_for(), bound=True).only
+    rows = service.sessions(name, since=time_bound(service, since), limit=limit)
+
+    def blocks() -> list[Block]:
+        if not rows:
+            return [Body(f"No session recorded for project {name}." if name else "No session recorded.")]
+        return [Table(("session", "project", "started", "duration", "prompts", "actions", "intent"),
+                      [[session_ref(r["id"], short=True), r["project"], when(r["started_at"]),
+                        duration(r["duration"]) if r["ended_at"] is not None else "open",
+                        str(r["prompts"]), str(r["actions"]), one_line(r["intent"] or "-", 60)] for r in rows])]
+    emit(state, fmt, rows, blocks)
+    note(f"{len(rows)} session{'' if len(rows) == 1 else 's'}" + (f" of project {name}" if name else ""))
+
+
+# -- context and status ---------------------------------------------------------------------
+
+@click.command("context")
+@click.option("--project", help="Project to recall (default: the current directory's project).")
+@click.option("--recovery", is_flag=True, help="The larger block injected after a compact or clear.")
+@format_option
+@pass_state
+def context(state: State, project: str | None, recovery: bool, fmt: str | None) -> None:
+    """Print the SessionStart context block for a project.
+
+    The same block `nmem record` prints on SessionStart: where the project's last session
+    left off (when it ended, its closing message, what it changed and left open), curated
+    memories, earlier intents, one row per file or command of earlier work, and other
+    projects when this one has little history. `--format json` adds the block's figures.
+    """
+    service = state.service()
+    name = project or service.project_for(os.getcwd())
+    built = build_context(service, name, "compact" if recovery else None, service.now(),
+                          cwd=os.getcwd() if project is None else None)
+    block = built.text
+    data = {"project": name, "mode": "recovery" if recovery else "normal", "context": block, "stats": built.stats()}
+    if not block:
+        note(f"nothing recorded yet for project {name!r}")
+    emit(state, fmt, data, lambda: [Body(block)] if block else [])
+
+
+def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
+    domains = ", ".join(f"{n} {d}" for d, n in data["by_domain"].items())
+    blocks: list[Block] = [
+        Heading("nmem status"),
+        Fields([
+            ("database", str(data["database"])),
+            ("schema", f"v{data['schema_version']}"),
+            ("size", human_size(int(data["size_bytes"]))
+             + (", encrypted (SQLCipher)" if data.get("encrypted") else "")),
+            ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
+            ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
+                      f"{data['observations']} observations"),
+            ("memories", f"{data['memories']}" + (f" in {data['domain']}" if "domain" in data
+                                                   else f" ({domains})" if domains else "")),
+            ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),
+        ]),
+    ]
+    if verbose or "domain" not in data:
+        blocks.append(Bars("By type", list(data["by_obs_type"].items())))
+    blocks += [Bars("By namespace", list(data["by_namespace"].items())),
+               Bars("By tier", list(data["by_tier"].items()))]
+    if verbose or "domain" not in data:
+        blocks.append(Bars("Sessions by project", list(data["by_project"].items())))
+    if verbose:
+        blocks.append(Bars("Memories by domain", list(data["by_domain"].items())))
+    if "verify" in data:
+        check = data["verify"]
+        blocks.append(Heading("Verify", 2))
+        blocks.append(Fields([("integrity", check["integrity"]),
+                              *((f"{name}", result) for name, result in check["fts"].items()),
+                              ("result", "ok" if check["ok"] else "FAILED")]))
+    return blocks
+
+
+@click.command("status")
+@click.option("--domain", default="all", show_default=True,
+              help="Memory counts of one domain: all, project, project:<name>, user or org.")
+@click.option("--verbose", "-v", "detailed", is_flag=True,
+              help="Every breakdown (observation types, projects, memories by domain).")
+@click.option("--verify", is_flag=True,
+              help="Check the database's integrity and each full-text index against its table; exit 4 on a finding.")
+@format_option
+@pass_state
+def status(state: State, domain: str, detailed: bool, verify: bool, fmt: str | None) -> None:
+    """Counts, database size and schema version.
+
+    Observations by type, memories by domain, namespace and tier, sessions by project.
+    """
+    data = state.service().status(domain=domain, verify=verify)
+    data["database"] = mask_secrets(data["database"])
+    emit(state, fmt, data, lambda: status_blocks(data, detailed))
+    if verify and not data["verify"]["ok"]:
+        raise StorageError("status --verify found problems: " + "; ".join(
+            [f"integrity: {data['verify']['integrity']}"] * (data["verify"]["integrity"] != "ok")
+            + [f"{name}: {result}" for name, result in data["verify"]["fts"].items() if result != "ok"]))
+
+
+COMMANDS: tuple[click.Command, ...] = (search, get, timeline, trace, sessions, file_history, context, status)

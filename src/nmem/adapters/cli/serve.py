@@ -1,0 +1,136 @@
+"""`nmem serve` (the MCP server over stdio or Streamable HTTP) and `nmem mcp-config`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import click
+
+from nmem.adapters.cli.app import State, note, pass_state
+from nmem.adapters.cli.params import Integer
+from nmem.adapters.net import Limits, is_loopback, listen
+from nmem.config import Settings
+from nmem.errors import ConfigError
+from nmem.setup.claude_code import SERVER_NAME, mcp_entry, nmem_executable
+from nmem.team import accounts as team
+
+
+@click.command("serve")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio: one client, spawned by it (Claude Code). http: the HTTP server: REST API at "
+                   "/api/v1, claude-mem's worker API at /api, MCP (Streamable HTTP) at /mcp.")
+@click.option("--host", default=None, help="HTTP listen address (default: the mcp.host setting, 127.0.0.1).")
+@click.option("--port", type=Integer(1, 65535), default=None, help="HTTP port (default: the mcp.port setting, 37777).")
+@click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
+              help="Token HTTP clients must send (default: the http.token setting). Required for any "
+                   "non-loopback --host.")
+@click.option("--tools", default=None, help="Tools to expose: nmem, core, claude-mem, all, or a comma-separated list.")
+@click.option("--project", default=None,
+              help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
+@click.option("--store", default=None, metavar="URL",
+              help="Store to serve: sqlite:///path or postgresql://... (default: the store.url setting).")
+@pass_state
+def serve(state: State, transport: str, host: str | None, port: int | None, token: str | None,
+          tools: str | None, project: str | None, store: str | None) -> None:
+    """Run nmem's MCP server (stdio) or its HTTP server (REST API, claude-mem's API and MCP).
+
+    stdout carries only MCP messages; logs go to stderr. Stop with Ctrl-C. The HTTP server
+    listens on loopback unless told otherwise, and then only with a token (docs/http.md).
+
+    \b
+        nmem serve                              # stdio, as Claude Code runs it
+        nmem serve --transport http             # http://127.0.0.1:37777/api/v1 and /mcp
+        nmem serve --transport http --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+    """
+    if store:
+        state.use_store(store)
+    settings = state.settings
+    # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
+    endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store)) \
+        if transport == "http" else None
+
+    # The SDK takes ~1 s to import; only this command pays for it, not every `nmem` run.
+    import anyio
+
+    from nmem.adapters.mcp.server import NmemServer, current_project, run_stdio
+
+    logging.basicConfig(stream=sys.stderr, level=str(settings["log.level"]).upper(),
+                        format="nmem: %(levelname)s %(message)s")
+    service = state.service()
+    if endpoint is None:
+        app = NmemServer(service, project=project or current_project(service),
+                         tools=tools or str(settings["mcp.tools"]),
+                         poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
+        anyio.run(run_stdio, app)
+        return
+
+    from nmem.adapters.http.app import create_app
+    from nmem.adapters.http.server import serve as serve_http
+
+    web = create_app(settings, service=service, host=endpoint.host, token=endpoint.token, project=project,
+                     tools=tools, limits=endpoint.limits)
+    base = f"http://{endpoint.host}:{endpoint.port}"
+    note(f"HTTP API at {base}/api/v1, MCP at {base}/mcp (store {settings.store_url})"
+         + ("; bearer token required" if endpoint.token else ""))
+
+    async def main() -> None:
+        await serve_http(web, host=endpoint.host, port=endpoint.port, sockets=endpoint.sockets)
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        note("stopped")
+
+
+class Endpoint(NamedTuple):
+    host: str
+    port: int
+    token: str | None
+    limits: Limits
+    sockets: list[socket.socket]
+
+
+def _endpoint(settings: Settings, host: str | None, port: int | None, token: str | None,
+              has_users: Callable[[], bool] = lambda: False) -> Endpoint:
+    """The HTTP transport's address, token and limits, its sockets already listening. A team
+    server (users exist) may listen beyond loopback without a token: its users' tokens guard it."""
+    bind = host or str(settings["mcp.host"])
+    listen_port = port if port is not None else int(settings["mcp.port"])
+    if not 0 < listen_port < 65536:
+        raise ConfigError(f"mcp.port: {listen_port} is not a port (1-65535)")
+    secret = token or str(settings["http.token"]) or str(settings["mcp.token"]) or None
+    if not is_loopback(bind) and not secret and not has_users():
+        raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_HTTP_TOKEN "
+                          "(or NMEM_MCP_TOKEN)")
+    limits = Limits.from_settings(settings)
+    return Endpoint(bind, listen_port, secret, limits, listen(bind, listen_port))
+
+
+@click.command("mcp-config")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--url", default=None, help="With --transport http: the server URL (default from mcp.host/port).")
+@click.option("--name", default=SERVER_NAME, show_default=True, help="Server name in the config.")
+@pass_state
+def mcp_config(state: State, transport: str, url: str | None, name: str) -> None:
+    """Print the JSON that registers nmem with an MCP client.
+
+    The output is a complete `{"mcpServers": {...}}` document: save it as `.mcp.json`, pass
+    it to `claude --mcp-config`, or merge its one entry into an existing config.
+    """
+    entry: dict[str, Any]
+    if transport == "stdio":
+        entry = mcp_entry(nmem_executable())
+    else:
+        settings = state.settings
+        entry = {"type": "http", "url": url or f"http://{settings['mcp.host']}:{settings['mcp.port']}/mcp"}
+        if settings["mcp.token"]:
+            entry["headers"] = {"Authorization": "Bearer ${NMEM_MCP_TOKEN}"}
+    click.echo(json.dumps({"mcpServers": {name: entry}}, indent=2))
+
+
+COMMANDS: tuple[click.Command, ...] = (serve, mcp_config)

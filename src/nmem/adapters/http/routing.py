@@ -1,0 +1,195 @@
+"""Endpoints as data: method, path, pydantic models for the parameters and the body, and the
+service call. One declaration gives the Starlette route and the OpenAPI operation, so the
+document cannot drift from what the server accepts.
+
+A handler is a plain function `(Context, params, body) -> JSON-ready object`, called on the
+event loop's thread: the store's connections are one per process and not safe to share
+between threads (the MCP server calls the service the same way).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Union, get_args, get_origin
+
+import pydantic
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from nmem.errors import InternalError, InvalidArgument, NmemError, ValidationError
+from nmem.service.api import Service
+
+log = logging.getLogger("nmem.http")
+Handler = Callable[["Context", Any, Any], Any]
+# pydantic error types meaning "well-typed but out of range": nmem's ValidationError (422), as in MCP
+RANGE_ERRORS = frozenset(("greater_than", "greater_than_equal", "less_than", "less_than_equal",
+                          "string_too_long", "string_too_short", "too_long", "too_short"))
+
+
+class Params(pydantic.BaseModel):
+    """Query and path parameters: unknown names are refused, so a typo is an error, not ignored."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+class LooseParams(pydantic.BaseModel):
+    """Parameters of the claude-mem compatible endpoints: unknown names are ignored, as there."""
+
+    model_config = pydantic.ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class Body(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class Context:
+    """What every handler may use: the service and the server's defaults."""
+
+    service: Service
+    project: str | None = None          # the server's current project (search boost, memory domain)
+    cwd: str | None = None              # relative file paths are read from this directory's project root
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    summary: str
+    handler: Handler
+    params: type[pydantic.BaseModel] | None = None
+    body: type[pydantic.BaseModel] | None = None
+    tag: str = "trail"
+    status: int = 200
+    description: str = ""
+    path_params: tuple[str, ...] = ()
+    response: dict[str, Any] | None = None   # JSON schema of a success, when more than "an object"
+    # Parameters the handler checks itself (claude-mem's): their JSON schemas for the document;
+    # the handler gets the query as {name: text} (repeated names comma-joined) or the JSON body.
+    query_schema: dict[str, Any] | None = None
+    body_schema: dict[str, Any] | None = None
+    reads_only: bool = False                 # a POST that changes nothing: no CSRF header needed
+    deprecated: bool = False
+
+    @property
+    def openapi_path(self) -> str:
+        """The path as OpenAPI writes it: `{ref}`, not Starlette's `{ref:path}`."""
+        return re.sub(r"\{(\w+):\w+\}", r"{\1}", self.path)
+
+    @property
+    def operation_id(self) -> str:
+        return self.handler.__name__.strip("_")
+
+    def route(self, context: Context) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await self.call(context, request)
+        return Route(self.path, endpoint, methods=[self.method], name=self.operation_id)
+
+    async def call(self, context: Context, request: Request) -> Response:
+        try:
+            params: Any = None
+            body: Any = None
+            if self.params is not None:
+                params = _parse_params(self.params, request)
+            elif self.query_schema is not None:
+                params = {key: ",".join(request.query_params.getlist(key)) for key in request.query_params}
+            if self.body is not None:
+                body = _validate(self.body, _json_object(await request.body(), request), "field")
+            elif self.body_schema is not None:
+                body = _json_object(await request.body(), request)
+            result = self.handler(context, params, body)
+        except NmemError as exc:
+            return error_response(exc, context.service)
+        except Exception:  # a bug answers with a generic 500; the traceback stays in the server's log
+            log.exception("%s %s failed", self.method, self.path)
+            return error_response(InternalError("Internal error"), context.service)
+        return json_response(result, self.status)
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    text = json.dumps(data, ensure_ascii=False, default=str, allow_nan=False)
+    return Response(text, status_code=status, media_type="application/json",
+                    headers={"cache-control": "no-store"})
+
+
+def error_response(exc: NmemError, service: Service | None = None) -> Response:
+    """The error's JSON body with its class's HTTP status; the database's path never shows."""
+    path = str(getattr(service.store, "path", "") or "") if service is not None else ""
+    message = exc.message.replace(path, "<database>") if path else exc.message
+    body = {"error": {"type": exc.kind, "message": message, "code": exc.mcp_code}}
+    response = json_response(body, exc.http_status)
+    if exc.retry_after is not None:
+        response.headers["retry-after"] = str(exc.retry_after)
+    return response
+
+
+def _is_list(annotation: Any) -> bool:
+    if get_origin(annotation) is Annotated:
+        return _is_list(get_args(annotation)[0])
+    if get_origin(annotation) in (list, tuple):
+        return True
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(_is_list(a) for a in get_args(annotation) if a is not type(None))
+    return False
+
+
+def _parse_params(model: type[pydantic.BaseModel], request: Request) -> Any:
+    data: dict[str, Any] = dict(request.path_params)
+    query = request.query_params
+    fields = model.model_fields
+    by_alias = {f.alias: name for name, f in fields.items() if f.alias}
+    for key in query:
+        name = by_alias.get(key, key)
+        info = fields.get(name)
+        if info is not None and _is_list(info.annotation):
+            # `files=a&files=b` and claude-mem's `files=a,b` both give a list
+            data[key] = [part.strip() for value in query.getlist(key) for part in value.split(",") if part.strip()]
+        else:
+            data[key] = query[key]
+    return _validate(model, data, "parameter")
+
+
+def _json_object(raw: bytes, request: Request) -> dict[str, Any]:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise InvalidArgument("send the request body as JSON (Content-Type: application/json)")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidArgument("the request body is not valid JSON") from None
+    except RecursionError:
+        raise InvalidArgument("the request body is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("the request body must be a JSON object")
+    return data
+
+
+def _validate(model: type[pydantic.BaseModel], data: dict[str, Any], what: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        kind = ValidationError if exc.errors()[0]["type"] in RANGE_ERRORS else InvalidArgument
+        raise kind(_first_error(exc, what)) from None
+
+
+def _first_error(exc: pydantic.ValidationError, what: str) -> str:
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "request"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return f"unknown {what} {where!r}"
+    if kind == "missing":
+        return f"{what} {where!r} is required"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"invalid {what} {where!r}: {first['msg']}{more}"
+
+
+def routes(endpoints: Sequence[Endpoint], context: Context) -> list[Route]:
+    return [e.route(context) for e in endpoints]

@@ -1,0 +1,156 @@
+"""The REST API's parameters and bodies as pydantic models: they validate requests and write
+the OpenAPI document's schemas. Values the service checks itself (dates, namespaces, ids)
+stay strings here, so the service's own message reaches the client."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from nmem.adapters.http.routing import Body, Params
+from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP
+
+INT64_MAX = 2**63 - 1   # SQLite's integers
+Count = Annotated[int, Field(ge=1, le=INT64_MAX, description="Capped at the endpoint's maximum.")]
+Skip = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Around = Annotated[int, Field(ge=0, le=INT64_MAX, description="Default 5; capped at 100.")]
+RecordId = Annotated[int, Field(ge=1, le=INT64_MAX)]
+When = Annotated[str, Field(description="A date (2026-05-01), an ISO time or epoch seconds.")]
+Words = Annotated[list[str], Field(description="Repeat the parameter or separate values with commas.")]
+Scope = Literal["observations", "prompts", "sessions", "memories", "all"]
+Order = Literal["relevance", "date_desc", "date_asc"]
+Format = Literal["index", "full"]
+Tier = Literal["hot", "warm", "cold", "archived"]
+
+
+class SearchParams(Params):
+    query: str | None = Field(None, description="Words or an FTS5 query (AND/OR/NOT, \"phrase\", prefix*).")
+    scope: Scope = Field("all", description="What to search (default all: observations, prompts, sessions, "
+                                            "memories).")
+    project: str | None = Field(None, description=SEARCH_PROJECT_HELP)
+    obs_type: Words | None = Field(None, description="Observation type(s), e.g. command_error.")
+    namespace: Words | None = Field(None, description="Memory namespace(s), e.g. decisions.")
+    tags: Words | None = Field(None, description="Memory tags (all must match).")
+    files: Words | None = Field(None, description="File path(s): absolute, relative to the project root, or "
+                                                  "the end of a recorded path.")
+    session_id: str | None = Field(None, description="A session id, a unique prefix (s1a2b3c4d) or its URN.")
+    source: Literal["user", "agent"] | None = Field(None, description="Prompts: who wrote them.")
+    date_start: When | None = None
+    date_end: When | None = None
+    order_by: Order = "relevance"
+    format: Format = Field("index", description="index: 120-character previews; full: whole records.")
+    strict: bool = Field(False, description="Only records holding every word.")
+    limit: Count | None = Field(None, description="Default 20; capped at 100.")
+    offset: Skip = 0
+
+
+class IdsParams(Params):
+    ids: Annotated[list[RecordId], Field(min_length=1, max_length=50, description="1 to 50 observation ids.")]
+
+
+class ObservationPath(Params):
+    id: RecordId
+
+
+class TimelineParams(Params):
+    anchor: RecordId | None = Field(None, description="The observation to centre on.")
+    query: str | None = Field(None, description="Anchor on this search's best match instead.")
+    before: Around | None = None
+    after: Around | None = None
+    project: str | None = Field(None, description=SEARCH_PROJECT_HELP)
+
+
+class SessionsParams(Params):
+    project: str | None = Field(None, description=BOUND_PROJECT_HELP)
+    since: When | None = None
+    limit: Count | None = Field(None, description="Default 20; capped at 100.")
+
+
+class TraceParams(Params):
+    session_id: str = Field(description="A session id, a unique prefix (s1a2b3c4d) or its URN.")
+    before: When | None = None
+    after: When | None = None
+
+
+class FileHistoryParams(Params):
+    path: str = Field(description="Absolute, relative to the project root, or the end of a recorded path.")
+    before: When | None = None
+    after: When | None = None
+    limit: Count | None = Field(None, description="Default 10; capped at 50.")
+
+
+class RecentParams(Params):
+    project: str | None = Field(None, description=BOUND_PROJECT_HELP)
+    limit: Count | None = Field(None, description="Default 30; capped at 100.")
+
+
+class RecallParams(Params):
+    query: str | None = None
+    namespace: str | None = None
+    tags: Words | None = None
+    domain: str | None = Field(None, description="all (default), project, user, org or project:<name>.")
+    project: str | None = Field(None, description=RECALL_PROJECT_HELP)
+    limit: Count | None = Field(None, description="Default 10; capped at 100.")
+    include_archived: bool = False
+
+
+class RefPath(Params):
+    ref: str = Field(description="Any id nmem shows: 42, #42, p42, s1a2b3c4d, a memory id, or a URN.")
+
+
+class RefsParams(Params):
+    refs: Annotated[list[str], Field(min_length=1, max_length=50, description="1 to 50 ids or URNs.")]
+
+
+class ContextParams(Params):
+    project: str | None = Field(None, description="Default: the server's current project.")
+    recovery: bool = Field(False, description="The larger block shown after a compaction or /clear.")
+
+
+class NewMemory(Body):
+    content: str = Field(min_length=1, description="The knowledge, in markdown.")
+    summary: str | None = Field(None, max_length=100, description="One line; default: the content's first line.")
+    namespace: str | None = Field(None, description="decisions, learnings, gotchas, patterns, conventions...")
+    tags: list[str] = Field(default_factory=list)
+    domain: str | None = Field(None, description="project (default), user, org or project:<name>.")
+    project: str | None = Field(None, description="The project of a `project` domain (default: the server's).")
+    relates_to: list[str] = Field(default_factory=list)
+    tier: Tier = "warm"
+    pinned: bool = False
+
+
+class MemoryChanges(Body):
+    content: str | None = Field(None, min_length=1)
+    summary: str | None = Field(None, min_length=1, max_length=100)
+    namespace: str | None = None
+    tags: list[str] | None = None
+    tier: Tier | None = None
+    relates_to: list[str] | None = None
+
+
+class RemoteEvent(Body):
+    key: str = Field(pattern=r"^[A-Za-z0-9_.-]{8,128}$",
+                     description="The event's idempotency key: a retry with the same key stores nothing twice.")
+    event: dict[str, object] = Field(description="The hook's JSON input, as Claude Code gave it.")
+    received_at: Annotated[int, Field(ge=0, le=INT64_MAX)] | None = Field(
+        None, description="When the hook received it (epoch seconds); default now.")
+
+
+class AuditParams(Params):
+    user: str | None = Field(None, description="Only this user's rows (a non-admin always reads their own).")
+    after: Skip = Field(0, description="Rows after this audit id (paging).")
+    limit: Count = 100
+
+
+class NewUser(Body):
+    name: str
+    admin: bool = False
+
+
+class UserPath(Params):
+    name: str
+
+
+class TokenPath(Params):
+    target: str = Field(description="A token id (`nmem token list`) or a user name (all of their tokens).")

@@ -1,0 +1,303 @@
+// The pages: each renders into <main> from the REST API and may react to live changes.
+import { api, get, path, query } from "./api.js";
+import { activityChart, barChart } from "./charts.js";
+import { chip, clear, day, h, toast, when } from "./dom.js";
+
+const NAMESPACES = ["decisions", "learnings", "gotchas", "patterns", "conventions", "blockers", "progress",
+  "context", "tech-debt", "apis", "config", "security", "testing"];
+const OBS_TYPES = ["command", "command_error", "file_read", "file_write", "file_edit", "file_error", "search",
+  "git_commit", "git_push", "web_fetch", "web_search", "task_spawn", "mcp_call", "tool_other", "session_start",
+  "session_end"];
+
+function debounce(fn, ms) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+function summaryText(summary) {
+  if (!summary) return "";
+  if (typeof summary === "string") return summary;
+  return summary.text || summary.intent || JSON.stringify(summary);
+}
+
+function select(name, options, value, blank) {
+  return h("select", { name }, blank !== undefined ? h("option", { value: "" }, blank) : null,
+    options.map((o) => h("option", { value: o, selected: o === value }, o)));
+}
+
+function field(label, input) {
+  return h("label", {}, label, input);
+}
+
+function obsLine(o, extra) {
+  return h("li", { class: extra || "", "data-id": o.id },
+    h("span", { class: "when" }, when(o.timestamp)),
+    chip(o.obs_type, `type-${o.obs_type}`),
+    o.is_pinned ? chip("pinned", "pinned") : null,
+    h("a", { href: `#/record/${o.id}`, class: "text" }, o.content_preview || o.content || ""),
+    o.project ? chip(o.project) : null);
+}
+
+// -- sessions ----------------------------------------------------------------------------------
+
+const sessions = {
+  async render(main, parts, params) {
+    this.main = main;
+    this.id = parts[0] || null;
+    if (this.id) return this.trace(main, this.id);
+    const project = params.get("project") || "";
+    const data = await get("/api/v1/sessions", { project: project || "*", limit: 100 });
+    const form = h("form", { class: "filters", onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = "#/sessions" + query({ project: form.project.value.trim() });
+    } }, field("Project", h("input", { name: "project", value: project, placeholder: "every project" })),
+    h("button", { type: "submit" }, "Filter"));
+    const list = h("ul", { class: "list", id: "sessions" }, data.results.map((x) => h("li", {},
+      h("div", { class: "row" },
+        h("a", { href: `#/sessions/${x.id}` }, x.intent || "(no prompt yet)"),
+        chip(x.project), x.ended_at ? chip("ended") : chip("active")),
+      h("div", { class: "muted" }, `${when(x.started_at)} · ${x.prompts} prompts · ${x.actions} actions · ${x.ref}`))));
+    clear(main, h("h1", {}, "Sessions"), form,
+      data.results.length ? list : h("p", { class: "empty" }, "No sessions recorded yet."));
+  },
+  async trace(main, id) {
+    const t = await get(path("sessions", id, "trace"));
+    const prompts = t.prompts.map((p) => h("section", { class: "prompt" },
+      h("div", { class: "who" }, `${p.source} · ${when(p.timestamp)}${p.ref ? " · " + p.ref : ""}`),
+      h("div", { class: "text" }, p.content),
+      h("ul", { class: "actions" }, p.observations.map((o) => obsLine(o)))));
+    clear(main, h("p", {}, h("a", { href: "#/sessions" }, "← Sessions")),
+      h("h1", {}, `Session ${t.ref}`),
+      h("div", { class: "row" }, chip(t.project), h("span", { class: "muted" },
+        `${when(t.started_at)} → ${t.ended_at ? when(t.ended_at) : "active"}`)),
+      t.summary ? h("p", { class: "text" }, summaryText(t.summary)) : null,
+      prompts.length ? prompts : h("p", { class: "empty" }, "Nothing recorded in this session yet."));
+  },
+  refresh: null,
+  onChange(change) {
+    if (!this.refresh) this.refresh = debounce(() => sessions.render(sessions.main, sessions.id ? [sessions.id] : [], new URLSearchParams(location.hash.split("?")[1] || "")), 400);
+    const r = change.record || {};
+    if (this.id ? (r.session_id === this.id || r.id === this.id) : change.kind !== "memory") this.refresh();
+  },
+};
+
+// -- timeline ----------------------------------------------------------------------------------
+
+const timeline = {
+  async render(main, parts, params) {
+    this.anchor = parts[0] || null;
+    this.type = params.get("type") || "";
+    this.project = params.get("project") || "";
+    if (this.anchor) return this.around(main, this.anchor);
+    const data = await get("/api/v1/search", { scope: "observations", order_by: "date_desc", limit: 100,
+      project: this.project || "*", obs_type: this.type });
+    const form = h("form", { class: "filters", onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = "#/timeline" + query({ type: form.type.value, project: form.project.value.trim() });
+    } }, field("Type", select("type", OBS_TYPES, this.type, "any")),
+    field("Project", h("input", { name: "project", value: this.project, placeholder: "every project" })),
+    h("button", { type: "submit" }, "Filter"));
+    this.list = h("ul", { class: "list", id: "timeline" });
+    let lastDay = null;
+    for (const o of data.results) {
+      if (day(o.timestamp) !== lastDay) {
+        lastDay = day(o.timestamp);
+        this.list.append(h("li", { class: "muted" }, h("b", {}, lastDay)));
+      }
+      this.list.append(obsLine(o));
+    }
+    clear(main, h("h1", {}, "Timeline"), form,
+      data.results.length ? null : h("p", { class: "empty" }, "No observations yet."), this.list);
+  },
+  async around(main, anchor) {
+    const t = await get("/api/v1/timeline", { anchor, before: 10, after: 10, project: "*" });
+    const rows = [...t.before.map((o) => obsLine(o)), obsLine(t.anchor, "new"), ...t.after.map((o) => obsLine(o))];
+    this.list = null;
+    clear(main, h("p", {}, h("a", { href: "#/timeline" }, "← Timeline")),
+      h("h1", {}, `Around observation ${t.anchor.id}`), h("ul", { class: "list" }, rows));
+  },
+  onChange(change) {
+    if (!this.list || change.kind !== "observation") return;
+    const r = change.record;
+    if ((this.type && r.obs_type !== this.type) || (this.project && r.project !== this.project)) return;
+    const first = this.list.querySelector("li[data-id]");
+    this.list.insertBefore(obsLine(r, "new"), first);  // under today's heading, above the newest
+  },
+};
+
+// -- search ------------------------------------------------------------------------------------
+
+const search = {
+  async render(main, _parts, params) {
+    const v = (name) => params.get(name) || "";
+    const form = h("form", { class: "filters", id: "search-form", onsubmit: (e) => {
+      e.preventDefault();
+      const f = new FormData(form);
+      location.hash = "#/search" + query(Object.fromEntries([...f.entries()].map(([k, x]) => [k, String(x).trim()])));
+    } },
+    field("Query", h("input", { type: "search", name: "query", value: v("query"), placeholder: "words, \"a phrase\", prefix*" })),
+    field("Scope", select("scope", ["all", "observations", "prompts", "sessions", "memories"], v("scope") || "all")),
+    field("Project", h("input", { name: "project", value: v("project"), placeholder: "every project", size: 12 })),
+    field("Type", select("obs_type", OBS_TYPES, v("obs_type"), "any")),
+    field("Namespace", select("namespace", NAMESPACES, v("namespace"), "any")),
+    field("From", h("input", { type: "date", name: "date_start", value: v("date_start") })),
+    field("To", h("input", { type: "date", name: "date_end", value: v("date_end") })),
+    field("Order", select("order_by", ["relevance", "date_desc", "date_asc"], v("order_by") || "relevance")),
+    h("button", { type: "submit", class: "primary" }, "Search"));
+    const results = h("div", { id: "results" });
+    clear(main, h("h1", {}, "Search"), form, results);
+    if (![...params.keys()].length) return;
+    const args = Object.fromEntries(params.entries());
+    args.project = args.project || "*";
+    args.scope = args.scope || "all";
+    args.limit = 50;
+    const data = await get("/api/v1/search", args);
+    clear(results, h("p", { class: "muted" }, `${data.count} results`),
+      h("ul", { class: "list" }, data.results.map((r) => this.hit(r))));
+  },
+  hit(r) {
+    const label = r.summary || r.content_preview || r.intent || r.content || r.id;
+    const detail = h("div", { class: "detail" });
+    const more = h("button", { type: "button", onclick: async () => {
+      more.disabled = true;
+      const full = await get(path("records", r.urn || r.ref || String(r.id)));
+      clear(detail, h("pre", {}, full.content || summaryText(full.summary) || JSON.stringify(full, null, 2)),
+        full.metadata ? h("pre", {}, JSON.stringify(full.metadata, null, 2)) : null);
+    } }, "full");
+    return h("li", { class: "hit" }, h("div", { class: "row" }, chip(r.kind || "record"),
+      r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null, r.namespace ? chip(r.namespace) : null,
+      h("span", { class: "text" }, label), h("span", { class: "when" }, when(r.timestamp)), more), detail);
+  },
+};
+
+// -- one record --------------------------------------------------------------------------------
+
+const record = {
+  async render(main, parts) {
+    const r = await get(path("records", parts.join("/")));
+    const pinned = !!r.is_pinned;
+    const actions = r.kind === "observation" || r.kind === "memory" ? h("button", { type: "button", onclick: async () => {
+      await api(pinned ? "DELETE" : "PUT", path("pins", r.kind === "memory" ? r.id : `o${r.id}`));
+      toast(pinned ? "Unpinned" : "Pinned");
+      record.render(main, parts);
+    } }, pinned ? "Unpin" : "Pin") : null;
+    clear(main, h("h1", {}, `${r.kind} ${r.ref || r.id}`),
+      h("div", { class: "row" }, r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null,
+        r.project ? chip(r.project) : null, pinned ? chip("pinned", "pinned") : null,
+        h("span", { class: "when" }, when(r.timestamp || r.updated_at || r.started_at)), actions,
+        r.kind === "observation" ? h("a", { href: `#/timeline/${r.id}` }, "timeline around it") : null,
+        r.session_id ? h("a", { href: `#/sessions/${r.session_id}` }, "its session") : null),
+      h("p", { class: "muted" }, r.urn || ""),
+      h("pre", {}, r.content || summaryText(r.summary) || ""),
+      r.metadata ? h("pre", {}, JSON.stringify(r.metadata, null, 2)) : null);
+  },
+};
+
+// -- memories ----------------------------------------------------------------------------------
+
+const memories = {
+  async render(main, _parts, params) {
+    this.main = main;
+    this.params = params;
+    const q = params.get("query") || "";
+    const ns = params.get("namespace") || "";
+    const filters = h("form", { class: "filters", onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = "#/memories" + query({ query: filters.query.value.trim(), namespace: filters.namespace.value });
+    } }, field("Find", h("input", { type: "search", name: "query", value: q })),
+    field("Namespace", select("namespace", NAMESPACES, ns, "any")), h("button", { type: "submit" }, "Filter"));
+    const create = this.form(null);
+    this.list = h("ul", { class: "list", id: "memories" });
+    clear(main, h("h1", {}, "Memories"), create, filters, this.list);
+    await this.load();
+  },
+  async load() {
+    const data = await get("/api/v1/search", { scope: "memories", project: "*", order_by: this.params.get("query") ? "relevance" : "date_desc",
+      query: this.params.get("query") || "", namespace: this.params.get("namespace") || "", format: "full", limit: 100 });
+    clear(this.list, data.results.length ? data.results.map((m) => this.item(m)) :
+      h("li", { class: "empty" }, "No memories yet: remember one above."));
+  },
+  item(m) {
+    const li = h("li", { class: "memory", "data-id": m.id });
+    const pin = h("button", { type: "button", onclick: async () => {
+      await api(m.is_pinned ? "DELETE" : "PUT", path("pins", m.id));
+      toast(m.is_pinned ? "Unpinned" : "Pinned");
+      await this.load();
+    } }, m.is_pinned ? "Unpin" : "Pin");
+    const edit = h("button", { type: "button", onclick: () => li.replaceChildren(this.form(m)) }, "Edit");
+    const forget = h("button", { type: "button", class: "danger", onclick: async () => {
+      if (!confirm(`Forget “${m.summary}”? Its text is erased.`)) return;
+      await api("DELETE", path("memories", m.id));
+      toast("Forgotten");
+      await this.load();
+    } }, "Forget");
+    li.append(h("div", { class: "row" }, h("b", { class: "summary text" }, m.summary), chip(m.namespace), chip(m.domain),
+      m.is_pinned ? chip("pinned", "pinned") : null, (m.tags || []).map((t) => chip(`#${t}`)),
+      h("span", { class: "when" }, when(m.updated_at || m.timestamp))),
+    h("div", { class: "text content" }, m.content), h("div", { class: "row" }, edit, pin, forget));
+    return li;
+  },
+  form(m) {
+    const editing = !!m;
+    const form = h("form", { class: "card", id: editing ? "edit-memory" : "new-memory", onsubmit: async (e) => {
+      e.preventDefault();
+      const body = { content: form.content.value, summary: form.summary.value.trim() || undefined,
+        namespace: form.namespace.value, tags: form.tags.value.split(",").map((t) => t.trim()).filter(Boolean) };
+      try {
+        if (editing) {
+          await api("PATCH", path("memories", m.id), body);
+          toast("Saved");
+        } else {
+          body.domain = form.domain.value;
+          await api("POST", "/api/v1/memories", body);
+          form.reset();
+          toast("Remembered");
+        }
+        await this.load();
+      } catch (err) {
+        toast(err.message, true);
+      }
+    } },
+    h("b", {}, editing ? "Edit memory" : "Remember something"),
+    field("Summary (one line, optional)", h("input", { name: "summary", maxlength: 100, value: editing ? m.summary : "" })),
+    field("Content (markdown)", h("textarea", { name: "content", required: true }, editing ? m.content : "")),
+    h("div", { class: "row" },
+      field("Namespace", select("namespace", NAMESPACES, editing ? m.namespace : "decisions")),
+      editing ? null : field("Domain", select("domain", ["project", "user", "org"], "project")),
+      field("Tags", h("input", { name: "tags", value: editing ? (m.tags || []).join(", ") : "", placeholder: "comma, separated" })),
+      h("button", { type: "submit", class: "primary" }, editing ? "Save" : "Remember"),
+      editing ? h("button", { type: "button", onclick: () => this.load() }, "Cancel") : null));
+    return form;
+  },
+  onChange(change) {
+    if (change.kind !== "memory" || !this.list || this.list.querySelector("#edit-memory")) return;
+    if (!this.refresh) this.refresh = debounce(() => this.load(), 300);
+    this.refresh();
+  },
+};
+
+// -- status ------------------------------------------------------------------------------------
+
+const status = {
+  async render(main) {
+    this.main = main;
+    const [st, act] = await Promise.all([get("/api/v1/status"), get("/api/v1/activity", { days: 30 })]);
+    const card = (label, value) => h("div", { class: "card-stat" }, h("b", {}, String(value)), h("span", { class: "muted" }, label));
+    clear(main, h("h1", {}, "Status"),
+      h("div", { class: "cards", id: "counts" }, card("sessions", st.sessions), card("prompts", st.prompts),
+        card("observations", st.observations), card("memories", st.memories),
+        card("database", `${(st.size_bytes / 1048576).toFixed(1)} MB`), card("schema", `v${st.schema_version}`)),
+      h("h2", {}, "Activity, last 30 days (UTC)"), activityChart(act.days),
+      h("div", { class: "charts" },
+        h("section", {}, h("h2", {}, "Observation types"), barChart(st.by_obs_type, "observations by type")),
+        h("section", {}, h("h2", {}, "Projects (sessions)"), barChart(st.by_project, "sessions by project")),
+        h("section", {}, h("h2", {}, "Memory namespaces"), barChart(st.by_namespace, "memories by namespace"))),
+      h("p", { class: "muted" }, `Database: ${st.database}`));
+  },
+  onChange() {
+    if (!this.refresh) this.refresh = debounce(() => status.render(status.main), 1000);
+    this.refresh();
+  },
+};
+
+export const pages = { sessions, timeline, search, record, memories, status };

@@ -1,0 +1,35 @@
+"""The whole service API: what CLI, MCP, HTTP and the claude-mem routes call.
+
+Each public method is defined once, in one mixin (a test checks it): capture and curation
+(`core.CaptureService`: `record`, `memories`), `search`, `recall`, `navigate`, `purge`, the
+`lifecycle`, `status` and the change `feed`. Every method validates its input (raising
+`nmem.errors` types), calls the store and returns models or plain JSON-ready dicts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from nmem.config import Settings
+from nmem.search import rank
+from nmem.service.core import CaptureService
+from nmem.service.feed import Feed
+from nmem.service.hybrid import Hybrid
+from nmem.service.lifecycle import Lifecycle
+from nmem.service.navigate import Navigate
+from nmem.service.purge import Purge
+from nmem.service.recall import Recall
+from nmem.service.search import Search, SearchResult
+from nmem.service.status import Status
+from nmem.store.protocol import Store
+
+__all__ = ["SearchResult", "Service"]
+
+
+class Service(CaptureService, Search, Hybrid, Recall, Navigate, Purge, Lifecycle, Status, Feed):
+    """nmem's API over one store: everything the adapters call."""
+
+    def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(store, settings, clock)
+        self.ranking = rank.Ranking()

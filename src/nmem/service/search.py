@@ -1,0 +1,352 @@
+"""Search: full-text search with filters over one scope or all of them, relevance ranking of
+plain-language questions (`nmem.search.rank`), the project-first order, and the optional
+embeddings fused with BM25 (`nmem.service.hybrid`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from nmem.errors import InvalidArgument
+from nmem.models import ORDERS, SCOPES, SearchHit
+from nmem.search import rank
+from nmem.search.query import QueryPlan, plan, quote
+from nmem.search.timeexpr import TimeRange, find_time
+from nmem.service.args import MAX_LIMIT, as_list
+from nmem.service.base import Base
+from nmem.store import SearchFilters
+from nmem.store.protocol import Store
+from nmem.util.numbers import as_int, clamp
+from nmem.util.timeutil import parse_time
+
+RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
+MAX_OFFSET = 2**62
+
+
+class SearchResult:
+    """What one search found: its hits, the query as asked, and the FTS5 expression that
+    produced the hits (None when nothing was matched)."""
+
+    __slots__ = ("hits", "match", "query")
+
+    def __init__(self, hits: list[SearchHit], query: str | None, match: str | None) -> None:
+        self.hits = hits
+        self.query = query
+        self.match = match
+
+    def to_list(self, full: bool = False) -> list[dict[str, Any]]:
+        return [hit.to_dict(full=full) for hit in self.hits]
+
+
+class Search(Base):
+    ranking: rank.Ranking   # the ranking's settings, made once per service (`Service.__init__`)
+
+    def search(self, query: str | None = None, *, scope: str = "observations",
+               project: str | None = None, obs_type: str | Sequence[str] | None = None,
+               namespace: str | Sequence[str] | None = None, tags: Any = None, files: Any = None,
+               session_id: str | None = None, date_start: Any = None, date_end: Any = None,
+               order_by: str = "relevance", limit: int | None = None, offset: int | None = 0,
+               source: str | None = None, strict: bool = False, prefer_project: str | None = None,
+               cwd: str | None = None, raw: bool | None = None) -> SearchResult:
+        """Full-text search with filters over one scope or all of them.
+
+        `strict` keeps only records holding every word (FTS5 syntax as typed), never the
+        candidates relevance ranking takes from any shared word: what pipes and purges need.
+        Without a `project` filter, `prefer_project`'s hits come first, then the others'
+        (ADR-006: project match is a boost, not a filter). `raw` (default: the `search.raw`
+        setting) is ADR-006's strict mode: the query goes to FTS5 exactly as typed and hits come
+        in plain BM25 order, no rewriting or reranking. A session is named by id, unique
+        prefix or URN; a relative file path as `resolve_file` reads it from `cwd`."""
+        if raw is None:
+            raw = bool(self.settings["search.raw"])
+        if scope not in SCOPES:
+            raise InvalidArgument(f"unknown scope {scope!r}; valid: {', '.join(SCOPES)}")
+        if order_by not in ORDERS:
+            raise InvalidArgument(f"unknown order_by {order_by!r}; valid: {', '.join(ORDERS)}")
+        types = as_list(obs_type, "obs_type")
+        for t in types:
+            self._check_obs_type(t)
+        start = parse_time(date_start, name="date_start")
+        end = parse_time(date_end, name="date_end", end_of_day=True)
+        if start is not None and end is not None and start > end:
+            raise InvalidArgument("date_start is after date_end")
+        # An offset past 2**62 is past the end of any database; capped, offset + limit stays an integer SQLite takes.
+        off = min(as_int(offset or 0, "offset", low=0), MAX_OFFSET)
+        lim = clamp(limit, 1, MAX_LIMIT, int(self.settings["search.default_limit"]), "limit")
+        only = project if project not in (None, "", "*") else None
+        filters = SearchFilters(
+            project=only,
+            obs_types=types,
+            namespaces=tuple(self._namespace(n) for n in as_list(namespace, "namespace")),
+            tags=as_list(tags, "tags"),
+            files=tuple(self.api.resolve_file(f, cwd=cwd, project=only) for f in as_list(files, "files")),
+            session_id=self.api.session(session_id).id if session_id else None, source=source,
+            date_start=start, date_end=end,
+        )
+        if prefer_project and only is None:
+            return self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
+        return self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+
+    def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
+                       limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:
+        """The hits of `project` in their order, then the other projects' in theirs."""
+        want = offset + limit
+        if scope in ("observations", "prompts", "sessions") and not self.store.search_sessions(
+                None, SearchFilters(project=project), "date_desc", 1, 0):
+            own = SearchResult([], query, None)  # no trail there yet: spare the filtered walk of every match
+        else:
+            own = self._search(scope, query, filters.replace(project=project), order, want, 0, strict=strict,
+                               raw=raw)
+        hits, match = list(own.hits), own.match
+        if len(hits) < want:
+            seen = {(h.kind, str(h.record.id)) for h in hits}
+            rest = self._search(scope, query, filters, order, want + len(hits), 0, strict=strict, raw=raw)
+            hits += [h for h in rest.hits if (h.kind, str(h.record.id)) not in seen][:want - len(hits)]
+            match = match if own.hits else rest.match
+        return SearchResult(hits[offset:want], query, match)
+
+    def _search(self, scope: str, query: str | None, filters: SearchFilters, order: str,
+                limit: int, offset: int, *, strict: bool = False, raw: bool = False,
+                lexical: bool = False) -> SearchResult:
+        if raw:  # ADR-006: the query goes to FTS5 as typed, ordered by plain BM25
+            match = query.strip() if query and query.strip() else None
+            return SearchResult(self._run_scopes(scope, match, filters, order, limit, offset), query, match)
+        if strict:
+            match = strict_match(query)
+            if match == "":
+                return SearchResult([], query, None)
+            return SearchResult(self._run_scopes(scope, match, filters, order, limit, offset), query, match)
+        if not lexical and self.settings["search.embeddings"] != "none":  # optional embeddings fused with BM25
+            fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
+            if fused is not None:
+                return fused
+        query_plan = plan(query or "")
+        if query and query.strip() and not query_plan.tiers:
+            return SearchResult([], query, None)  # nothing searchable in it (only punctuation)
+        if query_plan.fallback is not None:
+            # A question quoting a title: as typed if that finds anything, else as plain
+            # language. A quote FTS5 cannot parse stays an error that says so.
+            typed = self._tiered(scope, query, query_plan, filters, order, limit, offset)
+            if typed.hits or (offset and self._run_scopes(scope, typed.match, filters, order, 1, 0)):
+                return typed
+            query_plan = query_plan.fallback
+        ranking = self.ranking
+        if (order == "relevance" and not query_plan.raw and query_plan.terms and ranking.candidates
+                and scope in RANKED_SCOPES):
+            when = None
+            if ranking.time_expressions and query:
+                when, rest = find_time(query, self.now())
+                rest_plan = plan(rest) if when else query_plan
+                if rest_plan.terms:  # a question that is only a time keeps its words
+                    query_plan = rest_plan
+            cue = rank.answer_cue(query) if ranking.answer_boost and query else None
+            return self._ranked(scope, query, query_plan, when, cue, filters, limit, offset)
+        return self._tiered(scope, query, query_plan, filters, order, limit, offset)
+
+    def _tiered(self, scope: str, query: str | None, query_plan: QueryPlan, filters: SearchFilters,
+                order: str, limit: int, offset: int) -> SearchResult:
+        """The first tier that finds anything, in the store's order (FTS5 BM25 or by date)."""
+        tiers: Sequence[str | None] = query_plan.tiers or (None,)
+        for match in tiers:
+            hits = self._run_scopes(scope, match, filters, order, limit, offset)
+            if hits:
+                return SearchResult(hits, query, match)
+            # Past the last page of a tier that has hits: stay on it, or pages would mix tiers.
+            if offset and self._run_scopes(scope, match, filters, order, 1, 0):
+                return SearchResult([], query, match)
+        return SearchResult([], query, tiers[-1])
+
+    def _ranked(self, scope: str, query: str | None, query_plan: QueryPlan, when: TimeRange | None,
+                cue: Callable[[str], bool] | None, filters: SearchFilters, limit: int, offset: int) -> SearchResult:
+        """Relevance ranking of a plain-language query (`nmem.search.rank`): records sharing a
+        content word are candidates; the trail is scored with context windows."""
+        want = offset + limit
+        if scope != "all":
+            hits, match = self._rank_trail(scope, query_plan, when, cue, filters, want)
+            return SearchResult(hits[offset:want], query, match)
+        merged: list[SearchHit] = []
+        matches: list[str] = []
+        for one in ("observations", "prompts"):
+            hits, match = self._rank_trail(one, query_plan, when, cue, filters, want)
+            merged.extend(hits)
+            matches.append(match)
+        for one in ("sessions", "memories"):  # curated and summarised: strictest tier first, by BM25
+            for tier in query_plan.tiers:
+                hits = self._run_search(one, tier, filters, "relevance", want, 0)
+                if hits:
+                    merged.extend(hits)
+                    break
+        merged.sort(key=lambda h: -h.score)
+        return SearchResult(merged[offset:want], query, matches[0])
+
+    def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
+                    cue: Callable[[str], bool] | None, filters: SearchFilters,
+                    want: int) -> tuple[list[SearchHit], str]:
+        """The best `want` hits of one trail scope, and the FTS5 expression that found the
+        candidates. Ranking reads ids, texts and windows; only the hits' rows are fetched."""
+        ranking = self.ranking
+        store = self.store
+        stems = rank.query_stems(query_plan.terms)
+        fts = store.fts_stats(scope, stems)
+        # Candidates come in blocks, so every page of one query reranks the same set.
+        pool = ranking.candidates * max(1, -(-want // ranking.candidates))
+        queries = rank.candidate_queries(query_plan.terms, fts.df, ranking.postings)
+        found: list[int] = []
+        match = queries[-1] if queries else ""
+        if not _scope_excluded(scope, filters):
+            for match in queries:
+                found = store.match_ids(scope, match, filters, pool)
+                if found:
+                    break
+        if not found:
+            return [], match
+        candidates = list(dict.fromkeys(found))
+        if when is not None and ranking.time_candidates:
+            candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
+        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue)
+        trail.load(candidates)
+        stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
+
+        def score(ids: list[int]) -> dict[int, float]:
+            return rank.score([rank.Candidate(i, trail.times.get(i, 0)) for i in ids], trail.docs,
+                              trail.windows, stems, stats, ranking, when, self.now())
+
+        scores = score(candidates)
+        if ranking.promote and not (filters.obs_types or filters.files or filters.source
+                                    or filters.date_start is not None or filters.date_end is not None):
+            # A neighbour of a strong candidate that shares a word is a candidate too, though
+            # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
+            best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
+            extra = list(dict.fromkeys(n for i in best for n, _ in trail.windows.get(i, ())
+                                       if n not in scores and n in trail.docs and trail.docs[n].matches()))
+            if extra:
+                trail.load(extra)
+                scores.update(score(extra))
+                candidates += extra
+        ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
+        kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
+                       else ("observation", store.get_observations))
+        hits: list[SearchHit] = []
+        done = 0
+        while len(hits) < want and done < len(ranked):  # again only if a row went meanwhile (a purge)
+            page = ranked[done:done + want - len(hits)]
+            done += len(page)
+            records: dict[int, Any] = {int(r.id): r for r in fetch(page)}
+            hits += [SearchHit(kind, scores[i], records[i]) for i in page if i in records]
+        return hits, match
+
+    def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
+                         df: Mapping[str, int], known: set[int]) -> list[int]:
+        """A named time is a boost, not a filter, so the best matches of the whole trail may
+        all lie outside it: the best matches of the question's rare words inside it (± one
+        half-life) join them. Rare words only: a second pass over common ones would cost
+        tens of milliseconds at a million records."""
+        ranking = self.ranking
+        rare = rank.rare_terms(query_plan.terms, df, ranking.postings)
+        if not rare:
+            return []
+        inside = self.store.match_ids(scope, " OR ".join(quote(t) for t in rare),
+                                      _within(filters, when, ranking.time_half_life_days), ranking.time_candidates)
+        return [i for i in inside if i not in known]
+
+    def _run_scopes(self, scope: str, match: str | None, filters: SearchFilters, order: str,
+                    limit: int, offset: int) -> list[SearchHit]:
+        if scope != "all":
+            return self._run_search(scope, match, filters, order, limit, offset)
+        merged: list[SearchHit] = []
+        for one in ("observations", "prompts", "sessions", "memories"):
+            merged.extend(self._run_search(one, match, filters, order, limit + offset, 0))
+        if order == "relevance" and match is not None:
+            merged.sort(key=lambda h: -h.score)
+        else:
+            merged.sort(key=_hit_time, reverse=(order != "date_asc"))
+        return merged[offset:offset + limit]
+
+    def _run_search(self, scope: str, match: str | None, filters: SearchFilters, order: str,
+                    limit: int, offset: int) -> list[SearchHit]:
+        store = self.store
+        if _scope_excluded(scope, filters):
+            return []
+        if scope == "observations":
+            return [SearchHit("observation", s, r)
+                    for r, s in store.search_observations(match, filters, order, limit, offset)]
+        if scope == "prompts":
+            return [SearchHit("prompt", s, r)
+                    for r, s in store.search_prompts(match, filters, order, limit, offset)]
+        if scope == "sessions":
+            return [SearchHit("session", s, r)
+                    for r, s in store.search_sessions(match, filters, order, limit, offset)]
+        return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
+
+
+class _Trail:
+    """What ranking gathers around the candidates of one trail scope: their session windows
+    and, for every record involved, its stem counts, length and time. A label or an answer
+    counts only in a candidate's own text, so only candidates are read for them."""
+
+    def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
+                 cue: Callable[[str], bool] | None = None) -> None:
+        self.store, self.scope, self.counter, self.span, self.cue = store, scope, counter, span, cue
+        self.windows: dict[int, list[tuple[int, int]]] = {}
+        self.docs: dict[int, rank.Doc] = {}
+        self.times: dict[int, int] = {}
+        self._texts: dict[int, str] = {}
+
+    def load(self, candidates: Sequence[int]) -> None:
+        if self.span and candidates:
+            self.windows.update(self.store.session_windows(self.scope, candidates, self.span))
+        wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))}
+        rows = self.store.fts_texts(self.scope, sorted(wanted - self.docs.keys()))
+        counts = self.counter.count_many([text for text, _, _ in rows.values()])
+        for (i, (text, length, at)), c in zip(rows.items(), counts, strict=True):
+            self.docs[i] = rank.Doc(c, length)
+            self.times[i] = at
+            self._texts[i] = text
+        counter, cue = self.counter, self.cue
+        for i in candidates:
+            own = self._texts.get(i)
+            if own is not None:
+                doc = self.docs[i]
+                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own))
+
+
+def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
+    """The filters narrowed to a time range widened by `slack_days` on each side."""
+    slack = int(slack_days * rank.DAY)
+    start = when.start - slack if when.start is not None else None
+    end = when.end - 1 + slack if when.end is not None else None
+    if filters.date_start is not None:
+        start = filters.date_start if start is None else max(start, filters.date_start)
+    if filters.date_end is not None:
+        end = filters.date_end if end is None else min(end, filters.date_end)
+    return filters.replace(date_start=start, date_end=end)
+
+
+def _scope_excluded(scope: str, filters: SearchFilters) -> bool:
+    """Whether a filter names something the scope's records never have, so it has no hits:
+    a namespace or tag (only memories have them), a type or file (only observations), a
+    session (memories belong to none)."""
+    if scope == "memories":
+        return bool(filters.obs_types or filters.files or filters.session_id)
+    if filters.namespaces or filters.tags:
+        return True
+    return scope != "observations" and bool(filters.obs_types or filters.files)
+
+
+def _hit_time(hit: SearchHit) -> int:
+    record = hit.record
+    for attr in ("timestamp", "updated_at", "started_at"):
+        value = getattr(record, attr, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def strict_match(query: str | None) -> str | None:
+    """The FTS5 expression a strict search runs: FTS5 syntax as typed, else every content
+    word (the AND tier of `nmem.search.query.plan`), never a looser tier; None without a
+    query, "" when the query holds nothing to match (only punctuation)."""
+    if query is None or not query.strip():
+        return None
+    tiers = plan(query).tiers
+    return tiers[0] if tiers else ""

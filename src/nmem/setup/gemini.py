@@ -1,0 +1,167 @@
+"""Wiring nmem into the Gemini CLI: hooks and the MCP server in its `settings.json`, and checks.
+
+google-gemini/gemini-cli `docs/hooks/index.md`: hooks live in `settings.json` under `hooks`, in
+Claude Code's layout (`{"<Event>": [{"matcher": ..., "hooks": [{"name", "type": "command",
+"command", "timeout" (milliseconds)}]}]}`), at user scope `~/.gemini/settings.json` and project
+scope `<project>/.gemini/settings.json`; MCP servers under `mcpServers` (`command`, `args`) in
+the same file. The hooks system can be turned off (`tools.enableHooks` / `hooksConfig.enabled`
+false, or nmem's hook listed in `hooks.disabled`); `nmem doctor` says so.
+
+Same guarantees as the Claude Code install: merged, backed up, idempotent, removed exactly
+(handlers whose command is nmem's, the `nmem` server when its command is nmem's, and the files
+and directories install created once nothing else is in them).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from nmem.errors import ConfigError, InvalidArgument
+from nmem.setup.claude_code import (
+    SCOPES,
+    SERVER_NAME,
+    Files,
+    Report,
+    _is_our_server,
+    _load,
+    _without_ours,
+    command_files,
+    default_data_dir,
+    hook_entry,
+    nmem_executable,
+)
+
+AGENT = "gemini"
+HOOK_EVENTS: tuple[str, ...] = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent", "PreCompress",
+                                "SessionEnd")
+SETTINGS = "settings.json"
+TIMEOUT_MS = 30_000
+
+
+def settings_path(scope: str, project_dir: Path | None = None, home: Path | None = None) -> Path:
+    if scope not in SCOPES:
+        raise InvalidArgument(f"unknown scope {scope!r}; use user or project")
+    if scope == "user":
+        return (home or Path.home()) / ".gemini" / SETTINGS
+    return (project_dir or Path.cwd()) / ".gemini" / SETTINGS
+
+
+def hook_command() -> str:
+    return f"{shlex.quote(sys.executable)} -S {shlex.quote(hook_entry())} record --agent {AGENT}"
+
+
+def merged(settings: dict[str, Any], command: str, exe: str | None) -> dict[str, Any]:
+    hooks = dict(settings.get("hooks") or {})
+    for event in HOOK_EVENTS:
+        groups = _without_ours(hooks.get(event))
+        groups.append({"hooks": [{"name": "nmem", "type": "command", "command": command, "timeout": TIMEOUT_MS}]})
+        hooks[event] = groups
+    out = {**settings, "hooks": hooks}
+    if exe is not None:
+        servers = dict(settings.get("mcpServers") or {})
+        current = servers.get(SERVER_NAME)
+        if current is not None and not _is_our_server(current):
+            raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is configured already; "
+                              "rename or remove it, or install with --no-mcp")
+        servers[SERVER_NAME] = {"command": exe, "args": ["serve"]}
+        out["mcpServers"] = servers
+    return out
+
+
+def cleaned(settings: dict[str, Any]) -> dict[str, Any]:
+    out = dict(settings)
+    hooks = settings.get("hooks")
+    if isinstance(hooks, dict):
+        kept: dict[str, Any] = {}
+        for key, groups in hooks.items():
+            left = _without_ours(groups) if key in HOOK_EVENTS else groups
+            if left or key not in HOOK_EVENTS:
+                kept[key] = left
+        if kept != hooks:
+            if kept:
+                out["hooks"] = kept
+            else:
+                del out["hooks"]
+    servers = settings.get("mcpServers")
+    if isinstance(servers, dict) and _is_our_server(servers.get(SERVER_NAME)):
+        rest = {k: v for k, v in servers.items() if k != SERVER_NAME}
+        if rest:
+            out["mcpServers"] = rest
+        else:
+            del out["mcpServers"]
+    return out
+
+
+def install(scope: str, *, exe: str | None = None, project_dir: Path | None = None, home: Path | None = None,
+            with_mcp: bool = True, data_dir: Path | None = None) -> Report:
+    path = settings_path(scope, project_dir, home)
+    report = Report()
+    files = Files(data_dir or default_data_dir(), report)
+    current = _load(path)
+    wanted = merged(current, hook_command(), (exe or nmem_executable()) if with_mcp else None)
+    if wanted != current:
+        files.save(path, wanted)
+    else:
+        report.unchanged.append(str(path))
+    off = hooks_off(wanted)
+    if off:
+        report.notes.append(f"Gemini CLI's hooks are off in {path} ({off}); turn them on for nmem to capture")
+    if scope == "project":
+        report.notes.append(f"{path} now holds this machine's paths; keep it out of the repository")
+    return report
+
+
+def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None = None,
+              data_dir: Path | None = None) -> Report:
+    path = settings_path(scope, project_dir, home)
+    report = Report()
+    files = Files(data_dir or default_data_dir(), report)
+    current = _load(path)
+    out = cleaned(current)
+    if out != current:
+        files.save_or_remove(path, out)
+    files.remove_if_created(path)
+    if not report.changed and not report.removed:
+        report.unchanged.append(str(path))
+    return report
+
+
+def hooks_off(settings: dict[str, Any]) -> str | None:
+    tools = settings.get("tools")
+    if isinstance(tools, dict) and tools.get("enableHooks") is False:
+        return "tools.enableHooks = false"
+    config = settings.get("hooksConfig")
+    if isinstance(config, dict) and config.get("enabled") is False:
+        return "hooksConfig.enabled = false"
+    hooks = settings.get("hooks")
+    disabled = hooks.get("disabled") if isinstance(hooks, dict) else None
+    if isinstance(disabled, list) and "nmem" in disabled:
+        return "nmem is in hooks.disabled"
+    return None
+
+
+def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = None) -> dict[str, Any]:
+    path = settings_path(scope, project_dir, home)
+    try:
+        settings = _load(path)
+    except ConfigError as exc:
+        return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
+    events: set[str] = set()
+    exes: set[str] = set()
+    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
+    for event, groups in (hooks or {}).items():
+        for group in groups if isinstance(groups, list) else []:
+            for handler in group.get("hooks", []) if isinstance(group, dict) else []:
+                command = handler.get("command") if isinstance(handler, dict) else None
+                files = command_files(command)
+                if files and f"--agent {AGENT}" in str(command):
+                    events.add(event)
+                    exes.update(files)
+    servers = settings.get("mcpServers")
+    entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+    return {"scope": scope, "hooks_file": str(path), "config_file": str(path), "events": sorted(events),
+            "missing_events": [e for e in HOOK_EVENTS if e not in events], "executables": sorted(exes),
+            "mcp": entry if isinstance(entry, dict) else None, "disabled": hooks_off(settings)}
