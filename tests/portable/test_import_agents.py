@@ -197,7 +197,8 @@ def test_opencode_storage_files_are_imported_and_resume(tmp_path: Path, opencode
     assert again["events"] == 0 and again["skipped_sessions"] == 2
 
     part["state"] = {"status": "completed", "input": {"command": "pytest -q"}, "output": "2 passed in 0.10s\n",
-                     "title": "pytest -q", "metadata": {"exit": 0}, "time": {"start": 1764585041000, "end": 1764585043000}}
+                     "title": "pytest -q", "metadata": {"exit": 0},
+                     "time": {"start": 1764585041000, "end": 1764585043000}}
     running.write_text(json.dumps(part))
     third = nmem_import(tmp_path, "opencode", str(opencode / "storage"))
     assert third["updated_sessions"] == 1

@@ -122,8 +122,8 @@ def read_chat(path: Path, limits: InputLimits) -> tuple[dict[str, Any], list[dic
         data = json_document(text, limits)
         if not isinstance(data, dict) or not isinstance(data.get("sessionId"), str):
             raise InvalidArgument("not a Gemini CLI chat file (no sessionId)")
-        messages = data.get("messages")
-        return data, [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else [], []
+        listed = data.get("messages")
+        return data, [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else [], []
     meta: dict[str, Any] = {}
     messages: dict[str, dict[str, Any]] = {}
     skipped: list[str] = []
@@ -148,7 +148,8 @@ def read_chat(path: Path, limits: InputLimits) -> tuple[dict[str, Any], list[dic
         elif isinstance(record.get("$set"), dict):
             update = record["$set"]
             if isinstance(update.get("messages"), list):
-                messages = {m["id"]: m for m in update["messages"] if isinstance(m, dict) and isinstance(m.get("id"), str)}
+                messages = {m["id"]: m for m in update["messages"]
+                        if isinstance(m, dict) and isinstance(m.get("id"), str)}
             meta.update({k: v for k, v in update.items() if k != "messages"})
         elif isinstance(record.get("id"), str):
             messages[record["id"]] = record
@@ -200,7 +201,7 @@ def chat_sessions(path: Path, limits: InputLimits, projects: ProjectMap) -> list
     session_id = path.parent.name if subagent and path.parent.name != "chats" else own_id
     agent_id = own_id if session_id != own_id else None
     read = SessionRead(session_id=session_id, cwd=cwd, where=str(path), skipped=skipped, final=agent_id is None)
-    base = {"session_id": session_id, "cwd": cwd}
+    base: dict[str, Any] = {"session_id": session_id, "cwd": cwd}
     ts = _epoch(meta.get("startTime"), 0)
     for message in messages:
         mid = str(message["id"])

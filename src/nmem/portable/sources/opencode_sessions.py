@@ -200,23 +200,23 @@ def stored_sessions(source: Path, limits: InputLimits) -> Iterator[SessionRead]:
 
 
 def _message(read: SessionRead, message: dict[str, Any], parts: list[dict[str, Any]], agent_id: str | None) -> None:
-    times = message.get("time") if isinstance(message.get("time"), dict) else {}
+    times = _dict(message.get("time"))
     ts = _epoch(times.get("created"), 0)
-    base = {"session_id": read.session_id, "cwd": read.cwd}
+    base: dict[str, Any] = {"session_id": read.session_id, "cwd": read.cwd}
     if message.get("role") == "user":
         typed = "\n".join(str(p["text"]) for p in parts if p.get("type") == "text" and isinstance(p.get("text"), str)
                           and not p.get("synthetic") and not p.get("ignored")).strip()
         if typed:
-            event = agents.parse({**base, "hook_event_name": "chat.message", "prompt": typed}, AGENT, now=ts)
-            event.agent_id = agent_id
-            read.add(str(message["id"]), event)
+            said = agents.parse({**base, "hook_event_name": "chat.message", "prompt": typed}, AGENT, now=ts)
+            said.agent_id = agent_id
+            read.add(str(message["id"]), said)
         return
     if message.get("role") != "assistant":
         return
     completed = times.get("completed") is not None
     for part in parts:
         kind = part.get("type")
-        part_times = part.get("time") if isinstance(part.get("time"), dict) else {}
+        part_times = _dict(part.get("time"))
         done = completed or part_times.get("end") is not None
         at = _epoch(part_times.get("end") or part_times.get("start"), ts)
         event: ev.HookEvent | None = None
@@ -234,10 +234,10 @@ def _message(read: SessionRead, message: dict[str, Any], parts: list[dict[str, A
 
 
 def _tool_event(part: dict[str, Any], base: dict[str, Any], ts: int) -> ev.HookEvent | None:
-    state = part.get("state")
-    if not isinstance(state, dict) or state.get("status") not in ("completed", "error"):
+    state = _dict(part.get("state"))
+    if state.get("status") not in ("completed", "error"):
         return None
-    times = state.get("time") if isinstance(state.get("time"), dict) else {}
+    times = _dict(state.get("time"))
     failed = state.get("status") == "error"
     event = agents.parse({**base, "hook_event_name": "tool.execute.after", "tool": str(part.get("tool") or ""),
                           "args": state.get("input"), "title": state.get("title"),
@@ -248,6 +248,10 @@ def _tool_event(part: dict[str, Any], base: dict[str, Any], ts: int) -> ev.HookE
         event.hook_event_name = "PostToolUseFailure"
         event.error = str(state.get("error") or "failed")
     return event
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def reader(limits: InputLimits) -> Any:
