@@ -327,7 +327,8 @@ def test_a_read_only_database_serves_the_cli_and_keeps_hook_events_for_later(tmp
     db = home / "nmem.db"
     db.chmod(0o400)
     before = digest(db)
-    assert json.loads(nmem(home, "search", "ledger", "--format", "json").stdout)[0]["id"] == obs_id
+    assert json.loads(nmem(home, "search", "ledger", "--scope", "observations", "--format", "json").stdout)[0]["id"] \
+        == obs_id
     got = nmem(home, "get", str(obs_id), mem_id, "--format", "json")
     assert got.returncode == 0, got.stderr
     status = nmem(home, "status", "--format", "json")
