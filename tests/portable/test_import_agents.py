@@ -247,3 +247,17 @@ def test_a_fifo_among_the_chats_is_reported_and_the_others_imported(tmp_path: Pa
     result = nmem_import(tmp_path, "gemini", str(gemini / "tmp"))
     assert result["imported_sessions"] == 2
     assert any("deadbeef.jsonl is not a regular file" in e for e in result["errors"])
+
+
+def test_a_gemini_session_the_hooks_captured_keeps_what_they_recorded(tmp_path: Path, gemini: Path) -> None:
+    home = tmp_path / "nmem"
+    hooked = run_nmem(["record", "--agent", "gemini"], env=hook_env(home), stdin=json.dumps({
+        "session_id": GEMINI_SESSION, "transcript_path": "", "cwd": GEMINI_CWD, "hook_event_name": "BeforeAgent",
+        "timestamp": "2025-12-01T10:30:05Z", "prompt": "make the invoice export stream rows @src/export.py"}))
+    assert hooked.returncode == 0, hooked.stderr
+    result = nmem_import(tmp_path, "gemini", str(gemini / "tmp" / "gemini-demo"))
+    # the hook ran after everything the chat holds (its clock is now): the chat adds nothing to it
+    assert result["skipped_sessions"] == 2 and result["events"] == 0
+    assert prompts(home, GEMINI_SESSION) == [("user", "make the invoice export stream rows @src/export.py")]
+    again = nmem_import(tmp_path, "gemini", str(gemini / "tmp" / "gemini-demo"))
+    assert again["events"] == 0

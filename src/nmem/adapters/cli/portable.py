@@ -309,7 +309,7 @@ def _agent_import_report(state: State, fmt: str | None, title: str, sources: str
 
 @import_.command("gemini", short_help="Gemini CLI chat files (default ~/.gemini/tmp).")
 @click.argument("path", metavar="[DIR]", required=False, type=click.Path(exists=True, path_type=Path))
-@click.option("--project", type=click.Path(exists=True, file_okay=False), default=None,
+@click.option("--project", type=click.Path(file_okay=False), default=None,
               help="The project directory the chats belong to, when their folder does not say it.")
 @format_option
 @pass_state

@@ -160,11 +160,12 @@ def read_chat(path: Path, limits: InputLimits) -> tuple[dict[str, Any], list[dic
 
 def _text(content: Any) -> str:
     """The text of a PartListUnion: a string, a part, or a list of them (function calls and
-    responses are the tool calls' own)."""
+    responses are the tool calls' own; thought parts are in `thoughts`)."""
     if isinstance(content, str):
         return content.strip()
     parts = content if isinstance(content, list) else [content]
-    return "\n".join(str(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)).strip()
+    return "\n".join(str(p["text"]) for p in parts
+                     if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")).strip()
 
 
 def _result(result: Any) -> tuple[str, str | None]:

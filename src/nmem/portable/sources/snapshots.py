@@ -21,9 +21,12 @@ from typing import cast
 from nmem.capture import events as ev
 from nmem.errors import NmemError
 from nmem.portable.sources.codex_sessions import _AsAgent
-from nmem.portable.sources.transcripts import MAIN, Importer, ImportReport
+from nmem.portable.sources.transcripts import Importer, ImportReport
 from nmem.service.api import Service
 from nmem.store import ImportMark
+
+# The import mark's source: the keys recorded, never a byte offset a transcript import would resume from.
+ITEMS = "items"
 
 
 @dataclass
@@ -55,7 +58,7 @@ class SnapshotImporter(Importer):
         known = was_known = store.get_session(read.session_id) is not None
         marks = store.import_marks(read.session_id) if known else {}
         live_until = self._live_until(read.session_id, marks) if known else None
-        mark = marks.get(MAIN)
+        mark = marks.get(ITEMS)
         done: set[str] = set(mark.state.get("done", [])) if mark is not None and mark.state else set()
         fresh = [(key, event) for key, event in read.items if key not in done]
         count, newest = 0, mark.last_event_at if mark is not None else None
@@ -79,7 +82,7 @@ class SnapshotImporter(Importer):
                                                        session_id=read.session_id, cwd=read.cwd, timestamp=newest))
                 count += 1
             if fresh:
-                store.save_import_mark(ImportMark(read.session_id, MAIN, len(done), {"done": sorted(done)}, newest),
+                store.save_import_mark(ImportMark(read.session_id, ITEMS, len(done), {"done": sorted(done)}, newest),
                                        int(time.time()))
         if count:
             report.events += count
