@@ -76,7 +76,7 @@ def test_gemini_chats_are_imported_whole_as_geminis_and_resume(tmp_path: Path, g
     assert "has no len()" in error["metadata"]["error_line"]
 
     again = nmem_import(tmp_path, "gemini", str(gemini / "tmp"))
-    assert again["events"] == 0 and again["skipped_sessions"] == 3
+    assert again["events"] == 0 and again["skipped_sessions"] == 2
 
     chat = next((gemini / "tmp" / "gemini-demo" / "chats").glob("session-*.jsonl"))
     with chat.open("a") as fh:
@@ -189,12 +189,12 @@ def test_opencode_storage_files_are_imported_and_resume(tmp_path: Path, opencode
             "state": {"status": "running", "input": {"command": "pytest -q"}, "time": {"start": 1764585041000}}}
     running.write_text(json.dumps(part))
     first = nmem_import(tmp_path, "opencode", str(opencode))
-    assert first["imported_sessions"] == 1
+    assert first["imported_sessions"] == 1 and first["updated_sessions"] == 0
     assert len(first["errors"]) == 1 and "prt_9e5f0c2e5011AbCdEfGhIjKlMn.json: not JSON; skipped" in first["errors"][0]
     check_opencode_session(home)                     # the running bash call is not recorded yet
 
     again = nmem_import(tmp_path, "opencode", str(opencode))
-    assert again["events"] == 0 and again["skipped_sessions"] == 2
+    assert again["events"] == 0 and again["skipped_sessions"] == 1
 
     part["state"] = {"status": "completed", "input": {"command": "pytest -q"}, "output": "2 passed in 0.10s\n",
                      "title": "pytest -q", "metadata": {"exit": 0},
@@ -257,7 +257,7 @@ def test_a_gemini_session_the_hooks_captured_keeps_what_they_recorded(tmp_path: 
     assert hooked.returncode == 0, hooked.stderr
     result = nmem_import(tmp_path, "gemini", str(gemini / "tmp" / "gemini-demo"))
     # the hook ran after everything the chat holds (its clock is now): the chat adds nothing to it
-    assert result["skipped_sessions"] == 2 and result["events"] == 0
+    assert result["skipped_sessions"] == 1 and result["events"] == 0
     assert prompts(home, GEMINI_SESSION) == [("user", "make the invoice export stream rows @src/export.py")]
     again = nmem_import(tmp_path, "gemini", str(gemini / "tmp" / "gemini-demo"))
     assert again["events"] == 0

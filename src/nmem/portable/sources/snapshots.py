@@ -39,7 +39,7 @@ class SessionRead:
     items: list[tuple[str, ev.HookEvent]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)   # lines, files or rows left out, and why
     first_ts: int | None = None
-    final: bool = True                           # record a Stop after new items (not for a subagent's part)
+    final: bool = True    # False for a subagent's part of a session: no Stop of its own, not counted again
 
     def add(self, key: str, event: ev.HookEvent) -> None:
         self.items.append((key, event))
@@ -84,14 +84,15 @@ class SnapshotImporter(Importer):
             if fresh:
                 store.save_import_mark(ImportMark(read.session_id, ITEMS, len(done), {"done": sorted(done)}, newest),
                                        int(time.time()))
-        if count:
-            report.events += count
-            if was_known:
-                report.updated += 1
-            else:
-                report.imported += 1
-        else:
+        report.events += count
+        if not read.final and was_known:
+            return  # a subagent's part of a session counted already: its events are the session's
+        if count == 0:
             report.skipped += 1
+        elif was_known:
+            report.updated += 1
+        else:
+            report.imported += 1
 
 
 def import_sessions(service: Service, agent: str, sources: list[str],
