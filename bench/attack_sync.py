@@ -95,7 +95,7 @@ def attacker_push(remote: Path, work: Path, files: dict[str, str], *, reset_to: 
 
 
 def evil_line(wall: int, op: str, uid: str, memory: dict[str, Any], counter: int = 0) -> str:
-    from nmem.sync import oplog
+    from nmem.store import oplog
 
     return oplog.line_for(oplog.hlc(wall, counter, EVIL), op, uid, None, memory)
 

@@ -91,7 +91,7 @@ def sql_rows(store: Store, sql: str, *params: object) -> list[tuple[object, ...]
 
     if isinstance(store, SqliteStore):
         return [tuple(r) for r in store._reader().execute(sql, params).fetchall()]
-    return [tuple(r) for r in store._query(sql.replace("?", "%s"), params)]  # type: ignore[attr-defined]
+    return [tuple(r) for r in store._query(sql, params)]  # type: ignore[attr-defined]
 
 
 def sql_dicts(store: Store, sql: str, *params: object) -> list[dict[str, object]]:
@@ -99,7 +99,7 @@ def sql_dicts(store: Store, sql: str, *params: object) -> list[dict[str, object]
 
     if isinstance(store, SqliteStore):
         return [dict(r) for r in store._reader().execute(sql, params).fetchall()]
-    return [dict(zip(r.keys(), r, strict=True)) for r in store._query(sql.replace("?", "%s"), params)]  # type: ignore[attr-defined]
+    return [dict(zip(r.keys(), r, strict=True)) for r in store._query(sql, params)]  # type: ignore[attr-defined]
 
 
 def fts_count(store: Store, table: str, word: str) -> int:
@@ -109,5 +109,5 @@ def fts_count(store: Store, table: str, word: str) -> int:
     if isinstance(store, SqliteStore):
         return int(store._reader().execute(f"SELECT COUNT(*) FROM {table}_fts WHERE {table}_fts MATCH ?",
                                            (word,)).fetchone()[0])
-    return int(store._query(f"SELECT COUNT(*) FROM {table} WHERE tsv @@ to_tsquery('nmem', %s)",  # type: ignore[attr-defined]
+    return int(store._query(f"SELECT COUNT(*) FROM {table} WHERE tsv @@ to_tsquery('nmem', ?)",  # type: ignore[attr-defined]
                             (word,))[0][0])

@@ -17,9 +17,9 @@ import pytest
 from conftest import hook_payload, record, run_nmem
 from nmem.config import load_settings
 from nmem.errors import EncryptionError, ForeignDatabase, InvalidArgument, StoreBusy
-from nmem.keys import DatabaseKey, database_key, normalize, read_key_file
 from nmem.portable import encryption
 from nmem.service.api import Service
+from nmem.store.keys import DatabaseKey, database_key, normalize, read_key_file
 from nmem.store.sqlite import SqliteStore, driver
 from nmem.store.sqlite.files import APPLICATION_ID
 
@@ -315,7 +315,7 @@ def test_missing_sqlcipher_names_the_extra(tmp_path: Path) -> None:
     db = tmp_path / "nmem.db"
     SqliteStore(str(db), key=key()).close()
     code = ("import sys; sys.modules['sqlcipher3'] = None\n"
-            "from nmem.store.sqlite import SqliteStore\nfrom nmem.keys import normalize\n"
+            "from nmem.store.sqlite import SqliteStore\nfrom nmem.store.keys import normalize\n"
             f"SqliteStore({str(db)!r}, key=normalize({KEY!r}, 't'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "EncryptionError" in done.stderr and "nmem-memory[encryption]" in done.stderr

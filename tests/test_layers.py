@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = (  # lowest first; a module may import its own layer and those below
     ("nmem.util", "nmem.errors", "nmem.ids", "nmem.jsonlite"),
     ("nmem.config", "nmem.models", "nmem.refs", "nmem.text"),
-    ("nmem.store", "nmem.keys"),
+    ("nmem.store",),
     ("nmem.capture", "nmem.search", "nmem.lifecycle", "nmem.context", "nmem.changes", "nmem.team", "nmem.sync"),
     ("nmem.service",),
     ("nmem.portable", "nmem.compat"),
@@ -25,11 +25,9 @@ EXCEPTIONS = {
     ("nmem.adapters.cli.serve", "nmem.adapters.http"): "`nmem serve` starts the HTTP server",
     ("nmem.adapters.cli.serve", "nmem.adapters.mcp"): "`nmem serve` starts the MCP server",
     ("nmem.models", "nmem.capture.errorline"): "an error observation's key line (errorline is pure text, stdlib only)",
-    # store/ is redesign-sql's: it moves oplog to store/oplog.py and takes migrate's team copy below team
-    ("nmem.store", "nmem.sync.oplog"): "the outbox line both engines write (moving to store/oplog.py)",
     ("nmem.store.migrate", "nmem.team"): "copying a team server's users",
 }
-CYCLES_ALLOWED_IN = ("nmem.store",)  # store/__init__ <-> its engines: redesign-sql's records.py removes them
+CYCLES_ALLOWED_IN: tuple[str, ...] = ()
 
 
 def modules() -> dict[str, Path]:

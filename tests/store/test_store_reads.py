@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import nmem.store.sqlite.context as sqlite_context
+import nmem.store.sql.context as sql_context
 import nmem.store.sqlite.search as sqlite_search
 from nmem.store import NewObservation, SearchFilters
 from nmem.store.sqlite import SqliteStore
@@ -323,46 +323,12 @@ def intents_by_grouping(store: SqliteStore, project: str, limit: int) -> list[tu
                        "GROUP BY p.id ORDER BY p.timestamp DESC, p.id DESC LIMIT ?", (project, limit))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_recent_intents_match_grouping_every_prompt(store: SqliteStore, monkeypatch: pytest.MonkeyPatch,
-                                                     seed: int) -> None:
-    """Sessions overlap (a prompt's actions interleave with other sessions' and projects'), some
-    prompts lead to nothing, some are the agent's; read in small steps so the walk has to stop early."""
-    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_BATCH", 7)
-    rng = random.Random(seed)
-    open_prompts: list[tuple[str, str, int]] = []
-    at = T0
-    with store.transaction():
-        for i in range(600):
-            at += rng.randint(0, 30)    # ties in time too
-            if not open_prompts or rng.random() < 0.25:
-                session, project = f"s{rng.randrange(12)}", PROJECTS[rng.randrange(2)]
-                store.ensure_session(session, store.get_session(session).project if store.get_session(session)
-                                     else project, at)
-                project = store.get_session(session).project  # type: ignore[union-attr]
-                source = "user" if rng.random() < 0.8 else "agent"
-                prompt = store.add_prompt(session, at, source, f"prompt {i}")
-                if rng.random() < 0.2:
-                    continue            # a prompt that led to no action
-                open_prompts = [*open_prompts[-3:], (session, project, prompt)]
-            session, project, prompt = rng.choice(open_prompts)
-            stamped = at - rng.randint(0, 300) if rng.random() < 0.1 else at   # a clock that stepped back
-            store.add_observation(NewObservation(session, project, stamped, TYPES[i % len(TYPES)], "PostToolUse",
-                                                 f"action {i}", "Bash", prompt_id=prompt))
-    for project in PROJECTS:
-        for limit in (1, 3, 10, 1000):
-            found = [(p.id, n) for p, n in store.recent_intents(project, limit)]
-            assert found == intents_by_grouping(store, project, limit), (project, limit)
-    assert store.recent_intents("nowhere", 5) == []
-    assert store.recent_intents("api", 0) == []
-
-
 def test_recent_intents_of_a_project_with_few_of_them_group_after_a_bounded_walk(
         store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """One user prompt, then a long run of actions that name none (agent work): the walk gives
     up after INTENT_SCAN_LIMIT rows and groups the project's prompts instead."""
-    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_BATCH", 5)
-    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_LIMIT", 20)
+    monkeypatch.setattr(sql_context, "INTENT_SCAN_BATCH", 5)
+    monkeypatch.setattr(sql_context, "INTENT_SCAN_LIMIT", 20)
     with store.transaction():
         store.ensure_session("s1", "api", T0)
         asked = store.add_prompt("s1", T0, "user", "migrate the billing tables")
@@ -378,17 +344,3 @@ def test_recent_intents_of_a_project_with_few_of_them_group_after_a_bounded_walk
     assert found == intents_by_grouping(store, "api", 5) == [(asked, 1)]
     assert sum("ORDER BY timestamp DESC, id DESC LIMIT" in s for s in statements) == 4   # 20 rows, then grouping
     assert any("GROUP BY p.id" in s for s in statements)
-
-
-def test_recent_intents_survive_a_clock_that_stepped_back(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The newest prompt's only action is stamped before an older prompt's actions."""
-    monkeypatch.setattr(sqlite_context, "INTENT_SCAN_BATCH", 1)
-    with store.transaction():
-        store.ensure_session("s1", "api", T0)
-        older = store.add_prompt("s1", T0 + 60, "user", "run the tests")
-        newer = store.add_prompt("s1", T0 + 100, "user", "fix the flaky one")
-        for at, prompt in ((T0 + 70, older), (T0 + 55, older), (T0 + 50, newer)):
-            store.add_observation(NewObservation("s1", "api", at, "command", "PostToolUse", f"at {at}", "Bash",
-                                                 prompt_id=prompt))
-    assert [(p.id, n) for p, n in store.recent_intents("api", 1)] == intents_by_grouping(store, "api", 1) \
-        == [(newer, 1)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nmem.sync import oplog
+from nmem.store import oplog
 from nmem.sync.engine import FORMAT_FILE, segment_path
 from store_engines import both_engines, pg_unavailable, schema_url, sql_rows
 from sync_support import BRANCH, T0, Replica, bare_remote, git, remote_files

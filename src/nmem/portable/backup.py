@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nmem.errors import EncryptionError, InvalidArgument, StorageError
-from nmem.keys import DatabaseKey
+from nmem.store.keys import DatabaseKey
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.errors import result_code
 from nmem.store.sqlite.schema import LATEST_VERSION

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nmem.errors import InvalidArgument, StorageError, StoreBusy
-from nmem.keys import DatabaseKey
+from nmem.store.keys import DatabaseKey
 from nmem.store.sqlite import SqliteStore, driver
 from nmem.store.sqlite.errors import is_locked
 from nmem.store.sqlite.files import APPLICATION_ID

@@ -13,10 +13,10 @@ import time
 from nmem.capture.project import project_name
 from nmem.config import Settings, load_settings, matches_any
 from nmem.errors import Disabled, InvalidArgument, ValidationError
-from nmem.keys import database_key
 from nmem.models import NAMESPACES, OBS_TYPES, Memory, project_domain
 from nmem.service.args import is_slug
 from nmem.store import open_store
+from nmem.store.keys import database_key
 from nmem.team import access
 
 TYPE_CHECKING = False

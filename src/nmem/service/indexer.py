@@ -99,8 +99,8 @@ def index_pass(url: str, settings: Settings, stop: threading.Event, marks: dict[
     embedder = active_embedder(settings)
     if embedder is None:
         return None
-    from nmem.keys import database_key
     from nmem.store import open_store
+    from nmem.store.keys import database_key
 
     store = open_store(url, key=database_key(settings))
     try:

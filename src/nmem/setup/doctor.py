@@ -16,9 +16,9 @@ from typing import Any
 
 from nmem.config import Settings, load_settings
 from nmem.errors import NmemError
-from nmem.keys import database_key
 from nmem.setup import claude_code
 from nmem.store import open_store
+from nmem.store.keys import database_key
 from nmem.store.sqlite.schema import LATEST_VERSION
 
 OK, WARN, FAIL = "ok", "warn", "fail"

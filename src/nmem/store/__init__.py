@@ -1,186 +1,37 @@
-"""Records the store takes and returns, and `open_store(url)` to pick an engine.
+"""`open_store(url)` picks an engine; the records the store takes and returns are in
+`nmem.store.records` (re-exported here).
 
-Engines own their SQL and migrations; the service layer speaks the protocol in
-`nmem.store.protocol`. SQLite (`sqlite:///path`) is the embedded default; a PostgreSQL
-engine plugs in here. This module is on the hook path, so its records are plain classes.
+Engines own their full-text search, schema and connections; the SQL they share is written once
+in `nmem.store.sql`. The service layer speaks the protocol in `nmem.store.protocol`. SQLite
+(`sqlite:///path`) is the embedded default; PostgreSQL (`postgresql://`) serves a team.
 """
 
 from __future__ import annotations
 
 from nmem.errors import ConfigError
-from nmem.models import Record
+from nmem.store.records import (
+    OUTLINE_CHARS,
+    FileMark,
+    FtsStats,
+    ImportMark,
+    NewMemory,
+    NewObservation,
+    ObsOutline,
+    OutboxOp,
+    PromptOutline,
+    SearchFilters,
+    SessionListing,
+    Status,
+    day_counts,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
-    from typing import Any
-
-    from nmem.keys import DatabaseKey
-    from nmem.models import Session
+    from nmem.store.keys import DatabaseKey
     from nmem.store.protocol import Store
 
-# A session's outline (`Store.session_outline`), what summaries are made of:
-ObsOutline = tuple[str, str | None, str, int | None]   # obs_type, file_path, content head, prompt_id
-PromptOutline = tuple[int, str, str]                    # id, source, content head
-OUTLINE_CHARS = 400
-
-
-class SearchFilters(Record):
-    """Filters shared by every search scope; None means "no filter"."""
-
-    __slots__ = ("project", "obs_types", "namespaces", "domains", "tags", "files", "session_id", "source",
-                 "date_start", "date_end", "include_archived")
-
-    def __init__(self, project: str | None = None, obs_types: tuple[str, ...] = (),
-                 namespaces: tuple[str, ...] = (), domains: tuple[str, ...] = (), tags: tuple[str, ...] = (),
-                 files: tuple[str, ...] = (), session_id: str | None = None, source: str | None = None,
-                 date_start: int | None = None, date_end: int | None = None,
-                 include_archived: bool = False) -> None:
-        self.project = project
-        self.obs_types = obs_types
-        self.namespaces = namespaces
-        self.domains = domains
-        self.tags = tags
-        self.files = files
-        self.session_id = session_id
-        self.source = source
-        self.date_start = date_start
-        self.date_end = date_end
-        self.include_archived = include_archived
-
-
-class NewObservation(Record):
-    __slots__ = ("session_id", "project", "timestamp", "obs_type", "source_event", "content", "tool_name",
-                 "file_path", "metadata", "prompt_id")
-
-    def __init__(self, session_id: str, project: str, timestamp: int, obs_type: str, source_event: str,
-                 content: str, tool_name: str | None = None, file_path: str | None = None,
-                 metadata: dict[str, Any] | None = None, prompt_id: int | None = None) -> None:
-        self.session_id = session_id
-        self.project = project
-        self.timestamp = timestamp
-        self.obs_type = obs_type
-        self.source_event = source_event
-        self.content = content
-        self.tool_name = tool_name
-        self.file_path = file_path
-        self.metadata = metadata
-        self.prompt_id = prompt_id
-
-
-class NewMemory(Record):
-    __slots__ = ("uid", "domain", "namespace", "summary", "content", "timestamp", "tags", "source", "relates_to",
-                 "tier", "is_pinned")
-
-    def __init__(self, uid: str, domain: str, namespace: str, summary: str, content: str, timestamp: int,
-                 tags: tuple[str, ...] = (), source: str | None = None, relates_to: tuple[str, ...] = (),
-                 tier: str = "warm", is_pinned: bool = False) -> None:
-        self.uid = uid
-        self.domain = domain
-        self.namespace = namespace
-        self.summary = summary
-        self.content = content
-        self.timestamp = timestamp
-        self.tags = tags
-        self.source = source
-        self.relates_to = relates_to
-        self.tier = tier
-        self.is_pinned = is_pinned
-
-
-class ImportMark(Record):
-    """Where an import stopped in one transcript file of a session (`Store.import_marks`)."""
-
-    __slots__ = ("session_id", "source", "offset", "state", "last_event_at")
-
-    def __init__(self, session_id: str, source: str, offset: int, state: dict[str, Any] | None = None,
-                 last_event_at: int | None = None) -> None:
-        self.session_id = session_id
-        self.source = source                  # "main", or "agent:<file name>" for a subagent's file
-        self.offset = offset                  # bytes of complete lines taken in
-        self.state = state                    # what a replay carries over (tool calls awaiting results)
-        self.last_event_at = last_event_at    # the newest event time recorded from the file, if any
-
-
-class OutboxOp(Record):
-    """A memory write of this device waiting to be pushed (`Store.sync_outbox`)."""
-
-    __slots__ = ("seq", "version", "uid", "domain", "line")
-
-    def __init__(self, seq: int, version: str, uid: str, domain: str, line: str) -> None:
-        self.seq = seq            # the outbox's own order
-        self.version = version    # the operation's clock and line digest (nmem.sync.oplog.version)
-        self.uid = uid
-        self.domain = domain
-        self.line = line          # the exact JSON line pushed
-
-
-class FileMark(Record):
-    """How far a remote log file has been applied: its blob then, and the bytes of whole lines read."""
-
-    __slots__ = ("path", "blob", "offset")
-
-    def __init__(self, path: str, blob: str, offset: int) -> None:
-        self.path = path
-        self.blob = blob
-        self.offset = offset
-
-
-class Status(Record):
-    __slots__ = ("url", "schema_version", "size_bytes", "sessions", "prompts", "observations", "memories",
-                 "by_obs_type", "by_namespace", "by_tier", "by_project")
-
-    def __init__(self, url: str, schema_version: int, size_bytes: int, sessions: int, prompts: int,
-                 observations: int, memories: int, by_obs_type: dict[str, int] | None = None,
-                 by_namespace: dict[str, int] | None = None, by_tier: dict[str, int] | None = None,
-                 by_project: dict[str, int] | None = None) -> None:
-        self.url = url
-        self.schema_version = schema_version
-        self.size_bytes = size_bytes
-        self.sessions = sessions
-        self.prompts = prompts
-        self.observations = observations
-        self.memories = memories
-        self.by_obs_type: dict[str, int] = by_obs_type or {}
-        self.by_namespace: dict[str, int] = by_namespace or {}
-        self.by_tier: dict[str, int] = by_tier or {}
-        self.by_project: dict[str, int] = by_project or {}
-
-
-class SessionListing(Record):
-    """A session as `nmem sessions` lists it: the record, its user prompts and actions
-    (observations other than session lifecycle events), and its first user prompt."""
-
-    __slots__ = ("session", "prompts", "actions", "first_prompt")
-
-    def __init__(self, session: Session, prompts: int, actions: int, first_prompt: str | None) -> None:
-        self.session = session
-        self.prompts = prompts
-        self.actions = actions
-        self.first_prompt = first_prompt
-
-
-class FtsStats(Record):
-    """A full-text index's totals, for BM25 computed outside the engine."""
-
-    __slots__ = ("docs", "tokens", "df")
-
-    def __init__(self, docs: int, tokens: int, df: dict[str, int] | None = None) -> None:
-        self.docs = docs                                   # rows indexed
-        self.tokens = tokens                               # tokens indexed, all rows
-        self.df: dict[str, int] = df or {}                 # rows holding each asked-for index term
-
-
-def day_counts(observations: Iterable[Sequence[Any]], prompts: Iterable[Sequence[Any]]
-               ) -> list[tuple[str, int, int]]:
-    """(day, observations, prompts) per day, oldest first, from two (day, count) groupings: what
-    every engine's `activity_by_day` returns once its SQL has grouped each table."""
-    days: dict[str, list[int]] = {}
-    for row in observations:
-        days.setdefault(str(row[0]), [0, 0])[0] = int(row[1])
-    for row in prompts:
-        days.setdefault(str(row[0]), [0, 0])[1] = int(row[1])
-    return [(day, counts[0], counts[1]) for day, counts in sorted(days.items())]
+__all__ = ["OUTLINE_CHARS", "FileMark", "FtsStats", "ImportMark", "NewMemory", "NewObservation", "ObsOutline",
+           "OutboxOp", "PromptOutline", "SearchFilters", "SessionListing", "Status", "day_counts", "open_store"]
 
 
 def open_store(url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,

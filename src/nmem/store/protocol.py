@@ -11,7 +11,8 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import (
+from nmem.store.oplog import Op
+from nmem.store.records import (
     FileMark,
     FtsStats,
     ImportMark,
@@ -24,7 +25,6 @@ from nmem.store import (
     SessionListing,
     Status,
 )
-from nmem.sync.oplog import Op
 
 
 class Store(Protocol):
@@ -79,6 +79,9 @@ class Store(Protocol):
     def get_observations(self, ids: Sequence[int]) -> list[Observation]: ...
     def get_prompts(self, ids: Sequence[int]) -> list[Prompt]: ...
     def get_session(self, session_id: str) -> Session | None: ...
+    def search(self, scope: str, match: str | None, filters: SearchFilters, order: str,
+               limit: int, offset: int) -> list[tuple[Any, float]]: ...
+    # the four below are `search(scope, ...)` by their old names, for this release's callers
     def search_observations(self, match: str | None, filters: SearchFilters, order: str,
                             limit: int, offset: int) -> list[tuple[Observation, float]]: ...
     def search_prompts(self, match: str | None, filters: SearchFilters, order: str,

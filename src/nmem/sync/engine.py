@@ -20,10 +20,9 @@ from nmem import jsonlite
 from nmem.capture.privacy import scrub
 from nmem.config import Settings, matches_any
 from nmem.errors import ConfigError, InvalidArgument, NmemError, SyncBusy
-from nmem.keys import database_key
-from nmem.store import FileMark, OutboxOp
+from nmem.store import FileMark, OutboxOp, oplog
+from nmem.store.keys import database_key
 from nmem.store.protocol import Store
-from nmem.sync import oplog
 from nmem.sync.git import GitRepo
 from nmem.sync.lock import SyncLock, sync_dir
 from nmem.sync.seal import Sealer, SealError

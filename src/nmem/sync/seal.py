@@ -14,7 +14,7 @@ import os
 
 from nmem import jsonlite
 from nmem.errors import ConfigError
-from nmem.keys import DatabaseKey
+from nmem.store.keys import DatabaseKey
 
 NONCE_BYTES = 12
 INFO = b"nmem sync op log v1"

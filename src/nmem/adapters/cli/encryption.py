@@ -10,13 +10,13 @@ from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import Fields
 from nmem.config import load_settings, write_setting
 from nmem.errors import ConfigError, EncryptionError
-from nmem.keys import database_key, generate, write_key_file
 from nmem.portable import encryption
+from nmem.store.keys import database_key, generate, write_key_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from nmem.keys import DatabaseKey
     from nmem.portable.encryption import ConversionReport
+    from nmem.store.keys import DatabaseKey
 
 DEFAULT_KEY_FILE = "db.key"
 

@@ -21,7 +21,6 @@ from nmem.adapters.cli.app import State, emit, format_option, note, pass_state, 
 from nmem.adapters.cli.output import Block, Fields, Heading, Table
 from nmem.adapters.cli.progress import progress_bar, progress_of
 from nmem.errors import ConfigError, InvalidArgument, NmemError
-from nmem.keys import database_key
 from nmem.portable import FORMATS, document, format_for, importer, jsonl, markdown
 from nmem.portable import backup as backups
 from nmem.portable.export import Export, ExportFilters
@@ -30,6 +29,7 @@ from nmem.portable.records import Batch
 from nmem.portable.sources import claude_mem, mcp_memory
 from nmem.portable.sources.transcripts import default_root, find_transcripts, import_transcripts
 from nmem.service.core import CaptureService
+from nmem.store.keys import database_key
 from nmem.util.timeutil import parse_time
 
 WRITERS: dict[str, Callable[[Export, TextIO, Callable[[int], None]], None]] = {

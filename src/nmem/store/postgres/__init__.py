@@ -1,35 +1,31 @@
 """The PostgreSQL engine: the same Store protocol on a server many machines can share.
 
-`PostgresStore` is assembled like SqliteStore, one class per concern over the shared
-`Connection` (a psycopg 3 pool, transactions, numbered migrations):
+`PostgresStore` is this engine's `Connection` (a psycopg pool, transactions, migrations, and
+`pg_sql`, which turns the shared statements' `?` marks into psycopg's) and its full-text
+search, with the concern mixins both engines share from `nmem.store.sql`:
 
-    trail.py       writing sessions, prompts, observations, import marks, purges
-    memories.py    curated memories, whole rows for export and import
-    search.py      records by id and by tsvector match, ts_rank, ranking statistics
-    context.py     timelines, traces, file histories, the SessionStart block, status
-    navigation.py  sessions by prefix and time, recorded paths, purge selections
-    sync.py        sync bookkeeping and change tokens
-    lifecycle.py   tiers, retention sweeps, consolidation runs and their undo log
-    vectors.py     vectors for the optional embeddings
-    team.py        the team server's users, token digests, audit trail and writers
+    connection.py  the pool, transactions, pg_sql, status and integrity
+    dialect.py     how PostgreSQL spells what the shared statements leave open
+    search.py      tsvector matches ranked by FTS5's BM25, ranking statistics
     schema.py      the numbered migrations; tsquery.py: nmem's query language as a tsquery
 """
 
 from __future__ import annotations
 
-from nmem.store.postgres.context import ContextReads
-from nmem.store.postgres.lifecycle import LifecycleRows
-from nmem.store.postgres.memories import MemoryRows
-from nmem.store.postgres.navigation import NavigationReads
 from nmem.store.postgres.search import SearchReads
-from nmem.store.postgres.sync import SyncRows
-from nmem.store.postgres.team import TeamRows
-from nmem.store.postgres.trail import TrailWrites
-from nmem.store.postgres.vectors import VectorRows
+from nmem.store.sql.changes import ChangeReads
+from nmem.store.sql.context import ContextReads
+from nmem.store.sql.lifecycle import LifecycleRows
+from nmem.store.sql.memories import MemoryRows
+from nmem.store.sql.navigation import NavigationReads
+from nmem.store.sql.sync import SyncRows
+from nmem.store.sql.team import TeamRows
+from nmem.store.sql.trail import TrailWrites
+from nmem.store.sql.vectors import VectorRows
 
 __all__ = ["PostgresStore"]
 
 
 class PostgresStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
-                    LifecycleRows, TeamRows):
+                    LifecycleRows, TeamRows, ChangeReads):
     """The Store protocol on one PostgreSQL database (or schema: `?options=-csearch_path%3D...`)."""

@@ -10,6 +10,7 @@ imports this package only for a postgresql:// URL).
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,22 +28,24 @@ from nmem.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from nmem.models import Session
+from nmem.store.postgres.dialect import DIALECT
 from nmem.store.postgres.schema import LATEST_VERSION, MIGRATIONS
 from nmem.store.postgres.tsquery import to_tsquery_text
-from nmem.sync import oplog
+from nmem.store.sql.base import SqlBase
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     from psycopg._cursor_base import BaseCursor
 
-OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
-               "tool_name, file_path, content, metadata, is_pinned")
-
-SPOOL_MARK_DAYS = 30
 
 POOL_MAX = 8
+
+# What a sweep can shrink and `file_bytes` measures: every table nmem writes, with its indexes
+# and TOAST (PostgreSQL has no single database file; the server holds other databases too).
+_TABLES = ("sessions", "prompts", "observations", "memories", "vectors", "import_marks", "sync_state",
+           "sync_ops", "sync_files", "spooled_events", "lifecycle_runs", "lifecycle_changes", "lifecycle_state",
+           "team_users", "team_tokens", "audit")
 
 # One key for the advisory lock that serialises migrations between processes opening the same schema.
 MIGRATION_LOCK = 0x6E6D656D  # "nmem"
@@ -50,7 +53,7 @@ MIGRATION_LOCK = 0x6E6D656D  # "nmem"
 
 class Row(tuple[Any, ...]):
     """A result row read by column name or position, as `sqlite3.Row` is (the records'
-    `from_row` and nmem.sync.oplog read rows by name)."""
+    `from_row` and nmem.store.oplog read rows by name)."""
 
     names: dict[str, int]
 
@@ -100,6 +103,30 @@ def storage_error(exc: psycopg.Error, what: str = "database error") -> StorageEr
     return StorageError(f"{what}: {exc}")
 
 
+@lru_cache(maxsize=2048)
+def pg_sql(sql: str) -> str:
+    """The shared statements' text for psycopg: `?` marks become `%s` outside quoted text and
+    every literal `%` is doubled (psycopg reads `%` as its own mark anywhere in the text).
+    Statements are few and repeat, so each is translated once."""
+    if "?" not in sql and "%" not in sql:
+        return sql
+    out: list[str] = []
+    quote = ""
+    for ch in sql:
+        if ch == "%":
+            out.append("%%")
+        elif quote:
+            out.append(ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        else:
+            out.append("%s" if ch == "?" else ch)
+    return "".join(out)
+
+
 def _connection_lost(exc: psycopg.Error) -> bool:
     """The server went away under the statement (restart, pg_terminate_backend, a dropped link),
     or refuses connections while it starts or stops: class 08 and 57P01-57P03."""
@@ -122,15 +149,19 @@ class _Held(threading.local):
     snapshots = 0      # nested read_snapshot() blocks
 
 
-class Connection:
+class Connection(SqlBase):
     """The engine's connections and transactions; the other parts of PostgresStore build on it."""
+
+    dialect = DIALECT
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> None:
         self.url = redact(url)
         self.readonly = readonly
         self.busy_timeout_ms = busy_timeout_ms
         self._held = _Held()
-        self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}
+        self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (table, term) -> (rows, docs then)
+        self._totals: dict[str, tuple[int, int, int]] = {}   # table -> (rows, tokens, newest id then)
+        self._weighted: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}   # memories, sessions
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
         options = ""
@@ -300,7 +331,7 @@ class Connection:
     def _migrate(self, target: int = LATEST_VERSION) -> None:
         with self.transaction():
             # Serialises openers: the second waits here, then finds the steps applied.
-            self._exec("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            self._exec("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             self._exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
                        "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
             version = self.schema_version()
@@ -308,28 +339,9 @@ class Connection:
                 raise StorageError(f"database schema v{version} is newer than this nmem (v{LATEST_VERSION})")
             for step in range(version + 1, target + 1):
                 self._exec(MIGRATIONS[step - 1])
-                self._exec("INSERT INTO schema_migrations (version) VALUES (%s)", (step,))
+                self._exec("INSERT INTO schema_migrations (version) VALUES (?)", (step,))
 
     # -- shared by several parts -------------------------------------------------------------
-
-    def get_session(self, session_id: str) -> Session | None:
-        rows = self._query("SELECT * FROM sessions WHERE id = %s", (session_id,))
-        return Session.from_row(rows[0]) if rows else None
-
-    def _log_memory_op(self, uid: str, timestamp: int) -> None:
-        """The sync outbox's line for the write just made to `uid`, in the same transaction."""
-        row = self._query("SELECT * FROM memories WHERE uid = %s", (uid,))[0]
-        state = self._query("SELECT device, wall, counter FROM sync_state FOR UPDATE")[0]
-        wall, counter, line, version = oplog.next_op(row, state, timestamp)
-        self._exec("UPDATE sync_state SET wall = %s, counter = %s", (wall, counter))
-        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (%s, %s, %s, %s, %s)",
-                   (version, uid, row["domain"], line, timestamp))
-        self._exec("UPDATE memories SET sync_version = %s WHERE uid = %s", (version, uid))
-
-    def _forget_sync_lines(self, uid: str) -> None:
-        """A tombstone supersedes every earlier operation on the memory (their lines hold its text)."""
-        self._exec("DELETE FROM sync_ops WHERE uid = %s AND version <> "
-                   "(SELECT sync_version FROM memories WHERE uid = %s)", (uid, uid))
 
     def _scrub(self, *tables: str) -> None:
         """Forgetting means gone: a deleted row's text stays in its table's pages (and the GIN
@@ -337,18 +349,75 @@ class Connection:
         A VACUUM cannot run inside a transaction: inside one, the caller scrubs after it."""
         if self._held.depth:
             return
+        self._totals.clear()   # rows went: count the index's totals again
         for table in tables:
             try:
                 self._run(f"VACUUM {table}", None, fetch=False)
             except StorageError:
                 pass  # the delete is committed; autovacuum reclaims the space later
 
+    def file_bytes(self) -> int:
+        """Bytes the data of nmem's tables takes: their main forks, their indexes' and TOAST's.
+        The free-space and visibility maps are left out: the VACUUM after a sweep creates them,
+        so counting them would show a sweep growing the store. A plain VACUUM gives back only
+        empty pages at a table's end, so a sweep shrinks this less than an SQLite file."""
+        names = ", ".join(f"to_regclass('{t}')" for t in _TABLES)
+        return int(self._query(
+            "SELECT COALESCE(SUM(pg_relation_size(rel)), 0) FROM ("
+            f"SELECT c.oid AS rel FROM pg_class c WHERE c.oid IN ({names}) "
+            f"UNION ALL SELECT c.reltoastrelid FROM pg_class c WHERE c.oid IN ({names}) AND c.reltoastrelid <> 0 "
+            f"UNION ALL SELECT i.indexrelid FROM pg_index i WHERE i.indrelid IN ({names})) AS parts")[0][0])
+
+    def _size_bytes(self) -> int:
+        """What nmem's main tables take, with their indexes and TOAST."""
+        tables = ("sessions", "prompts", "observations", "memories", "vectors", "sync_ops")
+        return int(self._query("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                               f"WHERE c.oid IN ({', '.join(f'to_regclass({t!r})' for t in tables)})")[0][0])
+
+    def integrity(self) -> str:
+        """`ok` when the schema is this nmem's and every table answers (PostgreSQL checks its own pages)."""
+        version = self.schema_version()
+        if version != LATEST_VERSION:
+            return f"schema v{version}, expected v{LATEST_VERSION}"
+        self._query("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM memories)")
+        return "ok"
+
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index (named as SQLite's FTS5 tables, so `status --verify` reads the same
+        on both engines): `ok`, or how it disagrees with its table: the GIN index is missing or
+        invalid (a failed CREATE INDEX CONCURRENTLY, say), or stored tsvectors differ from what
+        the rows' text gives now (the text-search configuration changed after they were written)."""
+        out: dict[str, str] = {}
+        for table in ("observations", "prompts", "memories"):
+            name = f"{table}_fts"
+            valid = self._query("SELECT i.indisvalid AND i.indisready FROM pg_index i "
+                                "JOIN pg_am a ON a.oid = (SELECT relam FROM pg_class WHERE oid = i.indexrelid) "
+                                "JOIN pg_attribute t ON t.attrelid = i.indrelid AND t.attnum = ANY(i.indkey) "
+                                "WHERE i.indrelid = to_regclass(?) AND a.amname = 'gin' AND t.attname = 'tsv'",
+                                (table,))
+            if not valid:
+                out[name] = f"no GIN index on {table}.tsv"
+                continue
+            if not any(bool(r[0]) for r in valid):
+                out[name] = f"the GIN index on {table}.tsv is invalid (REINDEX it)"
+                continue
+            expr = self._tsv_expression(table)
+            rows = self._query(f"SELECT COUNT(*), COUNT(*) FILTER (WHERE tsv IS DISTINCT FROM ({expr})) FROM {table}")
+            have, stale = int(rows[0][0]), int(rows[0][1])
+            out[name] = "ok" if not stale else f"{have - stale} rows indexed, {have} in {table}"
+        return out
+
+    def change_token(self) -> int:
+        """Moves whenever any session writes a watched table (the nmem_changes sequence)."""
+        row = self._query("SELECT last_value, is_called FROM nmem_changes")[0]
+        return int(row[0]) if row[1] else 0
+
     def _tsv_expression(self, table: str) -> str:
         """The SQL that generates `table.tsv`, as the server holds it (so checks recompute
         exactly what the column stores, without a second copy of the expression here)."""
         rows = self._query("SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d "
                            "JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
-                           "WHERE d.adrelid = to_regclass(%s) AND a.attname = 'tsv'", (table,))
+                           "WHERE d.adrelid = to_regclass(?) AND a.attname = 'tsv'", (table,))
         if not rows:
             raise StorageError(f"{table} has no generated tsv column: is the schema nmem's?")
         return str(rows[0][0])
@@ -356,6 +425,10 @@ class Connection:
     # -- helpers ---------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool) -> tuple[list[Row], int]:
+        """Run one statement written with `?` marks (translated by `pg_sql`); `params` None
+        sends the text as it is (VACUUM, which takes no marks)."""
+        if params is not None:
+            sql = pg_sql(sql)
         conn = self._reading()
         try:
             if conn is not None:
@@ -381,21 +454,33 @@ class Connection:
         except psycopg.Error as exc:
             raise storage_error(exc) from exc
 
-    def _exec(self, sql: str, params: Sequence[Any] | None = None) -> int:
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a write; returns the rows it changed. Outside a transaction it is its own."""
         if self._held.depth:
             return self._run(sql, params, fetch=False)[1]
         with self.transaction():
             return self._run(sql, params, fetch=False)[1]
 
-    def _exec_returning(self, sql: str, params: Sequence[Any]) -> list[Row]:
+    def _exec_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.transaction():
+            conn = self._held.conn
+            assert conn is not None
+            try:
+                conn.cursor().executemany(pg_sql(sql), rows)
+            except psycopg.Error as exc:
+                raise storage_error(exc) from exc
+
+    def _insert_id(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self._exec_returning(f"{sql} RETURNING id", params)[0][0])
+
+    def _exec_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self.transaction():
             return self._run(sql, params, fetch=True)[0]
 
-    def _query(self, sql: str, params: Sequence[Any] | None = None) -> list[Row]:
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self._run(sql, params, fetch=True)[0]
 
-    def _stream(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[Row]:
+    def _stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[Row]:
         yield from self._query(sql, params)
 
 

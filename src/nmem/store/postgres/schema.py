@@ -293,6 +293,15 @@ _V5_SESSION_AGENT = """
 ALTER TABLE sessions ADD COLUMN agent TEXT;
 """
 
+# Step 6: each row's token count as FTS5 counts it (its `docsize`): BM25's document length,
+# summed for the average, read without splitting the text again (nmem.store.postgres.search).
+_V6_TOKEN_COUNTS = """
+ALTER TABLE observations ADD COLUMN tokens INTEGER
+    GENERATED ALWAYS AS (cardinality(string_to_array(btrim(nmem_words(content)), ' '))) STORED;
+ALTER TABLE prompts ADD COLUMN tokens INTEGER
+    GENERATED ALWAYS AS (cardinality(string_to_array(btrim(nmem_words(content)), ' '))) STORED;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES, _V2_LIFECYCLE, _V3_CHANGE_LOG, _V4_TEAM,
-                               _V5_SESSION_AGENT)
+                               _V5_SESSION_AGENT, _V6_TOKEN_COUNTS)
 LATEST_VERSION = len(MIGRATIONS)

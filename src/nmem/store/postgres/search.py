@@ -15,10 +15,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import FtsStats, SearchFilters
-from nmem.store.postgres.connection import OBS_COLUMNS, Connection, Row, tsquery
-from nmem.store.postgres.filters import memory_filters, observation_filters, prompt_filters, session_filters
+from nmem.models import Observation, Prompt
+from nmem.store.postgres.connection import Connection, tsquery
+from nmem.store.records import FtsStats, SearchFilters
+from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
+from nmem.store.sql.filters import observation_filters, prompt_filters
+from nmem.store.sql.scopes import Scope, ScopedSearch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,184 +31,227 @@ RANKED_TABLES = {"prompts": ("prompts", "id"), "observations": ("observations", 
 RELEVANCE_WINDOW = 2000
 DF_CACHE_DRIFT = 0.05
 DF_CACHE_SIZE = 20_000
-AVG_TOKENS_SAMPLE = 2000
 
-TSQ = "to_tsquery('nmem', %s)"
+TSQ = "to_tsquery('nmem', ?)"
 # ts_rank's weights are listed D, C, B, A: namespace 0.5, content 1, tags 2, summary 3, scaled to 0..1.
 MEMORY_WEIGHTS = "'{0.1667, 0.3333, 0.6667, 1.0}'"
 SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 
-OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
-PROMPT_COLS = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content"
 
-# FTS5's unicode61 tokens (letters and digits): what nmem_words leaves of a text, split on spaces.
-TOKEN_COUNT = "cardinality(string_to_array(btrim(nmem_words({col})), ' '))"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def _order(order: str, time_col: str, has_match: bool) -> str:
-    if order == "date_asc":
-        return f"{time_col} ASC"
-    if order == "date_desc" or not has_match:
-        return f"{time_col} DESC"
-    return "rank ASC"
+# FTS5's bm25() over a window of matches. `words`: the query's lexemes as PostgreSQL stems them,
+# each one phrase; `terms`: the rows holding each (from the caller's cache, else counted off the
+# GIN index), which come back after the ranked rows (id NULL) for the cache.
+BM25_SQL = """
+WITH words AS MATERIALIZED (
+    SELECT DISTINCT replace(m[1], '''''', '''') AS term
+    FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
+), terms AS MATERIALIZED (
+    SELECT w.term, COALESCE(k.df, (SELECT count(*) FROM {table} x
+                                   WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
+    FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
+), weighted AS MATERIALIZED (
+    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
+    FROM (SELECT term, ln(((?::bigint - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms) AS raw
+), found AS (
+    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?
+), ranked AS (
+    SELECT r.id, -COALESCE((
+        SELECT sum(t.idf * (array_length(u.positions, 1) * 2.2)
+                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / ?::float8)))
+        FROM unnest(r.tsv) u JOIN weighted t ON t.term = u.lexeme), 0) AS rank
+    FROM found r ORDER BY rank, r.id DESC LIMIT ?
+)
+SELECT id, rank, NULL AS term, NULL::bigint AS df FROM ranked
+UNION ALL SELECT NULL, NULL, term, df FROM terms
+"""
+
+# FTS5's bm25() over a table of several weighted columns (memories: summary 3, content 1, tags 2,
+# namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
+# columns are the tsvector's weight classes; a row's length is its tokens (the tsvector's
+# positions, one a token: no stop words, no re-reading of the text); each word's
+# rows are counted in the statement (these tables are small), the totals come from the caller.
+BM25_WEIGHTED_SQL = """
+WITH words AS MATERIALIZED (
+    SELECT DISTINCT replace(m[1], '''''', '''') AS term
+    FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
+), totals AS MATERIALIZED (
+    SELECT ?::bigint AS n, ?::float8 AS tokens
+), weighted AS MATERIALIZED (
+    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
+    FROM (SELECT w.term, ln(((t.n - df.n)::float8 + 0.5) / (df.n + 0.5)) AS idf
+          FROM words w CROSS JOIN totals t
+          CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} x
+                              WHERE x.tsv @@ quote_literal(w.term)::tsquery) AS df) AS raw
+), found AS (
+    SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {where} {window}
+)
+SELECT {alias}.*, -COALESCE((
+    SELECT sum(t.idf * (u.tf * 2.2) / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length
+                                                      / (SELECT tokens::float8 / n FROM totals))))
+    FROM unnest({alias}.match_tsv) AS v JOIN weighted t ON t.term = v.lexeme
+    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u), 0) AS rank
+FROM found {alias}
+CROSS JOIN LATERAL (SELECT sum(array_length(v.positions, 1)) AS length FROM unnest({alias}.match_tsv) AS v) AS l
+ORDER BY {order} LIMIT ? OFFSET ?
+"""
+
+TOKENS = "cardinality(string_to_array(btrim(nmem_words({})), ' '))"
+# scope -> (each weight class's column weight, a row's length in tokens)
+WEIGHTED = {
+    "memories": ("WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5",
+                 " + ".join(TOKENS.format(f"m.{c}") for c in ("summary", "content", "tags", "namespace"))),
+    "sessions": ("WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0",
+                 f"{TOKENS.format('s.project')} + {TOKENS.format('nmem_summary_text(s.summary)')}"),
+}
 
 
-class SearchReads(Connection):
+# scope -> (table, alias, what the filters read, the filters)
+BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
+                "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
+
+
+# ts_rank's weights for a scope's weight classes, listed D, C, B, A
+RANK_WEIGHTS = {"memories": MEMORY_WEIGHTS, "sessions": SESSION_WEIGHTS}
+
+
+class SearchReads(Connection, ScopedSearch):
+    def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
+        q = tsquery(match)
+        return None if q is None else (f"{alias}.tsv @@ {TSQ}", q)
+
     def get_observations(self, ids: Sequence[int]) -> list[Observation]:
         if not ids:
             return []
-        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id = ANY(%s)", ([int(i) for i in ids],))
+        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Observation.from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     def get_prompts(self, ids: Sequence[int]) -> list[Prompt]:
         if not ids:
             return []
-        rows = self._query(f"SELECT {PROMPT_COLS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           "WHERE p.id = ANY(%s)", ([int(i) for i in ids],))
+        rows = self._query(f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           "WHERE p.id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     # -- the shared relevance read --------------------------------------------------------
 
-    def _rank_newest(self, source: str, key: str, newest: str, tsv: str, weights: str | None, q: str,
-                     clauses: Sequence[str], params: Sequence[Any], want: int) -> list[Row]:
-        """(id, rank) of the best `want` by ts_rank among the newest RELEVANCE_WINDOW matches
-        that pass `clauses`, best first (rank ascending: it is the negated ts_rank). Only the
-        window's rows are ranked: ts_rank reads each row's whole tsvector."""
-        table = source.split(maxsplit=1)[0]
-        rank = f"ts_rank({weights + ', ' if weights else ''}r.tsv, {TSQ}, 1)"
-        where = " AND ".join([f"{tsv} @@ {TSQ}", *clauses])
-        return self._query(
-            f"SELECT w.id, -{rank} AS rank FROM (SELECT {key} AS id FROM {source} WHERE {where} "
-            f"ORDER BY {newest} LIMIT %s) w JOIN {table} r ON r.id = w.id ORDER BY rank, w.id DESC LIMIT %s",
-            [q, q, *params, max(RELEVANCE_WINDOW, want), want])
+    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+        """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
+        pass the filters, best first: FTS5's bm25() (k1 1.2, b 0.75, its IDF floor) over the
+        same rows, terms, document frequencies and token counts, in one statement."""
+        table, alias, source, apply = BM25_SOURCES[scope]
+        clauses: list[str] = []
+        params: list[Any] = []
+        apply(filters, clauses, params)
+        docs, tokens = self._fts_totals(table)
+        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
+                 if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
+        where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
+        rows = self._query(BM25_SQL.format(table=table, alias=alias, source=source, where=where),
+                           [q, list(known), list(known.values()), docs, q, *params,
+                            max(RELEVANCE_WINDOW, want), tokens / docs if docs else 1.0, want])
+        ranked: list[tuple[int, float]] = []
+        for row in rows:
+            if row[0] is None:
+                self._remember_df(table, str(row[2]), int(row[3]), docs)
+            else:
+                ranked.append((int(row[0]), float(row[1])))
+        return ranked
+
+    def _fts_totals(self, table: str) -> tuple[int, int]:
+        """Rows and tokens indexed, what FTS5's averages record holds: counted once, then the
+        rows added since (ids past the newest counted) are added on each call. A purge made here
+        counts again; one made by another process is seen at its next count (a restart)."""
+        cached = self._totals.get(table)
+        if cached is None:
+            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), COALESCE(MAX(id), 0) FROM {table}")[0]
+            cached = (int(row[0]), int(row[1]), int(row[2]))
+        else:
+            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), MAX(id) FROM {table} WHERE id > ?",
+                              (cached[2],))[0]
+            if row[2] is not None:
+                cached = (cached[0] + int(row[0]), cached[1] + int(row[1]), int(row[2]))
+        self._totals[table] = cached
+        return cached[0], cached[1]
+
+    def _weighted_totals(self, scope: str, length: str) -> tuple[int, int]:
+        """Rows and tokens of memories or sessions, counted again when a row was added, removed
+        or rewritten since (their texts change in place: the sum of their write times moves)."""
+        table, alias, stamp = ("memories", "m", "updated_at") if scope == "memories" else ("sessions", "s", "ended_at")
+        seen = self._query(f"SELECT count(*), COALESCE(SUM({stamp}), 0) FROM {table}")[0]
+        signature = (int(seen[0]), int(seen[1]))
+        cached = self._weighted.get(table)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        row = self._query(f"SELECT count(*), COALESCE(SUM({length}), 0) FROM {table} {alias}")[0]
+        totals = (int(row[0]), int(row[1]))
+        self._weighted[table] = (signature, totals)
+        return totals
+
+    def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
+        if len(self._df_cache) > DF_CACHE_SIZE:
+            self._df_cache.clear()
+        self._df_cache[(table, term)] = (count, docs)
 
     def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        observation_filters(filters, clauses, params)
-        rows = self._rank_newest("observations o", "o.id", "o.id DESC", "o.tsv", None, q, clauses, params, want)
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self._bm25_newest("observations", q, filters, want)
 
     def _prompt_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        prompt_filters(filters, clauses, params)
-        rows = self._rank_newest("prompts p JOIN sessions s ON s.id = p.session_id", "p.id", "p.id DESC", "p.tsv",
-                                 None, q, clauses, params, want)
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self._bm25_newest("prompts", q, filters, want)
 
     # -- searches ----------------------------------------------------------------------------
 
-    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
-                            limit: int, offset: int) -> list[tuple[Observation, float]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if match is None:
-            observation_filters(filters, clauses, params)
-            where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-            rows = self._query(f"SELECT {OBS_COLS_O} FROM observations o {where} "
-                               f"ORDER BY {_order(order, 'o.timestamp', False)}, o.id DESC LIMIT %s OFFSET %s",
-                               [*params, limit, offset])
-            return [(Observation.from_row(r), 0.0) for r in rows]
+    def _matched(self, scope: Scope, match: str, filters: SearchFilters, order: str,
+                 limit: int, offset: int) -> list[tuple[Any, float]]:
+        """Records of `scope` whose tsvector holds the match: the newest matches ranked as FTS5
+        ranks them for relevance (BM25 for observations and prompts, weighted ts_rank for
+        sessions), else every match in order."""
         q = tsquery(match)
         if q is None:
             return []
-        if order == "relevance":
-            ranked = self._observation_ranks(q, filters, offset + limit)[offset:]
-            found = {o.id: o for o in self.get_observations([i for i, _ in ranked])}
+        if order == "relevance" and scope.name in BM25_SOURCES:
+            ranked = self._bm25_newest(scope.name, q, filters, offset + limit)[offset:]
+            fetch = self.get_observations if scope.name == "observations" else self.get_prompts
+            found: dict[int, Any] = {r.id: r for r in fetch([i for i, _ in ranked])}
             return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
-        observation_filters(filters, clauses, params)
-        rows = self._query(
-            f"SELECT {OBS_COLS_O}, -ts_rank(o.tsv, {TSQ}, 1) AS rank FROM observations o "
-            f"WHERE {' AND '.join([f'o.tsv @@ {TSQ}', *clauses])} "
-            f"ORDER BY {_order(order, 'o.timestamp', True)}, o.id DESC LIMIT %s OFFSET %s",
-            [q, q, *params, limit, offset])
-        return [(Observation.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+        clauses, params = scope.where(filters, self.dialect)
+        if order == "relevance" and scope.name in WEIGHTED:
+            columns, length = WEIGHTED[scope.name]
+            # sessions rank the newest RELEVANCE_WINDOW matches, as the SQLite engine does
+            window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
+            sql = BM25_WEIGHTED_SQL.format(
+                table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns, length=length,
+                weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
+                order=scope.order(order, True, self.dialect.binary))
+            docs, tokens = self._weighted_totals(scope.name, length)
+            rows = self._query(sql, [q, docs, tokens, q, *params,
+                                     *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
+            return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+        classes = RANK_WEIGHTS.get(scope.name)
+        rank = f"-ts_rank({classes + ', ' if classes else ''}{scope.alias}.tsv, {TSQ}, 1)"
+        rows = self._query(f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
+                           f"WHERE {' AND '.join([f'{scope.alias}.tsv @@ {TSQ}', *clauses])} "
+                           f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
+                           [q, q, *params, limit, offset])
+        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
-    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
-                       limit: int, offset: int) -> list[tuple[Prompt, float]]:
-        q = tsquery(match) if match is not None else None
-        if match is not None and q is None:
-            return []
-        if q is not None and order == "relevance":
-            ranked = self._prompt_ranks(q, filters, offset + limit)[offset:]
-            found = {p.id: p for p in self.get_prompts([i for i, _ in ranked])}
-            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
-        clauses: list[str] = []
-        params: list[Any] = []
-        select_params: list[Any] = []
-        rank = "0.0"
-        if q is not None:
-            rank = f"-ts_rank(p.tsv, {TSQ}, 1)"
-            select_params = [q]
-            clauses.append(f"p.tsv @@ {TSQ}")
-            params.append(q)
-        prompt_filters(filters, clauses, params)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        rows = self._query(
-            f"SELECT {PROMPT_COLS}, {rank} AS rank FROM prompts p JOIN sessions s ON s.id = p.session_id {where} "
-            f"ORDER BY {_order(order, 'p.timestamp', q is not None)}, p.id DESC LIMIT %s OFFSET %s",
-            [*select_params, *params, limit, offset])
-        return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
-
-    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Session, float]]:
-        q = tsquery(match) if match is not None else None
-        if match is not None and q is None:
-            return []
-        clauses: list[str] = []
-        params: list[Any] = []
-        session_filters(filters, clauses, params)
-        if q is not None and order == "relevance":
-            ranked = self._rank_newest("sessions s", "s.id", "s.started_at DESC, s.id DESC", "s.tsv",
-                                       SESSION_WEIGHTS, q, clauses, params, offset + limit)[offset:]
-            ids = [str(r[0]) for r in ranked]
-            found = {r["id"]: Session.from_row(r) for r in
-                     self._query("SELECT * FROM sessions WHERE id = ANY(%s)", (ids,))}
-            return [(found[str(r[0])], 0.0 - float(r[1])) for r in ranked if str(r[0]) in found]
-        select_params: list[Any] = []
-        rank = "0.0"
-        if q is not None:
-            rank = f"-ts_rank({SESSION_WEIGHTS}, s.tsv, {TSQ}, 1)"
-            select_params = [q]
-            clauses.insert(0, f"s.tsv @@ {TSQ}")
-            params.insert(0, q)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        rows = self._query(f"SELECT s.*, {rank} AS rank FROM sessions s {where} "
-                           f"ORDER BY {_order(order, 's.started_at', q is not None)}, s.id DESC LIMIT %s OFFSET %s",
-                           [*select_params, *params, limit, offset])
-        return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows]
-
-    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Memory, float]]:
-        q = tsquery(match) if match is not None else None
-        if match is not None and q is None:
-            return []
-        clauses = ["m.deleted_at IS NULL"]
-        params: list[Any] = []
-        select_params: list[Any] = []
-        rank = "0.0"
-        if q is not None:
-            rank = f"-ts_rank({MEMORY_WEIGHTS}, m.tsv, {TSQ}, 1)"
-            select_params = [q]
-            clauses.append(f"m.tsv @@ {TSQ}")
-            params.append(q)
-        memory_filters(filters, clauses, params)
-        rows = self._query(
-            f"SELECT m.*, {rank} AS rank FROM memories m WHERE {' AND '.join(clauses)} "
-            f"ORDER BY m.is_pinned DESC, {_order(order, 'm.updated_at', q is not None)}, m.id DESC "
-            "LIMIT %s OFFSET %s", [*select_params, *params, limit, offset])
-        return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the memory's stored tsvector is what its text gives now (the generated column
+        the GIN index reads; a stale one would follow a changed text-search configuration)."""
+        expr = self._tsv_expression("memories")
+        return bool(self._query(f"SELECT 1 FROM memories WHERE uid = ? AND tsv IS NOT NULL "
+                                f"AND tsv = ({expr})", (uid,)))
 
     def neighbours(self, anchor: Observation, before: int, after: int
                    ) -> tuple[list[Observation], list[Observation]]:
-        prev = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = %s AND id < %s "
-                           "ORDER BY id DESC LIMIT %s", (anchor.session_id, anchor.id, before))
-        nxt = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = %s AND id > %s "
-                          "ORDER BY id ASC LIMIT %s", (anchor.session_id, anchor.id, after))
+        prev = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id < ? "
+                           "ORDER BY id DESC LIMIT ?", (anchor.session_id, anchor.id, before))
+        nxt = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id > ? "
+                          "ORDER BY id ASC LIMIT ?", (anchor.session_id, anchor.id, after))
         return [Observation.from_row(r) for r in reversed(prev)], [Observation.from_row(r) for r in nxt]
 
     # -- ranking support ---------------------------------------------------------------------
@@ -228,8 +273,8 @@ class SearchReads(Connection):
         asc = "n.id" if col == "id" else "n.timestamp, n.id"
         rows = self._query(
             f"SELECT a.id, ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor} "
-            f"ORDER BY {desc} LIMIT %s), ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id "
-            f"AND {key} > {anchor} ORDER BY {asc} LIMIT %s) FROM {table} a WHERE a.id = ANY(%s)",
+            f"ORDER BY {desc} LIMIT ?), ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id "
+            f"AND {key} > {anchor} ORDER BY {asc} LIMIT ?) FROM {table} a WHERE a.id = ANY(?)",
             (span, span, [int(i) for i in ids]))
         out: dict[int, list[tuple[int, int]]] = {}
         for anchor_id, before, after in rows:
@@ -251,23 +296,15 @@ class SearchReads(Connection):
         if not ids:
             return {}
         table, _ = self._ranked(scope)
-        rows = self._query(f"SELECT t.id, t.content, {TOKEN_COUNT.format(col='t.content')}, t.timestamp "
-                           f"FROM {table} t WHERE t.id = ANY(%s) ORDER BY t.id", ([int(i) for i in ids],))
+        rows = self._query(f"SELECT t.id, t.content, t.tokens, t.timestamp FROM {table} t WHERE t.id = ANY(?) "
+                           "ORDER BY t.id", ([int(i) for i in ids],))
         return {int(r[0]): (str(r[1]), int(r[2] or 0), int(r[3])) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
-        """Rows, tokens (rows x the mean token count of the newest rows) and rows holding each
-        term (counted off the GIN index, kept while the table grows or shrinks under 5%)."""
+        """Rows and tokens indexed, and rows holding each term (counted off the GIN index, kept
+        while the table grows or shrinks under 5%), as FTS5 reports them."""
         table, _ = self._ranked(scope)
-        docs = int(self._query(f"SELECT count(*) FROM {table}")[0][0])
-        cached = self._df_cache.get((table, "\0tokens"))
-        if cached is not None and abs(docs - cached[1]) <= docs * DF_CACHE_DRIFT:
-            mean = cached[0] / 1000
-        else:
-            mean = float(self._query(
-                f"SELECT COALESCE(avg({TOKEN_COUNT.format(col='content')}), 0) FROM "
-                f"(SELECT content FROM {table} ORDER BY id DESC LIMIT {AVG_TOKENS_SAMPLE}) t")[0][0])
-            self._df_cache[(table, "\0tokens")] = (round(mean * 1000), docs)
+        docs, tokens = self._fts_totals(table)
         df: dict[str, int] = {}
         for term in dict.fromkeys(terms):
             hit = self._df_cache.get((table, term))
@@ -277,12 +314,10 @@ class SearchReads(Connection):
                 if words:
                     # the terms are stems already (nmem.search.porter): looked up as they are
                     expr = " <-> ".join(f"'{w.lower()}'" for w in words)
-                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', %s)",
+                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?)",
                                             (expr,))[0][0])
-                if len(self._df_cache) > DF_CACHE_SIZE:
-                    self._df_cache.clear()
                 hit = (count, docs)
-                self._df_cache[(table, term)] = hit
+                self._remember_df(table, term, count, docs)
             if hit[0]:
                 df[term] = hit[0]
-        return FtsStats(docs, round(docs * mean), df)
+        return FtsStats(docs, tokens, df)

@@ -21,8 +21,10 @@ from nmem.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from nmem.models import Session
+from nmem.store.sql.base import SqlBase
+from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
+from nmem.store.sqlite.dialect import DIALECT
 from nmem.store.sqlite.errors import is_locked, result_code, storage_error
 from nmem.store.sqlite.files import (
     APPLICATION_ID,
@@ -43,7 +45,6 @@ from nmem.store.sqlite.files import (
     store_opened,
 )
 from nmem.store.sqlite.schema import LATEST_VERSION, MIGRATIONS, split_statements, tables_at
-from nmem.sync import oplog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,11 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from nmem.keys import DatabaseKey
-
-
-LN2 = math.log(2)
-HALF_LIFE_DAYS = 7.0
+    from nmem.store.keys import DatabaseKey
 
 
 # Pages the WAL may hold before a commit folds it into the database (SQLite's default is 1,000).
@@ -67,10 +64,6 @@ HALF_LIFE_DAYS = 7.0
 WAL_AUTOCHECKPOINT_PAGES = 16_000
 
 
-OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
-               "tool_name, file_path, content, metadata, is_pinned")
-
-SPOOL_MARK_DAYS = 30
 
 
 def exp_decay(age_seconds: float | None) -> float:
@@ -105,8 +98,10 @@ def _fts_error(exc: BaseException) -> QuerySyntaxError | None:
     return None
 
 
-class Connection:
+class Connection(SqlBase):
     """The engine's connections and transactions; the other parts of SqliteStore build on it."""
+
+    dialect = DIALECT
 
     def __init__(self, path: str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
                  key: DatabaseKey | None = None) -> None:
@@ -393,10 +388,12 @@ class Connection:
 
     # -- shared by several parts: sessions by id, index rewrites, the sync outbox -------------
 
-    def _rewrite_index(self, fts: str) -> None:
+    def _forget_bytes(self, table: str) -> None:
+        """FTS5 keeps a deleted row's terms in its index segments until they are merged: rewrite."""
+        fts = f"{table}_fts"
         self._exec(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
 
-    def _scrub(self) -> None:
+    def _scrub(self, *tables: str) -> None:
         """After a delete: give free pages back and fold the WAL into the file, truncated."""
         if self._depth:
             return  # executescript() would commit the caller's open transaction; its caller scrubs
@@ -410,29 +407,54 @@ class Connection:
         except driver.ERRORS:
             pass  # the delete is committed; space comes back and the WAL folds on a later close
 
-    def get_session(self, session_id: str) -> Session | None:
-        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
-        return Session.from_row(rows[0]) if rows else None
+    def file_bytes(self) -> int:
+        """Bytes the database file's pages take (free pages included: what a vacuum gives back)."""
+        return int(self._query("PRAGMA page_count")[0][0]) * int(self._query("PRAGMA page_size")[0][0])
 
-    def _log_memory_op(self, uid: str, timestamp: int) -> None:
-        """The sync outbox's line for the write just made to `uid`, in the same transaction."""
-        row = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))[0]
-        state = self._query("SELECT device, wall, counter FROM sync_state")[0]
-        wall, counter, line, version = oplog.next_op(row, state, timestamp)
-        self._exec("UPDATE sync_state SET wall = ?, counter = ?", (wall, counter))
-        self._exec("INSERT INTO sync_ops (version, uid, domain, line, created_at) VALUES (?, ?, ?, ?, ?)",
-                   (version, uid, row["domain"], line, timestamp))
-        self._exec("UPDATE memories SET sync_version = ? WHERE uid = ?", (version, uid))
+    def _known_prompts(self) -> dict[str, int | None] | None:
+        return self._latest_prompts if self._depth else None
 
-    def _forget_sync_lines(self, uid: str) -> None:
-        """A tombstone supersedes every earlier operation on the memory: their lines, which hold
-        its text, leave the outbox (pushed or not), so a forgotten text is not kept there."""
-        self._exec("DELETE FROM sync_ops WHERE uid = ? AND version <> "
-                   "(SELECT sync_version FROM memories WHERE uid = ?)", (uid, uid))
+    def change_token(self) -> int:
+        """Changes whenever any connection (another process included) commits to the database."""
+        try:
+            return int(self._reader().execute("PRAGMA data_version").fetchone()[0])
+        except driver.ERRORS as exc:
+            raise storage_error(exc, self.path) from exc
 
-    # -- helpers ---------------------------------------------------------------------------
+    def read_snapshot(self) -> Snapshot:
+        """`with store.read_snapshot():` — every read inside sees the database as of the first
+        one (a read transaction on the reader), whatever other processes commit meanwhile."""
+        return Snapshot(self)
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _size_bytes(self) -> int:
+        """The database file's pages and its WAL."""
+        pages = int(self._query("PRAGMA page_count")[0][0]) * int(self._query("PRAGMA page_size")[0][0])
+        wal = self.path + "-wal"
+        return pages + (os.path.getsize(wal) if os.path.exists(wal) else 0)
+
+    def integrity(self) -> str:
+        """`ok`, or what SQLite's quick_check found wrong."""
+        rows = self._query("PRAGMA quick_check")
+        return "; ".join(str(r[0]) for r in rows) or "ok"
+
+    def fts_consistency(self) -> dict[str, str]:
+        """Per full-text index: `ok`, or how it disagrees with its table (FTS5's own
+        integrity-check, then indexed rows against table rows)."""
+        checks = {"observations_fts": "observations", "prompts_fts": "prompts", "memories_fts": "memories"}
+        out: dict[str, str] = {}
+        for fts, table in checks.items():
+            try:  # a command written as an INSERT: it needs the writer, and changes nothing
+                with self.transaction():
+                    self._writer().execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
+            except driver.ERRORS as exc:
+                out[fts] = f"integrity-check failed: {exc}"
+                continue
+            rows = self._query(f"SELECT (SELECT COUNT(*) FROM {table}), (SELECT COUNT(*) FROM {fts}_docsize)")
+            have, indexed = int(rows[0][0]), int(rows[0][1])
+            out[fts] = "ok" if have == indexed else f"{indexed} rows indexed, {have} in {table}"
+        return out
+
+    def _cursor(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         conn = self._writer()
         try:
             if self._depth:
@@ -441,6 +463,19 @@ class Connection:
                 return conn.execute(sql, params)
         except driver.ERRORS as exc:
             raise storage_error(exc, self.path) from exc
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(self._cursor(sql, params).rowcount)
+
+    def _exec_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.transaction():
+            try:
+                self._writer().executemany(sql, rows)
+            except driver.ERRORS as exc:
+                raise storage_error(exc, self.path) from exc
+
+    def _insert_id(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self._cursor(sql, params).lastrowid or 0)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         # Inside a write transaction, read through the writer so we see our own writes.

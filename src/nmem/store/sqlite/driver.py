@@ -79,7 +79,7 @@ def available() -> bool:
 
 
 def key_pragma(key: str) -> str:
-    """`PRAGMA key` for a key as `nmem.keys` gives it: `x'<64 hex>'` (a raw 256-bit key, no
+    """`PRAGMA key` for a key as `nmem.store.keys` gives it: `x'<64 hex>'` (a raw 256-bit key, no
     key derivation) or a passphrase (PBKDF2, 256,000 iterations on every open)."""
     if is_raw(key):
         return f"PRAGMA key = \"{key}\""

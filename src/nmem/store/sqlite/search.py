@@ -5,17 +5,18 @@ from __future__ import annotations
 import _sqlite3 as sqlite3
 
 from nmem import jsonlite as json
-from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import (
+from nmem.models import Observation, Prompt, Session
+from nmem.store.records import (
     FtsStats,
     SearchFilters,
 )
+from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O
+from nmem.store.sql.filters import observation_filters, prompt_filters, session_filters
+from nmem.store.sql.scopes import Scope, ScopedSearch
 from nmem.store.sqlite.connection import (
-    OBS_COLUMNS,
     Connection,
     varint,
 )
-from nmem.store.sqlite.filters import memory_filters, observation_filters, prompt_filters, session_filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ DF_CACHE_DRIFT = 0.05     # reuse a term's row count while the index size stays 
 
 DF_CACHE_SIZE = 20_000
 
-OBS_COLS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
 
 # Relevance-ordered full-text reads rank the newest RELEVANCE_WINDOW matching rows that pass the
 # filters: FTS5 hands matches over by rowid and stops there, and BM25 costs ~1 µs a match, so a
@@ -46,7 +46,16 @@ TYPE_IDS_MIN_MATCHES = 2500
 ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
 
 
-class SearchReads(Connection):
+# What each scope's matches are ranked by when every match is read (memories weigh summary and
+# tags, which say what a memory is about, above the body).
+BM25 = {"observations": "bm25(observations_fts)", "prompts": "bm25(prompts_fts)", "sessions": "bm25(sessions_fts)",
+        "memories": "bm25(memories_fts, 3.0, 1.0, 2.0, 0.5)"}
+
+
+class SearchReads(Connection, ScopedSearch):
+    def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
+        return f"{alias}.id IN (SELECT rowid FROM {table}_fts WHERE {table}_fts MATCH ?)", match
+
     # -- reads ---------------------------------------------------------------------------
 
     def get_observations(self, ids: Sequence[int]) -> list[Observation]:
@@ -68,25 +77,29 @@ class SearchReads(Connection):
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
-    @staticmethod
-    def _order(order: str, time_col: str, has_match: bool) -> str:
-        if order == "date_asc":
-            return f"{time_col} ASC"
-        if order == "date_desc" or not has_match:
-            return f"{time_col} DESC"
-        return "rank ASC"
+    def _matched(self, scope: Scope, match: str, filters: SearchFilters, order: str,
+                 limit: int, offset: int) -> list[tuple[Any, float]]:
+        """Records of `scope` holding the FTS5 `match`: the newest matches ranked by BM25 for
+        relevance (observations, prompts, sessions), else every match in order."""
+        if scope.name == "observations":
+            return self._matched_observations(match, filters, order, limit, offset)
+        if order == "relevance" and scope.name == "prompts":
+            rows = self._prompts_by_bm25(match, filters, self._prompt_id_range(filters), offset + limit)
+            return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
+        if order == "relevance" and scope.name == "sessions":
+            rows = self._sessions_by_bm25(match, filters, offset + limit)
+            return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
+        clauses, params = scope.where(filters, self.dialect)
+        fts = f"{scope.table}_fts"
+        key = "rowid" if scope.name == "sessions" else "id"   # sessions have a text key
+        rows = self._query(f"SELECT {scope.columns}, {BM25[scope.name]} AS rank FROM {scope.source} "
+                           f"JOIN {fts} f ON f.rowid = {scope.alias}.{key} "
+                           f"WHERE {' AND '.join([f'{fts} MATCH ?', *clauses])} "
+                           f"ORDER BY {scope.order(order, True)} LIMIT ? OFFSET ?", [match, *params, limit, offset])
+        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
-    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
-                            limit: int, offset: int) -> list[tuple[Observation, float]]:
-        if match is None:
-            clauses: list[str] = []
-            params: list[Any] = []
-            observation_filters(filters, clauses, params)
-            where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-            rows = self._query(f"SELECT {OBS_COLS_O}, 0.0 AS rank FROM observations o {where} "
-                               f"ORDER BY {self._order(order, 'o.timestamp', False)}, o.id DESC LIMIT ? OFFSET ?",
-                               [*params, limit, offset])
-            return [(Observation.from_row(r), 0.0) for r in rows]
+    def _matched_observations(self, match: str, filters: SearchFilters, order: str, limit: int,
+                              offset: int) -> list[tuple[Any, float]]:
         ids = self._observation_id_range(filters)
         if ids is None:
             return []
@@ -160,7 +173,7 @@ class SearchReads(Connection):
             params.append(since)
         observation_filters(filters, clauses, params)
         return self._query(
-            f"SELECT {OBS_COLS_O}, bm25(observations_fts) AS rank FROM observations_fts f "
+            f"SELECT {OBS_COLUMNS_O}, bm25(observations_fts) AS rank FROM observations_fts f "
             f"CROSS JOIN observations o ON o.id = f.rowid WHERE {' AND '.join(clauses)} "
             f"ORDER BY {order} LIMIT ?", [*params, n])
 
@@ -223,30 +236,6 @@ class SearchReads(Connection):
             "UNION ALL SELECT MAX(id) FROM observations_late WHERE timestamp <= ?1)", (timestamp,))
         return None if row[0][0] is None else int(row[0][0])
 
-    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
-                       limit: int, offset: int) -> list[tuple[Prompt, float]]:
-        if match is not None and order == "relevance":
-            rows = self._prompts_by_bm25(match, filters, self._prompt_id_range(filters), offset + limit)
-            return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
-        clauses: list[str] = []
-        params: list[Any] = []
-        if match is not None:
-            source = ("prompts_fts f JOIN prompts p ON p.id = f.rowid "
-                      "JOIN sessions s ON s.id = p.session_id")
-            clauses.append("prompts_fts MATCH ?")
-            params.append(match)
-            rank = "bm25(prompts_fts)"
-        else:
-            source, rank = "prompts p JOIN sessions s ON s.id = p.session_id", "0.0"
-        prompt_filters(filters, clauses, params)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        sql = (f"SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
-               f"{rank} AS rank FROM {source} {where} "
-               f"ORDER BY {self._order(order, 'p.timestamp', match is not None)}, p.id DESC "
-               f"LIMIT ? OFFSET ?")
-        rows = self._query(sql, [*params, limit, offset])
-        return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows]
-
     def _prompt_id_range(self, filters: SearchFilters) -> tuple[int, int]:
         if not filters.session_id:
             return ROWID_MIN, ROWID_MAX
@@ -272,46 +261,10 @@ class SearchReads(Connection):
         return self._rank_newest("sessions_fts", match, (ROWID_MIN, ROWID_MAX), join, clauses, params, want,
                                  "s.*, r.rank", "JOIN sessions s ON s.rowid = r.id")
 
-    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Session, float]]:
-        if match is not None and order == "relevance":
-            rows = self._sessions_by_bm25(match, filters, offset + limit)
-            return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
-        clauses: list[str] = []
-        params: list[Any] = []
-        if match is not None:
-            source = "sessions_fts f JOIN sessions s ON s.rowid = f.rowid"
-            clauses.append("sessions_fts MATCH ?")
-            params.append(match)
-            rank = "bm25(sessions_fts)"
-        else:
-            source, rank = "sessions s", "0.0"
-        session_filters(filters, clauses, params)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        sql = (f"SELECT s.*, {rank} AS rank FROM {source} {where} "
-               f"ORDER BY {self._order(order, 's.started_at', match is not None)} "
-               f"LIMIT ? OFFSET ?")
-        rows = self._query(sql, [*params, limit, offset])
-        return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows]
-
-    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
-                        limit: int, offset: int) -> list[tuple[Memory, float]]:
-        clauses = ["m.deleted_at IS NULL"]
-        params: list[Any] = []
-        if match is not None:
-            source = "memories_fts f JOIN memories m ON m.id = f.rowid"
-            clauses.append("memories_fts MATCH ?")
-            params.append(match)
-            # Summary and tags say what a memory is about: weigh them above the body.
-            rank = "bm25(memories_fts, 3.0, 1.0, 2.0, 0.5)"
-        else:
-            source, rank = "memories m", "0.0"
-        memory_filters(filters, clauses, params)
-        sql = (f"SELECT m.*, {rank} AS rank FROM {source} WHERE {' AND '.join(clauses)} "
-               f"ORDER BY m.is_pinned DESC, "
-               f"{self._order(order, 'm.updated_at', match is not None)} LIMIT ? OFFSET ?")
-        rows = self._query(sql, [*params, limit, offset])
-        return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+    def memory_indexed(self, uid: str) -> bool:
+        """Whether the full-text index holds the memory (its row in FTS5's docsize table)."""
+        return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
+                                "WHERE uid = ?)", (uid,)))
 
     def neighbours(self, anchor: Observation, before: int, after: int
                    ) -> tuple[list[Observation], list[Observation]]:

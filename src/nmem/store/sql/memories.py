@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from nmem import jsonlite as json
 from nmem.models import Memory, Session
-from nmem.store import (
-    NewMemory,
-    SearchFilters,
-)
-from nmem.store.sqlite.connection import Connection, Snapshot
-from nmem.store.sqlite.filters import memory_filters
+from nmem.store.sql.base import SqlBase
+from nmem.store.sql.dialect import marks
+from nmem.store.sql.filters import memory_filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any
 
+    from nmem.store.records import NewMemory, SearchFilters
 
-class MemoryRows(Connection):
+
+class MemoryRows(SqlBase):
     # -- curated memories --------------------------------------------------------------------
 
     def insert_memory(self, mem: NewMemory) -> Memory:
@@ -53,27 +52,26 @@ class MemoryRows(Connection):
             sets.append(f"{name} = ?")
         params.append(uid)
         with self.transaction():
-            cur = self._exec(
-                f"UPDATE memories SET {', '.join(sets)} WHERE uid = ? AND deleted_at IS NULL", params
-            )
-            if cur.rowcount:
+            changed = self._exec(f"UPDATE memories SET {', '.join(sets)} WHERE uid = ? AND deleted_at IS NULL",
+                                 params)
+            if changed:
                 self._log_memory_op(uid, timestamp)
-        return self.get_memory(uid) if cur.rowcount else None
+        return self.get_memory(uid) if changed else None
 
     def tombstone_memory(self, uid: str, timestamp: int) -> bool:
         with self.transaction():
-            cur = self._exec(
+            changed = self._exec(
                 "UPDATE memories SET summary = '', content = '', tags = '[]', relates_to = '[]', "
                 "deleted_at = ?, updated_at = ? WHERE uid = ? AND deleted_at IS NULL",
                 (timestamp, timestamp, uid),
             )
-            if cur.rowcount:
+            if changed:
                 self._log_memory_op(uid, timestamp)
                 self._forget_sync_lines(uid)
-                self._rewrite_index("memories_fts")
-        if cur.rowcount:
-            self._scrub()
-        return cur.rowcount > 0
+                self._forget_bytes("memories")
+        if changed:
+            self._scrub("memories", "sync_ops")
+        return changed > 0
 
     def get_memory(self, uid: str) -> Memory | None:
         rows = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))
@@ -82,12 +80,8 @@ class MemoryRows(Connection):
     def touch_memories(self, uids: Sequence[str], timestamp: int) -> None:
         if not uids or self.readonly:
             return  # access counts are bookkeeping: a read-only handle reads without them
-        marks = ",".join("?" * len(uids))
-        self._exec(
-            f"UPDATE memories SET accessed_at = ?, access_count = access_count + 1 "
-            f"WHERE uid IN ({marks})",
-            [timestamp, *uids],
-        )
+        self._exec(f"UPDATE memories SET accessed_at = ?, access_count = access_count + 1 "
+                   f"WHERE uid IN ({marks(len(uids))})", [timestamp, *uids])
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         clauses: list[str] = ["deleted_at IS NULL"]
@@ -99,7 +93,7 @@ class MemoryRows(Connection):
             clauses.append("namespace = ?")
             params.append(namespace)
         for row in self._query(
-            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY updated_at DESC", params
+            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY updated_at DESC, id DESC", params
         ):
             yield Memory.from_row(row)
 
@@ -108,34 +102,24 @@ class MemoryRows(Connection):
     def memory_numbers(self, uids: Sequence[str]) -> dict[str, int]:
         if not uids:
             return {}
-        rows = self._query("SELECT uid, id FROM memories WHERE uid IN (SELECT value FROM json_each(?))",
-                           (json.dumps(list(uids)),))
+        where = self.dialect.in_ids("uid", uids)
+        rows = self._query(f"SELECT uid, id FROM memories WHERE {where[0]}", (where[1],))
         return {str(r[0]): int(r[1]) for r in rows}
 
     def memory_uid(self, number: int) -> str | None:
         rows = self._query("SELECT uid FROM memories WHERE id = ?", (number,))
         return str(rows[0][0]) if rows else None
 
-    def memory_indexed(self, uid: str) -> bool:
-        """Whether the full-text index holds the memory (its row in FTS5's docsize table)."""
-        return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
-                                "WHERE uid = ?)", (uid,)))
-
     # -- moving memory: exports read a snapshot, imports write whole rows --------------------
-
-    def read_snapshot(self) -> Snapshot:
-        """`with store.read_snapshot():` — every read inside sees the database as of the first
-        one (a read transaction on the reader), whatever other processes commit meanwhile."""
-        return Snapshot(self)
 
     def export_memories(self, filters: SearchFilters, deleted: bool) -> Iterator[Memory]:
         """Memories the filters select (domains, namespaces, updated since `date_start`;
         archived ones too), tombstones only with `deleted`, in uid order."""
         clauses: list[str] = [] if deleted else ["m.deleted_at IS NULL"]
         params: list[Any] = []
-        memory_filters(filters.replace(include_archived=True), clauses, params)
+        memory_filters(filters.replace(include_archived=True), clauses, params, self.dialect)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        for row in self._query(f"SELECT m.* FROM memories m {where} ORDER BY m.uid", params):
+        for row in self._query(f"SELECT m.* FROM memories m {where} ORDER BY m.uid{self.dialect.binary}", params):
             yield Memory.from_row(row)
 
     def export_sessions(self, project: str | None, since: int | None) -> list[Session]:
@@ -153,8 +137,8 @@ class MemoryRows(Connection):
                            "AND o.timestamp >= ?))")
             params.extend([since] * 4)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        return [Session.from_row(r) for r in
-                self._query(f"SELECT * FROM sessions s {where} ORDER BY s.started_at, s.id", params)]
+        order = f"s.started_at, s.id{self.dialect.binary}"
+        return [Session.from_row(r) for r in self._query(f"SELECT * FROM sessions s {where} ORDER BY {order}", params)]
 
     def put_memory(self, memory: Memory) -> None:
         """Write a whole memory row by its uid (insert, or replace every field): what an import
@@ -165,9 +149,9 @@ class MemoryRows(Connection):
             self._log_memory_op(memory.id, memory.updated_at)
             if memory.deleted_at is not None:
                 self._forget_sync_lines(memory.id)
-                self._rewrite_index("memories_fts")
+                self._forget_bytes("memories")
         if memory.deleted_at is not None:
-            self._scrub()
+            self._scrub("memories", "sync_ops")
 
     def _put_memory_row(self, memory: Memory) -> None:
         self._exec(

@@ -1,21 +1,11 @@
-"""What timelines, traces, file histories and the SessionStart block read; status and integrity."""
+"""What timelines, traces, file histories and the SessionStart block read."""
 
 from __future__ import annotations
 
-import os
-
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store import (
-    OUTLINE_CHARS,
-    Status,
-)
-from nmem.store.sqlite import driver
-from nmem.store.sqlite.connection import (
-    HALF_LIFE_DAYS,
-    LN2,
-    OBS_COLUMNS,
-    Connection,
-)
+from nmem.store.records import OUTLINE_CHARS, Status
+from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O, PROMPT_COLUMNS, SqlBase
+from nmem.store.sql.dialect import marks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,7 +31,7 @@ TYPE_WEIGHT_SQL = """CASE {col}
     ELSE 0.17 END"""
 
 
-class ContextReads(Connection):
+class ContextReads(SqlBase):
     def session_prompts(self, session_id: str, before: int | None, after: int | None
                         ) -> list[Prompt]:
         clauses: list[str] = ["p.session_id = ?"]
@@ -53,8 +43,7 @@ class ContextReads(Connection):
             clauses.append("p.timestamp > ?")
             params.append(after)
         rows = self._query(
-            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content "
-            "FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
             f"WHERE {' AND '.join(clauses)} ORDER BY p.id", params,
         )
         return [Prompt.from_row(r) for r in rows]
@@ -86,8 +75,7 @@ class ContextReads(Connection):
             clauses.append("o.timestamp > ?")
             params.append(after)
         rows = self._query(
-            f"SELECT {', '.join('o.' + c.strip() for c in OBS_COLUMNS.split(','))}, "
-            "p.content AS prompt_content FROM observations o "
+            f"SELECT {OBS_COLUMNS_O}, p.content AS prompt_content FROM observations o "
             "LEFT JOIN prompts p ON p.id = o.prompt_id AND p.source = 'user' "
             f"WHERE {' AND '.join(clauses)} ORDER BY o.timestamp DESC, o.id DESC LIMIT ?",
             [*params, limit],
@@ -101,16 +89,15 @@ class ContextReads(Connection):
         `where`: "any" ranks every project with the project match as a boost; "local" keeps
         only `project`; "other" only the rest (so a busy project cannot starve the backfill).
         """
-        cols = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+        cols = OBS_COLUMNS_O
         weight = TYPE_WEIGHT_SQL.format(col="o.obs_type")
-        # Built-in exp() (SQLite math functions) keeps the scoring in C; no Python callback per row.
-        recency = f"exp({-LN2 / (HALF_LIFE_DAYS * 86400.0)!r} * max(? - o.timestamp, 0))"
-        skip = f"AND obs_type NOT IN ({','.join('?' * len(exclude_types))})" if exclude_types else ""
+        recency = self.dialect.recency("o.timestamp")
+        skip = f"AND obs_type NOT IN ({marks(len(exclude_types))})" if exclude_types else ""
         if project and where == "any":
             candidates = (
-                f"SELECT id FROM (SELECT id FROM observations WHERE 1 {skip} ORDER BY timestamp DESC LIMIT ?) "
-                f"UNION SELECT id FROM (SELECT id FROM observations WHERE project = ? {skip} "
-                "ORDER BY timestamp DESC LIMIT ?)"
+                f"SELECT id FROM (SELECT id FROM observations WHERE TRUE {skip} ORDER BY timestamp DESC LIMIT ?) "
+                f"AS anywhere UNION SELECT id FROM (SELECT id FROM observations WHERE project = ? {skip} "
+                "ORDER BY timestamp DESC LIMIT ?) AS here"
             )
             cand_params: list[Any] = [*exclude_types, RECENT_CANDIDATES, project, *exclude_types,
                                       RECENT_CANDIDATES]
@@ -119,7 +106,7 @@ class ContextReads(Connection):
             score_params: list[Any] = [now, project]
         else:
             scope = {"local": "project = ?", "other": "project != ?"}.get(where) if project else None
-            filter_sql = f"WHERE {scope} {skip}" if scope else f"WHERE 1 {skip}"
+            filter_sql = f"WHERE {scope} {skip}" if scope else f"WHERE TRUE {skip}"
             candidates = f"SELECT id FROM observations {filter_sql} ORDER BY timestamp DESC LIMIT ?"
             cand_params = [*([project] if scope else []), *exclude_types, RECENT_CANDIDATES]
             score = f"{recency} * 0.6 + ({weight}) * 0.4"
@@ -164,10 +151,10 @@ class ContextReads(Connection):
                                        and r["prompt_id"] not in seen))
             seen.update(fresh)
             for row in self._query(  # CROSS JOIN: by prompt id, not through every session of the project
-                    f"SELECT p.*, s.project FROM prompts p CROSS JOIN sessions s ON s.id = p.session_id "
-                    f"WHERE p.id IN ({','.join('?' * len(fresh))}) AND p.source = 'user' AND s.project = ?",
-                    (*fresh, project)):
-                intents[row["id"]] = Prompt.from_row(row)
+                    f"SELECT {PROMPT_COLUMNS} FROM prompts p CROSS JOIN sessions s WHERE s.id = p.session_id "
+                    f"AND p.id IN ({marks(len(fresh))}) AND p.source = 'user' AND s.project = ?",
+                    (*fresh, project)) if fresh else ():
+                intents[int(row["id"])] = Prompt.from_row(row)
             newest = sorted(intents.values(), key=lambda p: (p.timestamp, p.id), reverse=True)[:limit]
             if len(rows) < INTENT_SCAN_BATCH:
                 break
@@ -178,19 +165,18 @@ class ContextReads(Connection):
             return self._intents_by_grouping(project, limit)
         if not newest:
             return []
-        counts: dict[int, int] = {row[0]: row[1] for row in self._query(
-            f"SELECT prompt_id, COUNT(*) FROM observations WHERE prompt_id IN ({','.join('?' * len(newest))}) "
+        counts: dict[int, int] = {int(row[0]): int(row[1]) for row in self._query(
+            f"SELECT prompt_id, COUNT(*) FROM observations WHERE prompt_id IN ({marks(len(newest))}) "
             f"GROUP BY prompt_id", [p.id for p in newest])}
         return [(p, int(counts.get(p.id, 0))) for p in newest]
 
     def _intents_by_grouping(self, project: str, limit: int) -> list[tuple[Prompt, int]]:
         rows = self._query(
-            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content, "
-            "COUNT(o.id) AS actions FROM prompts p "
+            f"SELECT {PROMPT_COLUMNS}, COUNT(o.id) AS actions FROM prompts p "
             "JOIN sessions s ON s.id = p.session_id "
             "JOIN observations o ON o.prompt_id = p.id "
             "WHERE s.project = ? AND p.source = 'user' "
-            "GROUP BY p.id ORDER BY p.timestamp DESC, p.id DESC LIMIT ?",
+            "GROUP BY p.id, s.project ORDER BY p.timestamp DESC, p.id DESC LIMIT ?",
             (project, limit),
         )
         return [(Prompt.from_row(r), int(r["actions"])) for r in rows]
@@ -205,14 +191,13 @@ class ContextReads(Connection):
         Candidates are the `limit` sessions started last, the session of the project's newest
         observation (a long session started before many empty ones) and `include`.
         """
-        marks = ",".join("?" * len(exclude_types))
-        kinds = f"AND obs_type NOT IN ({marks})" if marks else ""
+        kinds = f"AND obs_type NOT IN ({marks(len(exclude_types))})" if exclude_types else ""
         newest = self._query(
             f"SELECT session_id FROM observations WHERE project = ? {kinds} ORDER BY timestamp DESC, id DESC LIMIT 1",
             (project, *exclude_types))
         extra = [r[0] for r in newest] + ([include] if include else [])
-        candidates = ("SELECT id FROM (SELECT id FROM sessions WHERE project = ? ORDER BY started_at DESC LIMIT ?)"
-                      + " UNION SELECT ?" * len(extra))
+        candidates = ("SELECT id FROM (SELECT id FROM sessions WHERE project = ? ORDER BY started_at DESC LIMIT ?) "
+                      "AS latest" + " UNION SELECT ?" * len(extra))
         rows = self._query(
             f"""SELECT s.*,
                 (SELECT timestamp FROM observations WHERE session_id = s.id {kinds}
@@ -234,7 +219,7 @@ class ContextReads(Connection):
         if not session_ids:
             return {}
         ids = list(dict.fromkeys(session_ids))
-        rows = self._query(f"SELECT id, root FROM sessions WHERE id IN ({','.join('?' * len(ids))}) "
+        rows = self._query(f"SELECT id, root FROM sessions WHERE id IN ({marks(len(ids))}) "
                            "AND root IS NOT NULL", ids)
         return {str(r[0]): str(r[1]) for r in rows}
 
@@ -254,8 +239,7 @@ class ContextReads(Connection):
     def last_prompt(self, session_id: str, source: str) -> Prompt | None:
         """The session's newest prompt from `source` (`user` or `agent`)."""
         rows = self._query(
-            "SELECT p.id, p.session_id, s.project, p.timestamp, p.source, p.content "
-            "FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
             "WHERE p.session_id = ? AND p.source = ? ORDER BY p.id DESC LIMIT 1", (session_id, source))
         return Prompt.from_row(rows[0]) if rows else None
 
@@ -270,7 +254,7 @@ class ContextReads(Connection):
         clauses = ["project = ?" if where == "local" else "project != ?"]
         params: list[Any] = [project]
         if exclude_types:
-            clauses.append(f"obs_type NOT IN ({','.join('?' * len(exclude_types))})")
+            clauses.append(f"obs_type NOT IN ({marks(len(exclude_types))})")
             params.extend(exclude_types)
         if exclude_session is not None:
             clauses.append("session_id != ?")
@@ -283,24 +267,23 @@ class ContextReads(Connection):
             [*params, limit])
         return [Observation.from_row(r) for r in rows]
 
-    _CHECKPOINT = "EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = 'checkpoint')"
-
     def curated_memories(self, project: str, limit: int) -> list[Memory]:
         """Live memories a project sees (its own, the user's, the organisation's) that people or
         agents chose to keep: automatic checkpoints (tag `checkpoint`) and archived ones left out.
         Pinned first, then newest."""
         rows = self._query(
             "SELECT m.* FROM memories m WHERE m.deleted_at IS NULL AND m.tier != 'archived' "
-            f"AND m.domain IN (?, 'user', 'org') AND NOT {self._CHECKPOINT} "
-            "ORDER BY m.is_pinned DESC, m.updated_at DESC LIMIT ?", (f"project:{project}", limit))
+            f"AND m.domain IN (?, 'user', 'org') AND NOT COALESCE({self.dialect.tag_match('m')}, FALSE) "
+            "ORDER BY m.is_pinned DESC, m.updated_at DESC, m.id DESC LIMIT ?",
+            (f"project:{project}", "checkpoint", limit))
         return [Memory.from_row(r) for r in rows]
 
     def latest_checkpoint(self, project: str, session_id: str) -> Memory | None:
         """The newest automatic checkpoint (tag `checkpoint`) a session left in its project."""
         rows = self._query(
             "SELECT m.* FROM memories m WHERE m.deleted_at IS NULL AND m.domain = ? AND m.source = ? "
-            f"AND {self._CHECKPOINT} ORDER BY m.created_at DESC, m.id DESC LIMIT 1",
-            (f"project:{project}", f"session:{session_id}"))
+            f"AND {self.dialect.tag_match('m')} ORDER BY m.created_at DESC, m.id DESC LIMIT 1",
+            (f"project:{project}", f"session:{session_id}", "checkpoint"))
         return Memory.from_row(rows[0]) if rows else None
 
     def status(self) -> Status:
@@ -310,44 +293,17 @@ class ContextReads(Connection):
         def group(sql: str) -> dict[str, int]:
             return {str(r[0]): int(r[1]) for r in self._query(sql)}
 
-        page_count = count("PRAGMA page_count")
-        page_size = count("PRAGMA page_size")
-        wal = self.path + "-wal"
-        wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
         return Status(
             url=self.url,
             schema_version=self.schema_version(),
-            size_bytes=page_count * page_size + wal_bytes,
+            size_bytes=self._size_bytes(),
             sessions=count("SELECT COUNT(*) FROM sessions"),
             prompts=count("SELECT COUNT(*) FROM prompts"),
             observations=count("SELECT COUNT(*) FROM observations"),
             memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
-            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC"),
+            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC, 1"),
             by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
-                               "GROUP BY 1 ORDER BY 2 DESC"),
-            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL "
-                          "GROUP BY 1 ORDER BY 2 DESC"),
-            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC"),
+                               "GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1"),
         )
-
-    def integrity(self) -> str:
-        """`ok`, or what SQLite's quick_check found wrong."""
-        rows = self._query("PRAGMA quick_check")
-        return "; ".join(str(r[0]) for r in rows) or "ok"
-
-    def fts_consistency(self) -> dict[str, str]:
-        """Per full-text index: `ok`, or how it disagrees with its table (FTS5's own
-        integrity-check, then indexed rows against table rows)."""
-        checks = {"observations_fts": "observations", "prompts_fts": "prompts", "memories_fts": "memories"}
-        out: dict[str, str] = {}
-        for fts, table in checks.items():
-            try:  # a command written as an INSERT: it needs the writer, and changes nothing
-                with self.transaction():
-                    self._writer().execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
-            except driver.ERRORS as exc:
-                out[fts] = f"integrity-check failed: {exc}"
-                continue
-            rows = self._query(f"SELECT (SELECT COUNT(*) FROM {table}), (SELECT COUNT(*) FROM {fts}_docsize)")
-            have, indexed = int(rows[0][0]), int(rows[0][1])
-            out[fts] = "ok" if have == indexed else f"{indexed} rows indexed, {have} in {table}"
-        return out

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from nmem import jsonlite as json
 from nmem.models import Session
-from nmem.store.sqlite.connection import Connection
+from nmem.store.sql.base import SqlBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
     from typing import Any
 
-
-class LifecycleRows(Connection):
+class LifecycleRows(SqlBase):
     # -- tiers: local bookkeeping like access counts, so no sync operation and no updated_at bump --
 
     def tier_inputs(self) -> list[tuple[str, str, int, int | None, int, bool, list[str], str]]:
         """(uid, namespace, updated_at, accessed_at, access_count, pinned, tags, tier) of live memories."""
         rows = self._query("SELECT uid, namespace, updated_at, accessed_at, access_count, is_pinned, tags, tier "
                            "FROM memories WHERE deleted_at IS NULL")
-        return [(r["uid"], r["namespace"], int(r["updated_at"]), r["accessed_at"], int(r["access_count"]),
+        return [(r["uid"], r["namespace"], int(r["updated_at"]),
+                 None if r["accessed_at"] is None else int(r["accessed_at"]), int(r["access_count"]),
                  bool(r["is_pinned"]), list(json.loads(r["tags"] or "[]")), r["tier"]) for r in rows]
 
     def set_tiers(self, tiers: Mapping[str, str], now: int) -> None:
@@ -27,9 +27,10 @@ class LifecycleRows(Connection):
         if self.readonly:
             return
         with self.transaction():
-            for uid, tier in tiers.items():
-                self._exec("UPDATE memories SET tier = ? WHERE uid = ? AND deleted_at IS NULL", (tier, uid))
-            self._exec("INSERT OR REPLACE INTO lifecycle_state (key, value) VALUES ('tiers_at', ?)", (str(now),))
+            self._exec_many("UPDATE memories SET tier = ? WHERE uid = ? AND deleted_at IS NULL AND tier <> ?",
+                            [(tier, uid, tier) for uid, tier in tiers.items()])
+            self._exec("INSERT INTO lifecycle_state (key, value) VALUES ('tiers_at', ?) "
+                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(now),))
 
     def tiers_computed_at(self) -> int | None:
         rows = self._query("SELECT value FROM lifecycle_state WHERE key = 'tiers_at'")
@@ -48,23 +49,20 @@ class LifecycleRows(Connection):
         return out
 
     def delete_expired(self, cutoffs: Mapping[str, int]) -> dict[str, int]:
-        """Delete what `expired_counts` counts, as `purge_observations_where` does (FTS rewritten,
-        secure delete, free pages given back), in one transaction."""
+        """Delete what `expired_counts` counts in one transaction, as `purge_observations_where`
+        does (the text's bytes forgotten, the space given back)."""
         out: dict[str, int] = {}
         with self.transaction():
             for obs_type, cutoff in sorted(cutoffs.items()):
-                cur = self._exec("DELETE FROM observations WHERE obs_type = ? AND timestamp < ? AND is_pinned = 0",
-                                 (obs_type, cutoff))
-                if cur.rowcount:
-                    out[obs_type] = cur.rowcount
+                n = self._exec("DELETE FROM observations WHERE obs_type = ? AND timestamp < ? AND is_pinned = 0",
+                               (obs_type, cutoff))
+                if n:
+                    out[obs_type] = n
             if out:
-                self._rewrite_index("observations_fts")
-        self._scrub()
+                self._forget_bytes("observations")
+        if out:
+            self._scrub("observations", "vectors")
         return out
-
-    def file_bytes(self) -> int:
-        """Bytes the database file's pages take (free pages included: what a vacuum gives back)."""
-        return int(self._query("PRAGMA page_count")[0][0]) * int(self._query("PRAGMA page_size")[0][0])
 
     # -- sessions a roll-up summarises -----------------------------------------------------------
 
@@ -72,8 +70,8 @@ class LifecycleRows(Connection):
         """project → its newest ended sessions that have a summary, newest first, at most `per_project`."""
         rows = self._query(
             "SELECT * FROM (SELECT s.*, ROW_NUMBER() OVER (PARTITION BY project ORDER BY started_at DESC, id) AS n "
-            "FROM sessions s WHERE ended_at IS NOT NULL AND summary IS NOT NULL) WHERE n <= ? "
-            "ORDER BY project, started_at DESC", (per_project,))
+            "FROM sessions s WHERE ended_at IS NOT NULL AND summary IS NOT NULL) AS ranked WHERE n <= ? "
+            "ORDER BY project, started_at DESC, id", (per_project,))
         out: dict[str, list[Session]] = {}
         for r in rows:
             out.setdefault(r["project"], []).append(Session.from_row(r))
@@ -82,8 +80,7 @@ class LifecycleRows(Connection):
     # -- consolidation runs: what each changed, before and after, for undo ------------------------
 
     def start_run(self, kind: str, now: int) -> int:
-        cur = self._exec("INSERT INTO lifecycle_runs (kind, started_at) VALUES (?, ?)", (kind, now))
-        return int(cur.lastrowid or 0)
+        return self._insert_id("INSERT INTO lifecycle_runs (kind, started_at) VALUES (?, ?)", (kind, now))
 
     def record_change(self, run_id: int, uid: str, action: str, before: dict[str, Any] | None,
                       after: dict[str, Any] | None) -> None:
@@ -97,11 +94,7 @@ class LifecycleRows(Connection):
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         rows = self._query("SELECT * FROM lifecycle_runs WHERE id = ?", (run_id,))
-        if not rows:
-            return None
-        r = rows[0]
-        return {"id": r["id"], "kind": r["kind"], "started_at": r["started_at"], "finished_at": r["finished_at"],
-                "undone_at": r["undone_at"], "report": json.loads(r["report"] or "{}")}
+        return _run(rows[0]) if rows else None
 
     def run_changes(self, run_id: int) -> list[tuple[str, str, dict[str, Any] | None, dict[str, Any] | None]]:
         """(uid, action, before, after) of a run, in the order they were made."""
@@ -114,5 +107,11 @@ class LifecycleRows(Connection):
         self._exec("UPDATE lifecycle_runs SET undone_at = ? WHERE id = ?", (now, run_id))
 
     def recent_runs(self, limit: int) -> list[dict[str, Any]]:
-        ids: Sequence[Any] = self._query("SELECT id FROM lifecycle_runs ORDER BY id DESC LIMIT ?", (limit,))
-        return [run for r in ids if (run := self.get_run(int(r[0]))) is not None]
+        return [_run(r) for r in self._query("SELECT * FROM lifecycle_runs ORDER BY id DESC LIMIT ?", (limit,))]
+
+
+def _run(r: Any) -> dict[str, Any]:
+    return {"id": int(r["id"]), "kind": r["kind"], "started_at": int(r["started_at"]),
+            "finished_at": None if r["finished_at"] is None else int(r["finished_at"]),
+            "undone_at": None if r["undone_at"] is None else int(r["undone_at"]),
+            "report": json.loads(r["report"] or "{}")}

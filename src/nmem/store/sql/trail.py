@@ -4,26 +4,26 @@ from __future__ import annotations
 
 from nmem import jsonlite as json
 from nmem.models import Session
-from nmem.store import (
-    OUTLINE_CHARS,
-    ImportMark,
-    NewObservation,
-)
-from nmem.store.sqlite.connection import (
-    SPOOL_MARK_DAYS,
-    Connection,
-)
+from nmem.store.records import OUTLINE_CHARS, ImportMark
+from nmem.store.sql.base import SqlBase
+from nmem.store.sql.dialect import marks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from nmem.store import ObsOutline, PromptOutline
+    from nmem.store.records import NewObservation, ObsOutline, PromptOutline
+
+SPOOL_MARK_DAYS = 30
 
 
-class TrailWrites(Connection):
+class TrailWrites(SqlBase):
     # -- trail writes --------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return Session.from_row(rows[0]) if rows else None
 
     def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None,
                        agent: str | None = None) -> Session:
@@ -39,30 +39,31 @@ class TrailWrites(Connection):
         return session
 
     def add_prompt(self, session_id: str, timestamp: int, source: str, content: str) -> int:
-        cur = self._exec(
+        prompt_id = self._insert_id(
             "INSERT INTO prompts (session_id, timestamp, source, content) VALUES (?, ?, ?, ?)",
             (session_id, timestamp, source, content),
         )
-        prompt_id = int(cur.lastrowid or 0)
-        if source == "user" and self._depth:
-            self._latest_prompts[session_id] = prompt_id
+        known = self._known_prompts()
+        if source == "user" and known is not None:
+            known[session_id] = prompt_id
         return prompt_id
 
     def latest_prompt_id(self, session_id: str) -> int | None:
-        if self._depth and session_id in self._latest_prompts:
-            return self._latest_prompts[session_id]
+        known = self._known_prompts()
+        if known is not None and session_id in known:
+            return known[session_id]
         rows = self._query(
             # The user's directive frames what follows; agent reasoning does not replace it.
             "SELECT id FROM prompts WHERE session_id = ? AND source = 'user' ORDER BY id DESC LIMIT 1",
             (session_id,)
         )
         found = int(rows[0]["id"]) if rows else None
-        if self._depth:
-            self._latest_prompts[session_id] = found
+        if known is not None:
+            known[session_id] = found
         return found
 
     def add_observation(self, obs: NewObservation) -> int:
-        cur = self._exec(
+        return self._insert_id(
             "INSERT INTO observations (session_id, project, prompt_id, timestamp, obs_type, "
             "source_event, tool_name, file_path, content, metadata) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -70,13 +71,12 @@ class TrailWrites(Connection):
              obs.source_event, obs.tool_name, obs.file_path, obs.content,
              json.dumps(obs.metadata, sort_keys=True) if obs.metadata else None),
         )
-        return int(cur.lastrowid or 0)
 
     def recent_duplicate(self, session_id: str, obs_type: str, file_path: str | None,
                          content: str, since: int) -> int | None:
         rows = self._query(
             "SELECT id FROM observations WHERE session_id = ? AND obs_type = ? "
-            "AND file_path IS ? AND timestamp >= ? AND content = ? ORDER BY id DESC LIMIT 1",
+            f"AND file_path {self.dialect.same_as} ? AND timestamp >= ? AND content = ? ORDER BY id DESC LIMIT 1",
             (session_id, obs_type, file_path, since, content),
         )
         return int(rows[0]["id"]) if rows else None
@@ -136,32 +136,31 @@ class TrailWrites(Connection):
 
     def session_last_activity(self, session_id: str) -> int | None:
         rows = self._query(
-            "SELECT MAX(t) FROM (SELECT MAX(timestamp) AS t FROM observations WHERE session_id = ?1 "
-            "UNION ALL SELECT MAX(timestamp) FROM prompts WHERE session_id = ?1 "
-            "UNION ALL SELECT ended_at FROM sessions WHERE id = ?1)", (session_id,))
+            "SELECT MAX(t) FROM (SELECT MAX(timestamp) AS t FROM observations WHERE session_id = ? "
+            "UNION ALL SELECT MAX(timestamp) FROM prompts WHERE session_id = ? "
+            "UNION ALL SELECT ended_at FROM sessions WHERE id = ?) AS times", (session_id,) * 3)
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def set_observation_pin(self, obs_id: int, pinned: bool) -> bool:
-        cur = self._exec("UPDATE observations SET is_pinned = ? WHERE id = ?", (int(pinned), obs_id))
-        return cur.rowcount > 0
+        return self._exec("UPDATE observations SET is_pinned = ? WHERE id = ?", (int(pinned), obs_id)) > 0
 
     def purge_observations(self, ids: Sequence[int]) -> int:
         if not ids:
             return 0
-        marks = ",".join("?" * len(ids))
+        where = self.dialect.in_ids("id", ids)
         with self.transaction():
-            cur = self._exec(f"DELETE FROM observations WHERE id IN ({marks})", list(ids))
-            if cur.rowcount:
-                self._rewrite_index("observations_fts")
-        self._scrub()
-        return cur.rowcount
+            deleted = self._exec(f"DELETE FROM observations WHERE {where[0]}", (where[1],))
+            if deleted:
+                self._forget_bytes("observations")
+        self._scrub("observations")
+        return deleted
 
     def purge_observations_where(self, obs_types: Sequence[str], older_than: int | None,
                                  project: str | None) -> int:
         clauses: list[str] = ["is_pinned = 0"]  # pins exempt a row from retention
         params: list[Any] = []
         if obs_types:
-            clauses.append(f"obs_type IN ({','.join('?' * len(obs_types))})")
+            clauses.append(f"obs_type IN ({marks(len(obs_types))})")
             params.extend(obs_types)
         if older_than is not None:
             clauses.append("timestamp < ?")
@@ -170,11 +169,11 @@ class TrailWrites(Connection):
             clauses.append("project = ?")
             params.append(project)
         with self.transaction():
-            cur = self._exec(f"DELETE FROM observations WHERE {' AND '.join(clauses)}", params)
-            if cur.rowcount:
-                self._rewrite_index("observations_fts")
-        self._scrub()
-        return cur.rowcount
+            deleted = self._exec(f"DELETE FROM observations WHERE {' AND '.join(clauses)}", params)
+            if deleted:
+                self._forget_bytes("observations")
+        self._scrub("observations")
+        return deleted
 
     # Forgetting means gone: a deleted row's words must not stay readable in the file.
     # - secure_delete (set on the writer) zeroes the row, its index entries and freed pages;
@@ -192,11 +191,10 @@ class TrailWrites(Connection):
         replay stores nothing). Marks older than SPOOL_MARK_DAYS go: a claim left behind is
         replayed by the next drain long before."""
         self._exec("DELETE FROM spooled_events WHERE recorded_at < ?", (now - SPOOL_MARK_DAYS * 86400,))
-        cur = self._exec("INSERT INTO spooled_events (id, recorded_at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
-                         (spool_id, now))
-        return cur.rowcount == 1
+        return self._exec("INSERT INTO spooled_events (id, recorded_at) VALUES (?, ?) ON CONFLICT(id) DO NOTHING",
+                          (spool_id, now)) == 1
 
     def reclaim(self) -> None:
         """After deletes made inside a caller's transactions (an import's batches): what each
         delete does on its own once its transaction ends (see `_scrub`)."""
-        self._scrub()
+        self._scrub("observations", "memories", "sync_ops")

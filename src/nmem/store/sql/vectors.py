@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-from nmem.store import (
-    SearchFilters,
-)
-from nmem.store.sqlite import driver
-from nmem.store.sqlite.connection import Connection
-from nmem.store.sqlite.errors import storage_error
-from nmem.store.sqlite.filters import memory_filters, observation_filters, prompt_filters
+from nmem.store.sql.base import SqlBase
+from nmem.store.sql.dialect import marks
+from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, ClassVar
 
+    from nmem.store.records import SearchFilters
 
-class VectorRows(Connection):
+
+class VectorRows(SqlBase):
     # -- vectors (optional embeddings, nmem.search.embeddings) ------------------------------
 
     # Per kind: the table, its integer key, the text embedded, and which rows count.
     _VECTOR_SOURCES: ClassVar[dict[str, tuple[str, str, str]]] = {
-        "observation": ("observations", "content", "1"),
-        "prompt": ("prompts", "content", "1"),
-        "memory": ("memories", "summary || char(10) || content", "deleted_at IS NULL"),
+        "observation": ("observations", "content", "TRUE"),
+        "prompt": ("prompts", "content", "TRUE"),
+        "memory": ("memories", "summary || '\n' || content", "deleted_at IS NULL"),
     }
 
     def _vector_source(self, kind: str) -> tuple[str, str, str]:
@@ -52,27 +50,23 @@ class VectorRows(Connection):
         if not rows:
             return
         with self.transaction():
-            try:
-                self._writer().executemany(
-                    "INSERT OR REPLACE INTO vectors (kind, row_id, model, dim, vec) VALUES (?, ?, ?, ?, ?)",
-                    [(kind, row_id, model, dim, blob) for row_id, blob in rows])
-            except driver.ERRORS as exc:
-                raise storage_error(exc, self.path) from exc
+            self._exec_many("INSERT INTO vectors (kind, row_id, model, dim, vec) VALUES (?, ?, ?, ?, ?) "
+                            "ON CONFLICT (kind, row_id, model) DO UPDATE SET dim = excluded.dim, vec = excluded.vec",
+                            [(kind, row_id, model, dim, blob) for row_id, blob in rows])
 
     def get_vectors(self, kind: str, model: str, ids: Sequence[int | str]) -> dict[int | str, bytes]:
         self._vector_source(kind)
         if not ids:
             return {}
-        marks = ",".join("?" * len(ids))
         if kind == "memory":
             rows = self._query(
                 "SELECT m.uid AS id, v.vec FROM memories m JOIN vectors v "
                 "ON v.kind = 'memory' AND v.row_id = m.id AND v.model = ? "
-                f"WHERE m.uid IN ({marks})", [model, *ids])
+                f"WHERE m.uid IN ({marks(len(ids))})", [model, *(str(i) for i in ids)])
         else:
             rows = self._query(
-                f"SELECT row_id AS id, vec FROM vectors WHERE kind = ? AND model = ? AND row_id IN ({marks})",
-                [kind, model, *ids])
+                f"SELECT row_id AS id, vec FROM vectors WHERE kind = ? AND model = ? AND row_id IN ({marks(len(ids))})",
+                [kind, model, *(int(i) for i in ids)])
         return {r["id"]: bytes(r["vec"]) for r in rows}
 
     def vector_scan(self, kind: str, model: str, filters: SearchFilters, limit: int
@@ -93,7 +87,7 @@ class VectorRows(Connection):
             select = "SELECT m.uid AS id, v.vec FROM memories m"
             key, order = "m.id", "m.updated_at"
             clauses.append("m.deleted_at IS NULL")
-            memory_filters(filters, clauses, params)
+            memory_filters(filters, clauses, params, self.dialect)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._query(
             f"{select} JOIN vectors v ON v.kind = ? AND v.row_id = {key} AND v.model = ? {where} "
@@ -107,17 +101,14 @@ class VectorRows(Connection):
     def delete_vectors(self, model: str | None) -> int:
         """Drop the stored vectors of one model, or of every model (None)."""
         if model is None:
-            cur = self._exec("DELETE FROM vectors")
-        else:
-            cur = self._exec("DELETE FROM vectors WHERE model = ?", (model,))
-        return cur.rowcount
+            return self._exec("DELETE FROM vectors")
+        return self._exec("DELETE FROM vectors WHERE model = ?", (model,))
 
     def prune_vectors(self) -> int:
         """Drop vectors whose row is gone (written while the row was being deleted)."""
         removed = 0
         for kind, (table, _, live) in self._VECTOR_SOURCES.items():
-            cur = self._exec(
+            removed += self._exec(
                 f"DELETE FROM vectors WHERE kind = ? AND row_id NOT IN (SELECT id FROM {table} WHERE {live})",
                 (kind,))
-            removed += cur.rowcount
         return removed

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from nmem import jsonlite as json
 from nmem.models import Session
-from nmem.store import (
-    SearchFilters,
-    SessionListing,
-)
-from nmem.store.sqlite.connection import (
-    Connection,
-)
-from nmem.store.sqlite.filters import observation_filters
+from nmem.store.records import SessionListing
+from nmem.store.sql.base import SqlBase
+from nmem.store.sql.filters import observation_filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from nmem.store.records import SearchFilters
 
 
 LAST_CHAR = chr(0x10FFFF)  # sorts after any character: `id < prefix + LAST_CHAR` bounds a prefix scan
@@ -25,13 +21,14 @@ LIFECYCLE_TYPES = ("session_start", "session_resume", "session_compact", "sessio
 PURGE_BATCH = 10_000
 
 
-class NavigationReads(Connection):
+class NavigationReads(SqlBase):
     # -- navigation: sessions by prefix and by time, recorded paths, purge selections -------
 
     def sessions_by_prefix(self, prefix: str, limit: int) -> list[Session]:
         """Sessions whose id starts with `prefix`, newest first: a range scan of the key."""
-        rows = self._query("SELECT * FROM sessions WHERE id >= ? AND id < ? ORDER BY started_at DESC, id LIMIT ?",
-                           (prefix, prefix + LAST_CHAR, limit))
+        b = self.dialect.binary
+        rows = self._query(f"SELECT * FROM sessions WHERE id{b} >= ? AND id{b} < ? "
+                           f"ORDER BY started_at DESC, id{b} LIMIT ?", (prefix, prefix + LAST_CHAR, limit))
         return [Session.from_row(r) for r in rows]
 
     def list_sessions(self, project: str | None, since: int | None, limit: int, *,
@@ -59,7 +56,7 @@ class NavigationReads(Connection):
             f"AND o.obs_type NOT IN ({lifecycle})) AS n_actions, "
             "(SELECT p.content FROM prompts p WHERE p.session_id = s.id AND p.source = 'user' "
             "ORDER BY p.id LIMIT 1) AS first_prompt "
-            f"FROM sessions s {where} ORDER BY s.started_at DESC, s.id LIMIT ?", [*params, limit])
+            f"FROM sessions s {where} ORDER BY s.started_at DESC, s.id{self.dialect.binary} LIMIT ?", [*params, limit])
         return [SessionListing(Session.from_row(r), int(r["n_prompts"]), int(r["n_actions"]), r["first_prompt"])
                 for r in rows]
 
@@ -72,7 +69,7 @@ class NavigationReads(Connection):
         tail = "/" + suffix
         if suffix.startswith("/"):
             rows = self._query("SELECT path FROM (SELECT DISTINCT file_path AS path FROM observations "
-                               f"WHERE file_path = ?) paths WHERE 1{in_project} LIMIT ?",
+                               f"WHERE file_path = ?) paths WHERE TRUE{in_project} LIMIT ?",
                                [suffix, *([project] if project is not None else []), limit])
         else:
             # A skip scan of the file_path index, one seek per distinct path: rows outnumber paths
@@ -82,8 +79,9 @@ class NavigationReads(Connection):
                 "SELECT MIN(file_path) FROM observations WHERE file_path IS NOT NULL "
                 "UNION ALL SELECT (SELECT MIN(file_path) FROM observations WHERE file_path > paths.path) "
                 "FROM paths WHERE paths.path IS NOT NULL) "
-                f"SELECT path FROM paths WHERE (path = ? OR substr(path, ?) = ?){in_project} ORDER BY path LIMIT ?",
-                [suffix, -len(tail), tail, *([project] if project is not None else []), limit])
+                "SELECT path FROM paths WHERE (path = ? OR substr(path, length(path) - ?) = ?)"
+                f"{in_project} ORDER BY path{self.dialect.binary} LIMIT ?",
+                [suffix, len(tail) - 1, tail, *([project] if project is not None else []), limit])
         return [str(r[0]) for r in rows]
 
     def observation_ids(self, match: str | None, filters: SearchFilters, *, unpinned: bool = True) -> list[int]:
@@ -91,15 +89,15 @@ class NavigationReads(Connection):
         in id order, pinned rows left out when `unpinned`: what a purge by query takes."""
         clauses: list[str] = ["o.is_pinned = 0"] if unpinned else []
         params: list[Any] = []
+        if match is not None:
+            found = self._text_match("observations", "o", match)
+            if found is None:
+                return []
+            clauses.append(found[0])
+            params.append(found[1])
         observation_filters(filters, clauses, params)
-        if match is None:
-            source = "observations o"
-        else:
-            source = "observations_fts f CROSS JOIN observations o ON o.id = f.rowid"
-            clauses.insert(0, "observations_fts MATCH ?")
-            params.insert(0, match)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        return [int(r[0]) for r in self._query(f"SELECT o.id FROM {source} {where} ORDER BY o.id", params)]
+        return [int(r[0]) for r in self._query(f"SELECT o.id FROM observations o {where} ORDER BY o.id", params)]
 
     def purge_observations_matching(self, match: str | None, filters: SearchFilters) -> int:
         """Delete what `observation_ids` selects (pinned rows kept), in one transaction."""
@@ -107,10 +105,10 @@ class NavigationReads(Connection):
         with self.transaction():
             ids = self.observation_ids(match, filters)
             for start in range(0, len(ids), PURGE_BATCH):
-                cur = self._exec("DELETE FROM observations WHERE id IN (SELECT value FROM json_each(?))",
-                                 (json.dumps(ids[start:start + PURGE_BATCH]),))
-                deleted += cur.rowcount
+                batch = self.dialect.in_ids("id", ids[start:start + PURGE_BATCH])
+                deleted += self._exec(f"DELETE FROM observations WHERE {batch[0]}", (batch[1],))
             if deleted:
-                self._rewrite_index("observations_fts")
-        self._scrub()
+                self._forget_bytes("observations")
+        if deleted:
+            self._scrub("observations")
         return deleted

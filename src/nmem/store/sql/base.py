@@ -1,0 +1,79 @@
+"""`SqlBase`: what the shared statements need of an engine's connection."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from contextlib import AbstractContextManager
+    from typing import Any, ClassVar
+
+    from nmem.models import Session
+    from nmem.store.sql.dialect import Dialect
+
+OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
+               "tool_name, file_path, content, metadata, is_pinned")
+OBS_COLUMNS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
+PROMPT_COLUMNS = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content"
+
+
+class SqlBase:
+    """Each engine's `Connection` implements these; every concern mixin in `nmem.store.sql`
+    derives from this class and nothing else."""
+
+    dialect: ClassVar[Dialect]
+    readonly: bool
+    url: str
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a write (its own transaction outside one); the rows it changed."""
+        raise NotImplementedError
+
+    def _exec_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One write statement for each row of parameters, in the caller's transaction."""
+        raise NotImplementedError
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a read, by column name or position (inside a write transaction: its view)."""
+        raise NotImplementedError
+
+    def _insert_id(self, sql: str, params: Sequence[Any]) -> int:
+        """Run an INSERT of one row (written without RETURNING); the new row's id."""
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _forget_bytes(self, table: str) -> None:
+        """Inside the transaction that deleted or blanked rows of `table`: drop what the
+        engine's full-text index still holds of their text (FTS5 keeps it until rewritten)."""
+
+    def _scrub(self, *tables: str) -> None:
+        """After that transaction: give the freed space back, so forgotten text is not left in
+        the files (SQLite's incremental vacuum, PostgreSQL's VACUUM of `tables`)."""
+
+    def schema_version(self) -> int:
+        raise NotImplementedError
+
+    def _size_bytes(self) -> int:
+        """What the store takes on disk, for `status`."""
+        raise NotImplementedError
+
+    def _known_prompts(self) -> dict[str, int | None] | None:
+        """Each session's latest user prompt, where the engine can keep them: SQLite while this
+        store holds the one write lock (no other writer can add a prompt then); else None."""
+        return None
+
+    def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
+        """A condition that row `alias` of `table` holds the full-text `match` (nmem's FTS5
+        syntax), with its one parameter; None when the match can hold no row."""
+        raise NotImplementedError
+
+    def get_session(self, session_id: str) -> Session | None:
+        raise NotImplementedError
+
+    def _log_memory_op(self, uid: str, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def _forget_sync_lines(self, uid: str) -> None:
+        raise NotImplementedError

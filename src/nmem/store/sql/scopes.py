@@ -1,0 +1,119 @@
+"""The four things a search reads (observations, prompts and replies, sessions, memories) as one
+table of what differs between them, and `search(scope, …)`, which reads any of them.
+
+Listing a scope without a full-text match is the same statement on both engines and is written
+here; each engine reads its matches itself (`_matched`: FTS5 or tsvector), with the same Scope.
+"""
+
+from __future__ import annotations
+
+from nmem.models import Memory, Observation, Prompt, Session
+from nmem.store.sql.base import OBS_COLUMNS_O, PROMPT_COLUMNS, SqlBase
+from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from nmem.store.records import SearchFilters
+    from nmem.store.sql.dialect import Dialect
+
+
+class Scope:
+    """One searchable table: where its rows come from, which filters apply, how it is ordered."""
+
+    __slots__ = ("name", "table", "alias", "source", "columns", "time", "record", "pinned_first", "_filters")
+
+    def __init__(self, name: str, table: str, alias: str, source: str, columns: str, time: str,
+                 record: Callable[[Any], Any], filters: Callable[..., None], pinned_first: bool = False) -> None:
+        self.name = name
+        self.table = table
+        self.alias = alias
+        self.source = source              # FROM: the table, and what its filters read besides
+        self.columns = columns            # what the record is built from
+        self.time = time                  # what date orders sort by
+        self.record = record
+        self.pinned_first = pinned_first  # curated rows a person pinned lead every order
+        self._filters = filters
+
+    def where(self, filters: SearchFilters, dialect: Dialect) -> tuple[list[str], list[Any]]:
+        """WHERE clauses and parameters for the filters that apply to this scope."""
+        clauses: list[str] = ["m.deleted_at IS NULL"] if self.name == "memories" else []
+        params: list[Any] = []
+        if self.name == "memories":
+            memory_filters(filters, clauses, params, dialect)
+        else:
+            self._filters(filters, clauses, params)
+        return clauses, params
+
+    def order(self, order: str, by_rank: bool, binary: str = "") -> str:
+        """ORDER BY for `order` (relevance needs a `rank` column, lowest first), newest first
+        without a match; ties go to the higher key."""
+        if order == "date_asc":
+            keys = f"{self.time} ASC"
+        elif order == "date_desc" or not by_rank:
+            keys = f"{self.time} DESC"
+        else:
+            keys = "rank ASC"
+        first = f"{self.alias}.is_pinned DESC, " if self.pinned_first else ""
+        return f"{first}{keys}, {self.alias}.id{binary if self.name == 'sessions' else ''} DESC"
+
+
+SCOPES: dict[str, Scope] = {
+    "observations": Scope("observations", "observations", "o", "observations o", OBS_COLUMNS_O, "o.timestamp",
+                          Observation.from_row, observation_filters),
+    "prompts": Scope("prompts", "prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", PROMPT_COLUMNS,
+                     "p.timestamp", Prompt.from_row, prompt_filters),
+    "sessions": Scope("sessions", "sessions", "s", "sessions s", "s.*", "s.started_at", Session.from_row,
+                      session_filters),
+    "memories": Scope("memories", "memories", "m", "memories m", "m.*", "m.updated_at", Memory.from_row,
+                      memory_filters, pinned_first=True),
+}
+
+
+def scope_named(name: str) -> Scope:
+    try:
+        return SCOPES[name]
+    except KeyError:
+        raise ValueError(f"no search scope {name!r}; valid: {', '.join(SCOPES)}") from None
+
+
+class ScopedSearch(SqlBase):
+    """`search(scope, …)` on any engine; the engine's search module supplies `_matched`."""
+
+    def search(self, scope: str, match: str | None, filters: SearchFilters, order: str,
+               limit: int, offset: int) -> list[tuple[Any, float]]:
+        """Records of `scope` and their scores (higher is better; 0.0 without a match): the
+        full-text `match` (nmem's FTS5 syntax) and the filters select, in `order`."""
+        chosen = scope_named(scope)
+        if match is not None:
+            return self._matched(chosen, match, filters, order, limit, offset)
+        clauses, params = chosen.where(filters, self.dialect)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = self._query(f"SELECT {chosen.columns} FROM {chosen.source} {where} "
+                           f"ORDER BY {chosen.order(order, False, self.dialect.binary)} LIMIT ? OFFSET ?",
+                           [*params, limit, offset])
+        return [(chosen.record(r), 0.0) for r in rows]
+
+    def _matched(self, scope: Scope, match: str, filters: SearchFilters, order: str,
+                 limit: int, offset: int) -> list[tuple[Any, float]]:
+        raise NotImplementedError
+
+    # The protocol's per-scope names, kept for the callers of this release.
+
+    def search_observations(self, match: str | None, filters: SearchFilters, order: str,
+                            limit: int, offset: int) -> list[tuple[Observation, float]]:
+        return self.search("observations", match, filters, order, limit, offset)
+
+    def search_prompts(self, match: str | None, filters: SearchFilters, order: str,
+                       limit: int, offset: int) -> list[tuple[Prompt, float]]:
+        return self.search("prompts", match, filters, order, limit, offset)
+
+    def search_sessions(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Session, float]]:
+        return self.search("sessions", match, filters, order, limit, offset)
+
+    def search_memories(self, match: str | None, filters: SearchFilters, order: str,
+                        limit: int, offset: int) -> list[tuple[Memory, float]]:
+        return self.search("memories", match, filters, order, limit, offset)

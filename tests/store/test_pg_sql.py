@@ -1,0 +1,47 @@
+"""`pg_sql`: the shared statements' `?` marks as psycopg's `%s`, literal `%` doubled, quoted text kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from store_engines import ENGINES
+
+psycopg = pytest.importorskip("psycopg")
+
+from nmem.store.postgres.connection import pg_sql  # noqa: E402
+
+
+def test_marks_become_psycopg_marks() -> None:
+    assert pg_sql("SELECT * FROM t WHERE a = ? AND b IN (?,?)") == "SELECT * FROM t WHERE a = %s AND b IN (%s,%s)"
+
+
+def test_a_statement_without_marks_or_percent_is_kept() -> None:
+    sql = "SELECT count(*) FROM observations"
+    assert pg_sql(sql) is sql
+
+
+def test_a_literal_percent_is_doubled_everywhere() -> None:
+    assert (pg_sql("SELECT id % 3 FROM t WHERE p LIKE ? ESCAPE '\\'")
+            == "SELECT id %% 3 FROM t WHERE p LIKE %s ESCAPE '\\'")
+    assert pg_sql("SELECT 1 WHERE tags LIKE '[%' AND x = ?") == "SELECT 1 WHERE tags LIKE '[%%' AND x = %s"
+
+
+def test_a_question_mark_inside_quotes_is_text() -> None:
+    assert pg_sql("SELECT '?' , \"odd?name\" FROM t WHERE a = ?") == "SELECT '?' , \"odd?name\" FROM t WHERE a = %s"
+    # a doubled quote stays inside the literal
+    assert pg_sql("SELECT 'it''s ?' WHERE a = ?") == "SELECT 'it''s ?' WHERE a = %s"
+
+
+def test_each_distinct_statement_is_translated_once() -> None:
+    pg_sql.cache_clear()
+    for _ in range(3):
+        pg_sql("SELECT ? + ?")
+    info = pg_sql.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
+
+
+@pytest.mark.parametrize("engine", [e for e in ENGINES if getattr(e, "values", (e,))[0] == "postgres"])
+def test_the_server_reads_the_translated_text_as_meant(store: object, engine: str) -> None:
+    rows = store._query("SELECT ? || '?' || '%' AS a, 7 % 4 AS b, ? AS c",  # type: ignore[attr-defined]
+                        ("x", "%y"))
+    assert (rows[0]["a"], rows[0]["b"], rows[0]["c"]) == ("x?%", 3, "%y")
