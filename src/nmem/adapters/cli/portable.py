@@ -144,6 +144,8 @@ def import_() -> None:
         nmem import FILE [--format F]      an nmem export (same as `nmem import file FILE`)
         nmem import claude-code [PATH]     Claude Code transcripts
         nmem import codex [PATH]           Codex session files
+        nmem import gemini [DIR]           Gemini CLI chat files
+        nmem import opencode [DIR]         OpenCode's stored sessions
         nmem import claude-mem [DB]        a claude-mem database
         nmem import mcp-memory FILE        the MCP memory server's memory.jsonl
 
@@ -293,6 +295,77 @@ def import_codex(state: State, path: Path | None, fmt: str | None) -> None:
     ])])
     for error in report.errors:
         note(error)
+
+
+def _agent_import_report(state: State, fmt: str | None, title: str, sources: str, report: Any) -> None:
+    emit(state, fmt, report.to_dict(), lambda: [Heading(title), Table(("", "count"), [
+        [sources, str(report.files)], ["sessions imported", str(report.imported)],
+        ["sessions updated (new events)", str(report.updated)],
+        ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
+    ])])
+    for error in report.errors:
+        note(error)
+
+
+@import_.command("gemini", short_help="Gemini CLI chat files (default ~/.gemini/tmp).")
+@click.argument("path", metavar="[DIR]", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--project", type=click.Path(file_okay=False), default=None,
+              help="The project directory the chats belong to, when their folder does not say it.")
+@format_option
+@pass_state
+def import_gemini(state: State, path: Path | None, project: str | None, fmt: str | None) -> None:
+    """Backfill from Gemini CLI chat files (default ~/.gemini/tmp).
+
+    DIR may be ~/.gemini/tmp, one project's folder, its chats/ or one session-*.jsonl (or
+    older session-*.json) file. Every prompt, reply, thought summary and finished tool call is
+    recorded under the session, as Gemini's; a subagent's chat under its parent session. The
+    project is the folder's .project_root, or its name in ~/.gemini/projects.json, or the
+    directory whose hash the file holds; give --project when none says it. Running it again
+    records only what the chats gained since.
+    """
+    from nmem.portable.sources import gemini_chats
+    from nmem.portable.sources.snapshots import import_sessions
+
+    root = path or gemini_chats.default_root()
+    _regular_or_directory(root)
+    files = gemini_chats.find_chats(root)
+    if not files:
+        note(f"no Gemini CLI chat files found under {root}")
+    service = state.service()
+    read = gemini_chats.reader(InputLimits.from_settings(state.settings), project)
+    with progress_bar(len(files), "importing") as advance:
+        report = import_sessions(service, "gemini", [str(f) for f in files], read, progress=lambda _s: advance(1))
+    _agent_import_report(state, fmt, "Gemini CLI import", "chat files", report)
+
+
+@import_.command("opencode", short_help="OpenCode's sessions (default ~/.local/share/opencode).")
+@click.argument("path", metavar="[DIR]", required=False, type=click.Path(exists=True, path_type=Path))
+@format_option
+@pass_state
+def import_opencode(state: State, path: Path | None, fmt: str | None) -> None:
+    """Backfill from OpenCode's stored sessions (default $XDG_DATA_HOME/opencode, that is
+    ~/.local/share/opencode).
+
+    DIR may be OpenCode's data directory, its opencode.db, or its storage/ directory of JSON
+    files (versions before the database). The database is only read. Every prompt, reply,
+    reasoning and finished tool call is recorded under the session, as OpenCode's; a subagent's
+    session (started by the task tool) under its parent. Running it again records only what
+    the sessions gained since.
+    """
+    from nmem.portable.sources import opencode_sessions
+    from nmem.portable.sources.snapshots import import_sessions
+
+    root = path or opencode_sessions.default_root()
+    _regular_or_directory(root)
+    sources = opencode_sessions.find_sources(root)
+    if not sources:
+        note(f"no OpenCode sessions found under {root}")
+    service = state.service()
+    read = opencode_sessions.reader(InputLimits.from_settings(state.settings))
+    with progress_bar(len(sources), "importing") as advance:
+        report = import_sessions(service, "opencode", [str(s) for s in sources], read,
+                                 progress=lambda _s: advance(1))
+    _agent_import_report(state, fmt, "OpenCode import", "sources", report)
 
 
 @import_.command("claude-mem", short_help="A claude-mem database: its observations, sessions and prompts.")
