@@ -50,7 +50,7 @@ def test_search_ids_piped_into_purge(env: dict[str, str], nmem_bin: Path) -> Non
     assert 'nmem: 2 results for "stale"' in lines
     assert lines.count("nmem: purged 1 observation") == 2
     left = run_nmem(["search", "--format", "json"], env=env)
-    assert [hit["content_preview"] for hit in json.loads(left.stdout)] == ["make build"]
+    assert [hit["content_preview"] for hit in json.loads(left.stdout) if hit["kind"] == "observation"] == ["make build"]
 
 
 def test_malformed_query_in_a_real_process(env: dict[str, str]) -> None:

@@ -41,7 +41,7 @@ async def test_stdio_initialize_list_search_and_read(nmem_home: Path, seeded: Se
             assert [t.name for t in (await session.list_tools()).tools] == ALL_TOOLS
             found = structured(await session.call_tool("search", {"query": "login"}))
             # CLAUDE_PROJECT_DIR sets the project whose results come first
-            assert [r["project"] for r in found["results"]] == [PROJECT, "other"]
+            assert [r["project"] for r in found["results"] if r["kind"] == "observation"] == [PROJECT, "other"]
             assert seeded.failure in [r["id"] for r in found["results"]]
             assert tool_error(await session.call_tool("get_observations", {"ids": []})) == \
                 "ids array must not be empty"
