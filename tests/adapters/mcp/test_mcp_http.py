@@ -113,7 +113,8 @@ async def test_tools_and_resources_over_http(open_server: tuple[HttpServer, Seed
         assert client.protocol_version == "2025-11-25"
         assert len((await client.list_tools()).tools) == len(TOOLS)  # the default profile: every nmem tool
         found = structured(await client.call_tool("search", {"query": "login"}))
-        assert [r["project"] for r in found["results"] if r["kind"] == "observation"] == [PROJECT, "other"]  # its project's results first
+        # its project's results first
+        assert [r["project"] for r in found["results"] if r["kind"] == "observation"] == [PROJECT, "other"]
         assert tool_error(await client.call_tool("timeline", {"anchor": 424242})) == "anchor observation not found"
         assert tool_error(await client.call_tool("session_trace", {"session_id": "nope"})) == "session not found: nope"
         memory = json.loads((await client.read_resource(seeded.memory_urn)).contents[0].text)  # type: ignore[union-attr]
@@ -190,7 +191,8 @@ async def test_sdk_client_needs_the_right_token(guarded_server: HttpServer) -> N
     async with connect(guarded_server.url, TOKEN) as client:
         assert len((await client.list_tools()).tools) == len(TOOLS)  # the default profile: every nmem tool
         found = structured(await client.call_tool("search", {"query": "login"}))
-        assert [r["project"] for r in found["results"] if r["kind"] == "observation"] == [PROJECT, "other"]  # --project: the first results
+        # --project: the first results
+        assert [r["project"] for r in found["results"] if r["kind"] == "observation"] == [PROJECT, "other"]
 
 
 def test_no_cors_headers_by_default(open_server: tuple[HttpServer, Seeded]) -> None:
