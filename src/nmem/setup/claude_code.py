@@ -164,14 +164,14 @@ def mcp_entry(exe: str) -> dict[str, Any]:
     return {"type": "stdio", "command": exe, "args": ["serve"]}
 
 
-def _is_our_server(entry: object) -> bool:
+def is_our_server(entry: object) -> bool:
     return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name in COMMAND_NAMES
 
 
 # -- files -----------------------------------------------------------------------------------------
 
 
-def _load(path: Path) -> dict[str, Any]:
+def load_config(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
@@ -262,7 +262,7 @@ class Files:
         if str(path) not in self._manifest() or not path.exists():
             return
         try:
-            blank = _is_blank(_load(path))
+            blank = _is_blank(load_config(path))
         except ConfigError:
             return
         if blank:
@@ -295,7 +295,7 @@ def default_data_dir() -> Path:
 # -- hooks -----------------------------------------------------------------------------------------
 
 
-def _without_ours(groups: Any) -> list[Any]:
+def without_ours(groups: Any) -> list[Any]:
     """Matcher groups with nmem's handlers removed (and groups left empty dropped)."""
     kept: list[Any] = []
     for group in groups if isinstance(groups, list) else []:
@@ -314,7 +314,7 @@ def _without_ours(groups: Any) -> list[Any]:
 def merged_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
     hooks = dict(settings.get("hooks") or {})
     for event in HOOK_EVENTS:
-        groups = _without_ours(hooks.get(event))
+        groups = without_ours(hooks.get(event))
         groups.append({"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]})
         hooks[event] = groups
     return {**settings, "hooks": hooks}
@@ -326,7 +326,7 @@ def without_hooks(settings: dict[str, Any]) -> dict[str, Any]:
         return settings
     cleaned: dict[str, Any] = {}
     for event, groups in hooks.items():
-        kept = _without_ours(groups)
+        kept = without_ours(groups)
         if kept:
             cleaned[event] = kept
     if cleaned == hooks:
@@ -353,7 +353,7 @@ def _with_servers(config: dict[str, Any], keys: tuple[str, ...], servers: dict[s
 
 
 def _put_server(files: Files, slot: McpSlot, entry: dict[str, Any]) -> None:
-    config = _load(slot.file)
+    config = load_config(slot.file)
     servers = _servers(config, slot.keys)
     if servers.get(SERVER_NAME) == entry:
         files.report.unchanged.append(slot.describe())
@@ -362,10 +362,10 @@ def _put_server(files: Files, slot: McpSlot, entry: dict[str, Any]) -> None:
 
 
 def _drop_server(files: Files, slot: McpSlot, only_machine_specific: bool = False) -> None:
-    config = _load(slot.file)
+    config = load_config(slot.file)
     servers = _servers(config, slot.keys)
     entry = servers.get(SERVER_NAME)
-    if not (isinstance(entry, dict) and _is_our_server(entry)):
+    if not (isinstance(entry, dict) and is_our_server(entry)):
         return
     if only_machine_specific and not os.path.isabs(str(entry.get("command", ""))):
         return  # a bare `nmem` in a shared .mcp.json is the team's choice, not an old install's path
@@ -387,14 +387,14 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     paths = paths_for(scope, project_dir, home, shared_mcp)
     report = Report()
     files = Files(data_dir or default_data_dir(), report)
-    settings = _load(paths.settings)
+    settings = load_config(paths.settings)
     wanted = merged_hooks(settings, hook_command())
     if wanted != settings:
         files.save(paths.settings, wanted)
     else:
         report.unchanged.append(str(paths.settings))
     for other in paths.others:  # hooks an older nmem wrote into the shared project settings
-        current = _load(other)
+        current = load_config(other)
         cleaned = without_hooks(current)
         if cleaned != current:
             files.save(other, cleaned)
@@ -419,7 +419,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
     report = Report()
     files = Files(data_dir or default_data_dir(), report)
     for path in (paths.settings, *paths.others):
-        current = _load(path)
+        current = load_config(path)
         cleaned = without_hooks(current)
         if cleaned != current:
             files.save_or_remove(path, cleaned)
@@ -474,13 +474,13 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
     servers: list[dict[str, Any]] = []
     try:
         for path in (paths.settings, *paths.others):
-            got, files = _hook_files(_load(path))
+            got, files = _hook_files(load_config(path))
             if got:
                 found_in.append(str(path))
                 events += got
                 exes |= files
         for slot in slots:
-            entry = _servers(_load(slot.file), slot.keys).get(SERVER_NAME)
+            entry = _servers(load_config(slot.file), slot.keys).get(SERVER_NAME)
             if isinstance(entry, dict):
                 servers.append({"scope": slot.scope, "file": slot.describe(), "entry": entry})
     except ConfigError as exc:

@@ -34,12 +34,12 @@ from nmem.setup.claude_code import (
     SERVER_NAME,
     Files,
     Report,
-    _load,
-    _without_ours,
     command_files,
     default_data_dir,
     hook_entry,
+    load_config,
     nmem_executable,
+    without_ours,
 )
 
 AGENT = "codex"
@@ -73,7 +73,7 @@ def is_codex_hook(command: object) -> bool:
 def merged_hooks(config: dict[str, Any], command: str) -> dict[str, Any]:
     hooks = dict(config.get("hooks") or {})
     for event in HOOK_EVENTS:
-        groups = _without_ours(hooks.get(event))
+        groups = without_ours(hooks.get(event))
         groups.append({"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]})
         hooks[event] = groups
     return {**config, "hooks": hooks}
@@ -83,7 +83,7 @@ def without_hooks(config: dict[str, Any]) -> dict[str, Any]:
     hooks = config.get("hooks")
     if not isinstance(hooks, dict):
         return config
-    cleaned = {event: kept for event, groups in hooks.items() if (kept := _without_ours(groups))}
+    cleaned = {event: kept for event, groups in hooks.items() if (kept := without_ours(groups))}
     if cleaned == hooks:
         return config
     return {**config, "hooks": cleaned} if cleaned else {k: v for k, v in config.items() if k != "hooks"}
@@ -134,7 +134,7 @@ def server_table(exe: str) -> str:
     return f"[mcp_servers.{SERVER_NAME}]\ncommand = {_toml_str(exe)}\nargs = [\"serve\"]\n"
 
 
-def _is_our_server(entry: object) -> bool:
+def is_our_server(entry: object) -> bool:
     return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name in ("nmem", "nmem-memory")
 
 
@@ -143,7 +143,7 @@ def with_server(text: str, parsed: dict[str, Any], exe: str) -> str | None:
     there already; ConfigError when a server of that name is someone else's."""
     servers = parsed.get("mcp_servers") if isinstance(parsed.get("mcp_servers"), dict) else {}
     entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-    if entry is not None and not _is_our_server(entry):
+    if entry is not None and not is_our_server(entry):
         raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is configured already; "
                           "rename or remove it, or install with --no-mcp")
     if isinstance(entry, dict) and entry.get("command") == exe and entry.get("args") == ["serve"]:
@@ -164,7 +164,7 @@ def without_server(text: str, parsed: dict[str, Any]) -> str | None:
     """config.toml without nmem's server table; None when there is none of nmem's."""
     servers = parsed.get("mcp_servers")
     entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-    if not _is_our_server(entry):
+    if not is_our_server(entry):
         return None
     lines = text.splitlines(keepends=True)
     span = _server_span([line.rstrip("\n") for line in lines])
@@ -195,7 +195,7 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     hooks_path, config_path = layer / HOOKS_FILE, layer / CONFIG_FILE
     # Everything is read and checked before anything is written: a file nmem cannot merge into
     # stops the install with nothing changed.
-    current = _load(hooks_path)
+    current = load_config(hooks_path)
     text, parsed = _read_toml(config_path)
     updated = with_server(text, parsed, exe or nmem_executable()) if with_mcp else None
     wanted = merged_hooks(current, hook_command())
@@ -222,7 +222,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
     report = Report()
     files = Files(data_dir or default_data_dir(), report)
     hooks_path = layer / HOOKS_FILE
-    current = _load(hooks_path)
+    current = load_config(hooks_path)
     cleaned = without_hooks(current)
     if cleaned != current:
         files.save_or_remove(hooks_path, cleaned)
@@ -257,7 +257,7 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
     layer = layer_dir(scope, project_dir, home)
     hooks_path, config_path = layer / HOOKS_FILE, layer / CONFIG_FILE
     try:
-        config = _load(hooks_path)
+        config = load_config(hooks_path)
         _, parsed = _read_toml(config_path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}

@@ -20,11 +20,11 @@ from nmem.setup.claude_code import (
     SERVER_NAME,
     Files,
     Report,
-    _is_our_server,
-    _load,
     command_files,
     default_data_dir,
     hook_entry,
+    is_our_server,
+    load_config,
     nmem_executable,
 )
 
@@ -79,11 +79,11 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     report = Report()
     files = Files(data_dir or default_data_dir(), report)
     hooks_path, mcp_path = root / "hooks.json", root / "mcp.json"
-    hooks_config, mcp_config = _load(hooks_path), _load(mcp_path)
+    hooks_config, mcp_config = load_config(hooks_path), load_config(mcp_path)
     servers = dict(mcp_config.get("mcpServers") or {})
     if with_mcp:
         current = servers.get(SERVER_NAME)
-        if current is not None and not _is_our_server(current):
+        if current is not None and not is_our_server(current):
             raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is in {mcp_path}; "
                               "rename or remove it, or install with --no-mcp")
         servers[SERVER_NAME] = {"command": exe or nmem_executable(), "args": ["serve"]}
@@ -110,13 +110,13 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
     files = Files(data_dir or default_data_dir(), report)
     hooks_path, mcp_path = root / "hooks.json", root / "mcp.json"
     created = files._manifest()
-    current = _load(hooks_path)
+    current = load_config(hooks_path)
     cleaned = without_hooks(current, str(hooks_path) in created)
     if cleaned != current:
         files.save_or_remove(hooks_path, {} if cleaned == {"version": 1} else cleaned)
-    mcp = _load(mcp_path)
+    mcp = load_config(mcp_path)
     servers = mcp.get("mcpServers")
-    if isinstance(servers, dict) and _is_our_server(servers.get(SERVER_NAME)):
+    if isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME)):
         rest = {k: v for k, v in servers.items() if k != SERVER_NAME}
         files.save_or_remove(mcp_path, {**mcp, "mcpServers": rest})
     for path in (hooks_path, mcp_path):
@@ -130,7 +130,7 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
     root = cursor_dir(scope, project_dir, home)
     hooks_path, mcp_path = root / "hooks.json", root / "mcp.json"
     try:
-        config, mcp = _load(hooks_path), _load(mcp_path)
+        config, mcp = load_config(hooks_path), load_config(mcp_path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
     events: set[str] = set()

@@ -25,13 +25,13 @@ from nmem.setup.claude_code import (
     SERVER_NAME,
     Files,
     Report,
-    _is_our_server,
-    _load,
-    _without_ours,
     command_files,
     default_data_dir,
     hook_entry,
+    is_our_server,
+    load_config,
     nmem_executable,
+    without_ours,
 )
 
 AGENT = "gemini"
@@ -56,14 +56,14 @@ def hook_command() -> str:
 def merged(settings: dict[str, Any], command: str, exe: str | None) -> dict[str, Any]:
     hooks = dict(settings.get("hooks") or {})
     for event in HOOK_EVENTS:
-        groups = _without_ours(hooks.get(event))
+        groups = without_ours(hooks.get(event))
         groups.append({"hooks": [{"name": "nmem", "type": "command", "command": command, "timeout": TIMEOUT_MS}]})
         hooks[event] = groups
     out = {**settings, "hooks": hooks}
     if exe is not None:
         servers = dict(settings.get("mcpServers") or {})
         current = servers.get(SERVER_NAME)
-        if current is not None and not _is_our_server(current):
+        if current is not None and not is_our_server(current):
             raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is configured already; "
                               "rename or remove it, or install with --no-mcp")
         servers[SERVER_NAME] = {"command": exe, "args": ["serve"]}
@@ -77,7 +77,7 @@ def cleaned(settings: dict[str, Any]) -> dict[str, Any]:
     if isinstance(hooks, dict):
         kept: dict[str, Any] = {}
         for key, groups in hooks.items():
-            left = _without_ours(groups) if key in HOOK_EVENTS else groups
+            left = without_ours(groups) if key in HOOK_EVENTS else groups
             if left or key not in HOOK_EVENTS:
                 kept[key] = left
         if kept != hooks:
@@ -86,7 +86,7 @@ def cleaned(settings: dict[str, Any]) -> dict[str, Any]:
             else:
                 del out["hooks"]
     servers = settings.get("mcpServers")
-    if isinstance(servers, dict) and _is_our_server(servers.get(SERVER_NAME)):
+    if isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME)):
         rest = {k: v for k, v in servers.items() if k != SERVER_NAME}
         if rest:
             out["mcpServers"] = rest
@@ -100,7 +100,7 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     path = settings_path(scope, project_dir, home)
     report = Report()
     files = Files(data_dir or default_data_dir(), report)
-    current = _load(path)
+    current = load_config(path)
     wanted = merged(current, hook_command(), (exe or nmem_executable()) if with_mcp else None)
     if wanted != current:
         files.save(path, wanted)
@@ -119,7 +119,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
     path = settings_path(scope, project_dir, home)
     report = Report()
     files = Files(data_dir or default_data_dir(), report)
-    current = _load(path)
+    current = load_config(path)
     out = cleaned(current)
     if out != current:
         files.save_or_remove(path, out)
@@ -146,7 +146,7 @@ def hooks_off(settings: dict[str, Any]) -> str | None:
 def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = None) -> dict[str, Any]:
     path = settings_path(scope, project_dir, home)
     try:
-        settings = _load(path)
+        settings = load_config(path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
     events: set[str] = set()

@@ -24,9 +24,9 @@ from nmem.setup.claude_code import (
     SERVER_NAME,
     Files,
     Report,
-    _load,
     default_data_dir,
     hook_entry,
+    load_config,
     nmem_executable,
 )
 
@@ -71,7 +71,7 @@ def _is_ours(path: Path) -> bool:
         return False
 
 
-def _is_our_server(entry: object) -> bool:
+def is_our_server(entry: object) -> bool:
     command = entry.get("command") if isinstance(entry, dict) else None
     return isinstance(command, list) and bool(command) and Path(str(command[0])).name in ("nmem", "nmem-memory")
 
@@ -83,11 +83,11 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     files = Files(data_dir or default_data_dir(), report)
     if plugin.exists() and not _is_ours(plugin):
         raise ConfigError(f"{plugin} exists and is not nmem's plugin; move it, then retry")
-    config = _load(config_path)
+    config = load_config(config_path)
     mcp = dict(config.get("mcp") or {})
     if with_mcp:
         current = mcp.get(SERVER_NAME)
-        if current is not None and not _is_our_server(current):
+        if current is not None and not is_our_server(current):
             raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is in {config_path}; "
                               "rename or remove it, or install with --no-mcp")
         mcp[SERVER_NAME] = {"type": "local", "command": [exe or nmem_executable(), "serve"], "enabled": True}
@@ -118,9 +118,9 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
         else:
             plugin.unlink()
             report.removed.append(str(plugin))
-    config = _load(config_path)
+    config = load_config(config_path)
     mcp = config.get("mcp")
-    if isinstance(mcp, dict) and _is_our_server(mcp.get(SERVER_NAME)):
+    if isinstance(mcp, dict) and is_our_server(mcp.get(SERVER_NAME)):
         rest = {k: v for k, v in mcp.items() if k != SERVER_NAME}
         updated = {**config, "mcp": rest} if rest else {k: v for k, v in config.items() if k != "mcp"}
         created = str(config_path) in files._manifest()
@@ -135,7 +135,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
 def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = None) -> dict[str, Any]:
     plugin, config_path = paths(scope, project_dir, home)
     try:
-        config = _load(config_path)
+        config = load_config(config_path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
     events, exes = [], []
