@@ -30,7 +30,8 @@ STOP = {"hook": "Stop", "session_id": "sess_abc123", "reason": "user_initiated",
 SAMPLES = (SESSION_START, USER_PROMPT, POST_TOOL, PRE_COMPACT, STOP)
 
 
-def run_hook(home: Path, payload: dict[str, Any], cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run_hook(home: Path, payload: dict[str, Any], cwd: Path, *args: str,
+             **env: str) -> subprocess.CompletedProcess[str]:
     """`nmem record` (or `nmem hook <type>`) as a harness spawns it: in `cwd`, the JSON on stdin."""
     return subprocess.run([sys.executable, "-m", "nmem", *(args or ("record",))], input=json.dumps(payload),
                           capture_output=True, text=True, env=hook_env(home, **env), cwd=cwd, timeout=60,
