@@ -78,6 +78,15 @@ async def test_subcog_uris_read_the_same_resource(client: Client, seeded: Seeded
         await client.read_resource("subcog://project:demo/decisions/01JNOSUCHMEMORY0000000000")
 
 
+async def test_nmem_tools_take_subcog_uris(service: Service, seeded: Seeded) -> None:
+    async with Client(NmemServer(service, project=PROJECT).server, mode="legacy") as c:
+        alias = subcog_uri(seeded.memory_urn)
+        opened = structured(await c.call_tool("get", {"refs": [alias]}))
+        assert [r["id"] for r in opened["results"]] == [seeded.memory_id]
+        gone = structured(await c.call_tool("forget", {"urn": alias}))
+        assert (gone["forgotten"], gone["urn"]) == (True, seeded.memory_urn)
+
+
 async def test_a_subcog_subscription_is_notified_on_its_own_uri(service: Service, seeded: Seeded) -> None:
     inbox = Inbox()
     app = NmemServer(service, project=PROJECT, tools="subcog", poll_interval=0.05)

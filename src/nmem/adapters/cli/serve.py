@@ -33,7 +33,8 @@ HTTP_ALIASES = ("sse", "websocket")
 @click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
               help="Token HTTP clients must send (default: the http.token setting). Required for any "
                    "non-loopback --host.")
-@click.option("--tools", default=None, help="Tools to expose: nmem, core, claude-mem, all, or a comma-separated list.")
+@click.option("--tools", default=None,
+              help="Tools to expose: nmem, core, claude-mem, subcog, all, or a comma-separated list.")
 @click.option("--project", default=None,
               help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
 @click.option("--store", default=None, metavar="URL",
