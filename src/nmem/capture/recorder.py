@@ -108,7 +108,7 @@ class Recorder:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         prompt_id = self.store.add_prompt(event.session_id, event.timestamp, "user", text[:PROMPT_CHARS])
         marked = find_marked(text, self.settings["capture.markers"])
-        if self.settings["hooks.profile"] == "subcog":  # subcog asks the agent to confirm; nothing is stored yet
+        if str(self.settings["hooks.profile"]).strip().lower() == "subcog":  # subcog asks the agent to confirm
             return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id, suggested=marked)
         memories = [
             self.remember(m.content, namespace=m.namespace, domain=f"project:{project}",
