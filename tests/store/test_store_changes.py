@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from nmem.store import NewObservation
 from nmem.store.protocol import Store
-from store_engines import both_engines
-
-__all__ = ["both_engines"]
 
 DAY = 86_400
 T0 = 1_790_000_000 - 1_790_000_000 % DAY   # a UTC midnight: 2026-09-21
