@@ -64,7 +64,8 @@ SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
    WHERE connamespace = %(ns)s::text::regnamespace
   UNION ALL SELECT format('trg %%s %%s', tgname, tgenabled) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
    WHERE c.relnamespace = %(ns)s::text::regnamespace
-  UNION ALL SELECT format('fn %%s %%s', proname, md5(prosrc)) FROM pg_proc WHERE pronamespace = %(ns)s::text::regnamespace
+  UNION ALL SELECT format('fn %%s %%s', proname, md5(prosrc)) FROM pg_proc
+   WHERE pronamespace = %(ns)s::text::regnamespace
   UNION ALL SELECT format('ts %%s %%s %%s %%s', c.cfgname, m.maptokentype, m.mapseqno, m.mapdict::regdictionary)
     FROM pg_ts_config c JOIN pg_ts_config_map m ON m.mapcfg = c.oid WHERE c.cfgnamespace = %(ns)s::text::regnamespace
 ) shape(x)
