@@ -40,12 +40,6 @@ class Params(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
 
-class LooseParams(pydantic.BaseModel):
-    """Parameters of the claude-mem compatible endpoints: unknown names are ignored, as there."""
-
-    model_config = pydantic.ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-
 class Body(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
