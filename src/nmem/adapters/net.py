@@ -24,6 +24,7 @@ class Limits:
     body_timeout: float = 30.0
     keep_alive_timeout: int = 5
     max_connections: int = 100
+    max_queue: int = 128
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:

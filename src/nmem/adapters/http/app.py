@@ -36,6 +36,7 @@ from nmem.adapters.http import team as team_api
 from nmem.adapters.http.openapi import endpoints
 from nmem.adapters.http.routing import Context, error_response, json_response, routes
 from nmem.adapters.http.security import MCP_PATH, Guard, Policy, login
+from nmem.adapters.http.threads import StoreThreads, auto_threads
 from nmem.adapters.mcp.server import NmemServer, current_project
 from nmem.adapters.net import Limits
 from nmem.config import Settings
@@ -103,7 +104,8 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     users = team_api.TeamAuth(svc.store)
     hub = streams.StreamHub(settings, users=users)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    context = Context(svc, project or current_project(svc), cwd)
+    threads = StoreThreads(svc.store, auto_threads(int(settings["http.threads"])), limits.max_queue)
+    context = Context(svc, project or current_project(svc), cwd, threads)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),
                      poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
     # The guard checks Host (with or without a port); the SDK's own check would demand exact ports.
@@ -116,6 +118,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         async with AsyncExitStack() as stack:
             if owned:
                 stack.callback(svc.close)
+            stack.callback(threads.close)
             await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             await stack.enter_async_context(mcp.running())
             stack.callback(hub.close)
