@@ -82,11 +82,13 @@ class NmemApp:
 
 def create_app(settings: Settings, *, service: Service | None = None, host: str | None = None,
                token: str | None = None, project: str | None = None, tools: str | None = None,
-               limits: Limits | None = None, routes_extra: Sequence[BaseRoute] = ()) -> NmemApp:
+               limits: Limits | None = None, routes_extra: Sequence[BaseRoute] = (), workers: int = 1) -> NmemApp:
     """The HTTP app for `settings`: bound to `host` (the `mcp.host` setting by default), with
     `token` (else `http.token`, else `mcp.token`); once the store has users (`nmem user add`),
     every request needs one user's token instead (nmem.team.accounts). Opens the service from the
-    settings unless given one (then the caller closes it). A non-loopback host without a token is a ConfigError."""
+    settings unless given one (then the caller closes it). A non-loopback host without a token is a ConfigError.
+    `workers` > 1: one of several processes behind one port, so MCP at /mcp keeps no session
+    between requests (the next one may reach another process)."""
     bind = host or str(settings["mcp.host"])
     secret = token or str(settings["http.token"]) or str(settings["mcp.token"]) or None
     limits = limits or Limits.from_settings(settings)
@@ -111,7 +113,8 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     # The guard checks Host (with or without a port); the SDK's own check would demand exact ports.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     mcp_app = mcp.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security,
-                                             host=bind, max_request_body_size=limits.max_body_bytes)
+                                             host=bind, max_request_body_size=limits.max_body_bytes,
+                                             stateless_http=workers > 1)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
