@@ -351,6 +351,13 @@ class Settings:
     def store_url(self) -> str:
         return self.values["store.url"] or f"sqlite:///{self.db_path}"
 
+    def store_digest(self) -> str:
+        """How a hook and a local server tell they mean the same store without sending its URL
+        (which may hold a password): a digest of it."""
+        import hashlib  # only a SessionStart on a server store asks; the other hooks never load it
+
+        return hashlib.sha256(self.store_url.encode("utf-8")).hexdigest()[:32]
+
     def ensure_dir(self, path: str) -> str:
         """Create `path` (and the data dir above it) private to the user; returns it."""
         os.makedirs(self.home, mode=0o700, exist_ok=True)
