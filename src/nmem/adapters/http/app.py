@@ -156,7 +156,8 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     starlette.state.nmem = context
     starlette.state.stream_hub = hub
     exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
-    return NmemApp(starlette, Guard(starlette, policy, exempt, users), context, mcp)
+    guard = Guard(starlette, policy, exempt, users, offload=lambda check: threads.run(check, write=False))
+    return NmemApp(starlette, guard, context, mcp)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
