@@ -156,7 +156,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     starlette.state.nmem = context
     starlette.state.stream_hub = hub
     exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
-    guard = Guard(starlette, policy, exempt, users, offload=lambda check: threads.run(check, write=False))
+    guard = Guard(starlette, policy, exempt, users, offload=threads.check)
     return NmemApp(starlette, guard, context, mcp)
 
 

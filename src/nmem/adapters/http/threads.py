@@ -65,20 +65,28 @@ class Lane:
 
 
 class StoreThreads:
-    """The read pool and the writer thread of one server process."""
+    """The read pool, the writer thread and the token checks of one server process."""
+
+    CHECK_THREADS = 2
 
     def __init__(self, store: Any, threads: int, max_queue: int) -> None:
         self.reads = Lane("read", threads, max_queue)
         self.writes = Lane("write", 1, max_queue)
+        # A team server looks each request's token up (two short reads): on threads of their own,
+        # so a request does not take a search's place twice.
+        self.checks = Lane("token check", self.CHECK_THREADS, max_queue)
         # A PostgreSQL store's pool must have a connection for each thread (and for the loop's own
         # calls: the streams' poller, MCP): else threads queue for connections instead of work.
         reserve = getattr(store, "reserve_connections", None)
         if reserve is not None:
-            reserve(threads + 4)
+            reserve(threads + 1 + self.CHECK_THREADS + 4)
 
     async def run(self, call: Callable[[], T], *, write: bool) -> T:
         return await (self.writes if write else self.reads).run(call)
 
+    async def check(self, call: Callable[[], T]) -> T:
+        return await self.checks.run(call)
+
     def close(self) -> None:
-        for lane in (self.reads, self.writes):
+        for lane in (self.reads, self.writes, self.checks):
             lane.executor.shutdown(wait=True, cancel_futures=True)
