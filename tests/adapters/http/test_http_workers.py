@@ -217,3 +217,13 @@ def test_a_killed_worker_is_started_again_and_sigterm_stops_them_all(
         while os.path.exists(f"/proc/{pid}") and "zombie" not in Path(f"/proc/{pid}/status").read_text():
             assert time.monotonic() < deadline, f"worker {pid} still runs"
             time.sleep(0.1)
+
+
+def test_workers_need_the_http_transport(tmp_path: Path) -> None:
+    import subprocess
+
+    from mcp_support import child_env, nmem_argv
+
+    done = subprocess.run(nmem_argv("serve", "--workers", "2"), env=child_env(tmp_path / "home"), capture_output=True,
+                          text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "--workers needs --transport http" in done.stderr, done.stderr

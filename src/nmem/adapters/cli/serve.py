@@ -54,6 +54,8 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     if store:
         state.use_store(store)
     settings = state.settings
+    if workers is not None and workers > 1 and transport != "http":
+        raise click.UsageError("--workers needs --transport http (a stdio server has one client)")
     processes = workers if workers is not None else int(settings["http.workers"])
     if processes < 1:
         raise ConfigError(f"http.workers must be at least 1, got {processes}")
