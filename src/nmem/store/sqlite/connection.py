@@ -13,7 +13,7 @@ uses, and `datetime` with them, ~2 ms), nmem's JSON codec, and no typing at run 
 
 from __future__ import annotations
 
-import _thread  # threading's C core: the hook path imports this module, and threading costs it ~1 ms
+import _thread  # threading's C core, loaded in every interpreter: the hook path imports this module
 import math
 import os
 import time
