@@ -210,8 +210,15 @@ def _record(settings: Settings, payload: dict[str, Any],
     log = spool.HookLog(settings)
     if not settings.store_url.startswith("sqlite:"):
         # A server store (PostgreSQL): hooks never load its driver (psycopg and its pool cost
-        # more to import than a hook's whole budget), so every event waits in the spool until
-        # `nmem drain` stores it; nothing is lost and the agent is not slowed.
+        # more to import than a hook's whole budget), so every event waits in the spool until a
+        # running `nmem serve` or `nmem drain` stores it; nothing is lost and the agent is not
+        # slowed. A SessionStart is handed to a local server first, for its context block.
+        if event.kind == ev.SESSION_START:
+            from nmem.adapters.hooks import local_server  # http.client: only this event loads it
+
+            context = local_server.session_start(settings, payload, event)
+            if context is not None:
+                return (_hook_output(settings, event, context) if context else ""), None
         spool.spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         return "", None
     budget = int(settings["hooks.busy_budget_ms"])
