@@ -35,8 +35,8 @@ from nmem.adapters.mcp import prompts as prompt_specs
 from nmem.adapters.mcp import resources
 from nmem.adapters.mcp.profiles import exposed
 from nmem.adapters.mcp.tools import TEXT_AS, ToolSpec
-from nmem.changes import ChangeSet, ChangeWatcher
 from nmem.capture import spool as hook_spool
+from nmem.changes import ChangeSet, ChangeWatcher
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.service.api import Service
 from nmem.team.access import SCOPE_KEY, acting_as
