@@ -33,7 +33,6 @@ from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StorageError, StoreBusy
 from nmem.service.core import CaptureService
-from nmem.sync import trigger as sync_trigger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -230,9 +229,13 @@ def _output(settings: Settings, service: CaptureService, event: ev.HookEvent, ou
     if outcome.skipped == "disabled":
         return ""
     if event.kind == ev.SESSION_START:
+        from nmem.sync import trigger as sync_trigger  # once a session or a turn: tool calls never load it
+
         sync_trigger.on_session_start(settings)  # detached, only with sync.auto
         return _session_context(service, event, outcome.project)
     if event.kind == ev.STOP:
+        from nmem.sync import trigger as sync_trigger
+
         sync_trigger.on_stop(settings, service.store)
     if event.kind == ev.TOOL and outcome.file_path and settings["context.file_memories"]:
         from nmem.context.block import file_memories  # opt-in: a default hook never loads it
