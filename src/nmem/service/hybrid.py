@@ -10,12 +10,15 @@ from typing import Any
 
 from nmem.models import SearchHit
 from nmem.search import fusion as fu
-from nmem.search.embedders import Embedder, Vector, active_embedder, cosines
 from nmem.search.query import plan
 from nmem.service.base import Base
 from nmem.service.search import SearchResult
 from nmem.store import SearchFilters
 from nmem.store.protocol import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.search.embedders import Embedder, Vector
 
 Key = fu.Key
 _in_hybrid: contextvars.ContextVar[bool] = contextvars.ContextVar("nmem_in_hybrid", default=False)
@@ -36,9 +39,14 @@ class Hybrid(Base):
         if not kinds:
             return None
         configured, weight = fu.fusion_settings(self.settings)
-        embedder = embedder or active_embedder(self.settings)
         if embedder is None:
-            return None
+            if str(self.settings["search.embeddings"]).strip().lower() in ("", "none"):
+                return None  # BM25 alone: the embedders (logging, pathlib, threading...) never load
+            from nmem.search.embedders import active_embedder
+
+            embedder = active_embedder(self.settings)
+            if embedder is None:
+                return None
         fusion = fusion or configured
         pool = max(fu.CANDIDATES, offset + limit)
         lexical = self._lexical(scope, query, filters, pool) if fusion != "dense" else SearchResult([], query, None)
@@ -68,6 +76,8 @@ class Hybrid(Base):
     def _similarity(self, kinds: Sequence[str], embedder: Embedder, query_vec: Vector, filters: SearchFilters,
                     lexical: Sequence[SearchHit], pool: int) -> tuple[dict[Key, float], list[Key]]:
         """Each candidate's cosine, and the nearest vectors (at least `DENSE_FLOOR` of the best)."""
+        from nmem.search.embedders import cosines
+
         store = self.store
         similarity: dict[Key, float] = {}
         nearest: list[Key] = []
