@@ -79,7 +79,7 @@ SAME = [
 ]
 
 
-@pytest.mark.parametrize("args", SAME, ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("args", SAME, ids=" ".join)
 def test_the_light_path_prints_what_the_click_command_prints(home: Path, args: list[str]) -> None:
     fast = nmem(args, home, cwd=CWD if os.path.isdir(CWD) else None, importtime=True)
     full = nmem(args, home, light_path=False, cwd=CWD if os.path.isdir(CWD) else None)
@@ -131,7 +131,7 @@ DEFERRED = [
 ]
 
 
-@pytest.mark.parametrize("args", DEFERRED, ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("args", DEFERRED, ids=" ".join)
 def test_what_the_light_parser_does_not_read_for_certain_goes_to_click(home: Path, args: list[str]) -> None:
     assert light.main(list(args)) is None   # before it reads or opens anything
     done = nmem(args, home, importtime=True)
