@@ -38,6 +38,7 @@ from nmem.service.api import Service
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hooks import synthetic_events  # the hook benchmark's sessions (bench scripts import each other)
+from measure import importtime_summary
 
 COMMANDS: dict[str, list[str]] = {
     "search": ["search", "export rows"],
@@ -83,20 +84,9 @@ def importtime(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     """What one run imports: modules, nmem's modules, and the self time of each group (ms)."""
     done = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, env=env,
                           cwd=env.get("BENCH_CWD"), check=False, stdin=subprocess.DEVNULL)
-    return importtime_summary(done.stderr)
-
-
-def importtime_summary(stderr: str) -> dict[str, Any]:
-    """`-X importtime` output summed: module count and self time, all and nmem's own."""
-    rows = []
-    for line in stderr.splitlines():
-        if line.startswith("import time:") and "imported package" not in line:
-            self_us, _cumulative, name = line[len("import time:"):].split("|")
-            rows.append((name.strip(), int(self_us)))
-    own = [(n, us) for n, us in rows if n == "nmem" or n.startswith("nmem.")]
-    return {"modules": len(rows), "self_ms": round(sum(us for _, us in rows) / 1000, 1),
-            "nmem_modules": len(own), "nmem_self_ms": round(sum(us for _, us in own) / 1000, 1),
-            "click": any(n == "click" for n, _ in rows)}
+    summary = importtime_summary(done.stderr)
+    summary["click"] = "click" in summary.pop("names")
+    return summary
 
 
 def measure(home: Path, runs: int, warmup: int = 2) -> dict[str, Any]:
