@@ -13,5 +13,5 @@ from nmem.store.sqlite import SqliteStore
 REST = (NavigationReads, VectorRows, LifecycleRows, ChangeReads)
 
 
-class WholeStore(SqliteStore, NavigationReads, VectorRows, LifecycleRows, ChangeReads):  # type: ignore[misc]
+class WholeStore(SqliteStore, NavigationReads, VectorRows, LifecycleRows, ChangeReads):
     """Every concern of the SQLite engine."""
