@@ -8,7 +8,7 @@ mixins both engines share from `nmem.store.sql`, which run here exactly as writt
     dialect.py     how SQLite spells what the shared statements leave open
     search.py      FTS5 MATCH and bm25(), the newest-match windows, ranking statistics
     schema.py      the numbered migrations; files.py: the file's identity and permissions;
-    driver.py      the standard library's sqlite3 or SQLCipher; errors.py: result codes
+    driver.py      the standard library's sqlite3 or SQLCipher, and what a failure (its result code) means
     rest.py        the concerns a hook never needs (navigation, vectors, lifecycle, the change feed)
 
 A hook is a process per event, and each module it imports costs it: `SqliteStore` is built from
