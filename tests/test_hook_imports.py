@@ -152,9 +152,10 @@ COMMON_EVENTS: list[dict[str, Any]] = [
 
 # nmem's own modules a common event loads through the installed command: each costs a hook
 # process its lookup, read and unmarshal (~0.15 ms on a small VM), so the path is kept to few,
-# larger modules. 43 at c20220e (before the redesign), 63 after it; raise this only with a
-# reason the next reader will accept (bench/hooks.py prints the count per event).
-HOOK_NMEM_MODULES = 53
+# larger modules. A tool call loaded 43 at c20220e (before the redesign), 63 after it, 53 now
+# (a prompt with a marker one more); raise this only with a reason the next reader will accept
+# (bench/hooks.py prints the count per event).
+HOOK_NMEM_MODULES = 54
 # Loaded by other events or surfaces only: SessionStart and Stop start a sync; the SQLite engine's
 # navigation, vectors, lifecycle rows and change feed (`store/sqlite/rest.py`); the sync outbox.
 NOT_FOR_COMMON_EVENTS = ("nmem.sync", "nmem.store.sqlite.rest", "nmem.store.sql.changes", "nmem.store.sql.lifecycle",

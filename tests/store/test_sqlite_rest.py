@@ -1,4 +1,4 @@
-"""`SqliteStore` holds what hooks use and becomes `rest.WholeStore` on the first use of the rest
+"""`SqliteStore` holds what hooks use and becomes `whole_class()` on the first use of the rest
 (navigation, vectors, the lifecycle's rows, the change feed): the same object, the same answers."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nmem.store.sqlite import SqliteStore
-from nmem.store.sqlite.rest import REST, WholeStore
+from nmem.store.sqlite import SqliteStore, whole_class
+from nmem.store.sqlite.rest import REST
 
 
 def names(cls: type) -> set[str]:
@@ -22,7 +22,7 @@ def test_the_rest_overrides_nothing_so_the_class_never_changes_what_a_method_doe
         assert not own & light, f"{mixin.__name__} redefines {sorted(own & light)}"
         # its private helpers are its own: nothing on the light class calls them before the upgrade
         assert all(not n.startswith("_") or n not in light for n in own)
-    assert names(WholeStore) == light | {n for m in REST for n in vars(m) if not n.startswith("__")}
+    assert names(whole_class()) == light | {n for m in REST for n in vars(m) if not n.startswith("__")}
 
 
 def test_a_store_becomes_whole_on_first_use_of_the_rest(tmp_path: Path) -> None:
@@ -32,7 +32,7 @@ def test_a_store_becomes_whole_on_first_use_of_the_rest(tmp_path: Path) -> None:
         assert store.schema_version() > 0 and type(store) is SqliteStore   # its own methods: no change
         assert getattr(store, "_no_such_private", None) is None and type(store) is SqliteStore
         assert store.max_observation_id() == 0                              # ChangeReads
-        assert type(store) is WholeStore and isinstance(store, SqliteStore)
+        assert type(store) is whole_class() and isinstance(store, SqliteStore)
         try:
             store.no_such_method  # noqa: B018
         except AttributeError as exc:

@@ -13,8 +13,8 @@ mixins both engines share from `nmem.store.sql`, which run here exactly as writt
 
 A hook is a process per event, and each module it imports costs it: `SqliteStore` is built from
 what hooks use (the trail, memories, search and context reads, sync, team rows), and becomes
-`rest.WholeStore` (the same object with the other four mixins) the first time anything asks it
-for a public attribute those hold. Every caller sees the whole engine; a hook loads four modules
+`whole_class()` (the same object with the four mixins of `rest.py` added) the first time
+anything asks it for a public attribute it lacks. Every caller sees the whole engine; a hook loads four modules
 fewer. None of the four overrides a method of another mixin (a test checks it), so which class
 an object is never changes what a method does.
 """
@@ -31,7 +31,7 @@ from nmem.store.sqlite.search import SearchReads
 
 TYPE_CHECKING = False
 
-__all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay"]
+__all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay", "whole_class"]
 
 if TYPE_CHECKING:
     from nmem.store.sql.changes import ChangeReads
@@ -51,7 +51,18 @@ else:
             # Only reached for a name the class lacks: a public one may be the rest's.
             if name.startswith("_") or type(self) is not SqliteStore:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            from nmem.store.sqlite.rest import WholeStore
-
-            self.__class__ = WholeStore
+            self.__class__ = whole_class()
             return getattr(self, name)
+
+
+_whole: list[type[SqliteStore]] = []
+
+
+def whole_class() -> type[SqliteStore]:
+    """`SqliteStore` with the rest of the engine (`rest.REST`), made once per process."""
+    if not _whole:
+        from nmem.store.sqlite.rest import REST
+
+        _whole.append(type("WholeStore", (SqliteStore, *REST), {"__module__": __name__,
+                                                                 "__doc__": "Every concern of the SQLite engine."}))
+    return _whole[0]
