@@ -9,18 +9,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nmem.models import SearchHit
-from nmem.search import fusion as fu
-from nmem.search.query import plan
 from nmem.service.base import Base
 from nmem.service.search import SearchResult
 from nmem.store import SearchFilters
-from nmem.store.protocol import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nmem.search.embedders import Embedder, Vector
+    from nmem.search.fusion import Key
+    from nmem.store.protocol import Store
 
-Key = fu.Key
 _in_hybrid: contextvars.ContextVar[bool] = contextvars.ContextVar("nmem_in_hybrid", default=False)
 
 
@@ -32,6 +30,9 @@ class Hybrid(Base):
         `fusion` override the settings (`recall --mode vector|hybrid`)."""
         if _in_hybrid.get() or order != "relevance" or not query or not query.strip():
             return None
+        from nmem.search import fusion as fu  # with the ranking it uses: a process that never searches skips both
+        from nmem.search.query import plan
+
         query_plan = plan(query)
         if query_plan.raw or not query_plan.tiers:
             return None  # FTS5 syntax runs exactly as typed; punctuation alone finds nothing
@@ -76,6 +77,7 @@ class Hybrid(Base):
     def _similarity(self, kinds: Sequence[str], embedder: Embedder, query_vec: Vector, filters: SearchFilters,
                     lexical: Sequence[SearchHit], pool: int) -> tuple[dict[Key, float], list[Key]]:
         """Each candidate's cosine, and the nearest vectors (at least `DENSE_FLOOR` of the best)."""
+        from nmem.search import fusion as fu
         from nmem.search.embedders import cosines
 
         store = self.store

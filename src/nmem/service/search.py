@@ -9,18 +9,18 @@ from typing import Any
 
 from nmem.errors import InvalidArgument
 from nmem.models import ORDERS, SCOPES, SearchHit
-from nmem.search.query import QueryPlan, plan, quote
 from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
 from nmem.store import SearchFilters
-from nmem.store.protocol import Store
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nmem.search import rank
+    from nmem.search.query import QueryPlan
     from nmem.search.timeexpr import TimeRange
+    from nmem.store.protocol import Store
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
@@ -137,6 +137,8 @@ class Search(Base):
             fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
             if fused is not None:
                 return fused
+        from nmem.search.query import plan  # (with `re` and `dataclasses`): searches only, not every Service
+
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
             return SearchResult([], query, None)  # nothing searchable in it (only punctuation)
@@ -264,6 +266,7 @@ class Search(Base):
         half-life) join them. Rare words only: a second pass over common ones would cost
         tens of milliseconds at a million records."""
         from nmem.search import rank
+        from nmem.search.query import quote
 
         ranking = self.ranking
         rare = rank.rare_terms(query_plan.terms, df, ranking.postings)
@@ -376,5 +379,7 @@ def strict_match(query: str | None) -> str | None:
     query, "" when the query holds nothing to match (only punctuation)."""
     if query is None or not query.strip():
         return None
+    from nmem.search.query import plan
+
     tiers = plan(query).tiers
     return tiers[0] if tiers else ""
