@@ -111,8 +111,13 @@ class Change:
         return topics
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cursor": self.cursor, "kind": self.kind, "action": self.action, "urn": self.urn,
+        """The change as every feed sends it; `uri` and, for a memory, `memory` are subcog's names
+        (§4.3, §4.4: a change is `{uri, memory}`) for `urn` and `record`."""
+        data = {"cursor": self.cursor, "kind": self.kind, "action": self.action, "urn": self.urn, "uri": self.urn,
                 "timestamp": self.timestamp, "record": self.record}
+        if self.kind == "memory":
+            data["memory"] = self.record
+        return data
 
 
 def head(store: Store) -> Cursor:

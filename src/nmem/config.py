@@ -138,11 +138,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("hooks.remote_token", str, "", "NMEM_REMOTE_TOKEN",
             "The user's token (`nmem token create USER` on the server) remote hooks send as a bearer.",
             secret=True),
+    Setting("hooks.profile", str, "nmem", "NMEM_HOOKS_PROFILE",
+            "Whose hook output the hooks print: `nmem` (Claude Code's shapes) or `subcog` (subcog's JSON, "
+            "`additionalContext` with its XML blocks and `suppressSystemPrompt`, on every event; prompt markers "
+            "are suggested as captures instead of stored; see docs/contracts.md)."),
     Setting("mcp.tools", str, "nmem", "NMEM_MCP_TOOLS",
             "Tools the MCP server exposes: `nmem` (nmem's own), `core` (search, get_observations, get, timeline, "
             "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "
-            "recall, forget and status; see docs/claude-mem.md), `all` (nmem's and claude-mem's) or a "
-            "comma-separated list of tool names."),
+            "recall, forget and status; see docs/claude-mem.md), `subcog` (subcog's `memory.capture`, "
+            "`memory.recall`, `memory.status`, `memory.sync`, `memory.consolidate`, `memory.configure`; see "
+            "docs/contracts.md), `all` (nmem's and claude-mem's) or a comma-separated list of tool names."),
+    Setting("mcp.server_name", str, "nmem", "NMEM_MCP_SERVER_NAME",
+            "The server name the MCP server gives clients when they connect (subcog's `[mcp] server_name`)."),
+    Setting("mcp.subscriptions", bool, True, "NMEM_MCP_SUBSCRIPTIONS",
+            "Whether the MCP server offers resource subscriptions (`resources/subscribe` and change "
+            "notifications); off, it says so in its capabilities and refuses subscribe requests."),
+    Setting("mcp.prompts_enabled", bool, True, "NMEM_MCP_PROMPTS",
+            "Whether the MCP server offers its prompt templates; off, it lists none."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),

@@ -83,18 +83,27 @@ def session_ref(session_id: str, short: bool = False) -> str:
     return "s" + (session_id[:SESSION_REF_CHARS] if short else session_id)
 
 
+# subcog's URIs (`subcog://{domain}/{namespace}/{id}`) name what the same nmem:// URN names.
+URN_SCHEMES = ("nmem://", "subcog://")
+
+
+def is_urn(text: str) -> bool:
+    return text.startswith(URN_SCHEMES)
+
+
 def urn_parts(ref: str) -> list[str] | None:
-    """The domain, namespace and id a URN names (one to three of them), from either form;
-    None if it is no URN.
+    """The domain, namespace and id a URN names (one to three of them), from either form and
+    either scheme (`subcog://` is an alias of `nmem://`); None if it is no URN.
 
     A `:` left in the authority marks the form nmem writes (`nmem://project:web/…`), taken
     verbatim (a project may be called `a%20b`); otherwise it is the RFC 3986 form MCP clients
     get (`nmem://project%3Aweb/…`) and each part is %-decoded after the split, so a project
     called `acme/web` travels as `project%3Aacme%2Fweb`."""
     ref = ref.strip()
-    if not ref.startswith("nmem://"):
+    scheme = next((s for s in URN_SCHEMES if ref.startswith(s)), None)
+    if scheme is None:
         return None
-    body = ref[len("nmem://"):]
+    body = ref[len(scheme):]
     parts = (body[:-1] if body.endswith("/") else body).split("/")
     if not 1 <= len(parts) <= 3 or not all(parts):
         return None

@@ -19,17 +19,22 @@ from nmem.errors import ConfigError
 from nmem.setup.claude_code import SERVER_NAME, mcp_entry, nmem_executable
 from nmem.team import accounts as team
 
+# subcog's `serve --transport sse|websocket`: both are served by the one HTTP server.
+HTTP_ALIASES = ("sse", "websocket")
+
 
 @click.command("serve")
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+@click.option("--transport", type=click.Choice(["stdio", "http", *HTTP_ALIASES]), default="stdio", show_default=True,
               help="stdio: one client, spawned by it (Claude Code). http: the HTTP server: REST API at "
-                   "/api/v1, claude-mem's worker API at /api, MCP (Streamable HTTP) at /mcp.")
+                   "/api/v1, claude-mem's worker API at /api, MCP (Streamable HTTP) at /mcp, SSE streams at "
+                   "/stream/* and the WebSocket at /ws; sse and websocket (subcog's names) are http.")
 @click.option("--host", default=None, help="HTTP listen address (default: the mcp.host setting, 127.0.0.1).")
 @click.option("--port", type=Integer(1, 65535), default=None, help="HTTP port (default: the mcp.port setting, 37777).")
 @click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
               help="Token HTTP clients must send (default: the http.token setting). Required for any "
                    "non-loopback --host.")
-@click.option("--tools", default=None, help="Tools to expose: nmem, core, claude-mem, all, or a comma-separated list.")
+@click.option("--tools", default=None,
+              help="Tools to expose: nmem, core, claude-mem, subcog, all, or a comma-separated list.")
 @click.option("--project", default=None,
               help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
 @click.option("--store", default=None, metavar="URL",
@@ -49,6 +54,8 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     """
     if store:
         state.use_store(store)
+    if transport in HTTP_ALIASES:  # one server carries MCP, SSE and the WebSocket
+        transport = "http"
     settings = state.settings
     # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
     endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store)) \

@@ -149,7 +149,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         HTTPException: _http_error, Exception: _unexpected})
     starlette.state.nmem = context
     starlette.state.stream_hub = hub
-    exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
+    exempt = frozenset((MCP_PATH, *streams.HEADER_EXEMPT, *(e.path for e in endpoints() if e.reads_only)))
     return NmemApp(starlette, Guard(starlette, policy, exempt, users), context, mcp)
 
 

@@ -2,13 +2,15 @@
 service call. One declaration gives the Starlette route and the OpenAPI operation, so the
 document cannot drift from what the server accepts.
 
-A handler is a plain function `(Context, params, body) -> JSON-ready object`, called on the
-event loop's thread: the store's connections are one per process and not safe to share
-between threads (the MCP server calls the service the same way).
+A handler is a plain function `(Context, params, body) -> JSON-ready object` (or a coroutine
+function, for one that waits without holding a thread), called on the event loop's thread:
+the store's connections are one per process and not safe to share between threads (the MCP
+server calls the service the same way).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
@@ -104,6 +106,8 @@ class Endpoint:
             elif self.body_schema is not None:
                 body = _json_object(await request.body(), request)
             result = self.handler(context, params, body)
+            if inspect.isawaitable(result):  # a handler that waits (the change feed's long-poll)
+                result = await result
         except NmemError as exc:
             return error_response(exc, context.service)
         except Exception:  # a bug answers with a generic 500; the traceback stays in the server's log

@@ -83,15 +83,21 @@ class NmemServer:
         # URN as nmem writes it -> {client connection: the URI as that client subscribed to it}
         self.subscriptions: dict[str, dict[int, str]] = {}
         self.watcher = ChangeWatcher(service.store)
+        # subcog's `[mcp]` settings: the name clients see, and whether subscriptions and prompts are offered
+        settings = service.settings
+        subscriptions, prompts = bool(settings["mcp.subscriptions"]), bool(settings["mcp.prompts_enabled"])
         self.server: Server[Any] = Server(
-            "nmem", version=__version__, title="nmem memory", instructions=INSTRUCTIONS,
+            str(settings["mcp.server_name"]).strip() or "nmem", version=__version__, title="nmem memory",
+            instructions=INSTRUCTIONS,
             on_list_tools=self._answering(self.list_tools), on_call_tool=self._answering(self.call_tool),
             on_list_resources=self._answering(self.list_resources),
             on_list_resource_templates=self._answering(self.list_templates),
-            on_read_resource=self._answering(self.read_resource), on_subscribe_resource=self._answering(self.subscribe),
-            on_unsubscribe_resource=self._answering(self.unsubscribe),
-            on_list_prompts=self._answering(self.list_prompts), on_get_prompt=self._answering(self.get_prompt),
-            on_subscriptions_listen=ListenHandler(self.bus),
+            on_read_resource=self._answering(self.read_resource),
+            on_subscribe_resource=self._answering(self.subscribe) if subscriptions else None,
+            on_unsubscribe_resource=self._answering(self.unsubscribe) if subscriptions else None,
+            on_list_prompts=self._answering(self.list_prompts) if prompts else None,
+            on_get_prompt=self._answering(self.get_prompt) if prompts else None,
+            on_subscriptions_listen=ListenHandler(self.bus) if subscriptions else None,
         )
         # The SDK's HTTP and in-memory paths build init options without arguments; advertise
         # resources.listChanged on every transport.
@@ -232,7 +238,7 @@ class NmemServer:
         try:
             urn = resources.canonical(uri)
         except NotFound:
-            raise InvalidArgument(f"not an nmem:// URN: {uri}") from None
+            raise InvalidArgument(f"not an nmem:// (or subcog://) URN: {uri}") from None
         if current_viewer() is not None and urn.startswith("nmem://user/"):
             self.service.get_memory(urn)  # NotFound for another user's memory: its changes are not theirs to hear
         self.subscriptions.setdefault(urn, {})[key] = uri
