@@ -66,6 +66,7 @@ SAME = [
     ["recall", "auth"],
     ["recall", "--format", "json", "--detail", "full", "-n", "decisions"],
     ["recall", "token", "--tag", "auth", "--project", "*", "--limit", "5"],
+    ["recall", "auth", "-l", "1", "--format", "json"],
     ["recall", "auth", "--domain", "user", "--include-archived"],
     ["get", "1", "2"],
     ["get", "1", "p1", "--format", "json"],

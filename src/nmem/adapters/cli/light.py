@@ -90,7 +90,8 @@ SPECS: dict[str, Spec] = {
     "recall": Spec(("query",), 0, {
         "--namespace": ("namespace", VALUE), "-n": ("namespace", VALUE), "--tag": ("tags", MULTI),
         "--tags": ("tags", MULTI), "--spec": ("spec", VALUE), "--domain": ("domain", VALUE),
-        "--project": ("project", VALUE), "--limit": ("limit", Int()), "--mode": ("mode", Choice(RECALL_MODES)),
+        "--project": ("project", VALUE), "--limit": ("limit", Int()), "-l": ("limit", Int()),
+        "--mode": ("mode", Choice(RECALL_MODES)),
         "--detail": ("detail", Choice(RECALL_DETAILS)), "--include-archived": ("include_archived", FLAG),
         **FORMAT_OPTION,
     }, {"domain": "all", "limit": 10, "detail": "summary"}),
