@@ -9,15 +9,18 @@ from typing import Any
 
 from nmem.errors import InvalidArgument
 from nmem.models import ORDERS, SCOPES, Record, SearchHit
-from nmem.search import rank
-from nmem.search.query import QueryPlan, plan, quote
-from nmem.search.timeexpr import TimeRange, find_time
 from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
 from nmem.store import SearchFilters
-from nmem.store.protocol import Store
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.search import rank
+    from nmem.search.query import QueryPlan
+    from nmem.search.timeexpr import TimeRange
+    from nmem.store.protocol import Store
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
@@ -36,7 +39,21 @@ class SearchResult(Record):
 
 
 class Search(Base):
-    ranking: rank.Ranking   # the ranking's settings, made once per service (`Service.__init__`)
+    _ranking: rank.Ranking | None = None
+
+    @property
+    def ranking(self) -> rank.Ranking:
+        """The ranking's settings, made once per service on first use: a process that never ranks
+        (`nmem status`, a hook) never loads `nmem.search.rank` and what it imports."""
+        if self._ranking is None:
+            from nmem.search import rank
+
+            self._ranking = rank.Ranking()
+        return self._ranking
+
+    @ranking.setter
+    def ranking(self, value: rank.Ranking) -> None:
+        self._ranking = value
 
     def search(self, query: str | None = None, *, scope: str = "observations",
                project: str | None = None, obs_type: str | Sequence[str] | None = None,
@@ -117,6 +134,8 @@ class Search(Base):
             fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
             if fused is not None:
                 return fused
+        from nmem.search.query import plan  # (with `re` and `dataclasses`): searches only, not every Service
+
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
             return SearchResult([], query, None)  # nothing searchable in it (only punctuation)
@@ -130,6 +149,9 @@ class Search(Base):
         ranking = self.ranking
         if (order == "relevance" and not query_plan.raw and query_plan.terms and ranking.candidates
                 and scope in RANKED_SCOPES):
+            from nmem.search import rank
+            from nmem.search.timeexpr import find_time
+
             when = None
             if ranking.time_expressions and query:
                 when, rest = find_time(query, self.now())
@@ -181,6 +203,8 @@ class Search(Base):
                     want: int) -> tuple[list[SearchHit], str]:
         """The best `want` hits of one trail scope, and the FTS5 expression that found the
         candidates. Ranking reads ids, texts and windows; only the hits' rows are fetched."""
+        from nmem.search import rank
+
         ranking = self.ranking
         store = self.store
         stems = rank.query_stems(query_plan.terms)
@@ -238,6 +262,9 @@ class Search(Base):
         all lie outside it: the best matches of the question's rare words inside it (± one
         half-life) join them. Rare words only: a second pass over common ones would cost
         tens of milliseconds at a million records."""
+        from nmem.search import rank
+        from nmem.search.query import quote
+
         ranking = self.ranking
         rare = rank.rare_terms(query_plan.terms, df, ranking.postings)
         if not rare:
@@ -290,6 +317,8 @@ class _Trail:
         self._texts: dict[int, str] = {}
 
     def load(self, candidates: Sequence[int]) -> None:
+        from nmem.search import rank
+
         if self.span and candidates:
             self.windows.update(self.store.session_windows(self.scope, candidates, self.span))
         wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))}
@@ -309,7 +338,9 @@ class _Trail:
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
     """The filters narrowed to a time range widened by `slack_days` on each side."""
-    slack = int(slack_days * rank.DAY)
+    from nmem.search.rank import DAY
+
+    slack = int(slack_days * DAY)
     start = when.start - slack if when.start is not None else None
     end = when.end - 1 + slack if when.end is not None else None
     if filters.date_start is not None:
@@ -345,5 +376,7 @@ def strict_match(query: str | None) -> str | None:
     query, "" when the query holds nothing to match (only punctuation)."""
     if query is None or not query.strip():
         return None
+    from nmem.search.query import plan
+
     tiers = plan(query).tiers
     return tiers[0] if tiers else ""
