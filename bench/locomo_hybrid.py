@@ -85,11 +85,11 @@ def run(conversations: list[Conversation], variants: list[str], home: Path,
                 "seconds": round(report.seconds, 2),
                 "seconds_per_1k": round(report.seconds / records * 1000, 2) if records else None}
         for name in variants:
-            backend, fusion, weight, floor, drop_labels = VARIANTS[name]
+            backend, method, weight, floor, drop_labels = VARIANTS[name]
             if backend != "none" and "unavailable" in out["index"].get(backend, {}):
                 out["variants"][name] = {"unavailable": out["index"][backend]["unavailable"]}
                 continue
-            values.update({"search.embeddings": backend, "search.fusion": fusion, "search.hybrid_weight": weight,
+            values.update({"search.embeddings": backend, "search.fusion": method, "search.hybrid_weight": weight,
                            "search.hybrid_drop_labels": drop_labels})
             fusion.DENSE_FLOOR = floor
             print(f"… {name}", file=sys.stderr)

@@ -25,6 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from nmem.search.rank import label_of
+
 # A record that asks something: a question mark ending a sentence.
 _ASKS = re.compile(r"\?(?:\s|$|[\"')\]])")
 
@@ -43,6 +45,13 @@ class Placed:
 def asks(text: str) -> bool:
     """Whether the text asks a question (a `?` that ends a sentence, not one inside a URL)."""
     return bool(_ASKS.search(text + " "))
+
+
+def answers_to(asker: str, reply: str) -> bool:
+    """Whether `reply` can answer `asker`: not the same speaker going on (both open with the
+    same label, "Bob: …" after "Bob: …?")."""
+    mine = label_of(asker)
+    return mine is None or mine != label_of(reply)
 
 
 def reply_score(asker: float, own: float, share: float) -> float:

@@ -138,6 +138,12 @@ def label_stems(text: str) -> tuple[str, ...]:
     return query_stems(re.findall(_TOKEN + "+", label.group(1))) if label else ()
 
 
+def label_of(text: str) -> str | None:
+    """The label a record opens with, folded ("Caroline: …" → "caroline"), or None."""
+    label = _LABEL.match(text)
+    return fold(label.group(1)) if label else None
+
+
 class TermCounter:
     """Counts a question's stems in text the way the FTS5 index tokenised it.
 

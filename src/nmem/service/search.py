@@ -246,11 +246,14 @@ class Search(Base):
                 asker_of[following] = i
         if not asker_of:
             return []
-        replies = list(asker_of)
+        texts = trail.texts   # neighbours' texts are loaded with their candidates
+        replies = [r for r, a in asker_of.items() if arrange.answers_to(texts.get(a, ""), texts.get(r, ""))]
+        if not replies:
+            return []
         trail.load(replies)
         own = score(replies)
-        for reply, asker in asker_of.items():
-            scores[reply] = arrange.reply_score(scores[asker], own[reply], ranking.reply_share)
+        for reply in replies:
+            scores[reply] = arrange.reply_score(scores[asker_of[reply]], own[reply], ranking.reply_share)
         return replies
 
     def _arranged(self, scope: str, ranked: list[int], scores: dict[int, float], trail: _Trail,
