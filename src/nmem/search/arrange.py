@@ -10,7 +10,9 @@ together, once the best of them are known:
 - supersession: when two records in different sessions hold the same words of the question
   (a setting stated, then changed; "we use X", later "we moved to Y"), the older one is
   likely outdated: it keeps a share of its score (`superseded`).
-- spread: a question whose answer spans sessions ("what has she painted?") would otherwise
+- spread: records of one turn (the prompt, the agent's replies, the tool calls it made) say
+  one thing, so each further hit of a turn already shown weighs `turn_spread ** m`. And a
+  question whose answer spans sessions ("what has she painted?") would otherwise
   get its first ten hits from the one session that talks most about it. Each further hit
   from a session already shown weighs `spread ** n` (n hits of that session before it), so
   the others' best records come up (`spread_by_session`).
@@ -40,6 +42,7 @@ class Placed:
     session: str | None
     timestamp: int
     counts: tuple[int, ...] = ()     # the question's stems in the record's own text
+    turn: tuple[str | None, int] | None = None   # (session, the user prompt that opened its turn)
 
 
 def asks(text: str) -> bool:
@@ -81,28 +84,40 @@ def superseded(items: Sequence[Placed], idf: Sequence[float], min_share: float, 
     return out
 
 
-def spread_by_session(items: Sequence[Placed], scores: Mapping[int, float],
-                      spread: float, free: int = 0) -> list[tuple[int, float]]:
+def spread_by_session(items: Sequence[Placed], scores: Mapping[int, float], spread: float, free: int = 0,
+                      turn_spread: float = 1.0) -> list[tuple[int, float]]:
     """(id, weighed score) best first, where a record whose session already has n records
-    above it counts `spread ** n` of its score; the weighed scores never rise down the list,
-    so lists arranged apart still merge by score. The first `free` records of a session
-    count whole (n is counted past them). `spread` 1 keeps the order of the scores;
-    ties go to the newer id, as everywhere in ranking. Records without a session stand alone."""
-    if spread >= 1.0:
+    above it counts `spread ** n` of its score (n counted past the session's first `free`),
+    and one whose turn already has m records above it `turn_spread ** m` more. The weighed
+    scores never rise down the list, so lists arranged apart still merge by score. Both 1
+    keep the order of the scores; ties go to the newer id, as everywhere in ranking. Records
+    without a session (or turn) stand alone."""
+    if spread >= 1.0 and turn_spread >= 1.0:
         return [(it.id, scores[it.id]) for it in sorted(items, key=lambda it: (-scores[it.id], -it.id))]
     shown: dict[str | None, int] = {}
+    turns: dict[tuple[str | None, int] | None, int] = {}
+
+    def seen(it: Placed) -> tuple[int, int]:
+        return (shown.get(it.session, 0) if it.session is not None else 0,
+                turns.get(it.turn, 0) if it.turn is not None else 0)
+
     # Lazy greedy: a record's weighed score only falls as its session fills, so one popped with
     # a stale weight goes back with the current one; one popped with its current weight is next.
-    heap = [(-scores[it.id], -it.id, 0, it.session) for it in items]
+    by_id = {it.id: it for it in items}
+    heap = [(-scores[it.id], -it.id, (0, 0)) for it in items]
     heapq.heapify(heap)
     out: list[tuple[int, float]] = []
     while heap:
-        neg, neg_id, seen, session = heapq.heappop(heap)
-        now = shown.get(session, 0) if session is not None else 0
-        if now != seen:
-            heapq.heappush(heap, (-scores[-neg_id] * spread ** max(0, now - free), neg_id, now, session))
+        neg, neg_id, then = heapq.heappop(heap)
+        it = by_id[-neg_id]
+        now = seen(it)
+        if now != then:
+            weight = spread ** max(0, now[0] - free) * turn_spread ** now[1]
+            heapq.heappush(heap, (-scores[it.id] * weight, neg_id, now))
             continue
-        out.append((-neg_id, -neg))
-        if session is not None:
-            shown[session] = now + 1
+        out.append((it.id, -neg))
+        if it.session is not None:
+            shown[it.session] = now[0] + 1
+        if it.turn is not None:
+            turns[it.turn] = now[1] + 1
     return out

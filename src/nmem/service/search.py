@@ -21,6 +21,7 @@ from nmem.util.timeutil import parse_time
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
+TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
 
 
 class SearchResult:
@@ -263,16 +264,19 @@ class Search(Base):
         ranking, store = self.ranking, self.store
         kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
                        else ("observation", store.get_observations))
-        head = ranked[:pool] if (ranking.spread < 1.0 or ranking.supersede < 1.0) else []
+        arranging = ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
+        head = ranked[:pool] if arranging else []
         records: dict[int, Any] = {int(r.id): r for r in fetch(head)} if head else {}
         order: list[tuple[int, float]] = []
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
+            turns = self._turns(kind, [records[i] for i in head if i in records])
             placed = [arrange.Placed(i, scores[i], getattr(records[i], "session_id", None), trail.times.get(i, 0),
-                                     trail.docs.get(i, empty).counts) for i in head if i in records]
+                                     trail.docs.get(i, empty).counts, turns.get(i)) for i in head if i in records]
             adjusted = arrange.superseded(placed, [idf_of(t) for t in stems], ranking.supersede_share,
                                           ranking.supersede)
-            order = arrange.spread_by_session(placed, adjusted, ranking.spread, ranking.spread_free)
+            order = arrange.spread_by_session(placed, adjusted, ranking.spread, ranking.spread_free,
+                                              ranking.turn_spread)
         order += [(i, scores[i]) for i in ranked[len(head):]]
         hits: list[SearchHit] = []
         done = 0
@@ -284,6 +288,27 @@ class Search(Base):
                 records.update((int(r.id), r) for r in fetch(missing))
             hits += [SearchHit(kind, value, records[i]) for i, value in page if i in records]
         return hits
+
+    def _turns(self, kind: str, records: Sequence[Any]) -> dict[int, tuple[str | None, int]]:
+        """Each record's turn: (session, the user prompt that opened it). An observation
+        carries its prompt; a user prompt opens its own; an agent's reply belongs to the last
+        user prompt before it in its session (one read per session, of its recent prompts)."""
+        if kind == "observation":
+            return {int(r.id): (r.session_id, int(r.prompt_id)) for r in records if r.prompt_id is not None}
+        out = {int(r.id): (r.session_id, int(r.id)) for r in records if r.source == "user"}
+        replies: dict[str, list[Any]] = {}
+        for r in records:
+            if r.source != "user":
+                replies.setdefault(r.session_id, []).append(r)
+        for session, said in replies.items():
+            since = min(r.timestamp for r in said) - TURN_LOOKBACK
+            users = [p.id for p in self.store.session_prompts(session, max(r.timestamp for r in said) + 1, since)
+                     if p.source == "user"]
+            for r in said:
+                opened = max((u for u in users if u < r.id), default=None)
+                if opened is not None:
+                    out[int(r.id)] = (session, int(opened))
+        return out
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
                          df: Mapping[str, int], known: set[int]) -> list[int]:
