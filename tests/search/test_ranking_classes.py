@@ -11,13 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from test_ranking import prompt
 
 from conftest import Clock
 from nmem.search import arrange
 from nmem.search.arrange import Placed
 from nmem.service.api import Service
 from store_engines import both_engines
-from test_ranking import prompt
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
