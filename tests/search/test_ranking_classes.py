@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from test_ranking import prompt
 
-from conftest import Clock
+from conftest import Clock, record
 from nmem.search import arrange
 from nmem.search.arrange import Placed
 from nmem.service.api import Service
@@ -148,3 +148,19 @@ def test_supersession_leaves_a_lone_statement_alone(service: Service, clock: Clo
     service.ranking = replace(service.ranking, supersede=factor)
     got = service.search("deploy target region", scope="prompts")
     assert ids(got) == [only]
+
+
+# -- one turn says one thing ----------------------------------------------------------------------------------
+
+def test_a_turns_prompt_and_reply_do_not_crowd_out_another_turn(service: Service, clock: Clock) -> None:
+    clock.now = T0 + DAY
+    asked = prompt(service, "why does the invoice export time out on big accounts", T0, session_id="s1")
+    record(service, "Stop", now=T0 + 5, session_id="s1", cwd="/w/demo",
+           last_assistant_message="The invoice export times out because big accounts load every invoice row at once.")
+    other = prompt(service, "the invoice export for small accounts works", T0 + 100, session_id="s1")
+    question = "invoice export time out big accounts"
+    hits = service.search(question, scope="prompts").hits
+    reply = next(h.record.id for h in hits if h.record.source == "agent")
+    assert [h.record.id for h in hits][:2] == [asked, other] and reply in [h.record.id for h in hits]
+    service.ranking = replace(service.ranking, turn_spread=1.0)
+    assert {h.record.id for h in service.search(question, scope="prompts").hits[:2]} == {asked, reply}
