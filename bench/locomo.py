@@ -73,6 +73,7 @@ MODES: dict[str, Ranking] = {
     # time, turn spread; session spread and supersession measured, left off
     "second": replace(BASE, replies=False, brief_factor=1.0, said_times=False, turn_spread=1.0),
     "no-replies": replace(BASE, replies=False),
+    "replies-0.9": replace(BASE, reply_share=0.9),
     "no-brief": replace(BASE, brief_factor=1.0),
     "no-said": replace(BASE, said_times=False),
     "spread-0.9": replace(BASE, spread=0.9),

@@ -62,7 +62,7 @@ class Ranking:
     brief_factor: float = 0.5       # …and keeps this share of its score
     said_times: bool = True         # a record's own "last Friday" counts from its time toward a named time
     replies: bool = True            # the record after a strong candidate that asks something is a candidate
-    reply_share: float = 0.9        # a reply scores at least this share of what it answers
+    reply_share: float = 0.6        # a reply scores at least this share of what it answers
     supersede: float = 1.0          # an older record another session restates keeps this share (1 = off)
     supersede_share: float = 0.5    # …when the stems both hold carry this share of the question's IDF
     spread: float = 1.0             # each further hit of a session already shown weighs spread ** n (1 = off)
