@@ -67,7 +67,7 @@ class Ranking:
     supersede_share: float = 0.5    # …when the stems both hold carry this share of the question's IDF
     spread: float = 1.0             # each further hit of a session already shown weighs spread ** n (1 = off)
     spread_free: int = 0            # …n counted past this many hits of the session
-    turn_spread: float = 0.5        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
+    turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
 
 
 @dataclass(frozen=True)
