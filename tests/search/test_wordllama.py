@@ -5,12 +5,12 @@ through hybrid search. Skipped where the `wordllama` extra is not installed."""
 from __future__ import annotations
 
 import pytest
+from test_ranking import prompt
 
 from conftest import Clock
 from nmem.search import embedders as emb
 from nmem.service import indexer
 from nmem.service.api import Service
-from test_ranking import prompt
 
 pytest.importorskip("wordllama")
 
