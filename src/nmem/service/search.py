@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.models import ORDERS, SCOPES, SearchHit
+from nmem.models import ORDERS, SCOPES, Record, SearchHit
 from nmem.search import arrange, rank
 from nmem.search.query import QueryPlan, plan, quote
 from nmem.search.timeexpr import TimeRange, find_time
@@ -24,16 +24,13 @@ MAX_OFFSET = 2**62
 TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
 
 
-class SearchResult:
+class SearchResult(Record):
     """What one search found: its hits, the query as asked, and the FTS5 expression that
     produced the hits (None when nothing was matched)."""
 
-    __slots__ = ("hits", "match", "query")
-
-    def __init__(self, hits: list[SearchHit], query: str | None, match: str | None) -> None:
-        self.hits = hits
-        self.query = query
-        self.match = match
+    hits: list[SearchHit]
+    query: str | None
+    match: str | None
 
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
         return [hit.to_dict(full=full) for hit in self.hits]
