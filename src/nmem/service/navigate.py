@@ -106,7 +106,8 @@ class Navigate(Base):
     def session_trace(self, session_id: str | None = None, *, before: Any = None, after: Any = None,
                       project: str | None = None) -> dict[str, Any]:
         """A session's prompts in order, each with the observations it led to. The session is
-        named by id, unique prefix or URN; without one, the latest of `project` (or of all)."""
+        named by id, unique prefix or URN; without one, the latest of `project` (or of all) with
+        content, not one that has only started."""
         session = self.session(session_id) if session_id else self.latest_session(project)
         session_id = session.id
         b = parse_time(before, name="before")
@@ -228,7 +229,8 @@ class Navigate(Base):
         return found[0]
 
     def latest_session(self, project: str | None = None) -> Session:
-        """The session of `project` (of any, if None) that started last and recorded anything."""
+        """The session of `project` (of any, if None) that started last and has content (a prompt
+        or an action): not the one whose SessionStart was just recorded."""
         rows = self.store.list_sessions(project or None, None, 1, active=True)
         if not rows:
             raise NotFound(f"no session recorded for project {project}" if project else "no session recorded")
