@@ -101,6 +101,7 @@ def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
         transcript_path=_optional_str(payload, "agent_transcript_path" if kind == ev.SUBAGENT_STOP
                                       else "transcript_path"),
         agent_id=_optional_str(payload, "agent_id"),
+        agent_type=_optional_str(payload, "agent_type"),
     )
 
 

@@ -31,6 +31,7 @@ class HookEvent:
     __slots__ = (
         "agent",
         "agent_id",
+        "agent_type",
         "assistant_message",
         "cwd",
         "error",
@@ -50,7 +51,7 @@ class HookEvent:
                  source: str | None = None, prompt: str | None = None, assistant_message: str | None = None,
                  tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
                  tool_response: Any = None, error: str | None = None, transcript_path: str | None = None,
-                 agent_id: str | None = None, agent: str = CLAUDE_CODE) -> None:
+                 agent_id: str | None = None, agent: str = CLAUDE_CODE, agent_type: str | None = None) -> None:
         self.kind = kind
         self.session_id = session_id
         self.cwd = cwd
@@ -66,6 +67,7 @@ class HookEvent:
         self.transcript_path = transcript_path
         self.agent_id = agent_id                  # set on subagent events; the parent session is kept
         self.agent = agent                        # the coding agent that sent it (capture.agents.AGENTS)
+        self.agent_type = agent_type              # a subagent's type (`Explore`), when its events say it
 
     def __repr__(self) -> str:
         return f"HookEvent({self.hook_event_name}, session={self.session_id!r}, tool={self.tool_name!r})"

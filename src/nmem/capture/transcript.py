@@ -394,6 +394,7 @@ class TranscriptReplay:
         self.last_ts = 0
         self._held: tuple[str, dict[str, Any], Any] | None = None   # kind, event fields, payload
         self._held_at: TranscriptCursor | None = None
+        self.agent_type = _agent_type_beside(path) if agent_id is not None else None
 
     def events(self) -> Iterator[ev.HookEvent]:
         cursor = self.cursor
@@ -495,8 +496,10 @@ class TranscriptReplay:
                 # the parent's Task result: its subagent stopped just before
                 answer = _result_text(result.get("content")) or _result_text(block.get("content"))
                 # the subagent's messages are replayed from its own lines: nothing is read again
+                kind = call[1].get("subagent_type")
                 yield ev.HookEvent(kind=ev.SUBAGENT_STOP, hook_event_name="SubagentStop",
                                    assistant_message=answer.strip() or None, agent_id=result["agentId"],
+                                   agent_type=kind if isinstance(kind, str) else None,
                                    **{**base, "transcript_path": None})
             failed = block.get("is_error") is True
             error = None
@@ -520,9 +523,19 @@ class TranscriptReplay:
                     self._call(block)
                 elif (said := _words(block)) is not None and not said[0]:
                     yield ev.HookEvent(kind=ev.REPLY, hook_event_name="Transcript", assistant_message=said[1],
-                                       agent_id=agent_id, **base)
+                                       agent_id=agent_id, agent_type=self._running_subagent(), **base)
         elif kind == "user":
             yield from self._results(line, base, agent_id)
+
+    def _running_subagent(self) -> str | None:
+        """The type of the subagent a sidechain line belongs to: its file's (`agent-<id>.meta.json`
+        beside it), else that of the parent's one pending Task call (several running at once, or
+        none read: unknown)."""
+        if self.agent_type:
+            return self.agent_type
+        kinds = {str(args.get("subagent_type")) for name, args in self.cursor.pending.values()
+                 if name in ("Task", "Agent") and isinstance(args.get("subagent_type"), str)}
+        return kinds.pop() if len(kinds) == 1 else None
 
     def _user(self, line: dict[str, Any], base: dict[str, Any]) -> Iterator[ev.HookEvent]:
         blocks = _blocks(line)
@@ -558,6 +571,18 @@ def transcript_events(path: str) -> Iterator[ev.HookEvent]:
         yield ev.HookEvent(kind=ev.STOP, hook_event_name="Stop", session_id=replay.session_id, cwd=replay.cwd,
                            timestamp=replay.last_ts, assistant_message=replay.last_text or None,
                            transcript_path=path)
+
+
+def _agent_type_beside(path: str) -> str | None:
+    """A subagent file's type from the `agent-<id>.meta.json` Claude Code writes beside it."""
+    meta = path[:-len(".jsonl")] + ".meta.json" if path.endswith(".jsonl") else None
+    try:
+        with open(meta or "", encoding="utf-8") as handle:
+            data = jsonlite.loads(handle.read(4096))
+    except (OSError, ValueError):
+        return None
+    kind = data.get("agentType") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) and kind.strip() else None
 
 
 def _result_text(content: Any) -> str:

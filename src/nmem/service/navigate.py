@@ -10,7 +10,8 @@ from typing import Any
 
 from nmem.capture.project import git_toplevel
 from nmem.errors import Ambiguous, InvalidArgument, NotFound
-from nmem.models import SESSION_REF_CHARS, Memory, Observation, Prompt, Session, preview, prompt_ref, session_ref
+from nmem.models import (SESSION_REF_CHARS, Memory, Observation, Prompt, Session, preview, prompt_ref, role_fields,
+                         session_ref)
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.service.args import MAX_IDS, MAX_LIMIT
 from nmem.service.base import Base
@@ -119,26 +120,27 @@ class Navigate(Base):
             by_prompt.setdefault(obs.prompt_id, []).append({
                 "id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
                 "file_path": obs.file_path, "content_preview": obs.preview(),
-                "is_pinned": obs.is_pinned,
+                "is_pinned": obs.is_pinned, **({"subagent": by} if (by := obs.subagent) is not None else {}),
             })
         entries: list[dict[str, Any]] = []
         orphans = by_prompt.pop(None, [])
         if orphans:
             entries.append({"prompt_id": None, "ref": None, "timestamp": orphans[0]["timestamp"], "source": "system",
-                            "content": "session events", "observation_count": len(orphans),
+                            "role": "system", "label": "system", "content": "session events", "observation_count": len(orphans),
                             "observations": orphans})
         known = {p.id for p in prompts}
         for prompt in prompts:
             obs_list = by_prompt.get(prompt.id, [])
             entries.append({"prompt_id": prompt.id, "ref": prompt.ref, "timestamp": prompt.timestamp,
-                            "source": prompt.source, "content": prompt.content,
+                            "source": prompt.source, **role_fields(prompt.source), "content": prompt.content,
                             "observation_count": len(obs_list), "observations": obs_list})
         # Observations whose prompt lies outside the window still belong to the trace.
         for pid, obs_list in by_prompt.items():
             if pid not in known:
                 entries.append({"prompt_id": pid, "ref": prompt_ref(pid) if pid is not None else None,
                                 "timestamp": obs_list[0]["timestamp"],
-                                "source": "system", "content": "(prompt outside the window)",
+                                "source": "system", "role": "system", "label": "system",
+                                "content": "(prompt outside the window)",
                                 "observation_count": len(obs_list), "observations": obs_list})
         entries.sort(key=lambda e: (e["timestamp"], e["prompt_id"] or 0))
         return {

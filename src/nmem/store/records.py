@@ -120,12 +120,12 @@ class FileMark(Record):
 
 class Status(Record):
     __slots__ = ("url", "schema_version", "size_bytes", "sessions", "prompts", "observations", "memories",
-                 "by_obs_type", "by_namespace", "by_tier", "by_project")
+                 "by_obs_type", "by_namespace", "by_tier", "by_project", "by_prompt_source")
 
     def __init__(self, url: str, schema_version: int, size_bytes: int, sessions: int, prompts: int,
                  observations: int, memories: int, by_obs_type: dict[str, int] | None = None,
                  by_namespace: dict[str, int] | None = None, by_tier: dict[str, int] | None = None,
-                 by_project: dict[str, int] | None = None) -> None:
+                 by_project: dict[str, int] | None = None, by_prompt_source: dict[str, int] | None = None) -> None:
         self.url = url
         self.schema_version = schema_version
         self.size_bytes = size_bytes
@@ -137,6 +137,7 @@ class Status(Record):
         self.by_namespace: dict[str, int] = by_namespace or {}
         self.by_tier: dict[str, int] = by_tier or {}
         self.by_project: dict[str, int] = by_project or {}
+        self.by_prompt_source: dict[str, int] = by_prompt_source or {}   # user, agent, thinking, subagent:<type>
 
 
 class SessionListing(Record):

@@ -38,8 +38,9 @@ def _hit_type(hit: dict[str, Any]) -> str:
         return str(hit.get("obs_type", ""))
     if kind == "memory":
         return f"memory:{hit.get('namespace', '')}"
-    if kind == "prompt":
-        return f"prompt:{hit.get('source', '')}"
+    if kind == "prompt":  # prompt (the user's), reply, thinking, ↳ Explore (a subagent's)
+        label = str(hit.get("label") or hit.get("source") or "")
+        return "prompt" if label == "user" else label
     return str(kind)
 
 
@@ -175,7 +176,8 @@ def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
 
 def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
     def text(o: dict[str, Any]) -> str:
-        return str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
+        by = f"↳ {o['subagent']} " if o.get("subagent") else ""   # a subagent's call
+        return by + str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
     table = [[str(o["id"]), when(o["timestamp"]), o["obs_type"], one_line(text(o))] for o in rows]
     if anchor is None:
         return Table(("id", "when", "type", "content"), table)
@@ -242,7 +244,7 @@ def trace(state: State, session_id: str | None, before: str | None, after: str |
         for prompt in data["prompts"]:
             count = prompt["observation_count"]
             ref = f"{prompt['ref']}  " if prompt.get("ref") else ""
-            out.append(Heading(f"{ref}{when(prompt['timestamp'])}  {prompt['source']}: "
+            out.append(Heading(f"{ref}{when(prompt['timestamp'])}  {prompt.get('label') or prompt['source']}: "
                                f"{one_line(prompt['content'], 100)}  ({count} action{'' if count == 1 else 's'})", 2))
             if prompt["observations"]:
                 out.append(_obs_table(prompt["observations"]))
@@ -346,6 +348,10 @@ def context(state: State, project: str | None, recovery: bool, fmt: str | None) 
     emit(state, fmt, data, lambda: [Body(block)] if block else [])
 
 
+def _by_type(counts: dict[str, int]) -> str:
+    return " (" + ", ".join(f"{n} ↳ {kind}" for kind, n in counts.items()) + ")" if counts else ""
+
+
 def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
     domains = ", ".join(f"{n} {d}" for d, n in data["by_domain"].items())
     blocks: list[Block] = [
@@ -358,6 +364,9 @@ def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
             ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
             ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
                       f"{data['observations']} observations"),
+            ("agent", f"{data.get('agent_replies', 0)} replies, {data.get('thinking', 0)} thinking, "
+                      f"{data.get('subagent_replies', 0)} subagent answers"
+                      + _by_type(data.get("subagent_replies_by_type") or {})),
             ("memories", f"{data['memories']}" + (f" in {data['domain']}" if "domain" in data
                                                    else f" ({domains})" if domains else "")),
             ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),
