@@ -14,6 +14,7 @@ from nmem.search.query import QueryPlan, plan, quote
 from nmem.search.timeexpr import TimeRange, find_time
 from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
+from nmem.service.relpaths import Roots
 from nmem.store import SearchFilters
 from nmem.store.protocol import Store
 from nmem.util.numbers import as_int, clamp
@@ -27,15 +28,21 @@ class SearchResult:
     """What one search found: its hits, the query as asked, and the FTS5 expression that
     produced the hits (None when nothing was matched)."""
 
-    __slots__ = ("hits", "match", "query")
+    __slots__ = ("hits", "match", "query", "roots")
 
     def __init__(self, hits: list[SearchHit], query: str | None, match: str | None) -> None:
         self.hits = hits
         self.query = query
         self.match = match
+        self.roots: Roots | None = None   # set by `search`: trail rows' paths relative to their roots
 
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
-        return [hit.to_dict(full=full) for hit in self.hits]
+        rows = [hit.to_dict(full=full) for hit in self.hits]
+        if self.roots is not None:
+            for row in rows:
+                if row["kind"] in ("observation", "prompt"):
+                    self.roots.apply(row)
+        return rows
 
 
 class Search(Base):
@@ -84,8 +91,13 @@ class Search(Base):
             date_start=start, date_end=end,
         )
         if prefer_project and only is None:
-            return self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
-        return self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+            result = self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
+        else:
+            result = self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+        trail = [h.record.session_id for h in result.hits if h.kind in ("observation", "prompt")]
+        if trail:
+            result.roots = Roots(self.store, trail)  # type: ignore[arg-type]
+        return result
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:

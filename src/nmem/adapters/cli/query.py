@@ -177,7 +177,10 @@ def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
 def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
     def text(o: dict[str, Any]) -> str:
         by = f"↳ {o['subagent']} " if o.get("subagent") else ""   # a subagent's call
-        return by + str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
+        shown = str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
+        if o.get("rel_path") and o.get("file_path"):              # relative to its project root
+            shown = shown.replace(str(o["file_path"]), str(o["rel_path"]))
+        return by + shown
     table = [[str(o["id"]), when(o["timestamp"]), o["obs_type"], one_line(text(o))] for o in rows]
     if anchor is None:
         return Table(("id", "when", "type", "content"), table)
@@ -276,7 +279,9 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
                                 limit=limit, cwd=os.getcwd())
 
     def blocks() -> list[Block]:
-        out: list[Block] = [Heading(f"History of {data['file_path']}")]
+        rel = next((sess["rel_path"] for sess in data["sessions"] if sess.get("rel_path")), None)
+        shown = f"{rel} ({data['file_path']})" if rel and rel != data["file_path"] else data["file_path"]
+        out: list[Block] = [Heading(f"History of {shown}")]
         if not data["sessions"]:
             out.append(Body("No session touched this file."))
         for sess in data["sessions"]:
