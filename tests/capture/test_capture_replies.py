@@ -135,8 +135,8 @@ def test_subagent_stop_keeps_each_message_of_the_subagent(tmp_path: Path) -> Non
         agent.say("dates.py hard-codes 28 days for February.")
     s.say("The helpers are in src/ledger/dates.py; February is hard-coded to 28 days.")
     live.flush()
-    said = query(home, "SELECT source, content FROM prompts WHERE session_id = ? AND source NOT IN ('user', 'thinking') "
-                       "ORDER BY id", s.session_id)
+    said = query(home, "SELECT source, content FROM prompts WHERE session_id = ? "
+                       "AND source NOT IN ('user', 'thinking') ORDER BY id", s.session_id)
     assert [(r["source"], r["content"]) for r in said] == [
         ("subagent:general-purpose", "Looking at src/ledger/dates.py now."),
         ("subagent:general-purpose", "dates.py hard-codes 28 days for February."),

@@ -60,9 +60,8 @@ class CarriedWork:
 def _named_files(text: str) -> list[str]:
     """The file names a to-do mentions: words with a dot or a slash that look like paths."""
     found = []
-    for word in text.replace("`", " ").replace("'", " ").replace('"', " ").split():
-        word = word.strip("()[]{},;:!?*")
-        word = word.rstrip(".")
+    for raw in text.replace("`", " ").replace("'", " ").replace('"', " ").split():
+        word = raw.strip("()[]{},;:!?*").rstrip(".")
         if ("/" in word or "." in word) and not word.startswith(("http:", "https:")) and any(c.isalpha() for c in word):
             stem, dot, ext = word.rpartition(".")
             if "/" in word or (dot and stem and 1 <= len(ext) <= 5 and ext.isalnum()):
@@ -137,11 +136,11 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
     lead_closing = store.last_prompt(lead.id, "agent")
     working_after = _working_after(ordered, acts, lead_acts)
     for failure in failures(timeline):
-        session = by_session.get(failure.last.session_id)
-        if session is None:
+        origin = by_session.get(failure.last.session_id)
+        if origin is None:
             continue                                      # the lead's own: it shows it itself
-        if failure.open and working_after[session.id] < FAILURE_SESSIONS:
-            still_open.append(Carried(session, failure=failure))
+        if failure.open and working_after[origin.id] < FAILURE_SESSIONS:
+            still_open.append(Carried(origin, failure=failure))
         elif failure.fixed_by is not None and failure.fixed_by.session_id == lead.id:
             fixed.append(failure)
     seen = set(seen_todos)

@@ -10,8 +10,17 @@ from typing import Any
 
 from nmem.capture.project import git_toplevel
 from nmem.errors import Ambiguous, InvalidArgument, NotFound
-from nmem.models import (SESSION_REF_CHARS, Memory, Observation, Prompt, Session, preview, prompt_ref, role_fields,
-                         session_ref)
+from nmem.models import (
+    SESSION_REF_CHARS,
+    Memory,
+    Observation,
+    Prompt,
+    Session,
+    preview,
+    prompt_ref,
+    role_fields,
+    session_ref,
+)
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.service.args import MAX_IDS, MAX_LIMIT
 from nmem.service.base import Base
@@ -129,7 +138,8 @@ class Navigate(Base):
         orphans = by_prompt.pop(None, [])
         if orphans:
             entries.append({"prompt_id": None, "ref": None, "timestamp": orphans[0]["timestamp"], "source": "system",
-                            "role": "system", "label": "system", "content": "session events", "observation_count": len(orphans),
+                            "role": "system", "label": "system", "content": "session events",
+                            "observation_count": len(orphans),
                             "observations": orphans})
         known = {p.id for p in prompts}
         for prompt in prompts:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.models import ORDERS, SCOPES, SearchHit
+from nmem.models import ORDERS, SCOPES, Observation, Prompt, SearchHit
 from nmem.search import rank
 from nmem.search.query import QueryPlan, plan, quote
 from nmem.search.timeexpr import TimeRange, find_time
@@ -94,9 +94,9 @@ class Search(Base):
             result = self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
         else:
             result = self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
-        trail = [h.record.session_id for h in result.hits if h.kind in ("observation", "prompt")]
+        trail = [h.record.session_id for h in result.hits if isinstance(h.record, (Observation, Prompt))]
         if trail:
-            result.roots = Roots(self.store, trail)  # type: ignore[arg-type]
+            result.roots = Roots(self.store, trail)
         return result
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,

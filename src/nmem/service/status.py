@@ -17,7 +17,7 @@ def _prompt_counts(by_source: dict[str, int]) -> dict[str, Any]:
     """The trail's prompts told apart: `prompts` counts what the user typed; the agent's replies,
     its thinking and its subagents' answers are counted on their own (`by_role` has all four,
     `subagents` the answers per subagent type)."""
-    by_role = {role: 0 for role in ROLES.values()}
+    by_role = dict.fromkeys(ROLES.values(), 0)
     subagents: dict[str, int] = {}
     for source, count in by_source.items():
         role = prompt_role(source)
