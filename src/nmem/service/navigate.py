@@ -24,7 +24,7 @@ from nmem.models import (
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.service.args import MAX_IDS, MAX_LIMIT
 from nmem.service.base import Base
-from nmem.service.relpaths import Roots, relative, shorten
+from nmem.service.relpaths import Roots, preview_of, relative
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
 
@@ -131,7 +131,7 @@ class Navigate(Base):
         for obs in observations:
             by_prompt.setdefault(obs.prompt_id, []).append(relative_row({
                 "id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "file_path": obs.file_path, "content_preview": obs.preview(),
+                "file_path": obs.file_path, "content_preview": preview_of(obs, root),
                 "is_pinned": obs.is_pinned, **({"subagent": by} if (by := obs.subagent) is not None else {}),
             }, root))
         entries: list[dict[str, Any]] = []
@@ -188,7 +188,7 @@ class Navigate(Base):
                 }
             entry["touches"].append({
                 "observation_id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "content_preview": shorten(obs.preview(), roots.of(obs.session_id, obs.project)),
+                "content_preview": preview_of(obs, roots.of(obs.session_id, obs.project)),
                 "prompt_content": prompt_content,
                 "is_pinned": obs.is_pinned, "urn": obs.urn,
             })
@@ -303,10 +303,9 @@ class Navigate(Base):
 
 
 def relative_row(row: dict[str, Any], root: str | None) -> dict[str, Any]:
-    """A trace's observation row with `rel_path` and its preview shortened (see `relpaths`)."""
+    """A trace's observation row with `rel_path` (see `relpaths`)."""
     if row.get("file_path"):
         row["rel_path"] = relative(row["file_path"], root)
-    row["content_preview"] = shorten(row["content_preview"], root)
     return row
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+    from nmem.models import Observation
     from nmem.store.protocol import Store
 
 
@@ -25,6 +26,15 @@ def relative(path: str, root: str | None) -> str:
     if path == base:
         return "."
     return path[len(base) + 1:] if path.startswith(base + "/") else path
+
+
+def preview_of(obs: Observation, root: str | None) -> str:
+    """An observation's preview with paths under `root` relative, shortened before it is cut
+    (a long absolute path would otherwise be cut from the left: `…/code/shop/src/a.py`)."""
+    if not root or len(root) < 2:
+        return obs.preview()
+    return obs.replace(content=shorten(obs.content, root),
+                       file_path=relative(obs.file_path, root) if obs.file_path else None).preview()
 
 
 def shorten(text: str, root: str | None) -> str:
@@ -53,14 +63,14 @@ class Roots:
             root = self._by_project[project]
         return root
 
-    def apply(self, row: dict[str, Any], root: str | None = None) -> dict[str, Any]:
-        """An observation's dict with `rel_path` and a shortened preview (changed in place)."""
-        if root is None:
-            root = self.of(row.get("session_id"), row.get("project"))
+    def apply(self, row: dict[str, Any], record: Observation | None = None) -> dict[str, Any]:
+        """A trail row's dict with `rel_path` and its preview relative (changed in place); the
+        preview is made again from `record` when given, else shortened as it is."""
+        root = self.of(row.get("session_id"), row.get("project"))
         path = row.get("file_path")
         if isinstance(path, str) and path:
             row["rel_path"] = relative(path, root)
-        preview = row.get("content_preview")
-        if isinstance(preview, str):
-            row["content_preview"] = shorten(preview, root)
+        if isinstance(row.get("content_preview"), str):
+            row["content_preview"] = (preview_of(record, root) if record is not None
+                                      else shorten(row["content_preview"], root))
         return row

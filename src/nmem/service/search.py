@@ -39,9 +39,9 @@ class SearchResult:
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
         rows = [hit.to_dict(full=full) for hit in self.hits]
         if self.roots is not None:
-            for row in rows:
-                if row["kind"] in ("observation", "prompt"):
-                    self.roots.apply(row)
+            for hit, row in zip(self.hits, rows, strict=True):
+                if isinstance(hit.record, (Observation, Prompt)):
+                    self.roots.apply(row, hit.record if isinstance(hit.record, Observation) else None)
         return rows
 
 
