@@ -156,8 +156,9 @@ def _may_hold_words(raw: bytes) -> bool:
 
 def _turn_in(data: bytes, subagent: bool = False) -> tuple[list[tuple[int, bool, str]], bool]:
     """The agent's words after the last typed prompt in `data` (and before it, when that prompt
-    followed an interruption), and whether such a prompt was found. In a subagent's file (every
-    line a sidechain one, the task its prompt) its text messages only."""
+    followed an interruption), and whether such a prompt was found. For a subagent, its text
+    messages only: of its own file (every line a sidechain one, the task its prompt), or of the
+    sidechain lines of the parent's file that holds it inline (older Claude Code)."""
     words: list[tuple[int, bool, str]] = []
     started = interrupted = False
     for raw in data.splitlines():
@@ -167,8 +168,11 @@ def _turn_in(data: bytes, subagent: bool = False) -> tuple[list[tuple[int, bool,
             line = jsonlite.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(line, dict) or (line.get("isSidechain") and not subagent):
+        if not isinstance(line, dict):
             continue
+        sidechain = line.get("isSidechain")
+        if (sidechain and not subagent) or (subagent and sidechain is False):
+            continue  # a Stop reads the main agent's lines; a SubagentStop the subagent's (inline ones too)
         if _is_user_prompt(line):
             text = _text_of(_blocks(line))
             if text.startswith(INTERRUPTED):
