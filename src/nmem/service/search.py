@@ -8,9 +8,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.models import ORDERS, SCOPES, Record, SearchHit
+from nmem.models import ORDERS, SCOPES, Observation, Prompt, Record, SearchHit
 from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
+from nmem.service.relpaths import Roots
 from nmem.store import SearchFilters
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
@@ -34,9 +35,15 @@ class SearchResult(Record):
     hits: list[SearchHit]
     query: str | None
     match: str | None
+    roots: Roots | None = None   # set by `search`: trail rows' paths relative to their roots
 
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
-        return [hit.to_dict(full=full) for hit in self.hits]
+        rows = [hit.to_dict(full=full) for hit in self.hits]
+        if self.roots is not None:
+            for hit, row in zip(self.hits, rows, strict=True):
+                if isinstance(hit.record, (Observation, Prompt)):
+                    self.roots.apply(row, hit.record if isinstance(hit.record, Observation) else None)
+        return rows
 
 
 class Search(Base):
@@ -99,8 +106,13 @@ class Search(Base):
             date_start=start, date_end=end,
         )
         if prefer_project and only is None:
-            return self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
-        return self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+            result = self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
+        else:
+            result = self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+        trail = [h.record.session_id for h in result.hits if isinstance(h.record, (Observation, Prompt))]
+        if trail:
+            result.roots = Roots(self.store, trail)
+        return result
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:
