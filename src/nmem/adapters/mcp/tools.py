@@ -58,6 +58,8 @@ STR_OR_LIST = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type":
 DATE = {"anyOf": [{"type": "string"}, INT],
         "description": "ISO date/time (2026-05-01, 2026-05-01T10:00Z) or Unix seconds/milliseconds."}
 ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
+SHAPE = {"enum": list(SHAPES), "description": "object (default: the mcp.search_shape setting) or array: the "
+                                              "text content is ADR-006's bare array of results."}
 RESULTS = _obj({"results": {"type": "array", "items": ANY_OBJECT}, "count": INT})
 
 
@@ -84,6 +86,23 @@ def project_dir() -> str:
     return os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
 
 
+def _shape(service: Service, args: dict[str, Any]) -> str:
+    """`shape` of this call, else the `mcp.search_shape` setting (search, get_observations, recent_context)."""
+    shape = _pick(args, "shape") or service.settings["mcp.search_shape"]
+    if shape not in SHAPES:
+        raise InvalidArgument(f"shape must be one of {', '.join(SHAPES)}")
+    return str(shape)
+
+
+def _listed(rows: list[dict[str, Any]], shape: str, **extra: Any) -> dict[str, Any]:
+    """The answer of a tool that lists rows: `{results, count, ...}`; with the array shape its text
+    content is ADR-006's bare array, while the structured content stays the object (MCP needs one)."""
+    answer: dict[str, Any] = {"results": rows, "count": len(rows), **extra}
+    if shape == "array":
+        answer[TEXT_AS] = rows
+    return answer
+
+
 def _search(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     scope = _pick(args, "scope")
     obs_type = _pick(args, "obs_type", "obsType")
@@ -98,9 +117,7 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
     fmt = _pick(args, "format") or "index"
     if fmt not in ("index", "full"):
         raise InvalidArgument("format must be 'index' or 'full'")
-    shape = _pick(args, "shape") or service.settings["mcp.search_shape"]
-    if shape not in SHAPES:
-        raise InvalidArgument(f"shape must be one of {', '.join(SHAPES)}")
+    shape = _shape(service, args)
     raw = _pick(args, "raw")
     projects = _projects(args, default_project)
     result = service.search(
@@ -113,11 +130,7 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
         order_by=_pick(args, "order_by", "orderBy") or "relevance",
         limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0,
     )
-    rows = result.to_list(full=fmt == "full")
-    answer: dict[str, Any] = {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
-    if shape == "array":
-        answer[TEXT_AS] = rows  # ADR-006: the text content is the bare array; structured content stays an object
-    return answer
+    return _listed(result.to_list(full=fmt == "full"), shape, query=result.query, match=result.match)
 
 
 def _get_observations(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
@@ -126,8 +139,8 @@ def _get_observations(service: Service, args: dict[str, Any], _: str | None) -> 
         raise InvalidArgument("ids array must not be empty")
     if not isinstance(ids, list):
         raise InvalidArgument("ids must be an array of observation ids")
-    rows = [o.to_dict() for o in service.get_observations(ids)]
-    return {"results": rows, "count": len(rows)}
+    shape = _shape(service, args)
+    return _listed([o.to_dict() for o in service.get_observations(ids)], shape)
 
 
 def _get(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
@@ -147,8 +160,9 @@ def _timeline(service: Service, args: dict[str, Any], default_project: str | Non
 
 
 def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    shape = _shape(service, args)
     rows = service.recent_context(_projects(args, default_project, bound=True).only, _pick(args, "limit"))
-    return {"results": rows, "count": len(rows)}
+    return _listed(rows, shape)
 
 
 def _session_trace(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
@@ -230,8 +244,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                                                          "not those ranked for sharing one. Default false."},
             "raw": {"type": "boolean", "description": "ADR-006 strict mode: the query goes to FTS5 exactly as typed, "
                                                       "hits in plain BM25 order. Default: the search.raw setting."},
-            "shape": {"enum": list(SHAPES), "description": "object (default: mcp.search_shape) or array: the text "
-                                                           "content is ADR-006's bare array of results."},
+            "shape": SHAPE,
             "order_by": {"enum": list(ORDERS)},
             "format": {"enum": ["index", "full"], "description": "index (default) or full records."},
             "limit": {**INT, "minimum": 1, "description": "Default 20; larger values are capped at 100."},
@@ -248,7 +261,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "get_observations", "Fetch observations",
         "Fetch full observation records by id (from search or timeline results), in the order given. "
         "Up to 50 ids; ids that no longer exist are omitted. Prompts, sessions and memories: use get.",
-        _obj({"ids": {"type": "array", "items": INT, "description": "1 to 50 observation ids."}}, ("ids",)),
+        _obj({"ids": {"type": "array", "items": INT, "description": "1 to 50 observation ids."},
+              "shape": SHAPE}, ("ids",)),
         RESULTS, _get_observations, core=True,
     ),
     ToolSpec(
@@ -279,7 +293,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "The most relevant recent activity for a project (recency, action type, project match), one row per "
         "file: what the SessionStart context shows, on demand.",
         _obj({"project": _FILTERS["project"],
-              "limit": {**INT, "minimum": 1, "description": "Default 30; capped at 100."}}),
+              "limit": {**INT, "minimum": 1, "description": "Default 30; capped at 100."},
+              "shape": SHAPE}),
         RESULTS, _recent_context,
     ),
     ToolSpec(
