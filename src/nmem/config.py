@@ -144,6 +144,13 @@ SETTINGS: tuple[Setting, ...] = (
             "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "
             "recall, forget and status; see docs/claude-mem.md), `all` (nmem's and claude-mem's) or a "
             "comma-separated list of tool names."),
+    Setting("mcp.source", str, "mcp", "NMEM_MCP_SOURCE",
+            "The `source` of memories remembered through the MCP server when the call names none (`source`, or "
+            "srvrmgr's `rule_name`): a rule's name when a runner starts one server per rule. "
+            "`nmem serve --source NAME` sets it for one server."),
+    Setting("mcp.merge_configs", list, [], "NMEM_MCP_MERGE_CONFIGS",
+            "MCP config files (`{\"mcpServers\": ...}`) that `nmem mcp-config` merges after nmem's server and "
+            "its `--merge` files: srvrmgr's global default `mcp_config`. The first definition of a name wins."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),

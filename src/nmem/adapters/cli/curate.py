@@ -12,6 +12,7 @@ from nmem.adapters.cli.output import Block, Body, Fields, Heading, one_line, whe
 from nmem.adapters.cli.params import Integer
 from nmem.models import TIERS, Memory
 from nmem.service.args import RECALL_PROJECT_HELP, ProjectScope
+from nmem.service.args import source as read_source
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +30,8 @@ def memory_options(func: F) -> F:
         click.option("--tier", type=click.Choice(TIERS), default="warm", show_default=True),
         click.option("--pin", is_flag=True, help="Pin it: never aged out, listed first."),
         click.option("--stdin", "from_stdin", is_flag=True, help="Read the content from standard input."),
+        click.option("--source", default=None, metavar="NAME",
+                     help="Who it comes from (a rule, a script; srvrmgr's rule_name). Default: cli."),
         format_option,
     )):
         func = option(func)
@@ -45,10 +48,10 @@ def _saved(state: State, fmt: str | None, verb: str, memory: Memory) -> None:
 
 def _remember(state: State, fmt: str | None, content: str, *, summary: str | None, namespace: str | None,
               domain: str | None, project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...],
-              tier: str, pin: bool) -> None:
+              tier: str, pin: bool, source: str | None) -> None:
     memory = state.service().remember(
         content, summary=summary, namespace=namespace, tags=split_values(tags), domain=domain,
-        project=project, source="cli", relates_to=split_values(relates_to), tier=tier, pinned=pin)
+        project=project, source=read_source(source, "cli"), relates_to=split_values(relates_to), tier=tier, pinned=pin)
     _saved(state, fmt, "Remembered", memory)
 
 
@@ -60,7 +63,7 @@ def _remember(state: State, fmt: str | None, content: str, *, summary: str | Non
 @pass_state
 def remember(state: State, content: str | None, summary: str | None, namespace: str | None, domain: str | None,
              project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str, pin: bool,
-             from_stdin: bool, fmt: str | None) -> None:
+             from_stdin: bool, source: str | None, fmt: str | None) -> None:
     """Keep a piece of knowledge: a decision, a learning, a gotcha.
 
     CONTENT is markdown; with --stdin (or CONTENT "-") it is read from standard input.
@@ -73,7 +76,7 @@ def remember(state: State, content: str | None, summary: str | None, namespace: 
     if content is None:
         raise click.UsageError("missing CONTENT (or pass --stdin)")
     _remember(state, fmt, content, summary=summary, namespace=namespace, domain=domain, project=project,
-              tags=tags, relates_to=relates_to, tier=tier, pin=pin)
+              tags=tags, relates_to=relates_to, tier=tier, pin=pin, source=source)
 
 
 @click.command("capture")
@@ -85,7 +88,7 @@ def remember(state: State, content: str | None, summary: str | None, namespace: 
 @pass_state
 def capture(state: State, namespace: str, summary: str, content: str | None, spec: str | None, domain: str | None,
             project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str, pin: bool,
-            from_stdin: bool, fmt: str | None) -> None:
+            from_stdin: bool, source: str | None, fmt: str | None) -> None:
     """Keep a memory given NAMESPACE and SUMMARY (subcog's capture).
 
     The body comes from --content or --stdin, else the summary is the body. JSON output:
@@ -101,7 +104,8 @@ def capture(state: State, namespace: str, summary: str, content: str | None, spe
     body = read_stdin() if from_stdin else content or summary
     data = state.service().capture(
         body, summary=summary, namespace=namespace, spec=spec, tags=split_values(tags), domain=domain,
-        project=project, source="cli", relates_to=split_values(relates_to), tier=tier, pinned=pin)
+        project=project, source=read_source(source, "cli"), relates_to=split_values(relates_to), tier=tier,
+        pinned=pin)
 
     def blocks() -> list[Block]:
         lines = [f"✓ Captured memory: {data['namespace']}/{data['memory_id']}",

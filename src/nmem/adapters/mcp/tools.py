@@ -17,6 +17,7 @@ from nmem.errors import InvalidArgument
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 from nmem.service.api import Service
 from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
+from nmem.service.args import source as read_source
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
@@ -183,7 +184,7 @@ def _remember(service: Service, args: dict[str, Any], default_project: str | Non
         str(_pick(args, "content") or ""), summary=_pick(args, "summary"),
         namespace=_pick(args, "namespace", "category"), tags=_pick(args, "tags"),
         domain=_pick(args, "domain"), project=default_project, relates_to=_pick(args, "relates_to"),
-        source="mcp",
+        source=read_source(_pick(args, "source", "rule_name"), str(service.settings["mcp.source"])),
     )
     return {"success": True, "id": memory.id, "urn": memory.urn, "memory": memory.to_dict()}
 
@@ -332,7 +333,11 @@ TOOLS: tuple[ToolSpec, ...] = (
               "category": {**STR, "description": "Alias of namespace (srvrmgr)."},
               "tags": STR_OR_LIST,
               "domain": {**STR, "description": "project (default), user, org or project:<name>."},
-              "relates_to": STR_OR_LIST}, ("content",)),
+              "relates_to": STR_OR_LIST,
+              "source": {**STR, "maxLength": 100, "description": "Who it comes from (a rule, a script); "
+                                                                 "default: the mcp.source setting."},
+              "rule_name": {**STR, "maxLength": 100, "description": "Alias of source (srvrmgr)."}},
+             ("content",)),
         _obj({"success": {"type": "boolean"}, "id": STR, "urn": STR, "memory": ANY_OBJECT}, ("id", "urn")),
         _remember, read_only=False, idempotent=False, core=True,
     ),
