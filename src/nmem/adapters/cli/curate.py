@@ -151,21 +151,32 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
 @click.option("--detail", type=click.Choice(RECALL_DETAILS), default="summary", show_default=True,
               help="minimal: id and summary; summary: metadata and a preview; full: the whole content.")
 @click.option("--include-archived", is_flag=True, help="Also search archived memories.")
+@click.option("--reason", metavar="QUESTION", default=None,
+              help="Answer QUESTION from the memories it recalls, through the optional LLM (llm.provider; "
+                   "exit 3 when none is set, 6 when it fails).")
 @format_option
 @pass_state
 def recall(state: State, query: str | None, namespace: str | None, tags: tuple[str, ...], spec: str | None,
            domain: str, project: str | None, limit: int, mode: str | None, min_similarity: float | None,
-           detail: str, include_archived: bool, fmt: str | None) -> None:
+           detail: str, include_archived: bool, reason: str | None, fmt: str | None) -> None:
     """Search the memories of this project plus the user's and the org's; without QUERY, the newest first.
 
-    Each result carries `number`, the integer id `nmem forget` also takes.
+    Each result carries `number`, the integer id `nmem forget` also takes. `--reason QUESTION`
+    (subcog's Tier 3) has the LLM answer QUESTION from the memories recalled for it.
     """
     service = state.service()
-    results = service.recall_results(
-        query, detail=detail, namespace=namespace, tags=split_values(tags) or None, domain=domain,
-        project=ProjectScope.parse(project, service.project_for(), bound=True).only, limit=limit,
-        include_archived=include_archived, mode=mode,
-        min_similarity=min_similarity, spec=spec)
+    options: dict[str, Any] = {
+        "namespace": namespace, "tags": split_values(tags) or None, "domain": domain,
+        "project": ProjectScope.parse(project, service.project_for(), bound=True).only, "limit": limit,
+        "include_archived": include_archived, "mode": mode, "min_similarity": min_similarity, "spec": spec}
+    if reason is not None:
+        if query is not None:
+            raise click.UsageError("give QUERY or --reason QUESTION, not both")
+        data = service.reason(reason, **options)
+        emit(state, fmt, data, lambda: [Body(data["answer"]), *recall_blocks(data["results"])])
+        note(f"{data['llm']} answered from {data['count']} memories")
+        return
+    results = service.recall_results(query, detail=detail, **options)
     emit(state, fmt, {"query": query, "count": len(results), "results": results}, lambda: recall_blocks(results))
     note(f'{len(results)} memories for "{query}"' if query else f"{len(results)} memories")
 
