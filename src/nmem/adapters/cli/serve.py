@@ -69,8 +69,10 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
 
     from nmem.adapters.mcp.server import NmemServer, current_project, run_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=str(settings["log.level"]).upper(),
-                        format="nmem: %(levelname)s %(message)s")
+    handler = logging.StreamHandler(sys.stderr)  # an HTTP request's log lines carry its X-Request-Id
+    handler.setFormatter(logging.Formatter("nmem: %(levelname)s [%(request_id)s] %(message)s",
+                                           defaults={"request_id": "-"}))
+    logging.basicConfig(level=str(settings["log.level"]).upper(), handlers=[handler])
     service = state.service()
     if endpoint is None:
         app = NmemServer(service, project=project or current_project(service),
