@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -78,6 +79,7 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         app = NmemServer(service, project=project or current_project(service),
                          tools=tools or str(settings["mcp.tools"]),
                          poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
+        _exit_on_signals(state)
         anyio.run(run_stdio, app)
         return
 
@@ -97,6 +99,21 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         anyio.run(main)
     except KeyboardInterrupt:
         note("stopped")
+
+
+def _exit_on_signals(state: State) -> None:
+    """SIGTERM and SIGINT end a stdio server at once, exit 0, the database closed (committed rows
+    are on disk; an unfinished call's transaction rolls back). Waiting for the event loop would wait
+    for the thread blocked reading stdin, that is until the client closes the pipe."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        try:
+            state.close()
+        finally:
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 class Endpoint(NamedTuple):
