@@ -199,3 +199,18 @@ async def test_stdio_server_takes_the_profile_from_the_setting(nmem_home: Path, 
             assert sorted(ids(result.structured_content["observations"])) == sorted([seeded.read, seeded.edit])
             block = result.content[0]
             assert isinstance(block, types.TextContent) and block.text.startswith("Found 2 result(s)")
+
+
+async def test_in_the_all_profile_nmems_timeline_applies_claude_mems_filters_too(service: Service,
+                                                                                 seeded: Seeded) -> None:
+    async with Client(NmemServer(service, project=PROJECT, tools="all").server, mode="legacy") as both:
+        plain = json.loads(text_of(await both.call_tool("timeline", {"anchor_id": seeded.edit, "before": 3})))
+        assert [o["id"] for o in plain["before"]] == [seeded.test_run, seeded.failure, seeded.read]
+        typed = json.loads(text_of(await both.call_tool("timeline", {"anchor_id": seeded.edit, "before": 3,
+                                                                    "obs_type": "bugfix"})))
+        assert typed["anchor"]["id"] == seeded.edit and [o["id"] for o in typed["before"]] == [seeded.failure]
+        on_file = json.loads(text_of(await both.call_tool("timeline", {"query": "auth", "files": AUTH_FILE})))
+        assert on_file["anchor"]["file_path"] == AUTH_FILE
+        refused = await both.call_tool("timeline", {"anchor_id": seeded.edit, "concepts": "auth"})
+        assert "concepts are curated memories' tags" in tool_error(refused)
+        assert refused.meta is not None and refused.meta[ERROR_META]["code"] == -32002

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem.adapters.mcp import configure_tool, consolidate_tool, sync_tool
-from nmem.errors import InvalidArgument
+from nmem.compat.claude_mem import timelines
+from nmem.errors import InvalidArgument, NotFound
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 from nmem.service.api import Service
-from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
+from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope, as_list
 from nmem.service.args import source as read_source
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
+from nmem.util.numbers import as_int, clamp
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
 SHAPES = ("object", "array")
@@ -155,9 +157,25 @@ def _get(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any
 
 def _timeline(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     projects = _projects(args, default_project)
-    return service.timeline(_pick(args, "anchor", "anchor_id", "anchorId"), query=_pick(args, "query"),
-                            before=_pick(args, "before"), after=_pick(args, "after"),
-                            project=projects.only, prefer_project=projects.first)
+    anchor, query = _pick(args, "anchor", "anchor_id", "anchorId"), _pick(args, "query")
+    narrow = timelines.narrowing("timeline", {
+        "obs_type": as_list(_pick(args, "obs_type", "obsType"), "obs_type"),
+        "files": as_list(_pick(args, "files", "file_path"), "files"),
+        "concepts": as_list(_pick(args, "concepts"), "concepts")}, "obs_type")
+    if not narrow.active:
+        return service.timeline(anchor, query=query, before=_pick(args, "before"), after=_pick(args, "after"),
+                                project=projects.only, prefer_project=projects.first)
+    if anchor is None:  # claude-mem's filters narrow the anchor search too
+        if not (query and str(query).strip()):
+            raise InvalidArgument("timeline needs an anchor id or a query")
+        hits = [] if narrow.obs_types == () else service.search(
+            query, scope="observations", project=projects.only, prefer_project=projects.first, limit=1,
+            **narrow.search_args()).hits
+        if not hits:
+            raise NotFound(f"no observation matches {query!r} with those filters")
+        anchor = hits[0].record.id
+    return timelines.around(service, as_int(anchor, "anchor"), clamp(_pick(args, "before"), 0, 100, 5, "before"),
+                            clamp(_pick(args, "after"), 0, 100, 5, "after"), narrow)
 
 
 def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
@@ -284,7 +302,11 @@ TOOLS: tuple[ToolSpec, ...] = (
               "query": {**STR, "description": "Find the anchor by search instead of id."},
               "before": {**INT, "minimum": 0, "description": "Default 5."},
               "after": {**INT, "minimum": 0, "description": "Default 5."},
-              "project": _SEARCH_PROJECT, "anchor_id": INT}),
+              "project": _SEARCH_PROJECT, "anchor_id": INT,
+              "obs_type": {**STR_OR_LIST, "description": "Only neighbours of these types (nmem's, or claude-mem's "
+                                                         "decision, bugfix...)."},
+              "files": {**STR_OR_LIST, "description": "Only neighbours touching these files."},
+              "concepts": {**STR_OR_LIST, "description": "Refused: memory tags; a timeline lists observations."}}),
         _obj({"anchor": ANY_OBJECT, "before": {"type": "array"}, "after": {"type": "array"}},
              ("anchor", "before", "after")),
         _timeline, core=True,
