@@ -115,3 +115,21 @@ async def test_remember_takes_rule_name_or_source_through_mcp_and_rest(service: 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["source"] == "cron:weekly"
     assert service.status()["memories"] == before + 1
+
+
+@pytest.mark.anyio
+async def test_srvrmgrs_four_categories_are_namespaces_recall_filters_on(service: Service) -> None:
+    categories = ("file-patterns", "api-behaviors", "system-quirks", "naming-conventions")
+    async with Client(NmemServer(service, project=PROJECT).server, mode="legacy") as client:
+        for category in categories:
+            saved = structured(await client.call_tool("remember", {"content": f"A note about {category}",
+                                                                   "category": category}))
+            assert saved["memory"]["namespace"] == category
+        for category in categories:
+            found = structured(await client.call_tool("recall", {"query": "note", "category": category}))
+            assert [r["namespace"] for r in found["results"]] == [category]
+
+
+def test_the_default_http_port_is_claude_mems_worker_port(nmem_home: Path) -> None:
+    servers, _ = merged(["--transport", "http"], child_env(nmem_home))
+    assert servers["nmem"]["url"] == "http://127.0.0.1:37777/mcp"
