@@ -15,12 +15,13 @@ the callback `create_app` gives it.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 import os
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from typing import Any
@@ -82,12 +83,13 @@ class _Histogram:
     def observe(self, seconds: float) -> None:
         self.count += 1
         self.total += seconds
-        for i, bound in enumerate(BUCKETS):
-            if seconds <= bound:
-                self.buckets[i] += 1
+        i = bisect.bisect_left(BUCKETS, seconds)  # the first bucket it fits; cumulated when rendered
+        if i < len(BUCKETS):
+            self.buckets[i] += 1
 
     def lines(self, name: str, labels: tuple[tuple[str, str], ...]) -> list[str]:
-        out = [f"{name}_bucket{_labels((*labels, ('le', str(b))))} {n}" for b, n in zip(BUCKETS, self.buckets,
+        cumulative = list(itertools.accumulate(self.buckets))
+        out = [f"{name}_bucket{_labels((*labels, ('le', str(b))))} {n}" for b, n in zip(BUCKETS, cumulative,
                                                                                          strict=True)]
         out.append(f"{name}_bucket{_labels((*labels, ('le', '+Inf')))} {self.count}")
         out.append(f"{name}_sum{_labels(labels)} {self.total:.6f}")
@@ -161,12 +163,26 @@ def spool_depth(spool_dir: str) -> tuple[int, int]:
     return pending, bad
 
 
+_LABELS: dict[int, tuple[BaseRoute, str]] = {}  # routes live as long as their app; the route is kept to check
+
+
+def _label_of(route: BaseRoute) -> str:
+    """A route's template as a label (`{ref:path}` shown as `{ref}`), worked out once per route."""
+    known = _LABELS.get(id(route))
+    if known is not None and known[0] is route:
+        return known[1]
+    label = _CONVERTER.sub(r"{\1}", str(getattr(route, "path", "other")))
+    if len(_LABELS) < 4096:
+        _LABELS[id(route)] = (route, label)
+    return label
+
+
 def route_of(routes: Iterable[BaseRoute], scope: dict[str, Any]) -> str:
     """The route template a request matched (`/api/v1/memories/{ref}`), `other` when none did."""
     for route in routes:
         match, _ = route.matches(scope)
         if match == Match.FULL:
-            return _CONVERTER.sub(r"{\1}", str(getattr(route, "path", "other")))
+            return _label_of(route)
     return "other"
 
 
@@ -183,7 +199,7 @@ class Observe:
             await self.app(scope, receive, send)
             return
         given = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == HEADER.encode()), "")
-        rid = given if _SANE_ID.fullmatch(given) else uuid.uuid4().hex
+        rid = given if _SANE_ID.fullmatch(given) else os.urandom(16).hex()
         token = REQUEST_ID.set(rid)
         started = time.perf_counter()
         status = 0
@@ -200,7 +216,9 @@ class Observe:
         finally:
             seconds = time.perf_counter() - started
             method = scope.get("method", "WEBSOCKET")
-            route = route_of(self.routes(), scope)
+            matched = scope.get("route")  # Starlette's router leaves the route it chose in the scope
+            route = _label_of(matched) if hasattr(matched, "path") \
+                else route_of(self.routes(), scope)  # refused before routing: match it here
             self.metrics.request(route, method, status or 500, seconds)
             access_log.info("%s %s %s %.1f ms", method, scope.get("path", ""), status or "-", seconds * 1000)
             REQUEST_ID.reset(token)
