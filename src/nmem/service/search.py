@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.models import ORDERS, SCOPES, SearchHit
+from nmem.models import ORDERS, SCOPES, Record, SearchHit
 from nmem.search import rank
 from nmem.search.query import QueryPlan, plan, quote
 from nmem.search.timeexpr import TimeRange, find_time
@@ -23,16 +23,13 @@ RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with 
 MAX_OFFSET = 2**62
 
 
-class SearchResult:
+class SearchResult(Record):
     """What one search found: its hits, the query as asked, and the FTS5 expression that
     produced the hits (None when nothing was matched)."""
 
-    __slots__ = ("hits", "match", "query")
-
-    def __init__(self, hits: list[SearchHit], query: str | None, match: str | None) -> None:
-        self.hits = hits
-        self.query = query
-        self.match = match
+    hits: list[SearchHit]
+    query: str | None
+    match: str | None
 
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
         return [hit.to_dict(full=full) for hit in self.hits]

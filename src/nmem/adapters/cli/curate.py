@@ -142,7 +142,7 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
 @click.option("--spec", help="Only memories captured with this --spec.")
 @click.option("--domain", default="all", show_default=True, help="all, project, project:<name>, user or org.")
 @click.option("--project", help=RECALL_PROJECT_HELP)
-@click.option("--limit", type=Integer(), default=10, show_default=True, help="Max results, clamped to 1-100.")
+@click.option("--limit", "-l", type=Integer(), default=10, show_default=True, help="Max results, clamped to 1-100.")
 @click.option("--mode", type=click.Choice(RECALL_MODES), default=None,
               help="bm25 (full text), vector (nearest vectors) or hybrid (both). Default: hybrid when "
                    "search.embeddings is on, else bm25. vector and hybrid need embeddings (exit 3 without).")

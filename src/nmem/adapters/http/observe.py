@@ -16,6 +16,7 @@ the callback `create_app` gives it.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import logging
 import os
@@ -31,7 +32,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 
 from nmem import __version__
-from nmem.adapters.http.routing import error_response
+from nmem.adapters.http.routing import Context, error_response
 from nmem.errors import NmemError
 from nmem.service.api import Service
 from nmem.team.accounts import require_admin
@@ -241,15 +242,18 @@ def gauges(service: Service, metrics: Metrics) -> list[Any]:
     ]
 
 
-def metrics_endpoint(metrics: Metrics, service: Service) -> Callable[[Request], Any]:
-    """`GET /metrics`: behind the guard's token like every route, and an admin's on a team server."""
+def metrics_endpoint(metrics: Metrics, context: Context) -> Callable[[Request], Any]:
+    """`GET /metrics`: behind the guard's token like every route, and an admin's on a team server.
+    The store's counts are read on the server's store threads, as every route reads."""
 
     async def endpoint(_: Request) -> Response:
         try:
             require_admin("reading the server's metrics")
-            body = metrics.text(gauges(service, metrics))
+            read = functools.partial(gauges, context.service, metrics)
+            found = await context.threads.run(read, write=False) if context.threads else read()
+            body = metrics.text(found)
         except NmemError as exc:
-            return error_response(exc, service)
+            return error_response(exc, context.service)
         return Response(body, media_type=CONTENT_TYPE)
 
     return endpoint

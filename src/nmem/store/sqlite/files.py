@@ -188,12 +188,6 @@ def looks_encrypted(path: str, head: bytes) -> bool:
     return size % 512 == 0 and len(set(head)) > 40  # text or zeros repeat; a salt and ciphertext do not
 
 
-def identify(path: str, nmem_tables: Callable[[int], frozenset[str] | None]) -> str:
-    """NEW or NMEM; raises ForeignDatabase (or StoreCorrupt) for a file nmem must not touch."""
-    state = classify_header(path, read_header(path))
-    return inspect_unmarked(path, nmem_tables) if state == UNMARKED else state
-
-
 def _read_only_fs(path: str) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
