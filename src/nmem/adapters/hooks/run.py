@@ -34,7 +34,6 @@ from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StorageError, StoreBusy
 from nmem.service.core import CaptureService
-from nmem.sync import trigger as sync_trigger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -270,9 +269,13 @@ def _output(settings: Settings, service: CaptureService, event: ev.HookEvent, ou
     if outcome.skipped == "disabled":
         return ""
     if event.kind == ev.SESSION_START:
+        from nmem.sync import trigger as sync_trigger  # once a session or a turn: tool calls never load it
+
         sync_trigger.on_session_start(settings)  # detached, only with sync.auto
         return _session_context(service, event, outcome.project)
     if event.kind == ev.STOP:
+        from nmem.sync import trigger as sync_trigger
+
         sync_trigger.on_stop(settings, service.store)
     subcog = _subcog(settings)
     if subcog:

@@ -31,7 +31,7 @@ from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.dialect import DIALECT
-from nmem.store.sqlite.errors import is_locked, result_code, storage_error
+from nmem.store.sqlite.driver import is_locked, result_code, storage_error
 from nmem.store.sqlite.files import (
     APPLICATION_ID,
     NEW,

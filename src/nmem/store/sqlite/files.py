@@ -19,7 +19,7 @@ import _sqlite3 as sqlite3
 import os
 
 from nmem.errors import ForeignDatabase, StoreCorrupt, StoreUnavailable
-from nmem.store.sqlite.errors import storage_error
+from nmem.store.sqlite.driver import storage_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
