@@ -41,6 +41,23 @@ def as_list(value: object, name: str) -> tuple[str, ...]:
     raise InvalidArgument(f"{name} must be a string or a list of strings")
 
 
+SOURCE_CHARS = 100
+
+
+def source(value: object, default: str) -> str:
+    """Who a memory comes from (srvrmgr's `rule_name`, a session id, `cli`): a caller may name
+    it; one line of at most SOURCE_CHARS characters, else `default`."""
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument("source (rule_name) must be a non-empty text")
+    text = value.strip()
+    if len(text) > SOURCE_CHARS or not text.isprintable():
+        raise InvalidArgument(f"source (rule_name) must be one printable line of at most {SOURCE_CHARS} "
+                              "characters")
+    return text
+
+
 def tags(value: object) -> tuple[str, ...]:
     """Tags as stored: through the privacy filter like every other field."""
     return tuple(tag for tag in (scrub(t).strip() for t in as_list(value, "tags")) if tag)

@@ -15,6 +15,7 @@ from nmem.config import SETTINGS
 from nmem.context.block import build as build_context
 from nmem.errors import NotFound
 from nmem.service.args import ProjectScope
+from nmem.service.args import source as read_source
 
 PREFIX = "/api/v1"
 
@@ -82,7 +83,8 @@ def recall(ctx: Context, p: s.RecallParams, _: None) -> dict[str, Any]:
 def create_memory(ctx: Context, _: None, b: s.NewMemory) -> dict[str, Any]:
     memory = ctx.service.remember(b.content, summary=b.summary, namespace=b.namespace, tags=b.tags,
                                   domain=b.domain, project=b.project or ctx.project, relates_to=b.relates_to,
-                                  tier=b.tier, pinned=b.pinned, source="http")
+                                  tier=b.tier, pinned=b.pinned,
+                                  source=read_source(b.source or b.rule_name, "http"))
     return memory.to_dict()
 
 

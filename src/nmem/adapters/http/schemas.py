@@ -119,6 +119,9 @@ class NewMemory(Body):
     relates_to: list[str] = Field(default_factory=list)
     tier: Tier = "warm"
     pinned: bool = False
+    source: str | None = Field(None, max_length=100, description="Who it comes from (a rule, a script; "
+                                                                 "srvrmgr's rule_name). Default: http.")
+    rule_name: str | None = Field(None, max_length=100, description="Alias of source (srvrmgr).")
 
 
 class MemoryChanges(Body):
