@@ -21,13 +21,13 @@ class SearchFilters(Record):
     """Filters shared by every search scope; None means "no filter"."""
 
     __slots__ = ("project", "obs_types", "namespaces", "domains", "tags", "files", "session_id", "source",
-                 "date_start", "date_end", "include_archived")
+                 "date_start", "date_end", "include_archived", "agents")
 
     def __init__(self, project: str | None = None, obs_types: tuple[str, ...] = (),
                  namespaces: tuple[str, ...] = (), domains: tuple[str, ...] = (), tags: tuple[str, ...] = (),
                  files: tuple[str, ...] = (), session_id: str | None = None, source: str | None = None,
                  date_start: int | None = None, date_end: int | None = None,
-                 include_archived: bool = False) -> None:
+                 include_archived: bool = False, agents: tuple[str, ...] = ()) -> None:
         self.project = project
         self.obs_types = obs_types
         self.namespaces = namespaces
@@ -39,6 +39,7 @@ class SearchFilters(Record):
         self.date_start = date_start
         self.date_end = date_end
         self.include_archived = include_archived
+        self.agents = agents  # the coding agents whose sessions it keeps (nmem.capture.agents)
 
 
 class NewObservation(Record):

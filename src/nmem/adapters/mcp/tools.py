@@ -16,7 +16,7 @@ from nmem.adapters.mcp import configure_tool, consolidate_tool, sync_tool
 from nmem.errors import InvalidArgument
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 from nmem.service.api import Service
-from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
+from nmem.service.args import AGENT_HELP, BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
@@ -111,7 +111,7 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
         session_id=_pick(args, "session_id", "sessionId"),
         date_start=_pick(args, "date_start", "dateStart"), date_end=_pick(args, "date_end", "dateEnd"),
         order_by=_pick(args, "order_by", "orderBy") or "relevance",
-        limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0,
+        limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0, agent=_pick(args, "agent"),
     )
     rows = result.to_list(full=fmt == "full")
     answer: dict[str, Any] = {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
@@ -143,7 +143,7 @@ def _timeline(service: Service, args: dict[str, Any], default_project: str | Non
     projects = _projects(args, default_project)
     return service.timeline(_pick(args, "anchor", "anchor_id", "anchorId"), query=_pick(args, "query"),
                             before=_pick(args, "before"), after=_pick(args, "after"),
-                            project=projects.only, prefer_project=projects.first)
+                            project=projects.only, prefer_project=projects.first, agent=_pick(args, "agent"))
 
 
 def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
@@ -154,7 +154,7 @@ def _recent_context(service: Service, args: dict[str, Any], default_project: str
 def _session_trace(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     session = _pick(args, "session_id", "sessionId")
     return service.session_trace(str(session) if session else None, before=_pick(args, "before"),
-                                 after=_pick(args, "after"),
+                                 after=_pick(args, "after"), agent=_pick(args, "agent"),
                                  project=_projects(args, default_project, bound=True).only)
 
 
@@ -208,6 +208,7 @@ _FILTERS = {
     "tags": {**STR_OR_LIST, "description": "Memory tags (all must match)."},
     "date_start": DATE,
     "date_end": DATE,
+    "agent": {**STR_OR_LIST, "description": AGENT_HELP},
 }
 
 _SEARCH_PROJECT = {"type": ["string", "null"], "description": SEARCH_PROJECT_HELP}
@@ -269,7 +270,7 @@ TOOLS: tuple[ToolSpec, ...] = (
               "query": {**STR, "description": "Find the anchor by search instead of id."},
               "before": {**INT, "minimum": 0, "description": "Default 5."},
               "after": {**INT, "minimum": 0, "description": "Default 5."},
-              "project": _SEARCH_PROJECT, "anchor_id": INT}),
+              "project": _SEARCH_PROJECT, "anchor_id": INT, "agent": _FILTERS["agent"]}),
         _obj({"anchor": ANY_OBJECT, "before": {"type": "array"}, "after": {"type": "array"}},
              ("anchor", "before", "after")),
         _timeline, core=True,
@@ -291,6 +292,8 @@ TOOLS: tuple[ToolSpec, ...] = (
               "project": {"type": ["string", "null"],
                           "description": "Without session_id: whose latest session (default: the current "
                                          "project; null: any)."},
+              "agent": {**STR_OR_LIST, "description": "Without session_id: the latest session of these "
+                                                      "agents; with it, the session must be theirs."},
               "before": DATE, "after": DATE}),
         _obj({"session_id": STR, "prompts": {"type": "array"}}, ("session_id", "prompts")),
         _session_trace,
