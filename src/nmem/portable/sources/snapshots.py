@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from nmem.capture import events as ev
-from nmem.errors import NmemError
 from nmem.portable.sources.codex_sessions import _AsAgent
-from nmem.portable.sources.transcripts import Importer, ImportReport
+from nmem.portable.sources.transcripts import Importer, ImportReport, each_source
 from nmem.service.api import Service
 from nmem.store import ImportMark
 
@@ -100,21 +99,10 @@ def import_sessions(service: Service, agent: str, sources: list[str],
                     progress: Callable[[str], None] | None = None) -> ImportReport:
     """Read each source (a file, or a database) into sessions and import each in its own
     transaction: a source that fails is reported and the others are imported."""
-    service.check_enabled()
-    report = ImportReport(files=len(sources))
     importer = SnapshotImporter(service, agent)
-    for source in sources:
-        try:
-            for session in read(source):
-                importer.import_session(session, report)
-        except OSError as exc:
-            report.errors.append(f"{source}: {exc}")
-        except RecursionError:
-            report.errors.append(f"{source}: nested too deeply to read; not imported (the other files are)")
-        except NmemError as exc:
-            if exc.exit_code in (3, 4, 7):
-                raise
-            report.errors.append(f"{source}: {exc.message}")
-        if progress is not None:
-            progress(source)
-    return report
+
+    def one(source: str, report: ImportReport) -> None:
+        for session in read(source):
+            importer.import_session(session, report)
+
+    return each_source(service, sources, one, progress)
