@@ -54,10 +54,7 @@ class RolloutImporter(Importer):
         if session_id is None or cwd is None:
             report.skipped += 1
             return
-        store = self.store
-        known = store.get_session(session_id) is not None
-        marks = store.import_marks(session_id) if known else {}
-        live_until = self._live_until(session_id, marks) if known else None
+        known, marks, live_until = self.session_state(session_id)
         cursor = resume(transcript, marks.get(MAIN), report)
         if cursor is None:
             report.skipped += 1

@@ -54,9 +54,8 @@ class SnapshotImporter(Importer):
         store = self.store
         for reason in read.skipped:
             report.errors.append(f"{read.where}: {reason}")
-        known = was_known = store.get_session(read.session_id) is not None
-        marks = store.import_marks(read.session_id) if known else {}
-        live_until = self._live_until(read.session_id, marks) if known else None
+        known, marks, live_until = self.session_state(read.session_id)
+        was_known = known
         mark = marks.get(ITEMS)
         done: set[str] = set(mark.state.get("done", [])) if mark is not None and mark.state else set()
         fresh = [(key, event) for key, event in read.items if key not in done]

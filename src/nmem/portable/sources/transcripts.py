@@ -119,10 +119,7 @@ class Importer:
         if session_id is None:
             report.skipped += 1
             return
-        store = self.store
-        known = store.get_session(session_id) is not None
-        marks = store.import_marks(session_id) if known else {}
-        live_until = self._live_until(session_id, marks) if known else None
+        known, marks, live_until = self.session_state(session_id)
         sources: list[tuple[str, Path, str | None]] = [(MAIN, transcript, None)]
         for path in self.subagent_files(transcript, session_id):
             sources.append((f"agent:{path.name}", path, path.stem.removeprefix("agent-")))
@@ -142,6 +139,14 @@ class Importer:
                 report.errors.append(f"{replay.path}: skipped {replay.skipped_lines} line(s) longer than "
                                      f"import.max_line_bytes or nested too deeply to read; imported the rest")
         report.tally(count, known)
+
+    def session_state(self, session_id: str) -> tuple[bool, dict[str, ImportMark], int | None]:
+        """Whether the session is stored already, where the last import stopped in each of its
+        files, and up to when the hooks captured it live (`_live_until`)."""
+        if self.store.get_session(session_id) is None:
+            return False, {}, None
+        marks = self.store.import_marks(session_id)
+        return True, marks, self._live_until(session_id, marks)
 
     def _live_until(self, session_id: str, marks: dict[str, ImportMark]) -> int | None:
         """The time up to which the session's rows stand for what happened: its newest row, when
