@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,20 +66,22 @@ def untouched(report: Report, *paths: Path) -> None:
         report.unchanged.extend(str(p) for p in paths)
 
 
-def with_server(servers: Any, entry: dict[str, Any], where: Path | str) -> dict[str, Any]:
-    """An MCP server table with nmem's `entry`; one of that name that is not nmem's stops the install."""
+def with_server(servers: Any, entry: dict[str, Any], where: Path | str,
+                ours: Callable[[object], bool] = is_our_server) -> dict[str, Any]:
+    """An MCP server table with nmem's `entry`; one of that name that is not nmem's (`ours`, by
+    the agent's own entry shape) stops the install."""
     table = dict(servers or {})
     current = table.get(SERVER_NAME)
-    if current is not None and not is_our_server(current):
+    if current is not None and not ours(current):
         raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is in {where}; "
                           "rename or remove it, or install with --no-mcp")
     table[SERVER_NAME] = entry
     return table
 
 
-def without_server(servers: Any) -> dict[str, Any] | None:
+def without_server(servers: Any, ours: Callable[[object], bool] = is_our_server) -> dict[str, Any] | None:
     """The MCP server table without nmem's entry, or None when nmem's is not in it."""
-    if not isinstance(servers, dict) or not is_our_server(servers.get(SERVER_NAME)):
+    if not isinstance(servers, dict) or not ours(servers.get(SERVER_NAME)):
         return None
     return {k: v for k, v in servers.items() if k != SERVER_NAME}
 

@@ -81,7 +81,7 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
         raise ConfigError(f"{plugin} exists and is not nmem's plugin; move it, then retry")
     config = load_config(config_path)
     mcp = af.with_server(config.get("mcp"), {"type": "local", "command": [exe or nmem_executable(), "serve"],
-                                             "enabled": True}, config_path) if with_mcp else {}
+                                             "enabled": True}, config_path, is_our_server) if with_mcp else {}
     text = plugin_text()
     if plugin.exists() and plugin.read_text(encoding="utf-8") == text:
         report.unchanged.append(str(plugin))
@@ -106,7 +106,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
             plugin.unlink()
             report.removed.append(str(plugin))
     config = load_config(config_path)
-    rest = af.without_server(config.get("mcp"))
+    rest = af.without_server(config.get("mcp"), is_our_server)
     if rest is not None:
         updated = {**config, "mcp": rest} if rest else {k: v for k, v in config.items() if k != "mcp"}
         created = str(config_path) in files._manifest()
