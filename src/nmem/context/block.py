@@ -21,6 +21,7 @@ from nmem.capture.project import project_root
 from nmem.capture.summary import framing_prompts, summarize
 from nmem.context.handoff import Failure, command_key, display_command, open_and_fixed, pending_lines
 from nmem.errors import NmemError
+from nmem.models import Record
 from nmem.store import OUTLINE_CHARS, SearchFilters
 from nmem.team.access import visible
 from nmem.text import clip, gist, one_line
@@ -185,25 +186,19 @@ class Paths:
         return text
 
 
-class Row:
+class Row(Record):
     """One line of a section that may be cut to fit the budget; the lowest `value` goes first."""
 
-    __slots__ = ("obs_types", "text", "value")
-
-    def __init__(self, text: str, value: float, obs_types: tuple[str, ...] = ()) -> None:
-        self.text = text
-        self.value = value
-        self.obs_types = obs_types
+    text: str
+    value: float
+    obs_types: tuple[str, ...] = ()
 
 
-class Section:
-    __slots__ = ("fixed", "head", "key", "rows")
-
-    def __init__(self, key: str, head: list[str], rows: list[Row], fixed: bool = False) -> None:
-        self.key = key            # last_session | memories | intents | project | other_projects
-        self.head = head          # heading (and table header) lines
-        self.rows = rows
-        self.fixed = fixed        # never cut (the lead)
+class Section(Record):
+    key: str  # last_session | memories | intents | project | other_projects
+    head: list[str]  # heading (and table header) lines
+    rows: list[Row]
+    fixed: bool = False  # never cut (the lead)
 
     def lines(self) -> list[str]:
         return [*self.head, *(row.text for row in self.rows)]
@@ -367,14 +362,11 @@ def _fixed_text(failure: Failure, paths: Paths, sid: str) -> str:
     return f"✓ {_failure_label(failure, paths, sid)} ({_failed(failure.fails)}, fixed by {fixed_by})"
 
 
-class Lead:
-    __slots__ = ("asked", "closing", "open_items", "section")
-
-    def __init__(self, section: Section, asked: set[int], closing: bool, open_items: int) -> None:
-        self.section = section
-        self.asked = asked            # ids of the prompts the lead names
-        self.closing = closing
-        self.open_items = open_items
+class Lead(Record):
+    section: Section
+    asked: set[int]  # ids of the prompts the lead names
+    closing: bool
+    open_items: int
 
 
 def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act: int, current: str | None,

@@ -8,38 +8,53 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.models import ORDERS, SCOPES, SearchHit
-from nmem.search import rank
-from nmem.search.query import QueryPlan, plan, quote
-from nmem.search.timeexpr import TimeRange, find_time
+from nmem.models import ORDERS, SCOPES, Record, SearchHit
 from nmem.service.args import MAX_LIMIT, agents, as_list
 from nmem.service.base import Base
 from nmem.store import SearchFilters
-from nmem.store.protocol import Store
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.search import rank
+    from nmem.search.query import QueryPlan
+    from nmem.search.timeexpr import TimeRange
+    from nmem.store.protocol import Store
+
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
+TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
 
 
-class SearchResult:
+class SearchResult(Record):
     """What one search found: its hits, the query as asked, and the FTS5 expression that
     produced the hits (None when nothing was matched)."""
 
-    __slots__ = ("hits", "match", "query")
-
-    def __init__(self, hits: list[SearchHit], query: str | None, match: str | None) -> None:
-        self.hits = hits
-        self.query = query
-        self.match = match
+    hits: list[SearchHit]
+    query: str | None
+    match: str | None
 
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
         return [hit.to_dict(full=full) for hit in self.hits]
 
 
 class Search(Base):
-    ranking: rank.Ranking   # the ranking's settings, made once per service (`Service.__init__`)
+    _ranking: rank.Ranking | None = None
+
+    @property
+    def ranking(self) -> rank.Ranking:
+        """The ranking's settings, made once per service on first use: a process that never ranks
+        (`nmem status`, a hook) never loads `nmem.search.rank` and what it imports."""
+        if self._ranking is None:
+            from nmem.search import rank
+
+            self._ranking = rank.Ranking()
+        return self._ranking
+
+    @ranking.setter
+    def ranking(self, value: rank.Ranking) -> None:
+        self._ranking = value
 
     def search(self, query: str | None = None, *, scope: str = "observations",
                project: str | None = None, obs_type: str | Sequence[str] | None = None,
@@ -141,6 +156,8 @@ class Search(Base):
             fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
             if fused is not None:
                 return fused
+        from nmem.search.query import plan  # (with `re` and `dataclasses`): searches only, not every Service
+
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
             return SearchResult([], query, None)  # nothing searchable in it (only punctuation)
@@ -154,6 +171,9 @@ class Search(Base):
         ranking = self.ranking
         if (order == "relevance" and not query_plan.raw and query_plan.terms and ranking.candidates
                 and scope in RANKED_SCOPES):
+            from nmem.search import rank
+            from nmem.search.timeexpr import find_time
+
             when = None
             if ranking.time_expressions and query:
                 when, rest = find_time(query, self.now())
@@ -205,6 +225,8 @@ class Search(Base):
                     want: int) -> tuple[list[SearchHit], str]:
         """The best `want` hits of one trail scope, and the FTS5 expression that found the
         candidates. Ranking reads ids, texts and windows; only the hits' rows are fetched."""
+        from nmem.search import rank
+
         ranking = self.ranking
         store = self.store
         stems = rank.query_stems(query_plan.terms)
@@ -224,7 +246,8 @@ class Search(Base):
         candidates = list(dict.fromkeys(found))
         if when is not None and ranking.time_candidates:
             candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
-        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue)
+        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue,
+                       said_times=when is not None and ranking.said_times)
         trail.load(candidates)
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
 
@@ -233,8 +256,9 @@ class Search(Base):
                               trail.windows, stems, stats, ranking, when, self.now())
 
         scores = score(candidates)
-        if ranking.promote and not (filters.obs_types or filters.files or filters.source
-                                    or filters.date_start is not None or filters.date_end is not None):
+        unfiltered = not (filters.obs_types or filters.files or filters.source
+                          or filters.date_start is not None or filters.date_end is not None)
+        if ranking.promote and unfiltered:
             # A neighbour of a strong candidate that shares a word is a candidate too, though
             # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
             best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
@@ -244,17 +268,93 @@ class Search(Base):
                 trail.load(extra)
                 scores.update(score(extra))
                 candidates += extra
+        if ranking.replies and ranking.window and unfiltered:
+            candidates += self._replies(trail, candidates, scores, score)
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
+        return self._arranged(scope, ranked, scores, trail, stats.idf, stems, pool, want), match
+
+    def _replies(self, trail: _Trail, candidates: list[int], scores: dict[int, float],
+                 score: Callable[[list[int]], dict[int, float]]) -> list[int]:
+        """The record after each of the best candidates that asks something: its answer, which
+        often shares no word with the question (`nmem.search.arrange`). Scores are updated."""
+        from nmem.search import arrange
+
+        ranking = self.ranking
+        best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
+        asker_of: dict[int, int] = {}
+        for i in best:
+            text = trail.texts.get(i)
+            if text is None or not arrange.asks(text):
+                continue
+            following = next((n for n, d in trail.windows.get(i, ()) if d == 1), None)
+            if following is not None and following not in scores and following not in asker_of:
+                asker_of[following] = i
+        if not asker_of:
+            return []
+        texts = trail.texts   # neighbours' texts are loaded with their candidates
+        replies = [r for r, a in asker_of.items() if arrange.answers_to(texts.get(a, ""), texts.get(r, ""))]
+        if not replies:
+            return []
+        trail.load(replies)
+        own = score(replies)
+        for reply in replies:
+            scores[reply] = arrange.reply_score(scores[asker_of[reply]], own[reply], ranking.reply_share)
+        return replies
+
+    def _arranged(self, scope: str, ranked: list[int], scores: dict[int, float], trail: _Trail,
+                  idf_of: Callable[[str], float], stems: Sequence[str], pool: int, want: int) -> list[SearchHit]:
+        """The best `want` hits: the first `pool` ranked records arranged together (an older
+        statement restated elsewhere, sessions spread out), then the rest in score order."""
+        from nmem.search import arrange, rank
+
+        ranking, store = self.ranking, self.store
         kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
                        else ("observation", store.get_observations))
+        arranging = ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
+        head = ranked[:pool] if arranging else []
+        records: dict[int, Any] = {int(r.id): r for r in fetch(head)} if head else {}
+        order: list[tuple[int, float]] = []
+        if head:
+            empty = rank.Doc((0,) * len(stems), 0)
+            turns = self._turns(kind, [records[i] for i in head if i in records])
+            placed = [arrange.Placed(i, scores[i], getattr(records[i], "session_id", None), trail.times.get(i, 0),
+                                     trail.docs.get(i, empty).counts, turns.get(i)) for i in head if i in records]
+            adjusted = arrange.superseded(placed, [idf_of(t) for t in stems], ranking.supersede_share,
+                                          ranking.supersede)
+            order = arrange.spread_by_session(placed, adjusted, ranking.spread, ranking.spread_free,
+                                              ranking.turn_spread)
+        order += [(i, scores[i]) for i in ranked[len(head):]]
         hits: list[SearchHit] = []
         done = 0
-        while len(hits) < want and done < len(ranked):  # again only if a row went meanwhile (a purge)
-            page = ranked[done:done + want - len(hits)]
+        while len(hits) < want and done < len(order):  # again only if a row went meanwhile (a purge)
+            page = order[done:done + want - len(hits)]
             done += len(page)
-            records: dict[int, Any] = {int(r.id): r for r in fetch(page)}
-            hits += [SearchHit(kind, scores[i], records[i]) for i in page if i in records]
-        return hits, match
+            missing = [i for i, _ in page if i not in records]
+            if missing:
+                records.update((int(r.id), r) for r in fetch(missing))
+            hits += [SearchHit(kind, value, records[i]) for i, value in page if i in records]
+        return hits
+
+    def _turns(self, kind: str, records: Sequence[Any]) -> dict[int, tuple[str | None, int]]:
+        """Each record's turn: (session, the user prompt that opened it). An observation
+        carries its prompt; a user prompt opens its own; an agent's reply belongs to the last
+        user prompt before it in its session (one read per session, of its recent prompts)."""
+        if kind == "observation":
+            return {int(r.id): (r.session_id, int(r.prompt_id)) for r in records if r.prompt_id is not None}
+        out = {int(r.id): (r.session_id, int(r.id)) for r in records if r.source == "user"}
+        replies: dict[str, list[Any]] = {}
+        for r in records:
+            if r.source != "user":
+                replies.setdefault(r.session_id, []).append(r)
+        for session, said in replies.items():
+            since = min(r.timestamp for r in said) - TURN_LOOKBACK
+            users = [p.id for p in self.store.session_prompts(session, max(r.timestamp for r in said) + 1, since)
+                     if p.source == "user"]
+            for r in said:
+                opened = max((u for u in users if u < r.id), default=None)
+                if opened is not None:
+                    out[int(r.id)] = (session, int(opened))
+        return out
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
                          df: Mapping[str, int], known: set[int]) -> list[int]:
@@ -262,6 +362,9 @@ class Search(Base):
         all lie outside it: the best matches of the question's rare words inside it (± one
         half-life) join them. Rare words only: a second pass over common ones would cost
         tens of milliseconds at a million records."""
+        from nmem.search import rank
+        from nmem.search.query import quote
+
         ranking = self.ranking
         rare = rank.rare_terms(query_plan.terms, df, ranking.postings)
         if not rare:
@@ -306,14 +409,18 @@ class _Trail:
     counts only in a candidate's own text, so only candidates are read for them."""
 
     def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
-                 cue: Callable[[str], bool] | None = None) -> None:
+                 cue: Callable[[str], bool] | None = None, said_times: bool = False) -> None:
         self.store, self.scope, self.counter, self.span, self.cue = store, scope, counter, span, cue
+        self.said_times = said_times    # read the time a candidate's words name ("last week")
         self.windows: dict[int, list[tuple[int, int]]] = {}
         self.docs: dict[int, rank.Doc] = {}
         self.times: dict[int, int] = {}
-        self._texts: dict[int, str] = {}
+        self.texts: dict[int, str] = {}
 
     def load(self, candidates: Sequence[int]) -> None:
+        from nmem.search import rank
+        from nmem.search.timeexpr import find_time
+
         if self.span and candidates:
             self.windows.update(self.store.session_windows(self.scope, candidates, self.span))
         wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))}
@@ -322,18 +429,22 @@ class _Trail:
         for (i, (text, length, at)), c in zip(rows.items(), counts, strict=True):
             self.docs[i] = rank.Doc(c, length)
             self.times[i] = at
-            self._texts[i] = text
+            self.texts[i] = text
         counter, cue = self.counter, self.cue
         for i in candidates:
-            own = self._texts.get(i)
+            own = self.texts.get(i)
             if own is not None:
                 doc = self.docs[i]
-                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own))
+                said = find_time(own, self.times[i])[0] if self.said_times else None
+                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own),
+                                        said)
 
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
     """The filters narrowed to a time range widened by `slack_days` on each side."""
-    slack = int(slack_days * rank.DAY)
+    from nmem.search.rank import DAY
+
+    slack = int(slack_days * DAY)
     start = when.start - slack if when.start is not None else None
     end = when.end - 1 + slack if when.end is not None else None
     if filters.date_start is not None:
@@ -369,5 +480,7 @@ def strict_match(query: str | None) -> str | None:
     query, "" when the query holds nothing to match (only punctuation)."""
     if query is None or not query.strip():
         return None
+    from nmem.search.query import plan
+
     tiers = plan(query).tiers
     return tiers[0] if tiers else ""

@@ -34,7 +34,6 @@ from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StorageError, StoreBusy
 from nmem.service.core import CaptureService
-from nmem.sync import trigger as sync_trigger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -210,8 +209,15 @@ def _record(settings: Settings, payload: dict[str, Any],
     log = spool.HookLog(settings)
     if not settings.store_url.startswith("sqlite:"):
         # A server store (PostgreSQL): hooks never load its driver (psycopg and its pool cost
-        # more to import than a hook's whole budget), so every event waits in the spool until
-        # `nmem drain` stores it; nothing is lost and the agent is not slowed.
+        # more to import than a hook's whole budget), so every event waits in the spool until a
+        # running `nmem serve` or `nmem drain` stores it; nothing is lost and the agent is not
+        # slowed. A SessionStart is handed to a local server first, for its context block.
+        if event.kind == ev.SESSION_START:
+            from nmem.adapters.hooks import local_server  # http.client: only this event loads it
+
+            context = local_server.session_start(settings, payload, event)
+            if context is not None:
+                return (_hook_output(settings, event, context) if context else ""), None
         spool.spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         return "", None
     budget = int(settings["hooks.busy_budget_ms"])
@@ -263,9 +269,13 @@ def _output(settings: Settings, service: CaptureService, event: ev.HookEvent, ou
     if outcome.skipped == "disabled":
         return ""
     if event.kind == ev.SESSION_START:
+        from nmem.sync import trigger as sync_trigger  # once a session or a turn: tool calls never load it
+
         sync_trigger.on_session_start(settings)  # detached, only with sync.auto
         return _session_context(service, event, outcome.project)
     if event.kind == ev.STOP:
+        from nmem.sync import trigger as sync_trigger
+
         sync_trigger.on_stop(settings, service.store)
     subcog = _subcog(settings)
     if subcog:
