@@ -14,9 +14,6 @@ from agent_support import CC, CODEX, GEMINI, LEGACY, seed_agents
 from nmem.capture.agents import AGENTS
 from nmem.errors import InvalidArgument, NotFound
 from nmem.service.api import Service
-from store_engines import both_engines
-
-__all__ = ["both_engines"]
 
 
 @pytest.fixture

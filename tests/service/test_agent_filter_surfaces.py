@@ -6,6 +6,7 @@ a tool error, HTTP 400) with the list of known agents."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,8 +40,9 @@ async def api(service: Service, seeded: Any) -> Any:
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     here = home.parent / PROJECT
     here.mkdir(exist_ok=True)
+    store = {"NMEM_STORE_URL": os.environ["NMEM_STORE_URL"]} if "NMEM_STORE_URL" in os.environ else {}  # PostgreSQL's
     return subprocess.run([sys.executable, "-m", "nmem", *args], cwd=here, capture_output=True, text=True,
-                          env=child_env(home), timeout=60, check=False)
+                          env=child_env(home, **store), timeout=60, check=False)
 
 
 def cli_json(home: Path, *args: str) -> Any:
