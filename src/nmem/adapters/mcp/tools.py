@@ -17,7 +17,14 @@ from nmem.compat.claude_mem import timelines
 from nmem.errors import InvalidArgument, NotFound
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 from nmem.service.api import Service
-from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope, as_list
+from nmem.service.args import (
+    AGENT_HELP,
+    BOUND_PROJECT_HELP,
+    RECALL_PROJECT_HELP,
+    SEARCH_PROJECT_HELP,
+    ProjectScope,
+    as_list,
+)
 from nmem.service.args import source as read_source
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 from nmem.util.numbers import as_int, clamp
@@ -131,7 +138,7 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
         session_id=_pick(args, "session_id", "sessionId"),
         date_start=_pick(args, "date_start", "dateStart"), date_end=_pick(args, "date_end", "dateEnd"),
         order_by=_pick(args, "order_by", "orderBy") or "relevance",
-        limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0,
+        limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0, agent=_pick(args, "agent"),
     )
     return _listed(result.to_list(full=fmt == "full"), shape, query=result.query, match=result.match)
 
@@ -162,9 +169,12 @@ def _timeline(service: Service, args: dict[str, Any], default_project: str | Non
         "obs_type": as_list(_pick(args, "obs_type", "obsType"), "obs_type"),
         "files": as_list(_pick(args, "files", "file_path"), "files"),
         "concepts": as_list(_pick(args, "concepts"), "concepts")}, "obs_type")
+    agent = _pick(args, "agent")
     if not narrow.active:
         return service.timeline(anchor, query=query, before=_pick(args, "before"), after=_pick(args, "after"),
-                                project=projects.only, prefer_project=projects.first)
+                                project=projects.only, prefer_project=projects.first, agent=agent)
+    if agent:  # the neighbours claude-mem's filters keep are not narrowed by agent yet: say so
+        raise InvalidArgument("timeline takes agent or obs_type/files, not both")
     if anchor is None:  # claude-mem's filters narrow the anchor search too
         if not (query and str(query).strip()):
             raise InvalidArgument("timeline needs an anchor id or a query")
@@ -187,7 +197,7 @@ def _recent_context(service: Service, args: dict[str, Any], default_project: str
 def _session_trace(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     session = _pick(args, "session_id", "sessionId")
     return service.session_trace(str(session) if session else None, before=_pick(args, "before"),
-                                 after=_pick(args, "after"),
+                                 after=_pick(args, "after"), agent=_pick(args, "agent"),
                                  project=_projects(args, default_project, bound=True).only)
 
 
@@ -241,6 +251,7 @@ _FILTERS = {
     "tags": {**STR_OR_LIST, "description": "Memory tags (all must match)."},
     "date_start": DATE,
     "date_end": DATE,
+    "agent": {**STR_OR_LIST, "description": AGENT_HELP},
 }
 
 _SEARCH_PROJECT = {"type": ["string", "null"], "description": SEARCH_PROJECT_HELP}
@@ -302,7 +313,7 @@ TOOLS: tuple[ToolSpec, ...] = (
               "query": {**STR, "description": "Find the anchor by search instead of id."},
               "before": {**INT, "minimum": 0, "description": "Default 5."},
               "after": {**INT, "minimum": 0, "description": "Default 5."},
-              "project": _SEARCH_PROJECT, "anchor_id": INT,
+              "project": _SEARCH_PROJECT, "anchor_id": INT, "agent": _FILTERS["agent"],
               "obs_type": {**STR_OR_LIST, "description": "Only neighbours of these types (nmem's, or claude-mem's "
                                                          "decision, bugfix...)."},
               "files": {**STR_OR_LIST, "description": "Only neighbours touching these files."},
@@ -329,6 +340,8 @@ TOOLS: tuple[ToolSpec, ...] = (
               "project": {"type": ["string", "null"],
                           "description": "Without session_id: whose latest session (default: the current "
                                          "project; null: any)."},
+              "agent": {**STR_OR_LIST, "description": "Without session_id: the latest session of these "
+                                                      "agents; with it, the session must be theirs."},
               "before": DATE, "after": DATE}),
         _obj({"session_id": STR, "prompts": {"type": "array"}}, ("session_id", "prompts")),
         _session_trace,

@@ -20,7 +20,7 @@ from nmem.compat.claude_mem.params import CHOICE, DATE, INTEGER, LIST, STRING, P
 from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.models import ORDERS, Observation
 from nmem.service.api import Service
-from nmem.service.args import ProjectScope
+from nmem.service.args import AGENT_HELP, ProjectScope
 from nmem.util.timeutil import parse_time
 
 Answer = dict[str, Any]
@@ -67,9 +67,10 @@ MATCHES = Param("limit", INTEGER, "Matches listed in interactive mode.", default
 RECENT_ITEMS = Param("limit", INTEGER, "Most timeline items (observations and memories), newest first.",
                      default=30, low=1, high=100)
 RECENT_PROJECT = Param("project", STRING, "Whose activity. Default: the current project; * every project.")
+AGENT = Param("agent", LIST, AGENT_HELP.replace("(one name or a list)", "(comma-separated)") + " (nmem)")
 IDS = Param("ids", LIST, "Observation ids (42, #42) or memory ids, as search rows give them.", required=True)
 
-PAGE = (PROJECT, DATE_START, DATE_END, LIMIT, OFFSET, ORDER)
+PAGE = (PROJECT, DATE_START, DATE_END, LIMIT, OFFSET, ORDER, AGENT)
 SHORTCUT = (QUERY, FORMAT, *PAGE)
 
 
@@ -98,7 +99,7 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
         raise ValidationError(f"{op}: dateStart is after dateEnd")
     projects = ProjectScope.parse(p.get("project") or None, current)
     common: dict[str, Any] = {"project": projects.only, "prefer_project": projects.first,
-                              "date_start": start, "date_end": end, "order_by": order}
+                              "date_start": start, "date_end": end, "order_by": order, "agent": p.get("agent")}
     concepts, files = tuple(p.get("concepts") or ()), p.get("files") or None
     plans: list[tuple[str, dict[str, Any]]] = []
     if "observations" in kinds and (types is None or types.obs_types):
@@ -197,7 +198,8 @@ def _best_matches(service: Service, p: dict[str, Any], current: str | None, limi
         return []  # the types asked for select memories only, and a timeline shows observations
     projects = ProjectScope.parse(p.get("project") or None, current)
     result = service.search(p["query"], scope="observations", project=projects.only,
-                            prefer_project=projects.first, limit=limit, **narrow.search_args())
+                            prefer_project=projects.first, limit=limit, agent=p.get("agent"),
+                            **narrow.search_args())
     return [hit.record for hit in result.hits if isinstance(hit.record, Observation)]
 
 
@@ -356,7 +358,7 @@ class Operation:
 
 SPECS: dict[str, tuple[Param, ...]] = {
     "search": (QUERY, FORMAT, RECORD_KIND, OBS_TYPE, CONCEPTS, FILES, *PAGE),
-    "timeline": (ANCHOR, QUERY, DEPTH_BEFORE, DEPTH_AFTER, FORMAT, OBS_TYPE, CONCEPTS, FILES, PROJECT),
+    "timeline": (ANCHOR, QUERY, DEPTH_BEFORE, DEPTH_AFTER, FORMAT, OBS_TYPE, CONCEPTS, FILES, PROJECT, AGENT),
     "decisions": SHORTCUT,
     "changes": SHORTCUT,
     "how_it_works": SHORTCUT,
