@@ -34,13 +34,21 @@ def ids(result: Any) -> list[int]:
 def test_the_reply_to_a_matching_question_ranks_beside_it(service: Service, clock: Clock) -> None:
     clock.now = T0 + DAY
     asked = prompt(service, "how long has the staging cluster been up without a restart?", T0)
-    answer = prompt(service, "since the 3rd of March, no downtime at all", T0 + 1)
+    answer = int(service.store.add_prompt("s1", T0 + 1, "agent", "since the 3rd of March, no downtime at all"))
     after = prompt(service, "good to know", T0 + 2)
     other = prompt(service, "restart the staging cluster after the upgrade", T0 + DAY, session_id="s2")
     got = ids(service.search("how long has the staging cluster been up", scope="prompts"))
     assert got[:2] == [asked, answer] and other in got and after not in got
     service.ranking = replace(service.ranking, replies=False)
     assert answer not in ids(service.search("how long has the staging cluster been up", scope="prompts"))
+
+
+def test_a_user_going_on_is_no_reply(service: Service, clock: Clock) -> None:
+    clock.now = T0 + DAY
+    asked = prompt(service, "why does the cache deadlock under load?", T0)
+    more = prompt(service, "switch it to WAL", T0 + 1)
+    got = ids(service.search("cache deadlock", scope="prompts"))
+    assert asked in got and more not in got   # the user's next prompt, not an answer
 
 
 def test_a_speaker_going_on_is_no_reply(service: Service, clock: Clock) -> None:

@@ -279,11 +279,11 @@ class Search(Base):
                 scores.update(score(extra))
                 candidates += extra
         if ranking.replies and ranking.window and unfiltered:
-            candidates += self._replies(trail, candidates, scores, score)
+            candidates += self._replies(scope, trail, candidates, scores, score)
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
         return self._arranged(scope, ranked, scores, trail, stats.idf, stems, pool, want), match
 
-    def _replies(self, trail: _Trail, candidates: list[int], scores: dict[int, float],
+    def _replies(self, scope: str, trail: _Trail, candidates: list[int], scores: dict[int, float],
                  score: Callable[[list[int]], dict[int, float]]) -> list[int]:
         """The record after each of the best candidates that asks something: its answer, which
         often shares no word with the question (`nmem.search.arrange`). Scores are updated."""
@@ -303,6 +303,12 @@ class Search(Base):
             return []
         texts = trail.texts   # neighbours' texts are loaded with their candidates
         replies = [r for r, a in asker_of.items() if arrange.answers_to(texts.get(a, ""), texts.get(r, ""))]
+        if scope == "prompts" and replies:
+            # The same writer going on answers nothing: a user's next prompt after their question.
+            # Turns that name their speaker ("Ben: …", a chat logged as prompts) were told apart above.
+            source = {int(p.id): p.source for p in self.store.get_prompts([*replies, *asker_of.values()])}
+            replies = [r for r in replies if source.get(r) != source.get(asker_of[r])
+                       or arrange.label_of(texts.get(r, "")) is not None]
         if not replies:
             return []
         trail.load(replies)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from fixtures.harness import event, hook_env, hook_ok
@@ -25,6 +26,8 @@ def test_trace_without_argument_skips_the_session_that_just_started(tmp_path: Pa
         event("SessionEnd", "sess-done", cwd, reason="prompt_input_exit"),
         event("SessionStart", "sess-now", cwd, source="startup"),
     ]:
+        if payload["session_id"] == "sess-now":
+            time.sleep(1.05)  # sessions start on whole seconds: the new one must start later, as it would
         hook_ok(home, payload)
     done = subprocess.run([sys.executable, "-m", "nmem", "trace", "--format", "json"], cwd=cwd,
                           env=hook_env(home), capture_output=True, text=True, check=False, timeout=60)

@@ -172,7 +172,7 @@ def test_sessions_lists_newest_first_with_counts(service: Service, tmp_path: Pat
     assert [r["id"] for r in as_json("sessions", "--all", "--since", str(T0 + 500))] == [SID_C, SID_B, SID_A]
     assert [r["id"] for r in as_json("sessions", "--all", "--since", str(T0 + 900))] == [SID_C, SID_B]
     text = ok("sessions").stdout.splitlines()
-    assert text[0].split() == ["SESSION", "PROJECT", "STARTED", "DURATION", "PROMPTS", "ACTIONS", "INTENT"]
+    assert text[0].split() == ["SESSION", "PROJECT", "AGENT", "STARTED", "DURATION", "PROMPTS", "ACTIONS", "INTENT"]
     assert text[1].split()[0] == "sa1b2ffff" and " open " in text[1]
     assert text[2].split()[0] == "sa1b2c3d4" and " 10m " in text[2]
     assert invoke("sessions", "--all", "--project", "demo").exit_code == 2

@@ -86,7 +86,7 @@ def _sort_key(order: str) -> Callable[[tuple[float, dict[str, Any]]], Any]:
 
 def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *,
             kinds: tuple[str, ...] = ("observations", "sessions", "prompts", "memories"),
-            types: tm.Selection | None = None) -> Answer:
+            types: tm.Selection | None = None, prompt_source: str | None = None) -> Answer:
     """Search the record kinds asked for and answer in claude-mem's shape. `types` narrows
     observations to its observation types and memories to its namespaces or tags (a kind
     it selects nothing of is left out). Concepts and files narrow observations and memories
@@ -115,7 +115,7 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
     if "sessions" in kinds:
         plans.append(("sessions", {}))
     if "prompts" in kinds:
-        plans.append(("prompts", {}))
+        plans.append(("prompts", {"source": prompt_source} if prompt_source else {}))
     limit, offset = p["limit"], p["offset"]
     full = p["format"] != "index"
     found: list[tuple[float, dict[str, Any]]] = []
@@ -253,7 +253,8 @@ def search_sessions(service: Service, args: Args = None, project: str | None = N
 
 def search_user_prompts(service: Service, args: Args = None, project: str | None = None) -> Answer:
     p = parse("search_user_prompts", SPECS["search_user_prompts"], args)
-    return _gather(service, "search_user_prompts", p, project, kinds=("prompts",))
+    # claude-mem's user_prompts table holds what the user typed: never the agent's replies
+    return _gather(service, "search_user_prompts", p, project, kinds=("prompts",), prompt_source="user")
 
 
 def find_by_concept(service: Service, args: Args = None, project: str | None = None) -> Answer:
