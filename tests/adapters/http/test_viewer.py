@@ -14,8 +14,8 @@ import pytest
 
 from conftest import hook_payload, record, run_nmem
 from mcp_support import CWD, T0, child_env, free_port, seed
-from nmem.context.block import build as build_context
 from nmem.config import load_settings
+from nmem.context.block import build as build_context
 from nmem.service.api import Service
 from stream_support import Server, running_server
 
