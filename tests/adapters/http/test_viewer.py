@@ -122,6 +122,7 @@ def test_create_edit_pin_and_forget_a_memory(page: Any, server: Server) -> None:
     page.fill("#new-memory textarea[name=content]", "Deploys go out on Tuesdays only.")
     page.fill("#new-memory input[name=summary]", "Deploy day")
     page.fill("#new-memory input[name=tags]", "release, ops")
+    page.select_option("#new-memory select[name=project]", "demo")
     page.click("#new-memory button[type=submit]")
     item = page.locator("li.memory", has_text="Deploy day")
     item.wait_for()
@@ -209,6 +210,7 @@ def test_remember_asks_which_project(page: Any, server: Server) -> None:
     picker.wait_for()
     options = picker.locator("option").all_inner_texts()
     assert "demo" in options and "other" in options  # the recorded projects, to pick from
+    assert picker.input_value() == ""  # the server's start directory recorded nothing: it asks
     page.fill("#new-memory textarea[name=content]", "The other app ships from the release branch.")
     picker.select_option("")
     page.click("#new-memory button[type=submit]")

@@ -30,8 +30,10 @@ export function select(name, options, value, blank) {
 export async function projectList() {
   const data = await get("/api/v1/projects");
   const names = data.results.map((p) => p.name);
-  if (data.current && !names.includes(data.current)) names.unshift(data.current);
-  return { names, current: data.current || "" };
+  // The server's own project is offered first when something was recorded in it; otherwise the
+  // viewer asks rather than filing under the directory the server happened to start in.
+  const current = data.current && names.includes(data.current) ? data.current : "";
+  return { names, current };
 }
 
 export function projectSelect(name, projects, value, blank) {
