@@ -378,3 +378,15 @@ def test_nmem_serve_prints_the_viewers_url_and_serves_it(browser: Any, home: Pat
         proc.wait(10)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_a_hook_written_prompt_appears_live_with_its_badge(page: Any, home: Path) -> None:
+    page.click("#nav >> text=Timeline")
+    page.wait_for_selector("#timeline li[data-prompt]")
+    page.wait_for_selector("#live.on")
+    payload = hook_payload("UserPromptSubmit", session_id="s1", prompt="rename the auth module")
+    done = run_nmem(["record"], stdin=json.dumps(payload), env=child_env(home))
+    assert done.returncode == 0, done.stderr
+    row = page.locator("#timeline li.prompt-row.new", has_text="rename the auth module")
+    row.wait_for()
+    assert row.locator(".chip").first.inner_text() == "user"
