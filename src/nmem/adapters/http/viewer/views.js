@@ -342,7 +342,7 @@ const memories = {
       memoryProject(m) ? projectChip(memoryProject(m)) : chip(m.domain),
       m.is_pinned ? chip("pinned", "pinned") : null, (m.tags || []).map((t) => chip(`#${t}`)),
       h("span", { class: "when" }, when(m.updated_at || m.timestamp))),
-    body ? collapsible(body, "content") : null, h("div", { class: "row" }, edit, pin, forget));
+    h("div", { class: "content-box" }, body ? collapsible(body, "content") : null), h("div", { class: "row" }, edit, pin, forget));
     return li;
   },
   form(m) {
@@ -387,7 +387,8 @@ const memories = {
   },
   onChange(change) {
     if (change.kind !== "memory" || !this.list || this.list.querySelector("#edit-memory")) return;
-    if (!this.refresh) this.refresh = debounce(() => this.load(), 300);
+    // Checked again when the refresh runs: an edit opened meanwhile is never thrown away.
+    if (!this.refresh) this.refresh = debounce(() => { if (!this.list.querySelector("#edit-memory")) this.load(); }, 300);
     this.refresh();
   },
 };
