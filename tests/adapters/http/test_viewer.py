@@ -288,6 +288,14 @@ def test_long_memory_collapsed_summary_not_repeated_edit_rederives(page: Any, se
     assert "collapsed" in (body.get_attribute("class") or "")
     item.locator("button.more").click()
     assert "collapsed" not in (body.get_attribute("class") or "")
+    page.goto(f"{server.base}/#/record/{chosen.urn}")
+    page.locator("main pre", has_text="Tabs are banned.").wait_for()
+    assert page.inner_text("main pre").startswith("Tabs are banned.")  # a written summary is not in the body
+    page.goto(f"{server.base}/#/record/{derived.urn}")
+    page.locator("main .summary", has_text="Release checklist").wait_for()
+    assert page.inner_text("main pre").startswith("step 0")  # the derived one is not repeated
+    page.click("#nav >> text=Memories")
+    item.wait_for()
     item.locator("button", has_text="Edit").click()
     page.fill("#edit-memory textarea[name=content]", "Release list v2\nstep 1: tag")
     page.click("#edit-memory button[type=submit]")
