@@ -349,9 +349,12 @@ def test_context_preview_settings_and_log(page: Any, server: Server, home: Path)
     page.locator("#log", has_text="No log yet").wait_for()
     logs = home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    (logs / "nmem.log").write_text("2026-11-28 10:00:00,000 WARNING hook input was not JSON\n", encoding="utf-8")
+    (logs / "nmem.log").write_text("2026-11-28 10:00:00,000 WARNING hook input was not JSON\n"
+                                   f"2026-11-28 10:00:01,000 ERROR {XSS}\n", encoding="utf-8")
     page.reload()
     page.locator("#log", has_text="hook input was not JSON").wait_for()
+    assert XSS in page.inner_text("#log") and page.locator("main img").count() == 0
+    assert page.evaluate("window.pwned") is None
 
 
 def test_nmem_serve_prints_the_viewers_url_and_serves_it(browser: Any, home: Path, tmp_path: Path) -> None:
