@@ -397,3 +397,11 @@ def test_the_team_server_on_a_postgresql_store(tmp_path: Path, pg_url: str) -> N
         assert call(port, "GET", "/api/v1/status", bob)[0] == 401
     listed = json.loads(cli(home, "user", "list", "--format", "json", **on_pg).stdout)
     assert [u["name"] for u in listed["users"]] == ["alice", "bob", "dave"]
+
+
+def test_the_log_is_for_admins(team: Team) -> None:
+    assert call(team.port, "GET", "/api/v1/log", team.bob)[0] == 403
+    status, body = call(team.port, "GET", "/api/v1/log", team.alice)
+    assert status == 200 and body["path"].endswith("nmem.log")
+    status, projects = call(team.port, "GET", "/api/v1/projects", team.bob)
+    assert status == 200 and isinstance(projects["results"], list)

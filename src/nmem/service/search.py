@@ -287,7 +287,7 @@ class Search(Base):
                  score: Callable[[list[int]], dict[int, float]]) -> list[int]:
         """The record after each of the best candidates that asks something: its answer, which
         often shares no word with the question (`nmem.search.arrange`). Scores are updated."""
-        from nmem.search import arrange
+        from nmem.search import arrange, rank
 
         ranking = self.ranking
         best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
@@ -308,7 +308,7 @@ class Search(Base):
             # Turns that name their speaker ("Ben: …", a chat logged as prompts) were told apart above.
             source = {int(p.id): p.source for p in self.store.get_prompts([*replies, *asker_of.values()])}
             replies = [r for r in replies if source.get(r) != source.get(asker_of[r])
-                       or arrange.label_of(texts.get(r, "")) is not None]
+                       or rank.label_of(texts.get(r, "")) is not None]
         if not replies:
             return []
         trail.load(replies)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -162,6 +163,20 @@ async def test_status_settings_and_context(api: httpx2.AsyncClient) -> None:
     assert {"http.token", "search.default_limit"} <= names
     context = (await api.get("/api/v1/context", params={"project": PROJECT})).json()
     assert context["project"] == PROJECT and "<nmem-context>" in context["context"]
+
+
+async def test_projects_and_the_log(api: httpx2.AsyncClient, service: Service) -> None:
+    projects = (await api.get("/api/v1/projects")).json()
+    names = [row["name"] for row in projects["results"]]
+    assert PROJECT in names and "other" in names and all(row["sessions"] >= 1 for row in projects["results"])
+    empty = (await api.get("/api/v1/log")).json()
+    assert empty["exists"] is False and empty["lines"] == []
+    log = Path(service.settings.log_dir) / "nmem.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"2026-11-28 10:00:{i:02d},000 WARNING line {i}\n" for i in range(40)), encoding="utf-8")
+    tail = (await api.get("/api/v1/log", params={"limit": 5})).json()
+    assert tail["exists"] and tail["lines"] == [f"2026-11-28 10:00:{i:02d},000 WARNING line {i}" for i in range(35, 40)]
+    assert (await api.get("/api/v1/log", params={"limit": 0})).status_code == 422
 
 
 async def test_unknown_paths_and_methods_are_json_errors(api: httpx2.AsyncClient) -> None:

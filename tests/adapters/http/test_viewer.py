@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from conftest import hook_payload, run_nmem
-from mcp_support import child_env, seed
+from conftest import hook_payload, record, run_nmem
+from mcp_support import CWD, T0, child_env, free_port, seed
 from nmem.config import load_settings
+from nmem.context.block import build as build_context
 from nmem.service.api import Service
 from stream_support import Server, running_server
 
@@ -121,6 +122,7 @@ def test_create_edit_pin_and_forget_a_memory(page: Any, server: Server) -> None:
     page.fill("#new-memory textarea[name=content]", "Deploys go out on Tuesdays only.")
     page.fill("#new-memory input[name=summary]", "Deploy day")
     page.fill("#new-memory input[name=tags]", "release, ops")
+    page.select_option("#new-memory select[name=project]", "demo")
     page.click("#new-memory button[type=submit]")
     item = page.locator("li.memory", has_text="Deploy day")
     item.wait_for()
@@ -198,3 +200,204 @@ def test_viewer_files_and_nothing_else(server: Server) -> None:
         assert response.status == status, path
         if status == 200:
             assert "script-src 'self'" in (response.getheader("content-security-policy") or "")
+
+
+# -- issue 22: what users see ---------------------------------------------------------------------
+
+def test_remember_asks_which_project(page: Any, server: Server) -> None:
+    page.click("#nav >> text=Memories")
+    picker = page.locator("#new-memory select[name=project]")
+    picker.wait_for()
+    options = picker.locator("option").all_inner_texts()
+    assert "demo" in options and "other" in options  # the recorded projects, to pick from
+    assert picker.input_value() == ""  # the server's start directory recorded nothing: it asks
+    page.fill("#new-memory textarea[name=content]", "The other app ships from the release branch.")
+    picker.select_option("")
+    page.click("#new-memory button[type=submit]")
+    page.locator("#toast.error", has_text="Choose the project").wait_for()
+    with service_for(server) as service:
+        assert service.recall("release branch", project="*") == []  # refused: nothing stored
+    picker.select_option("other")
+    page.click("#new-memory button[type=submit]")
+    page.locator("li.memory", has_text="release branch").locator("a.chip.project", has_text="other").wait_for()
+    with service_for(server) as service:
+        [hit] = service.recall("release branch", project="*")
+        assert hit.record.domain == "project:other"
+
+
+def test_project_lists_and_project_links_on_search_hits(page: Any) -> None:
+    page.wait_for_selector("#sessions")
+    page.select_option("form.filters select[name=project]", "other")
+    page.click("form.filters button[type=submit]")
+    page.locator("#sessions", has_text="fix the flaky login").wait_for(state="detached")
+    assert "style the login page" in page.inner_text("#sessions")
+    page.click("#nav >> text=Search")
+    assert page.locator("#search-form input[name=project]").count() == 0  # a list, not free text
+    page.fill("input[name=query]", "login")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_selector(".hit")
+    badges = page.locator(".hit a.chip.project").all_inner_texts()
+    assert {"demo", "other"} <= set(badges)
+    page.locator(".hit", has_text="npm run login-e2e").locator("a.chip.project").click()
+    page.wait_for_url("**#/sessions?project=other")
+    page.locator("#sessions", has_text="style the login page").wait_for()
+    page.click("#nav >> text=Search")
+    page.fill("input[name=query]", "login")
+    page.click("#search-form button[type=submit]")
+    page.locator(".hit a.text", has_text="npm run login-e2e").click()  # the hit opens its record
+    page.locator("main pre", has_text="npm run login-e2e").wait_for()
+
+
+def _conversation(server: Server) -> None:
+    with service_for(server) as service:
+        record(service, "Stop", now=T0 + 100, session_id="s1", cwd=CWD,
+               last_assistant_message="The ttl was too short; raised it to one hour.")
+        service.store.add_prompt("s1", T0 + 102, "subagent:Explore", "Explored: the login flow lives in src/auth.py")
+        service.store.add_prompt("s1", T0 + 103, "thinking", "pondering the ttl")
+        record(service, "SessionEnd", now=T0 + 105, session_id="s1", cwd=CWD, reason="exit")
+
+
+def test_timeline_shows_prompts_and_summaries_badged_by_kind(page: Any, server: Server) -> None:
+    _conversation(server)
+    page.goto(server.base + "/#/timeline")
+    page.wait_for_selector("#timeline li[data-prompt]")
+    kinds = {page.locator("#timeline li.prompt-row", has_text=text).locator(".chip").first.inner_text()
+             for text in ("fix the flaky login", "raised it to one hour", "the login flow lives", "pondering")}
+    assert kinds == {"user", "reply", "↳ Explore", "thinking"}
+    page.locator("#timeline li.summary-row[data-session=s1] .chip.summary").wait_for()
+    page.select_option("select[name=type]", "prompts")
+    page.click("form.filters button[type=submit]")
+    page.locator("#timeline li[data-id]").first.wait_for(state="detached")
+    assert page.locator("#timeline li.prompt-row").count() == 5
+    page.goto(server.base + "/#/sessions/s1")
+    page.locator(".prompt .chip.prompt-reply", has_text="reply").wait_for()
+
+
+def test_long_memory_collapsed_summary_not_repeated_edit_rederives(page: Any, server: Server) -> None:
+    long_body = "Release checklist\n" + "\n".join(f"step {i}: check the thing number {i}" for i in range(30))
+    with service_for(server) as service:
+        derived = service.remember(long_body, namespace="conventions", project="demo")
+        chosen = service.remember("Tabs are banned.\nUse four spaces.", summary="Indentation rule",
+                                  namespace="conventions", project="demo")
+    assert derived.summary == "Release checklist"
+    page.click("#nav >> text=Memories")
+    item = page.locator("li.memory", has_text="Release checklist")
+    item.wait_for()
+    body = item.locator(".content")
+    assert not body.inner_text().startswith("Release checklist")  # the summary is not repeated as body
+    assert "collapsed" in (body.get_attribute("class") or "")
+    item.locator("button.more").click()
+    assert "collapsed" not in (body.get_attribute("class") or "")
+    page.goto(f"{server.base}/#/record/{chosen.urn}")
+    page.locator("main pre", has_text="Tabs are banned.").wait_for()
+    assert page.inner_text("main pre").startswith("Tabs are banned.")  # a written summary is not in the body
+    page.goto(f"{server.base}/#/record/{derived.urn}")
+    page.locator("main .summary", has_text="Release checklist").wait_for()
+    assert page.inner_text("main pre").startswith("step 0")  # the derived one is not repeated
+    page.click("#nav >> text=Memories")
+    item.wait_for()
+    item.locator("button", has_text="Edit").click()
+    page.fill("#edit-memory textarea[name=content]", "Release list v2\nstep 1: tag")
+    page.click("#edit-memory button[type=submit]")
+    page.locator("li.memory .summary", has_text="Release list v2").wait_for()
+    page.locator("li.memory", has_text="Indentation rule").locator("button", has_text="Edit").click()
+    page.fill("#edit-memory textarea[name=content]", "Tabs are fine in Makefiles.")
+    page.click("#edit-memory button[type=submit]")
+    page.locator("li.memory", has_text="Tabs are fine").wait_for()
+    with service_for(server) as service:
+        assert service.get_memory(derived.id).summary == "Release list v2"  # derived: follows the content
+        assert service.get_memory(chosen.id).summary == "Indentation rule"  # the user's: kept
+
+
+def _settles(page: Any, expression: str) -> bool:
+    """Poll `expression` (wait_for_function evaluates a string, which the page's CSP forbids)."""
+    for _ in range(100):
+        if page.evaluate(expression):
+            return True
+        page.wait_for_timeout(100)
+    return False
+
+
+def test_navigation_starts_at_the_top(page: Any, server: Server) -> None:
+    with service_for(server) as service:
+        for i in range(60):
+            service.remember(f"filler memory {i}\n" + "line\n" * 5, namespace="context", project="demo")
+    page.click("#nav >> text=Memories")
+    page.wait_for_selector("li.memory >> nth=50")
+    page.mouse.wheel(0, 5000)
+    assert _settles(page, "window.scrollY > 500")
+    page.click("#nav >> text=Status")
+    page.wait_for_selector("#counts")
+    assert _settles(page, "window.scrollY === 0")
+
+
+def test_context_preview_settings_and_log(page: Any, server: Server, home: Path) -> None:
+    page.click("#nav >> text=Context")
+    page.select_option("#context-form select[name=project]", "demo")
+    page.click("#context-form button[type=submit]")
+    page.wait_for_url("**#/context?project=demo")
+    block = page.locator("#context-block", has_text="Project demo")
+    block.wait_for()
+    shown = block.inner_text()
+    with service_for(server) as service:
+        expected = build_context(service, "demo", None, service.now()).text
+    assert expected and "fix the flaky login redirect test" in shown
+    assert shown.splitlines()[0] == expected.splitlines()[0]
+    page.click("#nav >> text=Settings")
+    page.locator("#settings td", has_text="store.url").wait_for()
+    page.click("#nav >> text=Log")
+    page.locator("#log", has_text="No log yet").wait_for()
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "nmem.log").write_text("2026-11-28 10:00:00,000 WARNING hook input was not JSON\n"
+                                   f"2026-11-28 10:00:01,000 ERROR {XSS}\n", encoding="utf-8")
+    page.reload()
+    page.locator("#log", has_text="hook input was not JSON").wait_for()
+    assert XSS in page.inner_text("#log") and page.locator("main img").count() == 0
+    assert page.evaluate("window.pwned") is None
+
+
+def test_nmem_serve_prints_the_viewers_url_and_serves_it(browser: Any, home: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    port = free_port()
+    env = {**child_env(home), "NMEM_STREAMING_POLL_MS": "50"}
+    proc = subprocess.Popen([sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)],
+                            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert f"viewer at http://127.0.0.1:{port}/" in line, line
+        context = browser.new_context()
+        opened = context.new_page()
+        opened.set_default_timeout(WAIT)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                opened.goto(f"http://127.0.0.1:{port}/#/context")
+                break
+            except playwright_api.Error:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        opened.locator("main h1", has_text="Context preview").wait_for()
+        context.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def test_a_hook_written_prompt_appears_live_with_its_badge(page: Any, home: Path) -> None:
+    page.click("#nav >> text=Timeline")
+    page.wait_for_selector("#timeline li[data-prompt]")
+    page.wait_for_selector("#live.on")
+    payload = hook_payload("UserPromptSubmit", session_id="s1", prompt="rename the auth module")
+    done = run_nmem(["record"], stdin=json.dumps(payload), env=child_env(home))
+    assert done.returncode == 0, done.stderr
+    row = page.locator("#timeline li.prompt-row.new", has_text="rename the auth module")
+    row.wait_for()
+    assert row.locator(".chip").first.inner_text() == "user"

@@ -104,7 +104,7 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     from nmem.adapters.http.server import serve as serve_http
 
     base = f"http://{endpoint.host}:{endpoint.port}"
-    note(f"HTTP API at {base}/api/v1, MCP at {base}/mcp (store {settings.store_url})"
+    note(f"viewer at {base}/, HTTP API at {base}/api/v1, MCP at {base}/mcp (store {settings.store_url})"
          + ("; bearer token required" if endpoint.token else "")
          + (f"; {processes} worker processes" if processes > 1 else ""))
     if processes > 1:

@@ -6,6 +6,7 @@ own `to_dict`, as MCP and `--format json` give them).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from nmem.adapters.http import schemas as s
@@ -13,9 +14,12 @@ from nmem.adapters.http.routing import Context, Endpoint
 from nmem.capture.privacy import redact_url
 from nmem.config import SETTINGS
 from nmem.context.block import build as build_context
-from nmem.errors import NotFound
+from nmem.errors import Forbidden, NotFound
 from nmem.service.args import ProjectScope
 from nmem.service.args import source as read_source
+from nmem.team.access import current
+
+LOG_TAIL_BYTES = 64 * 1024   # the log view reads at most this much of the log's end
 
 PREFIX = "/api/v1"
 
@@ -146,6 +150,32 @@ def context_preview(ctx: Context, p: s.ContextParams, _: None) -> dict[str, Any]
             "stats": built.stats()}
 
 
+def projects(ctx: Context, _: None, __: None) -> dict[str, Any]:
+    """The projects sessions were recorded in (most sessions first) and the server's own."""
+    counts = ctx.service.status()["by_project"]
+    rows = [{"name": name, "sessions": n} for name, n in counts.items()]
+    return {"results": rows, "count": len(rows), "current": ctx.project}
+
+
+def hook_log(ctx: Context, p: s.LogParams, _: None) -> dict[str, Any]:
+    """The end of the hooks' log (`<home>/logs/nmem.log`): on a team server, for admins only."""
+    viewer = current()
+    if viewer is not None and not viewer.admin:
+        raise Forbidden("the log is shown to admins only")
+    path = os.path.join(ctx.service.settings.log_dir, "nmem.log")
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - LOG_TAIL_BYTES))
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return {"path": path, "exists": False, "lines": [], "count": 0}
+    if size > LOG_TAIL_BYTES:
+        lines = lines[1:]  # a partial first line
+    lines = lines[-min(p.limit or 200, 1000):]
+    return {"path": path, "exists": True, "lines": lines, "count": len(lines)}
+
+
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", f"{PREFIX}/search", "Search everything (observations, prompts, sessions, memories) in every "
              "project, the current one's first", search, s.SearchParams,
@@ -183,4 +213,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", f"{PREFIX}/settings", "Effective settings (secrets masked)", settings, tag="status"),
     Endpoint("GET", f"{PREFIX}/context", "Preview the SessionStart context block", context_preview,
              s.ContextParams, tag="status"),
+    Endpoint("GET", f"{PREFIX}/projects", "Recorded projects (most sessions first) and the server's own", projects,
+             tag="status"),
+    Endpoint("GET", f"{PREFIX}/log", "The end of the hooks' log (admins only on a team server)", hook_log,
+             s.LogParams, tag="status"),
 )

@@ -114,6 +114,10 @@ class ContextParams(Params):
     recovery: bool = Field(False, description="The larger block shown after a compaction or /clear.")
 
 
+class LogParams(Params):
+    limit: Count | None = Field(None, description="The last lines to show (default 200).")
+
+
 class NewMemory(Body):
     content: str = Field(min_length=1, description="The knowledge, in markdown.")
     summary: str | None = Field(None, max_length=100, description="One line; default: the content's first line.")

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
-FILES = ("index.html", "app.js", "api.js", "views.js", "charts.js", "dom.js", "style.css", "icon.svg")
+FILES = ("index.html", "app.js", "api.js", "views.js", "charts.js", "dom.js", "system.js", "style.css", "icon.svg")
 ASSETS: dict[str, bytes] = {name: resources.files(__name__).joinpath(name).read_bytes() for name in FILES}
 POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
           "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")

@@ -7,7 +7,8 @@ const main = document.getElementById("main");
 let current = null;
 let generation = 0;
 
-function route() {
+function route(event) {
+  const navigated = !!event;
   const hash = location.hash || "#/sessions";
   const [pathPart, queryPart] = hash.slice(2).split("?");
   const parts = pathPart.split("/").map(decodeURIComponent);
@@ -23,7 +24,10 @@ function route() {
   const target = h("div", { class: "page" });
   const loading = setTimeout(() => { if (mine === generation) clear(main, h("p", { class: "muted" }, "Loading…")); }, 150);
   current.render(target, parts.slice(1), params).then(() => {
-    if (mine === generation) clear(main, target);
+    if (mine === generation) {
+      clear(main, target);
+      if (navigated) scrollTo(0, 0);  // a new page starts at its top
+    }
   }, (err) => {
     if (mine === generation) clear(main, h("h1", {}, "Something went wrong"), h("p", { class: "text" }, err.message));
   }).finally(() => clearTimeout(loading));

@@ -2,6 +2,7 @@
 import { api, get, path, query } from "./api.js";
 import { activityChart, barChart } from "./charts.js";
 import { chip, clear, day, h, toast, when } from "./dom.js";
+import { systemPages } from "./system.js";
 
 const NAMESPACES = ["decisions", "learnings", "gotchas", "patterns", "conventions", "blockers", "progress",
   "context", "tech-debt", "apis", "config", "security", "testing"];
@@ -20,9 +21,75 @@ function summaryText(summary) {
   return summary.text || summary.intent || JSON.stringify(summary);
 }
 
-function select(name, options, value, blank) {
+export function select(name, options, value, blank) {
   return h("select", { name }, blank !== undefined ? h("option", { value: "" }, blank) : null,
     options.map((o) => h("option", { value: o, selected: o === value }, o)));
+}
+
+// The recorded projects (REST /projects), asked once per page visit; a list to pick from, never free text.
+export async function projectList() {
+  const data = await get("/api/v1/projects");
+  const names = data.results.map((p) => p.name);
+  // The server's own project is offered first when something was recorded in it; otherwise the
+  // viewer asks rather than filing under the directory the server happened to start in.
+  const current = data.current && names.includes(data.current) ? data.current : "";
+  return { names, current };
+}
+
+export function projectSelect(name, projects, value, blank) {
+  const names = value && !projects.names.includes(value) ? [value, ...projects.names] : projects.names;
+  return select(name, names, value, blank);
+}
+
+// A project badge that is also a link to that project's sessions.
+function projectChip(project) {
+  if (!project) return null;
+  return h("a", { class: "chip project", href: "#/sessions" + query({ project }), title: `sessions of ${project}` }, project);
+}
+
+function memoryProject(m) {
+  return m.project || (m.domain && m.domain.startsWith("project:") ? m.domain.slice(8) : null);
+}
+
+// Who wrote a prompt row: REST's label/role when it gives them, else derived from `source`.
+export function promptKind(p) {
+  const source = String(p.source || "user");
+  const role = p.role || (source.startsWith("subagent") ? "subagent" : source === "agent" ? "reply" : source);
+  const type = p.agent_type || (source.startsWith("subagent:") ? source.slice(9) : "");
+  const label = p.label || (role === "subagent" ? `↳ ${type || "subagent"}` : role);
+  return { role, label };
+}
+
+function promptChip(p) {
+  const kind = promptKind(p);
+  return chip(kind.label, `prompt-${kind.role}`);
+}
+
+// The body of a memory without its first line when that line is the summary; "" when nothing else is left.
+export function bodyBeyondSummary(summary, content) {
+  const text = String(content || "").trim();
+  const head = String(summary || "").trim();
+  if (!head) return text;
+  if (text === head) return "";
+  const [first, ...rest] = text.split("\n");
+  const line = first.trim();
+  if (line === head || (head.endsWith("…") && line.startsWith(head.slice(0, -1)))) return rest.join("\n").trim();
+  return text;
+}
+
+const LONG_CHARS = 600;
+const LONG_LINES = 8;
+
+// Long text shows its start with a button that opens the rest.
+export function collapsible(text, cls) {
+  const box = h("div", { class: `text ${cls || ""}`.trim() }, text);
+  if (text.length <= LONG_CHARS && text.split("\n").length <= LONG_LINES) return box;
+  box.classList.add("collapsed");
+  const toggle = h("button", { type: "button", class: "more", onclick: () => {
+    const open = box.classList.toggle("collapsed");
+    toggle.textContent = open ? "show all" : "show less";
+  } }, "show all");
+  return h("div", {}, box, toggle);
 }
 
 function field(label, input) {
@@ -35,7 +102,21 @@ function obsLine(o, extra) {
     chip(o.obs_type, `type-${o.obs_type}`),
     o.is_pinned ? chip("pinned", "pinned") : null,
     h("a", { href: `#/record/${o.id}`, class: "text" }, o.content_preview || o.content || ""),
-    o.project ? chip(o.project) : null);
+    projectChip(o.project));
+}
+
+function promptLine(p) {
+  return h("li", { class: "prompt-row", "data-prompt": p.id },
+    h("span", { class: "when" }, when(p.timestamp)), promptChip(p),
+    h("a", { href: `#/sessions/${p.session_id}`, class: "text" }, p.content_preview || p.content || ""),
+    projectChip(p.project));
+}
+
+function summaryLine(x) {
+  return h("li", { class: "summary-row", "data-session": x.id },
+    h("span", { class: "when" }, when(x.ended_at || x.timestamp)), chip("summary", "summary"),
+    h("a", { href: `#/sessions/${x.id}`, class: "text" }, x.content_preview || summaryText(x.summary)),
+    projectChip(x.project));
 }
 
 // -- sessions ----------------------------------------------------------------------------------
@@ -46,16 +127,16 @@ const sessions = {
     this.id = parts[0] || null;
     if (this.id) return this.trace(main, this.id);
     const project = params.get("project") || "";
-    const data = await get("/api/v1/sessions", { project: project || "*", limit: 100 });
+    const [data, projects] = await Promise.all([get("/api/v1/sessions", { project: project || "*", limit: 100 }), projectList()]);
     const form = h("form", { class: "filters", onsubmit: (e) => {
       e.preventDefault();
-      location.hash = "#/sessions" + query({ project: form.project.value.trim() });
-    } }, field("Project", h("input", { name: "project", value: project, placeholder: "every project" })),
+      location.hash = "#/sessions" + query({ project: form.project.value });
+    } }, field("Project", projectSelect("project", projects, project, "every project")),
     h("button", { type: "submit" }, "Filter"));
     const list = h("ul", { class: "list", id: "sessions" }, data.results.map((x) => h("li", {},
       h("div", { class: "row" },
         h("a", { href: `#/sessions/${x.id}` }, x.intent || "(no prompt yet)"),
-        chip(x.project), x.ended_at ? chip("ended") : chip("active")),
+        projectChip(x.project), x.ended_at ? chip("ended") : chip("active")),
       h("div", { class: "muted" }, `${when(x.started_at)} · ${x.prompts} prompts · ${x.actions} actions · ${x.ref}`))));
     clear(main, h("h1", {}, "Sessions"), form,
       data.results.length ? list : h("p", { class: "empty" }, "No sessions recorded yet."));
@@ -63,14 +144,14 @@ const sessions = {
   async trace(main, id) {
     const t = await get(path("sessions", id, "trace"));
     const prompts = t.prompts.map((p) => h("section", { class: "prompt" },
-      h("div", { class: "who" }, `${p.source} · ${when(p.timestamp)}${p.ref ? " · " + p.ref : ""}`),
-      h("div", { class: "text" }, p.content),
+      h("div", { class: "who" }, promptChip(p), ` ${when(p.timestamp)}${p.ref ? " · " + p.ref : ""}`),
+      collapsible(String(p.content || "")),
       h("ul", { class: "actions" }, p.observations.map((o) => obsLine(o)))));
     clear(main, h("p", {}, h("a", { href: "#/sessions" }, "← Sessions")),
       h("h1", {}, `Session ${t.ref}`),
-      h("div", { class: "row" }, chip(t.project), h("span", { class: "muted" },
+      h("div", { class: "row" }, projectChip(t.project), h("span", { class: "muted" },
         `${when(t.started_at)} → ${t.ended_at ? when(t.ended_at) : "active"}`)),
-      t.summary ? h("p", { class: "text" }, summaryText(t.summary)) : null,
+      t.summary ? h("section", { class: "session-summary" }, chip("summary", "summary"), h("p", { class: "text" }, summaryText(t.summary))) : null,
       prompts.length ? prompts : h("p", { class: "empty" }, "Nothing recorded in this session yet."));
   },
   refresh: null,
@@ -89,25 +170,36 @@ const timeline = {
     this.type = params.get("type") || "";
     this.project = params.get("project") || "";
     if (this.anchor) return this.around(main, this.anchor);
-    const data = await get("/api/v1/search", { scope: "observations", order_by: "date_desc", limit: 100,
-      project: this.project || "*", obs_type: this.type });
+    const project = this.project || "*";
+    const observations = this.type === "prompts" || this.type === "summaries" ? { results: [] }
+      : get("/api/v1/search", { scope: "observations", order_by: "date_desc", limit: 100, project,
+        obs_type: this.type === "actions" ? "" : this.type });
+    const withWords = !this.type || this.type === "prompts" || this.type === "summaries";
+    const [data, prompts, ended, projects] = await Promise.all([observations,
+      withWords && this.type !== "summaries" ? get("/api/v1/search", { scope: "prompts", order_by: "date_desc", limit: 100, project }) : { results: [] },
+      withWords && this.type !== "prompts" ? get("/api/v1/search", { scope: "sessions", order_by: "date_desc", limit: 50, project }) : { results: [] },
+      projectList()]);
     const form = h("form", { class: "filters", onsubmit: (e) => {
       e.preventDefault();
-      location.hash = "#/timeline" + query({ type: form.type.value, project: form.project.value.trim() });
-    } }, field("Type", select("type", OBS_TYPES, this.type, "any")),
-    field("Project", h("input", { name: "project", value: this.project, placeholder: "every project" })),
+      location.hash = "#/timeline" + query({ type: form.type.value, project: form.project.value });
+    } }, field("Show", select("type", ["prompts", "summaries", "actions", ...OBS_TYPES], this.type, "everything")),
+    field("Project", projectSelect("project", projects, this.project, "every project")),
     h("button", { type: "submit" }, "Filter"));
+    const rows = [...data.results.map((o) => [o.timestamp, obsLine(o)]),
+      ...prompts.results.map((p) => [p.timestamp, promptLine(p)]),
+      ...ended.results.filter((x) => x.content_preview).map((x) => [x.ended_at || x.timestamp, summaryLine(x)])];
+    rows.sort((a, b) => b[0] - a[0]);
     this.list = h("ul", { class: "list", id: "timeline" });
     let lastDay = null;
-    for (const o of data.results) {
-      if (day(o.timestamp) !== lastDay) {
-        lastDay = day(o.timestamp);
+    for (const [ts, line] of rows) {
+      if (day(ts) !== lastDay) {
+        lastDay = day(ts);
         this.list.append(h("li", { class: "muted" }, h("b", {}, lastDay)));
       }
-      this.list.append(obsLine(o));
+      this.list.append(line);
     }
     clear(main, h("h1", {}, "Timeline"), form,
-      data.results.length ? null : h("p", { class: "empty" }, "No observations yet."), this.list);
+      rows.length ? null : h("p", { class: "empty" }, "Nothing recorded yet."), this.list);
   },
   async around(main, anchor) {
     const t = await get("/api/v1/timeline", { anchor, before: 10, after: 10, project: "*" });
@@ -117,10 +209,18 @@ const timeline = {
       h("h1", {}, `Around observation ${t.anchor.id}`), h("ul", { class: "list" }, rows));
   },
   onChange(change) {
-    if (!this.list || change.kind !== "observation") return;
+    if (!this.list || (change.kind !== "observation" && change.kind !== "prompt")) return;
     const r = change.record;
-    if ((this.type && r.obs_type !== this.type) || (this.project && r.project !== this.project)) return;
-    const first = this.list.querySelector("li[data-id]");
+    if (this.project && r.project !== this.project) return;
+    const first = this.list.querySelector("li[data-id], li[data-prompt], li[data-session]");
+    if (change.kind === "prompt") {
+      if (this.type && this.type !== "prompts") return;
+      const line = promptLine(r);
+      line.classList.add("new");
+      this.list.insertBefore(line, first);
+      return;
+    }
+    if (this.type && this.type !== "actions" && r.obs_type !== this.type) return;
     this.list.insertBefore(obsLine(r, "new"), first);  // under today's heading, above the newest
   },
 };
@@ -137,7 +237,7 @@ const search = {
     } },
     field("Query", h("input", { type: "search", name: "query", value: v("query"), placeholder: "words, \"a phrase\", prefix*" })),
     field("Scope", select("scope", ["all", "observations", "prompts", "sessions", "memories"], v("scope") || "all")),
-    field("Project", h("input", { name: "project", value: v("project"), placeholder: "every project", size: 12 })),
+    field("Project", projectSelect("project", await projectList(), v("project"), "every project")),
     field("Type", select("obs_type", OBS_TYPES, v("obs_type"), "any")),
     field("Namespace", select("namespace", NAMESPACES, v("namespace"), "any")),
     field("From", h("input", { type: "date", name: "date_start", value: v("date_start") })),
@@ -157,16 +257,19 @@ const search = {
   },
   hit(r) {
     const label = r.summary || r.content_preview || r.intent || r.content || r.id;
+    const ref = r.urn || r.ref || String(r.id);
+    const target = r.kind === "session" ? `#/sessions/${r.id}` : `#/record/${ref}`;
     const detail = h("div", { class: "detail" });
     const more = h("button", { type: "button", onclick: async () => {
       more.disabled = true;
-      const full = await get(path("records", r.urn || r.ref || String(r.id)));
+      const full = await get(path("records", ref));
       clear(detail, h("pre", {}, full.content || summaryText(full.summary) || JSON.stringify(full, null, 2)),
         full.metadata ? h("pre", {}, JSON.stringify(full.metadata, null, 2)) : null);
     } }, "full");
-    return h("li", { class: "hit" }, h("div", { class: "row" }, chip(r.kind || "record"),
+    return h("li", { class: "hit" }, h("div", { class: "row" }, r.kind === "prompt" ? promptChip(r) : chip(r.kind || "record"),
       r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null, r.namespace ? chip(r.namespace) : null,
-      h("span", { class: "text" }, label), h("span", { class: "when" }, when(r.timestamp)), more), detail);
+      projectChip(r.project || memoryProject(r)),
+      h("a", { class: "text", href: target }, label), h("span", { class: "when" }, when(r.timestamp)), more), detail);
   },
 };
 
@@ -183,12 +286,14 @@ const record = {
     } }, pinned ? "Unpin" : "Pin") : null;
     clear(main, h("h1", {}, `${r.kind} ${r.ref || r.id}`),
       h("div", { class: "row" }, r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null,
-        r.project ? chip(r.project) : null, pinned ? chip("pinned", "pinned") : null,
+        r.kind === "prompt" ? promptChip(r) : null,
+        projectChip(r.project || memoryProject(r)), pinned ? chip("pinned", "pinned") : null,
         h("span", { class: "when" }, when(r.timestamp || r.updated_at || r.started_at)), actions,
         r.kind === "observation" ? h("a", { href: `#/timeline/${r.id}` }, "timeline around it") : null,
         r.session_id ? h("a", { href: `#/sessions/${r.session_id}` }, "its session") : null),
       h("p", { class: "muted" }, r.urn || ""),
-      h("pre", {}, r.content || summaryText(r.summary) || ""),
+      r.kind === "memory" ? h("p", { class: "summary text" }, h("b", {}, r.summary)) : null,
+      h("pre", {}, (r.kind === "memory" ? bodyBeyondSummary(r.summary, r.content) : r.content) || (r.kind === "memory" ? "" : summaryText(r.summary)) || ""),
       r.metadata ? h("pre", {}, JSON.stringify(r.metadata, null, 2)) : null);
   },
 };
@@ -206,6 +311,7 @@ const memories = {
       location.hash = "#/memories" + query({ query: filters.query.value.trim(), namespace: filters.namespace.value });
     } }, field("Find", h("input", { type: "search", name: "query", value: q })),
     field("Namespace", select("namespace", NAMESPACES, ns, "any")), h("button", { type: "submit" }, "Filter"));
+    this.projects = await projectList();
     const create = this.form(null);
     this.list = h("ul", { class: "list", id: "memories" });
     clear(main, h("h1", {}, "Memories"), create, filters, this.list);
@@ -231,24 +337,33 @@ const memories = {
       toast("Forgotten");
       await this.load();
     } }, "Forget");
-    li.append(h("div", { class: "row" }, h("b", { class: "summary text" }, m.summary), chip(m.namespace), chip(m.domain),
+    const body = bodyBeyondSummary(m.summary, m.content);
+    li.append(h("div", { class: "row" }, h("b", { class: "summary text" }, m.summary), chip(m.namespace),
+      memoryProject(m) ? projectChip(memoryProject(m)) : chip(m.domain),
       m.is_pinned ? chip("pinned", "pinned") : null, (m.tags || []).map((t) => chip(`#${t}`)),
       h("span", { class: "when" }, when(m.updated_at || m.timestamp))),
-    h("div", { class: "text content" }, m.content), h("div", { class: "row" }, edit, pin, forget));
+    h("div", { class: "content-box" }, body ? collapsible(body, "content") : null), h("div", { class: "row" }, edit, pin, forget));
     return li;
   },
   form(m) {
     const editing = !!m;
     const form = h("form", { class: "card", id: editing ? "edit-memory" : "new-memory", onsubmit: async (e) => {
       e.preventDefault();
-      const body = { content: form.content.value, summary: form.summary.value.trim() || undefined,
+      const summary = form.summary.value.trim();
+      const body = { content: form.content.value, summary: summary || undefined,
         namespace: form.namespace.value, tags: form.tags.value.split(",").map((t) => t.trim()).filter(Boolean) };
       try {
         if (editing) {
+          // An unchanged summary is not sent: the server then re-derives one it derived from the old content.
+          if (summary === m.summary) delete body.summary;
           await api("PATCH", path("memories", m.id), body);
           toast("Saved");
         } else {
           body.domain = form.domain.value;
+          if (body.domain === "project") {
+            if (!form.project.value) throw new Error("Choose the project this memory belongs to.");
+            body.project = form.project.value;
+          }
           await api("POST", "/api/v1/memories", body);
           form.reset();
           toast("Remembered");
@@ -264,6 +379,7 @@ const memories = {
     h("div", { class: "row" },
       field("Namespace", select("namespace", NAMESPACES, editing ? m.namespace : "decisions")),
       editing ? null : field("Domain", select("domain", ["project", "user", "org"], "project")),
+      editing ? null : field("Project", projectSelect("project", this.projects, this.projects.current, "choose…")),
       field("Tags", h("input", { name: "tags", value: editing ? (m.tags || []).join(", ") : "", placeholder: "comma, separated" })),
       h("button", { type: "submit", class: "primary" }, editing ? "Save" : "Remember"),
       editing ? h("button", { type: "button", onclick: () => this.load() }, "Cancel") : null));
@@ -271,7 +387,8 @@ const memories = {
   },
   onChange(change) {
     if (change.kind !== "memory" || !this.list || this.list.querySelector("#edit-memory")) return;
-    if (!this.refresh) this.refresh = debounce(() => this.load(), 300);
+    // Checked again when the refresh runs: an edit opened meanwhile is never thrown away.
+    if (!this.refresh) this.refresh = debounce(() => { if (!this.list.querySelector("#edit-memory")) this.load(); }, 300);
     this.refresh();
   },
 };
@@ -300,4 +417,4 @@ const status = {
   },
 };
 
-export const pages = { sessions, timeline, search, record, memories, status };
+export const pages = { sessions, timeline, search, record, memories, status, ...systemPages };
