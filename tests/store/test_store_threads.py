@@ -9,9 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from nmem.config import Settings
 from nmem.service.api import Service
-from store_engines import both_engines
-
-__all__ = ["both_engines"]
 
 
 def test_threads_share_a_store_without_seeing_each_others_open_writes(settings: Settings) -> None:
