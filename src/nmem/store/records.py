@@ -163,6 +163,24 @@ class FtsStats(Record):
         self.df: dict[str, int] = df or {}                 # rows holding each asked-for index term
 
 
+class Candidates(Record):
+    """What ranking one trail scope reads (`Store.rank_candidates`): the index's statistics
+    for the question's stems, the expression that found the candidates, their ids best first
+    (the engine's BM25), each one's session window reaching `span` records each side, and the
+    text, token count and time of every row named (candidates and their windows)."""
+
+    __slots__ = ("stats", "match", "ids", "span", "windows", "texts")
+
+    def __init__(self, stats: FtsStats, match: str, ids: list[int], span: int,
+                 windows: dict[int, list[tuple[int, int]]], texts: dict[int, tuple[str, int, int]]) -> None:
+        self.stats = stats
+        self.match = match
+        self.ids = ids
+        self.span = span
+        self.windows = windows
+        self.texts = texts
+
+
 def day_counts(observations: Iterable[Sequence[Any]], prompts: Iterable[Sequence[Any]]
                ) -> list[tuple[str, int, int]]:
     """(day, observations, prompts) per day, oldest first, from two (day, count) groupings: what
