@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from nmem.models import Observation, Prompt
 from nmem.store.postgres.connection import Connection, tsquery
-from nmem.store.records import FtsStats, SearchFilters
+from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
 from nmem.store.sql.scopes import Scope, ScopedSearch
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 # scope -> (table, the column after session_id that orders a session)
 RANKED_TABLES = {"prompts": ("prompts", "id"), "observations": ("observations", "timestamp")}
@@ -53,20 +53,77 @@ WITH words AS MATERIALIZED (
                                    WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
     FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
 ), weighted AS MATERIALIZED (
-    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
+    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
     FROM (SELECT term, ln(((?::bigint - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms) AS raw
 ), found AS (
     SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?
 ), ranked AS (
-    SELECT r.id, -COALESCE((
-        SELECT sum(t.idf * (array_length(u.positions, 1) * 2.2)
-                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / ?::float8)))
-        FROM unnest(r.tsv) u JOIN weighted t ON t.term = u.lexeme), 0) AS rank
-    FROM found r ORDER BY rank, r.id DESC LIMIT ?
+    SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w ORDER BY rank, r.id DESC LIMIT ?
 )
 SELECT id, rank, NULL AS term, NULL::bigint AS df FROM ranked
 UNION ALL SELECT NULL, NULL, term, df FROM terms
 """
+
+# A found row's negated BM25 (alias r: its tsv and tokens; w: the words' terms and idfs; the
+# average length follows). Only the query's words are read of the tsvector: they are marked
+# (setweight on those lexemes) and kept (ts_filter), in C, so no row unnests its whole vector
+# into a join (a third of the cost per row at 2,000 rows).
+BM25_ROW = """-COALESCE((
+        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
+                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
+        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0)"""
+
+# What ranking one trail scope reads, in one statement (`rank_candidates`): the rows and tokens
+# indexed (the cached totals plus the rows added since), the candidates as BM25_SQL finds them,
+# each candidate's session window (`reach` records each side, in session order), and the
+# text, token count and time of every row named. Rows come back by kind: 0 totals (id = rows,
+# n = tokens, at = newest id), 1 a candidate and its rank, 2 a window, 3 a text, 4 a word's
+# document frequency (id; content = the word), for the cache.
+RANK_READ_SQL = """
+WITH fresh AS MATERIALIZED (
+    SELECT count(*) AS n, COALESCE(sum(tokens), 0) AS tokens, max(id) AS newest FROM {table} WHERE id > ?
+), totals AS MATERIALIZED (
+    SELECT ?::bigint + f.n AS docs, ?::bigint + f.tokens AS tokens, COALESCE(f.newest, ?::bigint) AS newest
+    FROM fresh f
+), words AS MATERIALIZED (
+    SELECT DISTINCT replace(m[1], '''''', '''') AS term
+    FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
+), terms AS MATERIALIZED (
+    SELECT w.term, COALESCE(k.df, (SELECT count(*) FROM {table} x
+                                   WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
+    FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
+), weighted AS MATERIALIZED (
+    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
+    FROM (SELECT term, ln(((t.docs - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
+), found AS (
+    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?
+), ranked AS MATERIALIZED (
+    SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w CROSS JOIN totals t
+    ORDER BY rank, r.id DESC LIMIT ?
+), windows AS MATERIALIZED (
+    SELECT a.id,
+           ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor}
+                 ORDER BY {desc} LIMIT ?) AS before,
+           ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} > {anchor}
+                 ORDER BY {asc} LIMIT ?) AS after
+    FROM {table} a WHERE a.id IN (SELECT id FROM ranked)
+), named AS (
+    SELECT id FROM ranked UNION SELECT unnest(before) FROM windows UNION SELECT unnest(after) FROM windows
+)
+SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at,
+       NULL::bigint[] AS before, NULL::bigint[] AS after, NULL::text AS content FROM totals t
+UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL FROM ranked
+UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL FROM windows
+UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content FROM {table} x
+    WHERE x.id IN (SELECT id FROM named)
+UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term FROM terms
+"""
+
+# How a scope's session is ordered for the windows: (key, the anchor's key, newest first, oldest first)
+WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "n.timestamp DESC, n.id DESC",
+                                 "n.timestamp, n.id"),
+                "prompts": ("n.id", "a.id", "n.id DESC", "n.id")}
+
 
 # FTS5's bm25() over a table of several weighted columns (memories: summary 3, content 1, tags 2,
 # namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
@@ -151,7 +208,8 @@ class SearchReads(Connection, ScopedSearch):
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
                  if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
         where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
-        rows = self._query(BM25_SQL.format(table=table, alias=alias, source=source, where=where),
+        rows = self._query(BM25_SQL.format(table=table, alias=alias, source=source, where=where,
+                                           bm25=BM25_ROW.format(avg="?::float8")),
                            [q, list(known), list(known.values()), docs, q, *params,
                             max(RELEVANCE_WINDOW, want), tokens / docs if docs else 1.0, want])
         ranked: list[tuple[int, float]] = []
@@ -161,6 +219,80 @@ class SearchReads(Connection, ScopedSearch):
             else:
                 ranked.append((int(row[0]), float(row[1])))
         return ranked
+
+    # -- what ranking reads of a trail scope, in one statement ----------------------------
+
+    def rank_candidates(self, scope: str, stems: Sequence[str], plan: Callable[[Mapping[str, int]], list[str]],
+                        filters: SearchFilters, want: int, span: int, reach: int) -> Candidates:
+        """As the shared `rank_candidates`, in one round trip when the stems' document
+        frequencies are cached (two when one is counted first): the totals, the candidates,
+        their windows (reaching `reach`) and every named row's text come in one statement."""
+        table, _ = self._ranked(scope)
+        stats = self._cached_stats(table, stems) or self.fts_stats(scope, stems)
+        queries = plan(stats.df)
+        match = queries[-1] if queries else ""
+        for match in queries:
+            q = tsquery(match)
+            if q is None:
+                continue
+            found = self._rank_read(scope, q, filters, want, max(span, reach))
+            stats = FtsStats(*self._fts_totals_cached(table), stats.df)
+            if found.ids:
+                return Candidates(stats, match, found.ids, found.span, found.windows, found.texts)
+        return Candidates(stats, match, [], span, {}, {})
+
+    def _cached_stats(self, table: str, stems: Sequence[str]) -> FtsStats | None:
+        """The stems' statistics from the caches alone, None when one must be counted (the
+        totals then come fresh from the candidates' statement)."""
+        totals = self._totals.get(table)
+        if totals is None:
+            return None
+        docs = totals[0]
+        df: dict[str, int] = {}
+        for term in dict.fromkeys(stems):
+            hit = self._df_cache.get((table, term))
+            if hit is None or abs(docs - hit[1]) > docs * DF_CACHE_DRIFT:
+                return None
+            if hit[0]:
+                df[term] = hit[0]
+        return FtsStats(docs, totals[1], df)
+
+    def _fts_totals_cached(self, table: str) -> tuple[int, int]:
+        docs, tokens, _ = self._totals.get(table, (0, 0, 0))
+        return docs, tokens
+
+    def _rank_read(self, scope: str, q: str, filters: SearchFilters, want: int, reach: int) -> Candidates:
+        table, alias, source, apply = BM25_SOURCES[scope]
+        clauses: list[str] = []
+        params: list[Any] = []
+        apply(filters, clauses, params)
+        docs, tokens, newest = self._totals.get(table, (0, 0, 0))
+        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
+                 if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
+        key, anchor, desc, asc = WINDOW_ORDER[scope]
+        avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
+        sql = RANK_READ_SQL.format(table=table, alias=alias, source=source, bm25=BM25_ROW.format(avg=avg),
+                                   where=" AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses]),
+                                   key=key, anchor=anchor, desc=desc, asc=asc)
+        rows = self._query(sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), q, *params,
+                                 max(RELEVANCE_WINDOW, want), want, reach, reach])
+        ranked: list[tuple[float, int]] = []
+        windows: dict[int, list[tuple[int, int]]] = {}
+        texts: dict[int, tuple[str, int, int]] = {}
+        for kind, rid, rank, n, at, before, after, content in rows:
+            if kind == 0:
+                self._totals[table] = (int(rid), int(n), int(at))
+            elif kind == 1:
+                ranked.append((float(rank), int(rid)))
+            elif kind == 2:
+                earlier = [(int(m), -(d + 1)) for d, m in enumerate(before)]
+                windows[int(rid)] = list(reversed(earlier)) + [(int(m), d + 1) for d, m in enumerate(after)]
+            elif kind == 3:
+                texts[int(rid)] = (str(content), int(n or 0), int(at))
+            else:
+                self._remember_df(table, str(content), int(rid), self._totals[table][0])
+        ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
+        return Candidates(FtsStats(0, 0), "", [i for _, i in ranked], reach, windows, texts)
 
     def _fts_totals(self, table: str) -> tuple[int, int]:
         """Rows and tokens indexed, what FTS5's averages record holds: counted once, then the
@@ -302,22 +434,48 @@ class SearchReads(Connection, ScopedSearch):
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed, and rows holding each term (counted off the GIN index, kept
-        while the table grows or shrinks under 5%), as FTS5 reports them."""
+        while the table grows or shrinks under 5%), as FTS5 reports them: one statement."""
         table, _ = self._ranked(scope)
-        docs, tokens = self._fts_totals(table)
+        cached = self._totals.get(table)
+        stale: list[tuple[str, str]] = []   # (term, its tsquery)
+        for term, expr in self._stems(terms):
+            hit = self._df_cache.get((table, term))
+            if cached is None or hit is None or abs(cached[0] - hit[1]) > cached[0] * DF_CACHE_DRIFT:
+                stale.append((term, expr))
+        counts = ", ".join(f"(SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?))"
+                           for term, expr in stale if expr)
+        row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), MAX(id){', ' + counts if counts else ''} "
+                          f"FROM {table} WHERE id > ?", [*(expr for _, expr in stale if expr),
+                                                         cached[2] if cached is not None else 0])[0]
+        base = cached or (0, 0, 0)
+        cached = (base[0] + int(row[0]), base[1] + int(row[1]), int(row[2])) if row[2] is not None else base
+        self._totals[table] = cached
+        docs, tokens = cached[0], cached[1]
+        counted = iter(row[3:])
+        fresh = {term: int(next(counted)) if expr else 0 for term, expr in stale}
+        # a count kept against the totals cached before this statement may have drifted past them
+        drifted = [(term, expr) for term, expr in self._stems(terms) if term not in fresh
+                   and abs(docs - self._df_cache[(table, term)][1]) > docs * DF_CACHE_DRIFT]
+        if drifted:
+            again = self._query("SELECT " + ", ".join(f"(SELECT count(*) FROM {table} WHERE tsv @@ "
+                                                      "to_tsquery('simple', ?))" for _ in drifted),
+                                [expr or "''" for _, expr in drifted])[0]
+            fresh.update({term: int(n) if expr else 0 for (term, expr), n in zip(drifted, again, strict=True)})
         df: dict[str, int] = {}
         for term in dict.fromkeys(terms):
-            hit = self._df_cache.get((table, term))
-            if hit is None or abs(docs - hit[1]) > docs * DF_CACHE_DRIFT:
-                words = _TERM.findall(term)
-                count = 0
-                if words:
-                    # the terms are stems already (nmem.search.porter): looked up as they are
-                    expr = " <-> ".join(f"'{w.lower()}'" for w in words)
-                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?)",
-                                            (expr,))[0][0])
-                hit = (count, docs)
+            count = fresh[term] if term in fresh else self._df_cache[(table, term)][0]
+            if term in fresh:
                 self._remember_df(table, term, count, docs)
-            if hit[0]:
-                df[term] = hit[0]
+            if count:
+                df[term] = count
         return FtsStats(docs, tokens, df)
+
+    @staticmethod
+    def _stems(terms: Sequence[str]) -> list[tuple[str, str]]:
+        """Each distinct term and its tsquery text (the terms are stems already,
+        nmem.search.porter: looked up as they are); "" for a term of no word."""
+        out = []
+        for term in dict.fromkeys(terms):
+            words = _TERM.findall(term)
+            out.append((term, " <-> ".join(f"'{w.lower()}'" for w in words) if words else ""))
+        return out
