@@ -129,15 +129,22 @@ WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "
 # namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
 # columns are the tsvector's weight classes; a row's length is its tokens (the tsvector's
 # positions, one a token: no stop words, no re-reading of the text); each word's
-# rows are counted in the statement (these tables are small), the totals come from the caller.
+# rows are counted in the statement (these tables are small). The table's rows and tokens come
+# from the caller's cache while the table's signature (its rows and the sum of their write
+# times) is the one cached, else are counted here; every row returned carries the signature and
+# totals it was ranked with, for the cache. One statement a search.
 BM25_WEIGHTED_SQL = """
 WITH words AS MATERIALIZED (
     SELECT DISTINCT replace(m[1], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
+), seen AS MATERIALIZED (
+    SELECT count(*) AS n, COALESCE(sum({stamp}), 0) AS stamp FROM {table}
 ), totals AS MATERIALIZED (
-    SELECT ?::bigint AS n, ?::float8 AS tokens
+    SELECT s.n, s.stamp, CASE WHEN s.n = ?::bigint AND s.stamp = ?::bigint THEN ?::bigint
+                              ELSE (SELECT COALESCE(sum({length}), 0) FROM {table} {alias}) END AS tokens
+    FROM seen s
 ), weighted AS MATERIALIZED (
-    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
+    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
     FROM (SELECT w.term, ln(((t.n - df.n)::float8 + 0.5) / (df.n + 0.5)) AS idf
           FROM words w CROSS JOIN totals t
           CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} x
@@ -145,12 +152,13 @@ WITH words AS MATERIALIZED (
 ), found AS (
     SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {where} {window}
 )
-SELECT {alias}.*, -COALESCE((
-    SELECT sum(t.idf * (u.tf * 2.2) / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length
-                                                      / (SELECT tokens::float8 / n FROM totals))))
-    FROM unnest({alias}.match_tsv) AS v JOIN weighted t ON t.term = v.lexeme
-    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u), 0) AS rank
-FROM found {alias}
+SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, -COALESCE((
+    SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
+               / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length / (t.tokens::float8 / t.n))))
+    FROM unnest({alias}.match_tsv) AS v
+    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
+    WHERE v.lexeme = ANY(w.terms)), 0) AS rank
+FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
 CROSS JOIN LATERAL (SELECT sum(array_length(v.positions, 1)) AS length FROM unnest({alias}.match_tsv) AS v) AS l
 ORDER BY {order} LIMIT ? OFFSET ?
 """
@@ -310,19 +318,28 @@ class SearchReads(Connection, ScopedSearch):
         self._totals[table] = cached
         return cached[0], cached[1]
 
-    def _weighted_totals(self, scope: str, length: str) -> tuple[int, int]:
-        """Rows and tokens of memories or sessions, counted again when a row was added, removed
-        or rewritten since (their texts change in place: the sum of their write times moves)."""
-        table, alias, stamp = ("memories", "m", "updated_at") if scope == "memories" else ("sessions", "s", "ended_at")
-        seen = self._query(f"SELECT count(*), COALESCE(SUM({stamp}), 0) FROM {table}")[0]
-        signature = (int(seen[0]), int(seen[1]))
-        cached = self._weighted.get(table)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        row = self._query(f"SELECT count(*), COALESCE(SUM({length}), 0) FROM {table} {alias}")[0]
-        totals = (int(row[0]), int(row[1]))
-        self._weighted[table] = (signature, totals)
-        return totals
+    def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
+                       limit: int, offset: int) -> list[tuple[Any, float]]:
+        """Memories or sessions holding the match, by BM25 over their weighted fields, in one
+        statement; their totals are counted again when a row was added, removed or rewritten
+        since (their texts change in place: the sum of their write times moves)."""
+        clauses, params = scope.where(filters, self.dialect)
+        columns, length = WEIGHTED[scope.name]
+        stamp = "updated_at" if scope.name == "memories" else "ended_at"
+        # sessions rank the newest RELEVANCE_WINDOW matches, as the SQLite engine does
+        window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
+        sql = BM25_WEIGHTED_SQL.format(
+            table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns, length=length,
+            stamp=stamp, weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
+            order=scope.order(order, True, self.dialect.binary))
+        (rows_seen, stamps), tokens = self._weighted.get(scope.table, ((-1, -1), (0, 0)))
+        rows = self._query(sql, [q, rows_seen, stamps, tokens[1], q, *params,
+                                 *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
+        if rows:
+            first = rows[0]
+            signature = (int(first["nmem_sig_rows"]), int(first["nmem_sig_stamp"]))
+            self._weighted[scope.table] = (signature, (signature[0], int(first["nmem_tokens"])))
+        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
         if len(self._df_cache) > DF_CACHE_SIZE:
@@ -352,17 +369,7 @@ class SearchReads(Connection, ScopedSearch):
             return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
         clauses, params = scope.where(filters, self.dialect)
         if order == "relevance" and scope.name in WEIGHTED:
-            columns, length = WEIGHTED[scope.name]
-            # sessions rank the newest RELEVANCE_WINDOW matches, as the SQLite engine does
-            window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
-            sql = BM25_WEIGHTED_SQL.format(
-                table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns, length=length,
-                weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
-                order=scope.order(order, True, self.dialect.binary))
-            docs, tokens = self._weighted_totals(scope.name, length)
-            rows = self._query(sql, [q, docs, tokens, q, *params,
-                                     *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
-            return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+            return self._weighted_bm25(scope, q, filters, order, limit, offset)
         classes = RANK_WEIGHTS.get(scope.name)
         rank = f"-ts_rank({classes + ', ' if classes else ''}{scope.alias}.tsv, {TSQ}, 1)"
         rows = self._query(f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
