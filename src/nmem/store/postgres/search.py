@@ -41,29 +41,6 @@ SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-# FTS5's bm25() over a window of matches. `words`: the query's lexemes as PostgreSQL stems them,
-# each one phrase; `terms`: the rows holding each (from the caller's cache, else counted off the
-# GIN index), which come back after the ranked rows (id NULL) for the cache.
-BM25_SQL = """
-WITH words AS MATERIALIZED (
-    SELECT DISTINCT replace(m[1], '''''', '''') AS term
-    FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
-), terms AS MATERIALIZED (
-    SELECT w.term, COALESCE(k.df, (SELECT count(*) FROM {table} x
-                                   WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
-    FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
-), weighted AS MATERIALIZED (
-    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
-    FROM (SELECT term, ln(((?::bigint - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms) AS raw
-), found AS (
-    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?
-), ranked AS (
-    SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w ORDER BY rank, r.id DESC LIMIT ?
-)
-SELECT id, rank, NULL AS term, NULL::bigint AS df FROM ranked
-UNION ALL SELECT NULL, NULL, term, df FROM terms
-"""
-
 # A found row's negated BM25 (alias r: its tsv and tokens; w: the words' terms and idfs; the
 # average length follows). Only the query's words are read of the tsvector: they are marked
 # (setweight on those lexemes) and kept (ts_filter), in C, so no row unnests its whole vector
@@ -79,7 +56,7 @@ BM25_ROW = """-COALESCE((
 # text, token count and time of every row named. Rows come back by kind: 0 totals (id = rows,
 # n = tokens, at = newest id), 1 a candidate and its rank, 2 a window, 3 a text, 4 a word's
 # document frequency (id; content = the word), for the cache.
-RANK_READ_SQL = """
+BM25_HEAD = """
 WITH fresh AS MATERIALIZED (
     SELECT count(*) AS n, COALESCE(sum(tokens), 0) AS tokens, max(id) AS newest FROM {table} WHERE id > ?
 ), totals AS MATERIALIZED (
@@ -100,7 +77,11 @@ WITH fresh AS MATERIALIZED (
 ), ranked AS MATERIALIZED (
     SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w CROSS JOIN totals t
     ORDER BY rank, r.id DESC LIMIT ?
-), windows AS MATERIALIZED (
+)
+"""
+
+RANK_READ_SQL = BM25_HEAD.rstrip() + """,
+windows AS MATERIALIZED (
     SELECT a.id,
            ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor}
                  ORDER BY {desc} LIMIT ?) AS before,
@@ -117,6 +98,21 @@ UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL FROM windows
 UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content FROM {table} x
     WHERE x.id IN (SELECT id FROM named)
 UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term FROM terms
+"""
+
+# The ranked rows themselves (columns as the scope reads them) with the totals and the words'
+# counts beside each: what a relevance-ordered search of observations or prompts returns.
+BM25_ROWS_SQL = BM25_HEAD + """
+SELECT {columns}, r.rank, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest,
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs
+FROM {source} JOIN ranked r ON r.id = {alias}.id CROSS JOIN totals t
+"""
+
+# The ranked ids only (`match_ids`), by kind as RANK_READ_SQL's: 0 totals, 1 candidates, 4 counts.
+BM25_IDS_SQL = BM25_HEAD + """
+SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at, NULL::text AS term FROM totals t
+UNION ALL SELECT 1, id, rank, NULL, NULL, NULL FROM ranked
+UNION ALL SELECT 4, df, NULL, NULL, NULL, term FROM terms
 """
 
 # How a scope's session is ordered for the windows: (key, the anchor's key, newest first, oldest first)
@@ -204,29 +200,53 @@ class SearchReads(Connection, ScopedSearch):
 
     # -- the shared relevance read --------------------------------------------------------
 
-    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
-        """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
-        pass the filters, best first: FTS5's bm25() (k1 1.2, b 0.75, its IDF floor) over the
-        same rows, terms, document frequencies and token counts, in one statement."""
+    def _bm25(self, template: str, scope: str, q: str, filters: SearchFilters, want: int,
+              **parts: str) -> tuple[str, list[Any]]:
+        """A statement built on BM25_HEAD and its parameters: FTS5's bm25() (k1 1.2, b 0.75,
+        its IDF floor) of the best `want` among the newest RELEVANCE_WINDOW matches that pass
+        the filters, over the same rows, terms, document frequencies and token counts; the
+        totals are the cached ones plus the rows added since (counted in the statement)."""
         table, alias, source, apply = BM25_SOURCES[scope]
         clauses: list[str] = []
         params: list[Any] = []
         apply(filters, clauses, params)
-        docs, tokens = self._fts_totals(table)
+        docs, tokens, newest = self._totals.get(table, (0, 0, 0))
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
                  if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
-        where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
-        rows = self._query(BM25_SQL.format(table=table, alias=alias, source=source, where=where,
-                                           bm25=BM25_ROW.format(avg="?::float8")),
-                           [q, list(known), list(known.values()), docs, q, *params,
-                            max(RELEVANCE_WINDOW, want), tokens / docs if docs else 1.0, want])
-        ranked: list[tuple[int, float]] = []
-        for row in rows:
-            if row[0] is None:
-                self._remember_df(table, str(row[2]), int(row[3]), docs)
+        avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
+        sql = template.format(table=table, alias=alias, source=source, bm25=BM25_ROW.format(avg=avg),
+                              where=" AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses]), **parts)
+        return sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), q, *params,
+                     max(RELEVANCE_WINDOW, want), want]
+
+    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+        """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
+        pass the filters, best first, in one statement (`_bm25`)."""
+        table = BM25_SOURCES[scope][0]
+        sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
+        ranked: list[tuple[float, int]] = []
+        for kind, rid, rank, n, at, term in self._query(sql, params):
+            if kind == 0:
+                self._totals[table] = (int(rid), int(n), int(at))
+            elif kind == 1:
+                ranked.append((float(rank), int(rid)))
             else:
-                ranked.append((int(row[0]), float(row[1])))
-        return ranked
+                self._remember_df(table, str(term), int(rid), self._totals[table][0])
+        ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
+        return [(i, rank) for rank, i in ranked]
+
+    def _bm25_rows(self, scope: Scope, q: str, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
+        """The records of `_bm25_newest`, best first, read in the same statement."""
+        table = scope.table
+        sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
+        rows = self._query(sql, params)
+        if rows:
+            first = rows[0]
+            self._totals[table] = (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"]))
+            for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
+                self._remember_df(table, str(term), int(df), int(first["nmem_docs"]))
+        rows = sorted(rows, key=lambda r: (float(r["rank"]), -int(r["id"])))
+        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     # -- what ranking reads of a trail scope, in one statement ----------------------------
 
@@ -270,20 +290,10 @@ class SearchReads(Connection, ScopedSearch):
         return docs, tokens
 
     def _rank_read(self, scope: str, q: str, filters: SearchFilters, want: int, reach: int) -> Candidates:
-        table, alias, source, apply = BM25_SOURCES[scope]
-        clauses: list[str] = []
-        params: list[Any] = []
-        apply(filters, clauses, params)
-        docs, tokens, newest = self._totals.get(table, (0, 0, 0))
-        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
-                 if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
+        table = BM25_SOURCES[scope][0]
         key, anchor, desc, asc = WINDOW_ORDER[scope]
-        avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
-        sql = RANK_READ_SQL.format(table=table, alias=alias, source=source, bm25=BM25_ROW.format(avg=avg),
-                                   where=" AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses]),
-                                   key=key, anchor=anchor, desc=desc, asc=asc)
-        rows = self._query(sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), q, *params,
-                                 max(RELEVANCE_WINDOW, want), want, reach, reach])
+        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc)
+        rows = self._query(sql, [*params, reach, reach])
         ranked: list[tuple[float, int]] = []
         windows: dict[int, list[tuple[int, int]]] = {}
         texts: dict[int, tuple[str, int, int]] = {}
@@ -301,22 +311,6 @@ class SearchReads(Connection, ScopedSearch):
                 self._remember_df(table, str(content), int(rid), self._totals[table][0])
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return Candidates(FtsStats(0, 0), "", [i for _, i in ranked], reach, windows, texts)
-
-    def _fts_totals(self, table: str) -> tuple[int, int]:
-        """Rows and tokens indexed, what FTS5's averages record holds: counted once, then the
-        rows added since (ids past the newest counted) are added on each call. A purge made here
-        counts again; one made by another process is seen at its next count (a restart)."""
-        cached = self._totals.get(table)
-        if cached is None:
-            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), COALESCE(MAX(id), 0) FROM {table}")[0]
-            cached = (int(row[0]), int(row[1]), int(row[2]))
-        else:
-            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), MAX(id) FROM {table} WHERE id > ?",
-                              (cached[2],))[0]
-            if row[2] is not None:
-                cached = (cached[0] + int(row[0]), cached[1] + int(row[1]), int(row[2]))
-        self._totals[table] = cached
-        return cached[0], cached[1]
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
                        limit: int, offset: int) -> list[tuple[Any, float]]:
@@ -363,10 +357,7 @@ class SearchReads(Connection, ScopedSearch):
         if q is None:
             return []
         if order == "relevance" and scope.name in BM25_SOURCES:
-            ranked = self._bm25_newest(scope.name, q, filters, offset + limit)[offset:]
-            fetch = self.get_observations if scope.name == "observations" else self.get_prompts
-            found: dict[int, Any] = {r.id: r for r in fetch([i for i, _ in ranked])}
-            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+            return self._bm25_rows(scope, q, filters, offset + limit)[offset:]
         clauses, params = scope.where(filters, self.dialect)
         if order == "relevance" and scope.name in WEIGHTED:
             return self._weighted_bm25(scope, q, filters, order, limit, offset)
