@@ -124,8 +124,9 @@ WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "
 # FTS5's bm25() over a table of several weighted columns (memories: summary 3, content 1, tags 2,
 # namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
 # columns are the tsvector's weight classes; a row's length is its tokens (the tsvector's
-# positions, one a token: no stop words, no re-reading of the text); each word's
-# rows are counted in the statement (these tables are small). The table's rows and tokens come
+# positions, one a token: no stop words, no re-reading of the text); each word's rows are
+# counted in the statement unless the caller knows them for the table's signature (below;
+# these tables are small, but a word in every session is 20k rows at 1M). Its rows and tokens come
 # from the caller's cache while the table's signature (its rows and the sum of their write
 # times) is the one cached, else are counted here; every row returned carries the signature and
 # totals it was ranked with, for the cache. One statement a search.
@@ -139,16 +140,18 @@ WITH words AS MATERIALIZED (
     SELECT s.n, s.stamp, CASE WHEN s.n = ?::bigint AND s.stamp = ?::bigint THEN ?::bigint
                               ELSE (SELECT COALESCE(sum({length}), 0) FROM {table} {alias}) END AS tokens
     FROM seen s
+), terms AS MATERIALIZED (
+    SELECT w.term, COALESCE(CASE WHEN t.n = ?::bigint AND t.stamp = ?::bigint THEN k.df END,
+                            (SELECT count(*) FROM {table} x WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
+    FROM words w CROSS JOIN totals t LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
 ), weighted AS MATERIALIZED (
     SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
-    FROM (SELECT w.term, ln(((t.n - df.n)::float8 + 0.5) / (df.n + 0.5)) AS idf
-          FROM words w CROSS JOIN totals t
-          CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} x
-                              WHERE x.tsv @@ quote_literal(w.term)::tsquery) AS df) AS raw
+    FROM (SELECT term, ln(((t.n - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
 ), found AS (
     SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {where} {window}
 )
-SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, -COALESCE((
+SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens,
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs, -COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
                / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length / (t.tokens::float8 / t.n))))
     FROM unnest({alias}.match_tsv) AS v
@@ -327,12 +330,17 @@ class SearchReads(Connection, ScopedSearch):
             stamp=stamp, weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
             order=scope.order(order, True, self.dialect.binary))
         (rows_seen, stamps), tokens = self._weighted.get(scope.table, ((-1, -1), (0, 0)))
-        rows = self._query(sql, [q, rows_seen, stamps, tokens[1], q, *params,
-                                 *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
+        kept = f"{scope.table}:{rows_seen}:{stamps}"   # word counts kept for that signature
+        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items()) if t == kept}
+        rows = self._query(sql, [q, rows_seen, stamps, tokens[1], rows_seen, stamps, list(known), list(known.values()),
+                                 q, *params, *([max(RELEVANCE_WINDOW, offset + limit)] if window else []),
+                                 limit, offset])
         if rows:
             first = rows[0]
             signature = (int(first["nmem_sig_rows"]), int(first["nmem_sig_stamp"]))
             self._weighted[scope.table] = (signature, (signature[0], int(first["nmem_tokens"])))
+            for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
+                self._remember_df(f"{scope.table}:{signature[0]}:{signature[1]}", str(term), int(df), signature[0])
         return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
