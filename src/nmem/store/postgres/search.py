@@ -1,14 +1,18 @@
 """Reading records by id and by full-text match on PostgreSQL: `tsvector @@ tsquery`, ranked.
 
-Ranking: SQLite ranks by FTS5's BM25; PostgreSQL has no BM25, so `ts_rank` with length
-normalisation 1 (rank / (1 + log(length))) stands in, and the memory fields' weight classes
-(A summary, B tags, C content, D namespace) take FTS5's column weights 3 : 2 : 1 : 0.5.
-Scores are negated ranks, as SQLite's are negated BM25s: higher is better on both, though the
-scales differ. As in SQLite, relevance ranks the newest RELEVANCE_WINDOW matching rows, so a
-word found in a third of the rows costs a bounded sort. The service's own ranking
-(nmem.search.rank) reads texts, token counts and document frequencies from `fts_texts` and
-`fts_stats`, so on both engines it computes the same BM25 over the same words.
-"""
+Ranking: FTS5's bm25() computed in SQL (k1 1.2, b 0.75, FTS5's IDF floor; the memory fields'
+weight classes A summary, B tags, C content, D namespace take FTS5's column weights
+3 : 2 : 1 : 0.5), over the newest RELEVANCE_WINDOW matching rows as on SQLite, so a word found
+in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank is
+left only for the score of a match ordered by date.
+
+Round trips: every relevance read is one statement that counts the rows added since the
+cached totals, ranks, and returns what its caller needs (the rows; or, for the service's own
+ranking (nmem.search.rank), the candidates with their session windows and the texts, token
+counts and times of every row named: `rank_candidates`). A plain-language search of one trail
+scope is then that statement and the page's rows, plus one statement first when a word's
+document frequency is not cached yet.
+""""""
 
 from __future__ import annotations
 
