@@ -12,7 +12,7 @@ ranking (nmem.search.rank), the candidates with their session windows and the te
 counts and times of every row named: `rank_candidates`). A plain-language search of one trail
 scope is then that statement and the page's rows, plus one statement first when a word's
 document frequency is not cached yet.
-""""""
+"""
 
 from __future__ import annotations
 
