@@ -235,7 +235,9 @@ class Search(Base):
         while len(hits) < want and done < len(ranked):  # again only if a row went meanwhile (a purge)
             page = ranked[done:done + want - len(hits)]
             done += len(page)
-            records: dict[int, Any] = {int(r.id): r for r in fetch(page)}
+            records: dict[int, Any] = {i: read.records[i] for i in page if i in read.records}
+            if len(records) < len(page):
+                records.update({int(r.id): r for r in fetch([i for i in page if i not in records])})
             hits += [SearchHit(kind, scores[i], records[i]) for i in page if i in records]
         return hits, match
 

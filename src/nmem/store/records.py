@@ -167,18 +167,21 @@ class Candidates(Record):
     """What ranking one trail scope reads (`Store.rank_candidates`): the index's statistics
     for the question's stems, the expression that found the candidates, their ids best first
     (the engine's BM25), each one's session window reaching `span` records each side, and the
-    text, token count and time of every row named (candidates and their windows)."""
+    text, token count and time of every row named (candidates and their windows); `records`,
+    the candidates' records when the engine read them in the same statement."""
 
-    __slots__ = ("stats", "match", "ids", "span", "windows", "texts")
+    __slots__ = ("stats", "match", "ids", "span", "windows", "texts", "records")
 
     def __init__(self, stats: FtsStats, match: str, ids: list[int], span: int,
-                 windows: dict[int, list[tuple[int, int]]], texts: dict[int, tuple[str, int, int]]) -> None:
+                 windows: dict[int, list[tuple[int, int]]], texts: dict[int, tuple[str, int, int]],
+                 records: dict[int, Any] | None = None) -> None:
         self.stats = stats
         self.match = match
         self.ids = ids
         self.span = span
         self.windows = windows
         self.texts = texts
+        self.records: dict[int, Any] = records or {}
 
 
 def day_counts(observations: Iterable[Sequence[Any]], prompts: Iterable[Sequence[Any]]

@@ -57,9 +57,10 @@ BM25_ROW = """-COALESCE((
 # What ranking one trail scope reads, in one statement (`rank_candidates`): the rows and tokens
 # indexed (the cached totals plus the rows added since), the candidates as BM25_SQL finds them,
 # each candidate's session window (`reach` records each side, in session order), and the
-# text, token count and time of every row named. Rows come back by kind: 0 totals (id = rows,
-# n = tokens, at = newest id), 1 a candidate and its rank, 2 a window, 3 a text, 4 a word's
-# document frequency (id; content = the word), for the cache.
+# text, token count and time of every row named, and the candidates' whole rows (most pages are
+# candidates: no second read for them). Rows come back by kind: 0 totals (id = rows, n = tokens,
+# at = newest id), 1 a candidate and its rank, 2 a window, 3 a text, 4 a word's document
+# frequency (id; content = the word), for the cache, 5 a candidate's row (at = its time).
 BM25_HEAD = """
 WITH fresh AS MATERIALIZED (
     SELECT count(*) AS n, COALESCE(sum(tokens), 0) AS tokens, max(id) AS newest FROM {table} WHERE id > ?
@@ -96,12 +97,14 @@ windows AS MATERIALIZED (
     SELECT id FROM ranked UNION SELECT unnest(before) FROM windows UNION SELECT unnest(after) FROM windows
 )
 SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at,
-       NULL::bigint[] AS before, NULL::bigint[] AS after, NULL::text AS content FROM totals t
-UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL FROM ranked
-UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL FROM windows
-UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content FROM {table} x
+       NULL::bigint[] AS before, NULL::bigint[] AS after, NULL::text AS content, {nulls} FROM totals t
+UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
+UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
+UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {nulls} FROM {table} x
     WHERE x.id IN (SELECT id FROM named)
-UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term FROM terms
+UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term, {nulls} FROM terms
+UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {record} FROM {records}
+    WHERE x.id IN (SELECT id FROM ranked)
 """
 
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
@@ -118,6 +121,19 @@ SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS
 UNION ALL SELECT 1, id, rank, NULL, NULL, NULL FROM ranked
 UNION ALL SELECT 4, df, NULL, NULL, NULL, term FROM terms
 """
+
+# A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
+# same as NULLs for the other kinds, what x is read from)
+RECORD_PARTS = {
+    "observations": ("x.session_id, x.project, x.prompt_id, x.obs_type, x.source_event, x.tool_name, x.file_path, "
+                     "x.metadata, x.is_pinned",
+                     "NULL::text AS session_id, NULL::text AS project, NULL::bigint AS prompt_id, "
+                     "NULL::text AS obs_type, NULL::text AS source_event, NULL::text AS tool_name, "
+                     "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned", "observations x"),
+    "prompts": ("x.session_id, s2.project, x.source",
+                "NULL::text AS session_id, NULL::text AS project, NULL::text AS source",
+                "prompts x JOIN sessions s2 ON s2.id = x.session_id"),
+}
 
 # How a scope's session is ordered for the windows: (key, the anchor's key, newest first, oldest first)
 WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "n.timestamp DESC, n.id DESC",
@@ -273,7 +289,8 @@ class SearchReads(Connection, ScopedSearch):
             found = self._rank_read(scope, q, filters, want, max(span, reach))
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
-                return Candidates(stats, match, found.ids, found.span, found.windows, found.texts)
+                return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
+                                  found.records)
         return Candidates(stats, match, [], span, {}, {})
 
     def _cached_stats(self, table: str, stems: Sequence[str]) -> FtsStats | None:
@@ -299,12 +316,17 @@ class SearchReads(Connection, ScopedSearch):
     def _rank_read(self, scope: str, q: str, filters: SearchFilters, want: int, reach: int) -> Candidates:
         table = BM25_SOURCES[scope][0]
         key, anchor, desc, asc = WINDOW_ORDER[scope]
-        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc)
+        record, nulls, records = RECORD_PARTS[scope]
+        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc,
+                                 record=record, nulls=nulls, records=records)
         rows = self._query(sql, [*params, reach, reach])
+        build = Observation.from_row if scope == "observations" else Prompt.from_row
+        whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
         windows: dict[int, list[tuple[int, int]]] = {}
         texts: dict[int, tuple[str, int, int]] = {}
-        for kind, rid, rank, n, at, before, after, content in rows:
+        for row in rows:
+            kind, rid, rank, n, at, before, after, content = row[:8]
             if kind == 0:
                 self._totals[table] = (int(rid), int(n), int(at))
             elif kind == 1:
@@ -314,10 +336,13 @@ class SearchReads(Connection, ScopedSearch):
                 windows[int(rid)] = list(reversed(earlier)) + [(int(m), d + 1) for d, m in enumerate(after)]
             elif kind == 3:
                 texts[int(rid)] = (str(content), int(n or 0), int(at))
-            else:
+            elif kind == 4:
                 self._remember_df(table, str(content), int(rid), self._totals[table][0])
+            else:
+                whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
+                                         "id": int(rid), "timestamp": int(at), "content": content})
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
-        return Candidates(FtsStats(0, 0), "", [i for _, i in ranked], reach, windows, texts)
+        return Candidates(FtsStats(0, 0), "", [i for _, i in ranked], reach, windows, texts, whole)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
                        limit: int, offset: int) -> list[tuple[Any, float]]:
