@@ -143,23 +143,17 @@ WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "
 
 # FTS5's bm25() over a table of several weighted columns (memories: summary 3, content 1, tags 2,
 # namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
-# columns are the tsvector's weight classes; a row's length is its tokens (the tsvector's
-# positions, one a token: no stop words, no re-reading of the text); each word's rows are
-# counted in the statement unless the caller knows them for the table's signature (below;
-# these tables are small, but a word in every session is 20k rows at 1M). Its rows and tokens come
-# from the caller's cache while the table's signature (its rows and the sum of their write
-# times) is the one cached, else are counted here; every row returned carries the signature and
-# totals it was ranked with, for the cache. One statement a search.
+# columns are the tsvector's weight classes; a row's length is its `tokens` (schema v7: its
+# words as FTS5 counts them), the table's totals are summed in the statement (these tables are
+# small). Each word's rows are counted in the statement unless the caller knows them for the
+# table's signature (its rows and the sum of their write times, returned with every row), so
+# a word in every session (20k rows at 1M) is counted once while the sessions stay as they are.
 BM25_WEIGHTED_SQL = """
 WITH words AS MATERIALIZED (
     SELECT DISTINCT replace(m[1], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
-), seen AS MATERIALIZED (
-    SELECT count(*) AS n, COALESCE(sum({stamp}), 0) AS stamp FROM {table}
 ), totals AS MATERIALIZED (
-    SELECT s.n, s.stamp, CASE WHEN s.n = ?::bigint AND s.stamp = ?::bigint THEN ?::bigint
-                              ELSE (SELECT COALESCE(sum({length}), 0) FROM {table} {alias}) END AS tokens
-    FROM seen s
+    SELECT count(*) AS n, COALESCE(sum({stamp}), 0) AS stamp, COALESCE(sum(tokens), 0) AS tokens FROM {table}
 ), terms AS MATERIALIZED (
     SELECT w.term, COALESCE(CASE WHEN t.n = ?::bigint AND t.stamp = ?::bigint THEN k.df END,
                             (SELECT count(*) FROM {table} x WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
@@ -173,23 +167,17 @@ WITH words AS MATERIALIZED (
 SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens,
        (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs, -COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
-               / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length / (t.tokens::float8 / t.n))))
+               / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
     FROM unnest({alias}.match_tsv) AS v
     CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
     WHERE v.lexeme = ANY(w.terms)), 0) AS rank
 FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
-CROSS JOIN LATERAL (SELECT sum(array_length(v.positions, 1)) AS length FROM unnest({alias}.match_tsv) AS v) AS l
 ORDER BY {order} LIMIT ? OFFSET ?
 """
 
-TOKENS = "cardinality(string_to_array(btrim(nmem_words({})), ' '))"
-# scope -> (each weight class's column weight, a row's length in tokens)
-WEIGHTED = {
-    "memories": ("WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5",
-                 " + ".join(TOKENS.format(f"m.{c}") for c in ("summary", "content", "tags", "namespace"))),
-    "sessions": ("WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0",
-                 f"{TOKENS.format('s.project')} + {TOKENS.format('nmem_summary_text(s.summary)')}"),
-}
+# scope -> each weight class's column weight
+WEIGHTED = {"memories": "WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5",
+            "sessions": "WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0"}
 
 
 # scope -> (table, alias, what the filters read, the filters)
@@ -347,21 +335,21 @@ class SearchReads(Connection, ScopedSearch):
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
                        limit: int, offset: int) -> list[tuple[Any, float]]:
         """Memories or sessions holding the match, by BM25 over their weighted fields, in one
-        statement; their totals are counted again when a row was added, removed or rewritten
-        since (their texts change in place: the sum of their write times moves)."""
+        statement. The words' counts are kept for the table's signature: a row added, removed
+        or rewritten (texts change in place: the sum of their write times moves) counts them again."""
         clauses, params = scope.where(filters, self.dialect)
-        columns, length = WEIGHTED[scope.name]
         stamp = "updated_at" if scope.name == "memories" else "ended_at"
         # sessions rank the newest RELEVANCE_WINDOW matches, as the SQLite engine does
         window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
         sql = BM25_WEIGHTED_SQL.format(
-            table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns, length=length,
-            stamp=stamp, weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
+            table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
+            stamp=stamp, weights=WEIGHTED[scope.name], window=window,
+            where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
             order=scope.order(order, True, self.dialect.binary))
-        (rows_seen, stamps), tokens = self._weighted.get(scope.table, ((-1, -1), (0, 0)))
+        rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]
         kept = f"{scope.table}:{rows_seen}:{stamps}"   # word counts kept for that signature
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items()) if t == kept}
-        rows = self._query(sql, [q, rows_seen, stamps, tokens[1], rows_seen, stamps, list(known), list(known.values()),
+        rows = self._query(sql, [q, rows_seen, stamps, list(known), list(known.values()),
                                  q, *params, *([max(RELEVANCE_WINDOW, offset + limit)] if window else []),
                                  limit, offset])
         if rows:
