@@ -92,7 +92,7 @@ windows AS MATERIALIZED (
                  ORDER BY {desc} LIMIT ?) AS before,
            ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} > {anchor}
                  ORDER BY {asc} LIMIT ?) AS after
-    FROM {table} a WHERE a.id IN (SELECT id FROM ranked)
+    FROM {table} a WHERE a.id = ANY(ARRAY(SELECT id FROM ranked))
 ), named AS (
     SELECT id FROM ranked UNION SELECT unnest(before) FROM windows UNION SELECT unnest(after) FROM windows
 )
@@ -101,10 +101,10 @@ SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS
 UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
 UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
 UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {nulls} FROM {table} x
-    WHERE x.id IN (SELECT id FROM named)
+    WHERE x.id = ANY(ARRAY(SELECT id FROM named))
 UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term, {nulls} FROM terms
 UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {record} FROM {records}
-    WHERE x.id IN (SELECT id FROM ranked)
+    WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
 """
 
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
@@ -112,7 +112,7 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 BM25_ROWS_SQL = BM25_HEAD + """
 SELECT {columns}, r.rank, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest,
        (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs
-FROM {source} JOIN ranked r ON r.id = {alias}.id CROSS JOIN totals t
+FROM {full} JOIN ranked r ON r.id = {alias}.id CROSS JOIN totals t
 """
 
 # The ranked ids only (`match_ids`), by kind as RANK_READ_SQL's: 0 totals, 1 candidates, 4 counts.
@@ -180,7 +180,8 @@ WEIGHTED = {"memories": "WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 E
             "sessions": "WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0"}
 
 
-# scope -> (table, alias, what the filters read, the filters)
+# scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
+# for a project filter (`_bm25`)
 BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
                 "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
 
@@ -221,11 +222,14 @@ class SearchReads(Connection, ScopedSearch):
         clauses: list[str] = []
         params: list[Any] = []
         apply(filters, clauses, params)
+        full = source
+        if scope == "prompts" and not filters.project:
+            source = "prompts p"   # no clause reads the session (a join of every match spared)
         docs, tokens, newest = self._totals.get(table, (0, 0, 0))
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
                  if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
-        sql = template.format(table=table, alias=alias, source=source, bm25=BM25_ROW.format(avg=avg),
+        sql = template.format(table=table, alias=alias, source=source, full=full, bm25=BM25_ROW.format(avg=avg),
                               where=" AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses]), **parts)
         return sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), q, *params,
                      max(RELEVANCE_WINDOW, want), want]
