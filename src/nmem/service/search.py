@@ -197,10 +197,14 @@ class Search(Base):
         if _scope_excluded(scope, filters):
             queries = candidate_queries(store.fts_stats(scope, stems).df)
             return [], queries[-1] if queries else ""
+        # A neighbour of a strong candidate that shares a word is a candidate too, though BM25
+        # alone ranked it outside the pool; no filter can exclude it (same session).
+        promote = ranking.promote and not (filters.obs_types or filters.files or filters.source
+                                           or filters.date_start is not None or filters.date_end is not None)
         # One read for the statistics, candidates, windows and texts (one statement on
         # PostgreSQL, whose windows then reach far enough for the promoted neighbours too).
         read = store.rank_candidates(scope, stems, candidate_queries, filters, pool, ranking.window,
-                                     2 * ranking.window if ranking.promote else ranking.window)
+                                     2 * ranking.window if promote else ranking.window)
         fts, match = read.stats, read.match
         if not read.ids:
             return [], match
@@ -216,10 +220,7 @@ class Search(Base):
                               trail.windows, stems, stats, ranking, when, self.now())
 
         scores = score(candidates)
-        if ranking.promote and not (filters.obs_types or filters.files or filters.source
-                                    or filters.date_start is not None or filters.date_end is not None):
-            # A neighbour of a strong candidate that shares a word is a candidate too, though
-            # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
+        if promote:
             best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
             extra = list(dict.fromkeys(n for i in best for n, _ in trail.windows.get(i, ())
                                        if n not in scores and n in trail.docs and trail.docs[n].matches()))
