@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-coding bench-team faults attack docs clean
+.PHONY: setup run test lint bench bench-cli bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-coding bench-team faults attack docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,7 +30,7 @@ docs: setup
 	$(BIN)/python scripts/docs.py
 
 # Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
-bench: bench-core bench-hooks bench-mcp bench-http bench-locomo
+bench: bench-core bench-hooks bench-cli bench-mcp bench-http bench-locomo
 
 bench-core: setup
 	$(BIN)/python bench/core.py
@@ -41,6 +41,10 @@ bench-engines: setup
 
 bench-hooks: setup
 	$(BIN)/python bench/hooks.py
+
+# The common CLI commands as processes (light path and full click CLI) beside `python -c pass` and `python -S -c pass`.
+bench-cli: setup
+	$(BIN)/python bench/cli.py
 
 # The same on an SQLCipher-encrypted database (raw 256-bit key; docs/encryption.md).
 bench-hooks-encrypted: setup

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import nmem
+from measure import importtime_summary
 from nmem.capture.claude_code import parse
 from nmem.config import load_settings
 from nmem.service.api import Service
@@ -444,7 +445,24 @@ def measure(home: Path, runs: int, warmup: int = 3, key_env: dict[str, str] | No
                                                 service.store.session_prompts("bench-stop-0-0", None, None))
         finally:
             service.close()
+    results["imports"] = hook_imports(env, forms[INSTALLED], events)
     return results
+
+
+def hook_imports(env: dict[str, str], argv: list[str], events: list[str]) -> dict[str, dict[str, Any]]:
+    """What one run of the installed command imports per event (`-X importtime`): modules and
+    self time, all and nmem's own, so the next change to the hook path can be compared."""
+    python, *args = argv
+    out = {}
+    for n, event in enumerate(events):
+        # A Stop again closes the first measured session (a Stop of a session never seen does nothing).
+        payload = payload_for(event, 0, "-0") if event == "Stop" else payload_for(event, 90_000 + n, "-imp")
+        done = subprocess.run([python, "-X", "importtime", *args], input=json.dumps(payload),
+                              capture_output=True, text=True, env=env, check=False)
+        summary = importtime_summary(done.stderr)
+        del summary["names"]
+        out[event] = summary
+    return out
 
 
 # -- profiling ----------------------------------------------------------------------------------
@@ -513,6 +531,9 @@ def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
         f"{name} +{s['p50'] - floor_s:.1f} ms" for name, s in results["events"].items()))
     lines.append("console script above the `python -c pass` floor (p50): " + ", ".join(
         f"{name} +{s['p50'] - floor:.1f} ms" for name, s in results["console_script"].items()))
+    lines.append("imports of one run (-X importtime, installed command): " + "; ".join(
+        f"{name} {i['modules']} modules ({i['nmem_modules']} nmem), {i['self_ms']:.1f} ms self "
+        f"({i['nmem_self_ms']:.1f} nmem)" for name, i in results["imports"].items()))
     lines.append(f"largest SessionStart output: {results['context_chars']:,} characters (Claude Code caps at 10,000)")
     if "stop_agent_prompts" in results:
         lines.append(f"Stop: a transcript of {results['stop_transcript_bytes'] / 1e6:.2f} MB whose last turn has 40 "

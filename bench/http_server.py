@@ -3,6 +3,8 @@
     .venv/bin/python bench/http_server.py                 # 100k observations, 1/4/16 clients
     .venv/bin/python bench/http_server.py --json          # one JSON object with every figure
     .venv/bin/python bench/http_server.py --keep /tmp/h   # keep (and reuse) the database
+    .venv/bin/python bench/http_server.py --pg postgresql://postgres@127.0.0.1:5432/test   # on PostgreSQL
+    .venv/bin/python bench/http_server.py --workers 2 --pin   # `nmem serve --workers 2`, one core each
 
 (Not bench/http.py: run as a script, a module named `http` beside it would shadow the standard
 library's, which uvicorn and httpx import.)
@@ -17,25 +19,30 @@ series), p50/p90/p99/max latency, and errors (any non-200). `GET /health` at the
 concurrency shows what HTTP, the guard and uvicorn cost without the search, and
 `Service.search` in this process what the search costs without HTTP.
 
-The server answers on one event loop (the store is one connection per process, not shared
-between threads), so concurrency buys overlap of network and parsing, not parallel searches;
-the load generator shares the machine's two cores with the server.
+With --pg the SQLite database is copied (`nmem migrate`) into a fresh schema of that server
+(kept, and reused, with --keep) and `nmem serve` serves it. --workers N runs `nmem serve
+--workers N`; --pin pins each worker process to one core (`taskset`, worker i on core i mod
+cores), to show how throughput grows with workers and cores. The load generator shares the
+machine's cores with the server (and PostgreSQL).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 
@@ -55,11 +62,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(home: Path, port: int, store: str | None = None, workers: int = 1) -> subprocess.Popen[bytes]:
     log = home / "serve.log"
+    extra = {"NMEM_STORE_URL": store} if store else {}
+    argv = [sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)]
+    if workers > 1:
+        argv += ["--workers", str(workers)]
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)],
-                                env=child_env(home, NMEM_HTTP_MAX_CONNECTIONS="1000"), cwd=str(home),
+        proc = subprocess.Popen(argv, env=child_env(home, NMEM_HTTP_MAX_CONNECTIONS="1000", **extra), cwd=str(home),
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -71,6 +81,61 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
         time.sleep(0.05)
     stop_server(proc)
     raise RuntimeError("nmem serve did not listen within 30 s")
+
+
+def server_processes(proc: subprocess.Popen[bytes], workers: int) -> list[int]:
+    """The pids that serve: the workers of `--workers N` (the children), else the process itself."""
+    if workers <= 1:
+        return [proc.pid]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        if len(children) >= workers:
+            return [int(c) for c in children]
+        time.sleep(0.05)
+    raise RuntimeError(f"nmem serve --workers {workers} did not start its workers")
+
+
+def pin(pids: list[int]) -> list[str]:
+    """Each pid (and its threads) on one core, round robin; what `taskset` set."""
+    cores = sorted(os.sched_getaffinity(0))
+    placed = []
+    for i, pid in enumerate(pids):
+        core = cores[i % len(cores)]
+        subprocess.run(["taskset", "-a", "-p", "-c", str(core), str(pid)], check=True, capture_output=True)
+        placed.append(f"{pid}->cpu{core}")
+    return placed
+
+
+def pg_store(home: Path, base: str, keep: bool, log: Callable[[str], None]) -> str:
+    """A schema on `base` holding a copy of the SQLite database (`nmem migrate`), as a store URL."""
+    import psycopg
+
+    schema = "nmem_bench_http_kept" if keep else f"nmem_bench_http_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in base else "?"
+    url = f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+        if exists and keep:
+            log(f"  (PostgreSQL schema {schema} kept from an earlier run)")
+            return url
+        conn.execute(f"CREATE SCHEMA {schema}")
+    log(f"  copying the database into PostgreSQL schema {schema} …")
+    done = subprocess.run([sys.executable, "-m", "nmem", "migrate", "--to", url], env=child_env(home),
+                          cwd=str(home), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"nmem migrate failed: {done.stderr}")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE observations, prompts, sessions, memories")
+    return url
+
+
+def drop_schema(base: str, url: str) -> None:
+    import psycopg
+
+    schema = url.rsplit("search_path%3D", 1)[-1]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:
@@ -131,9 +196,10 @@ def search_urls(n: int, seed: int) -> list[str]:
     return out
 
 
-def in_process(home: Path, n: int, seed: int) -> dict[str, Any]:
+def in_process(home: Path, n: int, seed: int, store: str | None = None) -> dict[str, Any]:
     """The same searches on the service API in this process: what HTTP adds."""
-    service = Service.open(load_settings({"NMEM_HOME": str(home)}), readonly=True)
+    env = {"NMEM_HOME": str(home), **({"NMEM_STORE_URL": store} if store else {})}
+    service = Service.open(load_settings(env), readonly=True)
     try:
         pairs = corpus.project_queries(n, seed)
         for project, query in pairs[:WARMUP]:
@@ -158,10 +224,14 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
     log(f"populating {args.observations:,} observations (one transaction) …")
     result["database"] = populate(home, args.observations, args.seed, log)
     urls = search_urls(args.requests + WARMUP, args.seed)
+    store = pg_store(home, args.pg, bool(args.keep), log) if args.pg else None
+    result["config"].update(store="postgresql" if store else "sqlite", workers=args.workers, pinned=args.pin)
     port = free_port()
-    proc = start_server(home, port)
+    proc = start_server(home, port, store, args.workers)
     base = f"http://127.0.0.1:{port}"
     try:
+        if args.pin:
+            result["config"]["placement"] = pin(server_processes(proc, args.workers))
         result["search"] = {}
         result["health"] = {}
         for c in args.concurrency:
@@ -172,7 +242,9 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
     finally:
         stop_server(proc)
     log("  the same searches in process …")
-    result["in_process"] = in_process(home, args.requests + WARMUP, args.seed)
+    result["in_process"] = in_process(home, args.requests + WARMUP, args.seed, store)
+    if store and not args.keep:
+        drop_schema(args.pg, store)
     result["machine"]["loadavg_end"] = loadavg()
     return result
 
@@ -185,7 +257,9 @@ def render(r: dict[str, Any]) -> str:
         f"{m['uvicorn']}, starlette {m['starlette']}, nmem {m['nmem']}; 1-min load average "
         f"{m['loadavg_start']} at start, {m['loadavg_end']} at end",
         f"database: {db['observations']:,} observations, {db['sessions']:,} sessions, {db['prompts']:,} prompts "
-        f"(bench/corpus.py seed {r['config']['seed']})",
+        f"(bench/corpus.py seed {r['config']['seed']}); store {r['config'].get('store', 'sqlite')}, "
+        f"workers {r['config'].get('workers', 1)}" + (f", pinned {' '.join(r['config']['placement'])}"
+                                                      if r["config"].get("placement") else ""),
         "",
         "| what | clients | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | errors |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -212,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16],
                         help="concurrent clients per series, comma-separated (default 1,4,16)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pg", metavar="URL", help="serve a copy in a PostgreSQL schema on this server")
+    parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N (default 1)")
+    parser.add_argument("--pin", action="store_true", help="pin each server process to one core (taskset)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--keep", metavar="DIR", help="build the database in DIR and keep it (reused when there)")
     args = parser.parse_args(argv)

@@ -21,6 +21,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def importtime_summary(stderr: str) -> dict[str, Any]:
+    """A `python -X importtime` run's stderr summed: modules imported and their self time (ms), all
+    of them and nmem's own, so the next change to a start-up path can be compared with this one."""
+    rows = []
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "imported package" not in line:
+            self_us, _cumulative, name = line[len("import time:"):].split("|")
+            rows.append((name.strip(), int(self_us)))
+    own = [(n, us) for n, us in rows if n == "nmem" or n.startswith("nmem.")]
+    return {"modules": len(rows), "self_ms": round(sum(us for _, us in rows) / 1000, 1),
+            "nmem_modules": len(own), "nmem_self_ms": round(sum(us for _, us in own) / 1000, 1),
+            "names": [n for n, _ in rows]}
+
+
 def loadavg() -> float | None:
     """1-minute load average: a busy machine (tests running beside) inflates every figure."""
     try:

@@ -11,7 +11,12 @@ Afterwards every event is looked for on the server: `lost` counts events that ar
 lost answer), which must store nothing. Errors are any non-2xx answer or a failed connection.
 Prints p50/p99 per operation.
 
-    .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10]
+A 503 with Retry-After (the server's admission control, `http.max_queue`) is counted as shed
+and the request sent again after the pause it asks for, as a hook does; latencies are those of
+the answers that were served. --pg serves a fresh schema on that PostgreSQL server, --workers N
+runs `nmem serve --workers N`.
+
+    .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10] [--pg URL] [--workers N]
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+SHED = {"count": 0}
+SHED_LOCK = threading.Lock()
+
+
 class Client:
     """One keep-alive connection; records each request's latency under its operation."""
 
@@ -61,6 +70,16 @@ class Client:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """The answer, after waiting out and retrying each 503 that carries Retry-After."""
+        while True:
+            status, answer, retry_after = self._once(method, path, body)
+            if status != 503 or retry_after is None:
+                return status, answer
+            with SHED_LOCK:
+                SHED["count"] += 1
+            time.sleep(float(retry_after))
+
+    def _once(self, method: str, path: str, body: Any) -> tuple[int, Any, str | None]:
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         data = json.dumps(body).encode() if body is not None else None
         for attempt in (1, 2):
@@ -70,7 +89,7 @@ class Client:
                 text = response.read()
                 if response.getheader("connection", "").lower() == "close":
                     self.conn.close()
-                return response.status, json.loads(text) if text else None
+                return response.status, json.loads(text) if text else None, response.getheader("retry-after")
             except (OSError, http.client.HTTPException):
                 self.conn.close()  # reconnect once (a keep-alive the server closed); a 2nd failure is an error
                 if attempt == 2:
@@ -161,17 +180,43 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
 
 
-def stored_prompts(home: Path) -> dict[str, int]:
-    """Prompt texts on the server and how often each is stored (read from its SQLite file)."""
+def stored_prompts(home: Path, pg: str | None = None) -> dict[str, int]:
+    """Prompt texts on the server and how often each is stored (read from its database)."""
+    sql = "SELECT content, COUNT(*) FROM prompts WHERE content LIKE 'writer %%' GROUP BY content"
+    if pg:
+        import psycopg
+
+        with psycopg.connect(pg) as pg_conn:
+            return {r[0]: r[1] for r in pg_conn.execute(sql).fetchall()}
     import sqlite3
 
     conn = sqlite3.connect(home / "nmem.db")
     try:
-        rows = conn.execute("SELECT content, COUNT(*) FROM prompts WHERE content LIKE 'writer %' "
-                            "GROUP BY content").fetchall()
+        rows = conn.execute(sql.replace("%%", "%")).fetchall()
     finally:
         conn.close()
     return {r[0]: r[1] for r in rows}
+
+
+def pg_schema(base: str) -> tuple[str, str]:
+    """A fresh schema on `base`: (its name, a store URL on it)."""
+    import uuid
+    from urllib.parse import quote
+
+    import psycopg
+
+    schema = f"nmem_bench_team_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in base else "?"
+    return schema, f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
+
+
+def drop_schema(base: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 def main() -> int:
@@ -179,20 +224,34 @@ def main() -> int:
     parser.add_argument("--writers", choices=("http", "hooks"), default="http")
     parser.add_argument("--events", type=int, default=20, help="prompts per writer (after its SessionStart)")
     parser.add_argument("--searches", type=int, default=10, help="requests per searcher")
+    parser.add_argument("--pg", metavar="URL", help="serve a fresh schema on this PostgreSQL server")
+    parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N")
     args = parser.parse_args()
+    schema, store = pg_schema(args.pg) if args.pg else (None, None)
+    try:
+        return run(args, store)
+    finally:
+        if args.pg and schema:
+            drop_schema(args.pg, schema)
+
+
+def run(args: argparse.Namespace, store: str | None) -> int:
+    extra = {"NMEM_STORE_URL": store} if store else {}
     with tempfile.TemporaryDirectory(prefix="nmem-bench-team-") as tmp:
         home = Path(tmp) / "server"
         home.mkdir()
-        nmem(home, "user", "add", "writer")
-        nmem(home, "user", "add", "reader")
-        writer_token = nmem(home, "token", "create", "writer").strip()
-        reader_token = nmem(home, "token", "create", "reader").strip()
+        nmem(home, "user", "add", "writer", env=extra)
+        nmem(home, "user", "add", "reader", env=extra)
+        writer_token = nmem(home, "token", "create", "writer", env=extra).strip()
+        reader_token = nmem(home, "token", "create", "reader", env=extra).strip()
         for word in WORDS:  # something for recall to find
-            nmem(home, "remember", f"the team's rule for the {word} path", "--domain", "org")
+            nmem(home, "remember", f"the team's rule for the {word} path", "--domain", "org", env=extra)
         port = free_port()
         log = open(home / "serve.log", "wb")  # noqa: SIM115 - closed after the server stops
-        server = subprocess.Popen([sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)],
-                                  env={**os.environ, "NMEM_HOME": str(home), "NMEM_HTTP_MAX_CONNECTIONS": "1000"},
+        argv = [sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)]
+        server = subprocess.Popen([*argv, *(["--workers", str(args.workers)] if args.workers > 1 else [])],
+                                  env={**os.environ, "NMEM_HOME": str(home), "NMEM_HTTP_MAX_CONNECTIONS": "1000",
+                                       **extra},
                                   stdout=log, stderr=subprocess.STDOUT)
         try:
             ends = time.monotonic() + 60
@@ -226,7 +285,7 @@ def main() -> int:
             wall = time.perf_counter() - began
             expected = {f"writer {w} prompt {i} about the {WORDS[(w + i) % len(WORDS)]} path"
                         for w in range(WRITERS) for i in range(1, args.events + 1)}
-            stored = stored_prompts(home)
+            stored = stored_prompts(home, store)
             lost = len(expected - set(stored))
             duplicated = sum(n - 1 for n in stored.values() if n > 1)
             retried = 0
@@ -237,7 +296,7 @@ def main() -> int:
                     retried += 1
                     if status != 200 or body.get("skipped") != "duplicate":
                         results.error(f"retry of {key}: HTTP {status} {body}")
-                again = stored_prompts(home)
+                again = stored_prompts(home, store)
                 duplicated += sum(n - 1 for n in again.values() if n > 1)
         finally:
             server.terminate()
@@ -245,7 +304,8 @@ def main() -> int:
             log.close()
     writes = WRITERS * (args.events + 1)
     print(f"team server bench: {WRITERS} writers ({args.writers}, {args.events + 1} events each = {writes}), "
-          f"{SEARCHERS} searchers ({args.searches} requests each), all concurrent; wall {wall:.1f} s")
+          f"{SEARCHERS} searchers ({args.searches} requests each), all concurrent; wall {wall:.1f} s; "
+          f"store {'postgresql' if store else 'sqlite'}, {args.workers} worker(s); load {os.getloadavg()[0]:.2f}")
     print()
     print("| operation | requests | p50 ms | p99 ms | max ms |")
     print("|---|---:|---:|---:|---:|")
@@ -259,7 +319,8 @@ def main() -> int:
         print("error:", line)
     throughput = sum(len(v) for v in results.latency.values()) / wall
     searches = results.latency.get("search (GET /search)", [0.0])
-    print(f"\n{throughput:.0f} requests/s overall; mean search {statistics.mean(searches) * 1000:.1f} ms")
+    print(f"\n{throughput:.0f} requests/s overall; mean search {statistics.mean(searches) * 1000:.1f} ms; "
+          f"{SHED['count']} answers were 503 with Retry-After (shed, then sent again)")
     return 1 if lost or duplicated or results.errors else 0
 
 

@@ -24,6 +24,7 @@ from nmem.adapters.http import openapi
 from nmem.adapters.mcp.profiles import CLAUDE_MEM_TOOLS
 from nmem.adapters.mcp.prompts import PROMPTS
 from nmem.adapters.mcp.resources import TEMPLATES
+from nmem.adapters.mcp.subcog_tools import SUBCOG_TOOLS
 from nmem.adapters.mcp.tools import TOOLS, ToolSpec, tools_markdown
 from nmem.compat.claude_mem import OPERATIONS
 from nmem.config import CONFIG_ENV, HOME_ENV, settings_markdown
@@ -160,6 +161,16 @@ def mcp_markdown() -> str:
                   "| tool | worker route | what it is for |", "|---|---|---|"])
     lines.extend(f"| `{op.name}` | `{op.method} {op.path}` | {op.description} |" for op in OPERATIONS.values())
     _tool_sections(lines, CLAUDE_MEM_TOOLS, level="####")
+    lines.extend(["", "## subcog profile", "",
+                  "With `mcp.tools = subcog` the server lists subcog's tool names (its access interface layer,",
+                  "§3.2): `memory.capture` below, and nmem's `recall`, `status`, `sync`, `consolidate` and",
+                  "`configure` as `memory.recall`, `memory.status`, `memory.sync`, `memory.consolidate` and",
+                  "`memory.configure`, with the parameters and answers documented above (recall rows carry",
+                  "`uri` beside `urn`). subcog's `[mcp]` table is read from config.toml: `server_name`",
+                  "(`mcp.server_name`, the name clients see), `subscriptions` and `prompts_enabled`",
+                  "([configuration.md](configuration.md)). `subcog://` URIs name what the same `nmem://` URNs",
+                  "name, in every tool, resource read and subscription ([contracts.md](contracts.md))."])
+    _tool_sections(lines, SUBCOG_TOOLS[:1], level="####")
     lines.extend(["", "## Resources", "", "| URI template | what it returns |", "|---|---|"])
     lines.extend(f"| `{uri}` | {description} |" for uri, _, description in TEMPLATES)
     lines.extend(["", "`resources/list` pages through live memories, newest first (50 per page). Reading an",

@@ -18,15 +18,55 @@ from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
 from nmem.service.api import Service
-from store_engines import pg_url, store, store_url
+from store_engines import ENGINES, pg_schemas, pg_url, store, store_url
 
-__all__ = ["pg_url", "store", "store_url"]  # fixtures every test module may use
+__all__ = ["pg_schemas", "pg_url", "store", "store_url"]  # fixtures every test module may use
+
+# Every test under these directories that opens a store (through `store`, `store_url`, `nmem_home`,
+# `settings`, `service`...) runs once per engine; see pytest_generate_tests.
+BOTH_ENGINES = ("store", "service")
+TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture
 def engine() -> str:
-    """The store engine a test runs on: SQLite, unless its module imports `both_engines`."""
+    """The store engine a test runs on: SQLite, unless the test runs on both (BOTH_ENGINES, or a
+    module elsewhere that imports `both_engines`)."""
     return "sqlite"
+
+
+def on_both_engines(path: Path) -> bool:
+    parts = path.resolve().relative_to(TESTS).parts
+    return len(parts) > 1 and parts[0] in BOTH_ENGINES
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A store or service test runs on SQLite and on PostgreSQL (which skips, saying why, without
+    NMEM_TEST_PG), unless marked `sqlite_only("why")` or parametrized over `engine` itself."""
+    if "engine" not in metafunc.fixturenames or not on_both_engines(metafunc.definition.path):
+        return
+    if metafunc.definition.get_closest_marker("sqlite_only") is not None:
+        return
+    if any("engine" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")):
+        return
+    metafunc.parametrize("engine", ENGINES)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under BOTH_ENGINES a test either runs on the engines, or says why not: `sqlite_only("why")`
+    (SQLite's own behaviour, or a test that opens both engines itself) or `no_store` (it opens none)."""
+    wrong: list[str] = []
+    for item in items:
+        if not on_both_engines(item.path):
+            continue
+        only = item.get_closest_marker("sqlite_only")
+        if only is not None and not (only.args and isinstance(only.args[0], str) and only.args[0].strip()):
+            wrong.append(f"{item.nodeid}: sqlite_only needs its reason, sqlite_only(\"why\")")
+        elif only is None and item.get_closest_marker("no_store") is None and "engine" not in item.fixturenames:
+            wrong.append(f"{item.nodeid}: opens no store through the engine fixtures; use `store`, "
+                         "`store_url` or `service`, or mark it sqlite_only(\"why\") or no_store")
+    if wrong:
+        raise pytest.UsageError("tests that do not run on both engines:\n  " + "\n  ".join(wrong))
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -47,23 +48,150 @@ def schema_url(base: str, schema: str) -> str:
     return f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh, empty schema on the test server; dropped after the test."""
+# The catalog a test may change behind the store's back (a table, a column, an index, a trigger,
+# a function, the text-search configuration's mapping): a schema whose shape differs from the one
+# it was made with is dropped and made anew rather than emptied.
+_SHAPE = """
+SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
+  SELECT format('rel %%s %%s', c.relname, c.relkind) FROM pg_class c WHERE c.relnamespace = %(ns)s::text::regnamespace
+  UNION ALL SELECT format('col %%s.%%s %%s %%s %%s', c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
+                          a.attnotnull, pg_get_expr(d.adbin, d.adrelid))
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE c.relnamespace = %(ns)s::text::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL SELECT format('idx %%s', indexdef) FROM pg_indexes WHERE schemaname = %(ns)s::text
+  UNION ALL SELECT format('con %%s %%s', conname, pg_get_constraintdef(oid)) FROM pg_constraint
+   WHERE connamespace = %(ns)s::text::regnamespace
+  UNION ALL SELECT format('trg %%s %%s', tgname, tgenabled) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+   WHERE c.relnamespace = %(ns)s::text::regnamespace
+  UNION ALL SELECT format('fn %%s %%s', proname, md5(prosrc)) FROM pg_proc
+   WHERE pronamespace = %(ns)s::text::regnamespace
+  UNION ALL SELECT format('ts %%s %%s %%s %%s', c.cfgname, m.maptokentype, m.mapseqno, m.mapdict::regdictionary)
+    FROM pg_ts_config c JOIN pg_ts_config_map m ON m.mapcfg = c.oid WHERE c.cfgnamespace = %(ns)s::text::regnamespace
+) shape(x)
+"""
+
+
+class PgSchemas:
+    """This test process's PostgreSQL schema: migrated once, emptied before each test.
+
+    A fresh schema costs about a second (nmem's migrations: tables, GIN indexes, triggers), so each
+    xdist worker keeps one and a test gets it back empty: every table's rows deleted (those the
+    migrations wrote, such as `sync_state`'s device id, put back) and every sequence restarted, which
+    takes milliseconds. A schema is made anew when a test changed its shape (see `_SHAPE`) or left
+    a lock that emptying would wait on; all are dropped when the process ends.
+    """
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.schema = ""
+        self.made: list[str] = []
+        self.shape = ""
+        self.seeds: dict[str, tuple[str, list[tuple[object, ...]]]] = {}   # table -> (insert, rows)
+        self.tables: list[str] = []
+        self.sequences: list[str] = []
+        self._conn: Any = None
+
+    def connect(self) -> Any:
+        """The process's own connection to the server (made again if it was lost)."""
+        import psycopg
+
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.base, autocommit=True)
+        return self._conn
+
+    def take(self) -> str:
+        """The URL of an empty, migrated schema for one test."""
+        if not (self.schema and self._empty()):
+            self._make()
+        return schema_url(self.base, self.schema)
+
+    def give_back(self) -> None:
+        """After the test: a schema whose shape changed is not used again."""
+        if self.schema and self._shape() != self.shape:
+            self._retire()
+
+    def close(self) -> None:
+        import psycopg
+
+        with self.connect() as conn:
+            conn.execute("SET lock_timeout = '5s'")
+            for schema in self.made:
+                try:
+                    conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+                except psycopg.Error:
+                    pass  # a leftover schema is harmless: every run's names differ
+
+    def _make(self) -> None:
+        self._retire()
+        schema = f"nmem_t_{uuid.uuid4().hex[:16]}"
+        conn = self.connect()
+        conn.execute(f"CREATE SCHEMA {schema}")
+        self.made.append(schema)
+        open_store(schema_url(self.base, schema)).close()
+        self.tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'schema_migrations'",
+            (schema,))]
+        self.sequences = [r[0] for r in conn.execute(
+            "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,))]
+        self.seeds = {}
+        for table in self.tables:
+            columns = [r[0] for r in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum", (f"{schema}.{table}",))]
+            names = ", ".join(columns)
+            rows = conn.execute(f"SELECT {names} FROM {schema}.{table}").fetchall()
+            if rows:
+                marks = ", ".join(["%s"] * len(columns))
+                self.seeds[table] = (f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+        self.schema = schema
+        self.shape = self._shape()
+
+    def _empty(self) -> bool:
+        """Delete every row and restart every sequence; False when a lock held it up."""
+        import psycopg
+
+        try:
+            conn = self.connect()
+            with conn.transaction():
+                conn.execute(f"SET LOCAL search_path = {self.schema}")   # the triggers name their sequence bare
+                conn.execute("SET LOCAL lock_timeout = '2s'")
+                conn.execute("SET LOCAL session_replication_role = replica")   # no triggers, no FK checks
+                conn.execute("; ".join(f"DELETE FROM {t}" for t in self.tables))
+                for insert, rows in self.seeds.values():
+                    conn.cursor().executemany(insert, rows)
+                conn.execute("; ".join(f"SELECT setval('{s}', 1, false)" for s in self.sequences))
+        except psycopg.Error:
+            self._retire()
+            return False
+        return True
+
+    def _shape(self) -> str:
+        return str(self.connect().execute(_SHAPE, {"ns": self.schema}).fetchone()[0])
+
+    def _retire(self) -> None:
+        self.schema = ""
+
+
+@pytest.fixture(scope="session")
+def pg_schemas() -> Iterator[PgSchemas]:
     reason = pg_unavailable()
     if reason is not None:
         pytest.skip(reason)
-    import psycopg
+    schemas = PgSchemas(os.environ["NMEM_TEST_PG"])
+    yield schemas
+    schemas.close()
 
-    base = os.environ["NMEM_TEST_PG"]
-    schema = f"nmem_t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield schema_url(base, schema)
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+@pytest.fixture
+def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """An empty, migrated schema on the test server, for this test alone (see PgSchemas)."""
+    reason = pg_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    schemas: PgSchemas = request.getfixturevalue("pg_schemas")
+    yield schemas.take()
+    schemas.give_back()
 
 
 @pytest.fixture(params=ENGINES, name="engine")

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import hook_payload, record, run_nmem
 from mcp_support import child_env
-from nmem.changes import Cursor
+from nmem.changes import ChangeSet, ChangeWatcher, Cursor
 from nmem.errors import InvalidArgument
 from nmem.service.api import Service
 from store_engines import both_engines
@@ -157,3 +157,31 @@ def test_tool_calls_and_prompts_add_nothing_to_the_change_log(service: Service) 
     assert service.store.change_heads()[2] == log_before
     service.remember("A memory is one row", namespace="learnings", project="demo")
     assert service.store.change_heads()[2] == log_before + 1
+
+
+def test_the_watcher_names_each_changed_resource_once_per_poll(service: Service) -> None:
+    """MCP's resource subscriptions read the same feed: each write names its record's URN, its
+    collection and domain (a trail record its session too); a memory appearing or forgotten
+    changes the resource list, an edit does not."""
+    watcher = ChangeWatcher(service.store)
+    assert not watcher.poll()
+    record(service, "UserPromptSubmit", prompt="fix the login bug")
+    record(service, "PostToolUse", tool_name="Bash", tool_input={"command": "make test"},
+           tool_response={"stdout": "ok", "exit_code": 0})
+    found = watcher.poll()
+    demo = "nmem://project:demo"
+    session = f"{demo}/sessions/sess-1"
+    (obs,) = [u for u in found.updated if u.startswith(f"{demo}/observations/")]
+    (prompt,) = [u for u in found.updated if u.startswith(f"{demo}/prompts/")]
+    assert found.updated == {demo, f"{demo}/observations", obs, f"{demo}/prompts", prompt, f"{demo}/sessions",
+                             session}
+    assert not found.list_changed and not watcher.poll()
+    memory = service.remember("Use argon2 for hashing", namespace="decisions", project="demo")
+    added = watcher.poll()
+    assert added == ChangeSet({memory.urn, f"{demo}/decisions", demo}, list_changed=True)
+    service.update(memory.id, content="Use argon2id for hashing")
+    assert watcher.poll() == ChangeSet({memory.urn, f"{demo}/decisions", demo}, list_changed=False)
+    service.forget(memory.id)
+    assert watcher.poll().list_changed
+    record(service, "SessionEnd", reason="exit")
+    assert {session, f"{demo}/sessions", demo} <= watcher.poll().updated

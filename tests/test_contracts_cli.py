@@ -145,7 +145,7 @@ def test_recall_spec_filters(memories: dict[str, str]) -> None:
 
 def test_recall_detail_levels(memories: dict[str, str]) -> None:
     minimal = as_json("recall", "PostgreSQL", "--detail", "minimal")["results"][0]
-    assert set(minimal) == {"kind", "id", "namespace", "summary", "urn", "score", "number"}
+    assert set(minimal) == {"kind", "id", "namespace", "summary", "urn", "uri", "score", "number"}
     summary = as_json("recall", "PostgreSQL")["results"][0]
     assert "content_preview" in summary and "content" not in summary
     full = as_json("recall", "PostgreSQL", "--detail", "full")["results"][0]

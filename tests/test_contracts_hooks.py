@@ -47,10 +47,9 @@ def test_claude_code_fields_win_over_subcog_ones(tmp_path: Path) -> None:
     assert [r["project"] for r in query(home, "SELECT project FROM sessions")] == ["other"]
 
 
-def test_subcog_input_without_a_directory_is_refused(tmp_path: Path) -> None:
+def test_subcog_input_with_an_empty_directory_is_refused(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    payload = subcog("SessionStart")
-    del payload["project_path"]
+    payload = {**subcog("SessionStart"), "project_path": ""}
     done = hook(home, json.dumps(payload))
     assert done.returncode == 1
     assert done.stderr == "nmem: hook input: missing required field 'cwd' (or subcog's 'project_path')\n"

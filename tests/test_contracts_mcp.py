@@ -124,8 +124,8 @@ async def test_recall_detail_spec_and_modes(client: Client, seeded: Seeded, serv
     full = (await call(client, "recall", {"query": "login"}))["results"]
     assert all("content" in r and isinstance(r["number"], int) for r in full)  # MCP default: full
     minimal = (await call(client, "recall", {"query": "login", "detail": "minimal"}))["results"]
-    assert {frozenset(r) for r in minimal} == {frozenset({"kind", "id", "namespace", "summary", "urn", "score",
-                                                          "number"})}
+    assert {frozenset(r) for r in minimal} == {frozenset({"kind", "id", "namespace", "summary", "urn", "uri",
+                                                          "score", "number"})}
     spec = (await call(client, "recall", {"spec": "feature-api"}))["results"]
     assert [r["summary"] for r in spec] == ["API versioning"]
     assert [r["urn"] for r in (await call(client, "recall", {"query": "login", "mode": "bm25",

@@ -150,6 +150,18 @@ COMMON_EVENTS: list[dict[str, Any]] = [
 ]
 
 
+# nmem's own modules a common event loads through the installed command: each costs a hook
+# process its lookup, read and unmarshal (~0.15 ms on a small VM), so the path is kept to few,
+# larger modules. A tool call loaded 43 at c20220e (before the redesign), 63 after it, 53 now
+# (a prompt with a marker one more); raise this only with a reason the next reader will accept
+# (bench/hooks.py prints the count per event).
+HOOK_NMEM_MODULES = 54
+# Loaded by other events or surfaces only: SessionStart and Stop start a sync; the SQLite engine's
+# navigation, vectors, lifecycle rows and change feed (`store/sqlite/rest.py`); the sync outbox.
+NOT_FOR_COMMON_EVENTS = ("nmem.sync", "nmem.store.sqlite.rest", "nmem.store.sql.changes", "nmem.store.sql.lifecycle",
+                         "nmem.store.sql.navigation", "nmem.store.sql.vectors", "nmem.store.oplog")
+
+
 def installed_command() -> list[str]:
     from nmem.setup.claude_code import hook_command
 
@@ -168,6 +180,10 @@ def test_installed_hook_command_loads_no_heavy_module_for_common_events(tmp_path
     assert "nmem.adapters.hooks.run" in modules and "site" not in modules
     heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY_STDLIB))
     assert heavy == [], f"the hook path loads {heavy} for a {payload['hook_event_name']} event"
+    own = [m for m in modules if m == "nmem" or m.startswith("nmem.")]
+    assert len(own) <= HOOK_NMEM_MODULES, f"{len(own)} nmem modules for one {payload['hook_event_name']}: {own}"
+    extra = sorted(m for m in own if any(m == n or m.startswith(n + ".") for n in NOT_FOR_COMMON_EVENTS))
+    assert extra == [], f"a {payload['hook_event_name']} loads {extra}"
 
 
 def test_a_config_file_is_parsed_once_then_read_from_its_cache(tmp_path: Path) -> None:

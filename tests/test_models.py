@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nmem.models import Memory, Observation
+from nmem.models import COMPILE_AFTER, Memory, Observation, Record
 from nmem.store import SearchFilters
 
 
@@ -53,3 +53,25 @@ def test_fields_keep_their_declared_order_in_json() -> None:
     assert list(obs().to_dict()) == ["id", "session_id", "project", "prompt_id", "timestamp", "obs_type",
                                      "source_event", "tool_name", "file_path", "content", "metadata", "is_pinned",
                                      "urn", "ref"]
+
+
+def test_a_record_builds_alike_before_and_after_it_compiles_its_init() -> None:
+    """The first COMPILE_AFTER instances are set field by field, the rest by a compiled
+    `__init__`: the same values, defaults (containers copied) and errors either way."""
+    class Point(Record):
+        x: int
+        y: int = 0
+        tags: list[str] = []  # noqa: RUF012 - a record copies it per instance
+
+    built: list[Point] = []
+    for _ in range(COMPILE_AFTER + 3):
+        built += [Point(1), Point(1, 2, ["a"]), Point(x=1, tags=["a"], y=2)]
+        for args, kwargs, message in (((), {}, "missing"), ((1, 2, [], 4), {}, "positional"),
+                                      ((1,), {"x": 1}, "multiple values"), ((1,), {"z": 1}, "unexpected")):
+            with pytest.raises(TypeError, match=message):
+                Point(*args, **kwargs)
+    assert built[-3:] == built[:3] == [Point(1, 0, []), Point(1, 2, ["a"]), Point(1, 2, ["a"])]
+    assert Point.__init__.__code__.co_filename == "<string>"   # compiled by now
+    first, second = Point(1), Point(1)
+    first.tags.append("x")
+    assert second.tags == []

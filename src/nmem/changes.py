@@ -1,4 +1,5 @@
-"""What changed since a cursor, written by any process (hooks included): the live feed's reader.
+"""What changed since a cursor, written by any process (hooks included): the one change feed,
+read by the HTTP streams (`read_changes`) and the MCP server's resource subscriptions (`ChangeWatcher`).
 
 A cursor is three positions, `<observation id>.<prompt id>.<change-log seq>`. Observation and
 prompt ids grow in commit order (one writer at a time), so `id > position` finds what is new
@@ -14,7 +15,7 @@ written after such a purge may be skipped by a cursor that had passed the purged
 from __future__ import annotations
 
 from nmem.errors import InvalidArgument
-from nmem.models import Memory, Observation, Prompt, Session, memory_urn, session_urn
+from nmem.models import Memory, Observation, Prompt, Record, Session, memory_urn, session_urn
 from nmem.team import access
 
 TYPE_CHECKING = False
@@ -69,23 +70,19 @@ class Cursor:
         return hash(self.positions)
 
 
-class Change:
+class Change(Record):
     """One record created, updated or forgotten: its URN, what happened and the record itself
     (index fields, so a viewer can show it without another request)."""
 
-    __slots__ = ("action", "cursor", "kind", "position", "prompt_id", "record", "source", "timestamp", "urn")
-
-    def __init__(self, kind: str, action: str, urn: str, record: dict[str, Any], timestamp: int,
-                 source: int, position: int) -> None:
-        self.kind = kind
-        self.action = action
-        self.urn = urn
-        self.record = record
-        self.timestamp = timestamp
-        self.source = source
-        self.position = position
-        self.cursor = ""
-        self.prompt_id: int | None = None
+    kind: str            # observation | prompt | memory | session ("" for a log row whose record is gone)
+    action: str          # created | updated | forgotten | started | ended
+    urn: str
+    record: dict[str, Any]
+    timestamp: int
+    source: int          # OBSERVATIONS, PROMPTS or LOG
+    position: int        # in its source
+    prompt_id: int | None = None   # an observation's prompt (the merge puts the prompt first)
+    cursor: str = ""     # the feed's cursor just after this change, set as it is read
 
     @property
     def order(self) -> tuple[int, int, int]:
@@ -111,8 +108,13 @@ class Change:
         return topics
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cursor": self.cursor, "kind": self.kind, "action": self.action, "urn": self.urn,
+        """The change as every feed sends it; `uri` and, for a memory, `memory` are subcog's names
+        (§4.3, §4.4: a change is `{uri, memory}`) for `urn` and `record`."""
+        data = {"cursor": self.cursor, "kind": self.kind, "action": self.action, "urn": self.urn, "uri": self.urn,
                 "timestamp": self.timestamp, "record": self.record}
+        if self.kind == "memory":
+            data["memory"] = self.record
+        return data
 
 
 def head(store: Store) -> Cursor:
@@ -146,9 +148,8 @@ def read_changes(store: Store, since: Cursor, limit: int = 100) -> tuple[list[Ch
 
 
 def _observation(obs: Observation) -> Change:
-    change = Change("observation", "created", obs.urn, obs.index_entry(), obs.timestamp, OBSERVATIONS, obs.id)
-    change.prompt_id = obs.prompt_id
-    return change
+    return Change("observation", "created", obs.urn, obs.index_entry(), obs.timestamp, OBSERVATIONS, obs.id,
+                  obs.prompt_id)
 
 
 def _prompt(prompt: Prompt) -> Change:
@@ -188,6 +189,46 @@ def _session(session: Session, action: str, position: int) -> Change:
 
 def _gone(position: int) -> Change:
     return Change("", "", "", {}, 0, LOG, position)
+
+
+class ChangeSet(Record):
+    """What a poll of the feed found, as MCP resources name it: the URNs to notify (each record's
+    own, its collection and domain, a trail record's session) and whether the resource list changed."""
+
+    updated: set[str] = set()  # noqa: RUF012 - a record copies a container default per instance
+    list_changed: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.updated) or self.list_changed
+
+    def add(self, change: Change) -> None:
+        self.updated |= change.topics()
+        if change.kind == "memory" and change.action in ("created", "forgotten"):
+            self.list_changed = True   # memories are the listed resources
+
+
+class ChangeWatcher:
+    """The feed read from where the last poll stopped. Cheap to poll: one look at the store's
+    change token (`PRAGMA data_version`, a sequence on PostgreSQL) unless something was committed."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.token = store.change_token()
+        self.cursor = head(store)
+
+    def poll(self) -> ChangeSet:
+        found = ChangeSet()
+        token = self.store.change_token()
+        if token == self.token:
+            return found
+        self.token = token
+        while True:
+            changes, cursor = read_changes(self.store, self.cursor, MAX_BATCH)
+            if cursor == self.cursor:
+                return found
+            self.cursor = cursor
+            for change in changes:
+                found.add(change)
 
 
 def may_see(store: Any, change: Change) -> bool:

@@ -138,11 +138,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("hooks.remote_token", str, "", "NMEM_REMOTE_TOKEN",
             "The user's token (`nmem token create USER` on the server) remote hooks send as a bearer.",
             secret=True),
+    Setting("hooks.profile", str, "nmem", "NMEM_HOOKS_PROFILE",
+            "Whose hook output the hooks print: `nmem` (Claude Code's shapes) or `subcog` (subcog's JSON, "
+            "`additionalContext` with its XML blocks and `suppressSystemPrompt`, on every event; prompt markers "
+            "are suggested as captures instead of stored; see docs/contracts.md)."),
     Setting("mcp.tools", str, "nmem", "NMEM_MCP_TOOLS",
             "Tools the MCP server exposes: `nmem` (nmem's own), `core` (search, get_observations, get, timeline, "
             "remember, recall, forget), `claude-mem` (claude-mem's tool names and parameters, plus remember, "
-            "recall, forget and status; see docs/claude-mem.md), `all` (nmem's and claude-mem's) or a "
-            "comma-separated list of tool names."),
+            "recall, forget and status; see docs/claude-mem.md), `subcog` (subcog's `memory.capture`, "
+            "`memory.recall`, `memory.status`, `memory.sync`, `memory.consolidate`, `memory.configure`; see "
+            "docs/contracts.md), `all` (nmem's and claude-mem's) or a comma-separated list of tool names."),
+    Setting("mcp.server_name", str, "nmem", "NMEM_MCP_SERVER_NAME",
+            "The server name the MCP server gives clients when they connect (subcog's `[mcp] server_name`)."),
+    Setting("mcp.subscriptions", bool, True, "NMEM_MCP_SUBSCRIPTIONS",
+            "Whether the MCP server offers resource subscriptions (`resources/subscribe` and change "
+            "notifications); off, it says so in its capabilities and refuses subscribe requests."),
+    Setting("mcp.prompts_enabled", bool, True, "NMEM_MCP_PROMPTS",
+            "Whether the MCP server offers its prompt templates; off, it lists none."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),
@@ -166,7 +178,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http.max_header_bytes", int, 16 * 1024, "NMEM_HTTP_MAX_HEADER",
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
-            "Open HTTP connections (event streams included) past which a new request gets 503."),
+            "Open HTTP connections (event streams and WebSockets included) past which a new request gets 503."),
+    Setting("http.max_queue", int, 128, "NMEM_HTTP_MAX_QUEUE",
+            "REST requests that may wait for a store thread (reads and writes counted apart) in each server "
+            "process; the next one gets 503 with Retry-After at once instead of queueing."),
+    Setting("http.threads", int, 0, "NMEM_HTTP_THREADS",
+            "Threads each server process runs REST reads on (writes run on one more); 0: four per core, at most 32."),
+    Setting("http.workers", int, 1, "NMEM_HTTP_WORKERS",
+            "Server processes `nmem serve --transport http` runs behind its one port (`--workers`); each has its "
+            "own threads and connections, and every one sees every change (docs/http.md)."),
+    Setting("hooks.server_drain_ms", int, 2000, "NMEM_SERVER_DRAIN_MS",
+            "How often a running `nmem serve` (HTTP or MCP) stores the events hooks spooled for a server store "
+            "(PostgreSQL), so they are searchable within seconds without `nmem drain`; 0: never."),
     Setting("http.token", str, "", "NMEM_HTTP_TOKEN",
             "Token the HTTP server (REST API, viewer, MCP at /mcp) requires, as `Authorization: Bearer` or the "
             "cookie `/login?token=` sets; required for any non-loopback bind. Unset: `mcp.token` is.",
@@ -339,6 +362,13 @@ class Settings:
     @property
     def store_url(self) -> str:
         return self.values["store.url"] or f"sqlite:///{self.db_path}"
+
+    def store_digest(self) -> str:
+        """How a hook and a local server tell they mean the same store without sending its URL
+        (which may hold a password): a digest of it."""
+        import hashlib  # only a SessionStart on a server store asks; the other hooks never load it
+
+        return hashlib.sha256(self.store_url.encode("utf-8")).hexdigest()[:32]
 
     def ensure_dir(self, path: str) -> str:
         """Create `path` (and the data dir above it) private to the user; returns it."""

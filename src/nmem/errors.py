@@ -26,10 +26,6 @@ class NmemError(Exception):
     def to_dict(self) -> dict[str, object]:
         return {"error": self.kind, "message": self.message, "exit_code": self.exit_code}
 
-    def to_http(self) -> dict[str, object]:
-        """The HTTP API's error body: `{"error": {"type", "message", "code"}}` (code: the MCP code)."""
-        return {"error": {"type": self.kind, "message": self.message, "code": self.mcp_code}}
-
 
 class InvalidArgument(NmemError):
     """A parameter is missing or malformed: the wrong type, an unknown name, a string that does not parse."""

@@ -83,18 +83,27 @@ def session_ref(session_id: str, short: bool = False) -> str:
     return "s" + (session_id[:SESSION_REF_CHARS] if short else session_id)
 
 
+# subcog's URIs (`subcog://{domain}/{namespace}/{id}`) name what the same nmem:// URN names.
+URN_SCHEMES = ("nmem://", "subcog://")
+
+
+def is_urn(text: str) -> bool:
+    return text.startswith(URN_SCHEMES)
+
+
 def urn_parts(ref: str) -> list[str] | None:
-    """The domain, namespace and id a URN names (one to three of them), from either form;
-    None if it is no URN.
+    """The domain, namespace and id a URN names (one to three of them), from either form and
+    either scheme (`subcog://` is an alias of `nmem://`); None if it is no URN.
 
     A `:` left in the authority marks the form nmem writes (`nmem://project:web/…`), taken
     verbatim (a project may be called `a%20b`); otherwise it is the RFC 3986 form MCP clients
     get (`nmem://project%3Aweb/…`) and each part is %-decoded after the split, so a project
     called `acme/web` travels as `project%3Aacme%2Fweb`."""
     ref = ref.strip()
-    if not ref.startswith("nmem://"):
+    scheme = next((s for s in URN_SCHEMES if ref.startswith(s)), None)
+    if scheme is None:
         return None
-    body = ref[len("nmem://"):]
+    body = ref[len(scheme):]
     parts = (body[:-1] if body.endswith("/") else body).split("/")
     if not 1 <= len(parts) <= 3 or not all(parts):
         return None
@@ -146,13 +155,42 @@ class _RecordType(type):
         return cls
 
 
+COMPILE_AFTER = 8   # instances a record class builds field by field before it compiles its __init__
+
+
 def _deferred_init(owner: type, name: str, fields: list[str], defaults: dict[str, Any]) -> Any:
-    """An `__init__` that compiles the real one on the first instance and puts it on the class: a
-    hook defines every record class at import but builds only a few, and `exec` costs ~0.1 ms each."""
+    """An `__init__` that sets the fields one by one for a record class's first few instances,
+    then compiles the real one and puts it on the class: a hook defines every record class at
+    import but builds only a few instances, and `exec` costs ~0.1 ms a class; a reader building
+    thousands gets the compiled one after COMPILE_AFTER."""
+    built = 0
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        init = _make_init(name, fields, defaults)
-        type.__setattr__(owner, "__init__", init)
-        init(self, *args, **kwargs)
+        nonlocal built
+        built += 1
+        if built > COMPILE_AFTER:
+            init = _make_init(name, fields, defaults)
+            type.__setattr__(owner, "__init__", init)
+            init(self, *args, **kwargs)
+            return
+        if len(args) > len(fields):
+            raise TypeError(f"{name}() takes {len(fields)} positional arguments but {len(args)} were given")
+        for field, value in zip(fields, args, strict=False):
+            if field in kwargs:
+                raise TypeError(f"{name}() got multiple values for argument {field!r}")
+            setattr(self, field, value)
+        for field in fields[len(args):]:
+            if field in kwargs:
+                value = kwargs.pop(field)
+            elif field in defaults:
+                value = defaults[field]
+                if isinstance(value, (list, dict, set)):
+                    value = type(value)(value)
+            else:
+                raise TypeError(f"{name}() missing required argument: {field!r}")
+            setattr(self, field, value)
+        if kwargs:
+            raise TypeError(f"{name}() got an unexpected keyword argument {next(iter(kwargs))!r}")
 
     __init__.__qualname__ = f"{name}.__init__"
     return __init__

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 
 from nmem.errors import InvalidArgument
-from nmem.models import urn_parts
+from nmem.models import is_urn, urn_parts
 from nmem.util.numbers import as_int
 
 OBSERVATION, PROMPT, SESSION, MEMORY = "observation", "prompt", "session", "memory"
@@ -48,7 +48,7 @@ def parse_ref(text: str) -> Ref:
     head, rest = ref[0].lower(), ref[1:]
     if head in "o#p" and _NUMBER.match(rest):
         return Ref(PROMPT if head == "p" else OBSERVATION, as_int(rest, "id"), ref)
-    if ref.startswith("nmem://"):
+    if is_urn(ref):
         return _parse_urn(ref)
     if _ULID.match(ref.upper()):
         return Ref(MEMORY, ref.upper(), ref)

@@ -322,7 +322,7 @@ def test_rank_candidates_reads_what_the_separate_reads_give(service: Service) ->
     assert read.windows == store.session_windows("observations", read.ids, read.span)
     named = {*read.ids, *(n for i in read.ids for n, _ in read.windows[i])}
     assert read.texts.items() >= store.fts_texts("observations", sorted(named)).items()
-    assert all(read.records[i] == store.get_observations([i])[0] for i in read.records)
+    assert all(row == store.get_observations([i])[0] for i, row in (read.records or {}).items())
     assert ids[-1] in read.windows or ids[-1] not in read.ids
     none = store.rank_candidates("observations", ["nowhere"], lambda df: ['"nowhere"'], SearchFilters(), 5, 2, 4)
     assert (none.ids, none.match, none.windows) == ([], '"nowhere"', {})
@@ -335,7 +335,7 @@ def test_a_neighbours_window_is_cut_from_a_wider_one_exactly(service: Service) -
     store = service.store
     anchor = line[3]
     wide = store.session_windows("prompts", [anchor], 4)
-    read = Candidates(FtsStats(9, 18), "x", [anchor], 4, wide, {})
+    read = Candidates(FtsStats(9, 18, {}), "x", [anchor], 4, wide, {})
     near = _nearby(read, 2)
     for n in line:
         if n != anchor and abs(line.index(n) - 3) <= 2:

@@ -8,6 +8,7 @@ covers the current project's memories plus the user's and the org's."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +42,10 @@ def keys(rows: list[dict[str, Any]]) -> list[Key]:
 
 
 def cli(home: Path, cwd: Path, *args: str) -> Any:
+    """`nmem ARGS` as a process in `cwd`, on the test's store (NMEM_STORE_URL names PostgreSQL's)."""
+    store = {"NMEM_STORE_URL": os.environ["NMEM_STORE_URL"]} if "NMEM_STORE_URL" in os.environ else {}
     done = subprocess.run([sys.executable, "-m", "nmem", *args, "--format", "json"], cwd=cwd, capture_output=True,
-                          text=True, env=child_env(home), timeout=60, check=False)
+                          text=True, env=child_env(home, **store), timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

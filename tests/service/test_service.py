@@ -13,9 +13,7 @@ from nmem.config import load_settings
 from nmem.service.api import Service
 from nmem.store.postgres.schema import LATEST_VERSION as PG_LATEST_VERSION
 from nmem.store.sqlite.schema import LATEST_VERSION
-from store_engines import both_engines, sql_rows
-
-__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
+from store_engines import sql_rows
 
 T0 = 1_790_000_000
 

@@ -7,6 +7,8 @@ import pytest
 from nmem.errors import InvalidArgument
 from nmem.service.args import ProjectScope
 
+pytestmark = pytest.mark.no_store  # reads arguments; opens no store
+
 
 @pytest.mark.parametrize(("value", "bound", "only", "first"), [
     (None, False, None, "here"),      # a search: every project, the current one first
@@ -19,6 +21,7 @@ def test_a_project_argument_reads_the_same_everywhere(value: str | None, bound: 
                                                       first: str | None) -> None:
     scope = ProjectScope.parse(value, "here", bound=bound)
     assert (scope.only, scope.first) == (only, first)
+
 
 
 def test_without_a_current_project_a_missing_one_means_every_project() -> None:

@@ -9,9 +9,7 @@ import pytest
 from conftest import Clock, record
 from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.service.api import Service
-from store_engines import both_engines, fts_count, sql_dicts, sql_rows
-
-__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
+from store_engines import fts_count, sql_dicts, sql_rows
 
 T0 = 1_790_000_000
 DAY = 86400

@@ -15,9 +15,6 @@ from nmem.errors import ContentBlocked, ValidationError
 from nmem.models import Memory
 from nmem.service.api import Service
 from nmem.store import NewMemory, SearchFilters, open_store
-from store_engines import both_engines
-
-__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 UID = "01J0000000000000000000MERG"
 

@@ -11,9 +11,6 @@ from nmem.errors import InvalidArgument, QuerySyntaxError
 from nmem.models import PREVIEW_CHARS
 from nmem.service.api import Service
 from nmem.store import NewObservation
-from store_engines import both_engines
-
-__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 T0 = 1_790_000_000
 DAY = 86400

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from nmem.service.api import Service
 from nmem.service.base import Base
 from nmem.service.core import CaptureService
 
+pytestmark = pytest.mark.no_store  # the class's shape; opens no store
+
 
 def mixins() -> list[type]:
     return [cls for cls in Service.__mro__ if cls not in (Service, CaptureService, Base, object)]
+
 
 
 def test_every_mixin_derives_from_base_alone() -> None:

@@ -22,7 +22,8 @@ from nmem.store import NewMemory, NewObservation, open_store
 from nmem.store.migrate import migrate
 from store_engines import pg_unavailable
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.postgres,
+              pytest.mark.sqlite_only("compares the engines itself: the same rows on SQLite and on PostgreSQL")]
 
 ROWS = 20_000
 MEMORIES = 600

@@ -18,7 +18,8 @@ from nmem.team.accounts import digest as team_digest
 
 T0 = 1_790_000_000
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres,
+              pytest.mark.sqlite_only("copies between the engines itself: a SQLite service and a PostgreSQL schema")]
 
 
 def fill(service: Service) -> None:

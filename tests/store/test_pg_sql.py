@@ -10,6 +10,8 @@ psycopg = pytest.importorskip("psycopg")
 
 from nmem.store.postgres.connection import pg_sql  # noqa: E402
 
+pytestmark = pytest.mark.no_store  # pg_sql's text; its one PostgreSQL test names its engine
+
 
 def test_marks_become_psycopg_marks() -> None:
     assert pg_sql("SELECT * FROM t WHERE a = ? AND b IN (?,?)") == "SELECT * FROM t WHERE a = %s AND b IN (%s,%s)"

@@ -9,6 +9,8 @@ import pytest
 
 from nmem.search.query import STOP_WORDS, QueryPlan, content_terms, plan, quote, raw_query, tokens, uses_fts_syntax
 
+pytestmark = pytest.mark.no_store  # plans query text; its FTS5 checks use a bare in-memory table
+
 # -- syntax detection -----------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,11 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import nmem.store.sql
+
+pytestmark = pytest.mark.no_store  # reads the SQL text; opens no store
 
 SQL_DIR = Path(nmem.store.sql.__file__).parent
 ENGINE_TOKENS = ("%s", "json_each", "jsonb", "MATCH", "ts_rank", "PRAGMA", "GREATEST", "RETURNING", "ANY(",
@@ -24,6 +28,7 @@ def strings(path: Path) -> list[tuple[int, str]]:
     docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
     return [(node.lineno, node.value) for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs]
+
 
 
 def test_the_shared_modules_exist() -> None:

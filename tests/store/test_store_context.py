@@ -9,9 +9,7 @@ import pytest
 import nmem.store.sql.context as sql_context
 from nmem.store import NewObservation
 from nmem.store.protocol import Store
-from store_engines import both_engines, sql_rows
-
-__all__ = ["both_engines"]
+from store_engines import sql_rows
 
 T0 = 1_790_000_000
 TYPES = ("command", "command_error", "file_edit", "git_commit")

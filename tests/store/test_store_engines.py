@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from nmem.errors import QuerySyntaxError, StoreUnavailable
+from nmem.errors import QuerySyntaxError, StorageError, StoreUnavailable
 from nmem.store import NewMemory, NewObservation, SearchFilters, open_store
 from nmem.store.protocol import Store
-from store_engines import both_engines
-
-__all__ = ["both_engines"]
+from store_engines import fts_count
 
 T0 = 1_790_000_000
 ALL = SearchFilters()
@@ -74,8 +72,11 @@ def test_relevance_prefers_the_summary_of_a_memory(store: Store) -> None:
 def test_a_failed_transaction_leaves_nothing_and_nested_ones_join(store: Store) -> None:
     with pytest.raises(RuntimeError), store.transaction():
         add(store, "rolled back", T0)
+        with store.transaction():
+            store.ensure_session("inner", "demo", T0)
         raise RuntimeError("boom")
     assert store.observation_ids(None, ALL) == []
+    assert store.get_session("inner") is None
     with store.transaction():
         first = add(store, "outer", T0)
         with store.transaction():
@@ -122,6 +123,66 @@ def test_vectors_go_with_their_row(store: Store) -> None:
     assert store.count_vectors("observation", "m") == 1
 
 
+def test_constraints_hold_and_say_so(store: Store) -> None:
+    with pytest.raises(StorageError, match="constraint"):
+        store.add_prompt("no-such-session", T0, "user", "hi")   # a foreign key
+    with pytest.raises(StorageError, match="constraint"):
+        store.insert_memory(NewMemory("u1", "user", "context", "s", "c", T0, tier="boiling"))   # a CHECK
+    assert store.get_memory("u1") is None and store.observation_ids(None, ALL) == []
+
+
+def test_a_purge_inside_an_outer_transaction_stays_atomic(store: Store) -> None:
+    ids = [add(store, f"row {i}", T0 + i) for i in range(3)]
+    with pytest.raises(RuntimeError), store.transaction():
+        store.purge_observations(ids[:1])
+        store.purge_observations_where(["command"], None, None)
+        raise RuntimeError("abort")
+    assert [o.id for o in store.get_observations(ids)] == ids
+
+
+def test_the_full_text_index_follows_each_write(store: Store) -> None:
+    oid, other = add(store, "deploy with helm", T0), add(store, "helm lint", T0 + 1)
+    assert fts_count(store, "observations", "helm") == 2
+    store._exec("UPDATE observations SET content = 'deploy with kustomize' WHERE id = ?", (oid,))  # type: ignore[attr-defined]
+    assert (fts_count(store, "observations", "helm"), fts_count(store, "observations", "kustomize")) == (1, 1)
+    store.set_observation_pin(oid, True)
+    assert found(store, "kustomize") == [oid]
+    store.purge_observations([oid])
+    assert found(store, "kustomize") == [] and found(store, "helm") == [other]
+    mem = store.insert_memory(NewMemory("u1", "user", "decisions", "use postgres", "for the team server", T0,
+                                        tags=("db",)))
+    assert fts_count(store, "memories", "postgres") == 1
+    store.update_memory(mem.id, {"summary": "use sqlite"}, T0 + 1)
+    assert (fts_count(store, "memories", "postgres"), fts_count(store, "memories", "sqlite")) == (0, 1)
+    store.touch_memories([mem.id], T0 + 2)
+    assert [m.id for m, _ in store.search_memories("sqlite", ALL, "relevance", 5, 0)] == [mem.id]
+    assert store.tombstone_memory(mem.id, T0 + 3) is True
+    assert store.search_memories("sqlite OR team OR db", ALL, "relevance", 5, 0) == []
+    store.ensure_session("s2", "demo", T0)
+    store.close_session("s2", T0 + 5, {"events": {}}, {"intent": "x", "text": "Intents: tune the cache"})
+    assert [s.id for s, _ in store.search_sessions('"cache"', ALL, "relevance", 10, 0)] == ["s2"]
+    store.close_session("s2", T0 + 9, {"events": {}}, {"intent": "y", "text": "Intents: rotate keys"})
+    assert store.search_sessions('"cache"', ALL, "relevance", 10, 0) == []
+    assert [s.id for s, _ in store.search_sessions('"rotate"', ALL, "relevance", 10, 0)] == ["s2"]
+    assert store.integrity() == "ok" and set(store.fts_consistency().values()) == {"ok"}
+
+
+def test_a_read_only_store_reads_but_neither_writes_nor_keeps_access_counts(store: Store, store_url: str) -> None:
+    oid = add(store, "pytest -q", T0)
+    mem = store.insert_memory(NewMemory("u1", "user", "context", "s", "c", T0))
+    reader = open_store(store_url, readonly=True)
+    try:
+        assert [o.content for o in reader.get_observations([oid])] == ["pytest -q"]
+        assert reader.schema_version() == store.schema_version()
+        reader.touch_memories([mem.id], T0 + 5)
+        assert store.get_memory(mem.id) == mem
+        with pytest.raises(StorageError, match="read-only"):
+            reader.ensure_session("s2", "demo", T0)
+    finally:
+        reader.close()
+    assert store.get_session("s2") is None
+
+
 def test_reopening_migrates_nothing_twice(store: Store, store_url: str) -> None:
     version = store.schema_version()
     again = open_store(store_url)
@@ -132,6 +193,7 @@ def test_reopening_migrates_nothing_twice(store: Store, store_url: str) -> None:
         again.close()
 
 
+@pytest.mark.no_store  # the server is not there: nothing opens
 def test_an_unreachable_server_is_a_clear_storage_error() -> None:
     with pytest.raises(StoreUnavailable, match=r"cannot connect to postgresql://nmem@127\.0\.0\.1:1/nmem"):
         open_store("postgresql://nmem@127.0.0.1:1/nmem?connect_timeout=1", busy_timeout_ms=500)

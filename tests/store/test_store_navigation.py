@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from nmem.service.api import Service
 from nmem.store import NewObservation, SearchFilters
-from store_engines import both_engines
-
-__all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
 
 T0 = 1_790_000_000
 

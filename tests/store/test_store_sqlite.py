@@ -19,6 +19,9 @@ from nmem.store.sqlite import SqliteStore, exp_decay
 
 T0 = 1_790_000_000
 
+pytestmark = pytest.mark.sqlite_only("the SQLite engine's own files, PRAGMAs, WAL, locks and FTS5 tables "
+                                     "(what both engines share is in test_store_engines.py)")
+
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
@@ -222,37 +225,6 @@ def test_readers_are_not_blocked_by_a_writer_and_do_not_see_uncommitted_rows(sto
     assert reader.get_session("pending") is not None
 
 
-def test_exception_rolls_the_transaction_back(store: SqliteStore) -> None:
-    with pytest.raises(RuntimeError), store.transaction():
-        store.ensure_session("doomed", "demo", T0)
-        raise RuntimeError("boom")
-    assert store.get_session("doomed") is None
-    assert not store._writer().in_transaction
-
-
-def test_nested_transactions_join_the_outer_one(store: SqliteStore) -> None:
-    with pytest.raises(RuntimeError), store.transaction():
-        store.ensure_session("outer", "demo", T0)
-        with store.transaction():
-            store.ensure_session("inner", "demo", T0)
-        raise RuntimeError("boom")
-    assert store.get_session("outer") is None
-    assert store.get_session("inner") is None
-
-
-def test_foreign_keys_are_enforced(store: SqliteStore) -> None:
-    with pytest.raises(StorageError, match="constraint failed: FOREIGN KEY"):
-        store.add_prompt("no-such-session", T0, "user", "hi")
-
-
-def test_memory_tier_check_constraint(store: SqliteStore) -> None:
-    with pytest.raises(StorageError, match="constraint failed"):
-        store.insert_memory(NewMemory("u1", "user", "context", "s", "c", T0, tier="boiling"))
-
-
-# -- FTS stays in sync ---------------------------------------------------------------------------------------
-
-
 def test_observation_fts_follows_insert_update_delete(store: SqliteStore) -> None:
     oid = add_obs(store, "deploy with helm")
     other = add_obs(store, "helm lint")
@@ -331,15 +303,6 @@ def test_purge_reclaims_pages_with_incremental_vacuum(store: SqliteStore) -> Non
     assert pragma(store._writer(), "page_count") < pages - 90
 
 
-def test_purge_inside_an_outer_transaction_stays_atomic(store: SqliteStore) -> None:
-    ids = [add_obs(store, f"row {i}", at=T0 + i) for i in range(3)]
-    with pytest.raises(RuntimeError), store.transaction():
-        store.purge_observations(ids[:1])
-        store.purge_observations_where(["command"], None, None)
-        raise RuntimeError("abort")
-    assert [o.id for o in store.get_observations(ids)] == ids
-
-
 def test_exp_decay_half_life_is_seven_days() -> None:
     day = 86400
     assert exp_decay(0) == 1.0
@@ -353,10 +316,6 @@ def test_exp_decay_half_life_is_seven_days() -> None:
 
 def test_exp_decay_is_registered_in_sql(store: SqliteStore) -> None:
     assert store._reader().execute("SELECT exp_decay(?)", (7 * 86400,)).fetchone()[0] == pytest.approx(0.5)
-
-
-def test_integrity_of_a_fresh_store(store: SqliteStore) -> None:
-    assert store.integrity() == "ok"
 
 
 def test_open_store_urls(tmp_path: Path) -> None:
@@ -388,11 +347,3 @@ def test_an_existing_world_readable_database_is_made_private(tmp_path: Path, sto
     path.chmod(0o644)
     stores(path=path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-
-
-def test_readonly_store_skips_access_bookkeeping(stores: Any) -> None:
-    writer = stores()
-    mem = writer.insert_memory(NewMemory("u1", "user", "context", "s", "c", T0))
-    reader = stores(readonly=True)
-    reader.touch_memories([mem.id], T0 + 5)
-    assert writer.get_memory(mem.id) == mem

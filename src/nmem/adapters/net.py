@@ -24,6 +24,7 @@ class Limits:
     body_timeout: float = 30.0
     keep_alive_timeout: int = 5
     max_connections: int = 100
+    max_queue: int = 128
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -43,7 +44,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def listen(host: str, port: int) -> list[socket.socket]:
+def listen_per_worker(host: str, port: int, workers: int) -> list[list[socket.socket]]:
+    """One set of listening sockets per worker process on the same `host:port`: with
+    SO_REUSEPORT each worker has its own accept queue and the kernel spreads connections over
+    them; without it every worker shares the one set. A port already taken, even by a process
+    that set SO_REUSEPORT too (another nmem server), is refused as `listen` refuses it."""
+    first = listen(host, port)
+    if workers <= 1 or not hasattr(socket, "SO_REUSEPORT"):
+        return [first] * max(1, workers)
+    # The plain bind above proved the port free; rebind it with SO_REUSEPORT for every worker.
+    for sock in first:
+        sock.close()
+    return [listen(host, port, reuse_port=True) for _ in range(workers)]
+
+
+def listen(host: str, port: int, *, reuse_port: bool = False) -> list[socket.socket]:
     """Bound, listening sockets for `host:port` (every address the name has, as asyncio
     would bind them), or a ConfigError saying in one line why not."""
     where = "--host or the mcp.host setting"
@@ -57,6 +72,8 @@ def listen(host: str, port: int) -> list[socket.socket]:
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)

@@ -53,15 +53,39 @@ def _optional_str(payload: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# subcog's field -> Claude Code's; Claude Code's wins when both are present.
+SUBCOG_FIELDS = (("project_path", "cwd"), ("tool_output", "tool_response"),
+                 ("conversation_summary", "last_assistant_message"))
+
+
+def with_working_dir(payload: object, cwd: str | None) -> object:
+    """The payload with `cwd` set to the hook process's own directory when it names none
+    (subcog's UserPromptSubmit, PostToolUse, PreCompact and Stop carry no directory: the harness
+    runs the hook in it). A directory given but empty stays an error."""
+    if cwd and isinstance(payload, dict) and payload.get("cwd") is None and payload.get("project_path") is None:
+        return {**payload, "cwd": cwd}
+    return payload
+
+
 def _subcog_shape(payload: dict[str, Any]) -> dict[str, Any]:
-    """subcog's hook input names the working directory `project_path` and the event `hook`
-    (PascalCase or kebab-case); Claude Code's names win when both are present."""
-    if not isinstance(payload.get("cwd"), str) and isinstance(payload.get("project_path"), str):
-        payload = {**payload, "cwd": payload["project_path"]}
+    """subcog's hook input names the working directory `project_path`, the event `hook`
+    (PascalCase or kebab-case), a tool's answer `tool_output` and a compaction's summary
+    `conversation_summary`; Claude Code's names win when both are present."""
+    for theirs, ours in SUBCOG_FIELDS:
+        if payload.get(ours) is None and payload.get(theirs) is not None:
+            payload = {**payload, ours: payload[theirs]}
     hook = payload.get("hook")
     if not isinstance(payload.get("hook_event_name"), str) and isinstance(hook, str):
         payload = {**payload, "hook_event_name": HOOK_ALIASES.get(hook, hook)}
     return payload
+
+
+def _decisions(payload: Mapping[str, Any]) -> list[str]:
+    """subcog's PreCompact `key_decisions`: the non-empty strings of the list, nothing else."""
+    given = payload.get("key_decisions")
+    if not isinstance(given, list):
+        return []
+    return [d.strip() for d in given if isinstance(d, str) and d.strip()]
 
 
 def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
@@ -101,6 +125,8 @@ def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
         transcript_path=_optional_str(payload, "agent_transcript_path" if kind == ev.SUBAGENT_STOP
                                       else "transcript_path"),
         agent_id=_optional_str(payload, "agent_id"),
+        decisions=_decisions(payload) if kind == ev.PRE_COMPACT else None,
+        branch=_optional_str(payload, "git_branch"),
     )
 
 

@@ -32,7 +32,9 @@ class HookEvent:
         "agent",
         "agent_id",
         "assistant_message",
+        "branch",
         "cwd",
+        "decisions",
         "error",
         "hook_event_name",
         "kind",
@@ -50,7 +52,8 @@ class HookEvent:
                  source: str | None = None, prompt: str | None = None, assistant_message: str | None = None,
                  tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
                  tool_response: Any = None, error: str | None = None, transcript_path: str | None = None,
-                 agent_id: str | None = None, agent: str = CLAUDE_CODE) -> None:
+                 agent_id: str | None = None, agent: str = CLAUDE_CODE, decisions: list[str] | None = None,
+                 branch: str | None = None) -> None:
         self.kind = kind
         self.session_id = session_id
         self.cwd = cwd
@@ -66,6 +69,8 @@ class HookEvent:
         self.transcript_path = transcript_path
         self.agent_id = agent_id                  # set on subagent events; the parent session is kept
         self.agent = agent                        # the coding agent that sent it (capture.agents.AGENTS)
+        self.branch = branch                      # subcog's `git_branch`, shown in its SessionStart output
+        self.decisions: list[str] = [] if decisions is None else decisions  # subcog's PreCompact key_decisions
 
     def __repr__(self) -> str:
         return f"HookEvent({self.hook_event_name}, session={self.session_id!r}, tool={self.tool_name!r})"

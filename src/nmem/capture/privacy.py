@@ -356,7 +356,7 @@ def scrub_event(event: HookEvent) -> HookEvent:
     fields: dict[str, Any] = {}
     for name in HookEvent.__slots__:
         value = getattr(event, name)
-        if name == "tool_input":
+        if name in ("tool_input", "decisions"):
             value = scrub_value(value)
         elif name == "tool_response":
             value = scrub_output(value)

@@ -67,6 +67,22 @@ def repository_name(top: str) -> str:
     return os.path.basename(top)
 
 
+def git_branch(cwd: str) -> str | None:
+    """The branch checked out at `cwd` (HEAD's `ref: refs/heads/<name>`), read without running git;
+    None when detached or not in a repository."""
+    top = git_toplevel(cwd)
+    if top is None:
+        return None
+    gitdir = os.path.join(top, ".git")
+    if os.path.isfile(gitdir):  # a linked worktree or a submodule: `gitdir: <path>`
+        text = _read_small(gitdir) or ""
+        if not text.startswith(GITDIR_PREFIX):
+            return None
+        gitdir = os.path.join(top, text[len(GITDIR_PREFIX):].strip().splitlines()[0].strip())
+    head = _read_small(os.path.join(gitdir, "HEAD")) or ""
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+
+
 def directory_project(cwd: str, directories: Mapping[str, str]) -> str | None:
     """The project the config file assigns to `cwd` or its nearest listed ancestor."""
     if not directories:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from nmem.capture import events as ev
 from nmem.capture.extract import extract
 from nmem.capture.privacy import scrub, scrub_record
+from nmem.models import Record
 from nmem.store import NewObservation
 
 TYPE_CHECKING = False
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from nmem.capture.markers import MarkedMemory
     from nmem.config import Settings
     from nmem.models import Memory
     from nmem.store.protocol import Store
@@ -35,24 +37,19 @@ SESSION_START_TYPES = {
     "compact": "session_compact", "clear": "session_clear",
 }
 
-class RecordOutcome:
+class RecordOutcome(Record):
     """What recording one hook event did."""
 
-    __slots__ = ("file_path", "memories", "observation_id", "project", "prompt_id", "session_id", "skipped",
-                 "stored")
-
-    def __init__(self, session_id: str, project: str, stored: str | None = None,
-                 observation_id: int | None = None, prompt_id: int | None = None,
-                 memories: list[Memory] | None = None, skipped: str | None = None,
-                 file_path: str | None = None) -> None:
-        self.session_id = session_id
-        self.project = project
-        self.stored = stored                  # observation | prompt | session_end | checkpoint | None
-        self.observation_id = observation_id
-        self.prompt_id = prompt_id
-        self.memories: list[Memory] = [] if memories is None else memories
-        self.skipped = skipped                # disabled | duplicate | ignored | excluded
-        self.file_path = file_path            # the file a stored tool call read or changed
+    session_id: str
+    project: str
+    stored: str | None = None           # observation | prompt | session_end | checkpoint | None
+    observation_id: int | None = None
+    prompt_id: int | None = None
+    memories: list[Memory] = []  # noqa: RUF012 - a record copies a container default per instance
+    skipped: str | None = None          # disabled | duplicate | ignored | excluded
+    file_path: str | None = None        # the file a stored tool call read or changed
+    # marked text offered as captures instead of stored (the subcog hook profile)
+    suggested: list[MarkedMemory] = []  # noqa: RUF012
 
     def __repr__(self) -> str:
         return (f"RecordOutcome(session={self.session_id!r}, stored={self.stored!r}, "
@@ -104,10 +101,13 @@ class Recorder:
         if not text:
             return RecordOutcome(event.session_id, project, skipped="ignored")
         prompt_id = self.store.add_prompt(event.session_id, event.timestamp, "user", text[:PROMPT_CHARS])
+        marked = find_marked(text, self.settings["capture.markers"])
+        if str(self.settings["hooks.profile"]).strip().lower() == "subcog":  # subcog asks the agent to confirm
+            return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id, suggested=marked)
         memories = [
-            self.remember(marked.content, namespace=marked.namespace, domain=f"project:{project}",
+            self.remember(m.content, namespace=m.namespace, domain=f"project:{project}",
                           source=f"session:{event.session_id}", tags=["prompt-marker"], at=event.timestamp)
-            for marked in find_marked(text, self.settings["capture.markers"])
+            for m in marked
         ]
         return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id, memories=memories)
 
@@ -150,7 +150,12 @@ class Recorder:
         memory = self.remember(text, summary=clip(title, 100), namespace="progress",
                                domain=f"project:{project}", source=f"session:{event.session_id}",
                                tags=["checkpoint", f"compact-{event.source or 'auto'}"], at=event.timestamp)
-        return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory])
+        # subcog's `key_decisions`: each one a decision of its own, beside the checkpoint
+        decisions = [self.remember(decision, namespace="decisions", domain=f"project:{project}",
+                                   source=f"session:{event.session_id}", tags=["checkpoint", "key-decision"],
+                                   at=event.timestamp)
+                     for decision in dict.fromkeys(event.decisions)]
+        return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory, *decisions])
 
     def _agent_words(self, event: ev.HookEvent, project: str) -> RecordOutcome:
         """A reply or a thought an import read from a transcript: an agent prompt at its own time."""

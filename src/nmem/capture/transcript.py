@@ -542,24 +542,6 @@ class TranscriptReplay:
             yield ev.HookEvent(kind=ev.PROMPT, hook_event_name="UserPromptSubmit", prompt=text, **base)
 
 
-def transcript_events(path: str) -> Iterator[ev.HookEvent]:
-    """Replay a whole transcript as the hook events Claude Code would have sent for it:
-    SessionStart, what `TranscriptReplay` reads, and a Stop with the last agent message."""
-    replay = TranscriptReplay(path)
-    started = False
-    for event in replay.events():
-        if not started:
-            started = True
-            yield ev.HookEvent(kind=ev.SESSION_START, hook_event_name="SessionStart", source="startup",
-                               session_id=event.session_id, cwd=event.cwd,
-                               timestamp=replay.first_ts or event.timestamp, transcript_path=path)
-        yield event
-    if started and replay.session_id and replay.cwd:
-        yield ev.HookEvent(kind=ev.STOP, hook_event_name="Stop", session_id=replay.session_id, cwd=replay.cwd,
-                           timestamp=replay.last_ts, assistant_message=replay.last_text or None,
-                           transcript_path=path)
-
-
 def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content

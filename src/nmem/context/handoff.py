@@ -12,6 +12,7 @@ change (for a failed Write/Edit) of the same file.
 from __future__ import annotations
 
 from nmem.capture.errorline import SEPARATOR, key_line
+from nmem.models import Record
 from nmem.text import clip, one_line
 
 TYPE_CHECKING = False
@@ -87,17 +88,13 @@ def _unwrap(words: list[str]) -> list[str]:
     return [words[0].rsplit("/", 1)[-1], *words[1:]] if words else []
 
 
-class CommandKey:
+class CommandKey(Record):
     """What a command runs, for telling whether a later passing run fixes a failing one."""
 
-    __slots__ = ("args", "runner", "subset", "test")
-
-    def __init__(self, runner: str, args: tuple[str, ...] = (), subset: tuple[str, ...] = (),
-                 test: bool = False) -> None:
-        self.runner = runner      # "pytest", "cargo test"... or the whole command for anything else
-        self.args = args          # a test run's targets (files, node ids, directories, name filters)
-        self.subset = subset      # options that run a subset of the tests (`-k login`, `--lf`)
-        self.test = test
+    runner: str  # "pytest", "cargo test"... or the whole command for anything else
+    args: tuple[str, ...] = ()  # a test run's targets (files, node ids, directories, name filters)
+    subset: tuple[str, ...] = ()  # options that run a subset of the tests (`-k login`, `--lf`)
+    test: bool = False
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CommandKey) and (self.runner, self.args, self.subset) == (

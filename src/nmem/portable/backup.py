@@ -28,7 +28,7 @@ from typing import Any
 from nmem.errors import EncryptionError, InvalidArgument, StorageError
 from nmem.store.keys import DatabaseKey
 from nmem.store.sqlite import driver
-from nmem.store.sqlite.errors import result_code
+from nmem.store.sqlite.driver import result_code
 from nmem.store.sqlite.schema import LATEST_VERSION
 
 TABLES = ("sessions", "prompts", "observations", "memories")

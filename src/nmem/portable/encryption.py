@@ -36,7 +36,7 @@ from typing import Any
 from nmem.errors import InvalidArgument, StorageError, StoreBusy
 from nmem.store.keys import DatabaseKey
 from nmem.store.sqlite import SqliteStore, driver
-from nmem.store.sqlite.errors import is_locked
+from nmem.store.sqlite.driver import is_locked
 from nmem.store.sqlite.files import APPLICATION_ID
 
 # Written over the first page of the replaced file: not SQLite's header, not a valid SQLCipher

@@ -80,31 +80,22 @@ def derived_uid(seed: str, millis: int = 0) -> str:
 # -- reading -----------------------------------------------------------------------------
 
 class TrailPrompt(Record):
-    __slots__ = ("seq", "timestamp", "source", "content")
-
-    def __init__(self, seq: int, timestamp: int, source: str, content: str) -> None:
-        self.seq = seq
-        self.timestamp = timestamp
-        self.source = source
-        self.content = content
+    seq: int
+    timestamp: int
+    source: str
+    content: str
 
 
 class TrailObservation(Record):
-    __slots__ = ("prompt_seq", "timestamp", "obs_type", "source_event", "tool_name", "file_path", "content",
-                 "metadata", "is_pinned")
-
-    def __init__(self, prompt_seq: int | None, timestamp: int, obs_type: str, source_event: str,
-                 tool_name: str | None, file_path: str | None, content: str, metadata: dict[str, Any] | None,
-                 is_pinned: bool) -> None:
-        self.prompt_seq = prompt_seq
-        self.timestamp = timestamp
-        self.obs_type = obs_type
-        self.source_event = source_event
-        self.tool_name = tool_name
-        self.file_path = file_path
-        self.content = content
-        self.metadata = metadata
-        self.is_pinned = is_pinned
+    prompt_seq: int | None
+    timestamp: int
+    obs_type: str
+    source_event: str
+    tool_name: str | None
+    file_path: str | None
+    content: str
+    metadata: dict[str, Any] | None
+    is_pinned: bool
 
 
 @dataclass

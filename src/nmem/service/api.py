@@ -8,11 +8,6 @@ Each public method is defined once, in one mixin (a test checks it): capture and
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
-from nmem.config import Settings
-from nmem.search import rank
 from nmem.service.core import CaptureService
 from nmem.service.feed import Feed
 from nmem.service.hybrid import Hybrid
@@ -22,7 +17,6 @@ from nmem.service.purge import Purge
 from nmem.service.recall import Recall
 from nmem.service.search import Search, SearchResult
 from nmem.service.status import Status
-from nmem.store.protocol import Store
 
 __all__ = ["SearchResult", "Service"]
 
@@ -30,6 +24,3 @@ __all__ = ["SearchResult", "Service"]
 class Service(CaptureService, Search, Hybrid, Recall, Navigate, Purge, Lifecycle, Status, Feed):
     """nmem's API over one store: everything the adapters call."""
 
-    def __init__(self, store: Store, settings: Settings, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(store, settings, clock)
-        self.ranking = rank.Ranking()

@@ -9,15 +9,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nmem.models import SearchHit
-from nmem.search import fusion as fu
-from nmem.search.embedders import Embedder, Vector, active_embedder, cosines
-from nmem.search.query import plan
 from nmem.service.base import Base
 from nmem.service.search import SearchResult
 from nmem.store import SearchFilters
-from nmem.store.protocol import Store
 
-Key = fu.Key
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.search.embedders import Embedder, Vector
+    from nmem.search.fusion import Key
+    from nmem.store.protocol import Store
+
 _in_hybrid: contextvars.ContextVar[bool] = contextvars.ContextVar("nmem_in_hybrid", default=False)
 
 
@@ -29,6 +30,9 @@ class Hybrid(Base):
         `fusion` override the settings (`recall --mode vector|hybrid`)."""
         if _in_hybrid.get() or order != "relevance" or not query or not query.strip():
             return None
+        from nmem.search import fusion as fu  # with the ranking it uses: a process that never searches skips both
+        from nmem.search.query import plan
+
         query_plan = plan(query)
         if query_plan.raw or not query_plan.tiers:
             return None  # FTS5 syntax runs exactly as typed; punctuation alone finds nothing
@@ -36,9 +40,14 @@ class Hybrid(Base):
         if not kinds:
             return None
         configured, weight = fu.fusion_settings(self.settings)
-        embedder = embedder or active_embedder(self.settings)
         if embedder is None:
-            return None
+            if str(self.settings["search.embeddings"]).strip().lower() in ("", "none"):
+                return None  # BM25 alone: the embedders (logging, pathlib, threading...) never load
+            from nmem.search.embedders import active_embedder
+
+            embedder = active_embedder(self.settings)
+            if embedder is None:
+                return None
         fusion = fusion or configured
         pool = max(fu.CANDIDATES, offset + limit)
         lexical = self._lexical(scope, query, filters, pool) if fusion != "dense" else SearchResult([], query, None)
@@ -68,6 +77,9 @@ class Hybrid(Base):
     def _similarity(self, kinds: Sequence[str], embedder: Embedder, query_vec: Vector, filters: SearchFilters,
                     lexical: Sequence[SearchHit], pool: int) -> tuple[dict[Key, float], list[Key]]:
         """Each candidate's cosine, and the nearest vectors (at least `DENSE_FLOOR` of the best)."""
+        from nmem.search import fusion as fu
+        from nmem.search.embedders import cosines
+
         store = self.store
         similarity: dict[Key, float] = {}
         nearest: list[Key] = []

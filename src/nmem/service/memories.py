@@ -12,7 +12,6 @@ from nmem.service.args import SUMMARY_CHARS, as_list, is_uid
 from nmem.service.args import tags as read_tags
 from nmem.service.base import Base
 from nmem.store import NewMemory
-from nmem.util.numbers import as_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,6 +97,8 @@ class Memories(Base):
         text = _number_text(ref)
         if text is None:
             return str(ref).strip()
+        from nmem.util.numbers import as_int  # a memory named by number: never on a hook's way
+
         uid = self.store.memory_uid(as_int(text, "id", low=1))
         if uid is None:
             raise NotFound(f"memory not found: {text} (a bare number is the `number` recall shows)")

@@ -10,7 +10,17 @@ from typing import Any
 
 from nmem.capture.project import git_toplevel
 from nmem.errors import Ambiguous, InvalidArgument, NotFound
-from nmem.models import SESSION_REF_CHARS, Memory, Observation, Prompt, Session, preview, prompt_ref, session_ref
+from nmem.models import (
+    SESSION_REF_CHARS,
+    Memory,
+    Observation,
+    Prompt,
+    Session,
+    is_urn,
+    preview,
+    prompt_ref,
+    session_ref,
+)
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.service.args import MAX_IDS, MAX_LIMIT
 from nmem.service.base import Base
@@ -194,7 +204,7 @@ class Navigate(Base):
         text = (ref or "").strip()
         if not text:
             raise InvalidArgument("a session id is required")
-        if text.startswith("nmem://"):
+        if is_urn(text):
             parsed = parse_ref(text)
             if parsed.kind != SESSION:
                 raise InvalidArgument(f"{text} names {parsed.kind} {parsed.key}, not a session")

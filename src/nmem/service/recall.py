@@ -33,8 +33,8 @@ class Recall(Base):
                        ) -> list[dict[str, Any]]:
         """`recall` as JSON-ready rows at a detail level: `minimal` (ids, summary, URN),
         `summary` (index entry: metadata and a preview) or `full` (the whole memory). Each row
-        carries `number`, the integer id srvrmgr's `forget(id)` takes, and `similarity` when
-        vectors were compared."""
+        carries `number`, the integer id srvrmgr's `forget(id)` takes, `uri` (subcog's name for the
+        URN), and `similarity` when vectors were compared."""
         if detail not in RECALL_DETAILS:
             raise InvalidArgument(f"unknown detail {detail!r}; valid: {', '.join(RECALL_DETAILS)}")
         hits, similarity = self._recall(query, **options)
@@ -45,6 +45,7 @@ class Recall(Base):
             row = hit.to_dict(full=detail == "full")
             if detail == "minimal":
                 row = {k: row[k] for k in ("kind", "id", "namespace", "summary", "urn", "score")}
+            row["uri"] = row["urn"]  # subcog's name for it (`jq -r '.results[].uri'`), as capture answers
             row["number"] = numbers.get(uid)
             if uid in similarity:
                 row["similarity"] = round(similarity[uid], 4)

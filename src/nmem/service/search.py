@@ -8,39 +8,53 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.models import ORDERS, SCOPES, SearchHit
-from nmem.search import rank
-from nmem.search.query import QueryPlan, plan, quote
-from nmem.search.timeexpr import TimeRange, find_time
+from nmem.models import ORDERS, SCOPES, Record, SearchHit
 from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
 from nmem.store import SearchFilters
-from nmem.store.protocol import Store
-from nmem.store.records import Candidates
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.search import rank
+    from nmem.search.query import QueryPlan
+    from nmem.search.timeexpr import TimeRange
+    from nmem.store.protocol import Store
+    from nmem.store.records import Candidates
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
 
 
-class SearchResult:
+class SearchResult(Record):
     """What one search found: its hits, the query as asked, and the FTS5 expression that
     produced the hits (None when nothing was matched)."""
 
-    __slots__ = ("hits", "match", "query")
-
-    def __init__(self, hits: list[SearchHit], query: str | None, match: str | None) -> None:
-        self.hits = hits
-        self.query = query
-        self.match = match
+    hits: list[SearchHit]
+    query: str | None
+    match: str | None
 
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
         return [hit.to_dict(full=full) for hit in self.hits]
 
 
 class Search(Base):
-    ranking: rank.Ranking   # the ranking's settings, made once per service (`Service.__init__`)
+    _ranking: rank.Ranking | None = None
+
+    @property
+    def ranking(self) -> rank.Ranking:
+        """The ranking's settings, made once per service on first use: a process that never ranks
+        (`nmem status`, a hook) never loads `nmem.search.rank` and what it imports."""
+        if self._ranking is None:
+            from nmem.search import rank
+
+            self._ranking = rank.Ranking()
+        return self._ranking
+
+    @ranking.setter
+    def ranking(self, value: rank.Ranking) -> None:
+        self._ranking = value
 
     def search(self, query: str | None = None, *, scope: str = "observations",
                project: str | None = None, obs_type: str | Sequence[str] | None = None,
@@ -121,6 +135,8 @@ class Search(Base):
             fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
             if fused is not None:
                 return fused
+        from nmem.search.query import plan  # (with `re` and `dataclasses`): searches only, not every Service
+
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
             return SearchResult([], query, None)  # nothing searchable in it (only punctuation)
@@ -134,6 +150,9 @@ class Search(Base):
         ranking = self.ranking
         if (order == "relevance" and not query_plan.raw and query_plan.terms and ranking.candidates
                 and scope in RANKED_SCOPES):
+            from nmem.search import rank
+            from nmem.search.timeexpr import find_time
+
             when = None
             if ranking.time_expressions and query:
                 when, rest = find_time(query, self.now())
@@ -185,6 +204,8 @@ class Search(Base):
                     want: int) -> tuple[list[SearchHit], str]:
         """The best `want` hits of one trail scope, and the FTS5 expression that found the
         candidates. Ranking reads ids, texts and windows; only the hits' rows are fetched."""
+        from nmem.search import rank
+
         ranking = self.ranking
         store = self.store
         stems = rank.query_stems(query_plan.terms)
@@ -232,11 +253,12 @@ class Search(Base):
         kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
                        else ("observation", store.get_observations))
         hits: list[SearchHit] = []
+        prefetched = read.records or {}
         done = 0
         while len(hits) < want and done < len(ranked):  # again only if a row went meanwhile (a purge)
             page = ranked[done:done + want - len(hits)]
             done += len(page)
-            records: dict[int, Any] = {i: read.records[i] for i in page if i in read.records}
+            records: dict[int, Any] = {i: prefetched[i] for i in page if i in prefetched}
             if len(records) < len(page):
                 records.update({int(r.id): r for r in fetch([i for i in page if i not in records])})
             hits += [SearchHit(kind, scores[i], records[i]) for i in page if i in records]
@@ -248,6 +270,9 @@ class Search(Base):
         all lie outside it: the best matches of the question's rare words inside it (± one
         half-life) join them. Rare words only: a second pass over common ones would cost
         tens of milliseconds at a million records."""
+        from nmem.search import rank
+        from nmem.search.query import quote
+
         ranking = self.ranking
         rare = rank.rare_terms(query_plan.terms, df, ranking.postings)
         if not rare:
@@ -318,6 +343,8 @@ class _Trail:
             self.windows.update(self.store.session_windows(self.scope, missing, self.span))
 
     def load(self, candidates: Sequence[int]) -> None:
+        from nmem.search import rank
+
         if self.span and candidates:
             self._windows_of(candidates)
         wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))} - self.docs.keys()
@@ -357,7 +384,9 @@ def _nearby(read: Candidates, span: int) -> dict[int, list[tuple[int, int]]]:
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
     """The filters narrowed to a time range widened by `slack_days` on each side."""
-    slack = int(slack_days * rank.DAY)
+    from nmem.search.rank import DAY
+
+    slack = int(slack_days * DAY)
     start = when.start - slack if when.start is not None else None
     end = when.end - 1 + slack if when.end is not None else None
     if filters.date_start is not None:
@@ -393,5 +422,7 @@ def strict_match(query: str | None) -> str | None:
     query, "" when the query holds nothing to match (only punctuation)."""
     if query is None or not query.strip():
         return None
+    from nmem.search.query import plan
+
     tiers = plan(query).tiers
     return tiers[0] if tiers else ""

@@ -18,6 +18,7 @@ from typing import Any
 
 from nmem import team
 from nmem.errors import InvalidArgument, StorageError
+from nmem.models import Record
 from nmem.store import open_store
 from nmem.store.protocol import Store
 
@@ -52,16 +53,13 @@ IDENTITY = {"prompts": "id", "observations": "id", "memories": "id", "sync_ops":
             "lifecycle_changes": "id", "team_users": "id", "team_tokens": "id", "audit": "id"}
 
 
-class TableCheck:
-    __slots__ = ("table", "rows", "checksum")
-
-    def __init__(self, table: str, rows: int, checksum: str) -> None:
-        self.table = table
-        self.rows = rows
-        self.checksum = checksum
+class TableCheck(Record):
+    table: str
+    rows: int
+    checksum: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "rows": self.rows, "checksum": self.checksum}
+        return self.fields()
 
 
 def _is_sqlite(store: Store) -> bool:

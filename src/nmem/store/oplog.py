@@ -147,17 +147,13 @@ def next_op(row: Any, state: Any, timestamp: int) -> tuple[int, int, str, str]:
 class Op(Record):
     """An operation read from a device's log, checked."""
 
-    __slots__ = ("version", "clock", "op", "uid", "prev", "memory", "device")
-
-    def __init__(self, version: str, clock: str, op: str, uid: str, prev: str | None,
-                 memory: dict[str, Any], device: str) -> None:
-        self.version = version
-        self.clock = clock
-        self.op = op
-        self.uid = uid
-        self.prev = prev
-        self.memory = memory
-        self.device = device
+    version: str
+    clock: str
+    op: str
+    uid: str
+    prev: str | None
+    memory: dict[str, Any]
+    device: str
 
     @property
     def wall_ms(self) -> int:

@@ -20,6 +20,7 @@ from nmem import jsonlite
 from nmem.capture.privacy import scrub
 from nmem.config import Settings, matches_any
 from nmem.errors import ConfigError, InvalidArgument, NmemError, SyncBusy
+from nmem.models import Record
 from nmem.store import FileMark, OutboxOp, oplog
 from nmem.store.keys import database_key
 from nmem.store.protocol import Store
@@ -120,45 +121,35 @@ def domain_patterns(values: Sequence[str], project: str | None) -> list[str]:
 
 # -- the report ----------------------------------------------------------------------------------------
 
-class SyncReport:
+class SyncReport(Record):
     """What one sync did; `to_dict()` is the JSON the CLI and the MCP tool return."""
 
-    def __init__(self, remote: str, branch: str, device: str, direction: str, forced: bool) -> None:
-        self.remote = remote
-        self.branch = branch
-        self.device = device
-        self.direction = direction
-        self.forced = forced
-        self.remote_commit: str | None = None
-        self.logged = 0            # memories written before sync existed, given their operation now
-        self.files_read = 0
-        self.pulled = 0            # operation lines read from the remote
-        self.applied = 0           # of which changed this replica
-        self.invalid = 0
-        self.invalid_lines: list[dict[str, Any]] = []
-        self.conflicts = 0
-        self.conflict_list: list[dict[str, Any]] = []
-        self.quarantined = 0       # operations stamped beyond sync.max_skew, kept aside (not applied)
-        self.quarantine_list: list[dict[str, Any]] = []
-        self.accepted = 0          # quarantined operations applied by --accept (or as the clock caught up)
-        self.restored = 0          # this device's pushed operations the remote had lost, pushed again
-        self.pushed = 0
-        self.pushed_commit: str | None = None
-        self.push_attempts = 0
-        self.pending = 0           # this device's operations still waiting to be pushed
-        self.warnings: list[str] = []
+    remote: str
+    branch: str
+    device: str
+    direction: str
+    forced: bool
+    remote_commit: str | None = None
+    logged: int = 0            # memories written before sync existed, given their operation now
+    files_read: int = 0
+    pulled: int = 0            # operation lines read from the remote
+    applied: int = 0           # of which changed this replica
+    invalid: int = 0
+    invalid_lines: list[dict[str, Any]] = []  # noqa: RUF012 - a record copies a container default per instance
+    conflicts: int = 0
+    conflict_list: list[dict[str, Any]] = []  # noqa: RUF012
+    quarantined: int = 0       # operations stamped beyond sync.max_skew, kept aside (not applied)
+    quarantine_list: list[dict[str, Any]] = []  # noqa: RUF012
+    accepted: int = 0          # quarantined operations applied by --accept (or as the clock caught up)
+    restored: int = 0          # this device's pushed operations the remote had lost, pushed again
+    pushed: int = 0
+    pushed_commit: str | None = None
+    push_attempts: int = 0
+    pending: int = 0           # this device's operations still waiting to be pushed
+    warnings: list[str] = []  # noqa: RUF012
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "remote": self.remote, "branch": self.branch, "device": self.device, "direction": self.direction,
-            "forced": self.forced, "remote_commit": self.remote_commit, "logged": self.logged,
-            "files_read": self.files_read, "pulled": self.pulled, "applied": self.applied,
-            "invalid": self.invalid, "invalid_lines": self.invalid_lines, "conflicts": self.conflicts,
-            "conflict_list": self.conflict_list, "quarantined": self.quarantined,
-            "quarantine_list": self.quarantine_list, "accepted": self.accepted, "restored": self.restored,
-            "pushed": self.pushed, "pushed_commit": self.pushed_commit,
-            "push_attempts": self.push_attempts, "pending": self.pending, "warnings": self.warnings,
-        }
+        return self.fields()
 
 
 # -- the sync --------------------------------------------------------------------------------------------

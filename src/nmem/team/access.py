@@ -153,11 +153,6 @@ class ViewerStore:
         hidden = self._others_private()
         return [r for r in rows if r[0] not in hidden]
 
-    def memory_versions(self) -> dict[str, Any]:
-        versions = self._store.memory_versions()
-        hidden = self._others_private()
-        return {uid: v for uid, v in versions.items() if uid not in hidden}
-
     def vector_scan(self, kind: str, model: str, filters: Any, limit: int) -> tuple[list[Any], list[bytes]]:
         ids, blobs = self._store.vector_scan(kind, model, filters, limit)
         if kind != "memory":

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from nmem.errors import InvalidArgument, ValidationError
 
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -76,12 +74,6 @@ def parse_age(value: str, *, name: str = "age") -> int:
     if seconds > MAX_AGE:
         raise ValidationError(f"{name}: {_brief(value)} is out of range (at most 10000 years)")
     return seconds
-
-
-def iso(ts: int | None) -> str | None:
-    if ts is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def ago(ts: int, now: int) -> str:

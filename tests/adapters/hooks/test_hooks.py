@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fixtures.harness import counts, db_path, event, hook, hook_ok, observations, query
+from fixtures.harness import counts, db_path, event, hook, hook_env, hook_ok, observations, query
 
 CWD = "/home/dev/code/billing-api"
 OTHER_CWD = "/home/dev/code/ledger-ui"
@@ -54,7 +56,7 @@ def test_malformed_input_exits_1_with_one_line_and_stores_nothing(tmp_path: Path
     assert_rejected(hook(home, raw), home)
 
 
-@pytest.mark.parametrize("missing", ["session_id", "cwd", "hook_event_name"])
+@pytest.mark.parametrize("missing", ["session_id", "hook_event_name"])
 def test_missing_required_field_exits_1_and_stores_nothing(tmp_path: Path, missing: str) -> None:
     home = tmp_path / "home"
     payload = event("UserPromptSubmit", prompt="fix the login bug")
@@ -62,6 +64,18 @@ def test_missing_required_field_exits_1_and_stores_nothing(tmp_path: Path, missi
     done = hook(home, payload)
     assert_rejected(done, home)
     assert missing in done.stderr
+
+
+def test_missing_cwd_is_the_hook_process_s_working_directory(tmp_path: Path) -> None:
+    """A harness runs its hook in the project (subcog's events name no directory, §5.3)."""
+    home = tmp_path / "home"
+    payload = event("UserPromptSubmit", prompt="fix the login bug")
+    del payload["cwd"]
+    (tmp_path / "ledger-ui").mkdir()
+    done = subprocess.run([sys.executable, "-m", "nmem", "record"], input=json.dumps(payload), capture_output=True,
+                          text=True, env=hook_env(home), cwd=tmp_path / "ledger-ui", timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert [r["project"] for r in query(home, "SELECT project FROM sessions")] == ["ledger-ui"]
 
 
 @pytest.mark.parametrize("payload", [

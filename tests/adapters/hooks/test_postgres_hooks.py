@@ -47,3 +47,79 @@ def test_hooks_spool_without_psycopg_and_drain_stores_every_event(tmp_path: Path
         store.close()
     again = nmem(["drain", "--format", "json"], env)
     assert json.loads(again.stdout) == {"stored": 0, "waiting": 0}
+
+
+# -- with a running `nmem serve` on the same store -----------------------------------------------
+
+CWD = "/home/dev/code/team"
+
+
+def searched(port: int, query: str) -> list[str]:
+    import httpx2
+
+    response = httpx2.get(f"http://127.0.0.1:{port}/api/v1/search", params={"query": query, "scope": "prompts",
+                                                                            "project": "*"}, timeout=60)
+    assert response.status_code == 200, response.text
+    return [str(r.get("content") or r.get("content_preview") or r.get("title")) for r in response.json()["results"]]
+
+
+def spooled(home: Path) -> list[str]:
+    try:
+        return [n for n in os.listdir(home / "spool") if n.endswith(".json")]
+    except FileNotFoundError:
+        return []
+
+
+def test_a_running_server_stores_what_hooks_spool_within_seconds(tmp_path: Path, pg_url: str) -> None:
+    import time
+
+    from mcp_support import http_server
+
+    home = tmp_path / "home"
+    env = hook_env(home, NMEM_STORE_URL=pg_url)
+    with http_server(home, env={"NMEM_STORE_URL": pg_url, "NMEM_SERVER_DRAIN_MS": "200"}) as server:
+        env["NMEM_MCP_PORT"] = str(server.port)
+        prompt = event("UserPromptSubmit", "pg-live", CWD, prompt="rotate the staging certificates")
+        done = nmem(["record"], env, json.dumps(prompt))
+        assert done.returncode == 0 and done.stdout == "", done.stderr
+        deadline = time.monotonic() + 30
+        while "rotate the staging certificates" not in searched(server.port, "certificates"):
+            assert time.monotonic() < deadline, "the server did not store the spooled event"
+            time.sleep(0.2)
+        assert spooled(home) == []
+
+
+def test_session_start_prints_the_block_of_a_local_server_on_the_same_store(tmp_path: Path, pg_url: str) -> None:
+    from mcp_support import free_port, http_server
+
+    home = tmp_path / "home"
+    env = hook_env(home, NMEM_STORE_URL=pg_url, NMEM_BUSY_BUDGET_MS="30000")  # a loaded test machine
+    for payload in (event("UserPromptSubmit", "hist", CWD, prompt="make invoice totals round half up"),
+                    event("Stop", "hist", CWD, last_assistant_message="Done.")):
+        assert nmem(["record"], env, json.dumps(payload)).returncode == 0
+    assert nmem(["drain"], env).returncode == 0
+
+    env["NMEM_MCP_PORT"] = str(free_port())  # no server there: spooled, nothing printed, as before
+    alone = nmem(["record"], env, json.dumps(event("SessionStart", "s-alone", CWD, source="startup")))
+    assert alone.returncode == 0 and alone.stdout == "" and len(spooled(home)) == 1, alone.stderr
+
+    with http_server(tmp_path / "other", env={"NMEM_STORE_URL": pg_url + "&application_name=other"}) as other:
+        env["NMEM_MCP_PORT"] = str(other.port)  # a server of another store (its URL differs): not used
+        done = nmem(["record"], env, json.dumps(event("SessionStart", "s-other", CWD, source="startup")))
+        assert done.returncode == 0 and done.stdout == "" and len(spooled(home)) == 2, done.stderr
+
+    with http_server(home, env={"NMEM_STORE_URL": pg_url, "NMEM_SERVER_DRAIN_MS": "0"}) as server:
+        env["NMEM_MCP_PORT"] = str(server.port)
+        done = nmem(["record"], env, json.dumps(event("SessionStart", "s-next", CWD, source="startup")))
+        assert done.returncode == 0, done.stderr
+        block = done.stdout.strip()
+        assert block.startswith("<nmem-context>") and block.endswith("</nmem-context>"), \
+            (done.stdout, spooled(home), server.log.read_text())
+        assert "make invoice totals round half up" in block
+        assert len(spooled(home)) == 2, "stored by the server, not spooled"
+    store = open_store(pg_url)
+    try:
+        assert store.get_session("s-next") is not None
+        assert store.get_session("s-alone") is None, "still waiting in the spool"
+    finally:
+        store.close()

@@ -21,7 +21,7 @@ from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, Serv
 from mcp_support import CWD, PROJECT, Inbox, Seeded, record_process, run_nmem_async
 from nmem.adapters.mcp.resources import as_uri
 from nmem.adapters.mcp.server import NmemServer
-from nmem.adapters.mcp.watch import ChangeSet
+from nmem.changes import ChangeSet
 from nmem.service.api import Service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -1,55 +1,23 @@
-"""The `nmem` command line: click commands over `nmem.service.api.Service`.
+"""The `nmem` command line.
 
-`main(args)` is what `python -m nmem` calls for everything but the hook fast path. It
-never shows a traceback: nmem's errors print `nmem: <message>` and exit with their code,
-usage errors exit 2.
+`commands.py` assembles every click command (`cli`, and `main` to run one command line);
+`light.py` runs the common read and capture commands without click (`nmem.__main__` tries it
+first). Importing this package loads neither: `nmem.adapters.cli.cli` and `.main` load the
+whole command line on first use.
 """
 
 from __future__ import annotations
 
-import click
-
-from nmem.adapters.cli import (
-    admin,
-    curate,
-    encryption,
-    engines,
-    index,
-    lifecycle,
-    portable,
-    query,
-    serve,
-    setup,
-    sync,
-    team,
-)
-from nmem.adapters.cli.app import cli
-from nmem.errors import NmemError
-
-for _command in (*query.COMMANDS, *curate.COMMANDS, *admin.COMMANDS, *setup.COMMANDS, *serve.COMMANDS,
-                 *index.COMMANDS, *sync.COMMANDS, *portable.COMMANDS, *lifecycle.COMMANDS, *encryption.COMMANDS,
-                 *team.COMMANDS, *engines.COMMANDS):
-    cli.add_command(_command)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.adapters.cli.commands import cli, main
 
 __all__ = ["cli", "main"]
 
 
-def main(args: list[str]) -> int:
-    """Run one command line; returns the exit code instead of exiting."""
-    try:
-        result = cli.main(args=list(args), prog_name="nmem", standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.Abort:
-        click.echo("nmem: aborted", err=True)
-        return 130
-    except NmemError as exc:  # raised outside a command, e.g. while closing the store
-        click.echo(f"nmem: {exc.message}", err=True)
-        return exc.exit_code
-    except SystemExit as exc:  # click exits by itself when the reader of stdout goes away (EPIPE)
-        return exc.code if isinstance(exc.code, int) else 1
-    except Exception as exc:  # the one edge handler: a bug must still be one readable line
-        click.echo(f"nmem: internal error: {type(exc).__name__}: {exc}", err=True)
-        return 1
-    return result if isinstance(result, int) else 0
+def __getattr__(name: str) -> object:
+    if name in __all__:
+        from nmem.adapters.cli import commands
+
+        return getattr(commands, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,8 +8,7 @@ error type's exit code (subcog's table), whether the CLI runs standalone or unde
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, TypeVar
 
 import click
@@ -17,9 +16,8 @@ import click
 from nmem import __version__
 from nmem.adapters.cli.output import FORMATS, Block, render
 from nmem.config import CONFIG_ENV, HOME_ENV, Settings, load_settings
-from nmem.errors import ConfigError, InvalidArgument, NmemError
+from nmem.errors import ConfigError, NmemError
 from nmem.service.api import Service
-from nmem.util.timeutil import parse_age
 
 F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -135,31 +133,6 @@ def debug(level: int, message: str) -> None:
 def quiet() -> bool:
     """Whether -q asked for nothing but the result (no notes, no progress bars)."""
     return _verbosity() < 0
-
-
-def split_values(values: Iterable[str] | None) -> list[str]:
-    """Repeated options, each of which may also be comma-separated."""
-    out: list[str] = []
-    for value in values or ():
-        out.extend(part.strip() for part in value.split(",") if part.strip())
-    return out
-
-
-def read_stdin() -> str:
-    text = sys.stdin.read()
-    if not text.strip():
-        raise InvalidArgument("--stdin was given but standard input is empty")
-    return text
-
-
-def time_bound(service: Service, value: str | None) -> str | int | None:
-    """A date, an epoch time, or an age such as `7d` (that long before now)."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1:].isalpha() and text[:-1].strip().isdigit():
-        return service.now() - parse_age(text, name="time")
-    return text
 
 
 @click.group(cls=NmemGroup, context_settings=CONTEXT_SETTINGS)

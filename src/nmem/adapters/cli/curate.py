@@ -7,9 +7,10 @@ from typing import Any, TypeVar
 
 import click
 
-from nmem.adapters.cli.app import State, emit, format_option, note, pass_state, read_stdin, split_values
-from nmem.adapters.cli.output import Block, Body, Fields, Heading, one_line, when
+from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
+from nmem.adapters.cli.output import Body, Fields
 from nmem.adapters.cli.params import Integer
+from nmem.adapters.cli.views import capture_blocks, read_stdin, recall_blocks, split_values
 from nmem.models import TIERS, Memory
 from nmem.service.args import RECALL_PROJECT_HELP, ProjectScope
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
@@ -102,33 +103,7 @@ def capture(state: State, namespace: str, summary: str, content: str | None, spe
     data = state.service().capture(
         body, summary=summary, namespace=namespace, spec=spec, tags=split_values(tags), domain=domain,
         project=project, source="cli", relates_to=split_values(relates_to), tier=tier, pinned=pin)
-
-    def blocks() -> list[Block]:
-        lines = [f"✓ Captured memory: {data['namespace']}/{data['memory_id']}",
-                 f"  Domain: {data['domain']}", f"  URI: {data['uri']}"]
-        if data["warning"]:
-            lines.append(f"  Warning: {data['warning']}")
-        return [Body("\n".join(lines))]
-
-    emit(state, fmt, data, blocks)
-
-
-def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
-    if not hits:
-        return [Body("No memories found.")]
-    blocks: list[Block] = [Body(f"Found {len(hits)} memor{'y' if len(hits) == 1 else 'ies'}:")]
-    for i, hit in enumerate(hits, 1):
-        similarity = f"  ({hit['similarity']:.2f} similarity)" if "similarity" in hit else ""
-        blocks.append(Heading(f"[{i}] {hit['namespace']}/{hit['id']}{similarity}  {one_line(hit['summary'], 100)}",
-                              2))
-        pairs = [("number", str(hit.get("number", ""))), ("urn", hit["urn"])]
-        if "domain" in hit:
-            pairs[:0] = [("domain", hit["domain"]), ("tags", ", ".join(hit["tags"]) or "-"),
-                         ("tier", hit["tier"]), ("updated", when(hit.get("timestamp", hit.get("updated_at"))))]
-        blocks.append(Fields(pairs))
-        if "content" in hit:
-            blocks.append(Body(hit["content"]))
-    return blocks
+    emit(state, fmt, data, lambda: capture_blocks(data))
 
 
 @click.command("recall")
@@ -138,7 +113,7 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
 @click.option("--spec", help="Only memories captured with this --spec.")
 @click.option("--domain", default="all", show_default=True, help="all, project, project:<name>, user or org.")
 @click.option("--project", help=RECALL_PROJECT_HELP)
-@click.option("--limit", type=Integer(), default=10, show_default=True, help="Max results, clamped to 1-100.")
+@click.option("--limit", "-l", type=Integer(), default=10, show_default=True, help="Max results, clamped to 1-100.")
 @click.option("--mode", type=click.Choice(RECALL_MODES), default=None,
               help="bm25 (full text), vector (nearest vectors) or hybrid (both). Default: hybrid when "
                    "search.embeddings is on, else bm25. vector and hybrid need embeddings (exit 3 without).")

@@ -7,54 +7,65 @@ the stable, documented shape; text and markdown are for reading and may change.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-
 from nmem.models import SESSION_REF_CHARS
 from nmem.text import ARROW, joined, preview
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+# Plain classes, and `json`, `re` and `datetime` loaded by the formats that use them: every
+# command renders through here, and the light path (`light.py`) keeps `dataclasses` (with
+# `inspect`, `ast`, `tokenize` behind it) and `typing` out of a `nmem search` process.
 FORMATS: tuple[str, ...] = ("text", "json", "yaml", "markdown", "quiet")  # quiet: nothing on stdout
 CELL_CHARS = 80
 BAR_WIDTH = 24
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+_URL_PASSWORD = r"(://[^:/@\s]+:)[^@\s]+@"
 
 
-@dataclass(frozen=True)
 class Heading:
-    text: str
-    level: int = 1
+    __slots__ = ("text", "level")
+
+    def __init__(self, text: str, level: int = 1) -> None:
+        self.text = text
+        self.level = level
 
 
-@dataclass(frozen=True)
 class Table:
-    headers: Sequence[str]
-    rows: Sequence[Sequence[str]]
+    __slots__ = ("headers", "rows")
+
+    def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        self.headers = headers
+        self.rows = rows
 
 
-@dataclass(frozen=True)
 class Fields:
     """Aligned `key: value` lines."""
 
-    pairs: Sequence[tuple[str, str]]
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
+        self.pairs = pairs
 
 
-@dataclass(frozen=True)
 class Bars:
     """Counts with proportional bars (status breakdowns)."""
 
-    title: str
-    items: Sequence[tuple[str, int]]
+    __slots__ = ("title", "items")
+
+    def __init__(self, title: str, items: Sequence[tuple[str, int]]) -> None:
+        self.title = title
+        self.items = items
 
 
-@dataclass(frozen=True)
 class Body:
     """Free text, printed as written (record content, the context block)."""
 
-    text: str
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 Block = Heading | Table | Fields | Bars | Body
@@ -66,6 +77,8 @@ def when(ts: Any) -> str:
     """Epoch seconds as local `YYYY-MM-DD HH:MM`; empty for missing values."""
     if ts is None or ts == "" or isinstance(ts, bool):
         return ""
+    from datetime import datetime
+
     try:
         return datetime.fromtimestamp(int(ts)).strftime("%Y-%m-%d %H:%M")
     except (TypeError, ValueError, OverflowError, OSError):
@@ -112,6 +125,8 @@ def scalar(value: Any) -> str:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return ", ".join(value)
     if isinstance(value, (dict, list, tuple)):
+        import json
+
         return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     return str(value)
 
@@ -127,8 +142,10 @@ def human_size(size: int) -> str:
 
 def mask_secrets(value: Any) -> Any:
     """Passwords in URLs (`postgresql://user:secret@host`) shown as `***`; other values as they are."""
-    if isinstance(value, str):
-        return _URL_PASSWORD.sub(r"\1***@", value)
+    if isinstance(value, str) and "@" in value:
+        import re
+
+        return re.sub(_URL_PASSWORD, r"\1***@", value)
     return value
 
 
@@ -146,6 +163,8 @@ def record_fields(record: dict[str, Any], skip: Sequence[str] = ()) -> Fields:
 # -- machine formats ----------------------------------------------------------------------
 
 def to_json(data: Any) -> str:
+    import json
+
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -17,9 +17,10 @@ from typing import Any, TextIO
 
 import click
 
-from nmem.adapters.cli.app import State, emit, format_option, note, pass_state, time_bound
+from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import Block, Fields, Heading, Table
 from nmem.adapters.cli.progress import progress_bar, progress_of
+from nmem.adapters.cli.views import time_bound
 from nmem.errors import ConfigError, InvalidArgument, NmemError
 from nmem.portable import FORMATS, document, format_for, importer, jsonl, markdown
 from nmem.portable import backup as backups

@@ -7,67 +7,34 @@ from typing import Any
 
 import click
 
-from nmem.adapters.cli.app import State, emit, format_option, note, pass_state, split_values, time_bound
+from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import (
-    Bars,
     Block,
     Body,
     Fields,
     Heading,
     Table,
     duration,
-    human_size,
     mask_secrets,
     one_line,
-    record_fields,
-    shown_ref,
     when,
 )
 from nmem.adapters.cli.params import Integer
+from nmem.adapters.cli.views import (
+    count_line,
+    record_blocks,
+    search_blocks,
+    split_values,
+    status_blocks,
+    time_bound,
+    verify_failure,
+)
 from nmem.context.block import build as build_context
-from nmem.errors import NotFound, StorageError
+from nmem.errors import NotFound
 from nmem.models import ORDERS, SCOPES, session_ref
-from nmem.service.api import SearchResult
 from nmem.service.args import BOUND_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
 
 # -- search -------------------------------------------------------------------------------
-
-def _hit_type(hit: dict[str, Any]) -> str:
-    kind = hit.get("kind")
-    if kind == "observation":
-        return str(hit.get("obs_type", ""))
-    if kind == "memory":
-        return f"memory:{hit.get('namespace', '')}"
-    if kind == "prompt":
-        return f"prompt:{hit.get('source', '')}"
-    return str(kind)
-
-
-def _hit_row(hit: dict[str, Any]) -> list[str]:
-    where = hit.get("project") or hit.get("domain") or ""
-    text = hit.get("summary") or hit.get("content_preview") or hit.get("content") or ""
-    return [shown_ref(hit), when(hit.get("timestamp") or hit.get("updated_at") or hit.get("started_at")),
-            _hit_type(hit), str(where), one_line(text)]
-
-
-def search_blocks(result: SearchResult, full: bool) -> list[Block]:
-    hits = result.to_list(full=full)
-    if not hits:
-        return [Body("No results.")]
-    if not full:
-        return [Table(("id", "when", "type", "project", "preview"), [_hit_row(h) for h in hits])]
-    blocks: list[Block] = []
-    for hit in hits:
-        blocks.append(Heading(f"{_hit_type(hit)} {shown_ref(hit)}", 2))
-        blocks.append(record_fields(hit, skip=("content",)))
-        if hit.get("content"):
-            blocks.append(Body(str(hit["content"])))
-    return blocks
-
-
-def _count_line(count: int, query: str | None) -> str:
-    return f'{count} results for "{query}"' if query else f"{count} results"
-
 
 @click.command("search")
 @click.argument("query", required=False)
@@ -129,22 +96,10 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
             click.echo(hit.record.ref)
     else:
         emit(state, fmt, result.to_list(full=full), lambda: search_blocks(result, full))
-    note(_count_line(len(result.hits), query))
+    note(count_line(len(result.hits), query))
 
 
 # -- get ----------------------------------------------------------------------------------
-
-def _record_blocks(records: list[dict[str, Any]]) -> list[Block]:
-    blocks: list[Block] = []
-    for rec in records:
-        blocks.append(Heading(str(rec.get("urn", rec.get("id"))), 2))
-        blocks.append(record_fields(rec, skip=("content", "urn")))
-        if rec.get("content"):
-            blocks.append(Body(str(rec["content"])))
-        if rec["kind"] == "session":
-            blocks.append(Body(f"Its prompts and actions: nmem trace {rec['ref']}"))
-    return blocks
-
 
 @click.command("get")
 @click.argument("refs", metavar="ID...", nargs=-1, required=True)
@@ -166,7 +121,7 @@ def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
     if not found:
         raise NotFound(f"not found: {', '.join(missing)}")
     records = [{"kind": record.kind, **record.to_dict()} for record in found]
-    emit(state, fmt, records, lambda: _record_blocks(records))
+    emit(state, fmt, records, lambda: record_blocks(records))
     if missing:
         note(f"not found: {', '.join(missing)}")
 
@@ -346,40 +301,6 @@ def context(state: State, project: str | None, recovery: bool, fmt: str | None) 
     emit(state, fmt, data, lambda: [Body(block)] if block else [])
 
 
-def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
-    domains = ", ".join(f"{n} {d}" for d, n in data["by_domain"].items())
-    blocks: list[Block] = [
-        Heading("nmem status"),
-        Fields([
-            ("database", str(data["database"])),
-            ("schema", f"v{data['schema_version']}"),
-            ("size", human_size(int(data["size_bytes"]))
-             + (", encrypted (SQLCipher)" if data.get("encrypted") else "")),
-            ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
-            ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
-                      f"{data['observations']} observations"),
-            ("memories", f"{data['memories']}" + (f" in {data['domain']}" if "domain" in data
-                                                   else f" ({domains})" if domains else "")),
-            ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),
-        ]),
-    ]
-    if verbose or "domain" not in data:
-        blocks.append(Bars("By type", list(data["by_obs_type"].items())))
-    blocks += [Bars("By namespace", list(data["by_namespace"].items())),
-               Bars("By tier", list(data["by_tier"].items()))]
-    if verbose or "domain" not in data:
-        blocks.append(Bars("Sessions by project", list(data["by_project"].items())))
-    if verbose:
-        blocks.append(Bars("Memories by domain", list(data["by_domain"].items())))
-    if "verify" in data:
-        check = data["verify"]
-        blocks.append(Heading("Verify", 2))
-        blocks.append(Fields([("integrity", check["integrity"]),
-                              *((f"{name}", result) for name, result in check["fts"].items()),
-                              ("result", "ok" if check["ok"] else "FAILED")]))
-    return blocks
-
-
 @click.command("status")
 @click.option("--domain", default="all", show_default=True,
               help="Memory counts of one domain: all, project, project:<name>, user or org.")
@@ -398,9 +319,7 @@ def status(state: State, domain: str, detailed: bool, verify: bool, fmt: str | N
     data["database"] = mask_secrets(data["database"])
     emit(state, fmt, data, lambda: status_blocks(data, detailed))
     if verify and not data["verify"]["ok"]:
-        raise StorageError("status --verify found problems: " + "; ".join(
-            [f"integrity: {data['verify']['integrity']}"] * (data["verify"]["integrity"] != "ok")
-            + [f"{name}: {result}" for name, result in data["verify"]["fts"].items() if result != "ok"]))
+        raise verify_failure(data)
 
 
 COMMANDS: tuple[click.Command, ...] = (search, get, timeline, trace, sessions, file_history, context, status)

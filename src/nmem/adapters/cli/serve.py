@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import socket
@@ -13,30 +14,37 @@ import click
 
 from nmem.adapters.cli.app import State, note, pass_state
 from nmem.adapters.cli.params import Integer
-from nmem.adapters.net import Limits, is_loopback, listen
+from nmem.adapters.net import Limits, is_loopback, listen_per_worker
 from nmem.config import Settings
 from nmem.errors import ConfigError
 from nmem.setup.claude_code import SERVER_NAME, mcp_entry, nmem_executable
 from nmem.team import accounts as team
 
+# subcog's `serve --transport sse|websocket`: both are served by the one HTTP server.
+HTTP_ALIASES = ("sse", "websocket")
+
 
 @click.command("serve")
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+@click.option("--transport", type=click.Choice(["stdio", "http", *HTTP_ALIASES]), default="stdio", show_default=True,
               help="stdio: one client, spawned by it (Claude Code). http: the HTTP server: REST API at "
-                   "/api/v1, claude-mem's worker API at /api, MCP (Streamable HTTP) at /mcp.")
+                   "/api/v1, claude-mem's worker API at /api, MCP (Streamable HTTP) at /mcp, SSE streams at "
+                   "/stream/* and the WebSocket at /ws; sse and websocket (subcog's names) are http.")
 @click.option("--host", default=None, help="HTTP listen address (default: the mcp.host setting, 127.0.0.1).")
 @click.option("--port", type=Integer(1, 65535), default=None, help="HTTP port (default: the mcp.port setting, 37777).")
 @click.option("--token", default=None, envvar="NMEM_MCP_TOKEN", show_envvar=True,
               help="Token HTTP clients must send (default: the http.token setting). Required for any "
                    "non-loopback --host.")
-@click.option("--tools", default=None, help="Tools to expose: nmem, core, claude-mem, all, or a comma-separated list.")
+@click.option("--tools", default=None,
+              help="Tools to expose: nmem, core, claude-mem, subcog, all, or a comma-separated list.")
 @click.option("--project", default=None,
               help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
 @click.option("--store", default=None, metavar="URL",
               help="Store to serve: sqlite:///path or postgresql://... (default: the store.url setting).")
+@click.option("--workers", type=Integer(1, 256), default=None,
+              help="HTTP server processes behind the one port (default: the http.workers setting, 1).")
 @pass_state
 def serve(state: State, transport: str, host: str | None, port: int | None, token: str | None,
-          tools: str | None, project: str | None, store: str | None) -> None:
+          tools: str | None, project: str | None, store: str | None, workers: int | None) -> None:
     """Run nmem's MCP server (stdio) or its HTTP server (REST API, claude-mem's API and MCP).
 
     stdout carries only MCP messages; logs go to stderr. Stop with Ctrl-C. The HTTP server
@@ -46,12 +54,20 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         nmem serve                              # stdio, as Claude Code runs it
         nmem serve --transport http             # http://127.0.0.1:37777/api/v1 and /mcp
         nmem serve --transport http --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+        nmem serve --transport http --workers 4  # four processes on one port
     """
     if store:
         state.use_store(store)
+    if transport in HTTP_ALIASES:  # one server carries MCP, SSE and the WebSocket
+        transport = "http"
     settings = state.settings
+    if workers is not None and workers > 1 and transport != "http":
+        raise click.UsageError("--workers needs --transport http (a stdio server has one client)")
+    processes = workers if workers is not None else int(settings["http.workers"])
+    if processes < 1:
+        raise ConfigError(f"http.workers must be at least 1, got {processes}")
     # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
-    endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store)) \
+    endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store), processes) \
         if transport == "http" else None
 
     # The SDK takes ~1 s to import; only this command pays for it, not every `nmem` run.
@@ -72,11 +88,15 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     from nmem.adapters.http.app import create_app
     from nmem.adapters.http.server import serve as serve_http
 
-    web = create_app(settings, service=service, host=endpoint.host, token=endpoint.token, project=project,
-                     tools=tools, limits=endpoint.limits)
     base = f"http://{endpoint.host}:{endpoint.port}"
     note(f"HTTP API at {base}/api/v1, MCP at {base}/mcp (store {settings.store_url})"
-         + ("; bearer token required" if endpoint.token else ""))
+         + ("; bearer token required" if endpoint.token else "")
+         + (f"; {processes} worker processes" if processes > 1 else ""))
+    if processes > 1:
+        _serve_workers(state, endpoint, project, tools, processes)
+        return
+    web = create_app(settings, service=service, host=endpoint.host, token=endpoint.token, project=project,
+                     tools=tools, limits=endpoint.limits)
 
     async def main() -> None:
         await serve_http(web, host=endpoint.host, port=endpoint.port, sockets=endpoint.sockets)
@@ -87,16 +107,41 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         note("stopped")
 
 
+def _serve_workers(state: State, endpoint: Endpoint, project: str | None, tools: str | None, processes: int) -> None:
+    """Fork the worker processes (nmem.adapters.http.workers); each opens its own store."""
+    import anyio
+
+    from nmem.adapters.http.app import create_app
+    from nmem.adapters.http.server import serve as serve_http
+    from nmem.adapters.http.workers import Supervisor
+
+    settings = state.settings
+    state.close()  # no connection (nor a PostgreSQL pool's threads) may cross the fork
+
+    def work(_: int, sockets: list[socket.socket]) -> None:
+        web = create_app(settings, host=endpoint.host, token=endpoint.token, project=project, tools=tools,
+                         limits=endpoint.limits, workers=processes)
+        anyio.run(functools.partial(serve_http, web, host=endpoint.host, port=endpoint.port, sockets=sockets))
+
+    if Supervisor(endpoint.groups, work).run():
+        raise SystemExit(1)
+    note("stopped")
+
+
 class Endpoint(NamedTuple):
     host: str
     port: int
     token: str | None
     limits: Limits
-    sockets: list[socket.socket]
+    groups: list[list[socket.socket]]   # the listening sockets of each worker process
+
+    @property
+    def sockets(self) -> list[socket.socket]:
+        return self.groups[0]
 
 
 def _endpoint(settings: Settings, host: str | None, port: int | None, token: str | None,
-              has_users: Callable[[], bool] = lambda: False) -> Endpoint:
+              has_users: Callable[[], bool] = lambda: False, workers: int = 1) -> Endpoint:
     """The HTTP transport's address, token and limits, its sockets already listening. A team
     server (users exist) may listen beyond loopback without a token: its users' tokens guard it."""
     bind = host or str(settings["mcp.host"])
@@ -108,7 +153,7 @@ def _endpoint(settings: Settings, host: str | None, port: int | None, token: str
         raise ConfigError(f"refusing to listen on {bind} without a token: pass --token or set NMEM_HTTP_TOKEN "
                           "(or NMEM_MCP_TOKEN)")
     limits = Limits.from_settings(settings)
-    return Endpoint(bind, listen_port, secret, limits, listen(bind, listen_port))
+    return Endpoint(bind, listen_port, secret, limits, listen_per_worker(bind, listen_port, workers))
 
 
 @click.command("mcp-config")

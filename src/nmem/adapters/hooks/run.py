@@ -28,12 +28,12 @@ import sys
 from nmem import jsonlite as json
 from nmem.capture import agents, spool
 from nmem.capture import events as ev
-from nmem.capture.claude_code import HOOK_ALIASES
+from nmem.capture.claude_code import HOOK_ALIASES, with_working_dir
+from nmem.capture.project import git_branch
 from nmem.capture.recorder import RecordOutcome
 from nmem.config import Settings, load_settings
 from nmem.errors import ConfigError, InvalidArgument, NmemError, StorageError, StoreBusy
 from nmem.service.core import CaptureService
-from nmem.sync import trigger as sync_trigger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,14 +97,17 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
     settings: Settings | None = None
     try:
         settings = load_settings(env)
+        _subcog(settings)  # an unknown hooks.profile is refused before anything is stored
         event_override, input_file, output_file, remote, agent = _parse_args(argv)
         payload = _read_payload(stdin, input_file)
         if event_override and isinstance(payload, dict):
             payload.setdefault("hook_event_name", event_override)
+        if (agent or ev.CLAUDE_CODE) == ev.CLAUDE_CODE:
+            payload = with_working_dir(payload, _working_dir())
         event = agents.parse(payload, agent)
         payload = agents.tagged(payload, event.agent)  # a spooled or forwarded event keeps its agent
         if not settings["memory.enabled"]:
-            return 0
+            return _write(_subcog_empty(settings, event), output_file, stdout)
         remote = remote or str(settings["hooks.remote_url"])
         try:
             if remote:
@@ -113,13 +116,8 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
                 output, failure = _record(settings, payload, event)
         except RecursionError:  # scrubbing and storing walk the input as deep as it goes
             raise InvalidArgument("hook input is nested too deeply to store") from None
-        if output:
-            if output_file:
-                with open(output_file, "w", encoding="utf-8") as fh:
-                    fh.write(output)
-            else:
-                stdout.write(output)
-                stdout.flush()
+        output = output or _subcog_empty(settings, event)
+        _write(output, output_file, stdout)
         if failure is not None and not output:
             # Kept in the spool, but the database needs the user (foreign, corrupt, read-only,
             # disk full): one line that says so. Exit 4 does not block Claude Code; only 2 would.
@@ -140,6 +138,40 @@ def run(argv: list[str], stdin: IO[str], stdout: IO[str], stderr: IO[str],
         spool.HookLog(settings).error(f"hook failed: {type(exc).__name__}: {exc}\n{_traceback(exc)}")
         stderr.write(f"nmem: internal error ({type(exc).__name__}); see the nmem log\n")
         return 1
+
+
+def _working_dir() -> str | None:
+    """The directory the harness ran the hook in; None when it no longer exists."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _write(output: str, output_file: str | None, stdout: IO[str]) -> int:
+    if output:
+        if output_file:
+            with open(output_file, "w", encoding="utf-8") as fh:
+                fh.write(output)
+        else:
+            stdout.write(output)
+            stdout.flush()
+    return 0
+
+
+def _subcog(settings: Settings) -> Any:
+    """The subcog output module when `hooks.profile` asks for it (nmem's default never loads it)."""
+    if settings["hooks.profile"] == "nmem":
+        return None
+    from nmem.adapters.hooks import subcog
+
+    return subcog if subcog.wanted(settings) else None
+
+
+def _subcog_empty(settings: Settings, event: ev.HookEvent) -> str:
+    """subcog's hooks always print their JSON, with empty context when there is nothing to say."""
+    subcog = _subcog(settings)
+    return subcog.empty(event.hook_event_name) if subcog else ""
 
 
 def _one_line(text: str) -> str:
@@ -177,8 +209,15 @@ def _record(settings: Settings, payload: dict[str, Any],
     log = spool.HookLog(settings)
     if not settings.store_url.startswith("sqlite:"):
         # A server store (PostgreSQL): hooks never load its driver (psycopg and its pool cost
-        # more to import than a hook's whole budget), so every event waits in the spool until
-        # `nmem drain` stores it; nothing is lost and the agent is not slowed.
+        # more to import than a hook's whole budget), so every event waits in the spool until a
+        # running `nmem serve` or `nmem drain` stores it; nothing is lost and the agent is not
+        # slowed. A SessionStart is handed to a local server first, for its context block.
+        if event.kind == ev.SESSION_START:
+            from nmem.adapters.hooks import local_server  # http.client: only this event loads it
+
+            context = local_server.session_start(settings, payload, event)
+            if context is not None:
+                return (_hook_output(settings, event, context) if context else ""), None
         spool.spool(settings, {**payload, "_nmem_received_at": event.timestamp})
         return "", None
     budget = int(settings["hooks.busy_budget_ms"])
@@ -230,10 +269,17 @@ def _output(settings: Settings, service: CaptureService, event: ev.HookEvent, ou
     if outcome.skipped == "disabled":
         return ""
     if event.kind == ev.SESSION_START:
+        from nmem.sync import trigger as sync_trigger  # once a session or a turn: tool calls never load it
+
         sync_trigger.on_session_start(settings)  # detached, only with sync.auto
         return _session_context(service, event, outcome.project)
     if event.kind == ev.STOP:
+        from nmem.sync import trigger as sync_trigger
+
         sync_trigger.on_stop(settings, service.store)
+    subcog = _subcog(settings)
+    if subcog:
+        return str(subcog.for_event(service, event, outcome))
     if event.kind == ev.TOOL and outcome.file_path and settings["context.file_memories"]:
         from nmem.context.block import file_memories  # opt-in: a default hook never loads it
 
@@ -268,6 +314,9 @@ def _session_context(service: CaptureService, event: ev.HookEvent, project: str 
 
     block = render(service, project, event.source, event.timestamp, session_id=event.session_id or None,
                    cwd=event.cwd or None)
+    subcog = _subcog(service.settings)
+    if subcog:
+        return str(subcog.session_start(service, project, event.branch or git_branch(event.cwd), block))
     return _hook_output(service.settings, event, block)
 
 
@@ -286,7 +335,10 @@ def _busy_context(settings: Settings, event: ev.HookEvent) -> str:
 
 def _hook_output(settings: Settings, event: ev.HookEvent, text: str) -> str:
     """Context in the shape the event's agent reads (`capture.agents.output`); for Claude Code,
-    plain text unless `context.format` is json."""
+    plain text unless `context.format` is json; subcog's JSON with `hooks.profile = "subcog"`."""
+    subcog = _subcog(settings)
+    if subcog and text:
+        return str(subcog.dumps(text))
     return agents.output(event.agent, event.hook_event_name, text, plain_ok=settings["context.format"] != "json")
 
 

@@ -36,6 +36,7 @@ from nmem.adapters.http import team as team_api
 from nmem.adapters.http.openapi import endpoints
 from nmem.adapters.http.routing import Context, error_response, json_response, routes
 from nmem.adapters.http.security import MCP_PATH, Guard, Policy, login
+from nmem.adapters.http.threads import StoreThreads, auto_threads
 from nmem.adapters.mcp.server import NmemServer, current_project
 from nmem.adapters.net import Limits
 from nmem.config import Settings
@@ -81,11 +82,13 @@ class NmemApp:
 
 def create_app(settings: Settings, *, service: Service | None = None, host: str | None = None,
                token: str | None = None, project: str | None = None, tools: str | None = None,
-               limits: Limits | None = None, routes_extra: Sequence[BaseRoute] = ()) -> NmemApp:
+               limits: Limits | None = None, routes_extra: Sequence[BaseRoute] = (), workers: int = 1) -> NmemApp:
     """The HTTP app for `settings`: bound to `host` (the `mcp.host` setting by default), with
     `token` (else `http.token`, else `mcp.token`); once the store has users (`nmem user add`),
     every request needs one user's token instead (nmem.team.accounts). Opens the service from the
-    settings unless given one (then the caller closes it). A non-loopback host without a token is a ConfigError."""
+    settings unless given one (then the caller closes it). A non-loopback host without a token is a ConfigError.
+    `workers` > 1: one of several processes behind one port, so MCP at /mcp keeps no session
+    between requests (the next one may reach another process)."""
     bind = host or str(settings["mcp.host"])
     secret = token or str(settings["http.token"]) or str(settings["mcp.token"]) or None
     limits = limits or Limits.from_settings(settings)
@@ -103,19 +106,22 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     users = team_api.TeamAuth(svc.store)
     hub = streams.StreamHub(settings, users=users)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    context = Context(svc, project or current_project(svc), cwd)
+    threads = StoreThreads(svc.store, auto_threads(int(settings["http.threads"])), limits.max_queue)
+    context = Context(svc, project or current_project(svc), cwd, threads)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),
                      poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
     # The guard checks Host (with or without a port); the SDK's own check would demand exact ports.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     mcp_app = mcp.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security,
-                                             host=bind, max_request_body_size=limits.max_body_bytes)
+                                             host=bind, max_request_body_size=limits.max_body_bytes,
+                                             stateless_http=workers > 1)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             if owned:
                 stack.callback(svc.close)
+            stack.callback(threads.close)
             await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             await stack.enter_async_context(mcp.running())
             stack.callback(hub.close)
@@ -149,8 +155,9 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         HTTPException: _http_error, Exception: _unexpected})
     starlette.state.nmem = context
     starlette.state.stream_hub = hub
-    exempt = frozenset((MCP_PATH, *(e.path for e in endpoints() if e.reads_only)))
-    return NmemApp(starlette, Guard(starlette, policy, exempt, users), context, mcp)
+    exempt = frozenset((MCP_PATH, *streams.HEADER_EXEMPT, *(e.path for e in endpoints() if e.reads_only)))
+    guard = Guard(starlette, policy, exempt, users, offload=threads.check)
+    return NmemApp(starlette, guard, context, mcp)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

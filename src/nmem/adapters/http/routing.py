@@ -2,13 +2,16 @@
 service call. One declaration gives the Starlette route and the OpenAPI operation, so the
 document cannot drift from what the server accepts.
 
-A handler is a plain function `(Context, params, body) -> JSON-ready object`, called on the
-event loop's thread: the store's connections are one per process and not safe to share
-between threads (the MCP server calls the service the same way).
+A handler is a plain function `(Context, params, body) -> JSON-ready object`. A server runs
+it off the event loop (`nmem.adapters.http.threads`): reads on its pool of threads, writes on its
+one writer thread; a Context without threads calls it on the loop. A handler that waits without
+holding a thread (the change feed's long-poll) returns an awaitable, which is awaited on the loop.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
 import re
@@ -22,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from nmem.adapters.http.threads import StoreThreads
 from nmem.errors import InternalError, InvalidArgument, NmemError, ValidationError
 from nmem.service.api import Service
 
@@ -38,12 +42,6 @@ class Params(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
 
-class LooseParams(pydantic.BaseModel):
-    """Parameters of the claude-mem compatible endpoints: unknown names are ignored, as there."""
-
-    model_config = pydantic.ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-
 class Body(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
@@ -55,6 +53,7 @@ class Context:
     service: Service
     project: str | None = None          # the server's current project (search boost, memory domain)
     cwd: str | None = None              # relative file paths are read from this directory's project root
+    threads: StoreThreads | None = None  # where handlers run; None: on the event loop
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,11 @@ class Endpoint:
     body_schema: dict[str, Any] | None = None
     reads_only: bool = False                 # a POST that changes nothing: no CSRF header needed
     deprecated: bool = False
+
+    @property
+    def writes(self) -> bool:
+        """Whether the handler may write: it runs on the server's one writer thread."""
+        return self.method not in ("GET", "HEAD") and not self.reads_only
 
     @property
     def openapi_path(self) -> str:
@@ -103,7 +107,10 @@ class Endpoint:
                 body = _validate(self.body, _json_object(await request.body(), request), "field")
             elif self.body_schema is not None:
                 body = _json_object(await request.body(), request)
-            result = self.handler(context, params, body)
+            call = functools.partial(self.handler, context, params, body)
+            result = await context.threads.run(call, write=self.writes) if context.threads else call()
+            if inspect.isawaitable(result):  # a handler that waits (the change feed's long-poll)
+                result = await result
         except NmemError as exc:
             return error_response(exc, context.service)
         except Exception:  # a bug answers with a generic 500; the traceback stays in the server's log

@@ -135,6 +135,9 @@ class RemoteEvent(Body):
     event: dict[str, object] = Field(description="The hook's JSON input, as Claude Code gave it.")
     received_at: Annotated[int, Field(ge=0, le=INT64_MAX)] | None = Field(
         None, description="When the hook received it (epoch seconds); default now.")
+    store: str | None = Field(None, pattern=r"^[0-9a-f]{8,64}$",
+                              description="The store the sender means (a digest of its store URL, as a local hook "
+                                          "sends it): a server serving another store answers 409 and stores nothing.")
 
 
 class AuditParams(Params):

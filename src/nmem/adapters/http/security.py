@@ -43,6 +43,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Offload = Callable[[Callable[[], bool]], Awaitable[bool]]
 
 COOKIE = "nmem_session"
 CSRF_HEADER = "x-nmem-csrf"
@@ -138,14 +139,21 @@ class Guard:
     """The ASGI middleware enforcing a `Policy` before the app sees a request."""
 
     def __init__(self, app: ASGIApp, policy: Policy, header_exempt: frozenset[str] = frozenset((MCP_PATH,)),
-                 users: Users | None = None) -> None:
+                 users: Users | None = None, offload: Offload | None = None) -> None:
         """`header_exempt`: paths whose unsafe requests need no CSRF header: `/mcp` and POSTs
         that change nothing (claude-mem's batch read); the Origin check still applies.
-        `users`: a team server's user check, which replaces the policy's token once users exist."""
+        `users`: a team server's user check, which replaces the policy's token once users exist;
+        `offload` runs it (it reads the store) off the event loop."""
         self.app = app
         self.policy = policy
         self.header_exempt = header_exempt
         self.users = users
+        self.offload = offload
+
+    async def _check(self, scope: Scope, headers: dict[str, str]) -> bool:
+        if self.users is None or self.offload is None:
+            return self._authorized(scope, headers)
+        return await self.offload(lambda: self._authorized(scope, headers))
 
     def _authorized(self, scope: Scope, headers: dict[str, str]) -> bool:
         """The token check; on a team server the viewer found is kept in the scope."""
@@ -172,7 +180,7 @@ class Guard:
         elif method == "OPTIONS" and cors:
             await Response(status_code=204, headers=cors)(scope, receive, send)
             return
-        elif path not in OPEN_PATHS and not self._authorized(scope, headers):
+        elif path not in OPEN_PATHS and not await self._check(scope, headers):
             refused = refusal(401, "unauthorized", "a valid token is required (Authorization: Bearer <token>)",
                               {"WWW-Authenticate": 'Bearer realm="nmem"', **cors})
         elif scope["type"] == "websocket" and origin is not None and not (same_origin(origin, host) or cors):

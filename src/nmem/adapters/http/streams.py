@@ -1,7 +1,11 @@
 """Live streams (subcog §4): SSE at `/stream/*` and a WebSocket at `/ws` (docs/streams.md).
 
 Every stream speaks the same events: `start`, `progress`, `result`, `change`, `error`,
-`complete`. `/stream/changes` is the live feed of what any process writes (hooks included):
+`complete`, their data a superset of subcog's (§4.4: `{operation, params}`, `{phase, current,
+total, message}`, `{memory, score}`, `{uri, memory}`, `{code, message}`, `{success, summary}`).
+subcog's own requests (`POST /stream/recall` with a JSON body, WebSocket messages naming their
+`operation`) recall memories, and get their results as `{memory, score}` and WebSocket replies as
+`{"type": ..., "data": ...}`. `/stream/changes` is the live feed of what any process writes (hooks included):
 one poller per server checks `PRAGMA data_version` every `streaming.poll_ms` and fans each
 change out to every client, so a hundred clients cost one query per commit, not a hundred.
 An idle stream sends a `: keep-alive` comment every `streaming.keepalive_seconds`.
@@ -29,7 +33,9 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from nmem.changes import Change, Cursor, may_see
 from nmem.config import Settings
 from nmem.errors import InvalidArgument, NmemError
+from nmem.models import urn_parts
 from nmem.service.api import Service
+from nmem.service.args import ProjectScope
 from nmem.sync.engine import run_sync
 from nmem.team import accounts as team
 from nmem.team.access import acting_as
@@ -50,6 +56,18 @@ def sse(event: str, data: Any, event_id: str | None = None) -> str:
 
 def error_body(exc: NmemError) -> dict[str, Any]:
     return {"type": exc.kind, "message": exc.message, "code": exc.mcp_code}
+
+
+def canonical_urn(value: Any, name: str = "urn") -> str:
+    """An `nmem://` URN from either scheme (subcog:// is an alias); InvalidArgument for anything else."""
+    parts = urn_parts(value) if isinstance(value, str) and len(value) <= 500 else None
+    if parts is None:
+        raise InvalidArgument(f"{name} must be a string starting with nmem:// or subcog://")
+    return "nmem://" + "/".join(parts)
+
+
+def _progress(phase: str, current: int, total: int, message: str, **extra: Any) -> dict[str, Any]:
+    return {"phase": phase, "current": current, "total": total, "message": message, **extra}
 
 
 class Subscriber:
@@ -170,8 +188,8 @@ async def stream_changes(request: Request) -> Response:
     topic = request.query_params.get("urn") or None
     try:
         since = Cursor.parse(since_text) if since_text else None
-        if topic is not None and not topic.startswith("nmem://"):
-            raise InvalidArgument(f"urn must start with nmem://, got {topic[:60]!r}")
+        if topic is not None:
+            topic = canonical_urn(topic).rstrip("/")
     except NmemError as exc:
         return _refused(exc)
     return _stream(_change_events(hub, since, topic, request.scope))
@@ -242,25 +260,65 @@ def recall_events(service: Service, query: str | None, scope: str, args: dict[st
         raise InvalidArgument(f"unknown scope {scope!r}; valid: {', '.join((*SEARCH_SCOPES, 'all'))}")
     began = time.perf_counter()
     first = service.search(query, scope=scopes[0], **args)  # validates everything once, up front
-    yield "start", {"query": query, "scopes": list(scopes), "format": "full" if full else "index"}
+    yield "start", {"operation": "search", "params": {"query": query, "scope": scope, **args},
+                    "query": query, "scopes": list(scopes), "format": "full" if full else "index"}
     count = 0
     for index, name in enumerate(scopes):
-        yield "progress", {"scope": name, "stage": "searching", "done": index, "total": len(scopes)}
+        yield "progress", _progress("searching", index, len(scopes), f"searching {name}",
+                                    scope=name, stage="searching", done=index)
         result = first if index == 0 else service.search(query, scope=name, **args)
         for hit in result.to_list(full=full):
             count += 1
             yield "result", {"scope": name, **hit}
-        yield "progress", {"scope": name, "stage": "done", "found": len(result.hits), "done": index + 1,
-                           "total": len(scopes)}
-    yield "complete", {"count": count, "elapsed_ms": round((time.perf_counter() - began) * 1000, 1)}
+        yield "progress", _progress("done", index + 1, len(scopes), f"{len(result.hits)} {name}", scope=name,
+                                    stage="done", found=len(result.hits), done=index + 1)
+    yield "complete", {"success": True, "summary": f"{count} results", "count": count,
+                       "elapsed_ms": round((time.perf_counter() - began) * 1000, 1)}
+
+
+# subcog's recall arguments (§2.2.2 RecallArgs; `reason` needs an LLM nmem's recall does not use)
+RECALL_ARGS = ("query", "mode", "limit", "namespace", "domain", "min_similarity", "spec", "tags",
+               "include_archived", "detail", "project")
+
+
+def memory_recall_events(service: Service, args: dict[str, Any], current: str | None
+                         ) -> Iterator[tuple[str, Any]]:
+    """subcog's recall as a stream: memories (as `nmem recall`), each result `{memory, score}`.
+    Raises before `start` on a bad argument."""
+    unknown = sorted(set(args) - set(RECALL_ARGS))
+    if unknown:
+        raise InvalidArgument(f"unknown recall argument(s) {', '.join(unknown)}; valid: {', '.join(RECALL_ARGS)}")
+    options = {k: v for k, v in args.items() if v is not None}
+    query = options.pop("query", None)
+    if query is not None and not isinstance(query, str):
+        raise InvalidArgument("query must be a string")
+    if not isinstance(options.get("include_archived", False), bool):
+        raise InvalidArgument("include_archived must be true or false")
+    project = ProjectScope.parse(options.pop("project", None), current, bound=True).only
+    began = time.perf_counter()
+    rows = service.recall_results(query or None, detail=str(options.pop("detail", "summary")), project=project,
+                                  **options)
+    yield "start", {"operation": "recall", "params": {"query": query, **args}}
+    yield "progress", _progress("recall", 0, 1, "recalling memories")
+    for row in rows:
+        yield "result", {"memory": row, "score": row.get("score")}
+    yield "progress", _progress("recall", 1, 1, f"{len(rows)} memories")
+    yield "complete", {"success": True, "summary": f"{len(rows)} memories", "count": len(rows),
+                       "elapsed_ms": round((time.perf_counter() - began) * 1000, 1)}
 
 
 async def stream_recall(request: Request) -> Response:
+    """GET: a search across every kind of record (the REST search's parameters). POST with a JSON
+    body of subcog's recall arguments: a memory recall, as subcog's `/stream/recall`."""
     params = request.query_params
-    query = params.get("query") or params.get("q") or None
-    events = recall_events(_hub(request).service, query, params.get("scope") or "all", _search_args(params),
-                           _flag(params.get("format") or params.get("full") or ""))
     try:
+        if request.method == "POST":
+            events = memory_recall_events(_hub(request).service, await _json_body(request),
+                                          request.app.state.nmem.project)
+        else:
+            query = params.get("query") or params.get("q") or None
+            events = recall_events(_hub(request).service, query, params.get("scope") or "all", _search_args(params),
+                                   _flag(params.get("format") or params.get("full") or ""))
         first = next(events)
     except NmemError as exc:
         return _refused(exc)
@@ -276,14 +334,36 @@ async def stream_recall(request: Request) -> Response:
     return _stream(body())
 
 
+async def _json_body(request: Request) -> dict[str, Any]:
+    """A JSON object body (empty: no arguments). Only `application/json`, which no cross-site form
+    can send without a preflight the guard refuses: so this read-only POST needs no CSRF header."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise InvalidArgument("send the arguments as JSON (Content-Type: application/json)")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InvalidArgument("the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("the request body must be a JSON object")
+    return data
+
+
 async def _threaded_operation(work: Callable[[Callable[[dict[str, Any]], None]], dict[str, Any]],
-                              name: str) -> AsyncIterator[str]:
+                              name: str, params: dict[str, Any] | None = None) -> AsyncIterator[str]:
     """Run `work(progress)` in a thread, telling its progress as it comes, then its result."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    steps = 0
 
     def progress(info: dict[str, Any]) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, ("progress", info))
+        nonlocal steps
+        steps += 1
+        step = {"phase": str(info.get("event") or name), "current": steps, "total": None,
+                "message": str(info.get("message") or info.get("event") or ""), **info}
+        loop.call_soon_threadsafe(queue.put_nowait, ("progress", step))
 
     def run() -> None:
         try:
@@ -292,7 +372,7 @@ async def _threaded_operation(work: Callable[[Callable[[dict[str, Any]], None]],
             outcome = ("error", error_body(exc))
         loop.call_soon_threadsafe(queue.put_nowait, outcome)
 
-    yield sse("start", {"operation": name})
+    yield sse("start", {"operation": name, "params": params or {}})
     began = time.perf_counter()
     # The worker acts for the signed-in user too (an executor thread starts with a fresh context).
     worker = loop.run_in_executor(None, contextvars.copy_context().run, run)
@@ -305,7 +385,8 @@ async def _threaded_operation(work: Callable[[Callable[[dict[str, Any]], None]],
     finally:
         await worker
     if event == "result":
-        yield sse("complete", {"operation": name, "elapsed_ms": round((time.perf_counter() - began) * 1000, 1)})
+        yield sse("complete", {"success": True, "summary": f"{name} finished", "result": data, "operation": name,
+                               "elapsed_ms": round((time.perf_counter() - began) * 1000, 1)})
 
 
 async def stream_sync(request: Request) -> Response:
@@ -329,7 +410,7 @@ async def stream_sync(request: Request) -> Response:
                               force=force, domains=domains, project=params.get("project") or service.project_for(),
                               progress=progress)
             return report.to_dict()
-    return _stream(_threaded_operation(work, "sync"))
+    return _stream(_threaded_operation(work, "sync", {"direction": direction, "domains": domains, "force": force}))
 
 
 async def stream_consolidate(request: Request) -> Response:
@@ -344,17 +425,24 @@ async def stream_consolidate(request: Request) -> Response:
         with Service.open(settings) as service:  # its own connections, in the worker thread
             return service.consolidate(dry_run=dry_run, domain=domain,
                                        progress=lambda message: progress({"message": message}))
-    return _stream(_threaded_operation(work, "consolidate"))
+    return _stream(_threaded_operation(work, "consolidate", {"dry_run": dry_run, "domain": domain}))
 
 
 # -- WebSocket -------------------------------------------------------------------------------
 
+# A connection's subscriptions: URN -> whether it was asked for in subcog's dialect (`operation`).
+Topics = dict[str, bool]
+# Keys of a WebSocket message that are the protocol's, not the operation's arguments.
+WS_KEYS = ("op", "operation", "id")
+
+
 async def websocket_endpoint(ws: WebSocket) -> None:
     """JSON messages: `{"op": "recall", "id", "query", ...}` streams a search as events;
-    `{"op": "subscribe" | "unsubscribe", "urn"}` follows a URN's changes; `{"op": "ping"}`."""
+    `{"op": "subscribe" | "unsubscribe", "urn"}` follows a URN's changes; `{"op": "ping"}`.
+    subcog's `{"operation": "recall" | "subscribe", ...}` is answered in its own shapes."""
     hub = _hub(ws)  # the app's guard already checked Host, token and Origin (no cross-site page)
     await ws.accept()
-    topics: set[str] = set()
+    topics: Topics = {}
     with hub.subscribe() as subscriber:
         async with anyio.create_task_group() as group:
             group.start_soon(_forward_changes, ws, hub, subscriber, topics)
@@ -376,7 +464,11 @@ async def _close_revoked(ws: WebSocket) -> None:
         await ws.close(code=1008, reason="token revoked")
 
 
-async def _forward_changes(ws: WebSocket, hub: StreamHub, subscriber: Subscriber, topics: set[str]) -> None:
+def subcog_uri(urn: str) -> str:
+    return "subcog://" + urn.removeprefix("nmem://")
+
+
+async def _forward_changes(ws: WebSocket, hub: StreamHub, subscriber: Subscriber, topics: Topics) -> None:
     while True:
         try:
             item = await asyncio.wait_for(subscriber.queue.get(), hub.keepalive)
@@ -393,42 +485,62 @@ async def _forward_changes(ws: WebSocket, hub: StreamHub, subscriber: Subscriber
             await ws.close(code=1013)
             return
         change: Change = item
-        matched = topics & change.topics()
-        if matched and may_see(hub.service.store, change):
-            await ws.send_json({"event": "change", "urns": sorted(matched), "data": change.to_dict()})
+        matched = sorted(topics.keys() & change.topics())
+        if not matched or not may_see(hub.service.store, change):
+            continue
+        ours = [urn for urn in matched if not topics[urn]]
+        if ours:
+            await ws.send_json({"event": "change", "urns": ours, "data": change.to_dict()})
+        if len(ours) < len(matched):  # subcog §4.3: {"type": "change", "uri", "memory"}
+            await ws.send_json({"type": "change", "uri": subcog_uri(change.urn), "memory": change.record,
+                                "kind": change.kind, "action": change.action, "cursor": change.cursor})
 
 
-async def _ping(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
-    await ws.send_json({"event": "pong", "id": message.get("id")})
+async def _reply(ws: WebSocket, event: str, message: dict[str, Any], subcog: bool, **fields: Any) -> None:
+    """One answer to a message: `{"event", "id", ...}`, or in subcog's dialect `{"type", "id", ...}`."""
+    await ws.send_json({"type" if subcog else "event": event, "id": message.get("id"), **fields})
 
 
-async def _follow(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
-    op = message.get("op")
-    urn = message.get("urn")
-    if not isinstance(urn, str) or not urn.startswith("nmem://") or len(urn) > 500:
-        raise InvalidArgument("urn must be a string starting with nmem://")
-    urn = urn.rstrip("/")
-    (topics.add if op == "subscribe" else topics.discard)(urn)
-    await ws.send_json({"event": f"{op}d", "id": message.get("id"), "urn": urn})
+async def _ping(ws: WebSocket, hub: StreamHub, topics: Topics, message: dict[str, Any], subcog: bool) -> None:
+    await _reply(ws, "pong", message, subcog)
 
 
-async def _recall(ws: WebSocket, hub: StreamHub, topics: set[str], message: dict[str, Any]) -> None:
-    query = message.get("query")
-    if query is not None and not isinstance(query, str):
-        raise InvalidArgument("query must be a string")
-    events = recall_events(hub.service, query or None, str(message.get("scope") or "all"),
-                           _search_args(message), _flag(message.get("format") or message.get("full") or ""))
+async def _follow(ws: WebSocket, hub: StreamHub, topics: Topics, message: dict[str, Any], subcog: bool) -> None:
+    op = message.get("op") or message.get("operation")
+    given = message.get("urn") if message.get("urn") is not None else message.get("uri")
+    urn = canonical_urn(given).rstrip("/")
+    if op == "subscribe":
+        topics[urn] = subcog
+    else:
+        topics.pop(urn, None)
+    if subcog:
+        await _reply(ws, f"{op}d", message, subcog, uri=given)
+    else:
+        await _reply(ws, f"{op}d", message, subcog, urn=urn)
+
+
+async def _recall(ws: WebSocket, hub: StreamHub, topics: Topics, message: dict[str, Any], subcog: bool) -> None:
+    if subcog:  # subcog's recall: memories, each result {memory, score}
+        args = {k: v for k, v in message.items() if k not in WS_KEYS}
+        events = memory_recall_events(hub.service, args, ws.app.state.nmem.project)
+    else:
+        query = message.get("query")
+        if query is not None and not isinstance(query, str):
+            raise InvalidArgument("query must be a string")
+        events = recall_events(hub.service, query or None, str(message.get("scope") or "all"),
+                               _search_args(message), _flag(message.get("format") or message.get("full") or ""))
     for event, data in events:
-        await ws.send_json({"event": event, "id": message.get("id"), "data": data})
+        await _reply(ws, event, message, subcog, data=data)
 
 
-# The WebSocket's operations: `{"op": <name>, ...}` (tests enumerate this table).
-WS_OPS: dict[str, Callable[[WebSocket, StreamHub, set[str], dict[str, Any]], Any]] = {
+# The WebSocket's operations: `{"op": <name>, ...}` or subcog's `{"operation": <name>, ...}`
+# (tests enumerate this table).
+WS_OPS: dict[str, Callable[[WebSocket, StreamHub, Topics, dict[str, Any], bool], Any]] = {
     "recall": _recall, "subscribe": _follow, "unsubscribe": _follow, "ping": _ping,
 }
 
 
-async def _answer(ws: WebSocket, hub: StreamHub, topics: set[str], text: str) -> None:
+async def _answer(ws: WebSocket, hub: StreamHub, topics: Topics, text: str) -> None:
     try:
         message = json.loads(text)
     except (ValueError, RecursionError):
@@ -437,14 +549,20 @@ async def _answer(ws: WebSocket, hub: StreamHub, topics: set[str], text: str) ->
         await ws.send_json({"event": "error", "data": {"type": "invalid_argument", "code": -32602,
                                                        "message": "each message must be a JSON object"}})
         return
-    op = message.get("op")
+    subcog = "op" not in message and "operation" in message
+    op = message.get("operation") if subcog else message.get("op")
     try:
         handler = WS_OPS.get(op) if isinstance(op, str) else None
         if handler is None:
-            raise InvalidArgument(f"unknown op {str(op)[:40]!r}; valid: {', '.join(WS_OPS)}")
-        await handler(ws, hub, topics, message)
+            key = "operation" if subcog else "op"
+            raise InvalidArgument(f"unknown {key} {str(op)[:40]!r}; valid: {', '.join(WS_OPS)}")
+        await handler(ws, hub, topics, message, subcog)
     except NmemError as exc:
-        await ws.send_json({"event": "error", "id": message.get("id"), "data": error_body(exc)})
+        await _reply(ws, "error", message, subcog, data=error_body(exc))
+
+
+# POSTs that only read and take only JSON bodies: the guard asks no CSRF header of them (`_json_body`).
+HEADER_EXEMPT = ("/stream/recall",)
 
 
 def routes() -> list[BaseRoute]:
@@ -452,7 +570,7 @@ def routes() -> list[BaseRoute]:
     and closes it on shutdown."""
     return [
         Route("/stream/changes", stream_changes, methods=["GET"]),
-        Route("/stream/recall", stream_recall, methods=["GET"]),
+        Route("/stream/recall", stream_recall, methods=["GET", "POST"]),
         Route("/stream/sync", stream_sync, methods=["POST"]),
         Route("/stream/consolidate", stream_consolidate, methods=["POST"]),
         WebSocketRoute("/ws", websocket_endpoint),

@@ -15,7 +15,7 @@ from nmem.adapters.http.api import PREFIX
 from nmem.adapters.http.routing import Context, Endpoint
 from nmem.capture import events as ev
 from nmem.capture.agents import parse
-from nmem.errors import Forbidden
+from nmem.errors import Forbidden, NmemError
 from nmem.store.protocol import Store
 from nmem.team import accounts as team
 from nmem.team.access import SCOPE_KEY, Viewer, current
@@ -77,10 +77,19 @@ class TeamAuth:
         return now is not None and now.name == opened_as.name
 
 
+class OtherStore(NmemError):
+    """A local hook's event names a store this server does not serve."""
+
+    http_status = 409
+    kind = "other_store"
+
+
 def record_event(ctx: Context, _: None, b: s.RemoteEvent) -> dict[str, Any]:
     """Store one hook event sent by a remote `nmem record --remote`; a repeated key stores nothing."""
-    event = parse(dict(b.event), now=b.received_at)
     service = ctx.service
+    if b.store is not None and b.store != service.settings.store_digest():
+        raise OtherStore("this server serves another store than the sender's (store.url differs)")
+    event = parse(dict(b.event), now=b.received_at)
     outcome = service.record_event(event, spool_id=REMOTE_SPOOL_PREFIX + b.key)
     answer: dict[str, Any] = {"session_id": outcome.session_id, "project": outcome.project,
                               "stored": outcome.stored, "skipped": outcome.skipped,

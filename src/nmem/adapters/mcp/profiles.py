@@ -6,22 +6,25 @@ routes read too. Profiles:
 - `nmem` (default): nmem's tools; `core`: the short list.
 - `claude-mem`: claude-mem's tool names with its schemas (its `search`, `timeline` and
   `get_observations` included), plus nmem's `remember`, `recall`, `forget` and `status`.
+- `subcog`: subcog's names (`memory.capture`, `memory.recall`, `memory.status`, `memory.sync`,
+  `memory.consolidate`, `memory.configure`; `nmem.adapters.mcp.subcog_tools`).
 - `all`: nmem's tools plus every claude-mem name nmem lacks. `search`, `timeline` and
   `get_observations` are nmem's there (they read claude-mem's spellings too).
-- a comma-separated list of names from either set; a name both have is nmem's.
+- a comma-separated list of names from any of these sets; a name nmem and claude-mem share is nmem's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from nmem.adapters.mcp.subcog_tools import SUBCOG_BY_NAME, SUBCOG_TOOLS
 from nmem.adapters.mcp.tools import ANY_OBJECT, INT, TOOLS, TOOLS_BY_NAME, Handler, ToolSpec, _obj
 from nmem.compat.claude_mem import OPERATIONS, Operation
 from nmem.compat.claude_mem import render as claude_mem_render
 from nmem.errors import InvalidArgument
 from nmem.service.api import Service
 
-PROFILES = ("nmem", "core", "claude-mem", "all")
+PROFILES = ("nmem", "core", "claude-mem", "subcog", "all")
 KEPT_IN_CLAUDE_MEM = ("remember", "recall", "forget", "status")
 ROWS = {"type": "array", "items": ANY_OBJECT}
 OUTPUTS: dict[str, dict[str, Any]] = {
@@ -65,12 +68,15 @@ def exposed(selection: str) -> tuple[ToolSpec, ...]:
         return tuple(t for t in TOOLS if t.core)
     if value == "claude-mem":
         return CLAUDE_MEM_TOOLS + tuple(TOOLS_BY_NAME[n] for n in KEPT_IN_CLAUDE_MEM)
+    if value == "subcog":
+        return SUBCOG_TOOLS
     if value == "all":
         return TOOLS + tuple(t for t in CLAUDE_MEM_TOOLS if t.name not in TOOLS_BY_NAME)
     names = {n.strip() for n in value.split(",") if n.strip()}
-    unknown = names - set(TOOLS_BY_NAME) - set(CLAUDE_MEM_BY_NAME)
+    unknown = names - set(TOOLS_BY_NAME) - set(CLAUDE_MEM_BY_NAME) - set(SUBCOG_BY_NAME)
     if unknown or not names:
         raise InvalidArgument(f"unknown tool(s) in mcp.tools: {', '.join(sorted(unknown)) or value!r}; "
                               f"give {', '.join(PROFILES)} or a comma-separated list of tool names")
     return (tuple(t for t in TOOLS if t.name in names)
-            + tuple(t for t in CLAUDE_MEM_TOOLS if t.name in names and t.name not in TOOLS_BY_NAME))
+            + tuple(t for t in CLAUDE_MEM_TOOLS if t.name in names and t.name not in TOOLS_BY_NAME)
+            + tuple(t for t in SUBCOG_TOOLS if t.name in names))

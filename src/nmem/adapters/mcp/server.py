@@ -19,6 +19,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
 import jsonschema
 from mcp import types
 from mcp.server.context import ServerRequestContext
@@ -34,7 +35,8 @@ from nmem.adapters.mcp import prompts as prompt_specs
 from nmem.adapters.mcp import resources
 from nmem.adapters.mcp.profiles import exposed
 from nmem.adapters.mcp.tools import TEXT_AS, ToolSpec
-from nmem.adapters.mcp.watch import ChangeSet, ChangeWatcher
+from nmem.capture import spool as hook_spool
+from nmem.changes import ChangeSet, ChangeWatcher
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.service.api import Service
 from nmem.team.access import SCOPE_KEY, acting_as
@@ -83,15 +85,21 @@ class NmemServer:
         # URN as nmem writes it -> {client connection: the URI as that client subscribed to it}
         self.subscriptions: dict[str, dict[int, str]] = {}
         self.watcher = ChangeWatcher(service.store)
+        # subcog's `[mcp]` settings: the name clients see, and whether subscriptions and prompts are offered
+        settings = service.settings
+        subscriptions, prompts = bool(settings["mcp.subscriptions"]), bool(settings["mcp.prompts_enabled"])
         self.server: Server[Any] = Server(
-            "nmem", version=__version__, title="nmem memory", instructions=INSTRUCTIONS,
+            str(settings["mcp.server_name"]).strip() or "nmem", version=__version__, title="nmem memory",
+            instructions=INSTRUCTIONS,
             on_list_tools=self._answering(self.list_tools), on_call_tool=self._answering(self.call_tool),
             on_list_resources=self._answering(self.list_resources),
             on_list_resource_templates=self._answering(self.list_templates),
-            on_read_resource=self._answering(self.read_resource), on_subscribe_resource=self._answering(self.subscribe),
-            on_unsubscribe_resource=self._answering(self.unsubscribe),
-            on_list_prompts=self._answering(self.list_prompts), on_get_prompt=self._answering(self.get_prompt),
-            on_subscriptions_listen=ListenHandler(self.bus),
+            on_read_resource=self._answering(self.read_resource),
+            on_subscribe_resource=self._answering(self.subscribe) if subscriptions else None,
+            on_unsubscribe_resource=self._answering(self.unsubscribe) if subscriptions else None,
+            on_list_prompts=self._answering(self.list_prompts) if prompts else None,
+            on_get_prompt=self._answering(self.get_prompt) if prompts else None,
+            on_subscriptions_listen=ListenHandler(self.bus) if subscriptions else None,
         )
         # The SDK's HTTP and in-memory paths build init options without arguments; advertise
         # resources.listChanged on every transport.
@@ -232,7 +240,7 @@ class NmemServer:
         try:
             urn = resources.canonical(uri)
         except NotFound:
-            raise InvalidArgument(f"not an nmem:// URN: {uri}") from None
+            raise InvalidArgument(f"not an nmem:// (or subcog://) URN: {uri}") from None
         if current_viewer() is not None and urn.startswith("nmem://user/"):
             self.service.get_memory(urn)  # NotFound for another user's memory: its changes are not theirs to hear
         self.subscriptions.setdefault(urn, {})[key] = uri
@@ -307,15 +315,52 @@ class NmemServer:
 
         await index_in_background(self.service.store.url, self.service.settings)
 
+    async def drain_spool(self) -> None:
+        """Store what hooks spool for a server store (PostgreSQL: a hook never loads its driver)
+        every `hooks.server_drain_ms`, so their events are searchable within seconds, no cron
+        `nmem drain` needed. Claims make it safe beside other servers and `nmem drain`."""
+        every = int(self.service.settings["hooks.server_drain_ms"]) / 1000
+        if every <= 0 or self.service.store.url.startswith("sqlite:"):
+            return
+        while True:
+            try:
+                stored = await anyio.to_thread.run_sync(drain_spooled, self.service, abandon_on_cancel=True)
+                if stored:
+                    log.info("stored %d spooled hook events", stored)
+            except NmemError as exc:
+                log.warning("draining the hook spool failed: %s", exc.message)
+            await anyio.sleep(every)
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         async with anyio.create_task_group() as group:
             group.start_soon(self.watch)
             group.start_soon(self.index_embeddings)
+            group.start_soon(self.drain_spool)
             try:
                 yield
             finally:
                 group.cancel_scope.cancel()
+
+
+SPOOL_DRAIN_BUDGET_MS = 30_000
+
+
+def drain_spooled(service: Service) -> int:
+    """Store every event waiting in the hook spool, oldest first; how many were stored."""
+    def waiting() -> int:
+        try:
+            return sum(1 for n in os.listdir(service.settings.spool_dir) if n.endswith(hook_spool.WAITING))
+        except OSError:
+            return 0
+
+    before = waiting()
+    if not before:
+        return 0
+    log_file = hook_spool.HookLog(service.settings)
+    while not hook_spool.drain(service, log_file, hook_spool.Deadline(SPOOL_DRAIN_BUDGET_MS)):
+        pass
+    return before - waiting()
 
 
 def _public(exc: NmemError, service: Service) -> str:

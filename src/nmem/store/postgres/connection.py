@@ -202,6 +202,12 @@ class Connection(SqlBase):
     def close(self, checkpoint: bool = True) -> None:
         self._close_pool()
 
+    def reserve_connections(self, connections: int) -> None:
+        """Let the pool grow to `connections` (a server's request threads each hold one while
+        they read; POOL_MAX stays the floor)."""
+        if connections > self._pool.max_size:
+            self._pool.resize(self._pool.min_size, connections)
+
     # -- transactions and migrations ---------------------------------------------------------
 
     def transaction(self) -> _Transaction:

@@ -334,7 +334,7 @@ class SearchReads(Connection, ScopedSearch):
                 whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
                                          "id": int(rid), "timestamp": int(at), "content": content})
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
-        return Candidates(FtsStats(0, 0), "", [i for _, i in ranked], reach, windows, texts, whole)
+        return Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
                        limit: int, offset: int) -> list[tuple[Any, float]]:

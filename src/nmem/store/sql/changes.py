@@ -43,38 +43,3 @@ class ChangeReads(SqlBase):
                               f"WHERE p.timestamp >= ?{'' if project is None else ' AND s.project = ?'} "
                               "GROUP BY day", params)
         return day_counts(obs, prompts)
-
-    # -- change detection (MCP subscriptions) ------------------------------------------------
-
-    def memory_versions(self) -> dict[str, tuple[str, str, int, int | None]]:
-        """uid → (domain, namespace, version, deleted_at) for every memory, tombstones included.
-
-        The version hashes what a reader sees, so two edits within one second still differ.
-        """
-        rows = self._query("SELECT uid, domain, namespace, summary, content, tags, tier, is_pinned, "
-                           "updated_at, deleted_at FROM memories")
-        return {r["uid"]: (r["domain"], r["namespace"],
-                           hash((r["summary"], r["content"], r["tags"], r["tier"], r["is_pinned"], r["updated_at"])),
-                           r["deleted_at"]) for r in rows}
-
-    def session_versions(self) -> dict[str, tuple[str, int]]:
-        """session id → (project, version of its ended_at/summary)."""
-        rows = self._query("SELECT id, project, ended_at, summary FROM sessions")
-        return {r["id"]: (r["project"], hash((r["ended_at"], r["summary"]))) for r in rows}
-
-    def max_prompt_id(self) -> int:
-        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM prompts")[0][0])
-
-    def prompts_after(self, prompt_id: int) -> list[tuple[int, str, str]]:
-        """(id, project, session_id) of prompts newer than `prompt_id`."""
-        rows = self._query("SELECT p.id, s.project, p.session_id FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           "WHERE p.id > ? ORDER BY p.id", (prompt_id,))
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
-
-    def max_observation_id(self) -> int:
-        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM observations")[0][0])
-
-    def observations_after(self, obs_id: int) -> list[tuple[int, str, str]]:
-        """(id, project, session_id) of observations newer than `obs_id`."""
-        rows = self._query("SELECT id, project, session_id FROM observations WHERE id > ? ORDER BY id", (obs_id,))
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]

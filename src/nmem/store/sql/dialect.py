@@ -30,10 +30,6 @@ def like_suffix(value: str) -> str:
     return "%/" + like_escape(value)
 
 
-def like_prefix(value: str) -> str:
-    return like_escape(value) + "%"
-
-
 class Dialect(Protocol):
     name: str
     lock_rows: str    # appended to a SELECT that must hold its rows until the transaction ends

@@ -7,7 +7,7 @@ here; each engine reads its matches itself (`_matched`: FTS5 or tsvector), with 
 
 from __future__ import annotations
 
-from nmem.models import Memory, Observation, Prompt, Session
+from nmem.models import Memory, Observation, Prompt, Record, Session
 from nmem.store.records import Candidates, FtsStats
 from nmem.store.sql.base import OBS_COLUMNS_O, PROMPT_COLUMNS, SqlBase
 from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
@@ -21,22 +21,18 @@ if TYPE_CHECKING:
     from nmem.store.sql.dialect import Dialect
 
 
-class Scope:
+class Scope(Record):
     """One searchable table: where its rows come from, which filters apply, how it is ordered."""
 
-    __slots__ = ("name", "table", "alias", "source", "columns", "time", "record", "pinned_first", "_filters")
-
-    def __init__(self, name: str, table: str, alias: str, source: str, columns: str, time: str,
-                 record: Callable[[Any], Any], filters: Callable[..., None], pinned_first: bool = False) -> None:
-        self.name = name
-        self.table = table
-        self.alias = alias
-        self.source = source              # FROM: the table, and what its filters read besides
-        self.columns = columns            # what the record is built from
-        self.time = time                  # what date orders sort by
-        self.record = record
-        self.pinned_first = pinned_first  # curated rows a person pinned lead every order
-        self._filters = filters
+    name: str
+    table: str
+    alias: str
+    source: str  # FROM: the table, and what its filters read besides
+    columns: str  # what the record is built from
+    time: str  # what date orders sort by
+    record: Callable[[Any], Any]
+    add_filters: Callable[..., None]  # the scope's own filters' clauses and parameters
+    pinned_first: bool = False  # curated rows a person pinned lead every order
 
     def where(self, filters: SearchFilters, dialect: Dialect) -> tuple[list[str], list[Any]]:
         """WHERE clauses and parameters for the filters that apply to this scope."""
@@ -45,7 +41,7 @@ class Scope:
         if self.name == "memories":
             memory_filters(filters, clauses, params, dialect)
         else:
-            self._filters(filters, clauses, params)
+            self.add_filters(filters, clauses, params)
         return clauses, params
 
     def order(self, order: str, by_rank: bool, binary: str = "") -> str:

@@ -4,7 +4,6 @@ outbox line each memory write logs in its own transaction (nmem.store.oplog buil
 from __future__ import annotations
 
 from nmem import jsonlite as json
-from nmem.store import oplog
 from nmem.store.records import OutboxOp
 from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import marks
@@ -13,6 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from nmem.store import oplog
     from nmem.store.records import FileMark
 
 SAVE_FILE = ("INSERT INTO sync_files (path, blob, byte_offset) VALUES (?, ?, ?) ON CONFLICT (path) "
@@ -49,6 +49,8 @@ class SyncRows(SqlBase):
         """Apply remote operations in the order given (by version) and record how far each file
         was read, in one transaction. Per operation: ("applied" | "same" | "stale", the version
         the memory had). An operation of this device marks its outbox row pushed."""
+        from nmem.store import oplog  # sync and memory writes only: a hook recording a tool call never loads it
+
         outcomes: list[tuple[str, str | None]] = []
         forgotten = False
         with self.transaction():
@@ -77,6 +79,8 @@ class SyncRows(SqlBase):
         return outcomes
 
     def _apply_op(self, op: oplog.Op, exists: bool) -> None:
+        from nmem.store import oplog
+
         m = op.memory
         if op.op == oplog.DELETE:  # a tombstone: the text erased, as `tombstone_memory` leaves it
             if exists:
@@ -121,6 +125,8 @@ class SyncRows(SqlBase):
 
     def _log_memory_op(self, uid: str, timestamp: int) -> None:
         """The sync outbox's line for the write just made to `uid`, in the same transaction."""
+        from nmem.store import oplog
+
         row = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))[0]
         state = self._query(f"SELECT device, wall, counter FROM sync_state{self.dialect.lock_rows}")[0]
         wall, counter, line, version = oplog.next_op(row, state, timestamp)

@@ -108,10 +108,6 @@ class TrailWrites(SqlBase):
                            "AND obs_type != 'file_error'", (session_id, file_path))
         return int(rows[0][0])
 
-    def has_prompt(self, session_id: str, source: str, content: str) -> bool:
-        return bool(self._query("SELECT 1 FROM prompts WHERE session_id = ? AND source = ? AND content = ? LIMIT 1",
-                                (session_id, source, content)))
-
     # -- transcript imports -----------------------------------------------------------------
 
     def import_marks(self, session_id: str) -> dict[str, ImportMark]:

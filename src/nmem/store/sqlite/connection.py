@@ -1,5 +1,10 @@
-"""The SQLite engine's connections: ADR-001 PRAGMAs, WAL, one writer connection, one read-only
-reader, `BEGIN IMMEDIATE` transactions, migrations on open, and the query helpers every part uses.
+"""The SQLite engine's connections: ADR-001 PRAGMAs, WAL, one writer connection, a read-only
+reader per thread, `BEGIN IMMEDIATE` transactions, migrations on open, and the query helpers every
+part uses.
+
+Threads may share one store (a server's request threads do): each thread reads through its own
+reader connection, and the writer is held by one thread's transaction at a time (the others
+wait for it, up to the busy timeout), as other processes wait for SQLite's write lock.
 
 Every hook process opens this engine, so it imports like the rest of the hook path: the
 `_sqlite3` extension itself (the `sqlite3` package adds only datetime adapters nmem never
@@ -8,6 +13,7 @@ uses, and `datetime` with them, ~2 ms), nmem's JSON codec, and no typing at run 
 
 from __future__ import annotations
 
+import _thread  # threading's C core, loaded in every interpreter: the hook path imports this module
 import math
 import os
 import time
@@ -25,7 +31,7 @@ from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import HALF_LIFE_DAYS, LN2
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.dialect import DIALECT
-from nmem.store.sqlite.errors import is_locked, result_code, storage_error
+from nmem.store.sqlite.driver import is_locked, result_code, storage_error
 from nmem.store.sqlite.files import (
     APPLICATION_ID,
     NEW,
@@ -90,6 +96,13 @@ def varint(data: bytes, pos: int) -> tuple[int, int]:
     return value, pos
 
 
+class _PerThread(_thread._local):
+    """What each thread holds of a store: its reader and its open read_snapshot() blocks."""
+
+    reader: sqlite3.Connection | None = None
+    snapshots = 0
+
+
 def _fts_error(exc: BaseException) -> QuerySyntaxError | None:
     text = str(exc)
     markers = ("fts5", "syntax error", "unterminated string", "no such column", "unknown special query")
@@ -113,13 +126,15 @@ class Connection(SqlBase):
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
         self._w: sqlite3.Connection | None = None
-        self._r: sqlite3.Connection | None = None
-        self._depth = 0
+        self._this_thread = _PerThread()
+        self._readers: list[sqlite3.Connection] = []   # every thread's, closed with the store
+        self._write_lock = _thread.allocate_lock()
+        self._owner: int | None = None   # the thread whose write transaction holds the writer
+        self._tx_depth = 0
         # Why this store cannot write (None: it can, or was opened read-only on purpose), and
         # the URI query its reader opens the file with (see nmem.store.sqlite.files).
         self._read_only_reason: str | None = None
         self._reader_query = "mode=ro"
-        self._snapshots = 0   # nested read_snapshot() blocks open on the reader
         # Each session's latest user prompt, known while this store holds the write lock (no
         # other writer can add one then): a bulk import or a batch of events looks it up once.
         self._latest_prompts: dict[str, int | None] = {}
@@ -250,23 +265,31 @@ class Connection(SqlBase):
         return self._w
 
     def _reader(self) -> sqlite3.Connection:
-        if self._r is None:
+        """This thread's read-only connection."""
+        conn = self._this_thread.reader
+        if conn is None:
             uri = file_uri(self.path, self._reader_query)
             try:
                 conn = self._connect(uri, uri=True)
                 self._configure(conn, writer=False)
             except driver.ERRORS as exc:
                 raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
-            self._r = conn
-        return self._r
+            self._this_thread.reader = conn
+            self._readers.append(conn)
+        return conn
+
+    @property
+    def _depth(self) -> int:
+        """This thread's nested transaction() blocks (0 while another thread holds the writer)."""
+        return self._tx_depth if self._owner == _thread.get_ident() else 0
 
     def close(self, checkpoint: bool = True) -> None:
         if getattr(self, "_counted", False):
             self._counted = False
             store_closed(self.path)
-        if self._r is not None:
-            self._r.close()
-            self._r = None
+        readers, self._readers, self._this_thread = self._readers, [], _PerThread()
+        for reader in readers:
+            reader.close()
         if self._w is not None:
             if checkpoint:
                 try:
@@ -284,32 +307,47 @@ class Connection(SqlBase):
         return _Transaction(self)
 
     def _begin(self) -> None:
-        conn = self._writer()
-        if self._depth:
-            self._depth += 1
+        me = _thread.get_ident()
+        if self._owner == me:
+            self._tx_depth += 1
             return
+        self._hold_writer()
         try:
+            conn = self._writer()
             conn.execute("BEGIN IMMEDIATE")
         except driver.ERRORS as exc:
+            self._write_lock.release()
             if is_locked(exc):
                 raise StoreBusy(f"database is busy (waited {self.busy_timeout_ms} ms)") from exc
             raise storage_error(exc, self.path, "cannot start a write") from exc
-        self._depth = 1
+        except BaseException:
+            self._write_lock.release()
+            raise
+        self._owner, self._tx_depth = me, 1
+
+    def _hold_writer(self) -> None:
+        """Wait (up to the busy timeout) while another thread's write transaction holds the writer."""
+        if not self._write_lock.acquire(True, self.busy_timeout_ms / 1000):
+            raise StoreBusy(f"database is busy (waited {self.busy_timeout_ms} ms for another thread's write)")
 
     def _end(self, failed: bool) -> None:
-        self._depth -= 1
-        if self._depth:
-            return
-        self._latest_prompts.clear()
-        conn = self._writer()
-        if failed:
-            self._rollback(conn)
+        self._tx_depth -= 1
+        if self._tx_depth:
             return
         try:
-            conn.execute("COMMIT")
-        except driver.ERRORS as exc:
-            self._rollback(conn)
-            raise storage_error(exc, self.path, "cannot commit") from exc
+            self._latest_prompts.clear()
+            conn = self._writer()
+            if failed:
+                self._rollback(conn)
+                return
+            try:
+                conn.execute("COMMIT")
+            except driver.ERRORS as exc:
+                self._rollback(conn)
+                raise storage_error(exc, self.path, "cannot commit") from exc
+        finally:
+            self._owner = None
+            self._write_lock.release()
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         """Undo the open transaction, if SQLite has not already (it does on a full disk or an
@@ -324,7 +362,7 @@ class Connection(SqlBase):
             self._w = None
 
     def schema_version(self) -> int:
-        conn = self._w if self._w is not None else self._reader()
+        conn = self._w if (self._depth and self._w is not None) else self._reader()
         try:
             return int(conn.execute("PRAGMA user_version").fetchone()[0])
         except driver.ERRORS as exc:
@@ -398,6 +436,10 @@ class Connection(SqlBase):
         if self._depth:
             return  # executescript() would commit the caller's open transaction; its caller scrubs
         try:
+            self._hold_writer()
+        except StoreBusy:
+            return  # another thread writes now; a later scrub or clean close folds the WAL
+        try:
             # incremental_vacuum frees one page per step and its rows have no columns, so
             # execute() stops after the first page; executescript() steps it to the end.
             self._writer().executescript("PRAGMA incremental_vacuum(1000);")
@@ -406,6 +448,8 @@ class Connection(SqlBase):
             self._writer().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except driver.ERRORS:
             pass  # the delete is committed; space comes back and the WAL folds on a later close
+        finally:
+            self._write_lock.release()
 
     def file_bytes(self) -> int:
         """Bytes the database file's pages take (free pages included: what a vacuum gives back)."""
@@ -501,15 +545,16 @@ class Snapshot:
 
     def __enter__(self) -> None:
         store = self.store
-        if store._snapshots == 0:
+        mine = store._this_thread
+        if mine.snapshots == 0:
             store._reader().execute("BEGIN")
-        store._snapshots += 1
+        mine.snapshots += 1
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        store = self.store
-        store._snapshots -= 1
-        if store._snapshots == 0 and store._r is not None and store._r.in_transaction:
-            store._r.execute("COMMIT")
+        mine = self.store._this_thread
+        mine.snapshots -= 1
+        if mine.snapshots == 0 and mine.reader is not None and mine.reader.in_transaction:
+            mine.reader.execute("COMMIT")
 
 
 class _Transaction:

@@ -1,5 +1,6 @@
 """Which SQLite library a connection uses: the standard `_sqlite3`, or SQLCipher's for an
-encrypted database (the optional `encryption` extra, package `sqlcipher3`).
+encrypted database (the optional `encryption` extra, package `sqlcipher3`); and what an SQLite
+failure means for the user: one `StorageError` type per cause, naming the file.
 
 The two libraries raise different exception classes, so the engine catches `driver.ERRORS`
 and `driver.OPERATIONAL` (looked up when an exception is matched, so a process that loads
@@ -13,7 +14,16 @@ import _sqlite3
 import os
 import sys
 
-from nmem.errors import EncryptionError
+from nmem.errors import (
+    EncryptionError,
+    StorageError,
+    StoreBusy,
+    StoreCorrupt,
+    StoreFull,
+    StoreIOError,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,3 +113,52 @@ def attach_key_clause(key: str) -> str:
     if is_raw(key):
         return f"KEY \"{key}\""
     return "KEY '" + key.replace("'", "''") + "'"
+
+
+# -- what a failure means -------------------------------------------------------------------
+# The cause is read off the error's result code (`sqlite_errorcode`, the extended code; its low
+# byte is the primary one), not its text: "database or disk is full" and "disk I/O error" are
+# SQLite's words, the code is its contract.
+
+_BUSY = (_sqlite3.SQLITE_BUSY, _sqlite3.SQLITE_LOCKED)
+_CORRUPT = (_sqlite3.SQLITE_CORRUPT, _sqlite3.SQLITE_NOTADB)
+
+
+def result_code(exc: BaseException) -> int | None:
+    """The primary SQLite result code of an error, or None (errors of the Python module itself)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def is_locked(exc: BaseException) -> bool:
+    code = result_code(exc)
+    if code is not None:
+        return code in _BUSY
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def storage_error(exc: BaseException, path: str, doing: str = "") -> StorageError:
+    """The `StorageError` for an SQLite failure on the database at `path`.
+
+    `doing` prefixes the message of failures with no cause of their own ("cannot commit").
+    """
+    code = result_code(exc)
+    name = getattr(exc, "sqlite_errorname", "")
+    text = str(exc)
+    if code in _BUSY:
+        return StoreBusy(f"database is busy: {path} is locked by another connection ({text})")
+    if code == _sqlite3.SQLITE_FULL:
+        return StoreFull(f"disk full while writing {path}: {text}; free some space and retry")
+    if code in _CORRUPT:
+        return StoreCorrupt(f"database is corrupt: {path}: {text}; `nmem doctor` checks it; restore a copy "
+                            "or move the file aside to start a new database")
+    if code == _sqlite3.SQLITE_READONLY:
+        return StoreReadOnly(f"database is read-only: cannot write {path}: {text}")
+    if code == _sqlite3.SQLITE_IOERR:
+        return StoreIOError(f"I/O error on {path}: {text} ({name}); check the disk (full, failing or unmounted)")
+    if code == _sqlite3.SQLITE_CANTOPEN:
+        return StoreUnavailable(f"cannot open database {path}: {text}")
+    if code == _sqlite3.SQLITE_CONSTRAINT:
+        return StorageError(f"constraint failed: {text}")
+    return StorageError(f"{doing}: {text}" if doing else text)

@@ -19,7 +19,7 @@ import _sqlite3 as sqlite3
 import os
 
 from nmem.errors import ForeignDatabase, StoreCorrupt, StoreUnavailable
-from nmem.store.sqlite.errors import storage_error
+from nmem.store.sqlite.driver import storage_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -186,12 +186,6 @@ def looks_encrypted(path: str, head: bytes) -> bool:
     except OSError:
         return False
     return size % 512 == 0 and len(set(head)) > 40  # text or zeros repeat; a salt and ciphertext do not
-
-
-def identify(path: str, nmem_tables: Callable[[int], frozenset[str] | None]) -> str:
-    """NEW or NMEM; raises ForeignDatabase (or StoreCorrupt) for a file nmem must not touch."""
-    state = classify_header(path, read_header(path))
-    return inspect_unmarked(path, nmem_tables) if state == UNMARKED else state
 
 
 def _read_only_fs(path: str) -> bool:

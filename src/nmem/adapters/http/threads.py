@@ -1,0 +1,92 @@
+"""Where the REST handlers' store calls run: off the event loop, so one server uses every core.
+
+Reads go to a pool of `http.threads` threads (each with its own SQLite reader connection, or a
+pooled PostgreSQL connection while it reads); writes go to one thread, the server's one writer
+path, in the order they arrive. The loop only parses, streams and answers: event streams and
+WebSockets stay on it.
+
+Admission: a request that finds `http.max_queue` others already waiting for a thread of its kind
+is answered 503 with Retry-After at once, rather than waiting behind a queue that only grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from nmem.errors import NmemError
+
+T = TypeVar("T")
+MAX_AUTO_THREADS = 32
+
+
+class Overloaded(NmemError):
+    """More requests wait for the store than `http.max_queue`: try again shortly."""
+
+    http_status = 503
+    kind = "busy"
+    retry_after = 1
+
+
+def auto_threads(setting: int) -> int:
+    """`http.threads`, or for 0 four per core (a read waits on the database as much as it computes)."""
+    return setting if setting > 0 else min(MAX_AUTO_THREADS, 4 * len(os.sched_getaffinity(0)))
+
+
+class Lane:
+    """One executor and the requests it has taken: running plus waiting."""
+
+    def __init__(self, name: str, threads: int, max_queue: int) -> None:
+        self.name = name
+        self.threads = threads
+        self.max_queue = max_queue
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=f"nmem-{name}")
+        self.taken = 0
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.taken - self.threads)
+
+    async def run(self, call: Callable[[], T]) -> T:
+        if self.waiting >= self.max_queue:
+            raise Overloaded(f"the server is busy: {self.waiting} {self.name} requests are waiting "
+                             f"(http.max_queue = {self.max_queue}); try again shortly")
+        self.taken += 1
+        try:
+            # The call acts for the request's signed-in user: the thread runs in a copy of this context.
+            context = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(self.executor, context.run, call)
+        finally:
+            self.taken -= 1
+
+
+class StoreThreads:
+    """The read pool, the writer thread and the token checks of one server process."""
+
+    CHECK_THREADS = 2
+
+    def __init__(self, store: Any, threads: int, max_queue: int) -> None:
+        self.reads = Lane("read", threads, max_queue)
+        self.writes = Lane("write", 1, max_queue)
+        # A team server looks each request's token up (two short reads): on threads of their own,
+        # so a request does not take a search's place twice.
+        self.checks = Lane("token check", self.CHECK_THREADS, max_queue)
+        # A PostgreSQL store's pool must have a connection for each thread (and for the loop's own
+        # calls: the streams' poller, MCP): else threads queue for connections instead of work.
+        reserve = getattr(store, "reserve_connections", None)
+        if reserve is not None:
+            reserve(threads + 1 + self.CHECK_THREADS + 4)
+
+    async def run(self, call: Callable[[], T], *, write: bool) -> T:
+        return await (self.writes if write else self.reads).run(call)
+
+    async def check(self, call: Callable[[], T]) -> T:
+        return await self.checks.run(call)
+
+    def close(self) -> None:
+        for lane in (self.reads, self.writes, self.checks):
+            lane.executor.shutdown(wait=True, cancel_futures=True)
