@@ -307,8 +307,10 @@ class Session(_Conversation):
     def record_tool(self, conv: _Conversation, name: str, tool_input: dict[str, Any], response: Any,
                     is_error: bool, tool_id: str) -> None:
         fields: dict[str, Any] = {"tool_name": name, "tool_input": tool_input, "tool_use_id": tool_id}
-        if conv.agent_id is not None:
+        if conv.agent_id is not None:  # inside a subagent Claude Code names it and its type
             fields["agent_id"] = conv.agent_id
+            if isinstance(conv, Subagent):
+                fields["agent_type"] = conv.subagent_type
         if is_error:
             self._hook("PostToolUseFailure", error=response if isinstance(response, str) else str(response),
                        **fields)

@@ -69,6 +69,16 @@ MODES: dict[str, Ranking] = {
     "window-1": replace(BASE, window=1),
     "window-3": replace(BASE, window=3),
     "recency": replace(BASE, recency=0.5),
+    # third round (issue 22): replies, near-empty turns, dates said relative to a record's
+    # time, turn spread; session spread and supersession measured, left off
+    "second": replace(BASE, replies=False, brief_factor=1.0, said_times=False, turn_spread=1.0),
+    "no-replies": replace(BASE, replies=False),
+    "replies-0.9": replace(BASE, reply_share=0.9),
+    "no-brief": replace(BASE, brief_factor=1.0),
+    "no-said": replace(BASE, said_times=False),
+    "spread-0.9": replace(BASE, spread=0.9),
+    "spread-0.5": replace(BASE, spread=0.5),
+    "supersede-0.8": replace(BASE, supersede=0.8),
 }
 
 

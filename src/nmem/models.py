@@ -79,6 +79,44 @@ def prompt_ref(prompt_id: int) -> str:
     return f"p{prompt_id}"
 
 
+# Who wrote a prompt row (its `source`): the user, the agent (a reply or a thinking block), or a
+# subagent (`subagent` or `subagent:<type>`, e.g. `subagent:Explore`). Sessions recorded before
+# thinking and subagents were told apart hold them as `agent`.
+USER, REPLY, THINKING, SUBAGENT = "user", "agent", "thinking", "subagent"
+ROLES = {USER: "user", REPLY: "reply", THINKING: "thinking", SUBAGENT: "subagent"}
+
+
+def subagent_source(agent_type: str | None) -> str:
+    kind = " ".join((agent_type or "").split())[:60]
+    return f"{SUBAGENT}:{kind}" if kind else SUBAGENT
+
+
+def prompt_role(source: str) -> str:
+    """`user`, `reply` (the agent's text), `thinking` or `subagent`: what a viewer badges."""
+    return ROLES[SUBAGENT] if source.startswith(SUBAGENT) else ROLES.get(source, source)
+
+
+def agent_type(source: str) -> str | None:
+    """A subagent's type (`Explore`) from its prompt's source, else None."""
+    _, sep, kind = source.partition(":")
+    return kind or None if sep and source.startswith(SUBAGENT) else None
+
+
+def prompt_label(source: str) -> str:
+    """How a listing names a prompt's writer: `user`, `reply`, `thinking`, `↳ Explore`."""
+    if source.startswith(SUBAGENT):
+        return "↳ " + (agent_type(source) or "subagent")
+    return prompt_role(source)
+
+
+def role_fields(source: str) -> dict[str, Any]:
+    """What every surface adds to a prompt row: its role, and a subagent's type."""
+    fields: dict[str, Any] = {"role": prompt_role(source), "label": prompt_label(source)}
+    if fields["role"] == ROLES[SUBAGENT]:
+        fields["agent_type"] = agent_type(source)
+    return fields
+
+
 def session_ref(session_id: str, short: bool = False) -> str:
     return "s" + (session_id[:SESSION_REF_CHARS] if short else session_id)
 
@@ -283,8 +321,20 @@ class Observation(Record):
     def ref(self) -> str:
         return str(self.id)
 
+    @property
+    def subagent(self) -> str | None:
+        """The type of the subagent that made this call (`Explore`; `subagent` when its type is
+        unknown), None for the session's own agent."""
+        meta = self.metadata if isinstance(self.metadata, dict) else {}
+        if not meta.get("agent_id"):
+            return None
+        kind = meta.get("agent_type")
+        return kind if isinstance(kind, str) and kind else SUBAGENT
+
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
+        if (by := self.subagent) is not None:
+            d["subagent"] = by
         d["urn"] = self.urn
         d["ref"] = self.ref
         return d
@@ -310,6 +360,7 @@ class Observation(Record):
             "id": self.id, "timestamp": self.timestamp, "obs_type": self.obs_type,
             "content_preview": self.preview(), "file_path": self.file_path,
             "session_id": self.session_id, "project": self.project, "urn": self.urn, "ref": self.ref,
+            **({"subagent": by} if (by := self.subagent) is not None else {}),
         }
 
     @classmethod
@@ -342,13 +393,14 @@ class Prompt(Record):
 
     def to_dict(self) -> dict[str, Any]:
         d = self.fields()
+        d.update(role_fields(self.source))
         d["urn"] = self.urn
         d["ref"] = self.ref
         return d
 
     def index_entry(self) -> dict[str, Any]:
         return {
-            "id": self.id, "timestamp": self.timestamp, "source": self.source,
+            "id": self.id, "timestamp": self.timestamp, "source": self.source, **role_fields(self.source),
             "content_preview": preview(self.content), "session_id": self.session_id,
             "project": self.project, "urn": self.urn, "ref": self.ref,
         }

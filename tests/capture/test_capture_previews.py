@@ -141,16 +141,15 @@ def test_failed_and_denied_file_tools_are_file_errors_never_changes(home: Path, 
     history = service.file_history(INVOICE)
     touches = history["sessions"][0]["touches"]
     assert [t["obs_type"] for t in touches] == ["file_error"] * 3
-    assert [t["content_preview"] for t in touches] == [
-        "Edit …/dev/code/billing-api/src/billing/invoice.py → ✗ File has not been read yet. Read it first before "
-        "writing to it.",
-        f"Write {INVOICE} → ✗ denied by the user",
-        f"Edit {INVOICE} → ✗ String to replace not found in file."]
+    assert [t["content_preview"] for t in touches] == [   # relative to the project root
+        "Edit src/billing/invoice.py → ✗ File has not been read yet. Read it first before writing to it.",
+        "Write src/billing/invoice.py → ✗ denied by the user",
+        "Edit src/billing/invoice.py → ✗ String to replace not found in file."]
     assert previews(service, "replace not found") == [f"Edit {INVOICE} → ✗ String to replace not found in file."]
     hits = service.search(None, obs_type="file_error").hits
     assert {h.record.id for h in hits} == {r["id"] for r in observations(home, "obs_type = 'file_error'")}
     table = ok("file-history", INVOICE).stdout
-    assert "Write …/src/billing/invoice.py → ✗ denied by the user" in table
+    assert "Write src/billing/invoice.py → ✗ denied by the user" in table
     assert "✗ String to replace not found" in table
     recent = service.recent_context(limit=10)
     assert [r["obs_type"] for r in recent if r["file_path"] == INVOICE] == ["file_error"]

@@ -135,10 +135,13 @@ def test_subagent_stop_keeps_each_message_of_the_subagent(tmp_path: Path) -> Non
         agent.say("dates.py hard-codes 28 days for February.")
     s.say("The helpers are in src/ledger/dates.py; February is hard-coded to 28 days.")
     live.flush()
-    assert agent_prompts(home, s.session_id) == [
-        "Looking at src/ledger/dates.py now.", "dates.py hard-codes 28 days for February.",
-        "The helpers are in src/ledger/dates.py; February is hard-coded to 28 days.",
-    ], "the subagent's messages, not its thinking; its answer once"
+    said = query(home, "SELECT source, content FROM prompts WHERE session_id = ? "
+                       "AND source NOT IN ('user', 'thinking') ORDER BY id", s.session_id)
+    assert [(r["source"], r["content"]) for r in said] == [
+        ("subagent:general-purpose", "Looking at src/ledger/dates.py now."),
+        ("subagent:general-purpose", "dates.py hard-codes 28 days for February."),
+        ("agent", "The helpers are in src/ledger/dates.py; February is hard-coded to 28 days."),
+    ], "the subagent's messages (labelled with its type), not its thinking; its answer once"
     stored = counts(home)
     report = json.loads(ok("import", "claude-code", str(tree.root), "--format", "json", env=hook_env(home)).stdout)
     assert (report["events"], counts(home)) == (0, stored)

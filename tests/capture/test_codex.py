@@ -305,7 +305,7 @@ def test_import_reads_every_reply_tool_call_and_compaction_and_resumes(tmp_path:
     assert users == ["make the invoice export stream rows instead of buffering them", "fix the test too"]
     replies = [p["content"] for p in prompts if p["source"] == "agent"]
     assert replies.count("The export now streams rows; one test still calls len() on the result.") == 1
-    assert "**Locating the export code**" in replies
+    assert "**Locating the export code**" in [p["content"] for p in prompts if p["source"] == "thinking"]
     obs = observations(home)
     kinds = [(o["obs_type"], o["tool_name"]) for o in obs if o["tool_name"]]
     assert kinds == [("command", "Bash"), ("file_edit", "apply_patch"), ("command_error", "Bash")]

@@ -338,7 +338,7 @@ def test_no_secret_or_private_text_reaches_any_file(tmp_path: Path) -> None:
     assert stored >= 14, "events were dropped, so the check below would prove little"
     assert query(home, "SELECT COUNT(*) AS n FROM memories WHERE namespace = 'decisions'")[0]["n"] == 1
     assert query(home, "SELECT COUNT(*) AS n FROM memories WHERE namespace = 'progress'")[0]["n"] == 1
-    assert query(home, "SELECT COUNT(*) AS n FROM prompts WHERE source = 'agent'")[0]["n"] >= 3
+    assert query(home, "SELECT COUNT(*) AS n FROM prompts WHERE source <> 'user'")[0]["n"] >= 3
     heads = [o["metadata"].get("head", "") for o in observations(home, "obs_type IN ('file_write', 'file_edit')")]
     assert heads and all("[REDACTED:" in h for h in heads)
 

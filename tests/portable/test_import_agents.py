@@ -64,10 +64,10 @@ def test_gemini_chats_are_imported_whole_as_geminis_and_resume(tmp_path: Path, g
     said = prompts(home, GEMINI_SESSION)
     assert said == [
         ("user", "make the invoice export stream rows @src/export.py"),      # what was typed, not the expansion
-        ("agent", "Locating the export code: The buffering happens in export_rows."),
+        ("thinking", "Locating the export code: The buffering happens in export_rows."),
         ("agent", "export_rows now returns an iterator; tests/test_invoice.py still calls len() on it."),
         ("user", "Find every caller of export_rows."),                       # the subagent's, under its parent
-        ("agent", "export_rows is called from cli.py and tests/test_invoice.py."),
+        ("subagent", "export_rows is called from cli.py and tests/test_invoice.py."),
     ]
     # the message written twice (its read_file running, then finished) gives each tool call once
     assert tools(home) == [("command", "Bash"), ("file_read", "Read"), ("file_edit", "Edit"),
@@ -170,10 +170,10 @@ def check_opencode_session(home: Path) -> None:
         {"id": OPENCODE_SESSION, "agent": "opencode", "root": OPENCODE_CWD}]
     assert prompts(home, OPENCODE_SESSION) == [
         ("user", "make the invoice export stream rows"),                 # the synthetic part left out
-        ("agent", "The buffering is in export_rows; read it first."),
+        ("thinking", "The buffering is in export_rows; read it first."),
         ("agent", "export_rows now returns an iterator; tests/test_invoice.py still calls len() on it."),
         ("user", "Find every caller of export_rows."),                   # the task tool's subagent session
-        ("agent", "export_rows is called from cli.py and tests/test_invoice.py."),
+        ("subagent", "export_rows is called from cli.py and tests/test_invoice.py."),
     ]
     assert tools(home) == [("file_read", "Read"), ("file_edit", "Edit"), ("task_spawn", "Task"),
                            ("command_error", "Bash"), ("search", "Grep"), ("search", "Glob")]
@@ -229,7 +229,7 @@ def test_an_opencode_row_that_is_not_json_is_reported_and_the_rest_imported(tmp_
     assert result["imported_sessions"] == 1
     assert result["errors"] == [f"{db_file}: session {OPENCODE_SESSION}: part prt_9e5f0c2e5003AbCdEfGhIjKlMn: "
                                 "not JSON; skipped"]
-    assert ("agent", "The buffering is in export_rows; read it first.") not in prompts(tmp_path / "nmem",
+    assert ("thinking", "The buffering is in export_rows; read it first.") not in prompts(tmp_path / "nmem",
                                                                                       OPENCODE_SESSION)
     assert len(tools(tmp_path / "nmem")) == 6
 

@@ -83,10 +83,11 @@ def test_subagent_work_is_recorded_under_the_parent_session(service: Service, tm
     assert obs[4]["content"].startswith("Find date helpers"), "the parent keeps its Task call"
     # the subagent's task prompt is not the user's, its thinking not the session's; its answer is kept
     assert user_prompts(service) == ["why does the balance test fail on leap years?"]
-    agent = [r["content"] for r in rows(service, "SELECT content FROM prompts WHERE source = 'agent'")]
-    assert "Grep for monthrange first." not in agent
-    assert "dates.py hard-codes 28 days for February." in agent
-    assert agent[-1] == "Fixed: month_range uses calendar.monthrange."
+    said = {r["content"]: r["source"] for r in rows(service, "SELECT source, content FROM prompts "
+                                                             "WHERE source <> 'user' ORDER BY id")}
+    assert "Grep for monthrange first." not in said
+    assert said["dates.py hard-codes 28 days for February."].startswith("subagent"), "a subagent's, labelled so"
+    assert list(said.items())[-1] == ("Fixed: month_range uses calendar.monthrange.", "agent")
 
 
 def test_slash_commands_keep_their_arguments_and_notices_are_not_intents(service: Service, tmp_path: Path) -> None:

@@ -68,7 +68,8 @@ def test_import_records_the_session_as_the_hooks_would_have(service: Service) ->
                                              "commit the leap year fix"]
     assert [o["prompt_id"] for o in obs] == [None, users[0]["id"], users[0]["id"], users[0]["id"], None,
                                              users[1]["id"]]
-    agent = [p["content"] for p in prompts if p["source"] == "agent"]
+    agent = [p["content"] for p in prompts if p["source"] != "user"]
+    assert [p["source"] for p in prompts if p["source"] != "user"] == ["thinking", "agent", "thinking", "agent"]
     assert agent == ["Leap years: February has 29 days; the fixture probably hard-codes 28.",
                      "The fixture hard-codes 28 days; I'll use calendar.monthrange.",   # said between tool calls
                      "Stage only balance.py; the lockfile change is unrelated.",
@@ -87,7 +88,7 @@ def test_import_records_the_session_as_the_hooks_would_have(service: Service) ->
 
 def test_imported_reasoning_is_not_duplicated(service: Service) -> None:
     import_transcripts(service, [TRANSCRIPT])
-    agent = [p["content"] for p in rows(service, "SELECT content FROM prompts WHERE source = 'agent'")]
+    agent = [p["content"] for p in rows(service, "SELECT content FROM prompts WHERE source <> 'user'")]
     assert len(agent) == len(set(agent)), f"agent prompts stored twice: {agent}"
 
 

@@ -295,7 +295,7 @@ def field_events(cases: list[Case], session: str, transcript: Path) -> Iterator[
 
 STORED_FIELDS = {   # field -> (table, row filter, where in the row)
     "user prompt": ("prompts", "source = 'user'", "content"),
-    "agent message and reasoning": ("prompts", "source = 'agent'", "content"),
+    "agent message and reasoning": ("prompts", "source <> 'user'", "content"),
     "Bash command": ("observations", "obs_type = 'command'", "content"),
     "Bash error": ("observations", "obs_type = 'command_error'", "error"),
     "Bash description": ("observations", "obs_type = 'command_error'", "description"),

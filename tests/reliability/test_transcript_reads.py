@@ -48,7 +48,7 @@ def start(home: Path, session: str) -> None:
 
 
 def agent_prompts(home: Path, session: str) -> list[str]:
-    rows = query(home, "SELECT content FROM prompts WHERE session_id = ? AND source = 'agent' ORDER BY id", session)
+    rows = query(home, "SELECT content FROM prompts WHERE session_id = ? AND source <> 'user' ORDER BY id", session)
     return [r["content"] for r in rows]
 
 

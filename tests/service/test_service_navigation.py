@@ -166,9 +166,9 @@ def test_session_trace_lists_prompts_with_their_observations(service: Service, t
     assert (p1["timestamp"], p1["content"]) == (T0 + 10, "Fix the login bug")
     assert p1["observations"] == [
         {"id": traced["read"], "timestamp": T0 + 20, "obs_type": "file_read", "file_path": "/w/demo/src/auth.py",
-         "content_preview": "/w/demo/src/auth.py", "is_pinned": False},
+         "content_preview": "src/auth.py", "is_pinned": False, "rel_path": "src/auth.py"},
         {"id": traced["edit"], "timestamp": T0 + 30, "obs_type": "file_edit", "file_path": "/w/demo/src/auth.py",
-         "content_preview": "/w/demo/src/auth.py", "is_pinned": False},
+         "content_preview": "src/auth.py", "is_pinned": False, "rel_path": "src/auth.py"},
     ]
     assert out["prompts"][3]["observations"] == []
 
@@ -251,7 +251,8 @@ def test_file_history_groups_touches_by_session_newest_first(service: Service, f
         file_trail["agent_edit"], file_trail["after_stop_edit"], file_trail["old_edit"], file_trail["old_read"]]
     touch0 = new["touches"][0]
     assert (touch0["obs_type"], touch0["timestamp"], touch0["content_preview"], touch0["is_pinned"]) == (
-        "file_edit", T0 + DAY + 1, "/w/demo/src/auth.py", False)
+        "file_edit", T0 + DAY + 1, "src/auth.py", False), "previews are relative to the project root"
+    assert new["rel_path"] == "src/auth.py" and out["file_path"] == "/w/demo/src/auth.py"
 
 
 def test_file_history_summary_intent_comes_from_the_session_summary(service: Service,

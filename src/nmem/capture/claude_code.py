@@ -127,6 +127,7 @@ def parse(payload: object, *, now: float | None = None) -> ev.HookEvent:
         agent_id=_optional_str(payload, "agent_id"),
         decisions=_decisions(payload) if kind == ev.PRE_COMPACT else None,
         branch=_optional_str(payload, "git_branch"),
+        agent_type=_optional_str(payload, "agent_type"),
     )
 
 

@@ -181,7 +181,7 @@ class RolloutReplay:
         text = text.strip()
         if text and self._once("assistant", text):
             self.last_text = text
-            yield ev.HookEvent(kind=ev.REASONING, hook_event_name="Transcript", assistant_message=text, **base)
+            yield ev.HookEvent(kind=ev.REPLY, hook_event_name="Transcript", assistant_message=text, **base)
 
     def _thought(self, text: str, base: dict[str, Any]) -> Iterator[ev.HookEvent]:
         text = text.strip()

@@ -87,7 +87,7 @@ def parse(payload: object, *, now: float | None = None) -> HookEvent:
         shaped["reason"] = payload.get("reason")
     event = claude_code.parse(shaped, now=now)
     if name in ("afterAgentResponse", "afterAgentThought") and isinstance(payload.get("text"), str):
-        event.kind = ev.REASONING  # the agent's reply or thinking, stored as the agent's words
+        event.kind = ev.REPLY if name == "afterAgentResponse" else ev.REASONING  # a reply, or a thought
         event.assistant_message = payload["text"]
     event.hook_event_name = name
     return event

@@ -31,6 +31,7 @@ class HookEvent:
     __slots__ = (
         "agent",
         "agent_id",
+        "agent_type",
         "assistant_message",
         "branch",
         "cwd",
@@ -53,7 +54,7 @@ class HookEvent:
                  tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
                  tool_response: Any = None, error: str | None = None, transcript_path: str | None = None,
                  agent_id: str | None = None, agent: str = CLAUDE_CODE, decisions: list[str] | None = None,
-                 branch: str | None = None) -> None:
+                 branch: str | None = None, agent_type: str | None = None) -> None:
         self.kind = kind
         self.session_id = session_id
         self.cwd = cwd
@@ -71,6 +72,7 @@ class HookEvent:
         self.agent = agent                        # the coding agent that sent it (capture.agents.AGENTS)
         self.branch = branch                      # subcog's `git_branch`, shown in its SessionStart output
         self.decisions: list[str] = [] if decisions is None else decisions  # subcog's PreCompact key_decisions
+        self.agent_type = agent_type              # a subagent's type (`Explore`), when its events say it
 
     def __repr__(self) -> str:
         return f"HookEvent({self.hook_event_name}, session={self.session_id!r}, tool={self.tool_name!r})"

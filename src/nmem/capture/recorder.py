@@ -14,7 +14,7 @@ from __future__ import annotations
 from nmem.capture import events as ev
 from nmem.capture.extract import extract
 from nmem.capture.privacy import scrub, scrub_record
-from nmem.models import Record
+from nmem.models import REPLY, THINKING, USER, Record, subagent_source
 from nmem.store import NewObservation
 
 TYPE_CHECKING = False
@@ -87,6 +87,8 @@ class Recorder:
         meta = metadata or None
         if event.agent_id:
             meta = {**(meta or {}), "agent_id": event.agent_id}
+            if event.agent_type:
+                meta["agent_type"] = event.agent_type
         return self.store.add_observation(scrub_record(NewObservation(
             session_id=event.session_id, project=project, timestamp=event.timestamp, obs_type=obs_type,
             source_event=event.hook_event_name, content=content, tool_name=event.tool_name,
@@ -100,7 +102,7 @@ class Recorder:
         text = scrub(raw).strip()
         if not text:
             return RecordOutcome(event.session_id, project, skipped="ignored")
-        prompt_id = self.store.add_prompt(event.session_id, event.timestamp, "user", text[:PROMPT_CHARS])
+        prompt_id = self.store.add_prompt(event.session_id, event.timestamp, USER, text[:PROMPT_CHARS])
         marked = find_marked(text, self.settings["capture.markers"])
         if str(self.settings["hooks.profile"]).strip().lower() == "subcog":  # subcog asks the agent to confirm
             return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id, suggested=marked)
@@ -158,12 +160,14 @@ class Recorder:
         return RecordOutcome(event.session_id, project, stored="checkpoint", memories=[memory, *decisions])
 
     def _agent_words(self, event: ev.HookEvent, project: str) -> RecordOutcome:
-        """A reply or a thought an import read from a transcript: an agent prompt at its own time."""
-        limit = THINKING_CHARS if event.kind == ev.REASONING else PROMPT_CHARS
-        text = scrub(event.assistant_message or "").strip()[:limit]
+        """A reply or a thought an import read from a transcript: an agent prompt at its own time,
+        as `thinking`, a subagent's (`subagent:<type>`) or the agent's reply."""
+        thinking = event.kind == ev.REASONING
+        text = scrub(event.assistant_message or "").strip()[:THINKING_CHARS if thinking else PROMPT_CHARS]
         if not text:
             return RecordOutcome(event.session_id, project, skipped="ignored")
-        prompt_id = self.store.add_prompt(event.session_id, event.timestamp, "agent", text)
+        source = THINKING if thinking else subagent_source(event.agent_type) if event.agent_id else REPLY
+        prompt_id = self.store.add_prompt(event.session_id, event.timestamp, source, text)
         return RecordOutcome(event.session_id, project, stored="prompt", prompt_id=prompt_id)
 
     def _turn_words(self, event: ev.HookEvent) -> int | None:
@@ -181,21 +185,23 @@ class Recorder:
         prompts = self.store.get_prompts([asked]) if asked is not None else []
         # Within the turn on the trail's clock: the transcript's may differ (another machine, a container).
         start = min(prompts[0].timestamp, event.timestamp) if prompts else event.timestamp
+        said = subagent_source(event.agent_type) if event.kind == ev.SUBAGENT_STOP else REPLY
         words = [(max(start, min(at, event.timestamp)) if at else event.timestamp,
-                  scrub(text).strip()[:THINKING_CHARS if thinking else PROMPT_CHARS])
+                  scrub(text).strip()[:THINKING_CHARS if thinking else PROMPT_CHARS], THINKING if thinking else said)
                  for at, thinking, text in self.turn]
         if event.assistant_message:
-            words.append((event.timestamp, scrub(event.assistant_message).strip()[:PROMPT_CHARS]))
-        words = [(at, text) for at, text in words if text]
+            words.append((event.timestamp, scrub(event.assistant_message).strip()[:PROMPT_CHARS], said))
+        words = [word for word in words if word[1]]
         if not words:
             return None
+        # what the agent or a subagent wrote since the turn's prompt, however it was labelled
         held = {p.content for p in self.store.session_prompts(sid, None, start - 1)
-                if p.source == "agent" and (asked is None or p.id > asked)}
+                if p.source != USER and (asked is None or p.id > asked)}
         prompt_id = None
-        for at, text in words:
+        for at, text, source in words:
             if text not in held:
                 held.add(text)
-                prompt_id = self.store.add_prompt(sid, at, "agent", text)
+                prompt_id = self.store.add_prompt(sid, at, source, text)
         return prompt_id
 
     def _stop(self, event: ev.HookEvent, project: str) -> RecordOutcome:

@@ -156,8 +156,9 @@ def _may_hold_words(raw: bytes) -> bool:
 
 def _turn_in(data: bytes, subagent: bool = False) -> tuple[list[tuple[int, bool, str]], bool]:
     """The agent's words after the last typed prompt in `data` (and before it, when that prompt
-    followed an interruption), and whether such a prompt was found. In a subagent's file (every
-    line a sidechain one, the task its prompt) its text messages only."""
+    followed an interruption), and whether such a prompt was found. For a subagent, its text
+    messages only: of its own file (every line a sidechain one, the task its prompt), or of the
+    sidechain lines of the parent's file that holds it inline (older Claude Code)."""
     words: list[tuple[int, bool, str]] = []
     started = interrupted = False
     for raw in data.splitlines():
@@ -167,8 +168,11 @@ def _turn_in(data: bytes, subagent: bool = False) -> tuple[list[tuple[int, bool,
             line = jsonlite.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(line, dict) or (line.get("isSidechain") and not subagent):
+        if not isinstance(line, dict):
             continue
+        sidechain = line.get("isSidechain")
+        if (sidechain and not subagent) or (subagent and sidechain is False):
+            continue  # a Stop reads the main agent's lines; a SubagentStop the subagent's (inline ones too)
         if _is_user_prompt(line):
             text = _text_of(_blocks(line))
             if text.startswith(INTERRUPTED):
@@ -394,6 +398,7 @@ class TranscriptReplay:
         self.last_ts = 0
         self._held: tuple[str, dict[str, Any], Any] | None = None   # kind, event fields, payload
         self._held_at: TranscriptCursor | None = None
+        self.agent_type = _agent_type_beside(path) if agent_id is not None else None
 
     def events(self) -> Iterator[ev.HookEvent]:
         cursor = self.cursor
@@ -495,8 +500,10 @@ class TranscriptReplay:
                 # the parent's Task result: its subagent stopped just before
                 answer = _result_text(result.get("content")) or _result_text(block.get("content"))
                 # the subagent's messages are replayed from its own lines: nothing is read again
+                kind = call[1].get("subagent_type")
                 yield ev.HookEvent(kind=ev.SUBAGENT_STOP, hook_event_name="SubagentStop",
                                    assistant_message=answer.strip() or None, agent_id=result["agentId"],
+                                   agent_type=kind if isinstance(kind, str) else None,
                                    **{**base, "transcript_path": None})
             failed = block.get("is_error") is True
             error = None
@@ -520,9 +527,19 @@ class TranscriptReplay:
                     self._call(block)
                 elif (said := _words(block)) is not None and not said[0]:
                     yield ev.HookEvent(kind=ev.REPLY, hook_event_name="Transcript", assistant_message=said[1],
-                                       agent_id=agent_id, **base)
+                                       agent_id=agent_id, agent_type=self._running_subagent(), **base)
         elif kind == "user":
             yield from self._results(line, base, agent_id)
+
+    def _running_subagent(self) -> str | None:
+        """The type of the subagent a sidechain line belongs to: its file's (`agent-<id>.meta.json`
+        beside it), else that of the parent's one pending Task call (several running at once, or
+        none read: unknown)."""
+        if self.agent_type:
+            return self.agent_type
+        kinds = {str(args.get("subagent_type")) for name, args in self.cursor.pending.values()
+                 if name in ("Task", "Agent") and isinstance(args.get("subagent_type"), str)}
+        return kinds.pop() if len(kinds) == 1 else None
 
     def _user(self, line: dict[str, Any], base: dict[str, Any]) -> Iterator[ev.HookEvent]:
         blocks = _blocks(line)
@@ -540,6 +557,18 @@ class TranscriptReplay:
             self._hold("command", base, command)
         elif not text.startswith(NOT_TYPED):
             yield ev.HookEvent(kind=ev.PROMPT, hook_event_name="UserPromptSubmit", prompt=text, **base)
+
+
+def _agent_type_beside(path: str) -> str | None:
+    """A subagent file's type from the `agent-<id>.meta.json` Claude Code writes beside it."""
+    meta = path[:-len(".jsonl")] + ".meta.json" if path.endswith(".jsonl") else None
+    try:
+        with open(meta or "", encoding="utf-8") as handle:
+            data = jsonlite.loads(handle.read(4096))
+    except (OSError, ValueError):
+        return None
+    kind = data.get("agentType") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) and kind.strip() else None
 
 
 def _result_text(content: Any) -> str:

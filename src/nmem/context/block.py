@@ -19,7 +19,8 @@ import time
 
 from nmem.capture.project import project_root
 from nmem.capture.summary import framing_prompts, summarize
-from nmem.context.handoff import Failure, command_key, display_command, open_and_fixed, pending_lines
+from nmem.context.carry import CarriedWork, carried_work
+from nmem.context.handoff import Failure, command_key, display_command, is_probe, open_and_fixed, pending_lines
 from nmem.errors import NmemError
 from nmem.models import Record
 from nmem.store import OUTLINE_CHARS, SearchFilters
@@ -58,6 +59,7 @@ OPEN_FAILURES_SHOWN = 4
 PENDING_SHOWN = 4
 OPEN_SHOWN = 6
 FIXED_SHOWN = 3
+CARRIED_SHOWN = 4
 # What the tables read and show.
 TABLE_CANDIDATES = 400            # newest observations grouped into the project's rows
 CROSS_CANDIDATES = 200
@@ -369,8 +371,26 @@ class Lead(Record):
     open_items: int
 
 
+def _carried_lines(carried: CarriedWork, paths: Paths, now: int) -> list[str]:
+    """`Still open from earlier sessions:` what they left failing or to do that nothing resolved since."""
+    lines = []
+    for item in carried.open[:CARRIED_SHOWN]:
+        sid = item.session.id
+        when = ago(item.failure.last.timestamp if item.failure else item.session.ended_at or item.session.started_at,
+                   now)
+        if item.failure:
+            line = _failure_line(item.failure, paths, sid)
+            lines.append(f"{line[:-1]}, s{sid[:8]} {when})")
+        else:
+            lines.append(f'- "{safe(paths.text(item.text, sid))}" (s{sid[:8]}\'s closing message, {when})')
+    if lines:
+        more = len(carried.open) - CARRIED_SHOWN
+        lines.insert(0, "Still open from earlier sessions" + (f" (+{more} more)" if more > 0 else "") + ":")
+    return lines
+
+
 def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act: int, current: str | None,
-          source: str | None, paths: Paths, now: int) -> Lead:
+          source: str | None, paths: Paths, now: int, earlier: Sequence[Session] = ()) -> Lead:
     sid = session.id
     acts = [o for o in tail if o.obs_type not in LIFECYCLE_TYPES]
     ended = bool(tail) and tail[-1].obs_type == "session_end"
@@ -401,9 +421,15 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     items = items[:OPEN_SHOWN]
     if items:
         lines += ["Left open:", *items]
-    if fixed:
-        lines.append("Fixed: " + "; ".join(_fixed_text(f, paths, sid) for f in fixed[-FIXED_SHOWN:]))
-    return Lead(Section("last_session", lines, [], fixed=True), asked_ids, bool(said), len(items))
+    carried = carried_work(store, earlier, session, acts, now, todo)
+    lines += _carried_lines(carried, paths, now)
+    fixed_texts = [_fixed_text(f, paths, sid) for f in fixed[-FIXED_SHOWN:]]
+    fixed_texts += [_fixed_text(f, paths, f.last.session_id) + f" (from s{f.last.session_id[:8]})"
+                    for f in carried.fixed[-FIXED_SHOWN:]]
+    if fixed_texts:
+        lines.append("Fixed: " + "; ".join(fixed_texts))
+    open_items = len(items) + min(len(carried.open), CARRIED_SHOWN)
+    return Lead(Section("last_session", lines, [], fixed=True), asked_ids, bool(said), open_items)
 
 
 # -- memories and intents -----------------------------------------------------------------------
@@ -508,6 +534,8 @@ def group_rows(observations: Sequence[Observation]) -> list[Group]:
     groups: dict[tuple[str, str], Group] = {}
     commands: dict[str, str] = {}
     for obs in observations:
+        if is_probe(obs):
+            continue       # a look for a file that is not there: nothing happened to it
         key = _group_key(obs, commands)
         group = groups.get(key)
         if group is None:
@@ -568,13 +596,14 @@ def build(service: CaptureService, project: str, source: str | None = None, now:
                  if history < limits.backfill_below and limits.cross > 0 else [])
 
     own_root = project_root(cwd) if cwd and service.project_for(cwd) == project else None
-    sessions = [o.session_id for o in (*local_obs, *cross_obs)] + ([lead_session.id] if lead_session else [])
+    sessions = [o.session_id for o in (*local_obs, *cross_obs)] + [pair[0].id for pair in active]
     paths = Paths(store.session_roots(sessions), own_root or store.project_root(project))
 
     sections: list[Section] = []
     lead = None
     if lead_pair:
-        lead = _lead(store, lead_pair[0], lead_tail, lead_pair[1], current, source, paths, now)
+        earlier = [s for s, _ in active if s.id not in (lead_pair[0].id, current)]
+        lead = _lead(store, lead_pair[0], lead_tail, lead_pair[1], current, source, paths, now, earlier)
         sections.append(lead.section)
     memories, curated, checkpoints = _memories(store, project, lead_session, limits.memories)
     if memories:

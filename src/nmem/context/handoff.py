@@ -221,12 +221,27 @@ def _file_kind(tool: object) -> str:
     return "read" if tool in ("Read", "NotebookRead") else "change"
 
 
+_MISSING = ("does not exist", "no such file", "not found", "enoent", "cannot find")
+
+
+def is_probe(obs: Observation) -> bool:
+    """A Read of a file that is not there: the agent looking whether it exists, not work left open."""
+    meta = obs.metadata if isinstance(obs.metadata, dict) else {}
+    tool = meta.get("tool") or obs.tool_name
+    if obs.obs_type != "file_error" or _file_kind(tool) != "read" or meta.get("denied"):
+        return False
+    low = _error_text(obs).lower() or obs.content.lower()
+    return any(word in low for word in _MISSING)
+
+
 def failures(observations: Iterable[Observation]) -> list[Failure]:
     """Every distinct failure of a session (observations in time order), oldest first; each
-    `open` unless a later passing run fixed it."""
+    `open` unless a later passing run fixed it. A Read of a missing file is a probe, not a failure."""
     found: dict[object, Failure] = {}
     for obs in observations:
         meta = obs.metadata if isinstance(obs.metadata, dict) else {}
+        if is_probe(obs):
+            continue
         if obs.obs_type == "command_error":
             key: object = command_key(obs.content)
             label = display_command(obs.content)

@@ -9,6 +9,7 @@
     ```yaml
     uid: 01JH…
     domain: project:shop
+    created_at: 2026-05-01T09:00:00Z
     …every field but the content…
     ```
 
@@ -22,6 +23,8 @@
     {"kind": "prompt", …}
     ```
 
+Times are ISO 8601 in UTC (`2026-05-01T09:00:00Z`), in the memories' YAML and the sessions'
+lines alike, where the other formats keep Unix seconds; both read back the same.
 Each memory is a section: an HTML comment (invisible once rendered) opens it, a heading
 shows its summary, a YAML block holds its fields and the rest, up to the next marker, is its
 content. A content line that itself begins like a marker (`<!-- nmem`) is written with one
@@ -64,8 +67,19 @@ def _heading(text: str) -> str:
     return " ".join(text.split())[:120]
 
 
+DATE_FIELDS = frozenset(("created_at", "updated_at", "accessed_at", "deleted_at", "started_at", "ended_at",
+                         "timestamp"))
+
+
+def iso_dates(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with its times (Unix seconds) written as ISO 8601 in UTC, for people to read."""
+    return {k: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(v))
+            if k in DATE_FIELDS and isinstance(v, int) and not isinstance(v, bool) else v
+            for k, v in record.items()}
+
+
 def _memory_section(record: dict[str, Any]) -> str:
-    fields = {k: v for k, v in record.items() if k != "content"}
+    fields = iso_dates({k: v for k, v in record.items() if k != "content"})
     title = record["summary"] if record["deleted_at"] is None else f"(forgotten) {record['uid']}"
     meta = str(yaml_dump(fields))
     body = "\n".join(_escape(line) for line in record["content"].split("\n"))
@@ -85,7 +99,7 @@ def write(export: Export, out: TextIO, progress: Callable[[int], None]) -> None:
         out.write(f"{SESSION}\n### Session s{_heading(session['id'])[:8]} · {_heading(session['project'])} · "
                   f"{started}\n\n```jsonl\n")
         for kind, record in rows.records():
-            out.write(jsonl.line(kind, record))
+            out.write(jsonl.line(kind, iso_dates(record)))
         out.write("```\n\n")
         progress(1)
 

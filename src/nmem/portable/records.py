@@ -244,8 +244,8 @@ def prompt_from(data: Mapping[str, Any], where: str) -> tuple[str, TrailPrompt]:
     timestamp = f.time("timestamp", required=True)
     assert seq is not None and timestamp is not None
     source = f.text("source", "user")
-    if source not in ("user", "agent"):
-        raise f.fail(f"source must be user or agent, got {source!r}")
+    if source not in ("user", "agent", "thinking") and not (source == "subagent" or source.startswith("subagent:")):
+        raise f.fail(f"source must be user, agent, thinking or subagent[:<type>], got {source!r}")
     return f.text("session_id", required=True), TrailPrompt(seq, timestamp, source, f.text("content", required=True))
 
 

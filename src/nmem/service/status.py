@@ -5,12 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 from nmem.capture.privacy import redact_url
-from nmem.models import TIERS
+from nmem.models import ROLES, SUBAGENT, TIERS, agent_type, prompt_role
 from nmem.service.base import Base
 
 
 def _by_count(counts: dict[str, int]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _prompt_counts(by_source: dict[str, int]) -> dict[str, Any]:
+    """The trail's prompts told apart: `prompts` counts what the user typed; the agent's replies,
+    its thinking and its subagents' answers are counted on their own (`by_role` has all four,
+    `subagents` the answers per subagent type)."""
+    by_role = dict.fromkeys(ROLES.values(), 0)
+    subagents: dict[str, int] = {}
+    for source, count in by_source.items():
+        role = prompt_role(source)
+        by_role[role] = by_role.get(role, 0) + count
+        if role == ROLES[SUBAGENT]:
+            name = agent_type(source) or SUBAGENT
+            subagents[name] = subagents.get(name, 0) + count
+    return {"prompts": by_role["user"], "agent_replies": by_role["reply"], "thinking": by_role["thinking"],
+            "subagent_replies": by_role["subagent"], "prompts_by_role": by_role,
+            "subagent_replies_by_type": _by_count(subagents)}
 
 
 class Status(Base):
@@ -23,7 +40,7 @@ class Status(Base):
         st = self.store.status()
         data: dict[str, Any] = {
             "database": redact_url(st.url), "schema_version": st.schema_version, "size_bytes": st.size_bytes,
-            "sessions": st.sessions, "prompts": st.prompts, "observations": st.observations,
+            "sessions": st.sessions, **_prompt_counts(st.by_prompt_source), "observations": st.observations,
             "memories": st.memories, "by_obs_type": st.by_obs_type,
             "by_namespace": st.by_namespace,
             "by_tier": {t: int(st.by_tier.get(t, 0)) for t in TIERS}, "by_project": st.by_project,

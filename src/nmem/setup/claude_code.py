@@ -285,6 +285,12 @@ class Files:
             self.report.removed.append(str(directory))
         self._write_manifest(created)
 
+    def drop_manifest_if_done(self) -> None:
+        """Delete the manifest once nothing install created is left for it to list."""
+        if self.manifest_path.exists() and not self._manifest():
+            self.manifest_path.unlink()
+            self.report.removed.append(str(self.manifest_path))
+
 
 def default_data_dir() -> Path:
     from nmem.config import data_home
@@ -370,13 +376,21 @@ def _drop_server(files: Files, slot: McpSlot, only_machine_specific: bool = Fals
     if only_machine_specific and not os.path.isabs(str(entry.get("command", ""))):
         return  # a bare `nmem` in a shared .mcp.json is the team's choice, not an old install's path
     rest = {k: v for k, v in servers.items() if k != SERVER_NAME}
-    updated = _with_servers(config, slot.keys, rest)
+    updated = _with_servers(config, slot.keys, rest) if rest else _without_servers(config, slot.keys)
     if slot.keys[:1] == ("projects",) and not rest:
         projects = dict(updated["projects"])
-        if projects.get(slot.keys[1]) == {"mcpServers": {}}:  # the entry install made for nmem alone
+        if projects.get(slot.keys[1]) == {}:  # the entry install made for nmem alone
             del projects[slot.keys[1]]
             updated = {**updated, "projects": projects}
     files.save_or_remove(slot.file, updated)
+
+
+def _without_servers(config: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """`config` without the `mcpServers` under `keys`: nmem's entry was the last one in it."""
+    if not keys:
+        return {k: v for k, v in config.items() if k != "mcpServers"}
+    child = config.get(keys[0])
+    return {**config, keys[0]: _without_servers(child if isinstance(child, dict) else {}, keys[1:])}
 
 
 # -- install / uninstall ---------------------------------------------------------------------------
@@ -427,6 +441,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
         _drop_server(files, slot)
     for path in (paths.settings, *paths.others, paths.mcp.file, *(s.file for s in paths.other_mcp)):
         files.remove_if_created(path)
+    files.drop_manifest_if_done()
     if not report.changed and not report.removed:
         report.unchanged.extend([str(paths.settings), paths.mcp.describe()])
     return report

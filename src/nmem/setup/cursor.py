@@ -123,6 +123,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
         files.remove_if_created(path)
     if not report.changed and not report.removed:
         report.unchanged.extend([str(hooks_path), str(mcp_path)])
+    files.drop_manifest_if_done()
     return report
 
 

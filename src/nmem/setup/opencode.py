@@ -129,6 +129,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
         files.save_or_remove(config_path, updated)
     if not report.changed and not report.removed:
         report.unchanged.extend([str(plugin), str(config_path)])
+    files.drop_manifest_if_done()
     return report
 
 

@@ -100,6 +100,7 @@ class Status(Record):
     by_namespace: dict[str, int]
     by_tier: dict[str, int]
     by_project: dict[str, int]
+    by_prompt_source: dict[str, int] = {}  # noqa: RUF012 - user, agent, thinking, subagent:<type>
 
 
 class SessionListing(Record):

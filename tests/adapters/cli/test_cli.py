@@ -255,7 +255,7 @@ def test_file_history(history: History, tmp_path: Path, monkeypatch: pytest.Monk
     assert {t["observation_id"] for t in session["touches"]} == {history.read, history.edit}
     assert {t["prompt_content"] for t in session["touches"]} == {"fix the flaky auth test"}
     text = ok("file-history", AUTH_FILE).stdout
-    assert text.startswith(f"History of {AUTH_FILE}")
+    assert text.startswith(f"History of src/auth.py ({AUTH_FILE})"), "relative to the project root, then whole"
     assert "fix the flaky auth test" in text
     assert as_json("file-history", "/nowhere/else.py")["sessions"] == []
     assert len(as_json("file-history", AUTH_FILE, "--limit", "1")["sessions"][0]["touches"]) == 1

@@ -519,6 +519,18 @@ def test_default_remember_prefix(tmp_path: Path) -> None:
         {"namespace": "context", "content": "staging resets every night at 02:00"}]
 
 
+def test_a_marker_memory_ends_at_its_sentence(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    prompt = ("[gotcha] the cache key ignores the locale. Now fix the failing tests please.\n"
+              "Why is it slow? The importer re-reads config.py on every row [decision]. Look at it.\n"
+              "remember: pip install -e . breaks the hook path. Then run the suite")
+    hook_ok(home, event("UserPromptSubmit", "m", CWD, prompt=prompt))
+    assert query(home, "SELECT namespace, content FROM memories ORDER BY namespace") == [
+        {"namespace": "context", "content": "pip install -e . breaks the hook path."},
+        {"namespace": "decisions", "content": "The importer re-reads config.py on every row."},
+        {"namespace": "gotchas", "content": "the cache key ignores the locale."}]
+
+
 def test_input_file_option(tmp_path: Path) -> None:
     home = tmp_path / "home"
     source = tmp_path / "event.json"

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client, MCPError, types
 
 from conftest import record
-from mcp_support import AUTH_FILE, PROJECT, T0, Seeded, bash, check_output, structured, tool_error
+from mcp_support import AUTH_FILE, CWD, PROJECT, T0, Seeded, bash, check_output, structured, tool_error
 from nmem.adapters.mcp.server import NmemServer
 from nmem.service.api import Service
 from store_engines import both_engines
@@ -370,6 +370,15 @@ async def test_session_trace_without_session_id_traces_the_latest_session_of_the
     other = await call(client, "session_trace", {"project": "other"})
     assert other["session_id"] == "s2"
     assert await error(client, "session_trace", {"project": "nowhere"}) == "no session recorded for project nowhere"
+
+
+async def test_session_trace_without_session_id_skips_the_session_that_just_started(
+        client: Client, service: Service, seeded: Seeded) -> None:
+    """The agent asking is in a session whose only row is its SessionStart: that one has no content."""
+    record(service, "SessionStart", now=T0 + 500, session_id="s-now", cwd=CWD, source="startup")
+    assert (await call(client, "session_trace", {}))["session_id"] == "s-lonely"
+    record(service, "UserPromptSubmit", now=T0 + 510, session_id="s-now", cwd=CWD, prompt="and now the exporter")
+    assert (await call(client, "session_trace", {}))["session_id"] == "s-now"
 
 
 # -- file_history -----------------------------------------------------------------------------------

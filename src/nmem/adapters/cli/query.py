@@ -130,7 +130,11 @@ def get(state: State, refs: tuple[str, ...], fmt: str | None) -> None:
 
 def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
     def text(o: dict[str, Any]) -> str:
-        return str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
+        by = f"↳ {o['subagent']} " if o.get("subagent") else ""   # a subagent's call
+        shown = str(o.get("content_preview") or o.get("content") or o.get("file_path") or "")
+        if o.get("rel_path") and o.get("file_path"):              # relative to its project root
+            shown = shown.replace(str(o["file_path"]), str(o["rel_path"]))
+        return by + shown
     table = [[str(o["id"]), when(o["timestamp"]), o["obs_type"], one_line(text(o))] for o in rows]
     if anchor is None:
         return Table(("id", "when", "type", "content"), table)
@@ -197,7 +201,7 @@ def trace(state: State, session_id: str | None, before: str | None, after: str |
         for prompt in data["prompts"]:
             count = prompt["observation_count"]
             ref = f"{prompt['ref']}  " if prompt.get("ref") else ""
-            out.append(Heading(f"{ref}{when(prompt['timestamp'])}  {prompt['source']}: "
+            out.append(Heading(f"{ref}{when(prompt['timestamp'])}  {prompt.get('label') or prompt['source']}: "
                                f"{one_line(prompt['content'], 100)}  ({count} action{'' if count == 1 else 's'})", 2))
             if prompt["observations"]:
                 out.append(_obs_table(prompt["observations"]))
@@ -229,7 +233,9 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
                                 limit=limit, cwd=os.getcwd())
 
     def blocks() -> list[Block]:
-        out: list[Block] = [Heading(f"History of {data['file_path']}")]
+        rel = next((sess["rel_path"] for sess in data["sessions"] if sess.get("rel_path")), None)
+        shown = f"{rel} ({data['file_path']})" if rel and rel != data["file_path"] else data["file_path"]
+        out: list[Block] = [Heading(f"History of {shown}")]
         if not data["sessions"]:
             out.append(Body("No session touched this file."))
         for sess in data["sessions"]:

@@ -9,6 +9,7 @@ import click
 
 from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import Block, Body, Heading, Table
+from nmem.capture.privacy import redact_url
 from nmem.config import data_home
 from nmem.errors import InvalidArgument
 from nmem.setup import claude_code
@@ -98,7 +99,18 @@ def uninstall(state: State, harness: str, scope: str, project_dir: Path | None, 
     else:
         report = claude_code.uninstall(scope, project_dir=project_dir, data_dir=_data_dir(state))
     name = NAMES[harness]
+    report.notes.append(_data_note(state))
     emit(state, fmt, report.to_dict(), lambda: _report_blocks(f"nmem removed from {name} ({scope})", report))
+    for message in report.notes:
+        note(message)
+
+
+def _data_note(state: State) -> str:
+    """Where the memories stay: uninstalling unwires nmem, it never deletes what it recorded."""
+    settings = state.settings
+    where = redact_url(settings.store_url) if settings["store.url"] else settings.db_path
+    return (f"your memories and trail stay in {where} (data directory {settings.home}); "
+            "`nmem export` keeps a copy, deleting that directory removes them")
 
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}

@@ -69,8 +69,9 @@ def _hit_type(hit: dict[str, Any]) -> str:
         return str(hit.get("obs_type", ""))
     if kind == "memory":
         return f"memory:{hit.get('namespace', '')}"
-    if kind == "prompt":
-        return f"prompt:{hit.get('source', '')}"
+    if kind == "prompt":  # prompt (the user's), reply, thinking, ↳ Explore (a subagent's)
+        label = str(hit.get("label") or hit.get("source") or "")
+        return "prompt" if label == "user" else label
     return str(kind)
 
 
@@ -116,6 +117,10 @@ def record_blocks(records: list[dict[str, Any]]) -> list[Block]:
 
 # -- status -------------------------------------------------------------------------------
 
+def _by_type(counts: dict[str, int]) -> str:
+    return " (" + ", ".join(f"{n} ↳ {kind}" for kind, n in counts.items()) + ")" if counts else ""
+
+
 def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
     domains = ", ".join(f"{n} {d}" for d, n in data["by_domain"].items())
     blocks: list[Block] = [
@@ -128,6 +133,9 @@ def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
             ("capture", "enabled" if data["enabled"] else "disabled (memory.enabled = false)"),
             ("trail", f"{data['sessions']} sessions, {data['prompts']} prompts, "
                       f"{data['observations']} observations"),
+            ("agent", f"{data.get('agent_replies', 0)} replies, {data.get('thinking', 0)} thinking, "
+                      f"{data.get('subagent_replies', 0)} subagent answers"
+                      + _by_type(data.get("subagent_replies_by_type") or {})),
             ("memories", f"{data['memories']}" + (f" in {data['domain']}" if "domain" in data
                                                    else f" ({domains})" if domains else "")),
             ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),

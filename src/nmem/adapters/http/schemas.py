@@ -35,7 +35,8 @@ class SearchParams(Params):
     files: Words | None = Field(None, description="File path(s): absolute, relative to the project root, or "
                                                   "the end of a recorded path.")
     session_id: str | None = Field(None, description="A session id, a unique prefix (s1a2b3c4d) or its URN.")
-    source: Literal["user", "agent"] | None = Field(None, description="Prompts: who wrote them.")
+    source: Literal["user", "agent", "thinking", "subagent"] | None = Field(
+        None, description="Prompts: who wrote them (the user; the agent's replies, its thinking; subagents).")
     date_start: When | None = None
     date_end: When | None = None
     order_by: Order = "relevance"

@@ -306,4 +306,5 @@ class ContextReads(SqlBase):
                                "GROUP BY 1 ORDER BY 2 DESC, 1"),
             by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 2 DESC, 1"),
             by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1"),
+            by_prompt_source=group("SELECT source, COUNT(*) FROM prompts GROUP BY 1 ORDER BY 2 DESC, 1"),
         )

@@ -44,7 +44,10 @@ def prompt_filters(filters: SearchFilters, clauses: list[str], params: list[Any]
     if filters.session_id:
         clauses.append("p.session_id = ?")
         params.append(filters.session_id)
-    if filters.source:
+    if filters.source == "subagent":   # every subagent's answers, whatever their type
+        clauses.append("(p.source = ? OR p.source LIKE ?)")
+        params.extend(["subagent", "subagent:%"])
+    elif filters.source:
         clauses.append("p.source = ?")
         params.append(filters.source)
     date_clauses("p.timestamp", filters, clauses, params)

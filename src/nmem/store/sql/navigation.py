@@ -34,8 +34,8 @@ class NavigationReads(SqlBase):
     def list_sessions(self, project: str | None, since: int | None, limit: int, *,
                       active: bool = False) -> list[SessionListing]:
         """Sessions newest first (by start), with their user prompts and actions counted;
-        `since` keeps those started or ended at or after it, `active` those with any prompt
-        or observation."""
+        `since` keeps those started or ended at or after it, `active` those with content: a
+        prompt or an observation other than a session's start, resume, compaction, clear or end."""
         clauses: list[str] = []
         params: list[Any] = []
         if project is not None:
@@ -44,11 +44,12 @@ class NavigationReads(SqlBase):
         if since is not None:
             clauses.append("(s.started_at >= ? OR s.ended_at >= ?)")
             params.extend([since, since])
-        if active:
-            clauses.append("(EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id) "
+        lifecycle = ", ".join(f"'{t}'" for t in LIFECYCLE_TYPES)
+        if active:  # content: a prompt or an action; a session that only started has none
+            clauses.append(f"(EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id "
+                           f"AND o.obs_type NOT IN ({lifecycle})) "
                            "OR EXISTS (SELECT 1 FROM prompts p WHERE p.session_id = s.id))")
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        lifecycle = ", ".join(f"'{t}'" for t in LIFECYCLE_TYPES)
         rows = self._query(
             "SELECT s.*, "
             "(SELECT count(*) FROM prompts p WHERE p.session_id = s.id AND p.source = 'user') AS n_prompts, "

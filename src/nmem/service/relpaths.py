@@ -1,0 +1,76 @@
+"""Paths as people read them: relative to the project root of the session that recorded them.
+
+Each session keeps its project root (the git top-level of where it started). Every surface that
+lists observations (search, timeline, trace, file history; the CLI, MCP and REST alike) adds
+`rel_path` beside the absolute `file_path` (which filters and `file_history` still take) and
+shortens the root out of previews. A path outside the root, or of a session recorded before
+roots were kept and of a project with no root at all, stays absolute.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from nmem.models import Observation
+    from nmem.store.protocol import Store
+
+
+def relative(path: str, root: str | None) -> str:
+    """`path` relative to `root` (`.` for the root itself), else `path` unchanged."""
+    if not root or len(root) < 2:
+        return path
+    base = root.rstrip("/")
+    if path == base:
+        return "."
+    return path[len(base) + 1:] if path.startswith(base + "/") else path
+
+
+def preview_of(obs: Observation, root: str | None) -> str:
+    """An observation's preview with paths under `root` relative, shortened before it is cut
+    (a long absolute path would otherwise be cut from the left: `…/code/shop/src/a.py`)."""
+    if not root or len(root) < 2:
+        return obs.preview()
+    return obs.replace(content=shorten(obs.content, root),
+                       file_path=relative(obs.file_path, root) if obs.file_path else None).preview()
+
+
+def shorten(text: str, root: str | None) -> str:
+    """Free text (a preview, a command) with the root's absolute prefix taken out."""
+    if not root or len(root) < 2 or not text:
+        return text
+    return text.replace(root.rstrip("/") + "/", "")
+
+
+class Roots:
+    """The project roots of the sessions a listing shows, read once per listing."""
+
+    __slots__ = ("_by_project", "_by_session", "_store")
+
+    def __init__(self, store: Store, session_ids: Iterable[str] = ()) -> None:
+        self._store = store
+        self._by_session: dict[str, str] = store.session_roots(list(dict.fromkeys(session_ids)))
+        self._by_project: dict[str, str | None] = {}
+
+    def of(self, session_id: str | None, project: str | None = None) -> str | None:
+        """The root of `session_id`, else the root `project`'s newest session recorded."""
+        root = self._by_session.get(session_id or "")
+        if root is None and project:
+            if project not in self._by_project:
+                self._by_project[project] = self._store.project_root(project)
+            root = self._by_project[project]
+        return root
+
+    def apply(self, row: dict[str, Any], record: Observation | None = None) -> dict[str, Any]:
+        """A trail row's dict with `rel_path` and its preview relative (changed in place); the
+        preview is made again from `record` when given, else shortened as it is."""
+        root = self.of(row.get("session_id"), row.get("project"))
+        path = row.get("file_path")
+        if isinstance(path, str) and path:
+            row["rel_path"] = relative(path, root)
+        if isinstance(row.get("content_preview"), str):
+            row["content_preview"] = (preview_of(record, root) if record is not None
+                                      else shorten(row["content_preview"], root))
+        return row
