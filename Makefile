@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench bench-cli bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-coding bench-team faults attack docs clean
+.PHONY: seeds setup run test lint bench bench-cli bench-core bench-engines bench-quick bench-hooks bench-hooks-encrypted bench-locomo bench-context bench-coding bench-team faults attack docs clean
 
 $(BIN)/nmem: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: lint
 
 docs: setup
 	$(BIN)/python scripts/docs.py
+
+# Exactly the tests docs/seeds.toml names: every "as specified" and "superset" row of the seeds' table.
+seeds: setup
+	$(BIN)/pytest -q -n 2 $$($(BIN)/python scripts/docs.py --seed-tests)
 
 # Every benchmark: core (ingest, latency, size at 10k/100k), hooks as processes, MCP, LoCoMo.
 bench: bench-core bench-hooks bench-cli bench-mcp bench-http bench-locomo

@@ -3,6 +3,7 @@
     python scripts/docs.py           rewrite docs/cli.md, docs/configuration.md, docs/mcp.md,
                                   docs/openapi.json and the README's MCP tool table
     python scripts/docs.py --check   exit 1 (and name the files) when either is stale
+    python scripts/docs.py --seed-tests   print the test node ids docs/seeds.toml names (`make seeds`)
 
 docs/cli.md holds every command's `--help`, rendered from the click app at a fixed width;
 docs/configuration.md holds the settings table from `nmem.config.SETTINGS`.
@@ -11,7 +12,9 @@ docs/configuration.md holds the settings table from `nmem.config.SETTINGS`.
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -265,9 +268,130 @@ def readme_text(readme: Path) -> str:
     return f"{head}{README_START}\n{tools_markdown()}{README_END}{tail}"
 
 
+# -- the seeds' conformance table: docs/seeds.toml rendered as docs/seeds.md --------------------------
+
+SEEDS = {"adr001": "nmem-ADR-001-storage-layer.md", "adr006": "nmem-ADR-006-interface-protocol.md",
+         "srvrmgr": "srvrmgr-memory-layer-design.md", "subcog": "subcog-access-interface-layer.md",
+         "claude-mem": "claude-mem-mcp-server.md"}
+AS_SPECIFIED, SUPERSET, DEVIATION, IN_PROGRESS = "as specified", "superset", "deviation", "not done (in progress)"
+STATUSES = (AS_SPECIFIED, SUPERSET, DEVIATION, IN_PROGRESS)
+ROW_KEYS = frozenset(("id", "contract", "interface", "status", "tests", "note", "reason", "owner"))
+
+
+def seed_rows(docs_dir: Path = DOCS_DIR) -> list[dict[str, Any]]:
+    with (docs_dir / "seeds.toml").open("rb") as fh:
+        return list(tomllib.load(fh)["row"])
+
+
+def _test_names(path: Path) -> set[str]:
+    """`name` and `Class::name` of the test functions a file defines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names.update(f"{node.name}::{n.name}" for n in node.body
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return names
+
+
+def _row_problems(row: dict[str, Any], root: Path, defined: dict[Path, set[str]]) -> list[str]:
+    rid = str(row.get("id", "?"))
+    problems = [f"{rid}: unknown key {k!r}" for k in sorted(set(row) - ROW_KEYS)]
+    problems += [f"{rid}: needs {k}" for k in ("id", "contract", "interface", "status") if not row.get(k)]
+    status, tests = row.get("status"), list(row.get("tests", []))
+    if rid.split(".", 1)[0] not in SEEDS:
+        problems.append(f"{rid}: the id must start with one of {', '.join(SEEDS)}")
+    if status not in STATUSES:
+        problems.append(f"{rid}: status must be one of {', '.join(STATUSES)}")
+    if status in (AS_SPECIFIED, SUPERSET) and not tests:
+        problems.append(f"{rid}: an {status!r} row names the tests that exercise it")
+    if status == SUPERSET and not row.get("note"):
+        problems.append(f"{rid}: a superset row says in `note` what it adds")
+    if status == DEVIATION and len(str(row.get("reason", ""))) < 40:
+        problems.append(f"{rid}: a deviation gives its reason, in words a user would accept")
+    if status == IN_PROGRESS and (not row.get("owner") or tests):
+        problems.append(f"{rid}: a row in progress names its `owner` and no tests yet")
+    for node in tests:
+        file, _, name = str(node).partition("::")
+        path = root / file
+        if not path.is_file():
+            problems.append(f"{rid}: no test file {file}")
+            continue
+        if path not in defined:
+            defined[path] = _test_names(path)
+        if name.split("[", 1)[0] not in defined[path]:
+            problems.append(f"{rid}: {file} defines no test {name}")
+    return problems
+
+
+def seed_problems(rows: list[dict[str, Any]], root: Path) -> list[str]:
+    """Everything wrong with the table: malformed rows, duplicate ids, tests that do not exist."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    defined: dict[Path, set[str]] = {}
+    for row in rows:
+        rid = str(row.get("id", "?"))
+        if rid in seen:
+            problems.append(f"{rid}: duplicate id")
+        seen.add(rid)
+        problems += _row_problems(row, root, defined)
+    return problems
+
+
+def seed_counts(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    counts = {seed: {status: 0 for status in STATUSES} for seed in (*SEEDS, "all")}
+    for row in rows:
+        seed = str(row["id"]).split(".", 1)[0]
+        counts[seed][row["status"]] += 1
+        counts["all"][row["status"]] += 1
+    return counts
+
+
+def _cell(text: object) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def seeds_markdown(rows: list[dict[str, Any]]) -> str:
+    counts = seed_counts(rows)
+    lines = [
+        "# The seeds, contract by contract", "",
+        "Every contract of the five seed documents, one row each, with what nmem does about it. Generated",
+        "from `docs/seeds.toml` by `make docs`; `tests/test_seeds_table.py` checks that every row is",
+        "well formed and that each test it names exists, and `make seeds` runs exactly those tests.", "",
+        "- **as specified**: nmem does what the seed says; the tests named exercise it through the interface named.",
+        "- **superset**: as specified, and more (the note says what).",
+        "- **deviation**: nmem deliberately does otherwise; the reason says why.",
+        "- **not done (in progress)**: being built on the branch named; it becomes a row of the kinds above when",
+        "  its tests land (set `status`, add `tests`, drop `owner`).", "",
+        "| seed | rows | as specified | superset | deviation | not done (in progress) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for seed in (*SEEDS, "all"):
+        c = counts[seed]
+        name = f"`{SEEDS[seed]}`" if seed in SEEDS else "**all**"
+        lines.append(f"| {name} | {sum(c.values())} | " + " | ".join(str(c[s]) for s in STATUSES) + " |")
+    for seed, file in SEEDS.items():
+        lines += ["", f"## {file}", "", "| id | contract | interface | status | why / what more | tests |",
+                  "|---|---|---|---|---|---|"]
+        for row in rows:
+            if str(row["id"]).split(".", 1)[0] != seed:
+                continue
+            why = row.get("reason") or row.get("note") or ""
+            if row["status"] == IN_PROGRESS:
+                why = f"{why} (owner: {row['owner']})".strip()
+            tests = "<br>".join(f"`{t}`" for t in row.get("tests", []))
+            lines.append(f"| {row['id']} | {_cell(row['contract'])} | {row['interface']} | {row['status']} | "
+                         f"{_cell(why)} | {tests} |")
+    return "\n".join(lines) + "\n"
+
+
 def expected(docs_dir: Path) -> dict[Path, str]:
     files = {docs_dir / "cli.md": cli_markdown(), docs_dir / "configuration.md": configuration_markdown(),
              docs_dir / "mcp.md": mcp_markdown(), docs_dir / "openapi.json": openapi.text()}
+    if (docs_dir / "seeds.toml").is_file():
+        files[docs_dir / "seeds.md"] = seeds_markdown(seed_rows(docs_dir))
     readme = docs_dir.parent / "README.md"
     if readme.is_file():
         files[readme] = readme_text(readme)
@@ -288,7 +412,12 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Generate docs/cli.md and docs/configuration.md from the code.")
     parser.add_argument("--check", action="store_true", help="report stale docs instead of writing them")
     parser.add_argument("--docs-dir", type=Path, default=DOCS_DIR, help=f"default: {DOCS_DIR}")
+    parser.add_argument("--seed-tests", action="store_true",
+                        help="print the test node ids docs/seeds.toml names, one per line")
     args = parser.parse_args(argv)
+    if args.seed_tests:
+        print("\n".join(sorted({t for row in seed_rows(args.docs_dir) for t in row.get("tests", [])})))
+        return 0
     if args.check:
         old = stale(args.docs_dir)
         for path in old:

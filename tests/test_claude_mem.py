@@ -141,16 +141,78 @@ def test_timelines(service: Service, seeded: Seeded) -> None:
         run(service, "timeline", {"anchor": seeded.read, "project": "other"})
 
 
-def test_recent_context_lists_the_projects_latest_sessions(service: Service, seeded: Seeded) -> None:
+def test_recent_context_counts_items_30_by_default_grouped_by_session(service: Service, seeded: Seeded) -> None:
     recent = run(service, "get_recent_context", {})
-    assert recent["project"] == PROJECT
-    assert [s["id"] for s in recent["sessions"]] == ["s-lonely", "s1"]  # the default: 3 sessions, newest first
+    assert recent["project"] == PROJECT and recent["limit"] == 30
+    user_memory = seeded.user_memory_urn.rsplit("/", 1)[1]  # the user's memories reach every project
+    assert ids(recent["observations"]) == [user_memory, seeded.memory_id, seeded.lonely, seeded.edit, seeded.read,
+                                           seeded.failure, seeded.test_run, seeded.start]  # newest first
+    assert recent["totalResults"] == 8
+    assert [s["id"] for s in recent["sessions"]] == ["s-lonely", "s1"]
     s1 = recent["sessions"][1]
     assert s1["request"] is None or "login" in s1["request"]
-    assert seeded.edit in ids(s1["observations"])
-    assert [s["id"] for s in run(service, "get_recent_context", {"limit": 1})["sessions"]] == ["s-lonely"]
+    assert ids(s1["observations"]) == [seeded.edit, seeded.read, seeded.failure, seeded.test_run, seeded.start]
+    three = run(service, "get_recent_context", {"limit": "3"})
+    assert ids(three["observations"]) == [user_memory, seeded.memory_id, seeded.lonely]  # items, not sessions
+    assert [s["id"] for s in three["sessions"]] == ["s-lonely"]
     assert [s["id"] for s in run(service, "get_recent_context", {"project": "other"})["sessions"]] == ["s2"]
-    assert "# Recent Session Context" in render.text("get_recent_context", recent)
+    text = render.text("get_recent_context", recent)
+    assert "# Recent Session Context" in text and "## Memories" in text and "8 item(s)" in text
+
+
+def test_recent_context_applies_every_filter_the_seed_documents(service: Service, seeded: Seeded) -> None:
+    def listed(**args: Any) -> list[Any]:
+        return ids(run(service, "get_recent_context", args)["observations"])
+
+    assert listed(type="bugfix") == [seeded.failure]
+    assert listed(type="decision") == [seeded.memory_id]
+    assert listed(obs_type="change,command_error") == [seeded.edit, seeded.failure]
+    assert listed(concepts="jwt") == [seeded.memory_id]  # concepts are memory tags
+    assert listed(files="src/auth.py") == [seeded.edit, seeded.read]
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + 40))
+    assert listed(dateEnd=at) == [seeded.read, seeded.failure, seeded.test_run, seeded.start]
+    assert listed(dateStart=(T0 + 50) * 1000)[1:] == [seeded.memory_id, seeded.lonely, seeded.edit]
+    assert listed(date_start=T0 + 45, date_end=T0 + 52) == [seeded.edit]
+    for bad, message in [({"type": "poem"}, "unknown type 'poem'"), ({"limit": 0}, "limit must be at least 1"),
+                         ({"dateStart": "2030-01-01", "dateEnd": "2020-01-01"}, "dateStart is after dateEnd"),
+                         ({"dateStart": "someday"}, "dateStart")]:
+        with pytest.raises(ValidationError) as err:
+            run(service, "get_recent_context", bad)
+        assert message in err.value.message
+
+
+def test_timelines_apply_type_files_and_dates_and_refuse_concepts(service: Service, seeded: Seeded) -> None:
+    everything = run(service, "timeline", {"anchor": seeded.read})
+    assert ids(everything["before"]) == [seeded.start, seeded.test_run, seeded.failure]
+    commands = run(service, "timeline", {"anchor": seeded.edit, "obs_type": "command,command_error"})
+    assert ids(commands["before"]) == [seeded.test_run, seeded.failure] and commands["after"] == []
+    assert ids(run(service, "timeline", {"anchor": seeded.test_run, "obs_type": "bugfix",
+                                         "depth_after": 1})["after"]) == [seeded.failure]
+    on_file = run(service, "get_context_timeline", {"anchor": seeded.test_run, "files": "src/auth.py"})
+    assert on_file["before"] == [] and ids(on_file["after"]) == [seeded.read, seeded.edit]
+    nearest = run(service, "get_context_timeline", {"anchor": seeded.edit, "type": "discovery,command",
+                                                    "depth_before": 1})
+    assert ids(nearest["before"]) == [seeded.read]  # the closest that pass, not the closest overall
+    assert run(service, "get_context_timeline", {"anchor": seeded.read, "type": "decision"})["before"] == []
+    dated = run(service, "get_timeline_by_query", {"query": "login redirect", "dateStart": T0 + 25,
+                                                   "dateEnd": T0 + 45})
+    assert dated["anchor"]["id"] == seeded.failure
+    assert ids(dated["before"]) == [] and ids(dated["after"]) == [seeded.read]
+    typed = run(service, "get_timeline_by_query", {"query": "auth", "type": "refactor", "mode": "interactive"})
+    assert ids(typed["observations"]) == [seeded.edit]
+    untyped = run(service, "get_timeline_by_query", {"query": "auth", "mode": "interactive", "limit": 10})
+    assert ids(run(service, "get_timeline_by_query", {"query": "auth", "type": "discovery", "mode": "interactive",
+                                                      "limit": 10})["observations"]) == [seeded.read]
+    assert seeded.read in ids(untyped["observations"]) and len(untyped["observations"]) > 1
+    assert run(service, "timeline", {"query": "pytest", "obs_type": "file_read"})["anchor"] is None
+    for name, args in [("timeline", {"anchor": seeded.read, "concepts": "auth"}),
+                       ("get_context_timeline", {"anchor": seeded.read, "concept": "auth"}),
+                       ("get_timeline_by_query", {"query": "login", "concepts": ["auth"]})]:
+        with pytest.raises(ValidationError) as err:
+            run(service, name, args)
+        assert "concepts are curated memories' tags" in err.value.message
+    with pytest.raises(ValidationError):
+        run(service, "timeline", {"anchor": seeded.read, "obs_type": "poem"})
 
 
 def test_get_observations_opens_rows_by_their_ids(service: Service, seeded: Seeded) -> None:

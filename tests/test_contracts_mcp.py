@@ -191,6 +191,43 @@ async def test_search_shape_setting(service: Service, seeded: Seeded, monkeypatc
         assert isinstance(json.loads(text_of(result)), dict)
 
 
+async def test_array_shape_covers_every_tool_that_lists_rows(service: Service, seeded: Seeded,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NMEM_MCP_SEARCH_SHAPE", "array")
+    svc = Service(service.store, load_settings())
+    async with Client(NmemServer(svc, project=PROJECT).server, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        fetched = await client.call_tool("get_observations", {"ids": [seeded.edit, 999999, seeded.read]})
+        rows = json.loads(text_of(fetched))
+        assert [r["id"] for r in rows] == [seeded.edit, seeded.read]  # ADR-006: a bare array, input order
+        assert fetched.structured_content == {"results": rows, "count": 2}
+        check_output(tools["get_observations"], fetched.structured_content)
+        recent = await client.call_tool("recent_context", {"limit": 3})
+        rows = json.loads(text_of(recent))
+        assert isinstance(rows, list) and len(rows) == 3 and all("score" in r for r in rows)
+        assert recent.structured_content == {"results": rows, "count": 3}
+        assert json.loads(text_of(await client.call_tool("get_observations", {"ids": [424242]}))) == []
+        as_object = await client.call_tool("recent_context", {"limit": 3, "shape": "object"})
+        assert json.loads(text_of(as_object)) == as_object.structured_content
+        _text, code, _ = await refused(client, "get_observations", {"ids": [seeded.edit], "shape": "table"})
+        assert code == INVALID_PARAMS
+
+
+async def test_recent_context_of_a_project_without_observations_is_an_empty_array(
+        service: Service, seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Other projects have observations; the rule is ADR-006's error table: no rows of its own, `[]`.
+    monkeypatch.setenv("NMEM_MCP_SEARCH_SHAPE", "array")
+    svc = Service(service.store, load_settings())
+    async with Client(NmemServer(svc, project="nothing-here").server, mode="legacy") as client:
+        assert json.loads(text_of(await client.call_tool("recent_context", {}))) == []
+        named = await client.call_tool("recent_context", {"project": "also-empty"})
+        assert json.loads(text_of(named)) == [] and named.structured_content == {"results": [], "count": 0}
+        everywhere = json.loads(text_of(await client.call_tool("recent_context", {"project": None})))
+        assert {r["project"] for r in everywhere} == {PROJECT, "other"}
+        boosted = json.loads(text_of(await client.call_tool("recent_context", {"project": "other"})))
+        assert boosted[0]["project"] == "other" and PROJECT in {r["project"] for r in boosted}
+
+
 async def test_tool_list_advertises_the_new_parameters(client: Client) -> None:
     tools: dict[str, types.Tool] = {t.name: t for t in (await client.list_tools()).tools}
     assert {"raw", "shape"} <= set(tools["search"].input_schema["properties"])

@@ -104,6 +104,12 @@ def test_recent_context_no_observations_for_project_is_an_empty_array(service: S
     assert service.recent_context() == []
 
 
+def test_recent_context_no_observations_for_project_is_empty_even_when_others_have_some(service: Service) -> None:
+    bash(service, "make build", T0)  # recorded in the test cwd's project
+    assert service.recent_context() != []
+    assert service.recent_context(project="never-recorded") == []
+
+
 def test_session_trace_session_id_does_not_exist_is_not_found(service: Service) -> None:
     bash(service, "make", T0, session_id="real")
     with pytest.raises(NotFound) as err:

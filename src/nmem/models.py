@@ -524,7 +524,10 @@ class SearchHit(Record):
     kind: str  # observation | prompt | session | memory
     score: float
     record: Observation | Prompt | Session | Memory
+    agent: str | None = None  # the coding agent whose session recorded it (the service fills it in)
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         body = self.record.to_dict() if full else self.record.index_entry()
+        if self.agent is not None:
+            body["agent"] = self.agent
         return {"kind": self.kind, **body, "score": round(self.score, 4)}

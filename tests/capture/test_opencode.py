@@ -36,7 +36,31 @@ await tool("edit", "c2", { filePath: root + "/src/export.ts", oldString: "rows.j
   "", { diff: "..." })
 await tool("bash", "c3", { command: "bun test export", description: "Run the export tests" },
   "1 fail: expected string, got ReadableStream", { exit: 1 })
+// The reply, as OpenCode's bus sends it: each step an assistant message, its text streamed as
+// message.part.updated (the whole text so far, and the delta); reasoning and synthetic text are not the reply.
+const message = (id, role, completed) => hooks.event({ event: { type: "message.updated", properties: { info: {
+  id, sessionID: sid, role, parentID: "msg_u1", modelID: "claude-sonnet-4", providerID: "anthropic", mode: "build",
+  path: { cwd: root, root }, cost: 0, tokens: { input: 1, output: 1, reasoning: 0, cache: { read: 0, write: 0 } },
+  time: completed ? { created: 1, completed: 2 } : { created: 1 } } } } })
+const part = (id, messageID, type, text, extra = {}) => hooks.event({ event: { type: "message.part.updated",
+  properties: { part: { id, sessionID: sid, messageID, type, text, time: { start: 1 }, ...extra },
+                delta: text.slice(-5) } } })
+await hooks.event({ event: { type: "message.updated", properties: { info: { id: "msg_u1", sessionID: sid,
+  role: "user", time: { created: 1 }, agent: "build", model: { providerID: "anthropic", modelID: "x" } } } } })
+await part("prt_u1", "msg_u1", "text", "make the CSV export stream rows")
+await message("msg_a1", "assistant", false)
+await part("prt_a1", "msg_a1", "text", "I'll read the exporter first.")
+await message("msg_a1", "assistant", true)
+await message("msg_a2", "assistant", false)
+await part("prt_r2", "msg_a2", "reasoning", "The test expects a string; stream and join in the test.")
+await part("prt_a2", "msg_a2", "text", "Export now")
+await part("prt_a2", "msg_a2", "text", "Export now streams rows;")
+await part("prt_a2", "msg_a2", "text", "Export now streams rows; one test still joins them.")
+await part("prt_s2", "msg_a2", "text", "<system-reminder>plan mode</system-reminder>", { synthetic: true })
+await part("prt_t2", "msg_a2", "tool", "", { tool: "bash", callID: "c3", state: { status: "completed" } })
+await message("msg_a2", "assistant", true)
 await hooks.event({ event: { type: "session.idle", properties: { sessionID: sid } } })
+await hooks.event({ event: { type: "session.idle", properties: { sessionID: sid } } })  // no new reply: none sent
 """
 
 
@@ -76,6 +100,8 @@ def test_the_installed_plugin_records_an_opencode_session(installed: Path) -> No
     assert failed[0]["metadata"]["exit_code"] == 1 and "ReadableStream" in failed[0]["metadata"]["error_line"]
     assert query(home, "SELECT content FROM prompts WHERE source = 'user'") == [
         {"content": "make the CSV export stream rows"}]
+    assert query(home, "SELECT content FROM prompts WHERE source = 'agent'") == [
+        {"content": "Export now streams rows; one test still joins them."}]
 
 
 def test_install_merges_is_idempotent_and_uninstall_restores(tmp_path: Path) -> None:

@@ -160,3 +160,34 @@ def test_status_names_the_provider_never_its_key(nmem_home: Path, service: Servi
     result = invoke("status", "--format", "json", env=env_for("openai", llm))
     assert result.exit_code == 0
     assert json.loads(result.stdout)["llm"] == "openai:m-1" and KEY not in result.stdout
+
+
+def test_recall_reason_answers_from_the_recalled_memories_through_the_llm(nmem_home: Path, service: Service,
+                                                                          llm: FakeLLM) -> None:
+    service.remember(ORIGINAL, namespace="decisions", project="demo")
+    service.remember("Deploys go out on Tuesdays.", namespace="context", project="demo")
+    result = invoke("recall", "--reason", "why PostgreSQL for billing", "--project", "*", "--format", "json",
+                    env=env_for("openai", llm))
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["answer"] == MERGED and data["llm"] == "openai:m-1"
+    assert [r["summary"] for r in data["results"]] == [ORIGINAL[:len(data["results"][0]["summary"])]]
+    prompt = llm.requests[-1][2]["messages"][1]["content"]
+    assert "why PostgreSQL for billing" in prompt and ORIGINAL in prompt and "Tuesdays" not in prompt
+    assert f"[{data['results'][0]['number']}]" in prompt
+    text = invoke("recall", "--reason", "why PostgreSQL", "--project", "*", env=env_for("anthropic", llm))
+    assert text.exit_code == 0 and MERGED in text.stdout and "anthropic:m-1 answered from 1 memories" in text.stderr
+
+
+def test_recall_reason_is_off_without_an_llm_and_fails_clearly_when_it_fails(nmem_home: Path, service: Service,
+                                                                             llm: FakeLLM) -> None:
+    service.remember(ORIGINAL, namespace="decisions", project="demo")
+    off = invoke("recall", "--reason", "why PostgreSQL", "--project", "*")
+    assert off.exit_code == 3 and "recall --reason needs an LLM: set llm.provider" in off.stderr
+    assert off.stdout == ""
+    refused = invoke("recall", "--reason", "why PostgreSQL", "--project", "*", env=env_for("openai", llm, key="no"))
+    assert refused.exit_code == 6 and "Incorrect API key provided" in refused.stderr
+    both = invoke("recall", "PostgreSQL", "--reason", "why", env=env_for("openai", llm))
+    assert both.exit_code == 2 and "not both" in both.stderr
+    plain = invoke("recall", "PostgreSQL", "--project", "*", "--format", "json")
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["count"] == 1  # recall itself needs no LLM

@@ -240,3 +240,26 @@ def test_backup_and_restore_need_the_sqlite_store(nmem_home: Path, monkeypatch: 
     monkeypatch.setenv("NMEM_STORE_URL", "postgresql://nmem@db/nmem")
     result = invoke("backup", "/tmp/x.db")
     assert result.exit_code == 3 and "SQLite database" in result.stderr
+
+
+def test_backup_into_a_directory_that_does_not_exist_yet_creates_it(service: Service, tmp_path: Path) -> None:
+    populated(service)
+    target = tmp_path / "nightly" / "nmem"
+    result = run_nmem(["backup", f"{target}/", "--format", "json"])
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert os.path.dirname(report["path"]) == str(target)
+    assert os.path.basename(report["path"]).startswith("nmem-")
+    assert report["integrity"] == "ok"
+    assert count(report["path"]) == count(db_path(service))
+    assert (target.stat().st_mode & 0o777) == 0o700
+
+
+def test_backup_into_a_directory_named_like_an_existing_file_is_refused(service: Service, tmp_path: Path) -> None:
+    populated(service)
+    (tmp_path / "taken").write_text("not a directory")
+    result = run_nmem(["backup", f"{tmp_path / 'taken'}/"])
+    assert result.returncode == 2, result.stderr
+    assert "is a file" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "taken").read_text() == "not a directory"

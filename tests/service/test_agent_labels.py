@@ -93,6 +93,7 @@ def test_search_and_trace_in_the_cli_name_each_writer(recorded: str, nmem_home: 
     assert '↳ Explore "monthrange"' in grep, "the subagent's Grep is marked as its"
 
 
+@pytest.mark.sqlite_only("the hook processes record into the home's SQLite file, which this service reads")
 async def test_mcp_and_rest_give_each_row_its_role(recorded: str, service: Service) -> None:
     async with Client(NmemServer(service, project="ledger").server, mode="legacy") as client:
         trace = structured(await client.call_tool("session_trace", {"session_id": recorded}))

@@ -59,6 +59,7 @@ def test_the_cli_shows_paths_relative_to_the_project_root(repo: dict[str, Any], 
     assert {h["file_path"] for h in hits} == {repo["invoice"]}, "the absolute path stays: filters take it"
 
 
+@pytest.mark.sqlite_only("the hook processes record into the home's SQLite file, which this service reads")
 async def test_mcp_and_rest_give_rel_path_beside_file_path(repo: dict[str, Any], service: Service) -> None:
     async with Client(NmemServer(service, project="shop").server, mode="legacy") as client:
         trace = structured(await client.call_tool("session_trace", {}))

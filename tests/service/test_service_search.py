@@ -333,7 +333,7 @@ def test_index_entries_have_120_char_previews_and_urns(service: Service) -> None
     assert len(entry["content_preview"]) <= PREVIEW_CHARS
     assert entry["urn"] == f"nmem://project:demo/observations/{oid}"
     assert set(entry) == {"kind", "id", "timestamp", "obs_type", "content_preview", "file_path",
-                          "session_id", "project", "urn", "ref", "score"}
+                          "session_id", "project", "urn", "ref", "agent", "score"}
     assert (entry["kind"], entry["id"], entry["timestamp"], entry["obs_type"]) == ("observation", oid, T0, "command")
 
 

@@ -146,3 +146,20 @@ def test_the_sync_trigger_keeps_the_hook_path_stdlib_only(tmp_path: Path, name: 
     assert not {"subprocess", "nmem.sync.engine", "nmem.sync.git"} & set(modules)
     log = home / "logs" / "sync.log"
     assert wait_for(lambda: log.exists() and " sync " in log.read_text())  # the detached sync has run
+
+
+def test_status_shows_when_the_last_sync_completed(tmp_path: Path) -> None:
+    remote = bare_remote(tmp_path / "remote.git")
+    home = tmp_path / "laptop"
+    code, out, err = nmem(home, "status", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["last_sync"] is None
+    assert "last sync: never" in nmem(home, "status")[1]
+    before = int(time.time())
+    assert nmem(home, "sync", "--remote", str(remote))[0] == 0
+    code, out, err = nmem(home, "status", "--format", "json")
+    assert code == 0, err
+    assert before <= json.loads(out)["last_sync"] <= int(time.time())
+    assert nmem(home, "sync", "--remote", str(tmp_path / "nowhere.git"))[0] == 5
+    assert before <= json.loads(nmem(home, "status", "--format", "json")[1])["last_sync"]  # a failed one keeps it
+    assert "last sync: never" not in nmem(home, "status")[1]

@@ -5,7 +5,10 @@ The plugin runs inside OpenCode and turns its plugin hooks (opencode.ai/docs/plu
 JSON object a process, with `cwd` (the worktree) and `session_id` (OpenCode's session id):
 `session.created`; `chat.message` with `prompt` (the text parts of the user's message);
 `tool.execute.after` with `tool`, `args` (read in `tool.execute.before`), `title`, `output`,
-`metadata` (bash's `exit`); `session.idle` (the agent finished its turn); `session.compacted`.
+`metadata` (bash's `exit`); `session.idle` (the agent finished its turn) with
+`last_assistant_message`, the text of its last reply (read from `message.updated` and
+`message.part.updated`), which becomes the turn's reply as Claude Code's Stop's does;
+`session.compacted`.
 OpenCode's tools and their arguments (packages/opencode/src/tool): bash (`command`,
 `description`), read (`filePath`, `offset`, `limit`), write (`filePath`, `content`), edit
 (`filePath`, `oldString`, `newString`, `replaceAll`), glob and grep (`pattern`, `path`,
@@ -45,6 +48,8 @@ def parse(payload: object, *, now: float | None = None) -> HookEvent:
                               "cwd": payload.get("cwd"), "prompt": payload.get("prompt")}
     if name == "session.created":
         shaped["source"] = "startup"
+    elif name == "session.idle":
+        shaped["last_assistant_message"] = payload.get("last_assistant_message")
     elif name == "session.compacted":
         shaped["trigger"] = "auto"
     elif name == "tool.execute.after":

@@ -120,7 +120,15 @@ def _sync_dir(directory: str) -> None:
 
 
 def backup_target(target: str, now: float) -> str:
-    """The file a backup goes to: the path given, or a dated name inside a directory."""
+    """The file a backup goes to: the path given, or a dated name inside a directory.
+    A path ending in a separator names a directory: made (private, with its parents) if missing."""
+    if target.endswith(("/", os.sep)) and not os.path.isdir(target):
+        if os.path.exists(target.rstrip("/" + os.sep)):
+            raise InvalidArgument(f"{target} names a directory, but {target.rstrip('/' + os.sep)} is a file")
+        try:
+            os.makedirs(target, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise InvalidArgument(f"cannot create the backup directory {target}: {exc.strerror}") from exc
     if os.path.isdir(target):
         return os.path.join(target, time.strftime("nmem-%Y%m%d-%H%M%S.db", time.localtime(now)))
     return target

@@ -3,6 +3,7 @@ slugs and ids nmem accepts, and which projects a request covers (`ProjectScope`)
 
 from __future__ import annotations
 
+from nmem.capture.agents import AGENTS
 from nmem.capture.privacy import scrub
 from nmem.errors import InvalidArgument
 
@@ -41,9 +42,40 @@ def as_list(value: object, name: str) -> tuple[str, ...]:
     raise InvalidArgument(f"{name} must be a string or a list of strings")
 
 
+SOURCE_CHARS = 100
+
+
+def source(value: object, default: str) -> str:
+    """Who a memory comes from (srvrmgr's `rule_name`, a session id, `cli`): a caller may name
+    it; one line of at most SOURCE_CHARS characters, else `default`."""
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument("source (rule_name) must be a non-empty text")
+    text = value.strip()
+    if len(text) > SOURCE_CHARS or not text.isprintable():
+        raise InvalidArgument(f"source (rule_name) must be one printable line of at most {SOURCE_CHARS} "
+                              "characters")
+    return text
+
+
 def tags(value: object) -> tuple[str, ...]:
     """Tags as stored: through the privacy filter like every other field."""
     return tuple(tag for tag in (scrub(t).strip() for t in as_list(value, "tags")) if tag)
+
+
+AGENT_HELP = ("Only what these coding agents recorded (one name or a list): " + ", ".join(AGENTS)
+              + ". Curated memories belong to no agent and are left out.")
+
+
+def agents(value: object) -> tuple[str, ...]:
+    """The `agent` argument of every surface: one agent's name, a list, or a comma-separated
+    string; an unknown name is an error that lists the known ones."""
+    names = tuple(dict.fromkeys(name.lower() for name in as_list(value, "agent")))
+    unknown = [name for name in names if name not in AGENTS]
+    if unknown:
+        raise InvalidArgument(f"unknown agent {', '.join(map(repr, unknown))}; known agents: {', '.join(AGENTS)}")
+    return names
 
 
 class ProjectScope:

@@ -14,8 +14,13 @@ from nmem.util.numbers import clamp
 
 class Feed(Base):
     def recent_context(self, project: str | None = None, limit: int | None = 30) -> list[dict[str, Any]]:
-        """Recent observations by composite score (recency, type weight, project boost)."""
+        """Recent observations by composite score (recency, type weight, project boost).
+
+        A project with no observations of its own gives `[]` (ADR-006's error table): other
+        projects' rows rank below the project's own, beside them, never in their place."""
         lim = clamp(limit, 1, MAX_LIMIT, 30, "limit")
+        if project and not self.store.recent_observations(project, 1):
+            return []
         scored = self.store.recent_scored(project or None, lim, self.now())
         return [{**obs.to_dict(), "score": round(score, 4)} for obs, score in scored]
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from nmem.capture.events import CLAUDE_CODE
 from nmem.capture.project import git_toplevel
 from nmem.errors import Ambiguous, InvalidArgument, NotFound
 from nmem.models import (
@@ -23,7 +24,7 @@ from nmem.models import (
     session_ref,
 )
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
-from nmem.service.args import MAX_IDS, MAX_LIMIT
+from nmem.service.args import MAX_IDS, MAX_LIMIT, agents
 from nmem.service.base import Base
 from nmem.service.relpaths import Roots, preview_of, relative
 from nmem.util.numbers import as_int, clamp
@@ -91,12 +92,14 @@ class Navigate(Base):
 
     def timeline(self, anchor: Any = None, *, query: str | None = None, before: int | None = 5,
                  after: int | None = 5, project: str | None = None,
-                 prefer_project: str | None = None) -> dict[str, Any]:
-        """Observations around an anchor in its session (anchor by id, or the best match of a query)."""
+                 prefer_project: str | None = None, agent: Any = None) -> dict[str, Any]:
+        """Observations around an anchor in its session (anchor by id, or the best match of a
+        query, of `agent`'s sessions if given). The result names the session's agent."""
+        wanted = agents(agent)
         if anchor is None and not (query and query.strip()):
             raise InvalidArgument("timeline needs an anchor id or a query")
         if anchor is None:
-            found = self.api.search(query, project=project, prefer_project=prefer_project, limit=1)
+            found = self.api.search(query, project=project, prefer_project=prefer_project, limit=1, agent=wanted)
             if not found.hits:
                 raise NotFound(f"no observation matches {query!r}")
             anchor_obs = found.hits[0].record
@@ -106,22 +109,33 @@ class Navigate(Base):
             if not rows:
                 raise NotFound("anchor observation not found")
             anchor_obs = rows[0]
+        session = self.store.get_session(anchor_obs.session_id)
+        ran = session.agent if session else None
+        if wanted and (ran or CLAUDE_CODE) not in wanted:
+            raise NotFound(f"observation {anchor_obs.id} was recorded by {ran or CLAUDE_CODE}, "
+                           f"not {', '.join(wanted)}")
         b = clamp(before, 0, MAX_LIMIT, 5, "before")
         a = clamp(after, 0, MAX_LIMIT, 5, "after")
         prev, nxt = self.store.neighbours(anchor_obs, b, a)
         roots = Roots(self.store, [o.session_id for o in (anchor_obs, *prev, *nxt)])
         return {
+            "agent": ran,
             "anchor": roots.apply(anchor_obs.to_dict()),
             "before": [roots.apply(o.to_dict()) for o in prev],
             "after": [roots.apply(o.to_dict()) for o in nxt],
         }
 
     def session_trace(self, session_id: str | None = None, *, before: Any = None, after: Any = None,
-                      project: str | None = None) -> dict[str, Any]:
+                      project: str | None = None, agent: Any = None) -> dict[str, Any]:
         """A session's prompts in order, each with the observations it led to. The session is
         named by id, unique prefix or URN; without one, the latest of `project` (or of all) with
-        content, not one that has only started."""
-        session = self.session(session_id) if session_id else self.latest_session(project)
+        content, not one that has only started, and that `agent` (one name or a list) ran, if given.
+        The trace names the session's agent."""
+        wanted = agents(agent)
+        session = self.session(session_id) if session_id else self.latest_session(project, agent=wanted)
+        if wanted and (session.agent or CLAUDE_CODE) not in wanted:
+            raise NotFound(f"session {session.ref} was run by {session.agent or CLAUDE_CODE}, "
+                           f"not {', '.join(wanted)}")
         session_id = session.id
         b = parse_time(before, name="before")
         a = parse_time(after, name="after")
@@ -159,7 +173,7 @@ class Navigate(Base):
         entries.sort(key=lambda e: (e["timestamp"], e["prompt_id"] or 0))
         return {
             "session_id": session.id, "ref": session.ref, "project": session.project, "urn": session.urn,
-            "root": root, "started_at": session.started_at, "ended_at": session.ended_at,
+            "root": root, "agent": session.agent, "started_at": session.started_at, "ended_at": session.ended_at,
             "signature": session.signature, "summary": session.summary, "prompts": entries,
         }
 
@@ -247,25 +261,27 @@ class Navigate(Base):
             raise Ambiguous(f"session {text} is ambiguous: it starts {shown}{more}; give more of the id")
         return found[0]
 
-    def latest_session(self, project: str | None = None) -> Session:
+    def latest_session(self, project: str | None = None, *, agent: Any = None) -> Session:
         """The session of `project` (of any, if None) that started last and has content (a prompt
-        or an action): not the one whose SessionStart was just recorded."""
-        rows = self.store.list_sessions(project or None, None, 1, active=True)
+        or an action; not the one whose SessionStart was just recorded), of `agent`'s if given."""
+        rows = self.store.list_sessions(project or None, None, 1, active=True, agents=agents(agent))
         if not rows:
             raise NotFound(f"no session recorded for project {project}" if project else "no session recorded")
         return rows[0].session
 
     def sessions(self, project: str | None = None, *, since: Any = None,
-                 limit: int | None = 20) -> list[dict[str, Any]]:
-        """Sessions newest first (of `project`, or of all), each with its counts and intent."""
+                 limit: int | None = 20, agent: Any = None) -> list[dict[str, Any]]:
+        """Sessions newest first (of `project`, or of all; of `agent`'s, if given), each with
+        its agent, counts and intent."""
         lim = clamp(as_int(limit, "limit") if limit is not None else None, 1, MAX_LIMIT, 20)
-        rows = self.store.list_sessions(project or None, parse_time(since, name="since"), lim)
+        wanted = agents(agent)
+        rows = self.store.list_sessions(project or None, parse_time(since, name="since"), lim, agents=wanted)
         out = []
         for row in rows:
             session = row.session
             ended = session.ended_at
             out.append({
-                "id": session.id, "ref": session.ref, "project": session.project,
+                "id": session.id, "ref": session.ref, "project": session.project, "agent": session.agent,
                 "started_at": session.started_at, "ended_at": ended,
                 "duration": ended - session.started_at if ended is not None else None,
                 "prompts": row.prompts, "actions": row.actions,

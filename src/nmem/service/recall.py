@@ -3,10 +3,11 @@ By default it covers one project's memories plus the user's and the organisation
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from nmem.errors import InvalidArgument, ValidationError
+from nmem.errors import ConfigError, InvalidArgument, ValidationError
 from nmem.models import SearchHit, spec_tag
 from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
@@ -15,6 +16,10 @@ from nmem.util.numbers import clamp
 
 RECALL_MODES = ("bm25", "vector", "hybrid")
 RECALL_DETAILS = ("minimal", "summary", "full")
+REASON_SYSTEM = ("You answer a developer's question about their project from the memories given, and from "
+                 "nothing else. Cite the memories you use by their [number]. Order events by their dates when "
+                 "the question is about time. If the memories do not answer it, say so in one sentence.")
+REASON_CHARS = 1500  # of each memory's content sent to the LLM
 
 
 class Recall(Base):
@@ -51,6 +56,28 @@ class Recall(Base):
                 row["similarity"] = round(similarity[uid], 4)
             rows.append(row)
         return rows
+
+    def reason(self, question: str, **options: Any) -> dict[str, Any]:
+        """subcog's `recall --reason`: recall memories for `question`, then have the optional LLM
+        (`llm.provider`) answer it from them alone. Off unless an LLM is configured: without one
+        a `ConfigError` (exit 3) says how to set it; a provider failure is an `LLMError` (exit 6)."""
+        from nmem.lifecycle.llm import Provider  # httpx2 is loaded only when a question needs it
+
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidArgument("--reason needs a question")
+        provider = Provider.from_settings(self.settings)
+        if provider is None:
+            raise ConfigError("recall --reason needs an LLM: set llm.provider (openai or anthropic) and llm.model "
+                              "(docs/lifecycle.md); plain recall works without one")
+        rows = self.recall_results(question, detail="full", **options)
+        listed = "\n\n".join(
+            f"[{r['number']}] {r['namespace']} · {r.get('domain', '')} · updated "
+            f"{time.strftime('%Y-%m-%d', time.gmtime(int(r.get('updated_at') or r.get('created_at') or 0)))}\n"
+            f"{r['summary']}\n{str(r.get('content') or '')[:REASON_CHARS]}" for r in rows)
+        answer = provider.complete(REASON_SYSTEM, f"Question: {question.strip()}\n\nMemories:\n\n"
+                                                  f"{listed or '(none matched)'}")
+        return {"question": question.strip(), "answer": answer, "llm": provider.name, "count": len(rows),
+                "results": rows}
 
     def _recall(self, query: str | None, *, namespace: str | None = None,
                 tags: Iterable[str] | str | None = None, domain: str | None = None,

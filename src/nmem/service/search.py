@@ -9,7 +9,7 @@ from typing import Any
 
 from nmem.errors import InvalidArgument
 from nmem.models import ORDERS, SCOPES, Observation, Prompt, Record, SearchHit
-from nmem.service.args import MAX_LIMIT, as_list
+from nmem.service.args import MAX_LIMIT, agents, as_list
 from nmem.service.base import Base
 from nmem.service.relpaths import Roots
 from nmem.store import SearchFilters
@@ -70,7 +70,7 @@ class Search(Base):
                session_id: str | None = None, date_start: Any = None, date_end: Any = None,
                order_by: str = "relevance", limit: int | None = None, offset: int | None = 0,
                source: str | None = None, strict: bool = False, prefer_project: str | None = None,
-               cwd: str | None = None, raw: bool | None = None) -> SearchResult:
+               cwd: str | None = None, raw: bool | None = None, agent: Any = None) -> SearchResult:
         """Full-text search with filters over one scope or all of them.
 
         `strict` keeps only records holding every word (FTS5 syntax as typed), never the
@@ -79,7 +79,9 @@ class Search(Base):
         (ADR-006: project match is a boost, not a filter). `raw` (default: the `search.raw`
         setting) is ADR-006's strict mode: the query goes to FTS5 exactly as typed and hits come
         in plain BM25 order, no rewriting or reranking. A session is named by id, unique
-        prefix or URN; a relative file path as `resolve_file` reads it from `cwd`."""
+        prefix or URN; a relative file path as `resolve_file` reads it from `cwd`. `agent` (one
+        name or a list) keeps what those coding agents' sessions recorded; each hit of the trail
+        names its session's agent."""
         if raw is None:
             raw = bool(self.settings["search.raw"])
         if scope not in SCOPES:
@@ -104,16 +106,33 @@ class Search(Base):
             tags=as_list(tags, "tags"),
             files=tuple(self.api.resolve_file(f, cwd=cwd, project=only) for f in as_list(files, "files")),
             session_id=self.api.session(session_id).id if session_id else None, source=source,
-            date_start=start, date_end=end,
+            date_start=start, date_end=end, agents=agents(agent),
         )
         if prefer_project and only is None:
             result = self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
         else:
             result = self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+        self._name_agents(result.hits)
         trail = [h.record.session_id for h in result.hits if isinstance(h.record, (Observation, Prompt))]
         if trail:
             result.roots = Roots(self.store, trail)
         return result
+
+    def _name_agents(self, hits: list[SearchHit]) -> None:
+        """Each trail hit's `agent`: the coding agent of its session (None when unrecorded)."""
+        known: dict[str, str | None] = {}
+        for hit in hits:
+            record = hit.record
+            if hit.kind == "session":
+                hit.agent = getattr(record, "agent", None)
+                continue
+            session_id = getattr(record, "session_id", None)
+            if not session_id:
+                continue
+            if session_id not in known:
+                session = self.store.get_session(session_id)
+                known[session_id] = session.agent if session else None
+            hit.agent = known[session_id]
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:
@@ -495,9 +514,9 @@ def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> Searc
 def _scope_excluded(scope: str, filters: SearchFilters) -> bool:
     """Whether a filter names something the scope's records never have, so it has no hits:
     a namespace or tag (only memories have them), a type or file (only observations), a
-    session (memories belong to none)."""
+    session or agent (memories belong to none)."""
     if scope == "memories":
-        return bool(filters.obs_types or filters.files or filters.session_id)
+        return bool(filters.obs_types or filters.files or filters.session_id or filters.agents)
     if filters.namespaces or filters.tags:
         return True
     return scope != "observations" and bool(filters.obs_types or filters.files)

@@ -7,6 +7,7 @@ from typing import Any
 from nmem.capture.privacy import redact_url
 from nmem.models import ROLES, SUBAGENT, TIERS, agent_type, prompt_role
 from nmem.service.base import Base
+from nmem.sync.lock import last_synced
 
 
 def _by_count(counts: dict[str, int]) -> dict[str, int]:
@@ -51,6 +52,7 @@ class Status(Base):
         provider = str(self.settings["llm.provider"]).strip().lower()
         model = str(self.settings["llm.model"]).strip()
         data["llm"] = "disabled" if provider in ("", "none") else f"{provider}:{model}" if model else provider
+        data["last_sync"] = last_synced(self.settings.home)
         live = list(self.store.iter_memories(None, None))
         by_domain: dict[str, int] = {}
         for memory in live:

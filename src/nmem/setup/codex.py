@@ -20,23 +20,18 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from nmem.capture.codex import codex_home
-from nmem.errors import ConfigError, InvalidArgument
+from nmem.errors import ConfigError
+from nmem.setup import agent_files as af
 from nmem.setup.claude_code import (
     HOOK_TIMEOUT_S,
-    SCOPES,
     SERVER_NAME,
     Files,
     Report,
-    command_files,
-    default_data_dir,
-    hook_entry,
     load_config,
     nmem_executable,
     without_ours,
@@ -51,20 +46,16 @@ _TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
 
 
 def layer_dir(scope: str, project_dir: Path | None = None, home: Path | None = None) -> Path:
-    if scope not in SCOPES:
-        raise InvalidArgument(f"unknown scope {scope!r}; use user or project")
-    if scope == "user":
-        return codex_home(home)
-    return (project_dir or Path.cwd()) / ".codex"
+    af.check_scope(scope)
+    return codex_home(home) if scope == "user" else (project_dir or Path.cwd()) / ".codex"
 
 
 def hook_command() -> str:
-    return f"{shlex.quote(sys.executable)} -S {shlex.quote(hook_entry())} record --agent {AGENT}"
+    return af.hook_command(AGENT)
 
 
 def is_codex_hook(command: object) -> bool:
-    files = command_files(command)
-    return files is not None and isinstance(command, str) and f"--agent {AGENT}" in command
+    return af.is_agent_hook(command, AGENT)
 
 
 # -- hooks.json ---------------------------------------------------------------------------------------
@@ -190,19 +181,14 @@ def _save_toml(files: Files, path: Path, text: str) -> None:
 def install(scope: str, *, exe: str | None = None, project_dir: Path | None = None, home: Path | None = None,
             with_mcp: bool = True, data_dir: Path | None = None) -> Report:
     layer = layer_dir(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     hooks_path, config_path = layer / HOOKS_FILE, layer / CONFIG_FILE
     # Everything is read and checked before anything is written: a file nmem cannot merge into
     # stops the install with nothing changed.
     current = load_config(hooks_path)
     text, parsed = _read_toml(config_path)
     updated = with_server(text, parsed, exe or nmem_executable()) if with_mcp else None
-    wanted = merged_hooks(current, hook_command())
-    if wanted != current:
-        files.save(hooks_path, wanted)
-    else:
-        report.unchanged.append(str(hooks_path))
+    af.save_json(files, hooks_path, current, merged_hooks(current, hook_command()))
     if updated is not None:
         _save_toml(files, config_path, updated)
     elif with_mcp:
@@ -219,8 +205,7 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
 def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None = None,
               data_dir: Path | None = None) -> Report:
     layer = layer_dir(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     hooks_path = layer / HOOKS_FILE
     current = load_config(hooks_path)
     cleaned = without_hooks(current)
@@ -236,8 +221,7 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
         else:
             _save_toml(files, config_path, updated)
     files.remove_if_created(hooks_path)
-    if not report.changed and not report.removed:
-        report.unchanged.extend([str(hooks_path), str(config_path)])
+    af.untouched(report, hooks_path, config_path)
     files.drop_manifest_if_done()
     return report
 
@@ -262,19 +246,10 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
         _, parsed = _read_toml(config_path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
-    events: set[str] = set()
-    exes: set[str] = set()
-    hooks = config.get("hooks") if isinstance(config.get("hooks"), dict) else {}
-    for event, groups in (hooks or {}).items():
-        for group in groups if isinstance(groups, list) else []:
-            for handler in group.get("hooks", []) if isinstance(group, dict) else []:
-                command = handler.get("command") if isinstance(handler, dict) else None
-                if is_codex_hook(command):
-                    events.add(event)
-                    exes.update(command_files(command) or [])
+    events, exes = af.wired_events(config.get("hooks"), AGENT)
     servers = parsed.get("mcp_servers")
     entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
     return {"scope": scope, "hooks_file": str(hooks_path), "config_file": str(config_path),
-            "events": sorted(events), "missing_events": [e for e in HOOK_EVENTS if e not in events],
-            "executables": sorted(exes), "mcp": entry if isinstance(entry, dict) else None,
+            "events": events, "missing_events": [e for e in HOOK_EVENTS if e not in events],
+            "executables": exes, "mcp": entry if isinstance(entry, dict) else None,
             "disabled": hooks_disabled(parsed)}

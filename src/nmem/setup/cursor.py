@@ -9,24 +9,12 @@ merged, backed up, idempotent, removed exactly, created files removed once empty
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
-from nmem.errors import ConfigError, InvalidArgument
-from nmem.setup.claude_code import (
-    SCOPES,
-    SERVER_NAME,
-    Files,
-    Report,
-    command_files,
-    default_data_dir,
-    hook_entry,
-    is_our_server,
-    load_config,
-    nmem_executable,
-)
+from nmem.errors import ConfigError
+from nmem.setup import agent_files as af
+from nmem.setup.claude_code import SERVER_NAME, Report, load_config, nmem_executable
 
 AGENT = "cursor"
 HOOK_EVENTS: tuple[str, ...] = ("sessionStart", "beforeSubmitPrompt", "afterShellExecution", "afterMCPExecution",
@@ -34,18 +22,15 @@ HOOK_EVENTS: tuple[str, ...] = ("sessionStart", "beforeSubmitPrompt", "afterShel
 
 
 def cursor_dir(scope: str, project_dir: Path | None = None, home: Path | None = None) -> Path:
-    if scope not in SCOPES:
-        raise InvalidArgument(f"unknown scope {scope!r}; use user or project")
-    return (home or Path.home()) / ".cursor" if scope == "user" else (project_dir or Path.cwd()) / ".cursor"
+    return af.scope_dir(scope, ".cursor", project_dir, home)
 
 
 def hook_command() -> str:
-    return f"{shlex.quote(sys.executable)} -S {shlex.quote(hook_entry())} record --agent {AGENT}"
+    return af.hook_command(AGENT)
 
 
 def _ours(entry: object) -> bool:
-    command = entry.get("command") if isinstance(entry, dict) else None
-    return command_files(command) is not None and f"--agent {AGENT}" in str(command)
+    return af.is_agent_hook(entry.get("command") if isinstance(entry, dict) else None, AGENT)
 
 
 def merged_hooks(config: dict[str, Any], command: str) -> dict[str, Any]:
@@ -76,28 +61,14 @@ def without_hooks(config: dict[str, Any], created: bool) -> dict[str, Any]:
 def install(scope: str, *, exe: str | None = None, project_dir: Path | None = None, home: Path | None = None,
             with_mcp: bool = True, data_dir: Path | None = None) -> Report:
     root = cursor_dir(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     hooks_path, mcp_path = root / "hooks.json", root / "mcp.json"
     hooks_config, mcp_config = load_config(hooks_path), load_config(mcp_path)
-    servers = dict(mcp_config.get("mcpServers") or {})
-    if with_mcp:
-        current = servers.get(SERVER_NAME)
-        if current is not None and not is_our_server(current):
-            raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is in {mcp_path}; "
-                              "rename or remove it, or install with --no-mcp")
-        servers[SERVER_NAME] = {"command": exe or nmem_executable(), "args": ["serve"]}
-    wanted = merged_hooks(hooks_config, hook_command())
-    if wanted != hooks_config:
-        files.save(hooks_path, wanted)
-    else:
-        report.unchanged.append(str(hooks_path))
-    if with_mcp:
-        wanted_mcp = {**mcp_config, "mcpServers": servers}
-        if wanted_mcp != mcp_config:
-            files.save(mcp_path, wanted_mcp)
-        else:
-            report.unchanged.append(str(mcp_path))
+    servers = af.with_server(mcp_config.get("mcpServers"), {"command": exe or nmem_executable(), "args": ["serve"]},
+                             mcp_path) if with_mcp else None
+    af.save_json(files, hooks_path, hooks_config, merged_hooks(hooks_config, hook_command()))
+    if servers is not None:
+        af.save_json(files, mcp_path, mcp_config, {**mcp_config, "mcpServers": servers})
     report.notes.append("Cursor passes sessionStart's additional_context to the model only in versions with that "
                         "hook; the MCP tools (search, recall) work in every version")
     return report
@@ -106,8 +77,7 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
 def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None = None,
               data_dir: Path | None = None) -> Report:
     root = cursor_dir(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     hooks_path, mcp_path = root / "hooks.json", root / "mcp.json"
     created = files._manifest()
     current = load_config(hooks_path)
@@ -115,14 +85,12 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
     if cleaned != current:
         files.save_or_remove(hooks_path, {} if cleaned == {"version": 1} else cleaned)
     mcp = load_config(mcp_path)
-    servers = mcp.get("mcpServers")
-    if isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME)):
-        rest = {k: v for k, v in servers.items() if k != SERVER_NAME}
+    rest = af.without_server(mcp.get("mcpServers"))
+    if rest is not None:
         files.save_or_remove(mcp_path, {**mcp, "mcpServers": rest})
     for path in (hooks_path, mcp_path):
         files.remove_if_created(path)
-    if not report.changed and not report.removed:
-        report.unchanged.extend([str(hooks_path), str(mcp_path)])
+    af.untouched(report, hooks_path, mcp_path)
     files.drop_manifest_if_done()
     return report
 
@@ -134,16 +102,9 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
         config, mcp = load_config(hooks_path), load_config(mcp_path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
-    events: set[str] = set()
-    exes: set[str] = set()
-    hooks = config.get("hooks") if isinstance(config.get("hooks"), dict) else {}
-    for event, entries in (hooks or {}).items():
-        for entry in entries if isinstance(entries, list) else []:
-            if _ours(entry):
-                events.add(event)
-                exes.update(command_files(entry["command"]) or [])
+    events, exes = af.wired_events(config.get("hooks"), AGENT, grouped=False)
     servers = mcp.get("mcpServers")
     entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-    return {"scope": scope, "hooks_file": str(hooks_path), "config_file": str(mcp_path), "events": sorted(events),
-            "missing_events": [e for e in HOOK_EVENTS if e not in events], "executables": sorted(exes),
+    return {"scope": scope, "hooks_file": str(hooks_path), "config_file": str(mcp_path), "events": events,
+            "missing_events": [e for e in HOOK_EVENTS if e not in events], "executables": exes,
             "mcp": entry if isinstance(entry, dict) else None, "disabled": None}

@@ -14,25 +14,12 @@ and directories install created once nothing else is in them).
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
-from nmem.errors import ConfigError, InvalidArgument
-from nmem.setup.claude_code import (
-    SCOPES,
-    SERVER_NAME,
-    Files,
-    Report,
-    command_files,
-    default_data_dir,
-    hook_entry,
-    is_our_server,
-    load_config,
-    nmem_executable,
-    without_ours,
-)
+from nmem.errors import ConfigError
+from nmem.setup import agent_files as af
+from nmem.setup.claude_code import SERVER_NAME, Report, load_config, nmem_executable, without_ours
 
 AGENT = "gemini"
 HOOK_EVENTS: tuple[str, ...] = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent", "PreCompress",
@@ -42,15 +29,11 @@ TIMEOUT_MS = 30_000
 
 
 def settings_path(scope: str, project_dir: Path | None = None, home: Path | None = None) -> Path:
-    if scope not in SCOPES:
-        raise InvalidArgument(f"unknown scope {scope!r}; use user or project")
-    if scope == "user":
-        return (home or Path.home()) / ".gemini" / SETTINGS
-    return (project_dir or Path.cwd()) / ".gemini" / SETTINGS
+    return af.scope_dir(scope, ".gemini", project_dir, home) / SETTINGS
 
 
 def hook_command() -> str:
-    return f"{shlex.quote(sys.executable)} -S {shlex.quote(hook_entry())} record --agent {AGENT}"
+    return af.hook_command(AGENT)
 
 
 def merged(settings: dict[str, Any], command: str, exe: str | None) -> dict[str, Any]:
@@ -61,13 +44,8 @@ def merged(settings: dict[str, Any], command: str, exe: str | None) -> dict[str,
         hooks[event] = groups
     out = {**settings, "hooks": hooks}
     if exe is not None:
-        servers = dict(settings.get("mcpServers") or {})
-        current = servers.get(SERVER_NAME)
-        if current is not None and not is_our_server(current):
-            raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is configured already; "
-                              "rename or remove it, or install with --no-mcp")
-        servers[SERVER_NAME] = {"command": exe, "args": ["serve"]}
-        out["mcpServers"] = servers
+        out["mcpServers"] = af.with_server(settings.get("mcpServers"), {"command": exe, "args": ["serve"]},
+                                           "settings.json")
     return out
 
 
@@ -85,27 +63,21 @@ def cleaned(settings: dict[str, Any]) -> dict[str, Any]:
                 out["hooks"] = kept
             else:
                 del out["hooks"]
-    servers = settings.get("mcpServers")
-    if isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME)):
-        rest = {k: v for k, v in servers.items() if k != SERVER_NAME}
-        if rest:
-            out["mcpServers"] = rest
-        else:
-            del out["mcpServers"]
+    rest = af.without_server(settings.get("mcpServers"))
+    if rest:
+        out["mcpServers"] = rest
+    elif rest is not None:
+        del out["mcpServers"]
     return out
 
 
 def install(scope: str, *, exe: str | None = None, project_dir: Path | None = None, home: Path | None = None,
             with_mcp: bool = True, data_dir: Path | None = None) -> Report:
     path = settings_path(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     current = load_config(path)
     wanted = merged(current, hook_command(), (exe or nmem_executable()) if with_mcp else None)
-    if wanted != current:
-        files.save(path, wanted)
-    else:
-        report.unchanged.append(str(path))
+    af.save_json(files, path, current, wanted)
     off = hooks_off(wanted)
     if off:
         report.notes.append(f"Gemini CLI's hooks are off in {path} ({off}); turn them on for nmem to capture")
@@ -117,15 +89,13 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
 def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None = None,
               data_dir: Path | None = None) -> Report:
     path = settings_path(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     current = load_config(path)
     out = cleaned(current)
     if out != current:
         files.save_or_remove(path, out)
     files.remove_if_created(path)
-    if not report.changed and not report.removed:
-        report.unchanged.append(str(path))
+    af.untouched(report, path)
     files.drop_manifest_if_done()
     return report
 
@@ -150,19 +120,9 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
         settings = load_config(path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
-    events: set[str] = set()
-    exes: set[str] = set()
-    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
-    for event, groups in (hooks or {}).items():
-        for group in groups if isinstance(groups, list) else []:
-            for handler in group.get("hooks", []) if isinstance(group, dict) else []:
-                command = handler.get("command") if isinstance(handler, dict) else None
-                files = command_files(command)
-                if files and f"--agent {AGENT}" in str(command):
-                    events.add(event)
-                    exes.update(files)
+    events, exes = af.wired_events(settings.get("hooks"), AGENT)
     servers = settings.get("mcpServers")
     entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-    return {"scope": scope, "hooks_file": str(path), "config_file": str(path), "events": sorted(events),
-            "missing_events": [e for e in HOOK_EVENTS if e not in events], "executables": sorted(exes),
+    return {"scope": scope, "hooks_file": str(path), "config_file": str(path), "events": events,
+            "missing_events": [e for e in HOOK_EVENTS if e not in events], "executables": exes,
             "mcp": entry if isinstance(entry, dict) else None, "disabled": hooks_off(settings)}

@@ -18,13 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nmem.errors import ConfigError, InvalidArgument
+from nmem.errors import ConfigError
+from nmem.setup import agent_files as af
 from nmem.setup.claude_code import (
-    SCOPES,
     SERVER_NAME,
-    Files,
     Report,
-    default_data_dir,
     hook_entry,
     load_config,
     nmem_executable,
@@ -38,8 +36,7 @@ COMMAND_LINE = 'const NMEM_COMMAND = ["nmem-memory", "record", "--agent", "openc
 
 
 def config_dir(scope: str, project_dir: Path | None = None, home: Path | None = None) -> Path:
-    if scope not in SCOPES:
-        raise InvalidArgument(f"unknown scope {scope!r}; use user or project")
+    af.check_scope(scope)
     if scope == "project":
         return project_dir or Path.cwd()
     if home is None and os.environ.get("XDG_CONFIG_HOME"):
@@ -79,18 +76,12 @@ def is_our_server(entry: object) -> bool:
 def install(scope: str, *, exe: str | None = None, project_dir: Path | None = None, home: Path | None = None,
             with_mcp: bool = True, data_dir: Path | None = None) -> Report:
     plugin, config_path = paths(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     if plugin.exists() and not _is_ours(plugin):
         raise ConfigError(f"{plugin} exists and is not nmem's plugin; move it, then retry")
     config = load_config(config_path)
-    mcp = dict(config.get("mcp") or {})
-    if with_mcp:
-        current = mcp.get(SERVER_NAME)
-        if current is not None and not is_our_server(current):
-            raise ConfigError(f"an MCP server named {SERVER_NAME!r} that is not nmem is in {config_path}; "
-                              "rename or remove it, or install with --no-mcp")
-        mcp[SERVER_NAME] = {"type": "local", "command": [exe or nmem_executable(), "serve"], "enabled": True}
+    mcp = af.with_server(config.get("mcp"), {"type": "local", "command": [exe or nmem_executable(), "serve"],
+                                             "enabled": True}, config_path, is_our_server) if with_mcp else {}
     text = plugin_text()
     if plugin.exists() and plugin.read_text(encoding="utf-8") == text:
         report.unchanged.append(str(plugin))
@@ -100,18 +91,14 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
         wanted = {**config, "mcp": mcp}
         if "$schema" not in config and not config_path.exists():
             wanted = {"$schema": "https://opencode.ai/config.json", **wanted}
-        if wanted != config:
-            files.save(config_path, wanted)
-        else:
-            report.unchanged.append(str(config_path))
+        af.save_json(files, config_path, config, wanted)
     return report
 
 
 def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None = None,
               data_dir: Path | None = None) -> Report:
     plugin, config_path = paths(scope, project_dir, home)
-    report = Report()
-    files = Files(data_dir or default_data_dir(), report)
+    report, files = af.begin(data_dir)
     if plugin.exists() and _is_ours(plugin):
         if str(plugin) in files._manifest():
             files._remove(plugin)
@@ -119,16 +106,14 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
             plugin.unlink()
             report.removed.append(str(plugin))
     config = load_config(config_path)
-    mcp = config.get("mcp")
-    if isinstance(mcp, dict) and is_our_server(mcp.get(SERVER_NAME)):
-        rest = {k: v for k, v in mcp.items() if k != SERVER_NAME}
+    rest = af.without_server(config.get("mcp"), is_our_server)
+    if rest is not None:
         updated = {**config, "mcp": rest} if rest else {k: v for k, v in config.items() if k != "mcp"}
         created = str(config_path) in files._manifest()
         if created and set(updated) <= {"$schema"}:
             updated = {}
         files.save_or_remove(config_path, updated)
-    if not report.changed and not report.removed:
-        report.unchanged.extend([str(plugin), str(config_path)])
+    af.untouched(report, plugin, config_path)
     files.drop_manifest_if_done()
     return report
 

@@ -31,6 +31,7 @@ class SearchFilters(Record):
     date_start: int | None = None
     date_end: int | None = None
     include_archived: bool = False
+    agents: tuple[str, ...] = ()  # the coding agents whose sessions it keeps (nmem.capture.agents)
 
 
 class NewObservation(Record):

@@ -25,7 +25,7 @@ from nmem.store import FileMark, OutboxOp, oplog
 from nmem.store.keys import database_key
 from nmem.store.protocol import Store
 from nmem.sync.git import GitRepo
-from nmem.sync.lock import SyncLock, sync_dir
+from nmem.sync.lock import SyncLock, mark_synced, sync_dir
 from nmem.sync.seal import Sealer, SealError
 
 Progress = Callable[[dict[str, Any]], None]
@@ -206,6 +206,7 @@ class Syncer:
             raise error
         try:
             self._sync(report, fetch, push, force)
+            mark_synced(self.settings.home, self.clock())
         except NmemError as exc:
             self._emit("error", code=exc.kind, message=exc.message)
             raise

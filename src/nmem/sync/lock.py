@@ -15,6 +15,30 @@ def sync_dir(home: str) -> str:
     return os.path.join(home, "sync")
 
 
+LAST_SYNC_FILE = "last-sync"
+
+
+def mark_synced(home: str, at: float) -> None:
+    """Remember when a sync last completed (what `status` shows as its last sync)."""
+    directory = sync_dir(home)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, LAST_SYNC_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(f"{int(at)}\n")
+    os.replace(tmp, path)
+
+
+def last_synced(home: str) -> int | None:
+    """When a sync of this data dir last completed (epoch seconds), or None if none has."""
+    try:
+        with open(os.path.join(sync_dir(home), LAST_SYNC_FILE), encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 class SyncLock:
     def __init__(self, home: str) -> None:
         self.path = os.path.join(sync_dir(home), "lock")

@@ -66,6 +66,17 @@ async def test_claude_mem_spellings_in_query_strings(worker: httpx2.AsyncClient,
                                                                 "after": "1", "format": "json"})).json()
     assert [o["id"] for o in around["observations"]] == [seeded.failure, seeded.read, seeded.edit]
 
+    recent = (await worker.get("/api/context/recent", params={"limit": "3", "type": "change", "format": "json"})
+              ).json()
+    assert [r["id"] for r in recent["observations"]] == [seeded.edit] and recent["limit"] == 3
+    typed = (await worker.get("/api/timeline", params={"anchor_id": str(seeded.edit), "obs_type": "command",
+                                                       "format": "json"})).json()
+    assert [o["id"] for o in typed["before"]] == [seeded.test_run]
+    by_query = (await worker.get("/api/timeline/by-query", params={
+        "query": "auth", "files": "src/auth.py", "dateEnd": str(T0 + 45), "format": "json"})).json()
+    assert by_query["anchor"]["id"] == seeded.read  # the best match among rows that pass the filters
+    assert (by_query["before"], by_query["after"]) == ([], [])  # the edit is after dateEnd
+
 
 @pytest.mark.parametrize(("path", "params", "status"), [
     ("/api/search/observations", {}, 422),                      # query is required there
@@ -73,6 +84,8 @@ async def test_claude_mem_spellings_in_query_strings(worker: httpx2.AsyncClient,
     ("/api/search", {"format": "yaml"}, 422),
     ("/api/context/timeline", {"anchor": "999999"}, 404),
     ("/api/search/by-type", {"type": "nonsense"}, 422),
+    ("/api/timeline", {"anchor_id": "4", "concepts": "auth"}, 422),  # a filter refused, never ignored
+    ("/api/context/recent", {"dateStart": "soon"}, 422),
 ])
 async def test_bad_parameters_are_json_errors(worker: httpx2.AsyncClient, path: str, params: dict[str, Any],
                                               status: int) -> None:

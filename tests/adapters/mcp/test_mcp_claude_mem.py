@@ -118,9 +118,15 @@ async def test_every_claude_mem_tool_answers_in_its_own_spellings(cm: Client, se
     typed, _ = await answer(cm, "find_by_type", {"type": "change", "dateEnd": "2099-12-31"})
     assert seeded.edit in ids(typed["observations"]) and seeded.read not in ids(typed["observations"])
 
-    recent, text = await answer(cm, "get_recent_context", {"limit": 2})
+    recent, text = await answer(cm, "get_recent_context", {"limit": "4", "type": "bugfix,change,command"})
+    assert ids(recent["observations"]) == [seeded.lonely, seeded.edit, seeded.failure, seeded.test_run]
     assert [s["id"] for s in recent["sessions"]] == ["s-lonely", "s1"]
-    assert text.startswith("# Recent Session Context")
+    assert text.startswith("# Recent Session Context") and "4 item(s)" in text
+    recent_files, _ = await answer(cm, "get_recent_context", {"files": "src/auth.py", "dateEnd": "2099-01-01"})
+    assert ids(recent_files["observations"]) == [seeded.edit, seeded.read]
+
+    narrowed, _ = await answer(cm, "timeline", {"anchor_id": seeded.edit, "obs_type": "bugfix", "before": 3})
+    assert ids(narrowed["observations"]) == [seeded.failure, seeded.edit]
 
     anchored, _ = await answer(cm, "get_context_timeline", {"anchor": f"#{seeded.edit}", "depth_before": 2,
                                                             "depth_after": 0})
@@ -156,6 +162,10 @@ async def test_every_claude_mem_tool_answers_in_its_own_spellings(cm: Client, se
     ("get_context_timeline", {"anchor": "yesterday"}, "get_context_timeline: anchor must be an observation id"),
     ("decisions", {"dateStart": "not a date"}, "decisions: dateStart"),
     ("timeline", {"depth_before": -1, "anchor": 1}, "timeline: depth_before must be at least 0"),
+    ("timeline", {"anchor": 1, "concepts": "auth"}, "timeline: concepts are curated memories' tags"),
+    ("get_recent_context", {"type": "poem"}, "get_recent_context: unknown type 'poem'"),
+    ("get_timeline_by_query", {"query": "login", "dateStart": "2030-01-01", "dateEnd": "2020-01-01"},
+     "get_timeline_by_query: dateStart is after dateEnd"),
 ])
 async def test_bad_parameters_are_tool_errors_with_the_validation_code(
         cm: Client, service: Service, name: str, arguments: dict[str, Any], message: str) -> None:
@@ -189,3 +199,18 @@ async def test_stdio_server_takes_the_profile_from_the_setting(nmem_home: Path, 
             assert sorted(ids(result.structured_content["observations"])) == sorted([seeded.read, seeded.edit])
             block = result.content[0]
             assert isinstance(block, types.TextContent) and block.text.startswith("Found 2 result(s)")
+
+
+async def test_in_the_all_profile_nmems_timeline_applies_claude_mems_filters_too(service: Service,
+                                                                                 seeded: Seeded) -> None:
+    async with Client(NmemServer(service, project=PROJECT, tools="all").server, mode="legacy") as both:
+        plain = json.loads(text_of(await both.call_tool("timeline", {"anchor_id": seeded.edit, "before": 3})))
+        assert [o["id"] for o in plain["before"]] == [seeded.test_run, seeded.failure, seeded.read]
+        typed = json.loads(text_of(await both.call_tool("timeline", {"anchor_id": seeded.edit, "before": 3,
+                                                                    "obs_type": "bugfix"})))
+        assert typed["anchor"]["id"] == seeded.edit and [o["id"] for o in typed["before"]] == [seeded.failure]
+        on_file = json.loads(text_of(await both.call_tool("timeline", {"query": "auth", "files": AUTH_FILE})))
+        assert on_file["anchor"]["file_path"] == AUTH_FILE
+        refused = await both.call_tool("timeline", {"anchor_id": seeded.edit, "concepts": "auth"})
+        assert "concepts are curated memories' tags" in tool_error(refused)
+        assert refused.meta is not None and refused.meta[ERROR_META]["code"] == -32002

@@ -13,6 +13,7 @@ from nmem.adapters.cli.params import Integer
 from nmem.adapters.cli.views import capture_blocks, read_stdin, recall_blocks, split_values
 from nmem.models import TIERS, Memory
 from nmem.service.args import RECALL_PROJECT_HELP, ProjectScope
+from nmem.service.args import source as read_source
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,6 +31,8 @@ def memory_options(func: F) -> F:
         click.option("--tier", type=click.Choice(TIERS), default="warm", show_default=True),
         click.option("--pin", is_flag=True, help="Pin it: never aged out, listed first."),
         click.option("--stdin", "from_stdin", is_flag=True, help="Read the content from standard input."),
+        click.option("--source", default=None, metavar="NAME",
+                     help="Who it comes from (a rule, a script; srvrmgr's rule_name). Default: cli."),
         format_option,
     )):
         func = option(func)
@@ -46,10 +49,10 @@ def _saved(state: State, fmt: str | None, verb: str, memory: Memory) -> None:
 
 def _remember(state: State, fmt: str | None, content: str, *, summary: str | None, namespace: str | None,
               domain: str | None, project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...],
-              tier: str, pin: bool) -> None:
+              tier: str, pin: bool, source: str | None) -> None:
     memory = state.service().remember(
         content, summary=summary, namespace=namespace, tags=split_values(tags), domain=domain,
-        project=project, source="cli", relates_to=split_values(relates_to), tier=tier, pinned=pin)
+        project=project, source=read_source(source, "cli"), relates_to=split_values(relates_to), tier=tier, pinned=pin)
     _saved(state, fmt, "Remembered", memory)
 
 
@@ -61,7 +64,7 @@ def _remember(state: State, fmt: str | None, content: str, *, summary: str | Non
 @pass_state
 def remember(state: State, content: str | None, summary: str | None, namespace: str | None, domain: str | None,
              project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str, pin: bool,
-             from_stdin: bool, fmt: str | None) -> None:
+             from_stdin: bool, source: str | None, fmt: str | None) -> None:
     """Keep a piece of knowledge: a decision, a learning, a gotcha.
 
     CONTENT is markdown; with --stdin (or CONTENT "-") it is read from standard input.
@@ -74,7 +77,7 @@ def remember(state: State, content: str | None, summary: str | None, namespace: 
     if content is None:
         raise click.UsageError("missing CONTENT (or pass --stdin)")
     _remember(state, fmt, content, summary=summary, namespace=namespace, domain=domain, project=project,
-              tags=tags, relates_to=relates_to, tier=tier, pin=pin)
+              tags=tags, relates_to=relates_to, tier=tier, pin=pin, source=source)
 
 
 @click.command("capture")
@@ -86,7 +89,7 @@ def remember(state: State, content: str | None, summary: str | None, namespace: 
 @pass_state
 def capture(state: State, namespace: str, summary: str, content: str | None, spec: str | None, domain: str | None,
             project: str | None, tags: tuple[str, ...], relates_to: tuple[str, ...], tier: str, pin: bool,
-            from_stdin: bool, fmt: str | None) -> None:
+            from_stdin: bool, source: str | None, fmt: str | None) -> None:
     """Keep a memory given NAMESPACE and SUMMARY (subcog's capture).
 
     The body comes from --content or --stdin, else the summary is the body. JSON output:
@@ -102,7 +105,8 @@ def capture(state: State, namespace: str, summary: str, content: str | None, spe
     body = read_stdin() if from_stdin else content or summary
     data = state.service().capture(
         body, summary=summary, namespace=namespace, spec=spec, tags=split_values(tags), domain=domain,
-        project=project, source="cli", relates_to=split_values(relates_to), tier=tier, pinned=pin)
+        project=project, source=read_source(source, "cli"), relates_to=split_values(relates_to), tier=tier,
+        pinned=pin)
     emit(state, fmt, data, lambda: capture_blocks(data))
 
 
@@ -122,21 +126,32 @@ def capture(state: State, namespace: str, summary: str, content: str | None, spe
 @click.option("--detail", type=click.Choice(RECALL_DETAILS), default="summary", show_default=True,
               help="minimal: id and summary; summary: metadata and a preview; full: the whole content.")
 @click.option("--include-archived", is_flag=True, help="Also search archived memories.")
+@click.option("--reason", metavar="QUESTION", default=None,
+              help="Answer QUESTION from the memories it recalls, through the optional LLM (llm.provider; "
+                   "exit 3 when none is set, 6 when it fails).")
 @format_option
 @pass_state
 def recall(state: State, query: str | None, namespace: str | None, tags: tuple[str, ...], spec: str | None,
            domain: str, project: str | None, limit: int, mode: str | None, min_similarity: float | None,
-           detail: str, include_archived: bool, fmt: str | None) -> None:
+           detail: str, include_archived: bool, reason: str | None, fmt: str | None) -> None:
     """Search the memories of this project plus the user's and the org's; without QUERY, the newest first.
 
-    Each result carries `number`, the integer id `nmem forget` also takes.
+    Each result carries `number`, the integer id `nmem forget` also takes. `--reason QUESTION`
+    (subcog's Tier 3) has the LLM answer QUESTION from the memories recalled for it.
     """
     service = state.service()
-    results = service.recall_results(
-        query, detail=detail, namespace=namespace, tags=split_values(tags) or None, domain=domain,
-        project=ProjectScope.parse(project, service.project_for(), bound=True).only, limit=limit,
-        include_archived=include_archived, mode=mode,
-        min_similarity=min_similarity, spec=spec)
+    options: dict[str, Any] = {
+        "namespace": namespace, "tags": split_values(tags) or None, "domain": domain,
+        "project": ProjectScope.parse(project, service.project_for(), bound=True).only, "limit": limit,
+        "include_archived": include_archived, "mode": mode, "min_similarity": min_similarity, "spec": spec}
+    if reason is not None:
+        if query is not None:
+            raise click.UsageError("give QUERY or --reason QUESTION, not both")
+        data = service.reason(reason, **options)
+        emit(state, fmt, data, lambda: [Body(data["answer"]), *recall_blocks(data["results"])])
+        note(f"{data['llm']} answered from {data['count']} memories")
+        return
+    results = service.recall_results(query, detail=detail, **options)
     emit(state, fmt, {"query": query, "count": len(results), "results": results}, lambda: recall_blocks(results))
     note(f'{len(results)} memories for "{query}"' if query else f"{len(results)} memories")
 

@@ -32,9 +32,13 @@ from nmem.adapters.cli.views import (
 from nmem.context.block import build as build_context
 from nmem.errors import NotFound
 from nmem.models import ORDERS, SCOPES, session_ref
-from nmem.service.args import BOUND_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
+from nmem.service.args import AGENT_HELP, BOUND_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
 
 # -- search -------------------------------------------------------------------------------
+
+agent_option = click.option("--agent", "agents", multiple=True,
+                            help=AGENT_HELP.replace("(one name or a list)", "(repeat or comma-separate)"))
+
 
 @click.command("search")
 @click.argument("query", required=False)
@@ -48,6 +52,7 @@ from nmem.service.args import BOUND_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectSc
               help="File path: absolute, from the project root, or the end of a recorded one "
                    "(repeat or comma-separate).")
 @click.option("--session", help="Only this session: its id, a unique prefix (s1a2b3c4d) or URN.")
+@agent_option
 @click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
 @click.option("--until", help="Not after: same forms as --since.")
 @click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
@@ -66,7 +71,7 @@ from nmem.service.args import BOUND_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectSc
 @pass_state
 def search(state: State, query: str | None, project: str | None, types: tuple[str, ...], scope: str,
            namespaces: tuple[str, ...], tags: tuple[str, ...], files: tuple[str, ...], session: str | None,
-           since: str | None, until: str | None, order: str, limit: int | None, offset: int,
+           agents: tuple[str, ...], since: str | None, until: str | None, order: str, limit: int | None, offset: int,
            full: bool, strict: bool, raw: bool | None, ids: bool, fmt: str | None) -> None:
     """Search everything (observations, prompts and replies, sessions, memories), this project's first.
 
@@ -89,7 +94,7 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
         files=split_values(files) or None, session_id=session,
         date_start=time_bound(service, since), date_end=time_bound(service, until),
         order_by=order, limit=limit, offset=offset, strict=strict or ids,
-        prefer_project=projects.first, cwd=os.getcwd(), raw=raw or None,
+        prefer_project=projects.first, cwd=os.getcwd(), raw=raw or None, agent=split_values(agents),
     )
     if ids:
         for hit in result.hits:
@@ -148,21 +153,23 @@ def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
 @click.option("--before", type=Integer(), default=5, show_default=True, help="Observations before the anchor.")
 @click.option("--after", type=Integer(), default=5, show_default=True, help="Observations after the anchor.")
 @click.option("--project", help="With --query: " + SEARCH_PROJECT_HELP)
+@agent_option
 @format_option
 @pass_state
 def timeline(state: State, anchor: int | None, query: str | None, before: int, after: int,
-             project: str | None, fmt: str | None) -> None:
+             project: str | None, agents: tuple[str, ...], fmt: str | None) -> None:
     """What happened around one observation, within its session."""
     service = state.service()
     projects = ProjectScope.parse(project, service.project_for())
     data = service.timeline(anchor, query=query, before=before, after=after, project=projects.only,
-                            prefer_project=projects.first)
+                            prefer_project=projects.first, agent=split_values(agents))
 
     def blocks() -> list[Block]:
         center = data["anchor"]
         rows = [*data["before"], center, *data["after"]]
+        ran = f", {data['agent']}" if data.get("agent") else ""
         return [Heading(f"Timeline around {center['id']} (session {session_ref(center['session_id'], short=True)}, "
-                        f"{center['project']})"),
+                        f"{center['project']}{ran})"),
                 _obs_table(rows, anchor=center["id"])]
     emit(state, fmt, data, blocks)
 
@@ -171,9 +178,12 @@ def timeline(state: State, anchor: int | None, query: str | None, before: int, a
 @click.argument("session_id", metavar="[SESSION]", required=False)
 @click.option("--before", help="Only what happened before this time (date, ISO time or epoch seconds).")
 @click.option("--after", help="Only what happened after this time.")
+@click.option("--agent", "agents", multiple=True,
+              help="Without SESSION: the latest session of these agents; with it, the session must be theirs.")
 @format_option
 @pass_state
-def trace(state: State, session_id: str | None, before: str | None, after: str | None, fmt: str | None) -> None:
+def trace(state: State, session_id: str | None, before: str | None, after: str | None, agents: tuple[str, ...],
+          fmt: str | None) -> None:
     """A session's prompts, each with what it led to.
 
     SESSION is its id, a unique prefix of it (s1a2b3c4d or 1a2b3c4d) or its URN; without
@@ -183,7 +193,7 @@ def trace(state: State, session_id: str | None, before: str | None, after: str |
     service = state.service()
     project = None if session_id else ProjectScope.parse(None, service.project_for(), bound=True).only
     data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after),
-                                 project=project)
+                                 project=project, agent=split_values(agents))
     if project is not None:
         note(f"the latest session of project {project}: {session_ref(data['session_id'], short=True)}")
 
@@ -194,7 +204,8 @@ def trace(state: State, session_id: str | None, before: str | None, after: str |
             intent = next((p["content"] for p in data["prompts"] if p["source"] == "user"), None)
         out: list[Block] = [
             Heading(f"Session {session_ref(data['session_id'], short=True)}"),
-            Fields([("id", data["session_id"]), ("project", data["project"]), ("started", when(data["started_at"])),
+            Fields([("id", data["session_id"]), ("project", data["project"]), ("agent", data["agent"] or "-"),
+                    ("started", when(data["started_at"])),
                     ("ended", when(data["ended_at"]) or "(open)"), ("intent", one_line(intent or "-")),
                     ("urn", data["urn"])]),
         ]
@@ -255,10 +266,11 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
 @click.option("--all", "all_projects", is_flag=True, help="Sessions of every project (as --project '*').")
 @click.option("--since", help="Only sessions started or ended since: a date, ISO time, epoch seconds or age (7d).")
 @click.option("--limit", type=int, default=20, show_default=True, help="Max sessions, clamped to 1-100.")
+@agent_option
 @format_option
 @pass_state
 def sessions(state: State, project: str | None, all_projects: bool, since: str | None, limit: int,
-             fmt: str | None) -> None:
+             agents: tuple[str, ...], fmt: str | None) -> None:
     """Recorded sessions of this project (or --project, --all), newest first.
 
     Each with its id (give it to `nmem trace` or `nmem get`), project, start, duration
@@ -268,13 +280,13 @@ def sessions(state: State, project: str | None, all_projects: bool, since: str |
         raise click.UsageError("give --project or --all, not both")
     service = state.service()
     name = ProjectScope.parse("*" if all_projects else project, service.project_for(), bound=True).only
-    rows = service.sessions(name, since=time_bound(service, since), limit=limit)
+    rows = service.sessions(name, since=time_bound(service, since), limit=limit, agent=split_values(agents))
 
     def blocks() -> list[Block]:
         if not rows:
             return [Body(f"No session recorded for project {name}." if name else "No session recorded.")]
-        return [Table(("session", "project", "started", "duration", "prompts", "actions", "intent"),
-                      [[session_ref(r["id"], short=True), r["project"], when(r["started_at"]),
+        return [Table(("session", "project", "agent", "started", "duration", "prompts", "actions", "intent"),
+                      [[session_ref(r["id"], short=True), r["project"], r["agent"] or "-", when(r["started_at"]),
                         duration(r["duration"]) if r["ended_at"] is not None else "open",
                         str(r["prompts"]), str(r["actions"]), one_line(r["intent"] or "-", 60)] for r in rows])]
     emit(state, fmt, rows, blocks)

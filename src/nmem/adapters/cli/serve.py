@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -15,8 +17,11 @@ import click
 from nmem.adapters.cli.app import State, note, pass_state
 from nmem.adapters.cli.params import Integer
 from nmem.adapters.net import Limits, is_loopback, listen_per_worker
+from nmem.capture.project import project_name
 from nmem.config import Settings
-from nmem.errors import ConfigError
+from nmem.errors import ConfigError, InvalidArgument
+from nmem.service.args import source as read_source
+from nmem.setup import mcp_merge
 from nmem.setup.claude_code import SERVER_NAME, mcp_entry, nmem_executable
 from nmem.team import accounts as team
 
@@ -40,11 +45,15 @@ HTTP_ALIASES = ("sse", "websocket")
               help="Default project of tool calls (default: $CLAUDE_PROJECT_DIR or the working directory).")
 @click.option("--store", default=None, metavar="URL",
               help="Store to serve: sqlite:///path or postgresql://... (default: the store.url setting).")
+@click.option("--source", default=None, metavar="NAME",
+              help="The source of memories remembered through this server (srvrmgr's rule_name; default: the "
+                   "mcp.source setting, `mcp`). A call's own source or rule_name wins.")
 @click.option("--workers", type=Integer(1, 256), default=None,
               help="HTTP server processes behind the one port (default: the http.workers setting, 1).")
 @pass_state
 def serve(state: State, transport: str, host: str | None, port: int | None, token: str | None,
-          tools: str | None, project: str | None, store: str | None, workers: int | None) -> None:
+          tools: str | None, project: str | None, store: str | None, source: str | None,
+          workers: int | None) -> None:
     """Run nmem's MCP server (stdio) or its HTTP server (REST API, claude-mem's API and MCP).
 
     stdout carries only MCP messages; logs go to stderr. Stop with Ctrl-C. The HTTP server
@@ -61,6 +70,9 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     if transport in HTTP_ALIASES:  # one server carries MCP, SSE and the WebSocket
         transport = "http"
     settings = state.settings
+    if source is not None:
+        settings.values["mcp.source"] = read_source(source, "mcp")
+        settings.sources["mcp.source"] = "runtime"
     if workers is not None and workers > 1 and transport != "http":
         raise click.UsageError("--workers needs --transport http (a stdio server has one client)")
     processes = workers if workers is not None else int(settings["http.workers"])
@@ -75,13 +87,16 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
 
     from nmem.adapters.mcp.server import NmemServer, current_project, run_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=str(settings["log.level"]).upper(),
-                        format="nmem: %(levelname)s %(message)s")
+    handler = logging.StreamHandler(sys.stderr)  # an HTTP request's log lines carry its X-Request-Id
+    handler.setFormatter(logging.Formatter("nmem: %(levelname)s [%(request_id)s] %(message)s",
+                                           defaults={"request_id": "-"}))
+    logging.basicConfig(level=str(settings["log.level"]).upper(), handlers=[handler])
     service = state.service()
     if endpoint is None:
         app = NmemServer(service, project=project or current_project(service),
                          tools=tools or str(settings["mcp.tools"]),
                          poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
+        _exit_on_signals(state)
         anyio.run(run_stdio, app)
         return
 
@@ -105,6 +120,21 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         anyio.run(main)
     except KeyboardInterrupt:
         note("stopped")
+
+
+def _exit_on_signals(state: State) -> None:
+    """SIGTERM and SIGINT end a stdio server at once, exit 0, the database closed (committed rows
+    are on disk; an unfinished call's transaction rolls back). Waiting for the event loop would wait
+    for the thread blocked reading stdin, that is until the client closes the pipe."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        try:
+            state.close()
+        finally:
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 def _serve_workers(state: State, endpoint: Endpoint, project: str | None, tools: str | None, processes: int) -> None:
@@ -160,22 +190,47 @@ def _endpoint(settings: Settings, host: str | None, port: int | None, token: str
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--url", default=None, help="With --transport http: the server URL (default from mcp.host/port).")
 @click.option("--name", default=SERVER_NAME, show_default=True, help="Server name in the config.")
+@click.option("--merge", "merge_files", multiple=True, metavar="FILE",
+              help="An MCP config file ({\"mcpServers\": ...}) to merge after nmem's entry (a rule's own "
+                   "servers; repeatable). The mcp.merge_configs files come last.")
+@click.option("--rule", default=None, metavar="NAME",
+              help="Attribute what the agent remembers through this config to NAME (nmem serve --source NAME).")
+@click.option("--no-memory", is_flag=True, help="Leave nmem out (a rule that opts out of memory); still merges.")
 @pass_state
-def mcp_config(state: State, transport: str, url: str | None, name: str) -> None:
-    """Print the JSON that registers nmem with an MCP client.
+def mcp_config(state: State, transport: str, url: str | None, name: str, merge_files: tuple[str, ...],
+               rule: str | None, no_memory: bool) -> None:
+    """Print the JSON that registers nmem with an MCP client, merged with other servers' configs.
 
     The output is a complete `{"mcpServers": {...}}` document: save it as `.mcp.json`, pass
-    it to `claude --mcp-config`, or merge its one entry into an existing config.
+    it to `claude --mcp-config`, or merge its one entry into an existing config. srvrmgr's
+    merge order: nmem's server (left out when memory is off: `--no-memory`, `memory.enabled`,
+    or the current project's opt-out), then each `--merge` file, then the `mcp.merge_configs`
+    files. The first definition of a name wins; each one left out is noted on stderr.
+
+    \b
+        claude --mcp-config <(nmem mcp-config --rule organize-downloads --merge ~/.config/mcp/other.json)
     """
+    settings = state.settings
     entry: dict[str, Any]
     if transport == "stdio":
         entry = mcp_entry(nmem_executable())
+        if rule:
+            entry["args"] = [*entry["args"], "--source", rule]
     else:
-        settings = state.settings
+        if rule:
+            raise InvalidArgument("--rule names the source of a stdio server's memories; an HTTP server's "
+                                  "clients pass source (or rule_name) to remember")
         entry = {"type": "http", "url": url or f"http://{settings['mcp.host']}:{settings['mcp.port']}/mcp"}
         if settings["mcp.token"]:
             entry["headers"] = {"Authorization": "Bearer ${NMEM_MCP_TOKEN}"}
-    click.echo(json.dumps({"mcpServers": {name: entry}}, indent=2))
+    here = os.getcwd()
+    enabled = not no_memory and settings.project_enabled(
+        project_name(here, settings["project.name"], settings.project_dirs), here)
+    merged = mcp_merge.merge((name, entry) if enabled else None, list(merge_files),
+                             list(settings["mcp.merge_configs"]))
+    for server, path, kept in merged.shadowed:
+        note(f"{path}: server {server!r} left out, already defined by {kept}")
+    click.echo(json.dumps(merged.document(), indent=2))
 
 
 COMMANDS: tuple[click.Command, ...] = (serve, mcp_config)

@@ -139,6 +139,7 @@ def status_blocks(data: dict[str, Any], verbose: bool) -> list[Block]:
             ("memories", f"{data['memories']}" + (f" in {data['domain']}" if "domain" in data
                                                    else f" ({domains})" if domains else "")),
             ("llm", f"{data.get('llm', 'disabled')} (consolidation summaries)"),
+            ("last sync", when(data["last_sync"]) if data.get("last_sync") else "never"),
         ]),
     ]
     if verbose or "domain" not in data:

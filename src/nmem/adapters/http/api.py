@@ -15,6 +15,7 @@ from nmem.config import SETTINGS
 from nmem.context.block import build as build_context
 from nmem.errors import NotFound
 from nmem.service.args import ProjectScope
+from nmem.service.args import source as read_source
 
 PREFIX = "/api/v1"
 
@@ -29,7 +30,7 @@ def search(ctx: Context, p: s.SearchParams, _: None) -> dict[str, Any]:
         p.query, scope=p.scope, project=projects.only, prefer_project=projects.first, obs_type=p.obs_type,
         namespace=p.namespace, tags=p.tags, files=p.files, session_id=p.session_id, source=p.source,
         date_start=p.date_start, date_end=p.date_end, order_by=p.order_by, limit=p.limit, offset=p.offset,
-        strict=p.strict, cwd=ctx.cwd)
+        strict=p.strict, cwd=ctx.cwd, agent=p.agent)
     rows = result.to_list(full=p.format == "full")
     return {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
 
@@ -49,17 +50,17 @@ def observation(ctx: Context, p: s.ObservationPath, _: None) -> dict[str, Any]:
 def timeline(ctx: Context, p: s.TimelineParams, _: None) -> dict[str, Any]:
     projects = _projects(ctx, p.project)
     return ctx.service.timeline(p.anchor, query=p.query, before=p.before, after=p.after, project=projects.only,
-                                prefer_project=projects.first)
+                                prefer_project=projects.first, agent=p.agent)
 
 
 def sessions(ctx: Context, p: s.SessionsParams, _: None) -> dict[str, Any]:
     rows = ctx.service.sessions(_projects(ctx, p.project, bound=True).only, since=p.since,
-                                limit=p.limit)
+                                limit=p.limit, agent=p.agent)
     return {"results": rows, "count": len(rows)}
 
 
 def session_trace(ctx: Context, p: s.TraceParams, _: None) -> dict[str, Any]:
-    return ctx.service.session_trace(p.session_id, before=p.before, after=p.after)
+    return ctx.service.session_trace(p.session_id, before=p.before, after=p.after, agent=p.agent)
 
 
 def file_history(ctx: Context, p: s.FileHistoryParams, _: None) -> dict[str, Any]:
@@ -82,7 +83,8 @@ def recall(ctx: Context, p: s.RecallParams, _: None) -> dict[str, Any]:
 def create_memory(ctx: Context, _: None, b: s.NewMemory) -> dict[str, Any]:
     memory = ctx.service.remember(b.content, summary=b.summary, namespace=b.namespace, tags=b.tags,
                                   domain=b.domain, project=b.project or ctx.project, relates_to=b.relates_to,
-                                  tier=b.tier, pinned=b.pinned, source="http")
+                                  tier=b.tier, pinned=b.pinned,
+                                  source=read_source(b.source or b.rule_name, "http"))
     return memory.to_dict()
 
 

@@ -31,7 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from nmem import __version__
-from nmem.adapters.http import openapi, streams, viewer
+from nmem.adapters.http import observe, openapi, streams, viewer
 from nmem.adapters.http import team as team_api
 from nmem.adapters.http.openapi import endpoints
 from nmem.adapters.http.routing import Context, error_response, json_response, routes
@@ -50,18 +50,25 @@ log = logging.getLogger("nmem.http")
 class NmemApp:
     """The guarded ASGI app, with the parts tests and other routes need to reach."""
 
-    def __init__(self, starlette: Starlette, guard: Guard, context: Context, mcp: NmemServer) -> None:
+    def __init__(self, starlette: Starlette, guard: Guard, context: Context, mcp: NmemServer,
+                 metrics: observe.Metrics | None = None) -> None:
         self.starlette = starlette
         self.guard = guard
         self.context = context
         self.mcp = mcp
         self.policy = guard.policy
+        self.metrics = metrics or observe.Metrics()
+        self.front = observe.Observe(self._guarded, self.metrics, lambda: starlette.routes)
 
     @property
     def service(self) -> Service:
         return self.context.service
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Request id and metrics around everything (`observe.Observe`), then `_guarded`."""
+        await self.front(scope, receive, send)
+
+    async def _guarded(self, scope: Any, receive: Any, send: Any) -> None:
         """The guard, then the app; an NmemError raised before any response began (the guard's
         own reads: a team server looks its users up in the store) answers with its status, so
         a dropped database connection is a 503 with Retry-After, not a 500."""
@@ -110,6 +117,9 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     context = Context(svc, project or current_project(svc), cwd, threads)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),
                      poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)
+    metrics = observe.Metrics()
+    mcp.on_tool = metrics.tool_call
+    observe.install_log_ids()
     # The guard checks Host (with or without a port); the SDK's own check would demand exact ports.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     mcp_app = mcp.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security,
@@ -145,6 +155,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/login", login(policy, users), methods=["GET"]),
+        Route("/metrics", observe.metrics_endpoint(metrics, context), methods=["GET"]),
         *routes(endpoints(), context),
         *streams.routes(),
         *viewer.routes(),
@@ -157,7 +168,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     starlette.state.stream_hub = hub
     exempt = frozenset((MCP_PATH, *streams.HEADER_EXEMPT, *(e.path for e in endpoints() if e.reads_only)))
     guard = Guard(starlette, policy, exempt, users, offload=threads.check)
-    return NmemApp(starlette, guard, context, mcp)
+    return NmemApp(starlette, guard, context, mcp, metrics)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -52,6 +52,15 @@ EXTRA_PATHS: dict[str, Any] = {
             "properties": {"status": {"type": "string"}, "version": {"type": "string"}}}}}},
             "503": ERROR_REF},
     }},
+    "/metrics": {"get": {
+        "operationId": "metrics", "summary": "Counters and latencies in Prometheus's text format (an admin's on a "
+                                             "team server)",
+        "tags": ["server"],
+        "description": "Requests and latencies per route and per MCP tool, hook events by outcome, the spool's "
+                       "depth, the store's size and rows. Every response also carries `X-Request-Id`.",
+        "responses": {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {
+            "type": "string"}}}}, "401": ERROR_REF, "403": ERROR_REF},
+    }},
     "/login": {"get": {
         "operationId": "login", "summary": "Set the viewer's session cookie from the token, then redirect",
         "tags": ["server"], "security": [{}],

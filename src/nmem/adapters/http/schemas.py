@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from nmem.adapters.http.routing import Body, Params
-from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP
+from nmem.service.args import AGENT_HELP, BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP
 
 INT64_MAX = 2**63 - 1   # SQLite's integers
 Count = Annotated[int, Field(ge=1, le=INT64_MAX, description="Capped at the endpoint's maximum.")]
@@ -18,6 +18,7 @@ Around = Annotated[int, Field(ge=0, le=INT64_MAX, description="Default 5; capped
 RecordId = Annotated[int, Field(ge=1, le=INT64_MAX)]
 When = Annotated[str, Field(description="A date (2026-05-01), an ISO time or epoch seconds.")]
 Words = Annotated[list[str], Field(description="Repeat the parameter or separate values with commas.")]
+Agents = Annotated[list[str], Field(description=AGENT_HELP + " Repeat the parameter or separate names with commas.")]
 Scope = Literal["observations", "prompts", "sessions", "memories", "all"]
 Order = Literal["relevance", "date_desc", "date_asc"]
 Format = Literal["index", "full"]
@@ -44,6 +45,7 @@ class SearchParams(Params):
     strict: bool = Field(False, description="Only records holding every word.")
     limit: Count | None = Field(None, description="Default 20; capped at 100.")
     offset: Skip = 0
+    agent: Agents | None = None
 
 
 class IdsParams(Params):
@@ -60,18 +62,21 @@ class TimelineParams(Params):
     before: Around | None = None
     after: Around | None = None
     project: str | None = Field(None, description=SEARCH_PROJECT_HELP)
+    agent: Agents | None = None
 
 
 class SessionsParams(Params):
     project: str | None = Field(None, description=BOUND_PROJECT_HELP)
     since: When | None = None
     limit: Count | None = Field(None, description="Default 20; capped at 100.")
+    agent: Agents | None = None
 
 
 class TraceParams(Params):
     session_id: str = Field(description="A session id, a unique prefix (s1a2b3c4d) or its URN.")
     before: When | None = None
     after: When | None = None
+    agent: Agents | None = Field(None, description="The session must be one of these agents' (else 404).")
 
 
 class FileHistoryParams(Params):
@@ -119,6 +124,9 @@ class NewMemory(Body):
     relates_to: list[str] = Field(default_factory=list)
     tier: Tier = "warm"
     pinned: bool = False
+    source: str | None = Field(None, max_length=100, description="Who it comes from (a rule, a script; "
+                                                                 "srvrmgr's rule_name). Default: http.")
+    rule_name: str | None = Field(None, max_length=100, description="Alias of source (srvrmgr).")
 
 
 class MemoryChanges(Body):

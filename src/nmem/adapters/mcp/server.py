@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -79,6 +80,8 @@ class NmemServer:
         self.validators = {t.name: jsonschema.Draft202012Validator(t.input_schema) for t in self.tools
                            if t.schema_checked}
         self.poll_interval = poll_interval
+        # Told (tool, outcome ok/error/internal, seconds) after each call: the HTTP server's /metrics.
+        self.on_tool: Callable[[str, str, float], None] | None = None
         self.bus = InMemorySubscriptionBus()
         # ctx.session is a per-request proxy; the connection behind it is what lives on.
         self.sessions: OrderedDict[int, ServerSession] = OrderedDict()
@@ -168,14 +171,20 @@ class NmemServer:
         spec = self.tools_by_name.get(params.name)
         if spec is None:
             raise InvalidArgument(f"Unknown tool: {params.name}")  # a protocol error (the spec's -32602)
+        started, outcome = time.perf_counter(), "internal"
         try:
             text, data = self._run(spec, dict(params.arguments or {}))
+            outcome = "ok"
         except NmemError as exc:
+            outcome = "error"
             return _error_result(exc, _public(exc, self.service))
         except Exception:  # a bug must still answer the model, not drop the connection
             log.exception("tool %s failed", spec.name)
             message = f"internal error in {spec.name} (details in the server log)"
             return _error_result(InternalError(message), message)
+        finally:
+            if self.on_tool is not None:
+                self.on_tool(spec.name, outcome, time.perf_counter() - started)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
 
     def _run(self, spec: ToolSpec, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -13,11 +13,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from nmem.adapters.mcp import configure_tool, consolidate_tool, sync_tool
-from nmem.errors import InvalidArgument
+from nmem.compat.claude_mem import timelines
+from nmem.errors import InvalidArgument, NotFound
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 from nmem.service.api import Service
-from nmem.service.args import BOUND_PROJECT_HELP, RECALL_PROJECT_HELP, SEARCH_PROJECT_HELP, ProjectScope
+from nmem.service.args import (
+    AGENT_HELP,
+    BOUND_PROJECT_HELP,
+    RECALL_PROJECT_HELP,
+    SEARCH_PROJECT_HELP,
+    ProjectScope,
+    as_list,
+)
+from nmem.service.args import source as read_source
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
+from nmem.util.numbers import as_int, clamp
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
 SHAPES = ("object", "array")
@@ -58,6 +68,8 @@ STR_OR_LIST = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type":
 DATE = {"anyOf": [{"type": "string"}, INT],
         "description": "ISO date/time (2026-05-01, 2026-05-01T10:00Z) or Unix seconds/milliseconds."}
 ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
+SHAPE = {"enum": list(SHAPES), "description": "object (default: the mcp.search_shape setting) or array: the "
+                                              "text content is ADR-006's bare array of results."}
 RESULTS = _obj({"results": {"type": "array", "items": ANY_OBJECT}, "count": INT})
 
 
@@ -84,6 +96,23 @@ def project_dir() -> str:
     return os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
 
 
+def _shape(service: Service, args: dict[str, Any]) -> str:
+    """`shape` of this call, else the `mcp.search_shape` setting (search, get_observations, recent_context)."""
+    shape = _pick(args, "shape") or service.settings["mcp.search_shape"]
+    if shape not in SHAPES:
+        raise InvalidArgument(f"shape must be one of {', '.join(SHAPES)}")
+    return str(shape)
+
+
+def _listed(rows: list[dict[str, Any]], shape: str, **extra: Any) -> dict[str, Any]:
+    """The answer of a tool that lists rows: `{results, count, ...}`; with the array shape its text
+    content is ADR-006's bare array, while the structured content stays the object (MCP needs one)."""
+    answer: dict[str, Any] = {"results": rows, "count": len(rows), **extra}
+    if shape == "array":
+        answer[TEXT_AS] = rows
+    return answer
+
+
 def _search(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     scope = _pick(args, "scope")
     obs_type = _pick(args, "obs_type", "obsType")
@@ -98,9 +127,7 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
     fmt = _pick(args, "format") or "index"
     if fmt not in ("index", "full"):
         raise InvalidArgument("format must be 'index' or 'full'")
-    shape = _pick(args, "shape") or service.settings["mcp.search_shape"]
-    if shape not in SHAPES:
-        raise InvalidArgument(f"shape must be one of {', '.join(SHAPES)}")
+    shape = _shape(service, args)
     raw = _pick(args, "raw")
     projects = _projects(args, default_project)
     result = service.search(
@@ -111,13 +138,9 @@ def _search(service: Service, args: dict[str, Any], default_project: str | None)
         session_id=_pick(args, "session_id", "sessionId"),
         date_start=_pick(args, "date_start", "dateStart"), date_end=_pick(args, "date_end", "dateEnd"),
         order_by=_pick(args, "order_by", "orderBy") or "relevance",
-        limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0,
+        limit=_pick(args, "limit"), offset=_pick(args, "offset") or 0, agent=_pick(args, "agent"),
     )
-    rows = result.to_list(full=fmt == "full")
-    answer: dict[str, Any] = {"results": rows, "count": len(rows), "query": result.query, "match": result.match}
-    if shape == "array":
-        answer[TEXT_AS] = rows  # ADR-006: the text content is the bare array; structured content stays an object
-    return answer
+    return _listed(result.to_list(full=fmt == "full"), shape, query=result.query, match=result.match)
 
 
 def _get_observations(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
@@ -126,8 +149,8 @@ def _get_observations(service: Service, args: dict[str, Any], _: str | None) -> 
         raise InvalidArgument("ids array must not be empty")
     if not isinstance(ids, list):
         raise InvalidArgument("ids must be an array of observation ids")
-    rows = [o.to_dict() for o in service.get_observations(ids)]
-    return {"results": rows, "count": len(rows)}
+    shape = _shape(service, args)
+    return _listed([o.to_dict() for o in service.get_observations(ids)], shape)
 
 
 def _get(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any]:
@@ -141,20 +164,40 @@ def _get(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any
 
 def _timeline(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     projects = _projects(args, default_project)
-    return service.timeline(_pick(args, "anchor", "anchor_id", "anchorId"), query=_pick(args, "query"),
-                            before=_pick(args, "before"), after=_pick(args, "after"),
-                            project=projects.only, prefer_project=projects.first)
+    anchor, query = _pick(args, "anchor", "anchor_id", "anchorId"), _pick(args, "query")
+    narrow = timelines.narrowing("timeline", {
+        "obs_type": as_list(_pick(args, "obs_type", "obsType"), "obs_type"),
+        "files": as_list(_pick(args, "files", "file_path"), "files"),
+        "concepts": as_list(_pick(args, "concepts"), "concepts")}, "obs_type")
+    agent = _pick(args, "agent")
+    if not narrow.active:
+        return service.timeline(anchor, query=query, before=_pick(args, "before"), after=_pick(args, "after"),
+                                project=projects.only, prefer_project=projects.first, agent=agent)
+    if agent:  # the neighbours claude-mem's filters keep are not narrowed by agent yet: say so
+        raise InvalidArgument("timeline takes agent or obs_type/files, not both")
+    if anchor is None:  # claude-mem's filters narrow the anchor search too
+        if not (query and str(query).strip()):
+            raise InvalidArgument("timeline needs an anchor id or a query")
+        hits = [] if narrow.obs_types == () else service.search(
+            query, scope="observations", project=projects.only, prefer_project=projects.first, limit=1,
+            **narrow.search_args()).hits
+        if not hits:
+            raise NotFound(f"no observation matches {query!r} with those filters")
+        anchor = hits[0].record.id
+    return timelines.around(service, as_int(anchor, "anchor"), clamp(_pick(args, "before"), 0, 100, 5, "before"),
+                            clamp(_pick(args, "after"), 0, 100, 5, "after"), narrow)
 
 
 def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
+    shape = _shape(service, args)
     rows = service.recent_context(_projects(args, default_project, bound=True).only, _pick(args, "limit"))
-    return {"results": rows, "count": len(rows)}
+    return _listed(rows, shape)
 
 
 def _session_trace(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     session = _pick(args, "session_id", "sessionId")
     return service.session_trace(str(session) if session else None, before=_pick(args, "before"),
-                                 after=_pick(args, "after"),
+                                 after=_pick(args, "after"), agent=_pick(args, "agent"),
                                  project=_projects(args, default_project, bound=True).only)
 
 
@@ -169,7 +212,7 @@ def _remember(service: Service, args: dict[str, Any], default_project: str | Non
         str(_pick(args, "content") or ""), summary=_pick(args, "summary"),
         namespace=_pick(args, "namespace", "category"), tags=_pick(args, "tags"),
         domain=_pick(args, "domain"), project=default_project, relates_to=_pick(args, "relates_to"),
-        source="mcp",
+        source=read_source(_pick(args, "source", "rule_name"), str(service.settings["mcp.source"])),
     )
     return {"success": True, "id": memory.id, "urn": memory.urn, "memory": memory.to_dict()}
 
@@ -208,6 +251,7 @@ _FILTERS = {
     "tags": {**STR_OR_LIST, "description": "Memory tags (all must match)."},
     "date_start": DATE,
     "date_end": DATE,
+    "agent": {**STR_OR_LIST, "description": AGENT_HELP},
 }
 
 _SEARCH_PROJECT = {"type": ["string", "null"], "description": SEARCH_PROJECT_HELP}
@@ -230,8 +274,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                                                          "not those ranked for sharing one. Default false."},
             "raw": {"type": "boolean", "description": "ADR-006 strict mode: the query goes to FTS5 exactly as typed, "
                                                       "hits in plain BM25 order. Default: the search.raw setting."},
-            "shape": {"enum": list(SHAPES), "description": "object (default: mcp.search_shape) or array: the text "
-                                                           "content is ADR-006's bare array of results."},
+            "shape": SHAPE,
             "order_by": {"enum": list(ORDERS)},
             "format": {"enum": ["index", "full"], "description": "index (default) or full records."},
             "limit": {**INT, "minimum": 1, "description": "Default 20; larger values are capped at 100."},
@@ -248,7 +291,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "get_observations", "Fetch observations",
         "Fetch full observation records by id (from search or timeline results), in the order given. "
         "Up to 50 ids; ids that no longer exist are omitted. Prompts, sessions and memories: use get.",
-        _obj({"ids": {"type": "array", "items": INT, "description": "1 to 50 observation ids."}}, ("ids",)),
+        _obj({"ids": {"type": "array", "items": INT, "description": "1 to 50 observation ids."},
+              "shape": SHAPE}, ("ids",)),
         RESULTS, _get_observations, core=True,
     ),
     ToolSpec(
@@ -269,7 +313,11 @@ TOOLS: tuple[ToolSpec, ...] = (
               "query": {**STR, "description": "Find the anchor by search instead of id."},
               "before": {**INT, "minimum": 0, "description": "Default 5."},
               "after": {**INT, "minimum": 0, "description": "Default 5."},
-              "project": _SEARCH_PROJECT, "anchor_id": INT}),
+              "project": _SEARCH_PROJECT, "anchor_id": INT, "agent": _FILTERS["agent"],
+              "obs_type": {**STR_OR_LIST, "description": "Only neighbours of these types (nmem's, or claude-mem's "
+                                                         "decision, bugfix...)."},
+              "files": {**STR_OR_LIST, "description": "Only neighbours touching these files."},
+              "concepts": {**STR_OR_LIST, "description": "Refused: memory tags; a timeline lists observations."}}),
         _obj({"anchor": ANY_OBJECT, "before": {"type": "array"}, "after": {"type": "array"}},
              ("anchor", "before", "after")),
         _timeline, core=True,
@@ -279,7 +327,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "The most relevant recent activity for a project (recency, action type, project match), one row per "
         "file: what the SessionStart context shows, on demand.",
         _obj({"project": _FILTERS["project"],
-              "limit": {**INT, "minimum": 1, "description": "Default 30; capped at 100."}}),
+              "limit": {**INT, "minimum": 1, "description": "Default 30; capped at 100."},
+              "shape": SHAPE}),
         RESULTS, _recent_context,
     ),
     ToolSpec(
@@ -291,6 +340,8 @@ TOOLS: tuple[ToolSpec, ...] = (
               "project": {"type": ["string", "null"],
                           "description": "Without session_id: whose latest session (default: the current "
                                          "project; null: any)."},
+              "agent": {**STR_OR_LIST, "description": "Without session_id: the latest session of these "
+                                                      "agents; with it, the session must be theirs."},
               "before": DATE, "after": DATE}),
         _obj({"session_id": STR, "prompts": {"type": "array"}}, ("session_id", "prompts")),
         _session_trace,
@@ -317,7 +368,11 @@ TOOLS: tuple[ToolSpec, ...] = (
               "category": {**STR, "description": "Alias of namespace (srvrmgr)."},
               "tags": STR_OR_LIST,
               "domain": {**STR, "description": "project (default), user, org or project:<name>."},
-              "relates_to": STR_OR_LIST}, ("content",)),
+              "relates_to": STR_OR_LIST,
+              "source": {**STR, "maxLength": 100, "description": "Who it comes from (a rule, a script); "
+                                                                 "default: the mcp.source setting."},
+              "rule_name": {**STR, "maxLength": 100, "description": "Alias of source (srvrmgr)."}},
+             ("content",)),
         _obj({"success": {"type": "boolean"}, "id": STR, "urn": STR, "memory": ANY_OBJECT}, ("id", "urn")),
         _remember, read_only=False, idempotent=False, core=True,
     ),

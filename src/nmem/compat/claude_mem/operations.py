@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nmem.compat.claude_mem import rows
+from nmem.compat.claude_mem import rows, timelines
 from nmem.compat.claude_mem import typemap as tm
 from nmem.compat.claude_mem.params import CHOICE, DATE, INTEGER, LIST, STRING, Param, json_schema, parse
 from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.models import ORDERS, Observation
 from nmem.service.api import Service
-from nmem.service.args import ProjectScope
+from nmem.service.args import AGENT_HELP, ProjectScope
 from nmem.util.timeutil import parse_time
 
 Answer = dict[str, Any]
@@ -64,11 +64,13 @@ DEPTH_AFTER = Param("depth_after", INTEGER, "Observations after the anchor.", de
 MODE = Param("mode", CHOICE, "auto: the timeline around the best match; interactive: the best matches only, "
                              "to pick an anchor from.", default="auto", choices=("auto", "interactive"))
 MATCHES = Param("limit", INTEGER, "Matches listed in interactive mode.", default=5, low=1, high=100)
-SESSIONS = Param("limit", INTEGER, "Recent sessions shown.", default=3, low=1, high=100)
-RECENT_PROJECT = Param("project", STRING, "Whose sessions. Default: the current project.")
+RECENT_ITEMS = Param("limit", INTEGER, "Most timeline items (observations and memories), newest first.",
+                     default=30, low=1, high=100)
+RECENT_PROJECT = Param("project", STRING, "Whose activity. Default: the current project; * every project.")
+AGENT = Param("agent", LIST, AGENT_HELP.replace("(one name or a list)", "(comma-separated)") + " (nmem)")
 IDS = Param("ids", LIST, "Observation ids (42, #42) or memory ids, as search rows give them.", required=True)
 
-PAGE = (PROJECT, DATE_START, DATE_END, LIMIT, OFFSET, ORDER)
+PAGE = (PROJECT, DATE_START, DATE_END, LIMIT, OFFSET, ORDER, AGENT)
 SHORTCUT = (QUERY, FORMAT, *PAGE)
 
 
@@ -97,7 +99,7 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
         raise ValidationError(f"{op}: dateStart is after dateEnd")
     projects = ProjectScope.parse(p.get("project") or None, current)
     common: dict[str, Any] = {"project": projects.only, "prefer_project": projects.first,
-                              "date_start": start, "date_end": end, "order_by": order}
+                              "date_start": start, "date_end": end, "order_by": order, "agent": p.get("agent")}
     concepts, files = tuple(p.get("concepts") or ()), p.get("files") or None
     plans: list[tuple[str, dict[str, Any]]] = []
     if "observations" in kinds and (types is None or types.obs_types):
@@ -168,8 +170,10 @@ def _observation(data: dict[str, Any]) -> Observation:
     return Observation(**{name: data[name] for name in Observation.__slots__})
 
 
-def _timeline(service: Service, op: str, anchor: int, p: dict[str, Any]) -> Answer:
-    around = service.timeline(anchor, before=p["depth_before"], after=p["depth_after"])
+def _timeline(service: Service, op: str, anchor: int, p: dict[str, Any],
+              narrow: timelines.Narrow | None = None) -> Answer:
+    around = timelines.around(service, anchor, p["depth_before"], p["depth_after"],
+                              narrow or timelines.Narrow(None, None, None, None))
     centre = _observation(around["anchor"])
     if p.get("project") and centre.project != p["project"]:
         raise NotFound(f"{op}: observation #{anchor} is not in project {p['project']}")
@@ -188,10 +192,14 @@ def _no_anchor(p: dict[str, Any]) -> Answer:
             "query": p.get("query") or ""}
 
 
-def _best_matches(service: Service, p: dict[str, Any], current: str | None, limit: int) -> list[Observation]:
+def _best_matches(service: Service, p: dict[str, Any], current: str | None, limit: int,
+                  narrow: timelines.Narrow) -> list[Observation]:
+    if narrow.obs_types == ():
+        return []  # the types asked for select memories only, and a timeline shows observations
     projects = ProjectScope.parse(p.get("project") or None, current)
     result = service.search(p["query"], scope="observations", project=projects.only,
-                            prefer_project=projects.first, limit=limit)
+                            prefer_project=projects.first, limit=limit, agent=p.get("agent"),
+                            **narrow.search_args())
     return [hit.record for hit in result.hits if isinstance(hit.record, Observation)]
 
 
@@ -206,12 +214,14 @@ def search(service: Service, args: Args = None, project: str | None = None) -> A
 
 def timeline(service: Service, args: Args = None, project: str | None = None) -> Answer:
     p = parse("timeline", SPECS["timeline"], args)
+    narrow = timelines.narrowing("timeline", p, "obs_type")
     if p["anchor"] is not None:
-        return _timeline(service, "timeline", _anchor_id(service, "timeline", p["anchor"], p["project"]), p)
+        anchor = _anchor_id(service, "timeline", p["anchor"], p["project"])
+        return _timeline(service, "timeline", anchor, p, narrow)
     if not p["query"]:
         raise ValidationError("timeline: give an anchor (observation id) or a query")
-    best = _best_matches(service, p, project, 1)
-    return _timeline(service, "timeline", best[0].id, p) if best else _no_anchor(p)
+    best = _best_matches(service, p, project, 1, narrow)
+    return _timeline(service, "timeline", best[0].id, p, narrow) if best else _no_anchor(p)
 
 
 def decisions(service: Service, args: Args = None, project: str | None = None) -> Answer:
@@ -265,38 +275,44 @@ def find_by_type(service: Service, args: Args = None, project: str | None = None
 
 
 def get_recent_context(service: Service, args: Args = None, project: str | None = None) -> Answer:
-    """The project's latest sessions (claude-mem: 3 by default), each with its summary and
-    its latest observations."""
+    """The project's latest `limit` timeline items (claude-mem: 30), observations and curated
+    memories newest first, narrowed by type, concepts, files and dates as `search` narrows
+    them; the sessions the observations belong to come with their summaries."""
     p = parse("get_recent_context", SPECS["get_recent_context"], args)
     who = ProjectScope.parse(p["project"] or None, project, bound=True).only
-    listed = service.sessions(who, limit=p["limit"])
-    full = p["format"] != "index"
-    found, _ = service.get([f"s{s['id']}" for s in listed]) if listed else ([], [])
-    out = []
-    for record in found:
-        row = rows.of(record, full)
-        latest = service.search(None, scope="observations", session_id=str(record.id), order_by="date_desc",
-                                limit=10)
-        row["observations"] = [rows.of(hit.record, full) for hit in latest.hits]
-        out.append(row)
-    return {"project": who or "", "sessions": out, "totalResults": len(out), "format": p["format"]}
+    types = tm.resolve("get_recent_context", "type", p["type"]) if p["type"] else None
+    found = _gather(service, "get_recent_context",
+                    {**p, "query": None, "orderBy": "date_desc", "offset": 0, "project": who or "*"},
+                    project, kinds=("observations", "memories"), types=types)
+    items = found["observations"]
+    order = list(dict.fromkeys(str(i["memory_session_id"]) for i in items if i["kind"] == "observation"))
+    listed, _ = service.get([f"s{sid}" for sid in order]) if order else ([], [])
+    sessions = []
+    for record in listed:
+        row = rows.of(record, p["format"] != "index")
+        row["observations"] = [i for i in items if i["memory_session_id"] == record.id]
+        sessions.append(row)
+    return {"project": who or "", "observations": items, "sessions": sessions, "totalResults": len(items),
+            "format": p["format"], "limit": p["limit"]}
 
 
 def get_context_timeline(service: Service, args: Args = None, project: str | None = None) -> Answer:
     p = parse("get_context_timeline", SPECS["get_context_timeline"], args)
+    narrow = timelines.narrowing("get_context_timeline", p, "type")
     anchor = _anchor_id(service, "get_context_timeline", p["anchor"], p["project"])
-    return _timeline(service, "get_context_timeline", anchor, p)
+    return _timeline(service, "get_context_timeline", anchor, p, narrow)
 
 
 def get_timeline_by_query(service: Service, args: Args = None, project: str | None = None) -> Answer:
     p = parse("get_timeline_by_query", SPECS["get_timeline_by_query"], args)
+    narrow = timelines.narrowing("get_timeline_by_query", p, "type")
     if p["mode"] == "interactive":
         full = p["format"] != "index"
-        matches = [rows.observation(o, full) for o in _best_matches(service, p, project, p["limit"])]
+        matches = [rows.observation(o, full) for o in _best_matches(service, p, project, p["limit"], narrow)]
         return {"mode": "interactive", "query": p["query"], "observations": matches,
                 "totalResults": len(matches), "format": p["format"]}
-    best = _best_matches(service, p, project, 1)
-    answer = _timeline(service, "get_timeline_by_query", best[0].id, p) if best else _no_anchor(p)
+    best = _best_matches(service, p, project, 1, narrow)
+    answer = _timeline(service, "get_timeline_by_query", best[0].id, p, narrow) if best else _no_anchor(p)
     return {"mode": "auto", **answer}
 
 
@@ -342,7 +358,7 @@ class Operation:
 
 SPECS: dict[str, tuple[Param, ...]] = {
     "search": (QUERY, FORMAT, RECORD_KIND, OBS_TYPE, CONCEPTS, FILES, *PAGE),
-    "timeline": (ANCHOR, QUERY, DEPTH_BEFORE, DEPTH_AFTER, FORMAT, PROJECT),
+    "timeline": (ANCHOR, QUERY, DEPTH_BEFORE, DEPTH_AFTER, FORMAT, OBS_TYPE, CONCEPTS, FILES, PROJECT, AGENT),
     "decisions": SHORTCUT,
     "changes": SHORTCUT,
     "how_it_works": SHORTCUT,
@@ -352,9 +368,11 @@ SPECS: dict[str, tuple[Param, ...]] = {
     "find_by_concept": (CONCEPTS_REQUIRED, FORMAT, TYPE_FILTER, FILES, *PAGE),
     "find_by_file": (FILES_REQUIRED, FORMAT, TYPE_FILTER, CONCEPTS, *PAGE),
     "find_by_type": (TYPE_REQUIRED, FORMAT, CONCEPTS, FILES, *PAGE),
-    "get_recent_context": (RECENT_PROJECT, SESSIONS, FORMAT),
-    "get_context_timeline": (ANCHOR_REQUIRED, DEPTH_BEFORE, DEPTH_AFTER, FORMAT, PROJECT),
-    "get_timeline_by_query": (QUERY_REQUIRED, MODE, DEPTH_BEFORE, DEPTH_AFTER, MATCHES, FORMAT, PROJECT),
+    "get_recent_context": (RECENT_PROJECT, RECENT_ITEMS, FORMAT, TYPE_FILTER, CONCEPTS, FILES, DATE_START, DATE_END),
+    "get_context_timeline": (ANCHOR_REQUIRED, DEPTH_BEFORE, DEPTH_AFTER, FORMAT, TYPE_FILTER, CONCEPTS, FILES,
+                             PROJECT),
+    "get_timeline_by_query": (QUERY_REQUIRED, MODE, DEPTH_BEFORE, DEPTH_AFTER, MATCHES, FORMAT, TYPE_FILTER,
+                              CONCEPTS, FILES, PROJECT, DATE_START, DATE_END),
     "get_observations": (IDS,),
 }
 
@@ -382,8 +400,9 @@ _OPS: tuple[tuple[str, str, str, Function, str, str, bool], ...] = (
      find_by_file, "results", "GET", False),
     ("find_by_type", "/api/search/by-type", "Find observations and memories of type(s): decision, bugfix, "
      "feature, refactor, discovery, change.", find_by_type, "results", "GET", False),
-    ("get_recent_context", "/api/context/recent", "The project's latest sessions with their summaries and "
-     "latest observations.", get_recent_context, "recent", "GET", False),
+    ("get_recent_context", "/api/context/recent", "The project's latest activity: its newest observations "
+     "and memories (30 by default), grouped by session with each session's summary.", get_recent_context,
+     "recent", "GET", False),
     ("get_context_timeline", "/api/context/timeline", "The timeline around an observation id.",
      get_context_timeline, "timeline", "GET", False),
     ("get_timeline_by_query", "/api/timeline/by-query", "Search, then the timeline around the best match "

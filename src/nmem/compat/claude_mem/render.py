@@ -107,9 +107,11 @@ def timeline_text(answer: dict[str, Any]) -> str:
 def recent_text(answer: dict[str, Any]) -> str:
     project = answer.get("project") or "all projects"
     sessions = answer.get("sessions", [])
-    if not sessions:
-        return f'# Recent Session Context\n\nNo previous sessions found for project "{project}".\n'
-    lines = ["# Recent Session Context", "", f"Showing last {len(sessions)} session(s) for **{project}**:", ""]
+    items = answer.get("observations", [])
+    if not items:
+        return f'# Recent Session Context\n\nNo recent activity found for project "{project}".\n'
+    lines = ["# Recent Session Context", "",
+             f"Showing the last {len(items)} item(s), from {len(sessions)} session(s), for **{project}**:", ""]
     for row in sessions:
         lines += [f"## {_ref(row)} ({row.get('status')}) {_when(row):%Y-%m-%d %H:%M} UTC",
                   f"**Request:** {_cell(row.get('request') or '-')}"]
@@ -120,6 +122,9 @@ def recent_text(answer: dict[str, Any]) -> str:
         if row.get("observations"):
             lines += ["", HEADER, *(_line(o) for o in row["observations"])]
         lines.append("")
+    memories = [i for i in items if i.get("kind") == "memory"]
+    if memories:
+        lines += ["## Memories", "", HEADER, *(_line(m) for m in memories), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

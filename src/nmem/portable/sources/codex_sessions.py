@@ -14,8 +14,8 @@ from typing import Any, cast
 from nmem.capture import events as ev
 from nmem.capture.codex import AGENT, codex_home
 from nmem.capture.codex_rollout import RolloutReplay, session_meta
-from nmem.capture.transcript import TranscriptCursor, TranscriptReplay
-from nmem.portable.sources.transcripts import MAIN, Importer, ImportReport, _resumable
+from nmem.capture.transcript import TranscriptReplay
+from nmem.portable.sources.transcripts import MAIN, Importer, ImportReport, each_source, resume
 from nmem.service.api import Service
 
 
@@ -54,39 +54,15 @@ class RolloutImporter(Importer):
         if session_id is None or cwd is None:
             report.skipped += 1
             return
-        store = self.store
-        known = store.get_session(session_id) is not None
-        marks = store.import_marks(session_id) if known else {}
-        live_until = self._live_until(session_id, marks) if known else None
-        mark = marks.get(MAIN)
-        if mark is not None and not _resumable(transcript, mark.offset):
-            report.errors.append(f"{transcript}: changed since it was imported (it no longer continues the "
-                                 f"{mark.offset} bytes read before); left as it was")
+        known, marks, live_until = self.session_state(session_id)
+        cursor = resume(transcript, marks.get(MAIN), report)
+        if cursor is None:
             report.skipped += 1
             return
-        cursor = TranscriptCursor.restore(mark.offset, mark.state) if mark else TranscriptCursor()
         replay = RolloutReplay(str(transcript), cursor=cursor, session_id=session_id, cwd=cwd)
-        count = self._record([(MAIN, cast(TranscriptReplay, replay))], known, live_until)
-        if count:
-            report.events += count
-            if known:
-                report.updated += 1
-            else:
-                report.imported += 1
-        else:
-            report.skipped += 1
+        report.tally(self._record([(MAIN, cast(TranscriptReplay, replay))], known, live_until), known)
 
 
 def import_rollouts(service: Service, paths: list[Path],
                     progress: Callable[[Path], None] | None = None) -> ImportReport:
-    service.check_enabled()
-    report = ImportReport(files=len(paths))
-    importer = RolloutImporter(service)
-    for path in paths:
-        try:
-            importer.import_one(path, report)
-        except OSError as exc:
-            report.errors.append(f"{path}: {exc}")
-        if progress is not None:
-            progress(path)
-    return report
+    return each_source(service, paths, RolloutImporter(service).import_one, progress)

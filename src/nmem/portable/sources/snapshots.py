@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from nmem.capture import events as ev
-from nmem.errors import NmemError
 from nmem.portable.sources.codex_sessions import _AsAgent
-from nmem.portable.sources.transcripts import Importer, ImportReport
+from nmem.portable.sources.transcripts import Importer, ImportReport, each_source
 from nmem.service.api import Service
 from nmem.store import ImportMark
 
@@ -55,9 +54,8 @@ class SnapshotImporter(Importer):
         store = self.store
         for reason in read.skipped:
             report.errors.append(f"{read.where}: {reason}")
-        known = was_known = store.get_session(read.session_id) is not None
-        marks = store.import_marks(read.session_id) if known else {}
-        live_until = self._live_until(read.session_id, marks) if known else None
+        known, marks, live_until = self.session_state(read.session_id)
+        was_known = known
         mark = marks.get(ITEMS)
         done: set[str] = set(mark.state.get("done", [])) if mark is not None and mark.state else set()
         fresh = [(key, event) for key, event in read.items if key not in done]
@@ -100,21 +98,10 @@ def import_sessions(service: Service, agent: str, sources: list[str],
                     progress: Callable[[str], None] | None = None) -> ImportReport:
     """Read each source (a file, or a database) into sessions and import each in its own
     transaction: a source that fails is reported and the others are imported."""
-    service.check_enabled()
-    report = ImportReport(files=len(sources))
     importer = SnapshotImporter(service, agent)
-    for source in sources:
-        try:
-            for session in read(source):
-                importer.import_session(session, report)
-        except OSError as exc:
-            report.errors.append(f"{source}: {exc}")
-        except RecursionError:
-            report.errors.append(f"{source}: nested too deeply to read; not imported (the other files are)")
-        except NmemError as exc:
-            if exc.exit_code in (3, 4, 7):
-                raise
-            report.errors.append(f"{source}: {exc.message}")
-        if progress is not None:
-            progress(source)
-    return report
+
+    def one(source: str, report: ImportReport) -> None:
+        for session in read(source):
+            importer.import_session(session, report)
+
+    return each_source(service, sources, one, progress)

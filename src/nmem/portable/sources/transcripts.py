@@ -20,10 +20,10 @@ from __future__ import annotations
 import heapq
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from nmem.capture import events as ev
 from nmem.capture.transcript import MAX_LINE_BYTES, TranscriptCursor, TranscriptReplay, session_id_of
@@ -32,6 +32,7 @@ from nmem.service.api import Service
 from nmem.store import ImportMark
 
 MAIN = "main"
+S = TypeVar("S")
 # A hook stamps an event when it runs; the transcript when the line is written. Transcript
 # events within this many seconds of a live session's newest row are taken as already seen.
 LIVE_SLACK_S = 2
@@ -49,6 +50,17 @@ class ImportReport:
     def to_dict(self) -> dict[str, Any]:
         return {"files": self.files, "imported_sessions": self.imported, "updated_sessions": self.updated,
                 "skipped_sessions": self.skipped, "events": self.events, "errors": self.errors}
+
+    def tally(self, count: int, known: bool) -> None:
+        """One session read: `count` events recorded into a session `known` before, or new."""
+        if not count:
+            self.skipped += 1
+            return
+        self.events += count
+        if known:
+            self.updated += 1
+        else:
+            self.imported += 1
 
 
 def default_root() -> Path:
@@ -107,21 +119,15 @@ class Importer:
         if session_id is None:
             report.skipped += 1
             return
-        store = self.store
-        known = store.get_session(session_id) is not None
-        marks = store.import_marks(session_id) if known else {}
-        live_until = self._live_until(session_id, marks) if known else None
+        known, marks, live_until = self.session_state(session_id)
         sources: list[tuple[str, Path, str | None]] = [(MAIN, transcript, None)]
         for path in self.subagent_files(transcript, session_id):
             sources.append((f"agent:{path.name}", path, path.stem.removeprefix("agent-")))
         replays: list[tuple[str, TranscriptReplay]] = []
         for key, path, agent_id in sources:
-            mark = marks.get(key)
-            if mark is not None and not _resumable(path, mark.offset):
-                report.errors.append(f"{path}: changed since it was imported (it no longer continues the "
-                                     f"{mark.offset} bytes read before); left as it was")
+            cursor = resume(path, marks.get(key), report)
+            if cursor is None:
                 continue
-            cursor = TranscriptCursor.restore(mark.offset, mark.state) if mark else TranscriptCursor()
             replays.append((key, TranscriptReplay(str(path), session_id=session_id, cursor=cursor,
                                                   agent_id=agent_id, max_line_bytes=self.max_line_bytes)))
         if not replays or replays[0][0] != MAIN:
@@ -132,14 +138,15 @@ class Importer:
             if replay.skipped_lines:
                 report.errors.append(f"{replay.path}: skipped {replay.skipped_lines} line(s) longer than "
                                      f"import.max_line_bytes or nested too deeply to read; imported the rest")
-        if count:
-            report.events += count
-            if known:
-                report.updated += 1
-            else:
-                report.imported += 1
-        else:
-            report.skipped += 1
+        report.tally(count, known)
+
+    def session_state(self, session_id: str) -> tuple[bool, dict[str, ImportMark], int | None]:
+        """Whether the session is stored already, where the last import stopped in each of its
+        files, and up to when the hooks captured it live (`_live_until`)."""
+        if self.store.get_session(session_id) is None:
+            return False, {}, None
+        marks = self.store.import_marks(session_id)
+        return True, marks, self._live_until(session_id, marks)
 
     def _live_until(self, session_id: str, marks: dict[str, ImportMark]) -> int | None:
         """The time up to which the session's rows stand for what happened: its newest row, when
@@ -191,6 +198,18 @@ class Importer:
         return count
 
 
+def resume(path: Path, mark: ImportMark | None, report: ImportReport) -> TranscriptCursor | None:
+    """Where to go on reading a file from: the last import's mark, the start without one, or None
+    (reported) when the file no longer continues what was read before."""
+    if mark is None:
+        return TranscriptCursor()
+    if not _resumable(path, mark.offset):
+        report.errors.append(f"{path}: changed since it was imported (it no longer continues the "
+                             f"{mark.offset} bytes read before); left as it was")
+        return None
+    return TranscriptCursor.restore(mark.offset, mark.state)
+
+
 def _resumable(path: Path, offset: int) -> bool:
     """Whether the file still continues the bytes read before: as long, a line ending at `offset`."""
     if offset == 0:
@@ -209,20 +228,27 @@ def import_transcripts(service: Service, paths: list[Path], progress: Callable[[
                        max_line_bytes: int = MAX_LINE_BYTES) -> ImportReport:
     """Import each transcript in its own transaction: one that fails (unreadable, or a line no
     check foresaw) is reported and rolled back, and the others are imported."""
+    return each_source(service, paths, Importer(service, max_line_bytes).import_one, progress)
+
+
+def each_source(service: Service, sources: Sequence[S], one: Callable[[S, ImportReport], None],
+                progress: Callable[[S], None] | None = None) -> ImportReport:
+    """The loop of every session import: `one` reads each source (a file or a database) into the
+    report; a source that fails is reported (its transaction rolled back) and the others are
+    read; memory turned off or a failing database stops the whole import."""
     service.check_enabled()  # else every event is skipped and marked imported: lost for a later import
-    report = ImportReport(files=len(paths))
-    importer = Importer(service, max_line_bytes)
-    for path in paths:
+    report = ImportReport(files=len(sources))
+    for source in sources:
         try:
-            importer.import_one(path, report)
+            one(source, report)
         except OSError as exc:
-            report.errors.append(f"{path}: {exc}")
+            report.errors.append(f"{source}: {exc}")
         except RecursionError:
-            report.errors.append(f"{path}: nested too deeply to read; not imported (the other files are)")
+            report.errors.append(f"{source}: nested too deeply to read; not imported (the other files are)")
         except NmemError as exc:
             if exc.exit_code in (3, 4, 7):  # memory off, or the database failed: every other file would too
                 raise
-            report.errors.append(f"{path}: {exc.message}")
+            report.errors.append(f"{source}: {exc.message}")
         if progress is not None:
-            progress(path)
+            progress(source)
     return report

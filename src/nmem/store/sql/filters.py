@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from nmem.store.sql.dialect import like_suffix, marks
 
+# A session whose `agent` is NULL predates the column (SQLite step 16, PostgreSQL step 5), when
+# Claude Code was the only agent nmem captured: a filter on Claude Code keeps it.
+UNNAMED_AGENT = "claude-code"
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -33,6 +37,9 @@ def observation_filters(filters: SearchFilters, clauses: list[str], params: list
     if filters.session_id:
         clauses.append("o.session_id = ?")
         params.append(filters.session_id)
+    if filters.agents:
+        clauses.append(f"o.session_id IN (SELECT a.id FROM sessions a WHERE {agent_match('a', filters.agents)})")
+        params.extend(filters.agents)
     date_clauses("o.timestamp", filters, clauses, params)
 
 
@@ -50,6 +57,7 @@ def prompt_filters(filters: SearchFilters, clauses: list[str], params: list[Any]
     elif filters.source:
         clauses.append("p.source = ?")
         params.append(filters.source)
+    agent_filter("s", filters, clauses, params)
     date_clauses("p.timestamp", filters, clauses, params)
 
 
@@ -70,6 +78,8 @@ def memory_filters(filters: SearchFilters, clauses: list[str], params: list[Any]
         params.append(tag)
     if not filters.include_archived:
         clauses.append("m.tier != 'archived'")
+    if filters.agents:
+        clauses.append("1 = 0")  # a curated memory belongs to no session, so to no agent
     date_clauses("m.updated_at", filters, clauses, params)
 
 
@@ -89,4 +99,18 @@ def session_filters(filters: SearchFilters, clauses: list[str], params: list[Any
     if filters.session_id:
         clauses.append("s.id = ?")
         params.append(filters.session_id)
+    agent_filter("s", filters, clauses, params)
     date_clauses("s.started_at", filters, clauses, params)
+
+
+def agent_match(alias: str, agents: tuple[str, ...]) -> str:
+    """The condition (one `?` an agent) that a session row `alias` was run by one of `agents`."""
+    named = f"{alias}.agent IN ({marks(len(agents))})"
+    return f"({named} OR {alias}.agent IS NULL)" if UNNAMED_AGENT in agents else named
+
+
+def agent_filter(alias: str, filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
+    """WHERE clause on a session row `alias` for the agents filter."""
+    if filters.agents:
+        clauses.append(agent_match(alias, filters.agents))
+        params.extend(filters.agents)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from nmem.models import Session
 from nmem.store.records import SessionListing
 from nmem.store.sql.base import SqlBase
-from nmem.store.sql.filters import observation_filters
+from nmem.store.sql.filters import agent_match, observation_filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,10 +32,11 @@ class NavigationReads(SqlBase):
         return [Session.from_row(r) for r in rows]
 
     def list_sessions(self, project: str | None, since: int | None, limit: int, *,
-                      active: bool = False) -> list[SessionListing]:
+                      active: bool = False, agents: tuple[str, ...] = ()) -> list[SessionListing]:
         """Sessions newest first (by start), with their user prompts and actions counted;
-        `since` keeps those started or ended at or after it, `active` those with content: a
-        prompt or an observation other than a session's start, resume, compaction, clear or end."""
+        `since` keeps those started or ended at or after it, `active` those with content (a
+        prompt or an observation other than a session's start, resume, compaction, clear or end),
+        `agents` those one of these agents ran."""
         clauses: list[str] = []
         params: list[Any] = []
         if project is not None:
@@ -44,6 +45,9 @@ class NavigationReads(SqlBase):
         if since is not None:
             clauses.append("(s.started_at >= ? OR s.ended_at >= ?)")
             params.extend([since, since])
+        if agents:
+            clauses.append(agent_match("s", agents))
+            params.extend(agents)
         lifecycle = ", ".join(f"'{t}'" for t in LIFECYCLE_TYPES)
         if active:  # content: a prompt or an action; a session that only started has none
             clauses.append(f"(EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id "

@@ -1,0 +1,259 @@
+"""subcog's cross-interface observability (§6.3) for the HTTP server: a request id on every
+response and log line, and `/metrics` in Prometheus's text exposition format.
+
+`Observe` is the outermost ASGI layer (outside the guard, so refusals carry an id too). Each
+request gets the caller's `X-Request-Id` when it is a sane token, else a new one; it is sent
+back in the response header, set in a context variable every log record reads (`request_id`,
+`-` outside a request), and named in one access line per request (logger `nmem.http.access`).
+
+`Metrics` counts requests and their latencies per route template (not per raw path, so a
+scanner cannot grow the label set), MCP tool calls and latencies per tool and outcome, and
+hook events received over HTTP per outcome; a scrape adds the spool's depth and the store's
+size and rows. Nothing here imports the MCP SDK: the MCP server reports tool calls through
+the callback `create_app` gives it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
+
+from nmem import __version__
+from nmem.adapters.http.routing import Context, error_response
+from nmem.errors import NmemError
+from nmem.service.api import Service
+from nmem.team.accounts import require_admin
+
+HEADER = "x-request-id"
+REQUEST_ID: ContextVar[str] = ContextVar("nmem_request_id", default="-")
+_CONVERTER = re.compile(r"\{(\w+):\w+\}")  # `{ref:path}` is shown as `{ref}`
+_SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+HOOK_ROUTES = frozenset(("/api/v1/events", "/api/v1/hook"))
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+access_log = logging.getLogger("nmem.http.access")
+_factory_lock = threading.Lock()
+
+
+def install_log_ids() -> None:
+    """Every log record carries `request_id` (the current request's, else `-`); once per process."""
+    with _factory_lock:
+        previous = logging.getLogRecordFactory()
+        if getattr(previous, "nmem_request_ids", False):
+            return
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            record.request_id = REQUEST_ID.get()
+            return record
+
+        factory.nmem_request_ids = True  # type: ignore[attr-defined]
+        logging.setLogRecordFactory(factory)
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    inner = ",".join(f'{k}="{_label(v)}"' for k, v in pairs)
+    return "{" + inner + "}" if inner else ""
+
+
+class _Histogram:
+    __slots__ = ("buckets", "count", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * len(BUCKETS)
+        self.count = 0
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.count += 1
+        self.total += seconds
+        i = bisect.bisect_left(BUCKETS, seconds)  # the first bucket it fits; cumulated when rendered
+        if i < len(BUCKETS):
+            self.buckets[i] += 1
+
+    def lines(self, name: str, labels: tuple[tuple[str, str], ...]) -> list[str]:
+        cumulative = list(itertools.accumulate(self.buckets))
+        out = [f"{name}_bucket{_labels((*labels, ('le', str(b))))} {n}" for b, n in zip(BUCKETS, cumulative,
+                                                                                         strict=True)]
+        out.append(f"{name}_bucket{_labels((*labels, ('le', '+Inf')))} {self.count}")
+        out.append(f"{name}_sum{_labels(labels)} {self.total:.6f}")
+        out.append(f"{name}_count{_labels(labels)} {self.count}")
+        return out
+
+
+class Metrics:
+    """The server's counters; `text` renders them with the gauges read at scrape time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = time.time()
+        self.requests: dict[tuple[str, str, str], int] = {}
+        self.latency: dict[tuple[str], _Histogram] = {}
+        self.tools: dict[tuple[str, str], int] = {}
+        self.tool_latency: dict[tuple[str], _Histogram] = {}
+        self.hooks: dict[tuple[str, str], int] = {}
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        with self._lock:
+            key = (route, method, str(status))
+            self.requests[key] = self.requests.get(key, 0) + 1
+            self.latency.setdefault((route,), _Histogram()).observe(seconds)
+            if route in HOOK_ROUTES and method == "POST":
+                outcome = "recorded" if status < 300 else "refused" if status < 500 else "failed"
+                self.hooks[(route, outcome)] = self.hooks.get((route, outcome), 0) + 1
+
+    def tool_call(self, tool: str, outcome: str, seconds: float) -> None:
+        with self._lock:
+            self.tools[(tool, outcome)] = self.tools.get((tool, outcome), 0) + 1
+            self.tool_latency.setdefault((tool,), _Histogram()).observe(seconds)
+
+    def text(self, gauges: list[tuple[str, str, str, list[tuple[tuple[tuple[str, str], ...], float]]]]) -> str:
+        lines: list[str] = []
+
+        def family(name: str, kind: str, help_text: str) -> None:
+            lines.extend((f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"))
+
+        with self._lock:
+            family("nmem_http_requests_total", "counter", "HTTP requests answered, by route template, method and "
+                                                          "status.")
+            for (route, method, status), n in sorted(self.requests.items()):
+                lines.append(f"nmem_http_requests_total{_labels((('route', route), ('method', method), ('status', status)))} {n}")  # noqa: E501
+            family("nmem_http_request_duration_seconds", "histogram", "HTTP request latency by route template.")
+            for key, hist in sorted(self.latency.items()):
+                lines += hist.lines("nmem_http_request_duration_seconds", (("route", key[0]),))
+            family("nmem_mcp_tool_calls_total", "counter", "MCP tool calls by tool and outcome (ok, error, "
+                                                           "internal).")
+            for (tool, outcome), n in sorted(self.tools.items()):
+                lines.append(f"nmem_mcp_tool_calls_total{_labels((('tool', tool), ('outcome', outcome)))} {n}")
+            family("nmem_mcp_tool_duration_seconds", "histogram", "MCP tool call latency by tool.")
+            for key, hist in sorted(self.tool_latency.items()):
+                lines += hist.lines("nmem_mcp_tool_duration_seconds", (("tool", key[0]),))
+            family("nmem_hook_events_total", "counter", "Hook events received over HTTP, by route and outcome "
+                                                        "(recorded, refused, failed).")
+            for (route, outcome), n in sorted(self.hooks.items()):
+                lines.append(f"nmem_hook_events_total{_labels((('route', route), ('outcome', outcome)))} {n}")
+        for name, kind, help_text, samples in gauges:
+            family(name, kind, help_text)
+            lines += [f"{name}{_labels(labels)} {value:g}" for labels, value in samples]
+        return "\n".join(lines) + "\n"
+
+
+def spool_depth(spool_dir: str) -> tuple[int, int]:
+    """Events waiting in the spool (the database was busy, or a remote server down) and those set aside."""
+    pending = bad = 0
+    for _root, _dirs, files in os.walk(spool_dir):
+        pending += sum(1 for f in files if f.endswith(".json") and f[:1].isdigit())
+        bad += sum(1 for f in files if f.endswith(".bad"))
+    return pending, bad
+
+
+_LABELS: dict[int, tuple[BaseRoute, str]] = {}  # routes live as long as their app; the route is kept to check
+
+
+def _label_of(route: BaseRoute) -> str:
+    """A route's template as a label (`{ref:path}` shown as `{ref}`), worked out once per route."""
+    known = _LABELS.get(id(route))
+    if known is not None and known[0] is route:
+        return known[1]
+    label = _CONVERTER.sub(r"{\1}", str(getattr(route, "path", "other")))
+    if len(_LABELS) < 4096:
+        _LABELS[id(route)] = (route, label)
+    return label
+
+
+def route_of(routes: Iterable[BaseRoute], scope: dict[str, Any]) -> str:
+    """The route template a request matched (`/api/v1/memories/{ref}`), `other` when none did."""
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return _label_of(route)
+    return "other"
+
+
+class Observe:
+    """ASGI middleware: request id in and out, one access line, the request's metrics."""
+
+    def __init__(self, app: Callable[..., Any], metrics: Metrics, routes: Callable[[], Iterable[BaseRoute]]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        given = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == HEADER.encode()), "")
+        rid = given if _SANE_ID.fullmatch(given) else os.urandom(16).hex()
+        token = REQUEST_ID.set(rid)
+        started = time.perf_counter()
+        status = 0
+
+        async def with_id(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                message["headers"] = [*message.get("headers", []), (HEADER.encode(), rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, with_id)
+        finally:
+            seconds = time.perf_counter() - started
+            method = scope.get("method", "WEBSOCKET")
+            matched = scope.get("route")  # Starlette's router leaves the route it chose in the scope
+            route = _label_of(matched) if hasattr(matched, "path") \
+                else route_of(self.routes(), scope)  # refused before routing: match it here
+            self.metrics.request(route, method, status or 500, seconds)
+            access_log.info("%s %s %s %.1f ms", method, scope.get("path", ""), status or "-", seconds * 1000)
+            REQUEST_ID.reset(token)
+
+
+def gauges(service: Service, metrics: Metrics) -> list[Any]:
+    """What a scrape reads now: version, uptime, the spool's depth, the store's size and rows."""
+    pending, set_aside = spool_depth(service.settings.spool_dir)
+    st = service.store.status()
+    return [
+        ("nmem_info", "gauge", "This server's nmem version.", [((("version", __version__),), 1.0)]),
+        ("nmem_uptime_seconds", "gauge", "Seconds since this server started.",
+         [((), round(time.time() - metrics.started, 3))]),
+        ("nmem_spool_events", "gauge", "Hook events waiting in the spool for the database (pending) or set "
+                                       "aside as unreadable (set_aside).",
+         [((("state", "pending"),), float(pending)), ((("state", "set_aside"),), float(set_aside))]),
+        ("nmem_store_size_bytes", "gauge", "The database's size in bytes.", [((), float(st.size_bytes))]),
+        ("nmem_store_rows", "gauge", "Rows per record kind.",
+         [((("table", t),), float(getattr(st, t))) for t in ("sessions", "prompts", "observations", "memories")]),
+    ]
+
+
+def metrics_endpoint(metrics: Metrics, context: Context) -> Callable[[Request], Any]:
+    """`GET /metrics`: behind the guard's token like every route, and an admin's on a team server.
+    The store's counts are read on the server's store threads, as every route reads."""
+
+    async def endpoint(_: Request) -> Response:
+        try:
+            require_admin("reading the server's metrics")
+            read = functools.partial(gauges, context.service, metrics)
+            found = await context.threads.run(read, write=False) if context.threads else read()
+            body = metrics.text(found)
+        except NmemError as exc:
+            return error_response(exc, context.service)
+        return Response(body, media_type=CONTENT_TYPE)
+
+    return endpoint
