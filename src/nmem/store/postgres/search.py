@@ -181,7 +181,7 @@ WEIGHTED = {"memories": "WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 E
 
 
 # scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
-# for a project filter (`_bm25`)
+# for a filter on them (project, agent: `_bm25`)
 BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
                 "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
 
@@ -223,7 +223,7 @@ class SearchReads(Connection, ScopedSearch):
         params: list[Any] = []
         apply(filters, clauses, params)
         full = source
-        if scope == "prompts" and not filters.project:
+        if scope == "prompts" and not any("s." in clause for clause in clauses):
             source = "prompts p"   # no clause reads the session (a join of every match spared)
         docs, tokens, newest = self._totals.get(table, (0, 0, 0))
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
