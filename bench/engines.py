@@ -3,12 +3,20 @@
     .venv/bin/python bench/engines.py                    # 100k observations
     .venv/bin/python bench/engines.py --rows 1000000     # 1M (loading takes a while on 2 cores)
     .venv/bin/python bench/engines.py --json
+    .venv/bin/python bench/engines.py --workdir DIR --schema NAME   # keep both; a second run reuses them
 
 The synthetic corpus (bench/corpus.py) is recorded into SQLite through the service, as hooks
 record it; `nmem migrate` (nmem.store.migrate) then copies every row into a fresh PostgreSQL
 schema and verifies it, so both engines hold identical rows and ids. The same query series
 (bench/core.py's search workloads) then run against a Service on each engine, one engine after
 the other. PostgreSQL comes from NMEM_BENCH_PG, else NMEM_TEST_PG, else the local server.
+
+Beside wall-clock latency, each series reports what one search costs: the CPU time of this
+process (SQLite's whole search; PostgreSQL's client side), the statements sent to PostgreSQL
+(round trips, counted at psycopg's cursor), and the PostgreSQL backends' CPU time, read from
+/proc/<pid>/schedstat of the server processes serving this run's connections (found by their
+application_name; reported only when the server runs on this machine). On a shared machine
+these CPU figures move far less with load than wall time does.
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ from typing import Any
 import psycopg
 
 import corpus
-from core import ingest_bulk, run_series, workloads
-from measure import emit, machine
+from core import WARMUP, ingest_bulk, run_series, workloads
+from measure import emit, loadavg, machine
 from nmem.config import load_settings
 from nmem.service.api import Service
 from nmem.store.migrate import migrate
@@ -43,32 +51,97 @@ def open_service(home: Path, url: str, now: int) -> Service:
     return service
 
 
+class Statements:
+    """Statements sent to PostgreSQL, counted at psycopg's cursor (each one round trip)."""
+
+    count = 0
+
+    def __init__(self) -> None:
+        for method in ("execute", "executemany"):
+            original = getattr(psycopg.Cursor, method)
+
+            def counted(cursor: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                Statements.count += 1
+                return _original(cursor, *args, **kwargs)
+
+            setattr(psycopg.Cursor, method, counted)
+
+
+def backend_cpu_ns(pg_url: str, app: str) -> dict[int, int] | None:
+    """CPU nanoseconds each PostgreSQL backend serving `app` has run, by pid; None when the
+    server's processes are not readable here (another machine, another user's /proc)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        pids = [int(r[0]) for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                                                (app,))]
+    out: dict[int, int] = {}
+    for pid in pids:
+        try:
+            out[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+    return out
+
+
+def measured(calls: list[Any], engine: str, pg_url: str, app: str) -> dict[str, Any]:
+    """run_series, plus CPU per search (this process; PostgreSQL's backends) and statements per search."""
+    pg = engine == "postgres"
+    before = backend_cpu_ns(pg_url, app) if pg else None
+    sent, cpu = Statements.count, time.process_time()
+    series = run_series(calls)
+    calls_made = len(calls) + min(WARMUP, len(calls))
+    series["client_cpu_ms"] = round((time.process_time() - cpu) * 1000 / calls_made, 3)
+    if pg:
+        series["round_trips"] = round((Statements.count - sent) / calls_made, 2)
+        after = backend_cpu_ns(pg_url, app)
+        if before is not None and after is not None:
+            spent = sum(ns - before.get(pid, 0) for pid, ns in after.items())
+            series["backend_cpu_ms"] = round(spent / 1e6 / calls_made, 3)
+    return series
+
+
+def pg_schema_url(pg_base: str, schema: str, app: str) -> str:
+    sep = "&" if "?" in pg_base else "?"
+    return f"{pg_base}{sep}options=-csearch_path%3D{schema}&application_name={app}"
+
+
 def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep: bool,
-        log: Any) -> dict[str, Any]:
+        log: Any, schema: str | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {"machine": machine(), "config": {
         "observations": rows, "queries_per_series": n_queries, "seed": seed,
         "corpus": "bench/corpus.py synthetic coding sessions"}}
-    sqlite_url = f"sqlite:///{workdir / 'nmem.db'}"
+    db = workdir / "nmem.db"
+    sqlite_url = f"sqlite:///{db}"
     corp = corpus.Corpus(seed)
-    service = open_service(workdir / "home", sqlite_url, corpus.START)
-    log(f"loading {rows:,} observations into SQLite …")
-    events, stored, seconds = ingest_bulk(service, corp.take(rows))
-    result["sqlite_load"] = {"events": events, "observations": stored, "seconds": round(seconds, 1)}
-    service.close()
+    if db.exists():   # kept by an earlier run with this --workdir: only the corpus's timestamps are needed
+        log(f"reusing {db} …")
+        for _ in corp.take(rows):
+            pass
+    else:
+        service = open_service(workdir / "home", sqlite_url, corpus.START)
+        log(f"loading {rows:,} observations into SQLite …")
+        events, stored, seconds = ingest_bulk(service, corp.take(rows))
+        result["sqlite_load"] = {"events": events, "observations": stored, "seconds": round(seconds, 1)}
+        service.close()
 
-    schema = f"nmem_bench_{uuid.uuid4().hex[:12]}"
+    schema = schema or f"nmem_bench_{uuid.uuid4().hex[:12]}"
+    app = f"nmem_engines_{uuid.uuid4().hex[:8]}"
+    pg_url = pg_schema_url(pg_base, schema, app)
     with psycopg.connect(pg_base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in pg_base else "?"
-    pg_url = f"{pg_base}{sep}options=-csearch_path%3D{schema}"
+        fresh = not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+        if fresh:
+            conn.execute(f"CREATE SCHEMA {schema}")
+    Statements()
     try:
-        log(f"nmem migrate into PostgreSQL schema {schema} …")
-        t0 = time.perf_counter()
-        checks = migrate(sqlite_url, pg_url)
-        result["migrate"] = {"seconds": round(time.perf_counter() - t0, 1),
-                             "rows": {c.table: c.rows for c in checks if c.rows}}
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE")  # fresh statistics, as autovacuum would leave them
+        if fresh:
+            log(f"nmem migrate into PostgreSQL schema {schema} …")
+            t0 = time.perf_counter()
+            checks = migrate(sqlite_url, pg_url)
+            result["migrate"] = {"seconds": round(time.perf_counter() - t0, 1),
+                                 "rows": {c.table: c.rows for c in checks if c.rows}}
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE")  # fresh statistics, as autovacuum would leave them
+        else:
+            log(f"reusing PostgreSQL schema {schema} …")
         now = corp.last_timestamp + 600
         result["latency"] = {}
         for engine, url in (("sqlite", sqlite_url), ("postgres", pg_url)):
@@ -76,21 +149,24 @@ def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep:
             service = open_service(workdir / "home", url, now)
             try:
                 calls = workloads(service, corp, n_queries, seed, now)
-                result["latency"][engine] = {name: run_series(calls[name]) for name in SERIES}
+                result["latency"][engine] = {name: measured(calls[name], engine, pg_url, app) for name in SERIES}
             finally:
                 service.close()
     finally:
         if not keep:
             with psycopg.connect(pg_base, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    result["loadavg_end"] = loadavg()
     return result
 
 
 def render(r: dict[str, Any]) -> str:
     cfg = r["config"]
+    load = (f"load {r['sqlite_load']['seconds']} s into SQLite" if "sqlite_load" in r else "SQLite file reused")
+    move = (f"migrate {r['migrate']['seconds']} s into PostgreSQL" if "migrate" in r else "PostgreSQL schema reused")
     lines = [f"# Search latency, SQLite vs PostgreSQL, {cfg['observations']:,} observations",
-             f"({cfg['queries_per_series']} queries per series; load {r['sqlite_load']['seconds']} s into SQLite, "
-             f"migrate {r['migrate']['seconds']} s into PostgreSQL)", "",
+             f"({cfg['queries_per_series']} queries per series; {load}, {move}; "
+             f"load average {r['machine']['loadavg_start']} at the start, {r.get('loadavg_end')} at the end)", "",
              "| series | SQLite p50 | SQLite p95 | PostgreSQL p50 | PostgreSQL p95 | results (sqlite/pg) |",
              "|---|---:|---:|---:|---:|---:|"]
     lite, pg = r["latency"]["sqlite"], r["latency"]["postgres"]
@@ -98,6 +174,15 @@ def render(r: dict[str, Any]) -> str:
         a, b = lite[name], pg[name]
         lines.append(f"| {name} | {a['p50_ms']} ms | {a['p95_ms']} ms | {b['p50_ms']} ms | {b['p95_ms']} ms | "
                      f"{a['mean_results']} / {b['mean_results']} |")
+    lines += ["", "CPU per search (mean over the series): SQLite's whole search in this process; PostgreSQL's "
+              "backend and client, and its statements (round trips)", "",
+              "| series | SQLite CPU | PostgreSQL backend CPU | PostgreSQL client CPU | round trips |",
+              "|---|---:|---:|---:|---:|"]
+    for name in SERIES:
+        a, b = lite[name], pg[name]
+        backend = f"{b['backend_cpu_ms']} ms" if "backend_cpu_ms" in b else "n/a"
+        lines.append(f"| {name} | {a['client_cpu_ms']} ms | {backend} | {b['client_cpu_ms']} ms | "
+                     f"{b['round_trips']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -108,17 +193,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL schema and the SQLite file")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--workdir", type=Path, help="keep the SQLite file here; reuse it when it exists")
+    parser.add_argument("--schema", help="the PostgreSQL schema to fill and keep; reuse it when it exists")
     args = parser.parse_args(argv)
     pg_base = os.environ.get("NMEM_BENCH_PG") or os.environ.get("NMEM_TEST_PG") or DEFAULT_PG
 
     def log(message: str) -> None:
         print(f"engines: {message}", file=sys.stderr, flush=True)
 
-    tmp = tempfile.mkdtemp(prefix="nmem-engines-")
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    tmp = str(args.workdir) if args.workdir is not None else tempfile.mkdtemp(prefix="nmem-engines-")
+    keep = args.keep or args.workdir is not None
     try:
-        result = run(args.rows, args.queries, args.seed, pg_base, Path(tmp), args.keep, log)
+        result = run(args.rows, args.queries, args.seed, pg_base, Path(tmp), args.keep or args.schema is not None,
+                     log, args.schema)
     finally:
-        if not args.keep:
+        if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     emit(result, render, args.json)
     return 0

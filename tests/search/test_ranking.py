@@ -19,8 +19,9 @@ from nmem.search.porter import stem
 from nmem.search.rank import Candidate, Doc, IndexStats, Ranking, TermCounter
 from nmem.search.timeexpr import TimeRange
 from nmem.service.api import Service
-from nmem.service.search import _within
-from nmem.store import NewObservation, SearchFilters
+from nmem.service.search import _nearby, _within
+from nmem.store import FtsStats, NewObservation, SearchFilters
+from nmem.store.records import Candidates
 from store_engines import both_engines
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL
@@ -292,6 +293,54 @@ def test_session_windows_of_observations_follow_time_then_id(service: Service) -
                for n, ts in enumerate([T0 + 5, T0 + 5, T0 + 5, T0 + 1])]
     windows = store.session_windows("observations", [ids[1]], 2)
     assert windows[ids[1]] == [(ids[3], -2), (ids[0], -1), (ids[2], 1)]
+
+
+def test_rank_candidates_reads_what_the_separate_reads_give(service: Service) -> None:
+    """One read of a trail scope (one statement on PostgreSQL) holds the statistics, the
+    candidates of the first expression that finds any, their windows and texts, as the
+    separate reads give them; a wider reach holds the narrower windows and the rows' records."""
+    store = service.store
+    with store.transaction():
+        store.ensure_session("s1", "demo", T0)
+        store.ensure_session("s2", "demo", T0)
+        ids = [store.add_observation(NewObservation(f"s{1 + n % 2}", "demo", T0 + n, "command", "PostToolUse",
+                                                    f"step {n} deploy" + (" rollback" if n % 3 == 0 else "")))
+               for n in range(24)]
+    asked: list[dict[str, int]] = []
+
+    def plan(df: Any) -> list[str]:
+        asked.append(dict(df))
+        return ['"nowhere"', '"rollback" OR "deploi"']
+
+    read = store.rank_candidates("observations", ["rollback", "deploi"], plan, SearchFilters(), 5, 2, 4)
+    assert asked == [{"rollback": 8, "deploi": 24}]
+    stats = store.fts_stats("observations", ["rollback", "deploi"])
+    assert (read.stats.docs, read.stats.tokens, read.stats.df) == (stats.docs, stats.tokens, stats.df)
+    assert read.match == '"rollback" OR "deploi"'
+    assert read.ids == store.match_ids("observations", read.match, SearchFilters(), 5)
+    assert read.span in (2, 4)
+    assert read.windows == store.session_windows("observations", read.ids, read.span)
+    named = {*read.ids, *(n for i in read.ids for n, _ in read.windows[i])}
+    assert read.texts.items() >= store.fts_texts("observations", sorted(named)).items()
+    assert all(row == store.get_observations([i])[0] for i, row in (read.records or {}).items())
+    assert ids[-1] in read.windows or ids[-1] not in read.ids
+    none = store.rank_candidates("observations", ["nowhere"], lambda df: ['"nowhere"'], SearchFilters(), 5, 2, 4)
+    assert (none.ids, none.match, none.windows) == ([], '"nowhere"', {})
+
+
+def test_a_neighbours_window_is_cut_from_a_wider_one_exactly(service: Service) -> None:
+    """A promoted neighbour's window, cut from its candidate's wider window (what one
+    PostgreSQL statement reads), is the window the store reads for it."""
+    line = [prompt(service, f"turn {n}", T0 + n) for n in range(9)]
+    store = service.store
+    anchor = line[3]
+    wide = store.session_windows("prompts", [anchor], 4)
+    read = Candidates(FtsStats(9, 18, {}), "x", [anchor], 4, wide, {})
+    near = _nearby(read, 2)
+    for n in line:
+        if n != anchor and abs(line.index(n) - 3) <= 2:
+            assert near[n] == store.session_windows("prompts", [n], 2)[n]
+    assert line[8] not in near            # 5 records away: its window reaches past the wide one
 
 
 def test_fts_texts_and_stats_are_what_fts5_indexed(service: Service) -> None:

@@ -395,4 +395,7 @@ def test_a_row_purged_while_ranking_does_not_shorten_the_page(service: Service) 
 
     store.get_observations = purge_first_then_fetch  # type: ignore[method-assign]
     hits = ids(service.search("deploy api", limit=5))
-    assert len(hits) == 5 and purged and purged[0] not in hits and set(hits) <= set(kept)
+    assert len(hits) == 5 and set(hits) <= set(kept)
+    # SQLite fetches the page after ranking, so the purge lands in between; PostgreSQL reads the
+    # candidates' rows in the ranking statement itself (nothing to fetch: no purge in between).
+    assert (purged and purged[0] not in hits) if service.store.url.startswith("sqlite") else not purged

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from nmem.search.query import QueryPlan
     from nmem.search.timeexpr import TimeRange
     from nmem.store.protocol import Store
+    from nmem.store.records import Candidates
 
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
@@ -240,23 +241,28 @@ class Search(Base):
         ranking = self.ranking
         store = self.store
         stems = rank.query_stems(query_plan.terms)
-        fts = store.fts_stats(scope, stems)
         # Candidates come in blocks, so every page of one query reranks the same set.
         pool = ranking.candidates * max(1, -(-want // ranking.candidates))
-        queries = rank.candidate_queries(query_plan.terms, fts.df, ranking.postings)
-        found: list[int] = []
-        match = queries[-1] if queries else ""
-        if not _scope_excluded(scope, filters):
-            for match in queries:
-                found = store.match_ids(scope, match, filters, pool)
-                if found:
-                    break
-        if not found:
+
+        def candidate_queries(df: Mapping[str, int]) -> list[str]:
+            return rank.candidate_queries(query_plan.terms, df, ranking.postings)
+
+        if _scope_excluded(scope, filters):
+            queries = candidate_queries(store.fts_stats(scope, stems).df)
+            return [], queries[-1] if queries else ""
+        unfiltered = not (filters.obs_types or filters.files or filters.source
+                          or filters.date_start is not None or filters.date_end is not None)
+        # One read for the statistics, candidates, windows and texts (one statement on
+        # PostgreSQL, whose windows then reach far enough for the promoted neighbours too).
+        read = store.rank_candidates(scope, stems, candidate_queries, filters, pool, ranking.window,
+                                     2 * ranking.window if ranking.promote and unfiltered else ranking.window)
+        fts, match = read.stats, read.match
+        if not read.ids:
             return [], match
-        candidates = list(dict.fromkeys(found))
+        candidates = list(dict.fromkeys(read.ids))
         if when is not None and ranking.time_candidates:
             candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
-        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue,
+        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue, read,
                        said_times=when is not None and ranking.said_times)
         trail.load(candidates)
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
@@ -266,8 +272,6 @@ class Search(Base):
                               trail.windows, stems, stats, ranking, when, self.now())
 
         scores = score(candidates)
-        unfiltered = not (filters.obs_types or filters.files or filters.source
-                          or filters.date_start is not None or filters.date_end is not None)
         if ranking.promote and unfiltered:
             # A neighbour of a strong candidate that shares a word is a candidate too, though
             # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
@@ -281,7 +285,7 @@ class Search(Base):
         if ranking.replies and ranking.window and unfiltered:
             candidates += self._replies(scope, trail, candidates, scores, score)
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
-        return self._arranged(scope, ranked, scores, trail, stats.idf, stems, pool, want), match
+        return self._arranged(scope, ranked, scores, trail, stats.idf, stems, pool, want, read.records), match
 
     def _replies(self, scope: str, trail: _Trail, candidates: list[int], scores: dict[int, float],
                  score: Callable[[list[int]], dict[int, float]]) -> list[int]:
@@ -318,9 +322,11 @@ class Search(Base):
         return replies
 
     def _arranged(self, scope: str, ranked: list[int], scores: dict[int, float], trail: _Trail,
-                  idf_of: Callable[[str], float], stems: Sequence[str], pool: int, want: int) -> list[SearchHit]:
+                  idf_of: Callable[[str], float], stems: Sequence[str], pool: int, want: int,
+                  known: dict[int, Any] | None = None) -> list[SearchHit]:
         """The best `want` hits: the first `pool` ranked records arranged together (an older
-        statement restated elsewhere, sessions spread out), then the rest in score order."""
+        statement restated elsewhere, sessions spread out), then the rest in score order.
+        `known`: records the candidates' read brought (fetched no more)."""
         from nmem.search import arrange, rank
 
         ranking, store = self.ranking, self.store
@@ -328,7 +334,9 @@ class Search(Base):
                        else ("observation", store.get_observations))
         arranging = ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
         head = ranked[:pool] if arranging else []
-        records: dict[int, Any] = {int(r.id): r for r in fetch(head)} if head else {}
+        records: dict[int, Any] = dict(known or {})
+        if [i for i in head if i not in records]:
+            records.update((int(r.id), r) for r in fetch([i for i in head if i not in records]))
         order: list[tuple[int, float]] = []
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
@@ -422,25 +430,48 @@ class Search(Base):
 class _Trail:
     """What ranking gathers around the candidates of one trail scope: their session windows
     and, for every record involved, its stem counts, length and time. A label or an answer
-    counts only in a candidate's own text, so only candidates are read for them."""
+    counts only in a candidate's own text, so only candidates are read for them. What the
+    candidates' read brought (`Candidates`) is used before the store is asked again."""
 
     def __init__(self, store: Store, scope: str, counter: rank.TermCounter, span: int,
-                 cue: Callable[[str], bool] | None = None, said_times: bool = False) -> None:
+                 cue: Callable[[str], bool] | None = None, read: Candidates | None = None,
+                 said_times: bool = False) -> None:
         self.store, self.scope, self.counter, self.span, self.cue = store, scope, counter, span, cue
         self.said_times = said_times    # read the time a candidate's words name ("last week")
         self.windows: dict[int, list[tuple[int, int]]] = {}
         self.docs: dict[int, rank.Doc] = {}
         self.times: dict[int, int] = {}
         self.texts: dict[int, str] = {}
+        self._read = read
+        self._near = _nearby(read, span) if read is not None and read.span > span else {}
+
+    def _windows_of(self, ids: Sequence[int]) -> None:
+        """Each id's window: cut from a wider one the candidates' read brought, else read."""
+        read, missing = self._read, []
+        for i in ids:
+            if i in self.windows:
+                continue
+            if read is not None and i in read.windows:
+                self.windows[i] = [(n, d) for n, d in read.windows[i] if abs(d) <= self.span]
+            elif i in self._near:
+                self.windows[i] = self._near[i]
+            else:
+                missing.append(i)
+        if missing:
+            self.windows.update(self.store.session_windows(self.scope, missing, self.span))
 
     def load(self, candidates: Sequence[int]) -> None:
         from nmem.search import rank
         from nmem.search.timeexpr import find_time
 
         if self.span and candidates:
-            self.windows.update(self.store.session_windows(self.scope, candidates, self.span))
-        wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))}
-        rows = self.store.fts_texts(self.scope, sorted(wanted - self.docs.keys()))
+            self._windows_of(candidates)
+        wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))} - self.docs.keys()
+        known = self._read.texts if self._read is not None else {}
+        rows = {i: known[i] for i in wanted if i in known}
+        if len(rows) < len(wanted):
+            rows.update(self.store.fts_texts(self.scope, sorted(wanted - rows.keys())))
+        rows = dict(sorted(rows.items()))
         counts = self.counter.count_many([text for text, _, _ in rows.values()])
         for (i, (text, length, at)), c in zip(rows.items(), counts, strict=True):
             self.docs[i] = rank.Doc(c, length)
@@ -454,6 +485,22 @@ class _Trail:
                 said = find_time(own, self.times[i])[0] if self.said_times else None
                 self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own),
                                         said)
+
+
+def _nearby(read: Candidates, span: int) -> dict[int, list[tuple[int, int]]]:
+    """The windows (reaching `span`) of the candidates' neighbours that the candidates' wider
+    windows hold whole: a session is one line, so a neighbour `d` records from a candidate
+    has its own window inside the candidate's when |d| + span <= read.span."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for anchor, window in read.windows.items():
+        line = sorted([*window, (anchor, 0)], key=lambda item: item[1])
+        offsets = [d for _, d in line]
+        for pos, (n, d) in enumerate(line):
+            if n in out or n in read.windows or abs(d) + span > read.span:
+                continue
+            out[n] = [(m, offsets[q] - d) for q, (m, _) in enumerate(line)
+                      if q != pos and abs(offsets[q] - d) <= span]
+    return out
 
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:

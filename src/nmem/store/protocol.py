@@ -6,13 +6,14 @@ above the hook path; a hook only needs `open_store` and the record types.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from nmem.models import Memory, Observation, Prompt, Session
 from nmem.store.oplog import Op
 from nmem.store.records import (
+    Candidates,
     FileMark,
     FtsStats,
     ImportMark,
@@ -95,6 +96,8 @@ class Store(Protocol):
     def session_windows(self, scope: str, ids: Sequence[int], span: int
                         ) -> dict[int, list[tuple[int, int]]]: ...
     def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]: ...
+    def rank_candidates(self, scope: str, stems: Sequence[str], plan: Callable[[Mapping[str, int]], list[str]],
+                        filters: SearchFilters, want: int, span: int, reach: int) -> Candidates: ...
     def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]: ...
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats: ...
     def session_prompts(self, session_id: str, before: int | None, after: int | None

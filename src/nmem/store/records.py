@@ -122,6 +122,22 @@ class FtsStats(Record):
     df: dict[str, int]  # rows holding each asked-for index term
 
 
+class Candidates(Record):
+    """What ranking one trail scope reads (`Store.rank_candidates`): the index's statistics
+    for the question's stems, the expression that found the candidates, their ids best first
+    (the engine's BM25), each one's session window reaching `span` records each side, and the
+    text, token count and time of every row named (candidates and their windows); `records`,
+    the candidates' records when the engine read them in the same statement."""
+
+    stats: FtsStats
+    match: str
+    ids: list[int]
+    span: int
+    windows: dict[int, list[tuple[int, int]]]
+    texts: dict[int, tuple[str, int, int]]
+    records: dict[int, Any] | None = None
+
+
 def day_counts(observations: Iterable[Sequence[Any]], prompts: Iterable[Sequence[Any]]
                ) -> list[tuple[str, int, int]]:
     """(day, observations, prompts) per day, oldest first, from two (day, count) groupings: what

@@ -302,6 +302,21 @@ ALTER TABLE prompts ADD COLUMN tokens INTEGER
     GENERATED ALWAYS AS (cardinality(string_to_array(btrim(nmem_words(content)), ' '))) STORED;
 """
 
+# Step 7: memories' and sessions' token counts as FTS5 counts them (its `docsize`), as step 6 for
+# the trail: a row's BM25 length and the table's total, read without splitting the texts again
+# (nmem.store.postgres.search ranks them in one statement, and read every matching row's
+# tsvector twice for its length before).
+_V7_WEIGHTED_TOKEN_COUNTS = """
+ALTER TABLE memories ADD COLUMN tokens INTEGER GENERATED ALWAYS AS (
+    cardinality(string_to_array(btrim(nmem_words(summary)), ' '))
+    + cardinality(string_to_array(btrim(nmem_words(content)), ' '))
+    + cardinality(string_to_array(btrim(nmem_words(tags)), ' '))
+    + cardinality(string_to_array(btrim(nmem_words(namespace)), ' '))) STORED;
+ALTER TABLE sessions ADD COLUMN tokens INTEGER GENERATED ALWAYS AS (
+    cardinality(string_to_array(btrim(nmem_words(project)), ' '))
+    + cardinality(string_to_array(btrim(nmem_words(nmem_summary_text(summary))), ' '))) STORED;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES, _V2_LIFECYCLE, _V3_CHANGE_LOG, _V4_TEAM,
-                               _V5_SESSION_AGENT, _V6_TOKEN_COUNTS)
+                               _V5_SESSION_AGENT, _V6_TOKEN_COUNTS, _V7_WEIGHTED_TOKEN_COUNTS)
 LATEST_VERSION = len(MIGRATIONS)

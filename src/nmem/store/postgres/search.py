@@ -1,13 +1,17 @@
 """Reading records by id and by full-text match on PostgreSQL: `tsvector @@ tsquery`, ranked.
 
-Ranking: SQLite ranks by FTS5's BM25; PostgreSQL has no BM25, so `ts_rank` with length
-normalisation 1 (rank / (1 + log(length))) stands in, and the memory fields' weight classes
-(A summary, B tags, C content, D namespace) take FTS5's column weights 3 : 2 : 1 : 0.5.
-Scores are negated ranks, as SQLite's are negated BM25s: higher is better on both, though the
-scales differ. As in SQLite, relevance ranks the newest RELEVANCE_WINDOW matching rows, so a
-word found in a third of the rows costs a bounded sort. The service's own ranking
-(nmem.search.rank) reads texts, token counts and document frequencies from `fts_texts` and
-`fts_stats`, so on both engines it computes the same BM25 over the same words.
+Ranking: FTS5's bm25() computed in SQL (k1 1.2, b 0.75, FTS5's IDF floor; the memory fields'
+weight classes A summary, B tags, C content, D namespace take FTS5's column weights
+3 : 2 : 1 : 0.5), over the newest RELEVANCE_WINDOW matching rows as on SQLite, so a word found
+in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank is
+left only for the score of a match ordered by date.
+
+Round trips: every relevance read is one statement that counts the rows added since the
+cached totals, ranks, and returns what its caller needs (the rows; or, for the service's own
+ranking (nmem.search.rank), the candidates with their session windows and the texts, token
+counts and times of every row named: `rank_candidates`). A plain-language search of one trail
+scope is then that statement and the page's rows, plus one statement first when a word's
+document frequency is not cached yet.
 """
 
 from __future__ import annotations
@@ -17,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from nmem.models import Observation, Prompt
 from nmem.store.postgres.connection import Connection, tsquery
-from nmem.store.records import FtsStats, SearchFilters
+from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
 from nmem.store.sql.scopes import Scope, ScopedSearch
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 # scope -> (table, the column after session_id that orders a session)
 RANKED_TABLES = {"prompts": ("prompts", "id"), "observations": ("observations", "timestamp")}
@@ -41,11 +45,29 @@ SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-# FTS5's bm25() over a window of matches. `words`: the query's lexemes as PostgreSQL stems them,
-# each one phrase; `terms`: the rows holding each (from the caller's cache, else counted off the
-# GIN index), which come back after the ranked rows (id NULL) for the cache.
-BM25_SQL = """
-WITH words AS MATERIALIZED (
+# A found row's negated BM25 (alias r: its tsv and tokens; w: the words' terms and idfs; the
+# average length follows). Only the query's words are read of the tsvector: they are marked
+# (setweight on those lexemes) and kept (ts_filter), in C, so no row unnests its whole vector
+# into a join (a third of the cost per row at 2,000 rows).
+BM25_ROW = """-COALESCE((
+        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
+                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
+        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0)"""
+
+# What ranking one trail scope reads, in one statement (`rank_candidates`): the rows and tokens
+# indexed (the cached totals plus the rows added since), the candidates as BM25_SQL finds them,
+# each candidate's session window (`reach` records each side, in session order), and the
+# text, token count and time of every row named, and the candidates' whole rows (most pages are
+# candidates: no second read for them). Rows come back by kind: 0 totals (id = rows, n = tokens,
+# at = newest id), 1 a candidate and its rank, 2 a window, 3 a text, 4 a word's document
+# frequency (id; content = the word), for the cache, 5 a candidate's row (at = its time).
+BM25_HEAD = """
+WITH fresh AS MATERIALIZED (
+    SELECT count(*) AS n, COALESCE(sum(tokens), 0) AS tokens, max(id) AS newest FROM {table} WHERE id > ?
+), totals AS MATERIALIZED (
+    SELECT ?::bigint + f.n AS docs, ?::bigint + f.tokens AS tokens, COALESCE(f.newest, ?::bigint) AS newest
+    FROM fresh f
+), words AS MATERIALIZED (
     SELECT DISTINCT replace(m[1], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
 ), terms AS MATERIALIZED (
@@ -53,62 +75,113 @@ WITH words AS MATERIALIZED (
                                    WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
     FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
 ), weighted AS MATERIALIZED (
-    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
-    FROM (SELECT term, ln(((?::bigint - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms) AS raw
+    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
+    FROM (SELECT term, ln(((t.docs - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
 ), found AS (
     SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?
-), ranked AS (
-    SELECT r.id, -COALESCE((
-        SELECT sum(t.idf * (array_length(u.positions, 1) * 2.2)
-                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / ?::float8)))
-        FROM unnest(r.tsv) u JOIN weighted t ON t.term = u.lexeme), 0) AS rank
-    FROM found r ORDER BY rank, r.id DESC LIMIT ?
+), ranked AS MATERIALIZED (
+    SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w CROSS JOIN totals t
+    ORDER BY rank, r.id DESC LIMIT ?
 )
-SELECT id, rank, NULL AS term, NULL::bigint AS df FROM ranked
-UNION ALL SELECT NULL, NULL, term, df FROM terms
 """
+
+RANK_READ_SQL = BM25_HEAD.rstrip() + """,
+windows AS MATERIALIZED (
+    SELECT a.id,
+           ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor}
+                 ORDER BY {desc} LIMIT ?) AS before,
+           ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} > {anchor}
+                 ORDER BY {asc} LIMIT ?) AS after
+    FROM {table} a WHERE a.id = ANY(ARRAY(SELECT id FROM ranked))
+), named AS (
+    SELECT id FROM ranked UNION SELECT unnest(before) FROM windows UNION SELECT unnest(after) FROM windows
+)
+SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at,
+       NULL::bigint[] AS before, NULL::bigint[] AS after, NULL::text AS content, {nulls} FROM totals t
+UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
+UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
+UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {nulls} FROM {table} x
+    WHERE x.id = ANY(ARRAY(SELECT id FROM named))
+UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term, {nulls} FROM terms
+UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {record} FROM {records}
+    WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
+"""
+
+# The ranked rows themselves (columns as the scope reads them) with the totals and the words'
+# counts beside each: what a relevance-ordered search of observations or prompts returns.
+BM25_ROWS_SQL = BM25_HEAD + """
+SELECT {columns}, r.rank, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest,
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs
+FROM {full} JOIN ranked r ON r.id = {alias}.id CROSS JOIN totals t
+"""
+
+# The ranked ids only (`match_ids`), by kind as RANK_READ_SQL's: 0 totals, 1 candidates, 4 counts.
+BM25_IDS_SQL = BM25_HEAD + """
+SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at, NULL::text AS term FROM totals t
+UNION ALL SELECT 1, id, rank, NULL, NULL, NULL FROM ranked
+UNION ALL SELECT 4, df, NULL, NULL, NULL, term FROM terms
+"""
+
+# A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
+# same as NULLs for the other kinds, what x is read from)
+RECORD_PARTS = {
+    "observations": ("x.session_id, x.project, x.prompt_id, x.obs_type, x.source_event, x.tool_name, x.file_path, "
+                     "x.metadata, x.is_pinned",
+                     "NULL::text AS session_id, NULL::text AS project, NULL::bigint AS prompt_id, "
+                     "NULL::text AS obs_type, NULL::text AS source_event, NULL::text AS tool_name, "
+                     "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned", "observations x"),
+    "prompts": ("x.session_id, s2.project, x.source",
+                "NULL::text AS session_id, NULL::text AS project, NULL::text AS source",
+                "prompts x JOIN sessions s2 ON s2.id = x.session_id"),
+}
+
+# How a scope's session is ordered for the windows: (key, the anchor's key, newest first, oldest first)
+WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "n.timestamp DESC, n.id DESC",
+                                 "n.timestamp, n.id"),
+                "prompts": ("n.id", "a.id", "n.id DESC", "n.id")}
+
 
 # FTS5's bm25() over a table of several weighted columns (memories: summary 3, content 1, tags 2,
 # namespace 0.5, as the SQLite engine weighs them; sessions: project and summary alike). The
-# columns are the tsvector's weight classes; a row's length is its tokens (the tsvector's
-# positions, one a token: no stop words, no re-reading of the text); each word's
-# rows are counted in the statement (these tables are small), the totals come from the caller.
+# columns are the tsvector's weight classes; a row's length is its `tokens` (schema v7: its
+# words as FTS5 counts them), the table's totals are summed in the statement (these tables are
+# small). Each word's rows are counted in the statement unless the caller knows them for the
+# table's signature (its rows and the sum of their write times, returned with every row), so
+# a word in every session (20k rows at 1M) is counted once while the sessions stay as they are.
 BM25_WEIGHTED_SQL = """
 WITH words AS MATERIALIZED (
     SELECT DISTINCT replace(m[1], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '''((?:[^'']|'''')+)''', 'g') AS m
 ), totals AS MATERIALIZED (
-    SELECT ?::bigint AS n, ?::float8 AS tokens
+    SELECT count(*) AS n, COALESCE(sum({stamp}), 0) AS stamp, COALESCE(sum(tokens), 0) AS tokens FROM {table}
+), terms AS MATERIALIZED (
+    SELECT w.term, COALESCE(CASE WHEN t.n = ?::bigint AND t.stamp = ?::bigint THEN k.df END,
+                            (SELECT count(*) FROM {table} x WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
+    FROM words w CROSS JOIN totals t LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
 ), weighted AS MATERIALIZED (
-    SELECT term, CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END AS idf
-    FROM (SELECT w.term, ln(((t.n - df.n)::float8 + 0.5) / (df.n + 0.5)) AS idf
-          FROM words w CROSS JOIN totals t
-          CROSS JOIN LATERAL (SELECT count(*) AS n FROM {table} x
-                              WHERE x.tsv @@ quote_literal(w.term)::tsquery) AS df) AS raw
+    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
+    FROM (SELECT term, ln(((t.n - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
 ), found AS (
     SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {where} {window}
 )
-SELECT {alias}.*, -COALESCE((
-    SELECT sum(t.idf * (u.tf * 2.2) / (u.tf + 1.2 * (1 - 0.75 + 0.75 * l.length
-                                                      / (SELECT tokens::float8 / n FROM totals))))
-    FROM unnest({alias}.match_tsv) AS v JOIN weighted t ON t.term = v.lexeme
-    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u), 0) AS rank
-FROM found {alias}
-CROSS JOIN LATERAL (SELECT sum(array_length(v.positions, 1)) AS length FROM unnest({alias}.match_tsv) AS v) AS l
+SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens,
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs, -COALESCE((
+    SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
+               / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
+    FROM unnest({alias}.match_tsv) AS v
+    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
+    WHERE v.lexeme = ANY(w.terms)), 0) AS rank
+FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
 ORDER BY {order} LIMIT ? OFFSET ?
 """
 
-TOKENS = "cardinality(string_to_array(btrim(nmem_words({})), ' '))"
-# scope -> (each weight class's column weight, a row's length in tokens)
-WEIGHTED = {
-    "memories": ("WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5",
-                 " + ".join(TOKENS.format(f"m.{c}") for c in ("summary", "content", "tags", "namespace"))),
-    "sessions": ("WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0",
-                 f"{TOKENS.format('s.project')} + {TOKENS.format('nmem_summary_text(s.summary)')}"),
-}
+# scope -> each weight class's column weight
+WEIGHTED = {"memories": "WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5",
+            "sessions": "WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0"}
 
 
-# scope -> (table, alias, what the filters read, the filters)
+# scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
+# for a filter on them (project, agent: `_bm25`)
 BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
                 "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
 
@@ -139,58 +212,157 @@ class SearchReads(Connection, ScopedSearch):
 
     # -- the shared relevance read --------------------------------------------------------
 
-    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
-        """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
-        pass the filters, best first: FTS5's bm25() (k1 1.2, b 0.75, its IDF floor) over the
-        same rows, terms, document frequencies and token counts, in one statement."""
+    def _bm25(self, template: str, scope: str, q: str, filters: SearchFilters, want: int,
+              **parts: str) -> tuple[str, list[Any]]:
+        """A statement built on BM25_HEAD and its parameters: FTS5's bm25() (k1 1.2, b 0.75,
+        its IDF floor) of the best `want` among the newest RELEVANCE_WINDOW matches that pass
+        the filters, over the same rows, terms, document frequencies and token counts; the
+        totals are the cached ones plus the rows added since (counted in the statement)."""
         table, alias, source, apply = BM25_SOURCES[scope]
         clauses: list[str] = []
         params: list[Any] = []
         apply(filters, clauses, params)
-        docs, tokens = self._fts_totals(table)
+        full = source
+        if scope == "prompts" and not any("s." in clause for clause in clauses):
+            source = "prompts p"   # no clause reads the session (a join of every match spared)
+        docs, tokens, newest = self._totals.get(table, (0, 0, 0))
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
                  if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
-        where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
-        rows = self._query(BM25_SQL.format(table=table, alias=alias, source=source, where=where),
-                           [q, list(known), list(known.values()), docs, q, *params,
-                            max(RELEVANCE_WINDOW, want), tokens / docs if docs else 1.0, want])
-        ranked: list[tuple[int, float]] = []
-        for row in rows:
-            if row[0] is None:
-                self._remember_df(table, str(row[2]), int(row[3]), docs)
+        avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
+        sql = template.format(table=table, alias=alias, source=source, full=full, bm25=BM25_ROW.format(avg=avg),
+                              where=" AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses]), **parts)
+        return sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), q, *params,
+                     max(RELEVANCE_WINDOW, want), want]
+
+    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+        """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
+        pass the filters, best first, in one statement (`_bm25`)."""
+        table = BM25_SOURCES[scope][0]
+        sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
+        ranked: list[tuple[float, int]] = []
+        for kind, rid, rank, n, at, term in self._query(sql, params):
+            if kind == 0:
+                self._totals[table] = (int(rid), int(n), int(at))
+            elif kind == 1:
+                ranked.append((float(rank), int(rid)))
             else:
-                ranked.append((int(row[0]), float(row[1])))
-        return ranked
+                self._remember_df(table, str(term), int(rid), self._totals[table][0])
+        ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
+        return [(i, rank) for rank, i in ranked]
 
-    def _fts_totals(self, table: str) -> tuple[int, int]:
-        """Rows and tokens indexed, what FTS5's averages record holds: counted once, then the
-        rows added since (ids past the newest counted) are added on each call. A purge made here
-        counts again; one made by another process is seen at its next count (a restart)."""
-        cached = self._totals.get(table)
-        if cached is None:
-            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), COALESCE(MAX(id), 0) FROM {table}")[0]
-            cached = (int(row[0]), int(row[1]), int(row[2]))
-        else:
-            row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), MAX(id) FROM {table} WHERE id > ?",
-                              (cached[2],))[0]
-            if row[2] is not None:
-                cached = (cached[0] + int(row[0]), cached[1] + int(row[1]), int(row[2]))
-        self._totals[table] = cached
-        return cached[0], cached[1]
+    def _bm25_rows(self, scope: Scope, q: str, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
+        """The records of `_bm25_newest`, best first, read in the same statement."""
+        table = scope.table
+        sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
+        rows = self._query(sql, params)
+        if rows:
+            first = rows[0]
+            self._totals[table] = (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"]))
+            for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
+                self._remember_df(table, str(term), int(df), int(first["nmem_docs"]))
+        rows = sorted(rows, key=lambda r: (float(r["rank"]), -int(r["id"])))
+        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
-    def _weighted_totals(self, scope: str, length: str) -> tuple[int, int]:
-        """Rows and tokens of memories or sessions, counted again when a row was added, removed
-        or rewritten since (their texts change in place: the sum of their write times moves)."""
-        table, alias, stamp = ("memories", "m", "updated_at") if scope == "memories" else ("sessions", "s", "ended_at")
-        seen = self._query(f"SELECT count(*), COALESCE(SUM({stamp}), 0) FROM {table}")[0]
-        signature = (int(seen[0]), int(seen[1]))
-        cached = self._weighted.get(table)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        row = self._query(f"SELECT count(*), COALESCE(SUM({length}), 0) FROM {table} {alias}")[0]
-        totals = (int(row[0]), int(row[1]))
-        self._weighted[table] = (signature, totals)
-        return totals
+    # -- what ranking reads of a trail scope, in one statement ----------------------------
+
+    def rank_candidates(self, scope: str, stems: Sequence[str], plan: Callable[[Mapping[str, int]], list[str]],
+                        filters: SearchFilters, want: int, span: int, reach: int) -> Candidates:
+        """As the shared `rank_candidates`, in one round trip when the stems' document
+        frequencies are cached (two when one is counted first): the totals, the candidates,
+        their windows (reaching `reach`) and every named row's text come in one statement."""
+        table, _ = self._ranked(scope)
+        stats = self._cached_stats(table, stems) or self.fts_stats(scope, stems)
+        queries = plan(stats.df)
+        match = queries[-1] if queries else ""
+        for match in queries:
+            q = tsquery(match)
+            if q is None:
+                continue
+            found = self._rank_read(scope, q, filters, want, max(span, reach))
+            stats = FtsStats(*self._fts_totals_cached(table), stats.df)
+            if found.ids:
+                return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
+                                  found.records)
+        return Candidates(stats, match, [], span, {}, {})
+
+    def _cached_stats(self, table: str, stems: Sequence[str]) -> FtsStats | None:
+        """The stems' statistics from the caches alone, None when one must be counted (the
+        totals then come fresh from the candidates' statement)."""
+        totals = self._totals.get(table)
+        if totals is None:
+            return None
+        docs = totals[0]
+        df: dict[str, int] = {}
+        for term in dict.fromkeys(stems):
+            hit = self._df_cache.get((table, term))
+            if hit is None or abs(docs - hit[1]) > docs * DF_CACHE_DRIFT:
+                return None
+            if hit[0]:
+                df[term] = hit[0]
+        return FtsStats(docs, totals[1], df)
+
+    def _fts_totals_cached(self, table: str) -> tuple[int, int]:
+        docs, tokens, _ = self._totals.get(table, (0, 0, 0))
+        return docs, tokens
+
+    def _rank_read(self, scope: str, q: str, filters: SearchFilters, want: int, reach: int) -> Candidates:
+        table = BM25_SOURCES[scope][0]
+        key, anchor, desc, asc = WINDOW_ORDER[scope]
+        record, nulls, records = RECORD_PARTS[scope]
+        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc,
+                                 record=record, nulls=nulls, records=records)
+        rows = self._query(sql, [*params, reach, reach])
+        build = Observation.from_row if scope == "observations" else Prompt.from_row
+        whole: dict[int, Any] = {}
+        ranked: list[tuple[float, int]] = []
+        windows: dict[int, list[tuple[int, int]]] = {}
+        texts: dict[int, tuple[str, int, int]] = {}
+        for row in rows:
+            kind, rid, rank, n, at, before, after, content = row[:8]
+            if kind == 0:
+                self._totals[table] = (int(rid), int(n), int(at))
+            elif kind == 1:
+                ranked.append((float(rank), int(rid)))
+            elif kind == 2:
+                earlier = [(int(m), -(d + 1)) for d, m in enumerate(before)]
+                windows[int(rid)] = list(reversed(earlier)) + [(int(m), d + 1) for d, m in enumerate(after)]
+            elif kind == 3:
+                texts[int(rid)] = (str(content), int(n or 0), int(at))
+            elif kind == 4:
+                self._remember_df(table, str(content), int(rid), self._totals[table][0])
+            else:
+                whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
+                                         "id": int(rid), "timestamp": int(at), "content": content})
+        ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
+        return Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
+
+    def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
+                       limit: int, offset: int) -> list[tuple[Any, float]]:
+        """Memories or sessions holding the match, by BM25 over their weighted fields, in one
+        statement. The words' counts are kept for the table's signature: a row added, removed
+        or rewritten (texts change in place: the sum of their write times moves) counts them again."""
+        clauses, params = scope.where(filters, self.dialect)
+        stamp = "updated_at" if scope.name == "memories" else "ended_at"
+        # sessions rank the newest RELEVANCE_WINDOW matches, as the SQLite engine does
+        window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
+        sql = BM25_WEIGHTED_SQL.format(
+            table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
+            stamp=stamp, weights=WEIGHTED[scope.name], window=window,
+            where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
+            order=scope.order(order, True, self.dialect.binary))
+        rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]
+        kept = f"{scope.table}:{rows_seen}:{stamps}"   # word counts kept for that signature
+        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items()) if t == kept}
+        rows = self._query(sql, [q, rows_seen, stamps, list(known), list(known.values()),
+                                 q, *params, *([max(RELEVANCE_WINDOW, offset + limit)] if window else []),
+                                 limit, offset])
+        if rows:
+            first = rows[0]
+            signature = (int(first["nmem_sig_rows"]), int(first["nmem_sig_stamp"]))
+            self._weighted[scope.table] = (signature, (signature[0], int(first["nmem_tokens"])))
+            for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
+                self._remember_df(f"{scope.table}:{signature[0]}:{signature[1]}", str(term), int(df), signature[0])
+        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
         if len(self._df_cache) > DF_CACHE_SIZE:
@@ -214,23 +386,10 @@ class SearchReads(Connection, ScopedSearch):
         if q is None:
             return []
         if order == "relevance" and scope.name in BM25_SOURCES:
-            ranked = self._bm25_newest(scope.name, q, filters, offset + limit)[offset:]
-            fetch = self.get_observations if scope.name == "observations" else self.get_prompts
-            found: dict[int, Any] = {r.id: r for r in fetch([i for i, _ in ranked])}
-            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+            return self._bm25_rows(scope, q, filters, offset + limit)[offset:]
         clauses, params = scope.where(filters, self.dialect)
         if order == "relevance" and scope.name in WEIGHTED:
-            columns, length = WEIGHTED[scope.name]
-            # sessions rank the newest RELEVANCE_WINDOW matches, as the SQLite engine does
-            window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
-            sql = BM25_WEIGHTED_SQL.format(
-                table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns, length=length,
-                weights=columns, window=window, where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
-                order=scope.order(order, True, self.dialect.binary))
-            docs, tokens = self._weighted_totals(scope.name, length)
-            rows = self._query(sql, [q, docs, tokens, q, *params,
-                                     *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
-            return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+            return self._weighted_bm25(scope, q, filters, order, limit, offset)
         classes = RANK_WEIGHTS.get(scope.name)
         rank = f"-ts_rank({classes + ', ' if classes else ''}{scope.alias}.tsv, {TSQ}, 1)"
         rows = self._query(f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
@@ -302,22 +461,48 @@ class SearchReads(Connection, ScopedSearch):
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed, and rows holding each term (counted off the GIN index, kept
-        while the table grows or shrinks under 5%), as FTS5 reports them."""
+        while the table grows or shrinks under 5%), as FTS5 reports them: one statement."""
         table, _ = self._ranked(scope)
-        docs, tokens = self._fts_totals(table)
+        cached = self._totals.get(table)
+        stale: list[tuple[str, str]] = []   # (term, its tsquery)
+        for term, expr in self._stems(terms):
+            hit = self._df_cache.get((table, term))
+            if cached is None or hit is None or abs(cached[0] - hit[1]) > cached[0] * DF_CACHE_DRIFT:
+                stale.append((term, expr))
+        counts = ", ".join(f"(SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?))"
+                           for term, expr in stale if expr)
+        row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), MAX(id){', ' + counts if counts else ''} "
+                          f"FROM {table} WHERE id > ?", [*(expr for _, expr in stale if expr),
+                                                         cached[2] if cached is not None else 0])[0]
+        base = cached or (0, 0, 0)
+        cached = (base[0] + int(row[0]), base[1] + int(row[1]), int(row[2])) if row[2] is not None else base
+        self._totals[table] = cached
+        docs, tokens = cached[0], cached[1]
+        counted = iter(row[3:])
+        fresh = {term: int(next(counted)) if expr else 0 for term, expr in stale}
+        # a count kept against the totals cached before this statement may have drifted past them
+        drifted = [(term, expr) for term, expr in self._stems(terms) if term not in fresh
+                   and abs(docs - self._df_cache[(table, term)][1]) > docs * DF_CACHE_DRIFT]
+        if drifted:
+            again = self._query("SELECT " + ", ".join(f"(SELECT count(*) FROM {table} WHERE tsv @@ "
+                                                      "to_tsquery('simple', ?))" for _ in drifted),
+                                [expr or "''" for _, expr in drifted])[0]
+            fresh.update({term: int(n) if expr else 0 for (term, expr), n in zip(drifted, again, strict=True)})
         df: dict[str, int] = {}
         for term in dict.fromkeys(terms):
-            hit = self._df_cache.get((table, term))
-            if hit is None or abs(docs - hit[1]) > docs * DF_CACHE_DRIFT:
-                words = _TERM.findall(term)
-                count = 0
-                if words:
-                    # the terms are stems already (nmem.search.porter): looked up as they are
-                    expr = " <-> ".join(f"'{w.lower()}'" for w in words)
-                    count = int(self._query(f"SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?)",
-                                            (expr,))[0][0])
-                hit = (count, docs)
+            count = fresh[term] if term in fresh else self._df_cache[(table, term)][0]
+            if term in fresh:
                 self._remember_df(table, term, count, docs)
-            if hit[0]:
-                df[term] = hit[0]
+            if count:
+                df[term] = count
         return FtsStats(docs, tokens, df)
+
+    @staticmethod
+    def _stems(terms: Sequence[str]) -> list[tuple[str, str]]:
+        """Each distinct term and its tsquery text (the terms are stems already,
+        nmem.search.porter: looked up as they are); "" for a term of no word."""
+        out = []
+        for term in dict.fromkeys(terms):
+            words = _TERM.findall(term)
+            out.append((term, " <-> ".join(f"'{w.lower()}'" for w in words) if words else ""))
+        return out

@@ -8,12 +8,13 @@ here; each engine reads its matches itself (`_matched`: FTS5 or tsvector), with 
 from __future__ import annotations
 
 from nmem.models import Memory, Observation, Prompt, Record, Session
+from nmem.store.records import Candidates, FtsStats
 from nmem.store.sql.base import OBS_COLUMNS_O, PROMPT_COLUMNS, SqlBase
 from nmem.store.sql.filters import memory_filters, observation_filters, prompt_filters, session_filters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from nmem.store.records import SearchFilters
@@ -95,6 +96,40 @@ class ScopedSearch(SqlBase):
     def _matched(self, scope: Scope, match: str, filters: SearchFilters, order: str,
                  limit: int, offset: int) -> list[tuple[Any, float]]:
         raise NotImplementedError
+
+    # -- ranking support (the engine's search module supplies the parts) --------------------
+
+    def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
+        raise NotImplementedError
+
+    def session_windows(self, scope: str, ids: Sequence[int], span: int) -> dict[int, list[tuple[int, int]]]:
+        raise NotImplementedError
+
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
+        raise NotImplementedError
+
+    def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
+        raise NotImplementedError
+
+    def rank_candidates(self, scope: str, stems: Sequence[str], plan: Callable[[Mapping[str, int]], list[str]],
+                        filters: SearchFilters, want: int, span: int, reach: int) -> Candidates:
+        """What ranking one trail scope reads: the statistics of `stems`; the expressions
+        `plan` makes of their document frequencies, tried in order until one finds any; its
+        candidates (the best `want` by BM25 among its newest matches, as `match_ids`); their
+        session windows and the texts of every row named. Windows reach `span` records each
+        side here (`reach`, wider, is for an engine that reads them in the same statement: the
+        neighbours a promoted candidate needs then come without a second read)."""
+        stats = self.fts_stats(scope, stems)
+        queries = plan(stats.df)
+        ids: list[int] = []
+        match = queries[-1] if queries else ""
+        for match in queries:
+            ids = self.match_ids(scope, match, filters, want)
+            if ids:
+                break
+        windows = self.session_windows(scope, ids, span) if ids and span else {}
+        named = {*ids, *(n for i in ids for n, _ in windows.get(i, ()))}
+        return Candidates(stats, match, ids, span, windows, self.fts_texts(scope, sorted(named)) if named else {})
 
     # The protocol's per-scope names, kept for the callers of this release.
 
