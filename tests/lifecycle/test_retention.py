@@ -90,9 +90,9 @@ def test_sweep_deletes_expired_rows_the_way_purge_does(nmem_home: Path, service:
     assert service.search("zebracommand3", strict=True).hits == []                # gone from the index too
     assert service.search("ancient_5", strict=True).hits == []
     assert [h.record.id for h in service.search("ancient_0", strict=True).hits] == [trail["old_reads"][0]]
-    assert report["bytes_after"] <= report["bytes_before"]
-    assert report["reclaimed_bytes"] == report["bytes_before"] - report["bytes_after"]
+    assert report["reclaimed_bytes"] == max(0, report["bytes_before"] - report["bytes_after"])
     if engine == "sqlite":
+        assert report["bytes_after"] <= report["bytes_before"]   # PostgreSQL's VACUUM keeps a table's files
         db = sqlite3.connect(service.store.path)
         try:
             assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0  # incremental vacuum gave pages back

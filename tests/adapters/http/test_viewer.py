@@ -113,6 +113,7 @@ def test_search_filters_and_index_then_full(page: Any) -> None:
     page.select_option("select[name=obs_type]", "command_error")
     page.click("#search-form button[type=submit]")
     page.locator(".hit", has_text="npm run").wait_for(state="detached")
+    page.wait_for_selector(".hit")   # the list empties before the filtered results arrive
     assert page.locator(".hit").count() == 1
 
 

@@ -203,16 +203,21 @@ class ContextReads(SqlBase):
                 (SELECT timestamp FROM observations WHERE session_id = s.id {kinds}
                   ORDER BY timestamp DESC LIMIT 1) AS last_obs,
                 (SELECT p.timestamp FROM prompts p WHERE p.session_id = s.id AND p.source = 'user'
-                  ORDER BY p.id DESC LIMIT 1) AS last_prompt
+                  ORDER BY p.id DESC LIMIT 1) AS last_prompt,
+                (SELECT max(o.id) FROM observations o WHERE o.session_id = s.id) AS last_obs_id,
+                (SELECT max(p.id) FROM prompts p WHERE p.session_id = s.id) AS last_prompt_id
             FROM sessions s WHERE s.id IN ({candidates})""",
             (*exclude_types, project, limit, *extra))
         found = []
         for row in rows:
             times = [t for t in (row["last_obs"], row["last_prompt"]) if t is not None]
             if times and row["project"] == project:
-                found.append((Session.from_row(row), int(max(times))))
-        found.sort(key=lambda pair: (pair[1], pair[0].started_at), reverse=True)
-        return found
+                # within one second (sessions in a script, a test), the newer rows tell which came last
+                order = (int(max(times)), int(row["started_at"]), int(row["last_obs_id"] or 0),
+                         int(row["last_prompt_id"] or 0))
+                found.append((order, Session.from_row(row)))
+        found.sort(key=lambda pair: pair[0], reverse=True)
+        return [(session, order[0]) for order, session in found]
 
     def session_roots(self, session_ids: Sequence[str]) -> dict[str, str]:
         """The project root each session recorded (sessions from before roots were kept have none)."""
