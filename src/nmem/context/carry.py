@@ -121,13 +121,11 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
     chosen = [s for s in earlier[:EARLIER_SESSIONS] if now - (s.ended_at or s.started_at) <= CARRY_SECONDS]
     if not chosen:
         return CarriedWork([], [])
-    acts: dict[str, list[Observation]] = {}
-    closings: dict[str, str] = {}
-    for session in chosen:
-        acts[session.id] = [o for o in store.session_tail(session.id, EARLIER_TAIL) if not o.obs_type.startswith(
-            "session_")]
-        closing = store.last_prompt(session.id, "agent")
-        closings[session.id] = closing.content if closing else ""
+    ids = [s.id for s in chosen]
+    tails = store.session_tails(ids, EARLIER_TAIL)   # two statements for every earlier session
+    last = store.last_prompts(ids, "agent")
+    acts = {sid: [o for o in tails.get(sid, ()) if not o.obs_type.startswith("session_")] for sid in ids}
+    closings = {sid: last[sid].content if sid in last else "" for sid in ids}
     ordered = list(reversed(chosen))                      # oldest first
     timeline = [o for s in ordered for o in acts[s.id]] + list(lead_acts)
     by_session = {s.id: s for s in chosen}

@@ -241,6 +241,34 @@ class ContextReads(SqlBase):
             (session_id, limit))
         return [Observation.from_row(r) for r in reversed(rows)]
 
+    def session_tails(self, session_ids: Sequence[str], limit: int) -> dict[str, list[Observation]]:
+        """`session_tail` of several sessions in one statement: each one's newest `limit`
+        observations, oldest first (a session without any is left out)."""
+        ids = list(dict.fromkeys(session_ids))
+        if not ids:
+            return {}
+        rows = self._query(
+            f"SELECT {OBS_COLUMNS} FROM (SELECT {OBS_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY session_id "
+            f"ORDER BY timestamp DESC, id DESC) AS n FROM observations WHERE session_id IN ({marks(len(ids))})) "
+            "AS t WHERE n <= ? ORDER BY timestamp, id", (*ids, limit))
+        out: dict[str, list[Observation]] = {}
+        for r in rows:
+            o = Observation.from_row(r)
+            out.setdefault(o.session_id, []).append(o)
+        return out
+
+    def last_prompts(self, session_ids: Sequence[str], source: str) -> dict[str, Prompt]:
+        """`last_prompt` of several sessions in one statement (a session without one is left out)."""
+        ids = list(dict.fromkeys(session_ids))
+        if not ids:
+            return {}
+        rows = self._query(
+            f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"WHERE p.id IN (SELECT max(id) FROM prompts WHERE session_id IN ({marks(len(ids))}) "
+            "AND source = ? GROUP BY session_id)", (*ids, source))
+        found = [Prompt.from_row(r) for r in rows]
+        return {p.session_id: p for p in found}
+
     def last_prompt(self, session_id: str, source: str) -> Prompt | None:
         """The session's newest prompt from `source` (`user` or `agent`)."""
         rows = self._query(
