@@ -180,14 +180,19 @@ class SentenceTransformerEmbedder:
         with self._lock:
             matrix = self.model.encode(list(texts), batch_size=32, normalize_embeddings=True,
                                        convert_to_numpy=True, show_progress_bar=False)
-        out: list[Vector] = []
-        for row in matrix:
-            vec = array("f")
-            vec.frombytes(row.astype("<f4").tobytes())
-            if sys.byteorder == "big":
-                vec.byteswap()
-            out.append(vec)
-        return out
+        return _vectors(matrix)
+
+
+def _vectors(matrix: Any) -> list[Vector]:
+    """A numpy matrix's rows as little-endian float32 vectors, as the store keeps them."""
+    out: list[Vector] = []
+    for row in matrix:
+        vec = array("f")
+        vec.frombytes(row.astype("<f4").tobytes())
+        if sys.byteorder == "big":
+            vec.byteswap()
+        out.append(vec)
+    return out
 
 
 def _is_model_dir(path: Path) -> bool:
@@ -270,14 +275,7 @@ class WordLlamaEmbedder:
         if not texts:
             return []
         matrix = self.model.embed([t[:MAX_TEXT_CHARS] for t in texts], norm=True)
-        out: list[Vector] = []
-        for row in matrix:
-            vec = array("f")
-            vec.frombytes(row.astype("<f4").tobytes())
-            if sys.byteorder == "big":
-                vec.byteswap()
-            out.append(vec)
-        return out
+        return _vectors(matrix)
 
 
 def load_wordllama(model: str) -> Embedder:

@@ -120,19 +120,11 @@ class Search(Base):
 
     def _name_agents(self, hits: list[SearchHit]) -> None:
         """Each trail hit's `agent`: the coding agent of its session (None when unrecorded)."""
-        known: dict[str, str | None] = {}
+        wanted = [sid for h in hits if h.kind != "session" and (sid := getattr(h.record, "session_id", None))]
+        sessions = self.store.get_sessions(wanted)
         for hit in hits:
-            record = hit.record
-            if hit.kind == "session":
-                hit.agent = getattr(record, "agent", None)
-                continue
-            session_id = getattr(record, "session_id", None)
-            if not session_id:
-                continue
-            if session_id not in known:
-                session = self.store.get_session(session_id)
-                known[session_id] = session.agent if session else None
-            hit.agent = known[session_id]
+            session = hit.record if hit.kind == "session" else sessions.get(getattr(hit.record, "session_id", ""))
+            hit.agent = getattr(session, "agent", None)
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:

@@ -25,6 +25,14 @@ class TrailWrites(SqlBase):
         rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
         return Session.from_row(rows[0]) if rows else None
 
+    def get_sessions(self, session_ids: Sequence[str]) -> dict[str, Session]:
+        """Several sessions in one read, by id (an unknown id is left out)."""
+        ids = list(dict.fromkeys(session_ids))
+        if not ids:
+            return {}
+        rows = self._query(f"SELECT * FROM sessions WHERE id IN ({marks(len(ids))})", ids)
+        return {str(r["id"]): Session.from_row(r) for r in rows}
+
     def ensure_session(self, session_id: str, project: str, started_at: int, root: str | None = None,
                        agent: str | None = None) -> Session:
         session = self.get_session(session_id)  # most events belong to a session already stored
