@@ -266,19 +266,6 @@ class SearchReads(Connection, ScopedSearch):
         return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
                                 "WHERE uid = ?)", (uid,)))
 
-    def neighbours(self, anchor: Observation, before: int, after: int
-                   ) -> tuple[list[Observation], list[Observation]]:
-        prev = self._query(
-            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id < ? "
-            "ORDER BY id DESC LIMIT ?", (anchor.session_id, anchor.id, before),
-        )
-        nxt = self._query(
-            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id > ? "
-            "ORDER BY id ASC LIMIT ?", (anchor.session_id, anchor.id, after),
-        )
-        return ([Observation.from_row(r) for r in reversed(prev)],
-                [Observation.from_row(r) for r in nxt])
-
     # -- ranking support: context windows and index statistics ------------------------------
 
     def _ranked(self, scope: str) -> tuple[str, str, str]:
