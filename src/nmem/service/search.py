@@ -319,7 +319,7 @@ class Search(Base):
         if scope == "prompts" and replies:
             # The same writer going on answers nothing: a user's next prompt after their question.
             # Turns that name their speaker ("Ben: …", a chat logged as prompts) were told apart above.
-            source = {int(p.id): p.source for p in self.store.get_prompts([*replies, *asker_of.values()])}
+            source = trail.sources   # read with the texts
             replies = [r for r in replies if source.get(r) != source.get(asker_of[r])
                        or rank.label_of(texts.get(r, "")) is not None]
         if not replies:
@@ -451,6 +451,7 @@ class _Trail:
         self.docs: dict[int, rank.Doc] = {}
         self.times: dict[int, int] = {}
         self.texts: dict[int, str] = {}
+        self.sources: dict[int, str | None] = {}   # a prompt's writer (None for observations)
         self._read = read
         self._near = _nearby(read, span) if read is not None and read.span > span else {}
 
@@ -481,11 +482,12 @@ class _Trail:
         if len(rows) < len(wanted):
             rows.update(self.store.fts_texts(self.scope, sorted(wanted - rows.keys())))
         rows = dict(sorted(rows.items()))
-        counts = self.counter.count_many([text for text, _, _ in rows.values()])
-        for (i, (text, length, at)), c in zip(rows.items(), counts, strict=True):
+        counts = self.counter.count_many([text for text, _, _, _ in rows.values()])
+        for (i, (text, length, at, source)), c in zip(rows.items(), counts, strict=True):
             self.docs[i] = rank.Doc(c, length)
             self.times[i] = at
             self.texts[i] = text
+            self.sources[i] = source
         counter, cue = self.counter, self.cue
         for i in candidates:
             own = self.texts.get(i)
