@@ -20,6 +20,13 @@ def marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+def each_of(select: str, count: int) -> str:
+    """`select` (a bounded read of one key: its `?`s first) once for each of `count` keys, as one
+    statement: a UNION ALL of index reads that stop at their LIMIT, where a window function over
+    every row of the keys would read each one whole."""
+    return " UNION ALL ".join(f"SELECT * FROM ({select}) AS each{i}" for i in range(count))
+
+
 def like_escape(text: str) -> str:
     """`text` with LIKE's wildcards and the escape character itself escaped (`ESCAPE '\\'`)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
