@@ -143,7 +143,8 @@ def test_metrics_need_the_token_and_an_admin_on_a_team_server(nmem_home: Path) -
 
 def test_the_metrics_text_is_the_table_rendered_in_prometheus_format(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every family of observe.FAMILIES, byte for byte as fixtures/metrics.prom holds it (what the
-    hand-built families printed for the same counts), and read alike by Prometheus's parser."""
+    hand-built families printed for the same counts, but for the store's size, which `:g` cut to
+    six digits), and read alike by Prometheus's parser."""
     monkeypatch.setattr(observe, "__version__", "9.9.9")
     metrics = observe.Metrics()
     metrics.started = 1000.0
@@ -164,3 +165,4 @@ def test_the_metrics_text_is_the_table_rendered_in_prometheus_format(monkeypatch
     assert value(found, "nmem_http_request_duration_seconds_bucket", route="/api/v1/search", le="0.005") == 1
     assert value(found, "nmem_hook_events_total", route="/api/v1/hook", outcome="refused") == 1
     assert value(found, "nmem_uptime_seconds") == 234.568 and value(found, "nmem_store_rows", table="memories") == 7
+    assert value(found, "nmem_store_size_bytes") == 1_234_567_890

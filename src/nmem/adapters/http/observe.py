@@ -73,6 +73,12 @@ def _labels(pairs: Iterable[tuple[str, str]]) -> str:
     return "{" + inner + "}" if inner else ""
 
 
+def _number(value: float) -> str:
+    """A sample's value in full: a whole number without a fraction (a 1.2 GB store's bytes, not 1.23457e+09)."""
+    number = float(value)
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
+
+
 class _Histogram:
     __slots__ = ("buckets", "count", "total")
 
@@ -176,7 +182,7 @@ class Family(NamedTuple):
             if self.kind == "histogram":
                 out += value.lines(self.name, labels)
             else:
-                out.append(f"{self.name}{_labels(labels)} {value if self.kind == 'counter' else f'{value:g}'}")
+                out.append(f"{self.name}{_labels(labels)} {_number(value)}")
         return out
 
 
