@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-import nmem.store.sql.context as sql_context
 from conftest import record
 from nmem.service.api import Service
 from store_engines import sql_rows
@@ -28,8 +27,8 @@ def seed(service: Service, sessions: list[str]) -> None:
 
 def test_batch_reads_give_each_sessions_rows_as_plain_sql_reads_them(service: Service,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sql_context, "EACH_BATCH", 2)  # several statements, one of them partly full
     store = service.store
+    monkeypatch.setattr(store.dialect, "keys_per_statement", 2)  # compound statements, the last one partly full
     sessions = ["s-a", "s-b", "s-c", "s-d", "s-e"]
     seed(service, sessions)
     ids = [*sessions, "s-none", "s-a"]

@@ -23,8 +23,6 @@ INTENT_SCAN_LIMIT = 4096       # ... and in all, before grouping the project's p
 
 INTENT_CLOCK_SLACK = 600       # seconds a prompt may be stamped after its own actions
 
-EACH_BATCH = 100               # sessions one statement reads each of (SQLite's compound SELECT holds 500)
-
 # One session's newest observations, and its newest prompt from a source: bounded index reads
 TAIL_SQL = f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? ORDER BY timestamp DESC, id DESC LIMIT ?"
 LAST_PROMPT_SQL = (f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
@@ -246,13 +244,11 @@ class ContextReads(SqlBase):
         return self.session_tails([session_id], limit).get(session_id, [])
 
     def session_tails(self, session_ids: Sequence[str], limit: int) -> dict[str, list[Observation]]:
-        """Each session's newest `limit` observations, oldest first, in one statement per
-        EACH_BATCH sessions (a session without any is left out)."""
+        """Each session's newest `limit` observations, oldest first (a session without any is left out)."""
         out: dict[str, list[Observation]] = {}
-        for ids in _batches(session_ids):
-            for r in self._query(each_of(TAIL_SQL, len(ids)), [v for sid in ids for v in (sid, limit)]):
-                o = Observation.from_row(r)
-                out.setdefault(o.session_id, []).append(o)
+        for r in self._each_session(TAIL_SQL, session_ids, limit):
+            o = Observation.from_row(r)
+            out.setdefault(o.session_id, []).append(o)
         for tail in out.values():
             tail.sort(key=lambda o: (o.timestamp, o.id))
         return out
@@ -262,14 +258,20 @@ class ContextReads(SqlBase):
         return self.last_prompts([session_id], source).get(session_id)
 
     def last_prompts(self, session_ids: Sequence[str], source: str) -> dict[str, Prompt]:
-        """`last_prompt` of each session, in one statement per EACH_BATCH sessions (a session
-        without one is left out)."""
-        out: dict[str, Prompt] = {}
-        for ids in _batches(session_ids):
-            for r in self._query(each_of(LAST_PROMPT_SQL, len(ids)), [v for sid in ids for v in (sid, source)]):
-                prompt = Prompt.from_row(r)
-                out[prompt.session_id] = prompt
-        return out
+        """`last_prompt` of each session (a session without one is left out)."""
+        prompts = [Prompt.from_row(r) for r in self._each_session(LAST_PROMPT_SQL, session_ids, source)]
+        return {p.session_id: p for p in prompts}
+
+    def _each_session(self, select: str, session_ids: Sequence[str], *rest: Any) -> list[Any]:
+        """The rows of `select` (a bounded read; its `?`s: a session id, then `rest`) for each
+        session, in as few statements as the engine reads best (`Dialect.keys_per_statement`)."""
+        ids = list(dict.fromkeys(session_ids))
+        per = self.dialect.keys_per_statement
+        rows: list[Any] = []
+        for start in range(0, len(ids), per):
+            chunk = ids[start:start + per]
+            rows += self._query(each_of(select, len(chunk)), [v for sid in chunk for v in (sid, *rest)])
+        return rows
 
     def recent_observations(self, project: str, limit: int, *, where: str = "local",
                             exclude_types: Sequence[str] = (),
@@ -337,7 +339,3 @@ class ContextReads(SqlBase):
             by_prompt_source=group("SELECT source, COUNT(*) FROM prompts GROUP BY 1 ORDER BY 2 DESC, 1"),
         )
 
-
-def _batches(session_ids: Sequence[str]) -> list[list[str]]:
-    ids = list(dict.fromkeys(session_ids))
-    return [ids[i:i + EACH_BATCH] for i in range(0, len(ids), EACH_BATCH)]
