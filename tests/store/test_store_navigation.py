@@ -72,15 +72,15 @@ def test_purge_matching_takes_what_observation_ids_selects_and_keeps_pins(servic
 
 def test_neighbours_are_the_nearest_of_the_session_that_pass_the_filters(service: Service) -> None:
     store = service.store
-    with store.transaction():
+    with store.transaction():  # one transaction: `add`'s own nest in it
         store.ensure_session("s1", "demo", T0, agent="codex")
         store.ensure_session("s2", "demo", T0, agent="gemini")
-    first = add(service, "s1", "demo", T0, "file_read", "/repo/src/auth.py")
-    for i in range(130):  # more commands between than any fixed window would read
-        add(service, "s1", "demo", T0 + 1 + i, "command", content=f"pytest #{i}")
-        add(service, "s2", "demo", T0 + 1 + i, "file_read", "/repo/src/auth.py")
-    anchor_id = add(service, "s1", "demo", T0 + 200, "file_edit", "/repo/src/auth.py")
-    last = add(service, "s1", "demo", T0 + 201, "file_read", "/repo/src/db.py")
+        first = add(service, "s1", "demo", T0, "file_read", "/repo/src/auth.py")
+        for i in range(130):  # more commands between than any fixed window would read
+            add(service, "s1", "demo", T0 + 1 + i, "command", content=f"pytest #{i}")
+            add(service, "s2", "demo", T0 + 1 + i, "file_read", "/repo/src/auth.py")
+        anchor_id = add(service, "s1", "demo", T0 + 200, "file_edit", "/repo/src/auth.py")
+        last = add(service, "s1", "demo", T0 + 201, "file_read", "/repo/src/db.py")
     (anchor,) = store.get_observations([anchor_id])
 
     def around(**filters: object) -> tuple[list[int], list[int]]:
