@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nmem.search.rank import label_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 # A record that asks something: a question mark ending a sentence.
 _ASKS = re.compile(r"\?(?:\s|$|[\"')\]])")

@@ -27,13 +27,16 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nmem.search.porter import stem
 from nmem.search.query import quote
 from nmem.search.timeexpr import TimeRange, mentions_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 DAY = 86400
 RECENCY_HALF_LIFE_DAYS = 7.0

@@ -4,9 +4,6 @@ embeddings fused with BM25 (`nmem.service.hybrid`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
 from nmem.errors import InvalidArgument
 from nmem.models import ORDERS, SCOPES, Observation, Prompt, Record, SearchHit
 from nmem.service.args import MAX_LIMIT, agents, as_list
@@ -18,6 +15,9 @@ from nmem.util.timeutil import parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
     from nmem.search import rank
     from nmem.search.query import QueryPlan
     from nmem.search.timeexpr import TimeRange
