@@ -14,7 +14,6 @@ record never comes back empty.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 
 # Word characters as FTS5's unicode61 tokenizer sees them (underscore separates tokens).
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -42,14 +41,30 @@ t s d ll m ve
 """.split())
 
 
-@dataclass(frozen=True)
 class QueryPlan:
-    """MATCH expressions to try in order; `raw` when the user wrote FTS5 syntax."""
+    """MATCH expressions to try in order; `raw` when the user wrote FTS5 syntax. (A plain
+    class: `dataclasses` would load `inspect` on every CLI search.)"""
 
-    tiers: tuple[str, ...]
-    raw: bool
-    terms: tuple[str, ...] = ()
-    fallback: QueryPlan | None = None     # plain-language plan if the raw query finds nothing
+    __slots__ = ("tiers", "raw", "terms", "fallback")
+
+    def __init__(self, tiers: tuple[str, ...], raw: bool, terms: tuple[str, ...] = (),
+                 fallback: QueryPlan | None = None) -> None:
+        self.tiers = tiers
+        self.raw = raw
+        self.terms = terms
+        self.fallback = fallback    # plain-language plan if the raw query finds nothing
+
+    def _key(self) -> tuple[object, ...]:
+        return self.tiers, self.raw, self.terms, self.fallback
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueryPlan) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"QueryPlan(tiers={self.tiers!r}, raw={self.raw!r}, terms={self.terms!r}, fallback={self.fallback!r})"
 
     @property
     def any_term(self) -> str | None:
@@ -145,7 +160,7 @@ def plan(text: str) -> QueryPlan:
         if _quotes_only(stripped):
             fallback = plan(stripped.replace('"', " "))
             if fallback.tiers:
-                return replace(raw, fallback=fallback)
+                return QueryPlan(raw.tiers, raw.raw, raw.terms, fallback)
         return raw
     terms = content_terms(stripped)
     if not terms:
