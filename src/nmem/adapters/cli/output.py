@@ -7,6 +7,8 @@ the stable, documented shape; text and markdown are for reading and may change.
 
 from __future__ import annotations
 
+import time
+
 from nmem.models import SESSION_REF_CHARS
 from nmem.text import ARROW, joined, preview
 
@@ -77,12 +79,11 @@ def when(ts: Any) -> str:
     """Epoch seconds as local `YYYY-MM-DD HH:MM`; empty for missing values."""
     if ts is None or ts == "" or isinstance(ts, bool):
         return ""
-    from datetime import datetime
-
-    try:
-        return datetime.fromtimestamp(int(ts)).strftime("%Y-%m-%d %H:%M")
+    try:  # `time`, not `datetime`: loaded with the interpreter; the same local time, datetime's years only
+        local = time.localtime(int(ts))
     except (TypeError, ValueError, OverflowError, OSError):
         return str(ts)
+    return time.strftime("%Y-%m-%d %H:%M", local) if 1 <= local.tm_year <= 9999 else str(ts)
 
 
 def one_line(text: Any, size: int = CELL_CHARS) -> str:
