@@ -1,9 +1,10 @@
 """The light path (`nmem.adapters.cli.light`): `search`, `recall`, `get`, `status` and `capture`
 run without click, and print exactly what the click commands print.
 
-Every case runs the same command line twice as a real `python -m nmem` process: once as users
-run it (light path) and once with `NMEM_CLI_LIGHT=0` (the full click CLI), and compares stdout,
-stderr and the exit code. `-X importtime` tells which path a process took.
+Every case runs the same command line twice through the installed `nmem` console script (the
+program users run): once as users run it (light path) and once with `NMEM_CLI_LIGHT=0` (the full
+click CLI), and compares stdout, stderr and the exit code. `-X importtime` tells which path a
+process took.
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ def nmem(args: list[str], home: Path, *, stdin: str = "", light_path: bool = Tru
     if not light_path:
         env[light.LIGHT_ENV] = "0"
     flags = ["-X", "importtime"] if importtime else []
-    return subprocess.run([sys.executable, *flags, "-m", "nmem", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, *flags, SCRIPT, *args], input=stdin, capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=60, check=False)
+
+
+SCRIPT = str(Path(sys.executable).parent / "nmem")  # pip's console script, as installed
 
 
 def imported(done: subprocess.CompletedProcess[str]) -> set[str]:
@@ -63,6 +67,7 @@ SAME = [
     ["search", "pytest", "--format", "yaml"],
     ["search", "auth", "--session", "s1", "--offset", "1"],
     ["search", "auth", "--session", "no-such-session"],
+    ["search", "auth", "--file", "src/auth.py"],
     ["recall", "auth"],
     ["recall", "--format", "json", "--detail", "full", "-n", "decisions"],
     ["recall", "token", "--tag", "auth", "--project", "*", "--limit", "5"],
