@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="nmem-locomo-") as tmp:
         ranking = with_settings(MODES[args.mode], args.set)
         report = run(conversations, ranking, Path(tmp), groups)
-    report = {"mode": args.mode, "ranking": ranking.settings(), "conversations": [c.sample_id for c in conversations],
+    report = {"mode": args.mode, "ranking": ranking.fields(), "conversations": [c.sample_id for c in conversations],
               **report, "machine": machine()}
     if args.json:
         print(json.dumps(report, indent=2))

@@ -10,7 +10,7 @@ Syntax only: `nmem.service.api.Service.resolve` looks sessions up and says what 
 from __future__ import annotations
 
 from nmem.errors import InvalidArgument
-from nmem.models import is_urn, urn_parts
+from nmem.models import Record, is_urn, urn_parts
 from nmem.util.numbers import as_int
 
 OBSERVATION, PROMPT, SESSION, MEMORY = "observation", "prompt", "session", "memory"
@@ -26,38 +26,18 @@ def _is_ulid(text: str) -> bool:
     return len(text) == 26 and _ULID_CHARS.issuperset(text)
 
 
-class Ref:
+class Ref(Record):
     """A parsed id: its kind and key (an observation or prompt id, a session id or prefix,
-    a memory id or URN), the text as given, and for a trail URN the project it names.
+    a memory id or URN), the text as given, and for a trail URN the project it names."""
 
-    A plain class, not a dataclass: `dataclasses` loads `inspect` (with `ast`, `dis`,
-    `tokenize`), more than `nmem get` costs itself."""
-
-    __slots__ = ("kind", "key", "text", "project", "prefix")
-
-    def __init__(self, kind: str, key: int | str, text: str, project: str | None = None,
-                 prefix: bool = False) -> None:
-        self.kind = kind
-        self.key = key
-        self.text = text
-        self.project = project
-        self.prefix = prefix   # a session key that may be the start of an id (the `s…` form)
-
-    def _fields(self) -> tuple[str, int | str, str, str | None, bool]:
-        return self.kind, self.key, self.text, self.project, self.prefix
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Ref) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (f"Ref(kind={self.kind!r}, key={self.key!r}, text={self.text!r}, project={self.project!r}, "
-                f"prefix={self.prefix!r})")
+    kind: str
+    key: int | str
+    text: str
+    project: str | None = None
+    prefix: bool = False   # a session key that may be the start of an id (the `s…` form)
 
     def resolved(self, key: int | str) -> Ref:
-        return Ref(self.kind, key, self.text, self.project)
+        return self.replace(key=key, prefix=False)
 
 
 def parse_ref(text: str) -> Ref:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import re
 
+from nmem.models import Record
 from nmem.search.rank import label_of
 
 TYPE_CHECKING = False
@@ -35,23 +36,15 @@ if TYPE_CHECKING:
 _ASKS = re.compile(r"\?(?:\s|$|[\"')\]])")
 
 
-class Placed:
+class Placed(Record):
     """One scored record, as arranging sees it."""
 
-    __slots__ = ("id", "score", "session", "timestamp", "counts", "turn")
-
-    def __init__(self, id: int, score: float, session: str | None, timestamp: int,
-                 counts: tuple[int, ...] = (), turn: tuple[str | None, int] | None = None) -> None:
-        self.id = id
-        self.score = score
-        self.session = session
-        self.timestamp = timestamp
-        self.counts = counts    # the question's stems in the record's own text
-        self.turn = turn        # (session, the user prompt that opened its turn)
-
-    def __repr__(self) -> str:
-        return f"Placed(id={self.id!r}, score={self.score!r}, session={self.session!r})"
-
+    id: int
+    score: float
+    session: str | None
+    timestamp: int
+    counts: tuple[int, ...] = ()     # the question's stems in the record's own text
+    turn: tuple[str | None, int] | None = None   # (session, the user prompt that opened its turn)
 
 def asks(text: str) -> bool:
     """Whether the text asks a question (a `?` that ends a sentence, not one inside a URL)."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from nmem.models import Record
+
 # Word characters as FTS5's unicode61 tokenizer sees them (underscore separates tokens).
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _OPERATOR = re.compile(r"(^|[\s()])(AND|OR|NOT)([\s()]|$)|\bNEAR\(")
@@ -41,30 +43,13 @@ t s d ll m ve
 """.split())
 
 
-class QueryPlan:
-    """MATCH expressions to try in order; `raw` when the user wrote FTS5 syntax. (A plain
-    class: `dataclasses` would load `inspect` on every CLI search.)"""
+class QueryPlan(Record):
+    """MATCH expressions to try in order; `raw` when the user wrote FTS5 syntax."""
 
-    __slots__ = ("tiers", "raw", "terms", "fallback")
-
-    def __init__(self, tiers: tuple[str, ...], raw: bool, terms: tuple[str, ...] = (),
-                 fallback: QueryPlan | None = None) -> None:
-        self.tiers = tiers
-        self.raw = raw
-        self.terms = terms
-        self.fallback = fallback    # plain-language plan if the raw query finds nothing
-
-    def _key(self) -> tuple[object, ...]:
-        return self.tiers, self.raw, self.terms, self.fallback
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, QueryPlan) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"QueryPlan(tiers={self.tiers!r}, raw={self.raw!r}, terms={self.terms!r}, fallback={self.fallback!r})"
+    tiers: tuple[str, ...]
+    raw: bool
+    terms: tuple[str, ...] = ()
+    fallback: QueryPlan | None = None     # plain-language plan if the raw query finds nothing
 
     @property
     def any_term(self) -> str | None:
@@ -160,7 +145,7 @@ def plan(text: str) -> QueryPlan:
         if _quotes_only(stripped):
             fallback = plan(stripped.replace('"', " "))
             if fallback.tiers:
-                return QueryPlan(raw.tiers, raw.raw, raw.terms, fallback)
+                return raw.replace(fallback=fallback)
         return raw
     terms = content_terms(stripped)
     if not terms:

@@ -29,6 +29,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from nmem.models import Record
 from nmem.search.porter import stem
 from nmem.search.query import quote
 from nmem.search.timeexpr import TimeRange, mentions_time
@@ -36,19 +37,16 @@ from nmem.search.timeexpr import TimeRange, mentions_time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
-    from typing import Any
 
 DAY = 86400
 RECENCY_HALF_LIFE_DAYS = 7.0
 
 
-class Ranking:
-    """Knobs of the ranking; the defaults are what the LoCoMo benchmark kept. `Ranking(window=3)`
-    and `ranking.replace(window=3)` change some; the rest keep the defaults below.
-
-    The records of this module are plain classes, not dataclasses: `dataclasses` loads
-    `inspect` (with `ast`, `dis`, `tokenize`) and compiles each class's methods at import,
-    which cost a CLI search more than its own work."""
+class Ranking(Record):
+    """Knobs of the ranking; the defaults are what the LoCoMo benchmark kept (`Ranking(window=3)`,
+    `ranking.replace(window=3)` for variations). The records here are `nmem.models.Record`s, not
+    dataclasses: `dataclasses` loads `inspect` (with `ast`, `dis`, `tokenize`) and compiles each
+    class's methods at import, which cost a CLI search more than its own work."""
 
     candidates: int = 50            # FTS5 hits reranked per scope; 0 = plain FTS5 order, strictest tier first
     postings: int = 2000            # index entries the candidate OR may read; commoner words only score
@@ -76,94 +74,36 @@ class Ranking:
     spread_free: int = 0            # …n counted past this many hits of the session
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
 
-    def __init__(self, **changes: Any) -> None:
-        unknown = sorted(set(changes) - set(KNOBS))
-        if unknown:
-            raise TypeError(f"Ranking has no setting {', '.join(unknown)}")
-        self.__dict__.update(changes)
 
-    def settings(self) -> dict[str, Any]:
-        """Every knob and its value, defaults included."""
-        return {name: getattr(self, name) for name in KNOBS}
-
-    def replace(self, **changes: Any) -> Ranking:
-        return Ranking(**{**self.__dict__, **changes})
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Ranking) and self.settings() == other.settings()
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.settings().values()))
-
-    def __repr__(self) -> str:
-        return f"Ranking({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
-
-
-KNOBS = tuple(name for name in Ranking.__annotations__)
-
-
-class IndexStats:
+class IndexStats(Record):
     """Collection statistics for BM25: documents, mean length, document frequency per stem."""
 
-    __slots__ = ("docs", "avg_length", "df")
-
-    def __init__(self, docs: int, avg_length: float, df: Mapping[str, int] | None = None) -> None:
-        self.docs = docs
-        self.avg_length = avg_length
-        self.df: Mapping[str, int] = {} if df is None else df
+    docs: int
+    avg_length: float
+    df: Mapping[str, int] = {}
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
         return math.log(1.0 + (max(self.docs, df) - df + 0.5) / (df + 0.5))
 
 
-class Doc:
+class Doc(Record):
     """What ranking needs of one record: how often each query stem occurs (in the order of
     the question's stems), and its length in tokens."""
 
-    __slots__ = ("counts", "length", "labelled", "answers", "said")
-
-    def __init__(self, counts: tuple[int, ...], length: int, labelled: bool = False, answers: bool = False,
-                 said: TimeRange | None = None) -> None:
-        self.counts = counts
-        self.length = length
-        self.labelled = labelled    # its leading label ("Name: …") holds a stem of the question
-        self.answers = answers      # it mentions the kind of thing the question asks for
-        self.said = said            # the time its own words name ("last Friday"), read from its time
-
-    def _key(self) -> tuple[object, ...]:
-        return self.counts, self.length, self.labelled, self.answers, self.said
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Doc) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return (f"Doc(counts={self.counts!r}, length={self.length!r}, labelled={self.labelled!r}, "
-                f"answers={self.answers!r}, said={self.said!r})")
+    counts: tuple[int, ...]
+    length: int
+    labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
+    answers: bool = False           # it mentions the kind of thing the question asks for
+    said: TimeRange | None = None   # the time its own words name ("last Friday"), read from its time
 
     def matches(self) -> bool:
         return any(self.counts)
 
 
-class Candidate:
-    __slots__ = ("id", "timestamp")
-
-    def __init__(self, id: int, timestamp: int) -> None:
-        self.id = id
-        self.timestamp = timestamp
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Candidate) and (self.id, self.timestamp) == (other.id, other.timestamp)
-
-    def __hash__(self) -> int:
-        return hash((self.id, self.timestamp))
-
-    def __repr__(self) -> str:
-        return f"Candidate(id={self.id!r}, timestamp={self.timestamp!r})"
-
+class Candidate(Record):
+    id: int
+    timestamp: int
 
 _TOKEN = r"[^\W_]"
 # A line that opens with a short label and a colon: a speaker ("Caroline: …"), a tool, a tag.

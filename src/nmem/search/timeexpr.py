@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta
 
+from nmem.models import Record
+
 DAY = 86400
 
 MONTHS = {name: i for i, names in enumerate((
@@ -154,23 +156,10 @@ def mentions_time(text: str) -> bool:
     return False
 
 
-class TimeRange:
-    __slots__ = ("start", "end", "text")
-
-    def __init__(self, start: int | None, end: int | None, text: str) -> None:
-        self.start = start      # epoch seconds, inclusive; None: open
-        self.end = end          # epoch seconds, exclusive; None: open
-        self.text = text        # the words that said it
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TimeRange) and (self.start, self.end, self.text) == (other.start, other.end,
-                                                                                      other.text)
-
-    def __hash__(self) -> int:
-        return hash((self.start, self.end, self.text))
-
-    def __repr__(self) -> str:
-        return f"TimeRange(start={self.start!r}, end={self.end!r}, text={self.text!r})"
+class TimeRange(Record):
+    start: int | None          # epoch seconds, inclusive; None: open
+    end: int | None            # epoch seconds, exclusive; None: open
+    text: str                  # the words that said it
 
     def distance(self, timestamp: int) -> float:
         """Days from `timestamp` to the range (0 inside it)."""
