@@ -159,7 +159,7 @@ class Search(Base):
             fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
             if fused is not None:
                 return fused
-        from nmem.search.query import plan  # (with `re` and `dataclasses`): searches only, not every Service
+        from nmem.search.query import plan  # (with `re`): searches only, not every Service
 
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
