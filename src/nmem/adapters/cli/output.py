@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from nmem import jsonlite
 from nmem.models import SESSION_REF_CHARS
 from nmem.text import ARROW, joined, preview
 
@@ -125,10 +126,8 @@ def scalar(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return ", ".join(value)
-    if isinstance(value, (dict, list, tuple)):
-        import json
-
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if isinstance(value, (dict, list, tuple)):  # jsonlite: json's own encoder without `json` (and `re`)
+        return jsonlite.dumps(value, ensure_ascii=False)
     return str(value)
 
 
