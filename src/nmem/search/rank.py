@@ -14,7 +14,7 @@ over a command and the error after it, then finds them. On top of that score:
 - answer: `× (1 + answer_boost)` when the question asks for a time or a number ("when …",
   "how many …") and the record says one (`answer_cue`);
 - time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
-  names a time ("in May 2023", "last week"; see `timeexpr`);
+  names a time ("in May 2023", "last week"; see `timewords`, `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
 
 Only candidates are returned: neighbours lend context, never become hits. Everything here is
@@ -32,7 +32,7 @@ from functools import lru_cache
 from nmem.models import Record
 from nmem.search.porter import stem
 from nmem.search.query import quote
-from nmem.search.timeexpr import TimeRange, mentions_time
+from nmem.search.timewords import TimeRange, mentions_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

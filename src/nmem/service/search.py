@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from nmem.search import rank
     from nmem.search.query import QueryPlan
-    from nmem.search.timeexpr import TimeRange
+    from nmem.search.timewords import TimeRange
     from nmem.store.protocol import Store
     from nmem.store.records import Candidates
 
@@ -175,7 +175,6 @@ class Search(Base):
         if (order == "relevance" and not query_plan.raw and query_plan.terms and ranking.candidates
                 and scope in RANKED_SCOPES):
             from nmem.search import rank
-            from nmem.search.timeexpr import find_time
 
             when = None
             if ranking.time_expressions and query:
@@ -454,7 +453,6 @@ class _Trail:
 
     def load(self, candidates: Sequence[int]) -> None:
         from nmem.search import rank
-        from nmem.search.timeexpr import find_time
 
         if self.span and candidates:
             self._windows_of(candidates)
@@ -539,3 +537,15 @@ def strict_match(query: str | None) -> str | None:
 
     tiers = plan(query).tiers
     return tiers[0] if tiers else ""
+
+
+def find_time(text: str, now: float) -> tuple[TimeRange | None, str]:
+    """`timeexpr.find_time`, its reader (~30 patterns, `datetime`) loaded only for a text that
+    may name a time: most searches' questions and candidates name none."""
+    from nmem.search.timewords import may_name_time
+
+    if not may_name_time(text):
+        return None, text
+    from nmem.search.timeexpr import find_time as read_time
+
+    return read_time(text, now)
