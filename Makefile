@@ -48,7 +48,7 @@ bench-hooks: setup
 
 # The common CLI commands as processes (light path and full click CLI) beside `python -c pass` and `python -S -c pass`.
 bench-cli: setup
-	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/cli.py --callgrind
 
 # The same on an SQLCipher-encrypted database (raw 256-bit key; docs/encryption.md).
 bench-hooks-encrypted: setup

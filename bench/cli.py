@@ -7,9 +7,11 @@ console script, interleaved R times each (default 30), twice: the light path use
 before), beside `python -c pass` and `python -S -c pass` measured in the same rounds. It prints
 p50 wall and CPU time (user + system, which other load on the machine moves much less than
 wall time) per command, the ratio to `python -c pass`, and what one run of each imports
-(`-X importtime`: modules, nmem's among them, and their self time).
+(`-X importtime`: modules, nmem's among them, and their self time). With `--callgrind` (and
+valgrind installed) it also counts the instructions of one run of each (callgrind's Ir), which
+other load on the machine does not move: the figure to compare across runs and machines.
 
-    .venv/bin/python bench/cli.py [--runs 30] [--observations 20000] [--json]
+    .venv/bin/python bench/cli.py [--runs 30] [--observations 20000] [--callgrind] [--json]
 
 subcog budgets a CLI command at 50 ms; nmem's target is well under twice the interpreter's
 own start-up (`python -c pass`), as the hook's is.
@@ -89,7 +91,20 @@ def importtime(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     return summary
 
 
-def measure(home: Path, runs: int, warmup: int = 2) -> dict[str, Any]:
+def instructions(argv: list[str], env: dict[str, str]) -> int | None:
+    """Instructions one run executes (callgrind's Ir), or None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv],
+                              capture_output=True, text=True, env=env, cwd=env.get("BENCH_CWD"), check=False,
+                              stdin=subprocess.DEVNULL)
+    found = [line.rsplit(":", 1)[1] for line in done.stderr.splitlines() if "Collected :" in line]
+    return int(found[-1].strip()) if found else None
+
+
+def measure(home: Path, runs: int, warmup: int = 2, callgrind: bool = False) -> dict[str, Any]:
     script = str(Path(sys.executable).parent / "nmem")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NMEM_")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -120,6 +135,9 @@ def measure(home: Path, runs: int, warmup: int = 2) -> dict[str, Any]:
     for name, args in COMMANDS.items():
         results[f"{name}|light"]["imports"] = importtime([script, *args], env)
         results[f"{name}|full"]["imports"] = importtime([script, *args], full_env)
+    if callgrind:
+        for name, (argv, case_env) in cases.items():
+            results[name]["ir"] = instructions(argv, case_env)
     return results
 
 
@@ -128,23 +146,34 @@ def text_report(db: dict[str, Any], results: dict[str, Any], runs: int) -> str:
     lines = [f"nmem CLI benchmark: {db['observations']:,} observations ({db['db_bytes'] / 1e6:.0f} MB); {runs} runs "
              f"each, interleaved; python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} on "
              f"{os.cpu_count()} cores", "",
-             f"{'process':22} {'p50 ms':>8} {'cpu p50':>8} {'x floor':>8}   {'imports':>7} {'nmem':>5} "
-             f"{'self ms':>8} {'nmem ms':>8}"]
+             f"{'process':22} {'p50 ms':>8} {'cpu p50':>8} {'x floor':>8} {'cpu x':>6}   {'imports':>7} {'nmem':>5} "
+             f"{'self ms':>8} {'nmem ms':>8}" + (f" {'Ir (M)':>8} {'Ir x':>6}" if "ir" in floor else "")]
+
+    def ir(s: dict[str, Any]) -> str:
+        if "ir" not in s:
+            return ""
+        if s["ir"] is None or floor["ir"] is None:
+            return f" {'-':>8} {'-':>6}"
+        return f" {s['ir'] / 1e6:8.1f} {s['ir'] / floor['ir']:6.2f}"
+
     for name in ("python -c pass", "python -S -c pass"):
         s = results[name]
-        lines.append(f"{name:22} {s['p50']:8.1f} {s['cpu_p50']:8.1f} {s['p50'] / floor['p50']:8.2f}")
+        lines.append(f"{name:22} {s['p50']:8.1f} {s['cpu_p50']:8.1f} {s['p50'] / floor['p50']:8.2f} "
+                     f"{s['cpu_p50'] / floor['cpu_p50']:6.2f}   {'':7} {'':5} {'':8} {'':8}{ir(s)}")
     for command in COMMANDS:
         for path in ("light", "full"):
             s = results[f"{command}|{path}"]
             imp = s["imports"]
             label = f"nmem {command}" + (" (full)" if path == "full" else "")
-            lines.append(f"{label:22} {s['p50']:8.1f} {s['cpu_p50']:8.1f} {s['p50'] / floor['p50']:8.2f}   "
+            lines.append(f"{label:22} {s['p50']:8.1f} {s['cpu_p50']:8.1f} {s['p50'] / floor['p50']:8.2f} "
+                         f"{s['cpu_p50'] / floor['cpu_p50']:6.2f}   "
                          f"{imp['modules']:7d} {imp['nmem_modules']:5d} {imp['self_ms']:8.1f} "
-                         f"{imp['nmem_self_ms']:8.1f}")
+                         f"{imp['nmem_self_ms']:8.1f}{ir(s)}")
     lines += ["", "light: what `nmem <command>` runs (nmem.adapters.cli.light); "
                   "full: the click CLI (NMEM_CLI_LIGHT=0).",
-              "x floor: p50 wall over `python -c pass`'s; imports: one `-X importtime` run (modules, nmem's, "
-              "self time)."]
+              "x floor: p50 wall over `python -c pass`'s; cpu x: p50 CPU over its; imports: one `-X importtime` "
+              "run (modules, nmem's, self time)"
+              + ("; Ir: instructions of one run (callgrind), x: over `python -c pass`'s." if "ir" in floor else ".")]
     return "\n".join(lines)
 
 
@@ -152,13 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30, help="measured runs per process (default 30)")
     parser.add_argument("--observations", type=int, default=20_000, help="database size (default 20000)")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="also count each process's instructions once (valgrind's callgrind; load-independent)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     compileall.compile_dir(str(Path(nmem.__file__).parent), quiet=1)
     home = Path(tempfile.mkdtemp(prefix="nmem-bench-cli-")) / "home"
     try:
         db = populate(home, args.observations)
-        results = measure(home, args.runs)
+        results = measure(home, args.runs, callgrind=args.callgrind)
     finally:
         shutil.rmtree(home.parent, ignore_errors=True)
     if args.json:

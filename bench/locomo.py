@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,44 +40,44 @@ DAY = 86400
 # default (bench/README.md, "LoCoMo retrieval").
 BASE = Ranking()
 # The first ranking (commit c3ff0b3): windows, promotion, time boost, coverage
-FIRST = replace(BASE, coverage=0.3, label_boost=0.0, answer_boost=0.0, time_candidates=0)
-_OR = replace(FIRST, window=0, promote=0, coverage=0.0, time_expressions=False)
-_LABEL = replace(FIRST, label_boost=BASE.label_boost)
-_ANSWER = replace(_LABEL, answer_boost=BASE.answer_boost)
+FIRST = BASE.replace(coverage=0.3, label_boost=0.0, answer_boost=0.0, time_candidates=0)
+_OR = FIRST.replace(window=0, promote=0, coverage=0.0, time_expressions=False)
+_LABEL = FIRST.replace(label_boost=BASE.label_boost)
+_ANSWER = _LABEL.replace(answer_boost=BASE.answer_boost)
 MODES: dict[str, Ranking] = {
     "default": BASE,
     # nmem before ranking: FTS5 bm25 order of the strictest tier (AND, then OR) that finds anything
-    "tiers": replace(BASE, candidates=0),
+    "tiers": BASE.replace(candidates=0),
     "or": _OR,                                                   # every content word OR'd, BM25 order
-    "windows": replace(_OR, window=BASE.window),                 # + BM25 over ±2 records of the session
-    "promote": replace(_OR, window=BASE.window, promote=BASE.promote),   # + matching neighbours as candidates
-    "time": replace(FIRST, coverage=0.0),                        # + time expressions
+    "windows": _OR.replace(window=BASE.window),                 # + BM25 over ±2 records of the session
+    "promote": _OR.replace(window=BASE.window, promote=BASE.promote),   # + matching neighbours as candidates
+    "time": FIRST.replace(coverage=0.0),                        # + time expressions
     "first": FIRST,                                              # + coverage boost: the first default
     "label": _LABEL,                                             # + a record labelled with a name the question says
     "answer": _ANSWER,                                           # + "when …" favours times, "how many …" numbers
-    "time-pool": replace(_ANSWER, time_candidates=BASE.time_candidates),  # + candidates from inside a named time
+    "time-pool": _ANSWER.replace(time_candidates=BASE.time_candidates),  # + candidates from inside a named time
     # − the coverage boost, which stopped paying once the label boost came in: the default
     # ablations of the default
-    "no-windows": replace(BASE, window=0, promote=0),
-    "no-promote": replace(BASE, promote=0),
-    "no-time": replace(BASE, time_expressions=False),
-    "coverage": replace(BASE, coverage=FIRST.coverage),
-    "no-label": replace(BASE, label_boost=0.0),
-    "no-answer": replace(BASE, answer_boost=0.0),
-    "no-time-pool": replace(BASE, time_candidates=0),
-    "window-1": replace(BASE, window=1),
-    "window-3": replace(BASE, window=3),
-    "recency": replace(BASE, recency=0.5),
+    "no-windows": BASE.replace(window=0, promote=0),
+    "no-promote": BASE.replace(promote=0),
+    "no-time": BASE.replace(time_expressions=False),
+    "coverage": BASE.replace(coverage=FIRST.coverage),
+    "no-label": BASE.replace(label_boost=0.0),
+    "no-answer": BASE.replace(answer_boost=0.0),
+    "no-time-pool": BASE.replace(time_candidates=0),
+    "window-1": BASE.replace(window=1),
+    "window-3": BASE.replace(window=3),
+    "recency": BASE.replace(recency=0.5),
     # third round (issue 22): replies, near-empty turns, dates said relative to a record's
     # time, turn spread; session spread and supersession measured, left off
-    "second": replace(BASE, replies=False, brief_factor=1.0, said_times=False, turn_spread=1.0),
-    "no-replies": replace(BASE, replies=False),
-    "replies-0.9": replace(BASE, reply_share=0.9),
-    "no-brief": replace(BASE, brief_factor=1.0),
-    "no-said": replace(BASE, said_times=False),
-    "spread-0.9": replace(BASE, spread=0.9),
-    "spread-0.5": replace(BASE, spread=0.5),
-    "supersede-0.8": replace(BASE, supersede=0.8),
+    "second": BASE.replace(replies=False, brief_factor=1.0, said_times=False, turn_spread=1.0),
+    "no-replies": BASE.replace(replies=False),
+    "replies-0.9": BASE.replace(reply_share=0.9),
+    "no-brief": BASE.replace(brief_factor=1.0),
+    "no-said": BASE.replace(said_times=False),
+    "spread-0.9": BASE.replace(spread=0.9),
+    "spread-0.5": BASE.replace(spread=0.5),
+    "supersede-0.8": BASE.replace(supersede=0.8),
 }
 
 
@@ -90,7 +89,7 @@ def with_settings(ranking: Ranking, pairs: list[str]) -> Ranking:
         current = getattr(ranking, name.strip())
         changes[name.strip()] = (value.strip().lower() in ("1", "true", "yes") if isinstance(current, bool)
                                  else type(current)(value))
-    return replace(ranking, **changes)
+    return ranking.replace(**changes)
 
 
 def ingest(service: Service, root: Path, conversation: Conversation) -> dict[int, str]:
@@ -220,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="nmem-locomo-") as tmp:
         ranking = with_settings(MODES[args.mode], args.set)
         report = run(conversations, ranking, Path(tmp), groups)
-    report = {"mode": args.mode, "ranking": asdict(ranking), "conversations": [c.sample_id for c in conversations],
+    report = {"mode": args.mode, "ranking": ranking.fields(), "conversations": [c.sample_id for c in conversations],
               **report, "machine": machine()}
     if args.json:
         print(json.dumps(report, indent=2))

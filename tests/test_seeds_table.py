@@ -50,7 +50,7 @@ def test_the_markdown_is_generated_from_the_table_with_its_counts() -> None:
 
 def test_rows_in_progress_are_only_the_other_branches_work() -> None:
     owners = {r.get("owner") for r in docs.seed_rows(ROOT / "docs") if r["status"] == docs.IN_PROGRESS}
-    assert owners <= {"subcog-profile", "light-paths"}
+    assert owners <= {"subcog-profile", "cli-fast"}
 
 
 def _contracts() -> str:

@@ -9,21 +9,24 @@ Syntax only: `nmem.service.api.Service.resolve` looks sessions up and says what 
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
-
 from nmem.errors import InvalidArgument
-from nmem.models import is_urn, urn_parts
+from nmem.models import Record, is_urn, urn_parts
 from nmem.util.numbers import as_int
 
 OBSERVATION, PROMPT, SESSION, MEMORY = "observation", "prompt", "session", "memory"
 TRAIL_KINDS = {"observations": OBSERVATION, "prompts": PROMPT, "sessions": SESSION}
-_ULID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
-_NUMBER = re.compile(r"^[0-9]+$")
+_ULID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")  # Crockford's base 32
 
 
-@dataclass(frozen=True)
-class Ref:
+def _is_number(text: str) -> bool:  # ASCII digits only (str.isdigit also takes "²" and "٣")
+    return text.isascii() and text.isdigit()
+
+
+def _is_ulid(text: str) -> bool:
+    return len(text) == 26 and _ULID_CHARS.issuperset(text)
+
+
+class Ref(Record):
     """A parsed id: its kind and key (an observation or prompt id, a session id or prefix,
     a memory id or URN), the text as given, and for a trail URN the project it names."""
 
@@ -34,7 +37,7 @@ class Ref:
     prefix: bool = False   # a session key that may be the start of an id (the `s…` form)
 
     def resolved(self, key: int | str) -> Ref:
-        return replace(self, key=key, prefix=False)
+        return self.replace(key=key, prefix=False)
 
 
 def parse_ref(text: str) -> Ref:
@@ -43,14 +46,14 @@ def parse_ref(text: str) -> Ref:
     ref = (text or "").strip()
     if not ref:
         raise InvalidArgument("an id is required (42, p42, s1a2b3c4d, a memory id or a URN)")
-    if _NUMBER.match(ref):
+    if _is_number(ref):
         return Ref(OBSERVATION, as_int(ref, "id"), ref)
     head, rest = ref[0].lower(), ref[1:]
-    if head in "o#p" and _NUMBER.match(rest):
+    if head in "o#p" and _is_number(rest):
         return Ref(PROMPT if head == "p" else OBSERVATION, as_int(rest, "id"), ref)
     if is_urn(ref):
         return _parse_urn(ref)
-    if _ULID.match(ref.upper()):
+    if _is_ulid(ref.upper()):
         return Ref(MEMORY, ref.upper(), ref)
     if head == "s" and rest:
         return Ref(SESSION, rest, ref, prefix=True)
@@ -68,6 +71,6 @@ def _parse_urn(ref: str) -> Ref:
     project = domain.removeprefix("project:")
     if kind == SESSION:
         return Ref(SESSION, key, ref, project)
-    if not _NUMBER.match(key):
+    if not _is_number(key):
         raise InvalidArgument(f"{ref}: {namespace} are numbered")
     return Ref(kind, as_int(key, "id"), ref, project)

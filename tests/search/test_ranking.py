@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +178,7 @@ def test_a_common_word_still_finds_what_the_rare_words_cannot(service: Service, 
     for i in range(4):
         prompt(service, f"deploy step {i}", T0 + i, session_id=f"s{i}", cwd="/w/ops")
     prompt(service, "zanzibar", T0 + 10, session_id="other", cwd="/w/demo")   # the rare word, elsewhere
-    service.ranking = replace(service.ranking, postings=2)
+    service.ranking = service.ranking.replace(postings=2)
     result = service.search("zanzibar deploy", scope="prompts", project="ops")
     assert len(result.hits) == 4 and result.match == '"zanzibar" OR "deploy"'
 
@@ -219,7 +218,7 @@ def test_time_weight_halves_outside_the_range_per_half_life() -> None:
     assert rank.time_weight(T0 + DAY, may, ranking) == 2.0
     assert rank.time_weight(T0 + 34 * DAY, may, ranking) == pytest.approx(1.5)
     assert rank.time_weight(T0 + DAY, None, ranking) == 1.0
-    assert rank.time_weight(T0 + DAY, may, replace(ranking, time_boost=0.0)) == 1.0
+    assert rank.time_weight(T0 + DAY, may, ranking.replace(time_boost=0.0)) == 1.0
 
 
 def test_recency_weight_is_off_by_default_and_halves_weekly() -> None:
@@ -262,7 +261,7 @@ def test_score_boosts_a_labelled_record_and_one_that_answers() -> None:
     ranking = Ranking(coverage=0.0, label_boost=0.5, answer_boost=0.25)
     scores = rank.score(cands, docs, {}, ("gina", "store"), stats, ranking)
     assert scores[2] == pytest.approx(1.5 * scores[1]) and scores[3] == pytest.approx(1.25 * scores[1])
-    off = rank.score(cands, docs, {}, ("gina", "store"), stats, replace(ranking, label_boost=0.0, answer_boost=0.0))
+    off = rank.score(cands, docs, {}, ("gina", "store"), stats, ranking.replace(label_boost=0.0, answer_boost=0.0))
     assert off[1] == off[2] == off[3] == pytest.approx(scores[1])
 
 
@@ -396,7 +395,7 @@ def chat(service: Service, clock: Clock) -> dict[str, int]:
 def test_a_neighbouring_turn_lends_its_words(service: Service, chat: dict[str, int]) -> None:
     got = ids(service.search("staging database replica port", scope="prompts"))
     assert got.index(chat["answer"]) < got.index(chat["other"])
-    service.ranking = replace(service.ranking, window=0)
+    service.ranking = service.ranking.replace(window=0)
     flat = ids(service.search("staging database replica port", scope="prompts"))
     assert flat.index(chat["other"]) < flat.index(chat["answer"])   # alone, the shorter turn wins
 
@@ -411,7 +410,7 @@ def test_a_strong_candidates_neighbour_outside_the_pool_is_promoted(service: Ser
     weak = [prompt(service, f"note {i} about the cache", T0 + i, session_id=f"w{i}") for i in range(4)]
     question = prompt(service, "why is the redis cache eviction policy allkeys-lru", T0 + 10)
     answer = prompt(service, "the cache, yes, the one we talked about before lunch", T0 + 11)
-    service.ranking = replace(service.ranking, candidates=2)   # pool = 2 for a page of 2
+    service.ranking = service.ranking.replace(candidates=2)   # pool = 2 for a page of 2
     # BM25 alone ranks the question, then the short notes: the long answer is outside the pool
     assert ids(service.search("redis cache eviction", scope="prompts", limit=2)) == [question, answer]
     # a filter a neighbour could fail turns promotion off: the pool is all there is
@@ -429,7 +428,7 @@ def test_a_named_time_brings_its_records_forward(service: Service, clock: Clock)
     month = datetime.fromtimestamp(may, UTC).strftime("%B %Y")
     assert ids(service.search(f"what did we deploy in {month}", scope="prompts"))[0] == in_may
     assert ids(service.search("what did we deploy yesterday", scope="prompts"))[0] == later
-    service.ranking = replace(service.ranking, time_expressions=False)
+    service.ranking = service.ranking.replace(time_expressions=False)
     assert ids(service.search(f"what did we deploy in {month}", scope="prompts"))[0] == later
 
 
@@ -439,11 +438,11 @@ def test_the_named_time_adds_its_own_best_matches_to_the_candidates(service: Ser
         prompt(service, f"turtle tank cleaned {i}", T0 - 300 * DAY + i, session_id=f"old{i}")
     then = prompt(service, "a long walk with the turtle and the dog and then lunch in the park", T0 - 40 * DAY,
                   session_id="then")
-    service.ranking = replace(service.ranking, candidates=3, promote=0)
+    service.ranking = service.ranking.replace(candidates=3, promote=0)
     from datetime import UTC, datetime
     month = datetime.fromtimestamp(T0 - 40 * DAY, UTC).strftime("%B %Y")
     assert ids(service.search(f"turtle in {month}", scope="prompts", limit=3))[0] == then
-    service.ranking = replace(service.ranking, time_candidates=0)
+    service.ranking = service.ranking.replace(time_candidates=0)
     assert then not in ids(service.search(f"turtle in {month}", scope="prompts", limit=3))
 
 
@@ -465,7 +464,7 @@ def test_a_question_naming_a_speaker_prefers_what_they_said(service: Service, cl
                   session_id="s2")
     got = ids(service.search("What did Alice paint?", scope="prompts"))
     assert got[0] == told and filler not in got
-    service.ranking = replace(service.ranking, label_boost=0.0)
+    service.ranking = service.ranking.replace(label_boost=0.0)
     assert ids(service.search("What did Alice paint?", scope="prompts"))[0] == asked
 
 
@@ -475,7 +474,7 @@ def test_a_when_question_prefers_the_record_that_says_when(service: Service, clo
     dated = prompt(service, "we ran the migration to postgres last Friday, all good", T0, session_id="s2")
     assert ids(service.search("When did we run the postgres migration?", scope="prompts"))[0] == dated
     assert ids(service.search("Did the postgres migration go fine?", scope="prompts"))[0] == plain
-    service.ranking = replace(service.ranking, answer_boost=0.0)
+    service.ranking = service.ranking.replace(answer_boost=0.0)
     assert ids(service.search("When did we run the postgres migration?", scope="prompts"))[0] == plain
 
 
@@ -534,6 +533,6 @@ def test_scope_all_ranks_the_trail_and_keeps_memories(service: Service, chat: di
 
 
 def test_tiers_ranking_is_the_fts5_order_of_the_strictest_tier(service: Service, chat: dict[str, int]) -> None:
-    service.ranking = replace(service.ranking, candidates=0)
+    service.ranking = service.ranking.replace(candidates=0)
     result = service.search("staging database port", scope="prompts")
     assert (ids(result), result.match) == ([chat["question"]], '"staging" AND "database" AND "port"')

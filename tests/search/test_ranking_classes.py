@@ -6,7 +6,6 @@ pure checks of the arrangement (`nmem.search.arrange`)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +38,7 @@ def test_the_reply_to_a_matching_question_ranks_beside_it(service: Service, cloc
     other = prompt(service, "restart the staging cluster after the upgrade", T0 + DAY, session_id="s2")
     got = ids(service.search("how long has the staging cluster been up", scope="prompts"))
     assert got[:2] == [asked, answer] and other in got and after not in got
-    service.ranking = replace(service.ranking, replies=False)
+    service.ranking = service.ranking.replace(replies=False)
     assert answer not in ids(service.search("how long has the staging cluster been up", scope="prompts"))
 
 
@@ -87,7 +86,7 @@ def test_a_near_empty_turn_yields_to_the_answer_beside_it(service: Service, cloc
     question = "billing backups region bucket"
     got = ids(service.search(question, scope="prompts"))
     assert got.index(answer) < got.index(short)
-    service.ranking = replace(service.ranking, brief_factor=1.0)
+    service.ranking = service.ranking.replace(brief_factor=1.0)
     flat = ids(service.search(question, scope="prompts"))
     assert flat.index(short) < flat.index(answer)   # its short window wins on BM25 alone
 
@@ -102,7 +101,7 @@ def test_last_month_in_a_record_counts_from_its_own_time(service: Service, clock
     plain = prompt(service, "we moved the office to Leeds", sept, session_id="sept")
     question = "where did we move the office in May 2026?"
     assert ids(service.search(question, scope="prompts"))[0] == said
-    service.ranking = replace(service.ranking, said_times=False)
+    service.ranking = service.ranking.replace(said_times=False)
     assert ids(service.search(question, scope="prompts"))[0] == plain
 
 
@@ -114,7 +113,7 @@ def test_spread_brings_other_sessions_up(service: Service, clock: Clock) -> None
     apart = prompt(service, "the garden tomatoes got blight, sprayed copper", T0 + DAY, session_id="s2")
     question = "what happened to the garden tomatoes"
     assert set(ids(service.search(question, scope="prompts", limit=3))) <= set(crowd)   # one session crowds
-    service.ranking = replace(service.ranking, spread=0.5)
+    service.ranking = service.ranking.replace(spread=0.5)
     got = service.search(question, scope="prompts", limit=3)
     assert apart in ids(got)[:2]
     scores = [h.score for h in got.hits]
@@ -140,9 +139,9 @@ def test_the_newer_of_two_statements_about_the_same_subject_wins(service: Servic
     new = prompt(service, "we changed it: the deploy target region is now us-east-2", T0 + 5 * DAY,
                   session_id="s2")
     question = "which deploy target region"
-    service.ranking = replace(service.ranking, supersede=1.0)
+    service.ranking = service.ranking.replace(supersede=1.0)
     assert ids(service.search(question, scope="prompts"))[:2] == [old, new]   # more of the words: BM25 wins
-    service.ranking = replace(service.ranking, supersede=0.5)
+    service.ranking = service.ranking.replace(supersede=0.5)
     assert ids(service.search(question, scope="prompts"))[:2] == [new, old]
 
 
@@ -162,7 +161,7 @@ def test_superseded_needs_a_newer_record_elsewhere_holding_the_same_words() -> N
 def test_supersession_leaves_a_lone_statement_alone(service: Service, clock: Clock, factor: float) -> None:
     clock.now = T0 + DAY
     only = prompt(service, "the deploy target region is eu-west-1", T0)
-    service.ranking = replace(service.ranking, supersede=factor)
+    service.ranking = service.ranking.replace(supersede=factor)
     got = service.search("deploy target region", scope="prompts")
     assert ids(got) == [only]
 
@@ -179,5 +178,5 @@ def test_a_turns_prompt_and_reply_do_not_crowd_out_another_turn(service: Service
     hits = service.search(question, scope="prompts").hits
     reply = next(h.record.id for h in hits if h.record.source == "agent")
     assert [h.record.id for h in hits][:2] == [asked, other] and reply in [h.record.id for h in hits]
-    service.ranking = replace(service.ranking, turn_spread=1.0)
+    service.ranking = service.ranking.replace(turn_spread=1.0)
     assert {h.record.id for h in service.search(question, scope="prompts").hits[:2]} == {asked, reply}

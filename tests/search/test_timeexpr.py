@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nmem.search.timeexpr import TimeRange, find_time, mentions_time
+from nmem.search.timeexpr import TimeRange, find_time
+from nmem.search.timewords import mentions_time
 
 NOW = datetime(2023, 8, 16, 15, 30, tzinfo=UTC).timestamp()   # a Wednesday afternoon
 

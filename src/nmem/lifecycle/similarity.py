@@ -22,8 +22,11 @@ import itertools
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#-]*[a-z0-9+#]|[a-z0-9]")
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")

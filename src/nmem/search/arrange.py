@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from nmem.models import Record
 from nmem.search.rank import label_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 # A record that asks something: a question mark ending a sentence.
 _ASKS = re.compile(r"\?(?:\s|$|[\"')\]])")
 
 
-@dataclass(frozen=True)
-class Placed:
+class Placed(Record):
     """One scored record, as arranging sees it."""
 
     id: int
@@ -43,7 +45,6 @@ class Placed:
     timestamp: int
     counts: tuple[int, ...] = ()     # the question's stems in the record's own text
     turn: tuple[str | None, int] | None = None   # (session, the user prompt that opened its turn)
-
 
 def asks(text: str) -> bool:
     """Whether the text asks a question (a `?` that ends a sentence, not one inside a URL)."""

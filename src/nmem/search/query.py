@@ -14,7 +14,8 @@ record never comes back empty.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+
+from nmem.models import Record
 
 # Word characters as FTS5's unicode61 tokenizer sees them (underscore separates tokens).
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -42,8 +43,7 @@ t s d ll m ve
 """.split())
 
 
-@dataclass(frozen=True)
-class QueryPlan:
+class QueryPlan(Record):
     """MATCH expressions to try in order; `raw` when the user wrote FTS5 syntax."""
 
     tiers: tuple[str, ...]
@@ -145,7 +145,7 @@ def plan(text: str) -> QueryPlan:
         if _quotes_only(stripped):
             fallback = plan(stripped.replace('"', " "))
             if fallback.tiers:
-                return replace(raw, fallback=fallback)
+                return raw.replace(fallback=fallback)
         return raw
     terms = content_terms(stripped)
     if not terms:

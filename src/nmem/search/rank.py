@@ -14,7 +14,7 @@ over a command and the error after it, then finds them. On top of that score:
 - answer: `× (1 + answer_boost)` when the question asks for a time or a number ("when …",
   "how many …") and the record says one (`answer_cue`);
 - time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
-  names a time ("in May 2023", "last week"; see `timeexpr`);
+  names a time ("in May 2023", "last week"; see `timewords`, `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
 
 Only candidates are returned: neighbours lend context, never become hits. Everything here is
@@ -27,21 +27,26 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 
+from nmem.models import Record
 from nmem.search.porter import stem
 from nmem.search.query import quote
-from nmem.search.timeexpr import TimeRange, mentions_time
+from nmem.search.timewords import TimeRange, mentions_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 DAY = 86400
 RECENCY_HALF_LIFE_DAYS = 7.0
 
 
-@dataclass(frozen=True)
-class Ranking:
-    """Knobs of the ranking; the defaults are what the LoCoMo benchmark kept."""
+class Ranking(Record):
+    """Knobs of the ranking; the defaults are what the LoCoMo benchmark kept (`Ranking(window=3)`,
+    `ranking.replace(window=3)` for variations). The records here are `nmem.models.Record`s, not
+    dataclasses: `dataclasses` loads `inspect` (with `ast`, `dis`, `tokenize`) and compiles each
+    class's methods at import, which cost a CLI search more than its own work."""
 
     candidates: int = 50            # FTS5 hits reranked per scope; 0 = plain FTS5 order, strictest tier first
     postings: int = 2000            # index entries the candidate OR may read; commoner words only score
@@ -70,21 +75,19 @@ class Ranking:
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
 
 
-@dataclass(frozen=True)
-class IndexStats:
+class IndexStats(Record):
     """Collection statistics for BM25: documents, mean length, document frequency per stem."""
 
     docs: int
     avg_length: float
-    df: Mapping[str, int] = field(default_factory=dict)
+    df: Mapping[str, int] = {}
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
         return math.log(1.0 + (max(self.docs, df) - df + 0.5) / (df + 0.5))
 
 
-@dataclass(frozen=True)
-class Doc:
+class Doc(Record):
     """What ranking needs of one record: how often each query stem occurs (in the order of
     the question's stems), and its length in tokens."""
 
@@ -98,11 +101,9 @@ class Doc:
         return any(self.counts)
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(Record):
     id: int
     timestamp: int
-
 
 _TOKEN = r"[^\W_]"
 # A line that opens with a short label and a colon: a speaker ("Caroline: …"), a tool, a tag.

@@ -4,7 +4,6 @@ slugs and ids nmem accepts, and which projects a request covers (`ProjectScope`)
 from __future__ import annotations
 
 from nmem.capture.agents import AGENTS
-from nmem.capture.privacy import scrub
 from nmem.errors import InvalidArgument
 
 MAX_LIMIT = 100
@@ -58,10 +57,6 @@ def source(value: object, default: str) -> str:
                               "characters")
     return text
 
-
-def tags(value: object) -> tuple[str, ...]:
-    """Tags as stored: through the privacy filter like every other field."""
-    return tuple(tag for tag in (scrub(t).strip() for t in as_list(value, "tags")) if tag)
 
 
 AGENT_HELP = ("Only what these coding agents recorded (one name or a list): " + ", ".join(AGENTS)

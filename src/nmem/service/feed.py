@@ -4,12 +4,15 @@ and activity per day (what the viewer and the live streams read)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from nmem import changes as changefeed
 from nmem.service.args import MAX_LIMIT
 from nmem.service.base import Base
 from nmem.util.numbers import clamp
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Feed(Base):

@@ -5,8 +5,6 @@ cannot help (FTS5 syntax typed by an expert, date ordering, sessions) or are una
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from nmem.models import SearchHit
 from nmem.service.base import Base
@@ -15,6 +13,9 @@ from nmem.store import SearchFilters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
     from nmem.search.embedders import Embedder, Vector
     from nmem.search.fusion import Key
     from nmem.store.protocol import Store

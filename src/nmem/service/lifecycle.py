@@ -9,8 +9,6 @@ like any other; each change a consolidation makes is also kept (before and after
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 from nmem.errors import InvalidArgument, NotFound
 from nmem.ids import new_uid
@@ -22,7 +20,12 @@ from nmem.service.base import Base
 from nmem.store import NewMemory
 from nmem.team import access
 
-Progress = Callable[[str], None]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    Progress = Callable[[str], None]
 
 LAZY_TIERS_AFTER = 86400       # recall recomputes tiers when they are older than a day
 EPHEMERAL = ("progress", "blockers", "context")   # namespaces that go stale

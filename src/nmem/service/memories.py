@@ -9,7 +9,6 @@ from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationErr
 from nmem.ids import new_uid
 from nmem.models import TIERS, Memory, preview, project_domain, spec_tag, urn_parts
 from nmem.service.args import SUMMARY_CHARS, as_list, is_uid
-from nmem.service.args import tags as read_tags
 from nmem.service.base import Base
 from nmem.store import NewMemory
 
@@ -58,7 +57,7 @@ class Memories(Base):
         new = scrub_record(NewMemory(  # every other field (source, relates_to) too
             uid=new_uid(self.clock()), domain=target,
             namespace=self._namespace(namespace), summary=title, content=body,
-            timestamp=at if at is not None else self.now(), tags=read_tags(tags), source=source,
+            timestamp=at if at is not None else self.now(), tags=_read_tags(tags), source=source,
             relates_to=as_list(relates_to, "relates_to"), tier=tier, is_pinned=pinned,
         ))
         with self.store.transaction():
@@ -158,7 +157,7 @@ class Memories(Base):
         if namespace is not None:
             fields["namespace"] = self._namespace(namespace)
         if tags is not None:
-            fields["tags"] = read_tags(tags)
+            fields["tags"] = _read_tags(tags)
         if relates_to is not None:
             fields["relates_to"] = [scrub(r) for r in as_list(relates_to, "relates_to")]
         if tier is not None:
@@ -263,3 +262,8 @@ class Memories(Base):
         fields.update(summary=title, content=body, tags=list(memory.tags), relates_to=list(memory.relates_to))
         return scrub_record(memory.replace(**fields))
 
+
+def _read_tags(value: object) -> tuple[str, ...]:
+    """Tags as stored: through the privacy filter like every other field. (Here, not in
+    `service.args`, which every service loads: the filter's patterns are for writes.)"""
+    return tuple(tag for tag in (scrub(t).strip() for t in as_list(value, "tags")) if tag)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
-from typing import Any
 
 from nmem.capture.events import CLAUDE_CODE
 from nmem.capture.project import git_toplevel
@@ -30,6 +28,11 @@ from nmem.service.relpaths import Roots, preview_of, relative
 from nmem.store import SearchFilters
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 CANDIDATES_SHOWN = 10   # sessions or paths an ambiguous prefix or suffix lists
 PATH_CANDIDATES = 200   # recorded paths a suffix is checked against

@@ -3,8 +3,6 @@ are kept except when named by id."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from nmem.errors import InvalidArgument
 from nmem.service.args import as_list
 from nmem.service.base import Base
@@ -12,6 +10,10 @@ from nmem.service.search import strict_match
 from nmem.store import SearchFilters
 from nmem.util.numbers import as_int
 from nmem.util.timeutil import MAX_AGE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class Purge(Base):

@@ -4,8 +4,6 @@ By default it covers one project's memories plus the user's and the organisation
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any
 
 from nmem.errors import ConfigError, InvalidArgument, ValidationError
 from nmem.models import SearchHit, spec_tag
@@ -13,6 +11,11 @@ from nmem.service.args import MAX_LIMIT, as_list
 from nmem.service.base import Base
 from nmem.store import SearchFilters
 from nmem.util.numbers import clamp
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 RECALL_MODES = ("bm25", "vector", "hybrid")
 RECALL_DETAILS = ("minimal", "summary", "full")

@@ -4,9 +4,6 @@ embeddings fused with BM25 (`nmem.service.hybrid`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
 from nmem.errors import InvalidArgument
 from nmem.models import ORDERS, SCOPES, Observation, Prompt, Record, SearchHit
 from nmem.service.args import MAX_LIMIT, agents, as_list
@@ -18,9 +15,12 @@ from nmem.util.timeutil import parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
     from nmem.search import rank
     from nmem.search.query import QueryPlan
-    from nmem.search.timeexpr import TimeRange
+    from nmem.search.timewords import TimeRange
     from nmem.store.protocol import Store
     from nmem.store.records import Candidates
 
@@ -176,7 +176,7 @@ class Search(Base):
             fused = self.api._hybrid_search(scope, query, filters, order, limit, offset)
             if fused is not None:
                 return fused
-        from nmem.search.query import plan  # (with `re` and `dataclasses`): searches only, not every Service
+        from nmem.search.query import plan  # (with `re`): searches only, not every Service
 
         query_plan = plan(query or "")
         if query and query.strip() and not query_plan.tiers:
@@ -192,7 +192,6 @@ class Search(Base):
         if (order == "relevance" and not query_plan.raw and query_plan.terms and ranking.candidates
                 and scope in RANKED_SCOPES):
             from nmem.search import rank
-            from nmem.search.timeexpr import find_time
 
             when = None
             if ranking.time_expressions and query:
@@ -472,7 +471,6 @@ class _Trail:
 
     def load(self, candidates: Sequence[int]) -> None:
         from nmem.search import rank
-        from nmem.search.timeexpr import find_time
 
         if self.span and candidates:
             self._windows_of(candidates)
@@ -558,3 +556,15 @@ def strict_match(query: str | None) -> str | None:
 
     tiers = plan(query).tiers
     return tiers[0] if tiers else ""
+
+
+def find_time(text: str, now: float) -> tuple[TimeRange | None, str]:
+    """`timeexpr.find_time`, its reader (~30 patterns, `datetime`) loaded only for a text that
+    may name a time: most searches' questions and candidates name none."""
+    from nmem.search.timewords import may_name_time
+
+    if not may_name_time(text):
+        return None, text
+    from nmem.search.timeexpr import find_time as read_time
+
+    return read_time(text, now)

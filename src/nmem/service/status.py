@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from nmem.capture.privacy import redact_url
 from nmem.models import ROLES, SUBAGENT, TIERS, agent_type, prompt_role
 from nmem.service.base import Base
 from nmem.sync.lock import last_synced
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _by_count(counts: dict[str, int]) -> dict[str, int]:

@@ -1,9 +1,10 @@
 """The light path (`nmem.adapters.cli.light`): `search`, `recall`, `get`, `status` and `capture`
 run without click, and print exactly what the click commands print.
 
-Every case runs the same command line twice as a real `python -m nmem` process: once as users
-run it (light path) and once with `NMEM_CLI_LIGHT=0` (the full click CLI), and compares stdout,
-stderr and the exit code. `-X importtime` tells which path a process took.
+Every case runs the same command line twice through the installed `nmem` console script (the
+program users run): once as users run it (light path) and once with `NMEM_CLI_LIGHT=0` (the full
+click CLI), and compares stdout, stderr and the exit code. `-X importtime` tells which path a
+process took.
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ def nmem(args: list[str], home: Path, *, stdin: str = "", light_path: bool = Tru
     if not light_path:
         env[light.LIGHT_ENV] = "0"
     flags = ["-X", "importtime"] if importtime else []
-    return subprocess.run([sys.executable, *flags, "-m", "nmem", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, *flags, SCRIPT, *args], input=stdin, capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=60, check=False)
+
+
+SCRIPT = str(Path(sys.executable).parent / "nmem")  # pip's console script, as installed
 
 
 def imported(done: subprocess.CompletedProcess[str]) -> set[str]:
@@ -63,6 +67,7 @@ SAME = [
     ["search", "pytest", "--format", "yaml"],
     ["search", "auth", "--session", "s1", "--offset", "1"],
     ["search", "auth", "--session", "no-such-session"],
+    ["search", "auth", "--file", "src/auth.py"],
     ["recall", "auth"],
     ["recall", "--format", "json", "--detail", "full", "-n", "decisions"],
     ["recall", "token", "--tag", "auth", "--project", "*", "--limit", "5"],
@@ -172,3 +177,30 @@ def test_the_light_specs_match_the_click_commands() -> None:
         for dest, default in spec.defaults.items():
             param = next(p for p in command.params if p.name == dest)
             assert param.default == default, (name, dest)
+
+
+# What a light command must not load: click and the whole API, and the standard modules whose
+# import cost more than the command itself (`typing` and `dataclasses` bring `inspect`, `ast`,
+# `dis`, `tokenize`); `re` (with `enum`) and `datetime` come only with a search or recall.
+HEAVY = ("click", "typing", "dataclasses", "inspect", "contextlib", "json", "nmem.service.api", "nmem.service.core",
+         "nmem.capture.recorder")
+NO_SEARCH = ("re", "enum", "datetime", "nmem.search", "nmem.lifecycle")
+LIGHT_COMMANDS = {
+    "search": (["search", "pytest"], HEAVY),
+    "recall": (["recall", "auth"], HEAVY),
+    "get": (["get", "1", "p1"], HEAVY + NO_SEARCH),
+    "status": (["status"], HEAVY + NO_SEARCH),
+    "capture": (["capture", "learnings", "Quiet tests", "--content", "pytest -q", "--tags", "ci"], HEAVY + NO_SEARCH),
+}
+
+
+@pytest.mark.sqlite_only("what the default engine loads: PostgreSQL's driver brings `re`, `json` and more")
+@pytest.mark.parametrize("command", sorted(LIGHT_COMMANDS))
+def test_a_light_command_loads_only_what_it_runs(home: Path, command: str) -> None:
+    args, forbidden = LIGHT_COMMANDS[command]
+    done = nmem(args, home, cwd=CWD if os.path.isdir(CWD) else None, importtime=True)
+    assert done.returncode == 0, done.stderr[-500:]
+    modules = imported(done)
+    assert f"nmem.service.{'memories' if command == 'capture' else command}" in modules or command == "get"
+    loaded = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in forbidden))
+    assert loaded == [], loaded

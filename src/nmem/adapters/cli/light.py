@@ -222,9 +222,10 @@ def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
 class Run:
     """One command's settings, service and output, as `app.State` keeps them for click."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, command: str, options: dict[str, Any]) -> None:
         from nmem.config import CONFIG_ENV, HOME_ENV
 
+        self.command = command
         self.fmt: str | None = options.get("fmt")
         self.quiet: bool = options["quiet"]
         self.env: dict[str, str] | None = None
@@ -247,9 +248,9 @@ class Run:
 
     def service(self) -> Service:
         if self._service is None:
-            from nmem.service.api import Service
+            from nmem.service import parts  # the mixins this command calls, not the whole API
 
-            self._service = Service.open(self.settings)
+            self._service = parts.for_command(self.command).open(self.settings)
         return self._service
 
     def close(self) -> None:
@@ -368,7 +369,7 @@ def execute(command: str, options: dict[str, Any], params: dict[str, Any]) -> in
     """What `commands.main` does around a command: one line per error, the error's exit code."""
     from nmem.errors import NmemError
 
-    run = Run(options)
+    run = Run(command, options)
     try:
         try:
             HANDLERS[command](run, params)

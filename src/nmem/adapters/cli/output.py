@@ -7,6 +7,9 @@ the stable, documented shape; text and markdown are for reading and may change.
 
 from __future__ import annotations
 
+import time
+
+from nmem import jsonlite
 from nmem.models import SESSION_REF_CHARS
 from nmem.text import ARROW, joined, preview
 
@@ -77,12 +80,11 @@ def when(ts: Any) -> str:
     """Epoch seconds as local `YYYY-MM-DD HH:MM`; empty for missing values."""
     if ts is None or ts == "" or isinstance(ts, bool):
         return ""
-    from datetime import datetime
-
-    try:
-        return datetime.fromtimestamp(int(ts)).strftime("%Y-%m-%d %H:%M")
+    try:  # `time`, not `datetime`: loaded with the interpreter; the same local time, datetime's years only
+        local = time.localtime(int(ts))
     except (TypeError, ValueError, OverflowError, OSError):
         return str(ts)
+    return time.strftime("%Y-%m-%d %H:%M", local) if 1 <= local.tm_year <= 9999 else str(ts)
 
 
 def one_line(text: Any, size: int = CELL_CHARS) -> str:
@@ -124,10 +126,8 @@ def scalar(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return ", ".join(value)
-    if isinstance(value, (dict, list, tuple)):
-        import json
-
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if isinstance(value, (dict, list, tuple)):  # jsonlite: json's own encoder without `json` (and `re`)
+        return jsonlite.dumps(value, ensure_ascii=False)
     return str(value)
 
 
