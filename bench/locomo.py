@@ -79,6 +79,11 @@ MODES: dict[str, Ranking] = {
     "spread-0.9": replace(BASE, spread=0.9),
     "spread-0.5": replace(BASE, spread=0.5),
     "supersede-0.8": replace(BASE, supersede=0.8),
+    # fifth round (issue 22): signal beyond shared words, measured and left off
+    "expand": replace(BASE, expand_terms=10),                    # pseudo-relevance feedback, 10 words of the best 3
+    "expand-5": replace(BASE, expand_terms=5),
+    "session-weight-0.3": replace(BASE, session_weight=0.3),     # a record weighed by its session's best score
+    "session-weight-0.1": replace(BASE, session_weight=0.1),
 }
 
 

@@ -67,6 +67,11 @@ class Ranking:
     supersede_share: float = 0.5    # …when the stems both hold carry this share of the question's IDF
     spread: float = 1.0             # each further hit of a session already shown weighs spread ** n (1 = off)
     spread_free: int = 0            # …n counted past this many hits of the session
+    session_weight: float = 0.0     # × (1 + w · its session's evidence / the best session's) (0 = off)
+    session_top: int = 1            # …a session's evidence: the sum of its best N scores
+    expand_terms: int = 0           # search again with this many words of the best hits (0 = off)…
+    expand_docs: int = 3            # …taken from the best N hits…
+    expand_weight: float = 0.3      # …the best of them weighing this share of a question word
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
 
 
@@ -315,10 +320,12 @@ def recency_weight(timestamp: int, now: int, ranking: Ranking) -> float:
 
 def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
           windows: Mapping[int, Sequence[tuple[int, int]]], stems: Sequence[str], stats: IndexStats,
-          ranking: Ranking, when: TimeRange | None = None, now: int = 0) -> dict[int, float]:
-    """Final score of every candidate (ids missing from `docs` count as empty records)."""
+          ranking: Ranking, when: TimeRange | None = None, now: int = 0,
+          term_weights: Sequence[float] | None = None) -> dict[int, float]:
+    """Final score of every candidate (ids missing from `docs` count as empty records); a
+    stem's IDF counts `term_weights[i]` of itself (feedback words weigh less than the question's)."""
     empty = Doc((0,) * len(stems), 0)
-    idf = [stats.idf(t) for t in stems]
+    idf = [stats.idf(t) * (term_weights[i] if term_weights is not None else 1.0) for i, t in enumerate(stems)]
     weights = window_weights(ranking)
     # The average window is as long as `window` records each side, decayed the same way.
     avg = stats.avg_length * sum(weights.values())
