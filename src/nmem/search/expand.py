@@ -17,10 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from nmem.search.porter import stem
 from nmem.search.query import STOP_WORDS
-from nmem.search.rank import fold, label_stems
+from nmem.search.rank import fold, label_stems, without_label
 
 _WORD = re.compile(r"[^\W\d_][^\W_]{2,}")   # three letters or more, not starting with a digit
-_LABEL = re.compile(r"\s*[^\W\d_][^\W_]*(?:[ '.-]{1,2}[^\W_]+){0,2}:(?!//)")
 
 
 def feedback_words(hits: Iterable[tuple[str, float]], skip: Iterable[str], pool: int) -> list[tuple[str, str, float]]:
@@ -38,8 +37,7 @@ def feedback_words(hits: Iterable[tuple[str, float]], skip: Iterable[str], pool:
     weight: dict[str, float] = {}
     surface: dict[str, str] = {}
     for text, score in hits:
-        body = _LABEL.sub("", text, count=1)
-        words = [w for w in _WORD.findall(fold(body)) if w not in STOP_WORDS]
+        words = [w for w in _WORD.findall(fold(without_label(text))) if w not in STOP_WORDS]
         if not words:
             continue
         share = score / total / len(words)

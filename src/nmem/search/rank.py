@@ -17,7 +17,9 @@ over a command and the error after it, then finds them. On top of that score:
   names a time ("in May 2023", "last week"; see `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
 
-Only candidates are returned: neighbours lend context, never become hits. Everything here is
+With `expand_terms` the service ranks a second time, the best hits' own words added to the
+question's at a lower weight (`nmem.search.expand`; off by default). Only candidates are
+returned: neighbours lend context, never become hits. Everything here is
 pure; the service fetches candidates, windows, texts and index statistics from the store.
 bench/locomo.py measures each knob (bench/README.md, "LoCoMo retrieval").
 """
@@ -142,6 +144,12 @@ def label_stems(text: str) -> tuple[str, ...]:
     """Index terms of the label a record opens with ("Caroline: …" → ("carolin",)); none without one."""
     label = _LABEL.match(text)
     return query_stems(re.findall(_TOKEN + "+", label.group(1))) if label else ()
+
+
+def without_label(text: str) -> str:
+    """The text after the label it opens with ("Caroline: hi" → " hi"); the text without one."""
+    label = _LABEL.match(text)
+    return text[label.end():] if label else text
 
 
 def label_of(text: str) -> str | None:
