@@ -505,13 +505,17 @@ def recall(ranked: list[list[Any]], answers: list[tuple[str, int]], k: int, *, h
     return round(hits / len(answers), 3) if answers else 0.0
 
 
-def run(seed: int = 1, sessions: int = 60) -> dict[str, Any]:
+def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None) -> dict[str, Any]:
     import nmem
+    from locomo import with_settings
+    from nmem.search.rank import Ranking
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nmem-coding-") as tmp:
         corpus = Script(Path(tmp) / "projects", seed).write(sessions)
         service = Service.open(load_settings({"NMEM_HOME": str(Path(tmp) / "home")}))
+        if knobs:
+            service.ranking = with_settings(Ranking(), knobs)
         try:
             report = import_transcripts(service, find_transcripts(corpus.root))
             status = service.status()
@@ -568,9 +572,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sessions", type=int, default=60)
+    parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                        help="override one field of nmem.search.rank.Ranking (repeatable), as bench/locomo.py")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    emit(run(args.seed, args.sessions), render, args.json)
+    emit(run(args.seed, args.sessions, args.set), render, args.json)
     return 0
 
 

@@ -78,6 +78,11 @@ MODES: dict[str, Ranking] = {
     "spread-0.9": BASE.replace(spread=0.9),
     "spread-0.5": BASE.replace(spread=0.5),
     "supersede-0.8": BASE.replace(supersede=0.8),
+    # fifth round (issue 22): signal beyond shared words, measured and left off
+    "expand": BASE.replace(expand_terms=10),                    # pseudo-relevance feedback, 10 words of the best 3
+    "expand-5": BASE.replace(expand_terms=5),
+    "session-weight-0.3": BASE.replace(session_weight=0.3),     # a record weighed by its session's best score
+    "session-weight-0.1": BASE.replace(session_weight=0.1),
 }
 
 

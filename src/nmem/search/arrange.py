@@ -85,6 +85,28 @@ def superseded(items: Sequence[Placed], idf: Sequence[float], min_share: float, 
     return out
 
 
+def session_weighted(items: Sequence[Placed], scores: Mapping[int, float], weight: float,
+                     top: int = 1) -> dict[int, float]:
+    """Scores after weighing each record by its session's evidence: the sum of the session's
+    best `top` scores, relative to the best session's; a record keeps
+    `score × (1 + weight × that share)`. Records without a session keep theirs."""
+    out = dict(scores)
+    if weight <= 0:
+        return out
+    by_session: dict[str, list[float]] = {}
+    for it in items:
+        if it.session is not None:
+            by_session.setdefault(it.session, []).append(scores[it.id])
+    evidence = {session: sum(sorted(found, reverse=True)[:top]) for session, found in by_session.items()}
+    best = max(evidence.values(), default=0.0)
+    if best <= 0:
+        return out
+    for it in items:
+        if it.session is not None:
+            out[it.id] = scores[it.id] * (1.0 + weight * evidence[it.session] / best)
+    return out
+
+
 def spread_by_session(items: Sequence[Placed], scores: Mapping[int, float], spread: float, free: int = 0,
                       turn_spread: float = 1.0) -> list[tuple[int, float]]:
     """(id, weighed score) best first, where a record whose session already has n records

@@ -17,7 +17,9 @@ over a command and the error after it, then finds them. On top of that score:
   names a time ("in May 2023", "last week"; see `timewords`, `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
 
-Only candidates are returned: neighbours lend context, never become hits. Everything here is
+With `expand_terms` the service ranks a second time, the best hits' own words added to the
+question's at a lower weight (`nmem.search.expand`; off by default). Only candidates are
+returned: neighbours lend context, never become hits. Everything here is
 pure; the service fetches candidates, windows, texts and index statistics from the store.
 bench/locomo.py measures each knob (bench/README.md, "LoCoMo retrieval").
 """
@@ -72,6 +74,11 @@ class Ranking(Record):
     supersede_share: float = 0.5    # …when the stems both hold carry this share of the question's IDF
     spread: float = 1.0             # each further hit of a session already shown weighs spread ** n (1 = off)
     spread_free: int = 0            # …n counted past this many hits of the session
+    session_weight: float = 0.0     # × (1 + w · its session's evidence / the best session's) (0 = off)
+    session_top: int = 1            # …a session's evidence: the sum of its best N scores
+    expand_terms: int = 0           # search again with this many words of the best hits (0 = off)…
+    expand_docs: int = 3            # …taken from the best N hits…
+    expand_weight: float = 0.3      # …the best of them weighing this share of a question word
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
 
 
@@ -138,6 +145,12 @@ def label_stems(text: str) -> tuple[str, ...]:
     """Index terms of the label a record opens with ("Caroline: …" → ("carolin",)); none without one."""
     label = _LABEL.match(text)
     return query_stems(re.findall(_TOKEN + "+", label.group(1))) if label else ()
+
+
+def without_label(text: str) -> str:
+    """The text after the label it opens with ("Caroline: hi" → " hi"); the text without one."""
+    label = _LABEL.match(text)
+    return text[label.end():] if label else text
 
 
 def label_of(text: str) -> str | None:
@@ -316,10 +329,12 @@ def recency_weight(timestamp: int, now: int, ranking: Ranking) -> float:
 
 def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
           windows: Mapping[int, Sequence[tuple[int, int]]], stems: Sequence[str], stats: IndexStats,
-          ranking: Ranking, when: TimeRange | None = None, now: int = 0) -> dict[int, float]:
-    """Final score of every candidate (ids missing from `docs` count as empty records)."""
+          ranking: Ranking, when: TimeRange | None = None, now: int = 0,
+          term_weights: Sequence[float] | None = None) -> dict[int, float]:
+    """Final score of every candidate (ids missing from `docs` count as empty records); a
+    stem's IDF counts `term_weights[i]` of itself (feedback words weigh less than the question's)."""
     empty = Doc((0,) * len(stems), 0)
-    idf = [stats.idf(t) for t in stems]
+    idf = [stats.idf(t) * (term_weights[i] if term_weights is not None else 1.0) for i, t in enumerate(stems)]
     weights = window_weights(ranking)
     # The average window is as long as `window` records each side, decayed the same way.
     avg = stats.avg_length * sum(weights.values())

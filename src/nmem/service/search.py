@@ -243,21 +243,62 @@ class Search(Base):
                     cue: Callable[[str], bool] | None, filters: SearchFilters,
                     want: int) -> tuple[list[SearchHit], str]:
         """The best `want` hits of one trail scope, and the FTS5 expression that found the
-        candidates. Ranking reads ids, texts and windows; only the hits' rows are fetched."""
+        candidates. Ranking reads ids, texts and windows; only the hits' rows are fetched.
+        With `expand_terms`, the words the best first hits hold besides the question's are
+        added at a fraction of a question word's weight and the scope ranked again
+        (`nmem.search.expand`)."""
+        from nmem.search import rank
+
+        ranking = self.ranking
+        # Candidates come in blocks, so every page of one query reranks the same set.
+        pool = ranking.candidates * max(1, -(-want // ranking.candidates))
+        if _scope_excluded(scope, filters):
+            queries = rank.candidate_queries(
+                query_plan.terms, self.store.fts_stats(scope, rank.query_stems(query_plan.terms)).df,
+                ranking.postings)
+            return [], queries[-1] if queries else ""
+        ranked = self._rank_pass(scope, query_plan, (), when, cue, filters, pool)
+        if ranked.ids and ranking.expand_terms:
+            extra = self._feedback(scope, ranked)
+            if extra:
+                again = self._rank_pass(scope, query_plan, extra, when, cue, filters, pool)
+                if again.ids:
+                    ranked = again
+        if not ranked.ids:
+            return [], ranked.match
+        return self._arranged(scope, ranked, pool, want), ranked.match
+
+    def _feedback(self, scope: str, ranked: _Ranked) -> list[tuple[str, float]]:
+        """Words to search again with, and their weights (`nmem.search.expand`)."""
+        from nmem.search import expand
+
+        ranking = self.ranking
+        top = ranked.ids[:ranking.expand_docs]
+        hits = [(ranked.trail.texts.get(i, ""), ranked.scores[i]) for i in top]
+        words = expand.feedback_words(hits, ranked.stems, 4 * ranking.expand_terms)
+        if not words:
+            return []
+        fts = self.store.fts_stats(scope, [w[0] for w in words])
+        chosen = expand.expansion(words, fts.df, fts.docs, ranking.expand_terms)
+        return [(word, ranking.expand_weight * w) for word, w in chosen]
+
+    def _rank_pass(self, scope: str, query_plan: QueryPlan, extra: Sequence[tuple[str, float]],
+                   when: TimeRange | None, cue: Callable[[str], bool] | None, filters: SearchFilters,
+                   pool: int) -> _Ranked:
+        """One ranking of a trail scope for the question's words plus `extra` (word, weight)."""
         from nmem.search import rank
 
         ranking = self.ranking
         store = self.store
-        stems = rank.query_stems(query_plan.terms)
-        # Candidates come in blocks, so every page of one query reranks the same set.
-        pool = ranking.candidates * max(1, -(-want // ranking.candidates))
+        terms = (*query_plan.terms, *(w for w, _ in extra))
+        stems = rank.query_stems(terms)
+        asked = set(rank.query_stems(query_plan.terms))
+        weight_of = {rank.query_stems([w])[0]: x for w, x in extra}
+        weights = [1.0 if s in asked else weight_of.get(s, 1.0) for s in stems]
 
         def candidate_queries(df: Mapping[str, int]) -> list[str]:
-            return rank.candidate_queries(query_plan.terms, df, ranking.postings)
+            return rank.candidate_queries(terms, df, ranking.postings)
 
-        if _scope_excluded(scope, filters):
-            queries = candidate_queries(store.fts_stats(scope, stems).df)
-            return [], queries[-1] if queries else ""
         unfiltered = not (filters.obs_types or filters.files or filters.source
                           or filters.date_start is not None or filters.date_end is not None)
         # One read for the statistics, candidates, windows and texts (one statement on
@@ -265,35 +306,35 @@ class Search(Base):
         read = store.rank_candidates(scope, stems, candidate_queries, filters, pool, ranking.window,
                                      2 * ranking.window if ranking.promote and unfiltered else ranking.window)
         fts, match = read.stats, read.match
+        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue, read,
+                       said_times=when is not None and ranking.said_times)
+        stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
         if not read.ids:
-            return [], match
+            return _Ranked([], {}, trail, stats, stems, weights, match, read.records)
         candidates = list(dict.fromkeys(read.ids))
         if when is not None and ranking.time_candidates:
             candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
-        trail = _Trail(store, scope, rank.TermCounter(stems), ranking.window, cue, read,
-                       said_times=when is not None and ranking.said_times)
         trail.load(candidates)
-        stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
 
         def score(ids: list[int]) -> dict[int, float]:
             return rank.score([rank.Candidate(i, trail.times.get(i, 0)) for i in ids], trail.docs,
-                              trail.windows, stems, stats, ranking, when, self.now())
+                              trail.windows, stems, stats, ranking, when, self.now(), weights)
 
         scores = score(candidates)
         if ranking.promote and unfiltered:
             # A neighbour of a strong candidate that shares a word is a candidate too, though
             # BM25 alone ranked it outside the pool; no filter can exclude it (same session).
             best = sorted(candidates, key=lambda i: -scores[i])[:ranking.promote]
-            extra = list(dict.fromkeys(n for i in best for n, _ in trail.windows.get(i, ())
-                                       if n not in scores and n in trail.docs and trail.docs[n].matches()))
-            if extra:
-                trail.load(extra)
-                scores.update(score(extra))
-                candidates += extra
+            extra_ids = list(dict.fromkeys(n for i in best for n, _ in trail.windows.get(i, ())
+                                           if n not in scores and n in trail.docs and trail.docs[n].matches()))
+            if extra_ids:
+                trail.load(extra_ids)
+                scores.update(score(extra_ids))
+                candidates += extra_ids
         if ranking.replies and ranking.window and unfiltered:
             candidates += self._replies(scope, trail, candidates, scores, score)
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
-        return self._arranged(scope, ranked, scores, trail, stats.idf, stems, pool, want, read.records), match
+        return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records)
 
     def _replies(self, scope: str, trail: _Trail, candidates: list[int], scores: dict[int, float],
                  score: Callable[[list[int]], dict[int, float]]) -> list[int]:
@@ -329,19 +370,20 @@ class Search(Base):
             scores[reply] = arrange.reply_score(scores[asker_of[reply]], own[reply], ranking.reply_share)
         return replies
 
-    def _arranged(self, scope: str, ranked: list[int], scores: dict[int, float], trail: _Trail,
-                  idf_of: Callable[[str], float], stems: Sequence[str], pool: int, want: int,
-                  known: dict[int, Any] | None = None) -> list[SearchHit]:
+    def _arranged(self, scope: str, ranked: _Ranked, pool: int, want: int) -> list[SearchHit]:
         """The best `want` hits: the first `pool` ranked records arranged together (an older
         statement restated elsewhere, sessions spread out), then the rest in score order.
-        `known`: records the candidates' read brought (fetched no more)."""
+        The records the candidates' read brought are fetched no more."""
         from nmem.search import arrange, rank
 
         ranking, store = self.ranking, self.store
+        scores, trail, stems, known = ranked.scores, ranked.trail, ranked.stems, ranked.records
+        idf = [ranked.stats.idf(t) * w for t, w in zip(stems, ranked.weights, strict=True)]
         kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
                        else ("observation", store.get_observations))
-        arranging = ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
-        head = ranked[:pool] if arranging else []
+        arranging = (ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
+                     or ranking.session_weight > 0.0)
+        head = ranked.ids[:pool] if arranging else []
         records: dict[int, Any] = dict(known or {})
         if [i for i in head if i not in records]:
             records.update((int(r.id), r) for r in fetch([i for i in head if i not in records]))
@@ -351,11 +393,12 @@ class Search(Base):
             turns = self._turns(kind, [records[i] for i in head if i in records])
             placed = [arrange.Placed(i, scores[i], getattr(records[i], "session_id", None), trail.times.get(i, 0),
                                      trail.docs.get(i, empty).counts, turns.get(i)) for i in head if i in records]
-            adjusted = arrange.superseded(placed, [idf_of(t) for t in stems], ranking.supersede_share,
+            adjusted = arrange.superseded(placed, idf, ranking.supersede_share,
                                           ranking.supersede)
+            adjusted = arrange.session_weighted(placed, adjusted, ranking.session_weight, ranking.session_top)
             order = arrange.spread_by_session(placed, adjusted, ranking.spread, ranking.spread_free,
                                               ranking.turn_spread)
-        order += [(i, scores[i]) for i in ranked[len(head):]]
+        order += [(i, scores[i]) for i in ranked.ids[len(head):]]
         hits: list[SearchHit] = []
         done = 0
         while len(hits) < want and done < len(order):  # again only if a row went meanwhile (a purge)
@@ -433,6 +476,20 @@ class Search(Base):
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
         return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
+
+
+class _Ranked(Record):
+    """One ranking of a trail scope: candidate ids best first, their scores, what was read
+    around them, the stems asked (question words, then feedback words) and their weights."""
+
+    ids: list[int]
+    scores: dict[int, float]
+    trail: _Trail
+    stats: rank.IndexStats
+    stems: tuple[str, ...]
+    weights: list[float]
+    match: str
+    records: dict[int, Any] | None
 
 
 class _Trail:
