@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nmem.store.sqlite import SqliteStore, whole_class
-from nmem.store.sqlite.concerns import CONCERNS
+from nmem.store.sqlite.concerns import CONCERNS, NEEDS
 
 pytestmark = pytest.mark.sqlite_only("how the SQLite engine's class is split for the hook: SQLite's own modules")
 
@@ -47,6 +47,16 @@ def test_the_concern_table_names_each_concerns_public_methods() -> None:
         assert not public & light, f"{cls.__name__} redefines {sorted(public & light)}"
 
 
+def test_a_concern_joins_with_the_concerns_whose_engine_hooks_it_calls() -> None:
+    classes = concern_classes()
+    private = {m: {n for n in names(c, SqliteStore.__mro__) if n.startswith("_")} for m, c in classes.items()}
+    for module, cls in classes.items():
+        calls = called_names(cls)
+        needs = {other for other, own in private.items() if other != module and calls & own}
+        assert needs == set(NEEDS.get(module, ())), f"NEEDS[{module!r}] must be {sorted(needs)}"
+        assert not any(NEEDS.get(need) for need in needs), "a needed concern needs nothing more (no chains)"
+
+
 def test_no_concern_redefines_what_another_or_the_light_class_holds() -> None:
     light = names(SqliteStore)
     light_calls = called_names(SqliteStore)
@@ -70,9 +80,10 @@ def test_a_store_takes_a_concern_on_first_use_of_one_of_its_names(tmp_path: Path
         assert store.schema_version() > 0 and type(store) is SqliteStore   # its own methods: no change
         assert getattr(store, "_no_such_private", None) is None and type(store) is SqliteStore
         assert store.sessions_by_prefix("s", 5) == []                       # NavigationReads
-        assert type(store)._concerns == {"nmem.store.sql.navigation"} and isinstance(store, SqliteStore)
+        navigation = {"nmem.store.sql.navigation", "nmem.store.sqlite.search"}   # with what it needs
+        assert type(store)._concerns == navigation and isinstance(store, SqliteStore)
         assert store.session_roots([]) == {}                                 # ContextReads joins too
-        assert type(store)._concerns == {"nmem.store.sql.navigation", "nmem.store.sql.context"}
+        assert type(store)._concerns == {*navigation, "nmem.store.sql.context"}
         assert store.sessions_by_prefix("s", 5) == []                       # still there
         try:
             store.no_such_method  # noqa: B018

@@ -27,7 +27,7 @@ from __future__ import annotations
 from _thread import allocate_lock
 
 from nmem.store.sql.trail import SPOOL_MARK_DAYS, TrailWrites
-from nmem.store.sqlite.concerns import CONCERNS
+from nmem.store.sqlite.concerns import CONCERNS, NEEDS
 from nmem.store.sqlite.connection import Connection, exp_decay
 
 TYPE_CHECKING = False
@@ -61,7 +61,7 @@ else:
             if module is None or module in type(self)._concerns:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
             with _growing:   # threads of a server share a store: each adds to what the other added
-                self.__class__ = _with_concerns(type(self)._concerns | {module})
+                self.__class__ = _with_concerns(type(self)._concerns | {module, *NEEDS.get(module, ())})
             return getattr(self, name)
 
 

@@ -3,7 +3,14 @@ to load a concern on the first use of one of its names (see `nmem.store.sqlite`)
 
 Plain strings, so reading it loads none of them; tests/store/test_sqlite_rest.py checks it
 against the classes (a method added to a concern must be added here, or the store will not find it).
+`NEEDS` names the concerns whose engine hooks a concern calls (`SqlBase._log_memory_op` is the
+sync outbox's): they join with it.
 """
+
+NEEDS: dict[str, tuple[str, ...]] = {
+    "nmem.store.sql.memories": ("nmem.store.sql.sync",),              # _log_memory_op, _forget_sync_lines
+    "nmem.store.sql.navigation": ("nmem.store.sqlite.search",),       # _text_match
+}
 
 CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {   # module: (mixin class, its public names)
     "nmem.store.sql.memories": ("MemoryRows", (
