@@ -421,7 +421,7 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     items = items[:OPEN_SHOWN]
     if items:
         lines += ["Left open:", *items]
-    carried = carried_work(store, earlier, session, acts, now, todo)
+    carried = carried_work(store, earlier, session, acts, now, todo, closing.content if closing else "")
     lines += _carried_lines(carried, paths, now)
     fixed_texts = [_fixed_text(f, paths, sid) for f in fixed[-FIXED_SHOWN:]]
     fixed_texts += [_fixed_text(f, paths, f.last.session_id) + f" (from s{f.last.session_id[:8]})"

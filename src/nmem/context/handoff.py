@@ -251,10 +251,12 @@ def failures(observations: Iterable[Observation]) -> list[Failure]:
             key = ("file", _file_kind(tool), obs.file_path)
             label = str(tool)
         elif obs.obs_type == "command":
-            passed = command_key(obs.content)
-            for failure in found.values():
-                if failure.open and isinstance(failure.key, CommandKey) and passed.covers(failure.key):
-                    failure.fixed_by = obs
+            waiting = [(f, f.key) for f in found.values() if f.open and isinstance(f.key, CommandKey)]
+            if waiting:   # a passing run is read only when it may fix something
+                passed = command_key(obs.content)
+                for failure, failed in waiting:
+                    if passed.covers(failed):
+                        failure.fixed_by = obs
             continue
         elif obs.obs_type in ("file_read", "file_write", "file_edit") and obs.file_path:
             kind = "read" if obs.obs_type == "file_read" else "change"

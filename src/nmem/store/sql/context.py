@@ -241,16 +241,19 @@ class ContextReads(SqlBase):
             (session_id, limit))
         return [Observation.from_row(r) for r in reversed(rows)]
 
-    def session_tails(self, session_ids: Sequence[str], limit: int) -> dict[str, list[Observation]]:
+    def session_tails(self, session_ids: Sequence[str], limit: int,
+                      obs_types: Sequence[str] = ()) -> dict[str, list[Observation]]:
         """`session_tail` of several sessions in one statement: each one's newest `limit`
-        observations, oldest first (a session without any is left out)."""
+        observations, oldest first (a session without any is left out); with `obs_types`, only
+        those of these types among them (the newest `limit` still counted over every type)."""
         ids = list(dict.fromkeys(session_ids))
         if not ids:
             return {}
+        types = f" AND obs_type IN ({marks(len(obs_types))})" if obs_types else ""
         rows = self._query(
             f"SELECT {OBS_COLUMNS} FROM (SELECT {OBS_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY session_id "
             f"ORDER BY timestamp DESC, id DESC) AS n FROM observations WHERE session_id IN ({marks(len(ids))})) "
-            "AS t WHERE n <= ? ORDER BY timestamp, id", (*ids, limit))
+            f"AS t WHERE n <= ?{types} ORDER BY timestamp, id", (*ids, limit, *obs_types))
         out: dict[str, list[Observation]] = {}
         for r in rows:
             o = Observation.from_row(r)
