@@ -126,7 +126,7 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
     if not chosen:
         return CarriedWork([], [])
     ids = [s.id for s in chosen]
-    tails = store.session_tails(ids, EARLIER_TAIL, TELLING)   # one statement for every earlier session
+    tails = store.session_tails(ids, EARLIER_TAIL, TELLING)
     last = store.last_prompts(ids, "agent")
     acts = {sid: [o for o in tails.get(sid, ()) if not o.obs_type.startswith("session_")] for sid in ids}
     closings = {sid: last[sid].content if sid in last else "" for sid in ids}
