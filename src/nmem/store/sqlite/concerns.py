@@ -17,7 +17,7 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {   # module: (mixin class, i
         "export_memories", "export_sessions", "get_memory", "insert_memory", "iter_memories", "memory_numbers",
         "memory_uid", "put_memory", "put_session", "tombstone_memory", "touch_memories", "update_memory")),
     "nmem.store.sqlite.search": ("SearchReads", (
-        "fts_stats", "fts_texts", "get_observations", "get_prompts", "match_ids", "memory_indexed", "neighbours",
+        "fts_stats", "fts_texts", "get_observations", "get_prompts", "match_ids", "memory_indexed",
         "rank_candidates", "search", "search_memories", "search_observations", "search_prompts",
         "search_sessions", "session_windows")),
     "nmem.store.sql.context": ("ContextReads", (
@@ -31,7 +31,8 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {   # module: (mixin class, i
         "add_token", "add_user", "audit_rows", "list_tokens", "list_users", "memory_writers",
         "observation_writers", "record_writes", "revoke_tokens", "team_active", "token_user")),
     "nmem.store.sql.navigation": ("NavigationReads", (
-        "list_sessions", "observation_ids", "purge_observations_matching", "recorded_paths", "sessions_by_prefix")),
+        "list_sessions", "neighbours", "observation_ids", "purge_observations_matching", "recorded_paths",
+        "sessions_by_prefix")),
     "nmem.store.sql.vectors": ("VectorRows", (
         "count_missing_vectors", "count_vectors", "delete_vectors", "get_vectors", "missing_vectors",
         "prune_vectors", "put_vectors", "vector_scan")),
