@@ -17,6 +17,7 @@ time (user + system) of each process, which other load on the machine barely mov
 
     .venv/bin/python bench/hooks.py [--runs 60] [--observations 50000] [--json] [--check]
     .venv/bin/python bench/hooks.py --profile PostToolUse    # importtime + cProfile of one run
+    .venv/bin/python bench/hooks.py --ir                     # instructions per event (callgrind)
     .venv/bin/python bench/hooks.py --encrypted raw          # the same on an SQLCipher database
     .venv/bin/python bench/hooks.py --agent codex            # Codex's payloads through its hook command
 
@@ -31,6 +32,12 @@ for every agent but OpenCode, which takes none.
 `--encrypted raw` builds the database encrypted with a raw 256-bit key (NMEM_KEY, 64 hex
 digits: what docs/encryption.md recommends); `--encrypted passphrase` with a passphrase, to
 show what SQLCipher's key derivation costs every hook.
+
+`--ir` counts the instructions (callgrind's Ir) one run of the installed command executes per
+event, each on a fresh copy of the same database after one earlier event of its session: a
+count other load on the machine does not move, so two trees (or two commits) compare exactly
+on a busy machine where wall times differ by more than the change. It needs valgrind, and
+prints the modules each run imported beside it.
 
 nmem's bytecode is compiled first (as `pip install` does), so a run measures an installed
 nmem even when PYTHONDONTWRITEBYTECODE is set in the environment.
@@ -52,6 +59,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -465,6 +473,69 @@ def hook_imports(env: dict[str, str], argv: list[str], events: list[str]) -> dic
     return out
 
 
+# -- instruction counts -------------------------------------------------------------------------
+
+
+def instructions(home: Path) -> dict[str, dict[str, Any]]:
+    """Ir (callgrind) of one run of the installed command per event, each on a copy of `home`
+    taken after an earlier event of the same session, so every event meets the same database;
+    and the nmem modules the same run imports (`-X importtime`, on another such copy)."""
+    global STOP_TRANSCRIPT  # noqa: PLW0603  `payload_for` reads it
+    if not shutil.which("valgrind"):
+        sys.exit("bench/hooks.py: --ir needs valgrind (apt-get install valgrind)")
+    python, *args = hook_forms()[INSTALLED]
+    events = measured_events()
+    if "Stop" in events:
+        path, last = long_turn_transcript(home.parent / "claude-projects")
+        STOP_TRANSCRIPT = (str(path), last)
+        stop_sessions(home, 1, 0, 1, None)
+    out: dict[str, dict[str, Any]] = {}
+    for event in events:
+        stdin = json.dumps(payload_for(event, 0, "-0"))
+        with _scratch_home(home, event) as scratch:
+            counted = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", python,
+                                      *args], input=stdin, capture_output=True, text=True, env=child_env(scratch),
+                                     check=False)
+        with _scratch_home(home, event) as scratch:
+            imports = subprocess.run([python, "-X", "importtime", *args], input=stdin, capture_output=True,
+                                     text=True, env=child_env(scratch), check=False)
+        out[event] = {"ir_millions": _collected(counted, event),
+                      "nmem_modules": importtime_summary(imports.stderr)["nmem_modules"]}
+    floor = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", python, "-S", "-c",
+                            "pass"], capture_output=True, text=True, check=False)
+    out["python -S -c pass"] = {"ir_millions": _collected(floor, "the floor"), "nmem_modules": 0}
+    return out
+
+
+@contextmanager
+def _scratch_home(home: Path, event: str) -> Iterator[Path]:
+    """A copy of `home` after the event's session had one earlier event (a Stop's was opened by
+    `stop_sessions`), removed afterwards."""
+    scratch = home.parent / f"ir-{event}"
+    shutil.copytree(home, scratch)
+    try:
+        if event != "Stop":
+            timed(hook_forms()[INSTALLED], json.dumps(payload_for(event, -1, "-0")), child_env(scratch))
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _collected(done: subprocess.CompletedProcess[str], what: str) -> float:
+    found = [line for line in done.stderr.splitlines() if "Collected :" in line]
+    if done.returncode != 0 or not found:
+        sys.exit(f"bench/hooks.py: --ir {what} failed: {done.stderr.strip()[-500:]}")
+    return round(int(found[-1].rsplit(":", 1)[1]) / 1e6, 2)
+
+
+def ir_report(db: dict[str, Any], counts: dict[str, dict[str, Any]]) -> str:
+    lines = [f"nmem hook instructions ({AGENT}, installed command, callgrind Ir): {db['observations']:,} "
+             f"observations, {db['sessions']:,} sessions", "",
+             f"{'event':24} {'Ir (M)':>9} {'nmem modules':>13}"]
+    lines += [f"{name:24} {c['ir_millions']:9.2f} {c['nmem_modules']:13d}" for name, c in counts.items()]
+    return "\n".join(lines)
+
+
 # -- profiling ----------------------------------------------------------------------------------
 
 
@@ -549,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--profile", choices=sorted(set(TARGETS_MS) - {"Stop"}),
                         help="profile one event instead of timing")
+    parser.add_argument("--ir", action="store_true",
+                        help="count instructions per event under callgrind instead of timing (needs valgrind)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary NMEM_HOME")
     parser.add_argument("--encrypted", choices=sorted(KEYS),
                         help="build and measure an SQLCipher-encrypted database (raw key or passphrase)")
@@ -569,6 +642,11 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit("bench/hooks.py: --encrypted built a plain database")
         if args.profile:
             print(profile(home, args.profile, key_env))
+            return 0
+        if args.ir:
+            counts = instructions(home)
+            print(json.dumps({"agent": AGENT, "database": db, "ir": counts}, indent=2) if args.json
+                  else ir_report(db, counts))
             return 0
         results = measure(home, args.runs, key_env=key_env)
     finally:

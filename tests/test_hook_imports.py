@@ -152,14 +152,18 @@ COMMON_EVENTS: list[dict[str, Any]] = [
 
 # nmem's own modules a common event loads through the installed command: each costs a hook
 # process its lookup, read and unmarshal (~0.15 ms on a small VM), so the path is kept to few,
-# larger modules. A tool call loaded 43 at c20220e (before the redesign), 63 after it, 53 now
-# (a prompt with a marker one more); raise this only with a reason the next reader will accept
-# (bench/hooks.py prints the count per event).
-HOOK_NMEM_MODULES = 54
-# Loaded by other events or surfaces only: SessionStart and Stop start a sync; the SQLite engine's
-# navigation, vectors, lifecycle rows and change feed (`store/sqlite/rest.py`); the sync outbox.
-NOT_FOR_COMMON_EVENTS = ("nmem.sync", "nmem.store.sqlite.rest", "nmem.store.sql.changes", "nmem.store.sql.lifecycle",
-                         "nmem.store.sql.navigation", "nmem.store.sql.vectors", "nmem.store.oplog")
+# larger modules. A tool call loaded 43 at c20220e (before the redesign), 63 after it, 43 again
+# since the store loads each concern on first use (a plain prompt one more: its marker reader);
+# raise this only with a reason the next reader will accept (bench/hooks.py prints the count per
+# event, and `--ir` the instructions).
+HOOK_NMEM_MODULES = 45
+# Loaded by other events or surfaces only: SessionStart and Stop start a sync; every concern of the
+# SQLite engine but the trail (`store/sqlite/concerns.py`); curation (a marked prompt's memory);
+# the team server's viewer; the sync outbox.
+NOT_FOR_COMMON_EVENTS = ("nmem.sync", "nmem.store.sql.changes", "nmem.store.sql.lifecycle",
+                         "nmem.store.sql.navigation", "nmem.store.sql.vectors", "nmem.store.oplog",
+                         "nmem.store.sql.memories", "nmem.store.sqlite.search", "nmem.store.sql.context",
+                         "nmem.store.sql.sync", "nmem.store.sql.team", "nmem.service.memories", "nmem.team")
 
 
 def installed_command() -> list[str]:

@@ -56,3 +56,19 @@ def test_get_session_is_get_sessions_of_one(service: Service) -> None:
     assert sorted(both) == ["s-a", "s-b"] and both["s-a"].started_at == T0
     assert store.get_session("s-a") == both["s-a"] and store.get_session("s-missing") is None
     assert store.get_sessions([]) == {}
+
+
+def test_session_tails_of_some_types_keep_the_window_counted_over_every_type(service: Service) -> None:
+    store = service.store
+    sid = "s-types"
+    record(service, "SessionStart", now=T0, session_id=sid, source="startup")
+    for i in range(3):
+        record(service, "PostToolUse", now=T0 + 1 + 2 * i, session_id=sid, tool_name="Bash",
+               tool_input={"command": f"make step-{i}"}, tool_response={"stdout": "ok", "exit_code": 0})
+        record(service, "PostToolUse", now=T0 + 2 + 2 * i, session_id=sid, tool_name="Read",
+               tool_input={"file_path": f"/tmp/p/f{i}.py"}, tool_response={"type": "text"})
+    window = store.session_tail(sid, 4)
+    types = {o.obs_type for o in window}
+    assert "command" in types and len(types) > 1, "the test needs a window of several types"
+    only = store.session_tails([sid], 4, ("command",))[sid]
+    assert [o.id for o in only] == [o.id for o in window if o.obs_type == "command"]

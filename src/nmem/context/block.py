@@ -24,7 +24,6 @@ from nmem.context.handoff import Failure, command_key, display_command, is_probe
 from nmem.errors import NmemError
 from nmem.models import Record
 from nmem.store import OUTLINE_CHARS, SearchFilters
-from nmem.team.access import visible
 from nmem.text import clip, gist, one_line
 from nmem.util.timeutil import ago
 from nmem.util.tokens import estimate_tokens
@@ -421,7 +420,7 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     items = items[:OPEN_SHOWN]
     if items:
         lines += ["Left open:", *items]
-    carried = carried_work(store, earlier, session, acts, now, todo)
+    carried = carried_work(store, earlier, session, acts, now, todo, closing.content if closing else "")
     lines += _carried_lines(carried, paths, now)
     fixed_texts = [_fixed_text(f, paths, sid) for f in fixed[-FIXED_SHOWN:]]
     fixed_texts += [_fixed_text(f, paths, f.last.session_id) + f" (from s{f.last.session_id[:8]})"
@@ -450,7 +449,9 @@ def _memory_line(memory: Memory) -> str:
 def ranked_memories(store: Store, project: str, limit: int) -> list[tuple[Memory, float]]:
     """The curated memories the block shows, each with its value in it: pinned first (1.0), then
     by namespace, newest first (0.9 down by 0.01 a place)."""
-    chosen = sorted(visible(store, store.curated_memories(project, max(limit * 4, 20))), key=_memory_rank)[:limit]
+    # `store` is the service's, which a team server's viewer reads through `team.access.guarded`:
+    # it never returns another writer's `user` memory.
+    chosen = sorted(store.curated_memories(project, max(limit * 4, 20)), key=_memory_rank)[:limit]
     return [(m, round((1.0 if m.is_pinned else 0.9) - i * 0.01, 2)) for i, m in enumerate(chosen)]
 
 

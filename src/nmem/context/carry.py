@@ -32,6 +32,9 @@ EARLIER_TAIL = 400               # newest observations read of each of them
 TODO_SESSIONS = 3                # later working sessions after which an untouched to-do is dropped
 FAILURE_SESSIONS = 5
 CHANGES = ("file_edit", "file_write")
+# The rows of an earlier session that can fail, fix a failure or make it a working session: all
+# `handoff.failures` and `_Later` read (the rest of its tail is read by neither, so it is not read).
+TELLING = ("command", "command_error", "file_error", "file_read", *CHANGES, "git_commit")
 _DONE_WORDS = ("done", "fixed", "added", "removed", "resolved", "passes", "passing", "implemented", "finished",
                "completed", "in place")
 
@@ -115,14 +118,15 @@ class _Later:
 
 
 def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_acts: Sequence[Observation],
-                 now: int, seen_todos: Sequence[str] = ()) -> CarriedWork:
+                 now: int, seen_todos: Sequence[str] = (), lead_closing: str | None = None) -> CarriedWork:
     """The open work of `earlier` sessions (newest first, all before `lead`) that `lead` and the
-    sessions between did not resolve, newest first; and their failures the lead fixed."""
+    sessions between did not resolve, newest first; and their failures the lead fixed.
+    `lead_closing` is the lead's closing message when the caller has read it ("" for none)."""
     chosen = [s for s in earlier[:EARLIER_SESSIONS] if now - (s.ended_at or s.started_at) <= CARRY_SECONDS]
     if not chosen:
         return CarriedWork([], [])
     ids = [s.id for s in chosen]
-    tails = store.session_tails(ids, EARLIER_TAIL)   # two statements for every earlier session
+    tails = store.session_tails(ids, EARLIER_TAIL, TELLING)
     last = store.last_prompts(ids, "agent")
     acts = {sid: [o for o in tails.get(sid, ()) if not o.obs_type.startswith("session_")] for sid in ids}
     closings = {sid: last[sid].content if sid in last else "" for sid in ids}
@@ -131,7 +135,9 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
     by_session = {s.id: s for s in chosen}
     still_open: list[Carried] = []
     fixed: list[Failure] = []
-    lead_closing = store.last_prompt(lead.id, "agent")
+    if lead_closing is None:
+        last_reply = store.last_prompt(lead.id, "agent")
+        lead_closing = last_reply.content if last_reply else ""
     working_after = _working_after(ordered, acts, lead_acts)
     for failure in failures(timeline):
         origin = by_session.get(failure.last.session_id)
@@ -146,7 +152,7 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
         later = _Later()
         for after in ordered[index + 1:]:
             later.add(acts[after.id], closings[after.id])
-        later.add(lead_acts, lead_closing.content if lead_closing else "")
+        later.add(lead_acts, lead_closing)
         if later.working >= TODO_SESSIONS:
             continue
         for todo in pending_lines(closings[session.id]):

@@ -160,11 +160,12 @@ def command_key(content: str) -> CommandKey:
     return CommandKey(" ".join(words))
 
 
-def error_gist(text: str, size: int = ERROR_CHARS) -> str:
+def error_gist(text: str, size: int = ERROR_CHARS, key: str | None = None) -> str:
     """The most telling line of a failure's output: a test summary with the exception behind it
     (`1 error in 0.05s · ModuleNotFoundError: …`, as capture's previews read it), else a test
-    summary (`1 failed, 2 passed`), else the last line naming an error, else the last line."""
-    combined = key_line(text)
+    summary (`1 failed, 2 passed`), else the last line naming an error, else the last line.
+    `key` is the output's key line when capture kept it (`error_line`); else it is read here."""
+    combined = key if key is not None else key_line(text)
     if SEPARATOR in combined:
         return clip(combined, size)
     lines = [line.strip().strip("=").strip() for line in text.strip().splitlines()]
@@ -250,10 +251,12 @@ def failures(observations: Iterable[Observation]) -> list[Failure]:
             key = ("file", _file_kind(tool), obs.file_path)
             label = str(tool)
         elif obs.obs_type == "command":
-            passed = command_key(obs.content)
-            for failure in found.values():
-                if failure.open and isinstance(failure.key, CommandKey) and passed.covers(failure.key):
-                    failure.fixed_by = obs
+            waiting = [(f, f.key) for f in found.values() if f.open and isinstance(f.key, CommandKey)]
+            if waiting:   # a passing run is read only when it may fix something
+                passed = command_key(obs.content)
+                for failure, failed in waiting:
+                    if passed.covers(failed):
+                        failure.fixed_by = obs
             continue
         elif obs.obs_type in ("file_read", "file_write", "file_edit") and obs.file_path:
             kind = "read" if obs.obs_type == "file_read" else "change"
@@ -268,9 +271,19 @@ def failures(observations: Iterable[Observation]) -> list[Failure]:
         failure.fails += 1
         failure.last = obs
         failure.fixed_by = None
-        failure.error = error_gist(_error_text(obs))
         failure.denied = bool(meta.get("denied"))
+    for failure in found.values():   # why each failed, read once, from its latest run
+        failure.error = error_gist(_error_text(failure.last), key=_kept_key_line(failure.last))
     return list(found.values())
+
+
+def _kept_key_line(obs: Observation) -> str | None:
+    """The key line capture kept with a failure (`error_line`, what its preview shows), read from the
+    whole output before its tail was cut for `error`; None for rows stored before it was kept, and
+    for a denial (whose `error_line` is the denial's own wording)."""
+    meta = obs.metadata if isinstance(obs.metadata, dict) else {}
+    line = meta.get("error_line")
+    return line if isinstance(line, str) and line and not meta.get("denied") else None
 
 
 # -- what the last message says is still to do ----------------------------------------------

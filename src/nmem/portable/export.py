@@ -14,8 +14,11 @@ from typing import Any
 
 from nmem.models import Session
 from nmem.portable.records import memory_record, observation_record, prompt_record, session_record
-from nmem.service.core import CaptureService
 from nmem.store import SearchFilters
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.service.api import Service
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class SessionRows:
 class Export:
     """The records one export holds; iterate `memories()` and `sessions()` inside `snapshot()`."""
 
-    def __init__(self, service: CaptureService, filters: ExportFilters) -> None:
+    def __init__(self, service: Service, filters: ExportFilters) -> None:
         self.service = service
         self.filters = filters
         self.counts = {"memories": 0, "tombstones": 0, "sessions": 0, "prompts": 0, "observations": 0}

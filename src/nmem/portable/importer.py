@@ -1,6 +1,6 @@
 """What `nmem import` writes: a checked batch of records, idempotently.
 
-- A memory is keyed by its uid and goes through `CaptureService.merge_memory` (the newer
+- A memory is keyed by its uid and goes through `Service.merge_memory` (the newer
   `updated_at` wins; a memory without a uid is new unless one of its domain and namespace
   already says the same).
 - A session is keyed by its id: a new one is added; a known one keeps its project, takes the
@@ -29,8 +29,11 @@ from nmem.models import Memory, Session
 from nmem.portable import document, jsonl, markdown
 from nmem.portable.limits import InputLimits
 from nmem.portable.records import Batch, TrailSession, read_batch
-from nmem.service.core import CaptureService
 from nmem.store import NewObservation
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.service.api import Service
 
 MEMORIES_PER_TRANSACTION = 500
 PROMPT_SLACK_S = 2
@@ -60,14 +63,14 @@ class ImportReport:
         }
 
 
-def read(service: CaptureService, text: str, fmt: str, limits: InputLimits | None = None) -> Batch:
+def read(service: Service, text: str, fmt: str, limits: InputLimits | None = None) -> Batch:
     """Parse and check a whole file in one of the formats (`nmem.portable.FORMATS`); lines and
     records past the limits are left out and listed in `Batch.skipped`."""
     limits = limits or InputLimits()
     return read_batch(READERS[fmt](text, limits), service.now(), service.importable, limits.max_depth)
 
 
-def apply(service: CaptureService, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
+def apply(service: Service, batch: Batch, progress: Callable[[int], None] = lambda n: None) -> ImportReport:
     service.check_writable()  # memory off (globally or here): an import writes nothing
     report = ImportReport()
     store = service.store
@@ -88,11 +91,11 @@ def apply(service: CaptureService, batch: Batch, progress: Callable[[int], None]
     return report
 
 
-def _unkeyed(service: CaptureService, memory: Memory, texts: dict[tuple[str, str], set[str]]) -> str:
+def _unkeyed(service: Service, memory: Memory, texts: dict[tuple[str, str], set[str]]) -> str:
     """A memory without a uid (written by hand), as `merge_memory` takes it: new unless a live
     memory of its domain and namespace says the same. Each place's texts are read once per
     import, not once per memory (which made 3,000 hand-written memories take minutes). The
-    batch's memories are checked already (`CaptureService.importable`)."""
+    batch's memories are checked already (`Service.importable`)."""
     place = (memory.domain, memory.namespace)
     known = texts.get(place)
     if known is None:
@@ -122,7 +125,7 @@ def _merged(local: Session, incoming: Session, fill_only: bool) -> Session:
     return merged
 
 
-def _session(service: CaptureService, trail: TrailSession, report: ImportReport) -> None:
+def _session(service: Service, trail: TrailSession, report: ImportReport) -> None:
     store = service.store
     incoming = scrub_record(trail.session)  # every field, the summary's JSON too
     local = store.get_session(incoming.id)

@@ -8,6 +8,7 @@ as the whole `Service`, for the few calls one mixin makes into another.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from nmem.capture.project import project_name
@@ -17,15 +18,25 @@ from nmem.models import NAMESPACES, OBS_TYPES, Memory, project_domain
 from nmem.service.args import is_slug
 from nmem.store import open_store
 from nmem.store.keys import database_key
-from nmem.team import access
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import ModuleType
     from typing import Self
 
     from nmem.service.api import Service
     from nmem.store.protocol import Store
+
+ACCESS = "nmem.team.access"
+
+
+def team_access() -> ModuleType | None:
+    """`nmem.team.access` when this process has loaded it, else None. Only it sets a viewer
+    (`acting_as`, which a team server's guard enters per request), so a process that never loaded
+    it (a hook, the CLI) acts for nobody: nothing to filter or attribute, and nothing to import."""
+    return sys.modules.get(ACCESS)
+
 
 NAMESPACE_ALIASES = {
     "decision": "decisions", "learning": "learnings", "learned": "learnings",
@@ -48,6 +59,9 @@ class Base:
     def store(self) -> Store:
         """The store as the signed-in user of a team server may read it (`nmem.team.access`): every
         read of the service and of every adapter goes through here, so none forgets the rule."""
+        access = team_access()
+        if access is None:
+            return self._store
         seen: Store = access.guarded(self._store)
         return seen
 
@@ -75,7 +89,7 @@ class Base:
     @property
     def api(self) -> Service:
         """This service as the whole API, for a call from one mixin into another (the hook's
-        `CaptureService` calls only what it has)."""
+        `CaptureService` calls only what it has, and `Record._remember`)."""
         return self  # type: ignore[return-value]
 
     def now(self) -> int:
@@ -140,7 +154,8 @@ class Base:
 
     def _audit(self, action: str, memory: Memory, written: bool = False) -> None:
         """On a team server: an audit row for a memory write (and its writer, when `written`)."""
-        viewer = access.current()
+        access = team_access()
+        viewer = access.current() if access is not None else None
         if viewer is not None:
             self.store.record_writes(  # type: ignore[attr-defined]
                 viewer.name, self.now(), [(action, memory.urn)], memories=[memory.id] if written else [])

@@ -1,15 +1,15 @@
-"""The part of the service a hook loads: recording events and curating memories.
+"""The part of the service a hook loads: recording events.
 
 Hooks run as a fresh process per event, so they use `CaptureService` and never import the
-search machinery (`nmem.service.api.Service` adds search, recall, navigation, the lifecycle
-and status on top of it).
+search machinery or curation (`nmem.service.api.Service` adds memories, search, recall,
+navigation, the lifecycle and status on top of it). The few events that remember something
+(a marked prompt, a compaction's summary) load `Memories.remember` then (`Record._remember`).
 """
 
 from __future__ import annotations
 
-from nmem.service.memories import Memories
 from nmem.service.record import Record
 
 
-class CaptureService(Record, Memories):
-    """Recording and curation over one store. One per process (or per request in a server)."""
+class CaptureService(Record):
+    """Recording over one store. One per process (or per request in a server)."""

@@ -7,8 +7,13 @@ from nmem.capture.privacy import scrub_event
 from nmem.capture.project import project_root
 from nmem.capture.recorder import Recorder, RecordOutcome
 from nmem.models import observation_urn, prompt_urn
-from nmem.service.base import Base
-from nmem.team import access
+from nmem.service.base import Base, team_access
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from nmem.models import Memory
 
 # The events that start recording a session: what an agent did. Any other event (Stop, SessionEnd,
 # PreCompact, Notification, PreToolUse...) of a session never seen creates nothing.
@@ -48,14 +53,15 @@ class Record(Base):
             if known != project and not self.settings.project_enabled(known):
                 # a session of an opted-out project, resumed from elsewhere: still that project's
                 return RecordOutcome(event.session_id, project, skipped="disabled")
-            outcome = Recorder(self.store, self.settings, self.api.remember, turn).record(event, known)
+            outcome = Recorder(self.store, self.settings, self._remember, turn).record(event, known)
             self._attribute_event(outcome)
         self._session_projects[event.session_id] = known  # only once committed
         return outcome
 
     def _attribute_event(self, outcome: RecordOutcome) -> None:
         """On a team server: the event's writer and its audit rows, in the event's transaction."""
-        viewer = access.current()
+        access = team_access()
+        viewer = access.current() if access is not None else None
         if viewer is None:
             return
         writes: list[tuple[str, str]] = []
@@ -75,6 +81,13 @@ class Record(Base):
         from nmem.capture.transcript import turn_words
 
         return turn_words(event.transcript_path, subagent=event.kind == ev.SUBAGENT_STOP)
+
+    def _remember(self, content: str, **options: Any) -> Memory:
+        """`Memories.remember`, for the events that remember (a marked prompt, a compaction's
+        summary): curation loads with them, never with a tool call, whose `CaptureService` lacks it."""
+        from nmem.service.memories import Memories
+
+        return Memories.remember(self, content, **options)  # type: ignore[arg-type]  # it needs only Base
 
     def _first_replay(self, spool_id: str) -> bool:
         return self.store.mark_spooled(spool_id, self.now())

@@ -13,7 +13,6 @@ import os
 import sys
 
 from nmem.config import CONFIG_ENV, HOME_ENV, Settings
-from nmem.sync.lock import SyncLock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +37,8 @@ def on_stop(settings: Settings, store: Store) -> int | None:
 
 def start(settings: Settings, direction: str) -> int | None:
     """`nmem sync --<direction> --background`, detached; its pid, or None if a sync runs or it could not start."""
+    from nmem.sync.lock import SyncLock  # only once sync.auto asks: a hook without sync never loads it
+
     if SyncLock(settings.home).held_elsewhere():
         return None
     log = os.path.join(settings.ensure_dir(settings.log_dir), LOG_NAME)

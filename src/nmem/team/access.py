@@ -13,7 +13,8 @@ The rule is applied in one place: the service reads through `guarded(store)`, th
 the current viewer may see it, so no adapter (REST, MCP tool or resource, stream, viewer)
 can forget it.
 
-Standard library and `nmem.errors` only: the hook path's context block reads it.
+Standard library and `nmem.errors` only. A process that never loads it (a hook, the CLI) acts
+for nobody: the service asks for it only where it is loaded (`nmem.service.base.team_access`).
 """
 
 from __future__ import annotations

@@ -29,9 +29,12 @@ from nmem.portable.limits import InputLimits, decode, read_file, read_stream
 from nmem.portable.records import Batch
 from nmem.portable.sources import claude_mem, mcp_memory
 from nmem.portable.sources.transcripts import default_root, find_transcripts, import_transcripts
-from nmem.service.core import CaptureService
 from nmem.store.keys import database_key
 from nmem.util.timeutil import parse_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nmem.service.api import Service
 
 WRITERS: dict[str, Callable[[Export, TextIO, Callable[[int], None]], None]] = {
     "jsonl": jsonl.write, "json": document.write_json, "yaml": document.write_yaml, "markdown": markdown.write,
@@ -174,7 +177,7 @@ def _regular_or_directory(root: Path) -> None:
         raise InvalidArgument(f"{root} is not a regular file or a directory (a FIFO or device is never read)")
 
 
-def _apply(service: CaptureService, batch: Batch) -> importer.ImportReport:
+def _apply(service: Service, batch: Batch) -> importer.ImportReport:
     with progress_bar(batch.rows, "importing") as advance:
         return importer.apply(service, batch, advance)
 

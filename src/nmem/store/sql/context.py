@@ -243,10 +243,15 @@ class ContextReads(SqlBase):
         """The session's newest `limit` observations, oldest first."""
         return self.session_tails([session_id], limit).get(session_id, [])
 
-    def session_tails(self, session_ids: Sequence[str], limit: int) -> dict[str, list[Observation]]:
-        """Each session's newest `limit` observations, oldest first (a session without any is left out)."""
+    def session_tails(self, session_ids: Sequence[str], limit: int,
+                      obs_types: Sequence[str] = ()) -> dict[str, list[Observation]]:
+        """Each session's newest `limit` observations, oldest first (a session without any is left
+        out); with `obs_types`, only those of these types among them (the newest `limit` still
+        counted over every type)."""
+        select = TAIL_SQL if not obs_types else (
+            f"SELECT * FROM ({TAIL_SQL}) AS tail WHERE obs_type IN ({marks(len(obs_types))})")
         out: dict[str, list[Observation]] = {}
-        for r in self._each_session(TAIL_SQL, session_ids, limit):
+        for r in self._each_session(select, session_ids, limit, *obs_types):
             o = Observation.from_row(r)
             out.setdefault(o.session_id, []).append(o)
         for tail in out.values():

@@ -9,25 +9,26 @@ mixins both engines share from `nmem.store.sql`, which run here exactly as writt
     search.py      FTS5 MATCH and bm25(), the newest-match windows, ranking statistics
     schema.py      the numbered migrations; files.py: the file's identity and permissions;
     driver.py      the standard library's sqlite3 or SQLCipher, and what a failure (its result code) means
-    rest.py        the concerns a hook never needs (navigation, vectors, lifecycle, the change feed)
+    concerns.py    which concern module holds which public method (`CONCERNS`)
 
-A hook is a process per event, and each module it imports costs it: `SqliteStore` is built from
-what hooks use (the trail, memories, search and context reads, sync, team rows), and becomes
-`whole_class()` (the same object with the four mixins of `rest.py` added) the first time
-anything asks it for a public attribute it lacks. Every caller sees the whole engine; a hook loads four modules
-fewer. None of the four overrides a method of another mixin (a test checks it), so which class
-an object is never changes what a method does.
+A hook is a process per event, and each module it imports costs it (~0.15 ms, more with the
+classes it defines): a tool call writes the trail and needs nothing else, a SessionStart reads
+the context, a marked prompt writes a memory. So `SqliteStore` is the connection and the trail
+(`TrailWrites`); every other concern joins the object the first time anything asks it for a
+public name that concern provides (`concerns.CONCERNS`): its class becomes one with that mixin
+added, made once per process for each set of concerns. Every caller sees the whole engine; a
+tool call loads nine modules fewer. No concern redefines a name of the connection, the trail
+or another concern (a test checks it, and checks `CONCERNS` against the classes), so which
+class an object is never changes what a method does.
 """
 
 from __future__ import annotations
 
-from nmem.store.sql.context import ContextReads
-from nmem.store.sql.memories import MemoryRows
-from nmem.store.sql.sync import SyncRows
-from nmem.store.sql.team import TeamRows
+from _thread import allocate_lock
+
 from nmem.store.sql.trail import SPOOL_MARK_DAYS, TrailWrites
-from nmem.store.sqlite.connection import exp_decay
-from nmem.store.sqlite.search import SearchReads
+from nmem.store.sqlite.concerns import CONCERNS, NEEDS
+from nmem.store.sqlite.connection import Connection, exp_decay
 
 TYPE_CHECKING = False
 
@@ -35,34 +36,58 @@ __all__ = ["SPOOL_MARK_DAYS", "SqliteStore", "exp_decay", "whole_class"]
 
 if TYPE_CHECKING:
     from nmem.store.sql.changes import ChangeReads
+    from nmem.store.sql.context import ContextReads
     from nmem.store.sql.lifecycle import LifecycleRows
+    from nmem.store.sql.memories import MemoryRows
     from nmem.store.sql.navigation import NavigationReads
+    from nmem.store.sql.sync import SyncRows
+    from nmem.store.sql.team import TeamRows
     from nmem.store.sql.vectors import VectorRows
+    from nmem.store.sqlite.search import SearchReads
 
     class SqliteStore(TrailWrites, MemoryRows, SearchReads, ContextReads, NavigationReads, SyncRows, VectorRows,
                       LifecycleRows, TeamRows, ChangeReads):
         """The Store protocol on one SQLite file (see nmem.store.protocol)."""
 else:
-    class SqliteStore(TrailWrites, MemoryRows, SearchReads, ContextReads, SyncRows, TeamRows):
+    class SqliteStore(TrailWrites, Connection):
         """The Store protocol on one SQLite file (see nmem.store.protocol); what the type checker
-        sees above is what an instance answers, the rest loading on first use."""
+        sees above is what an instance answers, each concern loading on its first use."""
+
+        _concerns: frozenset[str] = frozenset()   # the modules of `CONCERNS` this class holds
 
         def __getattr__(self, name: str) -> object:
-            # Only reached for a name the class lacks: a public one may be the rest's.
-            if name.startswith("_") or type(self) is not SqliteStore:
+            # Only reached for a name the class lacks: a public one may be a concern's not yet loaded.
+            module = None if name.startswith("_") else _concern_of(name)
+            if module is None or module in type(self)._concerns:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            self.__class__ = whole_class()
+            with _growing:   # threads of a server share a store: each adds to what the other added
+                self.__class__ = _with_concerns(type(self)._concerns | {module, *NEEDS.get(module, ())})
             return getattr(self, name)
 
 
-_whole: list[type[SqliteStore]] = []
+def _concern_of(name: str) -> str | None:
+    for module, (_, names) in CONCERNS.items():
+        if name in names:
+            return module
+    return None
+
+
+_growing = allocate_lock()
+_classes: dict[frozenset[str], type[SqliteStore]] = {}
+
+
+def _with_concerns(modules: frozenset[str]) -> type[SqliteStore]:
+    """`SqliteStore` with the mixins of these concern modules, made once per process for each set."""
+    cls = _classes.get(modules)
+    if cls is None:
+        mixins = tuple(getattr(__import__(m, fromlist=[klass]), klass)   # no importlib on the hook path
+                       for m, (klass, _) in CONCERNS.items() if m in modules)
+        cls = type("SqliteStore", (SqliteStore, *mixins), {"__module__": __name__, "_concerns": modules,
+                                                            "__doc__": SqliteStore.__doc__})
+        _classes[modules] = cls
+    return cls
 
 
 def whole_class() -> type[SqliteStore]:
-    """`SqliteStore` with the rest of the engine (`rest.REST`), made once per process."""
-    if not _whole:
-        from nmem.store.sqlite.rest import REST
-
-        _whole.append(type("WholeStore", (SqliteStore, *REST), {"__module__": __name__,
-                                                                 "__doc__": "Every concern of the SQLite engine."}))
-    return _whole[0]
+    """`SqliteStore` with every concern of the engine."""
+    return _with_concerns(frozenset(CONCERNS))
