@@ -175,6 +175,35 @@ def searcher(port: int, token: str, n: int, results: Results, start: threading.B
             results.error(f"searcher {idx}: HTTP {status} {body}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the process and the children it has (the workers), so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (OSError, ValueError, IndexError):
+        return total
+    return total + sum(cpu_seconds(int(c)) for c in children)
+
+
+def postgres_cpu_seconds() -> float | None:
+    """CPU seconds of every process of the local PostgreSQL server (its backends included), or None."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, seen = 0.0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if "(postgres)" in text:
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            seen = True
+    return total if seen else None
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
@@ -278,11 +307,15 @@ def run(args: argparse.Namespace, store: str | None) -> int:
                 threads.append(threading.Thread(target=searcher,
                                                 args=(port, reader_token, args.searches, results, start, s)))
             began = time.perf_counter()
+            cpu_before, pg_before, own_before = cpu_seconds(server.pid), postgres_cpu_seconds(), time.process_time()
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             wall = time.perf_counter() - began
+            server_cpu, own_cpu = cpu_seconds(server.pid) - cpu_before, time.process_time() - own_before
+            pg_after = postgres_cpu_seconds()
+            pg_cpu = pg_after - pg_before if pg_after is not None and pg_before is not None else None
             expected = {f"writer {w} prompt {i} about the {WORDS[(w + i) % len(WORDS)]} path"
                         for w in range(WRITERS) for i in range(1, args.events + 1)}
             stored = stored_prompts(home, store)
@@ -321,6 +354,11 @@ def run(args: argparse.Namespace, store: str | None) -> int:
     searches = results.latency.get("search (GET /search)", [0.0])
     print(f"\n{throughput:.0f} requests/s overall; mean search {statistics.mean(searches) * 1000:.1f} ms; "
           f"{SHED['count']} answers were 503 with Retry-After (shed, then sent again)")
+    requests = sum(len(v) for v in results.latency.values())
+    print(f"CPU during the load: server {server_cpu:.1f} s ({server_cpu / requests * 1000:.2f} ms a request), "
+          + (f"PostgreSQL (all its processes) {pg_cpu:.1f} s ({pg_cpu / requests * 1000:.2f} ms a request), "
+             if store and pg_cpu is not None else "")
+          + f"this benchmark's clients {own_cpu:.1f} s")
     return 1 if lost or duplicated or results.errors else 0
 
 
