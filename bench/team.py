@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measure import cpu_seconds, postgres_cpu_seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 50
 SEARCHERS = 200
@@ -173,35 +175,6 @@ def searcher(port: int, token: str, n: int, results: Results, start: threading.B
         results.add(op, time.perf_counter() - began)
         if status != 200:
             results.error(f"searcher {idx}: HTTP {status} {body}")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of the process and the children it has (the workers), so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except (OSError, ValueError, IndexError):
-        return total
-    return total + sum(cpu_seconds(int(c)) for c in children)
-
-
-def postgres_cpu_seconds() -> float | None:
-    """CPU seconds of every process of the local PostgreSQL server (its backends included), or None."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total, seen = 0.0, False
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        if "(postgres)" in text:
-            fields = text.rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-            seen = True
-    return total if seen else None
 
 
 def pct(values: list[float], p: float) -> float:
