@@ -39,9 +39,13 @@ class Overloaded(NmemError):
     retry_after = 1
 
 
-def auto_threads(setting: int) -> int:
-    """`http.threads`, or for 0 four per core (a read waits on the database as much as it computes)."""
-    return setting if setting > 0 else min(MAX_AUTO_THREADS, 4 * len(os.sched_getaffinity(0)))
+def auto_threads(setting: int, workers: int = 1) -> int:
+    """`http.threads`, or for 0 four per core (a read waits on the database as much as it computes),
+    shared by the `workers` processes serving on the same cores (at least two each): more threads
+    are more database connections, each planning and caching its statements apart."""
+    if setting > 0:
+        return setting
+    return max(2, min(MAX_AUTO_THREADS, 4 * len(os.sched_getaffinity(0)) // max(1, workers)))
 
 
 class Lane:
