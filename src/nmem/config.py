@@ -197,7 +197,8 @@ SETTINGS: tuple[Setting, ...] = (
             "recent mean time of one, shared by the threads); past it the request gets 503 with Retry-After "
             "at once."),
     Setting("http.threads", int, 0, "NMEM_HTTP_THREADS",
-            "Threads each server process runs REST reads on (writes run on one more); 0: four per core, at most 32."),
+            "Threads each server process runs REST reads on (writes run on one more); 0: four per core, "
+            "shared by the `http.workers` processes (at least 2 each, at most 32)."),
     Setting("http.workers", int, 1, "NMEM_HTTP_WORKERS",
             "Server processes `nmem serve --transport http` runs behind its one port (`--workers`); each has its "
             "own threads and connections, and every one sees every change (docs/http.md)."),
