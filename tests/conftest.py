@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -18,9 +19,10 @@ from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
 from nmem.service.api import Service
-from store_engines import ENGINES, pg_schemas, pg_url, store, store_url
+from nmem.store.keys import database_key
+from store_engines import ENGINES, pg_schemas, pg_url, sqlite_template, store, store_url
 
-__all__ = ["pg_schemas", "pg_url", "store", "store_url"]  # fixtures every test module may use
+__all__ = ["pg_schemas", "pg_url", "sqlite_template", "store", "store_url"]  # fixtures every test module may use
 
 # Every test under these directories that opens a store (through `store`, `store_url`, `nmem_home`,
 # `settings`, `service`...) runs once per engine; see pytest_generate_tests.
@@ -87,7 +89,10 @@ def settings(nmem_home: Path) -> Settings:
 
 
 @pytest.fixture
-def service(settings: Settings) -> Iterator[Service]:
+def service(settings: Settings, request: pytest.FixtureRequest) -> Iterator[Service]:
+    if settings.store_url == f"sqlite:///{settings.db_path}" and not os.path.exists(settings.db_path) \
+            and database_key(settings) is None:
+        request.getfixturevalue("sqlite_template").copy_to(Path(settings.db_path))
     svc = Service.open(settings)
     yield svc
     svc.close()

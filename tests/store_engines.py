@@ -194,6 +194,40 @@ def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
     schemas.give_back()
 
 
+class SqliteTemplate:
+    """This test process's SQLite database, migrated once: a test's own database is a copy of it.
+
+    Made by nmem's migrations, a new database costs one commit a step, each synced to disk (a
+    quarter of a second here, most of a store or service test's setup); a copy costs a file's
+    bytes. The copy gets a device id of its own (`sync_state`), as a database made anew does.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        open_store(f"sqlite:///{path}").close()
+        self.data = path.read_bytes()
+
+    def copy_to(self, path: Path) -> None:
+        """A migrated database at `path`, as `open_store` would make it (directory 0700, file 0600)."""
+        import sqlite3
+
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(self.data)
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous = OFF")   # the test's store syncs its own writes
+            conn.execute("UPDATE sync_state SET device = lower(hex(randomblob(8)))")
+        finally:
+            conn.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+    return SqliteTemplate(tmp_path_factory.mktemp("sqlite-template") / "nmem.db")
+
+
 @pytest.fixture(params=ENGINES, name="engine")
 def both_engines(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -203,7 +237,9 @@ def both_engines(request: pytest.FixtureRequest) -> str:
 def store_url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     if engine == "postgres":
         return str(request.getfixturevalue("pg_url"))
-    return f"sqlite:///{tmp_path / 'engine' / 'nmem.db'}"
+    path = tmp_path / "engine" / "nmem.db"
+    request.getfixturevalue("sqlite_template").copy_to(path)
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture

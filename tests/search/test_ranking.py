@@ -346,7 +346,7 @@ def test_a_neighbours_window_is_cut_from_a_wider_one_exactly(service: Service) -
 def test_fts_texts_and_stats_are_what_fts5_indexed(service: Service) -> None:
     ids = [prompt(service, "deploy the api to staging", T0), prompt(service, "the api is down, again", T0 + 1)]
     assert service.store.fts_texts("prompts", [*ids, 999]) == {
-        ids[0]: ("deploy the api to staging", 5, T0), ids[1]: ("the api is down, again", 5, T0 + 1)}
+        ids[0]: ("deploy the api to staging", 5, T0, "user"), ids[1]: ("the api is down, again", 5, T0 + 1, "user")}
     stats = service.store.fts_stats("prompts", ["api", "deploi", "missing"])
     assert (stats.docs, stats.tokens, stats.df) == (2, 10, {"api": 2, "deploi": 1})
     with pytest.raises(ValueError, match="no ranking support"):

@@ -43,12 +43,21 @@ def test_the_reply_to_a_matching_question_ranks_beside_it(service: Service, cloc
     assert answer not in ids(service.search("how long has the staging cluster been up", scope="prompts"))
 
 
-def test_a_user_going_on_is_no_reply(service: Service, clock: Clock) -> None:
+def test_a_user_going_on_is_no_reply(service: Service, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     clock.now = T0 + DAY
     asked = prompt(service, "why does the cache deadlock under load?", T0)
     more = prompt(service, "switch it to WAL", T0 + 1)
+    fetched: list[int] = []
+    read = service.store.get_prompts
+
+    def get_prompts(wanted: list[int]) -> Any:
+        fetched.extend(wanted)
+        return read(wanted)
+
+    monkeypatch.setattr(service.store, "get_prompts", get_prompts)
     got = ids(service.search("cache deadlock", scope="prompts"))
     assert asked in got and more not in got   # the user's next prompt, not an answer
+    assert more not in fetched   # its writer came with its text, in the candidates' read
 
 
 def test_a_speaker_going_on_is_no_reply(service: Service, clock: Clock) -> None:

@@ -1,35 +1,61 @@
-"""The context block's batch reads give what their one-session forms give, session by session."""
+"""The batch reads behind the context block and search (`get_sessions`, `session_tails`,
+`last_prompts`) checked against plain SQL reads, session by session; their one-session forms
+are thin calls of them, so they are checked too."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import record
 from nmem.service.api import Service
+from store_engines import sql_rows
 
 T0 = 1_790_000_000
 
 
-def test_session_tails_and_last_prompts_match_one_session_reads(service: Service) -> None:
-    store = service.store
-    for n, sid in enumerate(("s-a", "s-b", "s-c")):
+def seed(service: Service, sessions: list[str]) -> None:
+    for n, sid in enumerate(sessions):
         at = T0 + 1000 * n
         record(service, "SessionStart", now=at, session_id=sid, source="startup")
         record(service, "UserPromptSubmit", now=at + 1, session_id=sid, prompt=f"task {sid}")
-        for i in range(4 + n):
+        for i in range(4 + n % 3):
             record(service, "PostToolUse", now=at + 2 + i, session_id=sid, tool_name="Bash",
                    tool_input={"command": f"echo {sid} {i}"}, tool_response={"stdout": "ok", "exit_code": 0})
-        if sid != "s-c":  # s-c never closed: no reply
+        if n % 3 != 2:  # every third never closed: no reply
             record(service, "Stop", now=at + 50, session_id=sid, last_assistant_message=f"done with {sid}")
-    ids = ["s-a", "s-b", "s-c", "s-none"]
+
+
+def test_batch_reads_give_each_sessions_rows_as_plain_sql_reads_them(service: Service,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    store = service.store
+    monkeypatch.setattr(store.dialect, "keys_per_statement", 2)  # compound statements, the last one partly full
+    sessions = ["s-a", "s-b", "s-c", "s-d", "s-e"]
+    seed(service, sessions)
+    ids = [*sessions, "s-none", "s-a"]
     tails = store.session_tails(ids, 3)
-    for sid in ids:
-        assert [o.id for o in tails.get(sid, [])] == [o.id for o in store.session_tail(sid, 3)], sid
-    assert "s-none" not in tails and all(len(rows) == 3 for rows in tails.values())
     last = store.last_prompts(ids, "agent")
-    for sid in ids:
+    for sid in sessions:
+        newest = sql_rows(store, "SELECT id FROM observations WHERE session_id = ? ORDER BY timestamp DESC, id DESC "
+                                 "LIMIT 3", sid)
+        assert [o.id for o in tails[sid]] == [r[0] for r in reversed(newest)], sid
+        assert [o.id for o in store.session_tail(sid, 2)] == [r[0] for r in reversed(newest[:2])], sid
+        reply = sql_rows(store, "SELECT max(id) FROM prompts WHERE session_id = ? AND source = 'agent'", sid)[0][0]
+        assert (last[sid].id if sid in last else None) == reply, sid
         one = store.last_prompt(sid, "agent")
-        assert (last[sid].id if sid in last else None) == (one.id if one else None), sid
-    assert set(last) == {"s-a", "s-b"} and last["s-a"].content == "done with s-a"
+        assert (one.id if one else None) == reply and (one is None or one.project == last[sid].project)
+    assert set(tails) == set(sessions) and set(last) == {"s-a", "s-b", "s-d", "s-e"}
+    assert last["s-a"].content == "done with s-a"
+    assert store.session_tail("s-none", 3) == [] and store.last_prompt("s-c", "agent") is None
     assert store.session_tails([], 3) == {} and store.last_prompts([], "agent") == {}
+
+
+def test_get_session_is_get_sessions_of_one(service: Service) -> None:
+    store = service.store
+    seed(service, ["s-a", "s-b"])
+    both = store.get_sessions(["s-b", "s-a", "s-missing", "s-a"])
+    assert sorted(both) == ["s-a", "s-b"] and both["s-a"].started_at == T0
+    assert store.get_session("s-a") == both["s-a"] and store.get_session("s-missing") is None
+    assert store.get_sessions([]) == {}
 
 
 def test_sessions_prompts_gives_each_sessions_window_as_session_prompts_does(service: Service) -> None:

@@ -68,3 +68,33 @@ def test_purge_matching_takes_what_observation_ids_selects_and_keeps_pins(servic
     assert store.observation_ids('"target0"', SearchFilters(), unpinned=False) == [ids[0], ids[2], ids[4]]
     assert store.purge_observations_matching('"target0"', SearchFilters()) == 2
     assert [o.id for o in store.get_observations(ids)] == [ids[1], ids[2], ids[3], ids[5]]
+
+
+def test_neighbours_are_the_nearest_of_the_session_that_pass_the_filters(service: Service) -> None:
+    store = service.store
+    with store.transaction():  # one transaction: `add`'s own nest in it
+        store.ensure_session("s1", "demo", T0, agent="codex")
+        store.ensure_session("s2", "demo", T0, agent="gemini")
+        first = add(service, "s1", "demo", T0, "file_read", "/repo/src/auth.py")
+        for i in range(130):  # more commands between than any fixed window would read
+            add(service, "s1", "demo", T0 + 1 + i, "command", content=f"pytest #{i}")
+            add(service, "s2", "demo", T0 + 1 + i, "file_read", "/repo/src/auth.py")
+        anchor_id = add(service, "s1", "demo", T0 + 200, "file_edit", "/repo/src/auth.py")
+        last = add(service, "s1", "demo", T0 + 201, "file_read", "/repo/src/db.py")
+    (anchor,) = store.get_observations([anchor_id])
+
+    def around(**filters: object) -> tuple[list[int], list[int]]:
+        before, after = store.neighbours(anchor, 3, 3, SearchFilters(**filters))  # type: ignore[arg-type]
+        return [o.id for o in before], [o.id for o in after]
+
+    before, after = store.neighbours(anchor, 2, 3)
+    assert [o.timestamp for o in before] == [T0 + 129, T0 + 130] and [o.id for o in after] == [last]
+    assert around(obs_types=("file_read",)) == ([first], [last])
+    assert around(files=("auth.py",)) == ([first], [])
+    assert around(files=("/repo/src/db.py",), obs_types=("file_read",)) == ([], [last])
+    assert around(obs_types=("file_read",), date_start=T0 + 1) == ([], [last])
+    assert around(obs_types=("file_read",), date_end=T0 + 200) == ([first], [])
+    assert around(obs_types=("file_read",), agents=("codex",)) == ([first], [last])
+    assert around(agents=("gemini",)) == ([], [])
+    assert around(tags=("auth",)) == ([], []) and around(namespaces=("decisions",)) == ([], [])
+    assert around(obs_types=("file_read",), session_id="s2") == ([first], [last])  # the anchor's session, always

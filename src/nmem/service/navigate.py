@@ -27,6 +27,7 @@ from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.service.args import MAX_IDS, MAX_LIMIT, agents
 from nmem.service.base import Base
 from nmem.service.relpaths import Roots, preview_of, relative
+from nmem.store import SearchFilters
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
 
@@ -91,17 +92,24 @@ class Navigate(Base):
         return self.store.get_observations([as_int(i, "id") for i in ids])
 
     def timeline(self, anchor: Any = None, *, query: str | None = None, before: int | None = 5,
-                 after: int | None = 5, project: str | None = None,
-                 prefer_project: str | None = None, agent: Any = None) -> dict[str, Any]:
+                 after: int | None = 5, project: str | None = None, prefer_project: str | None = None,
+                 agent: Any = None, obs_type: Any = None, tags: Any = None, files: Any = None,
+                 date_start: Any = None, date_end: Any = None, cwd: str | None = None) -> dict[str, Any]:
         """Observations around an anchor in its session (anchor by id, or the best match of a
-        query, of `agent`'s sessions if given). The result names the session's agent."""
-        wanted = agents(agent)
+        query). The filters `search` takes (types, tags, files, date bounds, `agent`) narrow the
+        anchor's search and the neighbours: the nearest that pass, not the nearest overall. An
+        anchor given by id is shown whatever they say, but a session `agent` did not run is
+        NotFound. Tags belong to curated memories only, so with them no observation passes.
+        The result names the session's agent."""
         if anchor is None and not (query and query.strip()):
             raise InvalidArgument("timeline needs an anchor id or a query")
+        filters = self.api._filters(project=project, obs_type=obs_type, tags=tags, files=files,
+                                    date_start=date_start, date_end=date_end, agent=agent, cwd=cwd)
         if anchor is None:
-            found = self.api.search(query, project=project, prefer_project=prefer_project, limit=1, agent=wanted)
+            found = self.api._found("observations", query, filters, "relevance", 1, 0, prefer_project=prefer_project)
             if not found.hits:
-                raise NotFound(f"no observation matches {query!r}")
+                narrowed = filters.replace(project=None, agents=()) != SearchFilters()
+                raise NotFound(f"no observation matches {query!r}" + (" with those filters" if narrowed else ""))
             anchor_obs = found.hits[0].record
             assert isinstance(anchor_obs, Observation)
         else:
@@ -111,12 +119,13 @@ class Navigate(Base):
             anchor_obs = rows[0]
         session = self.store.get_session(anchor_obs.session_id)
         ran = session.agent if session else None
-        if wanted and (ran or CLAUDE_CODE) not in wanted:
+        if filters.agents and (ran or CLAUDE_CODE) not in filters.agents:
             raise NotFound(f"observation {anchor_obs.id} was recorded by {ran or CLAUDE_CODE}, "
-                           f"not {', '.join(wanted)}")
+                           f"not {', '.join(filters.agents)}")
         b = clamp(before, 0, MAX_LIMIT, 5, "before")
         a = clamp(after, 0, MAX_LIMIT, 5, "after")
-        prev, nxt = self.store.neighbours(anchor_obs, b, a)
+        # The neighbours share the anchor's session, so its project: one given by id shows its own.
+        prev, nxt = self.store.neighbours(anchor_obs, b, a, filters.replace(project=None))
         roots = Roots(self.store, [o.session_id for o in (anchor_obs, *prev, *nxt)])
         return {
             "agent": ran,

@@ -82,12 +82,25 @@ class Search(Base):
         prefix or URN; a relative file path as `resolve_file` reads it from `cwd`. `agent` (one
         name or a list) keeps what those coding agents' sessions recorded; each hit of the trail
         names its session's agent."""
-        if raw is None:
-            raw = bool(self.settings["search.raw"])
         if scope not in SCOPES:
             raise InvalidArgument(f"unknown scope {scope!r}; valid: {', '.join(SCOPES)}")
         if order_by not in ORDERS:
             raise InvalidArgument(f"unknown order_by {order_by!r}; valid: {', '.join(ORDERS)}")
+        # An offset past 2**62 is past the end of any database; capped, offset + limit stays an integer SQLite takes.
+        off = min(as_int(offset or 0, "offset", low=0), MAX_OFFSET)
+        lim = clamp(limit, 1, MAX_LIMIT, int(self.settings["search.default_limit"]), "limit")
+        filters = self._filters(project=project, obs_type=obs_type, namespace=namespace, tags=tags, files=files,
+                                session_id=session_id, source=source, date_start=date_start, date_end=date_end,
+                                agent=agent, cwd=cwd)
+        return self._found(scope, query, filters, order_by, lim, off, strict=strict, raw=raw,
+                           prefer_project=prefer_project)
+
+    def _filters(self, *, project: str | None = None, obs_type: Any = None, namespace: Any = None,
+                 tags: Any = None, files: Any = None, session_id: str | None = None, source: str | None = None,
+                 date_start: Any = None, date_end: Any = None, agent: Any = None,
+                 cwd: str | None = None) -> SearchFilters:
+        """The filters of a search (or a timeline) as its caller gave them, checked and read:
+        types known, dates parsed and in order, namespaces, files and the session resolved."""
         types = as_list(obs_type, "obs_type")
         for t in types:
             self._check_obs_type(t)
@@ -95,11 +108,8 @@ class Search(Base):
         end = parse_time(date_end, name="date_end", end_of_day=True)
         if start is not None and end is not None and start > end:
             raise InvalidArgument("date_start is after date_end")
-        # An offset past 2**62 is past the end of any database; capped, offset + limit stays an integer SQLite takes.
-        off = min(as_int(offset or 0, "offset", low=0), MAX_OFFSET)
-        lim = clamp(limit, 1, MAX_LIMIT, int(self.settings["search.default_limit"]), "limit")
         only = project if project not in (None, "", "*") else None
-        filters = SearchFilters(
+        return SearchFilters(
             project=only,
             obs_types=types,
             namespaces=tuple(self._namespace(n) for n in as_list(namespace, "namespace")),
@@ -108,10 +118,17 @@ class Search(Base):
             session_id=self.api.session(session_id).id if session_id else None, source=source,
             date_start=start, date_end=end, agents=agents(agent),
         )
-        if prefer_project and only is None:
-            result = self._project_first(prefer_project, scope, query, filters, order_by, lim, off, strict, raw)
+
+    def _found(self, scope: str, query: str | None, filters: SearchFilters, order_by: str, limit: int,
+               offset: int, *, strict: bool = False, raw: bool | None = None,
+               prefer_project: str | None = None) -> SearchResult:
+        """`search` once its arguments are read: the hits, each trail hit naming its agent."""
+        if raw is None:
+            raw = bool(self.settings["search.raw"])
+        if prefer_project and filters.project is None:
+            result = self._project_first(prefer_project, scope, query, filters, order_by, limit, offset, strict, raw)
         else:
-            result = self._search(scope, query, filters, order_by, lim, off, strict=strict, raw=raw)
+            result = self._search(scope, query, filters, order_by, limit, offset, strict=strict, raw=raw)
         self._name_agents(result.hits)
         trail = [h.record.session_id for h in result.hits if isinstance(h.record, (Observation, Prompt))]
         if trail:
@@ -302,7 +319,7 @@ class Search(Base):
         if scope == "prompts" and replies:
             # The same writer going on answers nothing: a user's next prompt after their question.
             # Turns that name their speaker ("Ben: …", a chat logged as prompts) were told apart above.
-            source = {int(p.id): p.source for p in self.store.get_prompts([*replies, *asker_of.values()])}
+            source = trail.sources   # read with the texts
             replies = [r for r in replies if source.get(r) != source.get(asker_of[r])
                        or rank.label_of(texts.get(r, "")) is not None]
         if not replies:
@@ -435,6 +452,7 @@ class _Trail:
         self.docs: dict[int, rank.Doc] = {}
         self.times: dict[int, int] = {}
         self.texts: dict[int, str] = {}
+        self.sources: dict[int, str | None] = {}   # a prompt's writer (None for observations)
         self._read = read
         self._near = _nearby(read, span) if read is not None and read.span > span else {}
 
@@ -465,11 +483,12 @@ class _Trail:
         if len(rows) < len(wanted):
             rows.update(self.store.fts_texts(self.scope, sorted(wanted - rows.keys())))
         rows = dict(sorted(rows.items()))
-        counts = self.counter.count_many([text for text, _, _ in rows.values()])
-        for (i, (text, length, at)), c in zip(rows.items(), counts, strict=True):
+        counts = self.counter.count_many([text for text, _, _, _ in rows.values()])
+        for (i, (text, length, at, source)), c in zip(rows.items(), counts, strict=True):
             self.docs[i] = rank.Doc(c, length)
             self.times[i] = at
             self.texts[i] = text
+            self.sources[i] = source
         counter, cue = self.counter, self.cue
         for i in candidates:
             own = self.texts.get(i)

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 # A session's outline (`Store.session_outline`), what summaries are made of:
 ObsOutline = tuple[str, str | None, str, int | None]   # obs_type, file_path, content head, prompt_id
 PromptOutline = tuple[int, str, str]                    # id, source, content head
+# A ranked row's indexed text (`Store.fts_texts`, `Candidates.texts`): text, tokens, time, and a
+# prompt's source (who wrote it: reply detection tells a writer going on from an answer; None
+# for observations)
+IndexedText = tuple[str, int, int, str | None]
 OUTLINE_CHARS = 400
 
 
@@ -126,7 +130,7 @@ class Candidates(Record):
     """What ranking one trail scope reads (`Store.rank_candidates`): the index's statistics
     for the question's stems, the expression that found the candidates, their ids best first
     (the engine's BM25), each one's session window reaching `span` records each side, and the
-    text, token count and time of every row named (candidates and their windows); `records`,
+    text, token count, time and source of every row named (candidates and their windows); `records`,
     the candidates' records when the engine read them in the same statement."""
 
     stats: FtsStats
@@ -134,7 +138,7 @@ class Candidates(Record):
     ids: list[int]
     span: int
     windows: dict[int, list[tuple[int, int]]]
-    texts: dict[int, tuple[str, int, int]]
+    texts: dict[int, IndexedText]
     records: dict[int, Any] | None = None
 
 

@@ -84,7 +84,7 @@ async def test_claude_mem_spellings_in_query_strings(worker: httpx2.AsyncClient,
     ("/api/search", {"format": "yaml"}, 422),
     ("/api/context/timeline", {"anchor": "999999"}, 404),
     ("/api/search/by-type", {"type": "nonsense"}, 422),
-    ("/api/timeline", {"anchor_id": "4", "concepts": "auth"}, 422),  # a filter refused, never ignored
+    ("/api/timeline", {"anchor_id": "4", "obs_type": "poem"}, 422),
     ("/api/context/recent", {"dateStart": "soon"}, 422),
 ])
 async def test_bad_parameters_are_json_errors(worker: httpx2.AsyncClient, path: str, params: dict[str, Any],

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from http_support import CSRF, http_client
 from mcp_support import PROJECT, Seeded, seed
+from nmem.adapters.http import observe
 from nmem.config import load_settings
 from nmem.service.api import Service
 from nmem.team import accounts as team
@@ -138,3 +139,30 @@ def test_metrics_need_the_token_and_an_admin_on_a_team_server(nmem_home: Path) -
     assert anonymous.status == 401 and anonymous.getheader("x-request-id")
     assert member.status == 403 and member.getheader("x-request-id")
     assert admin.status == 200
+
+
+def test_the_metrics_text_is_the_table_rendered_in_prometheus_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every family of observe.FAMILIES, byte for byte as fixtures/metrics.prom holds it (what the
+    hand-built families printed for the same counts, but for the store's size, which `:g` cut to
+    six digits), and read alike by Prometheus's parser."""
+    monkeypatch.setattr(observe, "__version__", "9.9.9")
+    metrics = observe.Metrics()
+    metrics.started = 1000.0
+    for route, method, status, seconds in [
+            ("/api/v1/search", "GET", 200, 0.003), ("/api/v1/search", "GET", 200, 0.2),
+            ("/api/v1/memories/{ref}", "GET", 404, 0.02), ("/api/v1/hook", "POST", 200, 0.04),
+            ("/api/v1/hook", "POST", 422, 12.0), ("/metrics", "GET", 200, 0.001)]:
+        metrics.request(route, method, status, seconds)
+    for tool, outcome, seconds in [("search", "ok", 0.03), ("status", "ok", 0.5), ("get_observations", "error", 1e-4)]:
+        metrics.tool_call(tool, outcome, seconds)
+    reading = observe.Reading(1_234_567_890, {"sessions": 4, "prompts": 12, "observations": 250_000, "memories": 7},
+                              3, 1, 1234.5678)
+    text = metrics.text(reading)
+    assert text == (Path(__file__).parents[2] / "fixtures" / "metrics.prom").read_text()
+    found = samples(text)
+    assert [f.name for f in text_string_to_metric_families(text)] == [
+        f.name.removesuffix("_total") for f in observe.FAMILIES]
+    assert value(found, "nmem_http_request_duration_seconds_bucket", route="/api/v1/search", le="0.005") == 1
+    assert value(found, "nmem_hook_events_total", route="/api/v1/hook", outcome="refused") == 1
+    assert value(found, "nmem_uptime_seconds") == 234.568 and value(found, "nmem_store_rows", table="memories") == 7
+    assert value(found, "nmem_store_size_bytes") == 1_234_567_890

@@ -162,7 +162,6 @@ async def test_every_claude_mem_tool_answers_in_its_own_spellings(cm: Client, se
     ("get_context_timeline", {"anchor": "yesterday"}, "get_context_timeline: anchor must be an observation id"),
     ("decisions", {"dateStart": "not a date"}, "decisions: dateStart"),
     ("timeline", {"depth_before": -1, "anchor": 1}, "timeline: depth_before must be at least 0"),
-    ("timeline", {"anchor": 1, "concepts": "auth"}, "timeline: concepts are curated memories' tags"),
     ("get_recent_context", {"type": "poem"}, "get_recent_context: unknown type 'poem'"),
     ("get_timeline_by_query", {"query": "login", "dateStart": "2030-01-01", "dateEnd": "2020-01-01"},
      "get_timeline_by_query: dateStart is after dateEnd"),
@@ -211,6 +210,8 @@ async def test_in_the_all_profile_nmems_timeline_applies_claude_mems_filters_too
         assert typed["anchor"]["id"] == seeded.edit and [o["id"] for o in typed["before"]] == [seeded.failure]
         on_file = json.loads(text_of(await both.call_tool("timeline", {"query": "auth", "files": AUTH_FILE})))
         assert on_file["anchor"]["file_path"] == AUTH_FILE
-        refused = await both.call_tool("timeline", {"anchor_id": seeded.edit, "concepts": "auth"})
-        assert "concepts are curated memories' tags" in tool_error(refused)
+        tagged = json.loads(text_of(await both.call_tool("timeline", {"anchor_id": seeded.edit, "concepts": "auth"})))
+        assert (tagged["anchor"]["id"], tagged["before"], tagged["after"]) == (seeded.edit, [], [])
+        refused = await both.call_tool("timeline", {"anchor_id": seeded.edit, "obs_type": "poem"})
+        assert "unknown obs_type 'poem'" in tool_error(refused)
         assert refused.meta is not None and refused.meta[ERROR_META]["code"] == -32002

@@ -154,15 +154,28 @@ def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
 @click.option("--after", type=Integer(), default=5, show_default=True, help="Observations after the anchor.")
 @click.option("--project", help="With --query: " + SEARCH_PROJECT_HELP)
 @agent_option
+@click.option("--type", "types", multiple=True, help="Only observations of this type (repeat or comma-separate).")
+@click.option("--file", "files", multiple=True, help="Only observations of this file, read as search reads it.")
+@click.option("--tag", "tags", multiple=True, help="Memory tag: observations carry none, so none passes.")
+@click.option("--since", help="Not before: a date, an ISO time, epoch seconds or an age (7d).")
+@click.option("--until", help="Not after: same forms as --since.")
 @format_option
 @pass_state
 def timeline(state: State, anchor: int | None, query: str | None, before: int, after: int,
-             project: str | None, agents: tuple[str, ...], fmt: str | None) -> None:
-    """What happened around one observation, within its session."""
+             project: str | None, agents: tuple[str, ...], types: tuple[str, ...], files: tuple[str, ...],
+             tags: tuple[str, ...], since: str | None, until: str | None, fmt: str | None) -> None:
+    """What happened around one observation, within its session.
+
+    The filters narrow the --query search and the neighbours listed: the nearest that
+    pass, not the nearest overall. An ANCHOR given by id is always shown.
+    """
     service = state.service()
     projects = ProjectScope.parse(project, service.project_for())
     data = service.timeline(anchor, query=query, before=before, after=after, project=projects.only,
-                            prefer_project=projects.first, agent=split_values(agents))
+                            prefer_project=projects.first, agent=split_values(agents),
+                            obs_type=split_values(types) or None, files=split_values(files) or None,
+                            tags=split_values(tags) or None, date_start=time_bound(service, since),
+                            date_end=time_bound(service, until), cwd=os.getcwd())
 
     def blocks() -> list[Block]:
         center = data["anchor"]

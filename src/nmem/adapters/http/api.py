@@ -54,7 +54,8 @@ def observation(ctx: Context, p: s.ObservationPath, _: None) -> dict[str, Any]:
 def timeline(ctx: Context, p: s.TimelineParams, _: None) -> dict[str, Any]:
     projects = _projects(ctx, p.project)
     return ctx.service.timeline(p.anchor, query=p.query, before=p.before, after=p.after, project=projects.only,
-                                prefer_project=projects.first, agent=p.agent)
+                                prefer_project=projects.first, agent=p.agent, obs_type=p.obs_type, tags=p.tags,
+                                files=p.files, date_start=p.date_start, date_end=p.date_end, cwd=ctx.cwd)
 
 
 def sessions(ctx: Context, p: s.SessionsParams, _: None) -> dict[str, Any]:

@@ -23,9 +23,9 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -73,6 +73,12 @@ def _labels(pairs: Iterable[tuple[str, str]]) -> str:
     return "{" + inner + "}" if inner else ""
 
 
+def _number(value: float) -> str:
+    """A sample's value in full: a whole number without a fraction (a 1.2 GB store's bytes, not 1.23457e+09)."""
+    number = float(value)
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
+
+
 class _Histogram:
     __slots__ = ("buckets", "count", "total")
 
@@ -99,16 +105,17 @@ class _Histogram:
 
 
 class Metrics:
-    """The server's counters; `text` renders them with the gauges read at scrape time."""
+    """The server's counters; `text` renders every family of FAMILIES with a scrape's `Reading`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.started = time.time()
-        self.requests: dict[tuple[str, str, str], int] = {}
-        self.latency: dict[tuple[str], _Histogram] = {}
-        self.tools: dict[tuple[str, str], int] = {}
-        self.tool_latency: dict[tuple[str], _Histogram] = {}
-        self.hooks: dict[tuple[str, str], int] = {}
+        # label values (route, method, status; tool, outcome; ...) -> count or histogram
+        self.requests: dict[tuple[str, ...], int] = {}
+        self.latency: dict[tuple[str, ...], _Histogram] = {}
+        self.tools: dict[tuple[str, ...], int] = {}
+        self.tool_latency: dict[tuple[str, ...], _Histogram] = {}
+        self.hooks: dict[tuple[str, ...], int] = {}
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -124,35 +131,84 @@ class Metrics:
             self.tools[(tool, outcome)] = self.tools.get((tool, outcome), 0) + 1
             self.tool_latency.setdefault((tool,), _Histogram()).observe(seconds)
 
-    def text(self, gauges: list[tuple[str, str, str, list[tuple[tuple[tuple[str, str], ...], float]]]]) -> str:
+    def text(self, reading: Reading) -> str:
         lines: list[str] = []
-
-        def family(name: str, kind: str, help_text: str) -> None:
-            lines.extend((f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"))
-
         with self._lock:
-            family("nmem_http_requests_total", "counter", "HTTP requests answered, by route template, method and "
-                                                          "status.")
-            for (route, method, status), n in sorted(self.requests.items()):
-                lines.append(f"nmem_http_requests_total{_labels((('route', route), ('method', method), ('status', status)))} {n}")  # noqa: E501
-            family("nmem_http_request_duration_seconds", "histogram", "HTTP request latency by route template.")
-            for key, hist in sorted(self.latency.items()):
-                lines += hist.lines("nmem_http_request_duration_seconds", (("route", key[0]),))
-            family("nmem_mcp_tool_calls_total", "counter", "MCP tool calls by tool and outcome (ok, error, "
-                                                           "internal).")
-            for (tool, outcome), n in sorted(self.tools.items()):
-                lines.append(f"nmem_mcp_tool_calls_total{_labels((('tool', tool), ('outcome', outcome)))} {n}")
-            family("nmem_mcp_tool_duration_seconds", "histogram", "MCP tool call latency by tool.")
-            for key, hist in sorted(self.tool_latency.items()):
-                lines += hist.lines("nmem_mcp_tool_duration_seconds", (("tool", key[0]),))
-            family("nmem_hook_events_total", "counter", "Hook events received over HTTP, by route and outcome "
-                                                        "(recorded, refused, failed).")
-            for (route, outcome), n in sorted(self.hooks.items()):
-                lines.append(f"nmem_hook_events_total{_labels((('route', route), ('outcome', outcome)))} {n}")
-        for name, kind, help_text, samples in gauges:
-            family(name, kind, help_text)
-            lines += [f"{name}{_labels(labels)} {value:g}" for labels, value in samples]
+            for family in FAMILIES:
+                lines += family.lines(self, reading)
         return "\n".join(lines) + "\n"
+
+
+class Reading(NamedTuple):
+    """What a scrape reads beside the counters (on the store's threads): the store's size and
+    rows per record kind, the spool's depth, and when."""
+
+    size_bytes: int
+    rows: dict[str, int]
+    pending: int
+    set_aside: int
+    at: float
+
+
+STORE_KINDS = ("sessions", "prompts", "observations", "memories")
+
+
+def read_now(service: Service) -> Reading:
+    """What a scrape reads now: the store's size and rows, the spool's depth."""
+    pending, set_aside = spool_depth(service.settings.spool_dir)
+    st = service.store.status()
+    return Reading(st.size_bytes, {kind: getattr(st, kind) for kind in STORE_KINDS}, pending, set_aside, time.time())
+
+
+Samples = Mapping[tuple[str, ...], Any]   # label values -> a count, a gauge's value or a _Histogram
+
+
+class Family(NamedTuple):
+    """One metric family: its name, type and help, the names of its labels, and where its
+    samples come from. Counters and histograms list theirs sorted by label; gauges in their
+    source's order."""
+
+    name: str
+    kind: str   # counter, histogram or gauge
+    help: str
+    labels: tuple[str, ...]
+    source: Callable[[Metrics, Reading], Samples]
+
+    def lines(self, metrics: Metrics, reading: Reading) -> list[str]:
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+        found = self.source(metrics, reading)
+        for key, value in (found.items() if self.kind == "gauge" else sorted(found.items())):
+            labels = tuple(zip(self.labels, key, strict=True))
+            if self.kind == "histogram":
+                out += value.lines(self.name, labels)
+            else:
+                out.append(f"{self.name}{_labels(labels)} {_number(value)}")
+        return out
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("nmem_http_requests_total", "counter", "HTTP requests answered, by route template, method and status.",
+           ("route", "method", "status"), lambda m, _: m.requests),
+    Family("nmem_http_request_duration_seconds", "histogram", "HTTP request latency by route template.",
+           ("route",), lambda m, _: m.latency),
+    Family("nmem_mcp_tool_calls_total", "counter", "MCP tool calls by tool and outcome (ok, error, internal).",
+           ("tool", "outcome"), lambda m, _: m.tools),
+    Family("nmem_mcp_tool_duration_seconds", "histogram", "MCP tool call latency by tool.",
+           ("tool",), lambda m, _: m.tool_latency),
+    Family("nmem_hook_events_total", "counter", "Hook events received over HTTP, by route and outcome "
+                                                "(recorded, refused, failed).",
+           ("route", "outcome"), lambda m, _: m.hooks),
+    Family("nmem_info", "gauge", "This server's nmem version.", ("version",), lambda m, r: {(__version__,): 1.0}),
+    Family("nmem_uptime_seconds", "gauge", "Seconds since this server started.", (),
+           lambda m, r: {(): round(r.at - m.started, 3)}),
+    Family("nmem_spool_events", "gauge", "Hook events waiting in the spool for the database (pending) or set "
+                                         "aside as unreadable (set_aside).",
+           ("state",), lambda m, r: {("pending",): float(r.pending), ("set_aside",): float(r.set_aside)}),
+    Family("nmem_store_size_bytes", "gauge", "The database's size in bytes.", (),
+           lambda m, r: {(): float(r.size_bytes)}),
+    Family("nmem_store_rows", "gauge", "Rows per record kind.", ("table",),
+           lambda m, r: {(kind,): float(n) for kind, n in r.rows.items()}),
+)
 
 
 def spool_depth(spool_dir: str) -> tuple[int, int]:
@@ -225,23 +281,6 @@ class Observe:
             REQUEST_ID.reset(token)
 
 
-def gauges(service: Service, metrics: Metrics) -> list[Any]:
-    """What a scrape reads now: version, uptime, the spool's depth, the store's size and rows."""
-    pending, set_aside = spool_depth(service.settings.spool_dir)
-    st = service.store.status()
-    return [
-        ("nmem_info", "gauge", "This server's nmem version.", [((("version", __version__),), 1.0)]),
-        ("nmem_uptime_seconds", "gauge", "Seconds since this server started.",
-         [((), round(time.time() - metrics.started, 3))]),
-        ("nmem_spool_events", "gauge", "Hook events waiting in the spool for the database (pending) or set "
-                                       "aside as unreadable (set_aside).",
-         [((("state", "pending"),), float(pending)), ((("state", "set_aside"),), float(set_aside))]),
-        ("nmem_store_size_bytes", "gauge", "The database's size in bytes.", [((), float(st.size_bytes))]),
-        ("nmem_store_rows", "gauge", "Rows per record kind.",
-         [((("table", t),), float(getattr(st, t))) for t in ("sessions", "prompts", "observations", "memories")]),
-    ]
-
-
 def metrics_endpoint(metrics: Metrics, context: Context) -> Callable[[Request], Any]:
     """`GET /metrics`: behind the guard's token like every route, and an admin's on a team server.
     The store's counts are read on the server's store threads, as every route reads."""
@@ -249,7 +288,7 @@ def metrics_endpoint(metrics: Metrics, context: Context) -> Callable[[Request], 
     async def endpoint(_: Request) -> Response:
         try:
             require_admin("reading the server's metrics")
-            read = functools.partial(gauges, context.service, metrics)
+            read = functools.partial(read_now, context.service)
             found = await context.threads.run(read, write=False) if context.threads else read()
             body = metrics.text(found)
         except NmemError as exc:

@@ -63,6 +63,12 @@ class TimelineParams(Params):
     after: Around | None = None
     project: str | None = Field(None, description=SEARCH_PROJECT_HELP)
     agent: Agents | None = None
+    obs_type: Words | None = Field(None, description="Only observations of these types (the anchor's search and "
+                                                     "the neighbours).")
+    tags: Words | None = Field(None, description="Memory tags: observations carry none, so none passes.")
+    files: Words | None = Field(None, description="Only observations of these files.")
+    date_start: When | None = None
+    date_end: When | None = None
 
 
 class SessionsParams(Params):

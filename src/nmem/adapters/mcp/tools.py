@@ -14,7 +14,7 @@ from typing import Any
 
 from nmem.adapters.mcp import configure_tool, consolidate_tool, sync_tool
 from nmem.compat.claude_mem import timelines
-from nmem.errors import InvalidArgument, NotFound
+from nmem.errors import InvalidArgument
 from nmem.models import OBS_TYPES, ORDERS, SCOPES
 from nmem.service.api import Service
 from nmem.service.args import (
@@ -27,7 +27,7 @@ from nmem.service.args import (
 )
 from nmem.service.args import source as read_source
 from nmem.service.recall import RECALL_DETAILS, RECALL_MODES
-from nmem.util.numbers import as_int, clamp
+from nmem.util.numbers import as_int
 
 Handler = Callable[[Service, dict[str, Any], str | None], dict[str, Any]]
 SHAPES = ("object", "array")
@@ -164,28 +164,16 @@ def _get(service: Service, args: dict[str, Any], _: str | None) -> dict[str, Any
 
 def _timeline(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
     projects = _projects(args, default_project)
-    anchor, query = _pick(args, "anchor", "anchor_id", "anchorId"), _pick(args, "query")
+    anchor = _pick(args, "anchor", "anchor_id", "anchorId")
     narrow = timelines.narrowing("timeline", {
         "obs_type": as_list(_pick(args, "obs_type", "obsType"), "obs_type"),
         "files": as_list(_pick(args, "files", "file_path"), "files"),
-        "concepts": as_list(_pick(args, "concepts"), "concepts")}, "obs_type")
-    agent = _pick(args, "agent")
-    if not narrow.active:
-        return service.timeline(anchor, query=query, before=_pick(args, "before"), after=_pick(args, "after"),
-                                project=projects.only, prefer_project=projects.first, agent=agent)
-    if agent:  # the neighbours claude-mem's filters keep are not narrowed by agent yet: say so
-        raise InvalidArgument("timeline takes agent or obs_type/files, not both")
-    if anchor is None:  # claude-mem's filters narrow the anchor search too
-        if not (query and str(query).strip()):
-            raise InvalidArgument("timeline needs an anchor id or a query")
-        hits = [] if narrow.obs_types == () else service.search(
-            query, scope="observations", project=projects.only, prefer_project=projects.first, limit=1,
-            **narrow.search_args()).hits
-        if not hits:
-            raise NotFound(f"no observation matches {query!r} with those filters")
-        anchor = hits[0].record.id
-    return timelines.around(service, as_int(anchor, "anchor"), clamp(_pick(args, "before"), 0, 100, 5, "before"),
-                            clamp(_pick(args, "after"), 0, 100, 5, "after"), narrow)
+        "concepts": as_list(_pick(args, "tags", "concepts"), "tags"),
+        "dateStart": _pick(args, "date_start", "dateStart"), "dateEnd": _pick(args, "date_end", "dateEnd")},
+        "obs_type")
+    return timelines.around(service, None if anchor is None else as_int(anchor, "anchor"), _pick(args, "before"),
+                            _pick(args, "after"), narrow, query=_pick(args, "query"), project=projects.only,
+                            prefer_project=projects.first, agent=_pick(args, "agent"), cwd=project_dir())
 
 
 def _recent_context(service: Service, args: dict[str, Any], default_project: str | None) -> dict[str, Any]:
@@ -308,7 +296,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "timeline", "Timeline around an observation",
         "Show what happened just before and after an observation in the same session: give an anchor id, "
-        "or a query whose best match becomes the anchor.",
+        "or a query whose best match becomes the anchor. Filters narrow the anchor's search and the "
+        "neighbours (the nearest that pass); an anchor given by id is always shown.",
         _obj({"anchor": {**INT, "description": "Observation id to centre on."},
               "query": {**STR, "description": "Find the anchor by search instead of id."},
               "before": {**INT, "minimum": 0, "description": "Default 5."},
@@ -317,7 +306,10 @@ TOOLS: tuple[ToolSpec, ...] = (
               "obs_type": {**STR_OR_LIST, "description": "Only neighbours of these types (nmem's, or claude-mem's "
                                                          "decision, bugfix...)."},
               "files": {**STR_OR_LIST, "description": "Only neighbours touching these files."},
-              "concepts": {**STR_OR_LIST, "description": "Refused: memory tags; a timeline lists observations."}}),
+              "date_start": DATE, "date_end": DATE, "dateStart": DATE, "dateEnd": DATE,
+              "tags": {**STR_OR_LIST, "description": "Memory tags: observations carry none, so no neighbour "
+                                                     "passes."},
+              "concepts": {**STR_OR_LIST, "description": "Alias of tags (claude-mem)."}}),
         _obj({"anchor": ANY_OBJECT, "before": {"type": "array"}, "after": {"type": "array"}},
              ("anchor", "before", "after")),
         _timeline, core=True,

@@ -172,8 +172,8 @@ def _observation(data: dict[str, Any]) -> Observation:
 
 def _timeline(service: Service, op: str, anchor: int, p: dict[str, Any],
               narrow: timelines.Narrow | None = None) -> Answer:
-    around = timelines.around(service, anchor, p["depth_before"], p["depth_after"],
-                              narrow or timelines.Narrow(None, None, None, None))
+    around = timelines.around(service, anchor, p["depth_before"], p["depth_after"], narrow or timelines.Narrow(),
+                              agent=p.get("agent"))
     centre = _observation(around["anchor"])
     if p.get("project") and centre.project != p["project"]:
         raise NotFound(f"{op}: observation #{anchor} is not in project {p['project']}")
@@ -371,9 +371,9 @@ SPECS: dict[str, tuple[Param, ...]] = {
     "find_by_type": (TYPE_REQUIRED, FORMAT, CONCEPTS, FILES, *PAGE),
     "get_recent_context": (RECENT_PROJECT, RECENT_ITEMS, FORMAT, TYPE_FILTER, CONCEPTS, FILES, DATE_START, DATE_END),
     "get_context_timeline": (ANCHOR_REQUIRED, DEPTH_BEFORE, DEPTH_AFTER, FORMAT, TYPE_FILTER, CONCEPTS, FILES,
-                             PROJECT),
+                             PROJECT, AGENT),
     "get_timeline_by_query": (QUERY_REQUIRED, MODE, DEPTH_BEFORE, DEPTH_AFTER, MATCHES, FORMAT, TYPE_FILTER,
-                              CONCEPTS, FILES, PROJECT, DATE_START, DATE_END),
+                              CONCEPTS, FILES, PROJECT, DATE_START, DATE_END, AGENT),
     "get_observations": (IDS,),
 }
 

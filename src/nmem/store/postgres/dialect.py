@@ -15,6 +15,7 @@ class PostgresDialect:
     same_as = "IS NOT DISTINCT FROM"
     binary = ' COLLATE "C"'
     lock_rows = " FOR UPDATE"
+    keys_per_statement = 100
 
     @staticmethod
     def tag_match(alias: str) -> str:

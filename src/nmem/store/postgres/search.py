@@ -30,6 +30,8 @@ from nmem.store.sql.scopes import Scope, ScopedSearch
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from nmem.store.records import IndexedText
+
 # scope -> (table, the column after session_id that orders a session)
 RANKED_TABLES = {"prompts": ("prompts", "id"), "observations": ("observations", "timestamp")}
 
@@ -60,7 +62,7 @@ BM25_ROW = """-COALESCE((
 # each candidate's session window (`reach` records each side, in session order), and the
 # text, token count and time of every row named, and the candidates' whole rows (most pages are
 # candidates: no second read for them). Rows come back by kind: 0 totals (id = rows, n = tokens,
-# at = newest id), 1 a candidate and its rank, 2 a window, 3 a text, 4 a word's document
+# at = newest id), 1 a candidate and its rank, 2 a window, 3 a text (a prompt's with its source), 4 a word's document
 # frequency (id; content = the word), for the cache, 5 a candidate's row (at = its time).
 BM25_HEAD = """
 WITH fresh AS MATERIALIZED (
@@ -142,7 +144,7 @@ SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS
        NULL::bigint[] AS before, NULL::bigint[] AS after, NULL::text AS content, {nulls} FROM totals t
 UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
 UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
-UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {nulls} FROM {table} x
+UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {named} FROM {table} x
     WHERE x.id = ANY(ARRAY(SELECT id FROM named))
 UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term, {nulls} FROM terms
 UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {record} FROM {records}
@@ -165,16 +167,17 @@ UNION ALL SELECT 4, df, NULL, NULL, NULL, term FROM terms
 """
 
 # A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
-# same as NULLs for the other kinds, what x is read from)
+# same as NULLs for the other kinds, what x is read from, what kind 3 reads: a prompt's source)
 RECORD_PARTS = {
     "observations": ("x.session_id, x.project, x.prompt_id, x.obs_type, x.source_event, x.tool_name, x.file_path, "
                      "x.metadata, x.is_pinned",
                      "NULL::text AS session_id, NULL::text AS project, NULL::bigint AS prompt_id, "
                      "NULL::text AS obs_type, NULL::text AS source_event, NULL::text AS tool_name, "
-                     "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned", "observations x"),
+                     "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned", "observations x",
+                     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
     "prompts": ("x.session_id, s2.project, x.source",
                 "NULL::text AS session_id, NULL::text AS project, NULL::text AS source",
-                "prompts x JOIN sessions s2 ON s2.id = x.session_id"),
+                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "NULL, NULL, x.source"),
 }
 
 # How a scope's session is ordered for the windows: (key, the anchor's key, newest first, oldest first)
@@ -373,15 +376,15 @@ class SearchReads(Connection, ScopedSearch):
     def _rank_read(self, scope: str, q: str, filters: SearchFilters, want: int, reach: int) -> Candidates:
         table = BM25_SOURCES[scope][0]
         key, anchor, desc, asc = WINDOW_ORDER[scope]
-        record, nulls, records = RECORD_PARTS[scope]
+        record, nulls, records, named = RECORD_PARTS[scope]
         sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc,
-                                 record=record, nulls=nulls, records=records)
+                                 record=record, nulls=nulls, records=records, named=named)
         rows = self._query(sql, [*params, reach, reach])
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
         windows: dict[int, list[tuple[int, int]]] = {}
-        texts: dict[int, tuple[str, int, int]] = {}
+        texts: dict[int, IndexedText] = {}
         for row in rows:
             kind, rid, rank, n, at, before, after, content = row[:8]
             if kind == 0:
@@ -392,7 +395,7 @@ class SearchReads(Connection, ScopedSearch):
                 earlier = [(int(m), -(d + 1)) for d, m in enumerate(before)]
                 windows[int(rid)] = list(reversed(earlier)) + [(int(m), d + 1) for d, m in enumerate(after)]
             elif kind == 3:
-                texts[int(rid)] = (str(content), int(n or 0), int(at))
+                texts[int(rid)] = (str(content), int(n or 0), int(at), row[10] if scope == "prompts" else None)
             elif kind == 4:
                 self._remember_df(table, str(content), int(rid), self._totals[table][0])
             else:
@@ -470,14 +473,6 @@ class SearchReads(Connection, ScopedSearch):
         return bool(self._query(f"SELECT 1 FROM memories WHERE uid = ? AND tsv IS NOT NULL "
                                 f"AND tsv = ({expr})", (uid,)))
 
-    def neighbours(self, anchor: Observation, before: int, after: int
-                   ) -> tuple[list[Observation], list[Observation]]:
-        prev = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id < ? "
-                           "ORDER BY id DESC LIMIT ?", (anchor.session_id, anchor.id, before))
-        nxt = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id > ? "
-                          "ORDER BY id ASC LIMIT ?", (anchor.session_id, anchor.id, after))
-        return [Observation.from_row(r) for r in reversed(prev)], [Observation.from_row(r) for r in nxt]
-
     # -- ranking support ---------------------------------------------------------------------
 
     def _ranked(self, scope: str) -> tuple[str, str]:
@@ -515,14 +510,15 @@ class SearchReads(Connection, ScopedSearch):
         ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(q, filters, want)
         return [i for i, _ in ranked]
 
-    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
-        """Each row's text, its token count as FTS5's unicode61 counts it, and its time."""
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, IndexedText]:
+        """Each row's text, its token count as FTS5's unicode61 counts it, its time, and a prompt's source."""
         if not ids:
             return {}
         table, _ = self._ranked(scope)
-        rows = self._query(f"SELECT t.id, t.content, t.tokens, t.timestamp FROM {table} t WHERE t.id = ANY(?) "
-                           "ORDER BY t.id", ([int(i) for i in ids],))
-        return {int(r[0]): (str(r[1]), int(r[2] or 0), int(r[3])) for r in rows}
+        source = "t.source" if scope == "prompts" else "NULL"
+        rows = self._query(f"SELECT t.id, t.content, t.tokens, t.timestamp, {source} FROM {table} t "
+                           "WHERE t.id = ANY(?) ORDER BY t.id", ([int(i) for i in ids],))
+        return {int(r[0]): (str(r[1]), int(r[2] or 0), int(r[3]), r[4]) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed, and rows holding each term (counted off the GIN index, kept

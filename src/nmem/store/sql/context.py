@@ -5,7 +5,7 @@ from __future__ import annotations
 from nmem.models import Memory, Observation, Prompt, Session
 from nmem.store.records import OUTLINE_CHARS, Status
 from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O, PROMPT_COLUMNS, SqlBase
-from nmem.store.sql.dialect import marks
+from nmem.store.sql.dialect import each_of, marks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,6 +22,11 @@ INTENT_SCAN_BATCH = 256        # observations read per step while looking for re
 INTENT_SCAN_LIMIT = 4096       # ... and in all, before grouping the project's prompts instead
 
 INTENT_CLOCK_SLACK = 600       # seconds a prompt may be stamped after its own actions
+
+# One session's newest observations, and its newest prompt from a source: bounded index reads
+TAIL_SQL = f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? ORDER BY timestamp DESC, id DESC LIMIT ?"
+LAST_PROMPT_SQL = (f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                   "WHERE p.session_id = ? AND p.source = ? ORDER BY p.id DESC LIMIT 1")
 
 TYPE_WEIGHT_SQL = """CASE {col}
     WHEN 'file_edit' THEN 1.0 WHEN 'file_write' THEN 1.0
@@ -249,45 +254,37 @@ class ContextReads(SqlBase):
 
     def session_tail(self, session_id: str, limit: int) -> list[Observation]:
         """The session's newest `limit` observations, oldest first."""
-        rows = self._query(
-            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? ORDER BY timestamp DESC, id DESC LIMIT ?",
-            (session_id, limit))
-        return [Observation.from_row(r) for r in reversed(rows)]
+        return self.session_tails([session_id], limit).get(session_id, [])
 
     def session_tails(self, session_ids: Sequence[str], limit: int) -> dict[str, list[Observation]]:
-        """`session_tail` of several sessions in one statement: each one's newest `limit`
-        observations, oldest first (a session without any is left out)."""
-        ids = list(dict.fromkeys(session_ids))
-        if not ids:
-            return {}
-        rows = self._query(
-            f"SELECT {OBS_COLUMNS} FROM (SELECT {OBS_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY session_id "
-            f"ORDER BY timestamp DESC, id DESC) AS n FROM observations WHERE session_id IN ({marks(len(ids))})) "
-            "AS t WHERE n <= ? ORDER BY timestamp, id", (*ids, limit))
+        """Each session's newest `limit` observations, oldest first (a session without any is left out)."""
         out: dict[str, list[Observation]] = {}
-        for r in rows:
+        for r in self._each_session(TAIL_SQL, session_ids, limit):
             o = Observation.from_row(r)
             out.setdefault(o.session_id, []).append(o)
+        for tail in out.values():
+            tail.sort(key=lambda o: (o.timestamp, o.id))
         return out
-
-    def last_prompts(self, session_ids: Sequence[str], source: str) -> dict[str, Prompt]:
-        """`last_prompt` of several sessions in one statement (a session without one is left out)."""
-        ids = list(dict.fromkeys(session_ids))
-        if not ids:
-            return {}
-        rows = self._query(
-            f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
-            f"WHERE p.id IN (SELECT max(id) FROM prompts WHERE session_id IN ({marks(len(ids))}) "
-            "AND source = ? GROUP BY session_id)", (*ids, source))
-        found = [Prompt.from_row(r) for r in rows]
-        return {p.session_id: p for p in found}
 
     def last_prompt(self, session_id: str, source: str) -> Prompt | None:
         """The session's newest prompt from `source` (`user` or `agent`)."""
-        rows = self._query(
-            f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
-            "WHERE p.session_id = ? AND p.source = ? ORDER BY p.id DESC LIMIT 1", (session_id, source))
-        return Prompt.from_row(rows[0]) if rows else None
+        return self.last_prompts([session_id], source).get(session_id)
+
+    def last_prompts(self, session_ids: Sequence[str], source: str) -> dict[str, Prompt]:
+        """`last_prompt` of each session (a session without one is left out)."""
+        prompts = [Prompt.from_row(r) for r in self._each_session(LAST_PROMPT_SQL, session_ids, source)]
+        return {p.session_id: p for p in prompts}
+
+    def _each_session(self, select: str, session_ids: Sequence[str], *rest: Any) -> list[Any]:
+        """The rows of `select` (a bounded read; its `?`s: a session id, then `rest`) for each
+        session, in as few statements as the engine reads best (`Dialect.keys_per_statement`)."""
+        ids = list(dict.fromkeys(session_ids))
+        per = self.dialect.keys_per_statement
+        rows: list[Any] = []
+        for start in range(0, len(ids), per):
+            chunk = ids[start:start + per]
+            rows += self._query(each_of(select, len(chunk)), [v for sid in chunk for v in (sid, *rest)])
+        return rows
 
     def recent_observations(self, project: str, limit: int, *, where: str = "local",
                             exclude_types: Sequence[str] = (),
@@ -354,3 +351,4 @@ class ContextReads(SqlBase):
             by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1"),
             by_prompt_source=group("SELECT source, COUNT(*) FROM prompts GROUP BY 1 ORDER BY 2 DESC, 1"),
         )
+

@@ -20,6 +20,15 @@ def marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+def each_of(select: str, count: int) -> str:
+    """`select` (a bounded read of one key: its `?`s first) once for each of `count` keys, as one
+    statement: a UNION ALL of index reads that stop at their LIMIT, where a window function over
+    every row of the keys would read each one whole."""
+    if count == 1:
+        return select
+    return " UNION ALL ".join(f"SELECT * FROM ({select}) AS each{i}" for i in range(count))
+
+
 def like_escape(text: str) -> str:
     """`text` with LIKE's wildcards and the escape character itself escaped (`ESCAPE '\\'`)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -35,6 +44,10 @@ class Dialect(Protocol):
     lock_rows: str    # appended to a SELECT that must hold its rows until the transaction ends
     same_as: str      # `a {same_as} b`: equal, NULL matching NULL
     binary: str       # after a text column: compare and sort it by code point, as SQLite does
+    # how many keys' bounded reads one statement carries (`each_of`): where a statement is a
+    # round trip, many; in-process, one (a cached statement run again costs less than preparing
+    # a compound one)
+    keys_per_statement: int
 
     def tag_match(self, alias: str) -> str:
         """A condition: memory `alias`'s tags (a JSON array as text) hold the one `?` value."""

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 def observation_filters(filters: SearchFilters, clauses: list[str], params: list[Any]) -> None:
     """WHERE clauses (on alias `o`) for the filters that apply to observations."""
+    if filters.namespaces or filters.tags:
+        clauses.append("1 = 0")  # only curated memories have a namespace or tags (claude-mem's concepts)
     if filters.project:
         clauses.append("o.project = ?")
         params.append(filters.project)

@@ -1,10 +1,11 @@
-"""Navigation: sessions by prefix and by time, recorded paths, purge selections."""
+"""Navigation: a timeline's neighbours, sessions by prefix and by time, recorded paths, purge
+selections."""
 
 from __future__ import annotations
 
-from nmem.models import Session
+from nmem.models import Observation, Session
 from nmem.store.records import SessionListing
-from nmem.store.sql.base import SqlBase
+from nmem.store.sql.base import OBS_COLUMNS_O, SqlBase
 from nmem.store.sql.filters import agent_match, observation_filters
 
 TYPE_CHECKING = False
@@ -22,7 +23,22 @@ PURGE_BATCH = 10_000
 
 
 class NavigationReads(SqlBase):
-    # -- navigation: sessions by prefix and by time, recorded paths, purge selections -------
+    # -- navigation: neighbours, sessions by prefix and by time, recorded paths, purges -----
+
+    def neighbours(self, anchor: Observation, before: int, after: int, filters: SearchFilters | None = None
+                   ) -> tuple[list[Observation], list[Observation]]:
+        """The `before` observations of the anchor's session just before it (by id) and the
+        `after` just after it, oldest first, of those that pass `filters` (the nearest that
+        pass, not the nearest overall; the session is the anchor's whatever `filters` say)."""
+        clauses, params = ["o.session_id = ?"], [anchor.session_id]
+        if filters is not None:
+            observation_filters(filters.replace(session_id=None), clauses, params)
+        where = " AND ".join(clauses)
+        prev = self._query(f"SELECT {OBS_COLUMNS_O} FROM observations o WHERE {where} AND o.id < ? "
+                           "ORDER BY o.id DESC LIMIT ?", [*params, anchor.id, before])
+        nxt = self._query(f"SELECT {OBS_COLUMNS_O} FROM observations o WHERE {where} AND o.id > ? "
+                          "ORDER BY o.id LIMIT ?", [*params, anchor.id, after])
+        return [Observation.from_row(r) for r in reversed(prev)], [Observation.from_row(r) for r in nxt]
 
     def sessions_by_prefix(self, prefix: str, limit: int) -> list[Session]:
         """Sessions whose id starts with `prefix`, newest first: a range scan of the key."""

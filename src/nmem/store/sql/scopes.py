@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from nmem.store.records import SearchFilters
+    from nmem.store.records import IndexedText, SearchFilters
     from nmem.store.sql.dialect import Dialect
 
 
@@ -105,7 +105,7 @@ class ScopedSearch(SqlBase):
     def session_windows(self, scope: str, ids: Sequence[int], span: int) -> dict[int, list[tuple[int, int]]]:
         raise NotImplementedError
 
-    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, IndexedText]:
         raise NotImplementedError
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:

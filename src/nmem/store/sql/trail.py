@@ -22,8 +22,7 @@ class TrailWrites(SqlBase):
     # -- trail writes --------------------------------------------------------------------
 
     def get_session(self, session_id: str) -> Session | None:
-        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
-        return Session.from_row(rows[0]) if rows else None
+        return self.get_sessions([session_id]).get(session_id)
 
     def get_sessions(self, session_ids: Sequence[str]) -> dict[str, Session]:
         """Several sessions in one read, by id (an unknown id is left out)."""

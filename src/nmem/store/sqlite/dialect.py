@@ -16,6 +16,7 @@ class SqliteDialect:
     same_as = "IS"
     binary = ""
     lock_rows = ""   # BEGIN IMMEDIATE already holds the one write lock
+    keys_per_statement = 1
 
     @staticmethod
     def tag_match(alias: str) -> str:

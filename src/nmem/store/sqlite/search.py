@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from nmem.store.records import IndexedText
+
 
 # scope -> (table, its FTS5 table, the column after session_id that orders a session)
 RANKED_TABLES = {"prompts": ("prompts", "prompts_fts", "id"),
@@ -266,19 +268,6 @@ class SearchReads(Connection, ScopedSearch):
         return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
                                 "WHERE uid = ?)", (uid,)))
 
-    def neighbours(self, anchor: Observation, before: int, after: int
-                   ) -> tuple[list[Observation], list[Observation]]:
-        prev = self._query(
-            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id < ? "
-            "ORDER BY id DESC LIMIT ?", (anchor.session_id, anchor.id, before),
-        )
-        nxt = self._query(
-            f"SELECT {OBS_COLUMNS} FROM observations WHERE session_id = ? AND id > ? "
-            "ORDER BY id ASC LIMIT ?", (anchor.session_id, anchor.id, after),
-        )
-        return ([Observation.from_row(r) for r in reversed(prev)],
-                [Observation.from_row(r) for r in nxt])
-
     # -- ranking support: context windows and index statistics ------------------------------
 
     def _ranked(self, scope: str) -> tuple[str, str, str]:
@@ -325,16 +314,18 @@ class SearchReads(Connection, ScopedSearch):
         ids = self._observation_id_range(filters)
         return [] if ids is None else [i for i, _ in self._observations_by_bm25(match, filters, ids, want)]
 
-    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
-        """The indexed text of each row, how many tokens FTS5 counted in it (`docsize`), and its time."""
+    def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, IndexedText]:
+        """The indexed text of each row, how many tokens FTS5 counted in it (`docsize`), its
+        time, and a prompt's source."""
         if not ids:
             return {}
         table, fts, _ = self._ranked(scope)
-        rows = self._query(f"SELECT t.id, t.content, d.sz, t.timestamp FROM {table} t "
+        source = "t.source" if scope == "prompts" else "NULL"
+        rows = self._query(f"SELECT t.id, t.content, d.sz, t.timestamp, {source} FROM {table} t "
                            f"LEFT JOIN {fts}_docsize d ON d.id = t.id "
                            f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
                            (json.dumps([int(i) for i in ids]),))
-        return {int(r[0]): (str(r[1]), varint(bytes(r[2]), 0)[0] if r[2] else 0, int(r[3])) for r in rows}
+        return {int(r[0]): (str(r[1]), varint(bytes(r[2]), 0)[0] if r[2] else 0, int(r[3]), r[4]) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""
