@@ -17,6 +17,10 @@ process (SQLite's whole search; PostgreSQL's client side), the statements sent t
 /proc/<pid>/schedstat of the server processes serving this run's connections (found by their
 application_name; reported only when the server runs on this machine). On a shared machine
 these CPU figures move far less with load than wall time does.
+
+Last, each engine answers the plain, FTS-syntax and all-scopes questions once more with
+`limit=10`, and `identical_top10` counts the questions whose ten hits are the same, in the same
+order, on both: the redesign's equivalence (identical top 10s for at least 95% of questions).
 """
 
 from __future__ import annotations
