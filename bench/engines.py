@@ -17,6 +17,10 @@ process (SQLite's whole search; PostgreSQL's client side), the statements sent t
 /proc/<pid>/schedstat of the server processes serving this run's connections (found by their
 application_name; reported only when the server runs on this machine). On a shared machine
 these CPU figures move far less with load than wall time does.
+
+Last, each engine answers the plain, FTS-syntax and all-scopes questions once more with
+`limit=10`, and `identical_top10` counts the questions whose ten hits are the same, in the same
+order, on both: the redesign's equivalence (identical top 10s for at least 95% of questions).
 """
 
 from __future__ import annotations
@@ -99,6 +103,18 @@ def measured(calls: list[Any], engine: str, pg_url: str, app: str) -> dict[str, 
     return series
 
 
+def top_tens(service: Service, n: int, seed: int) -> dict[str, list[list[tuple[str, str]]]]:
+    """The first ten hits (kind, id) of each question of the ranked series, to compare the
+    engines' rankings on the same rows (the redesign's equivalence: identical top 10s)."""
+    plain, fts = corpus.plain_queries(n, seed), corpus.fts_queries(n, seed + 1)
+
+    def top(q: str, **kw: Any) -> list[tuple[str, str]]:
+        return [(h.kind, str(h.record.id)) for h in service.search(q, limit=10, **kw).hits]
+
+    return {"search_plain": [top(q) for q in plain], "search_fts": [top(q) for q in fts],
+            "search_all_scopes": [top(q, scope="all") for q in plain]}
+
+
 def pg_schema_url(pg_base: str, schema: str, app: str) -> str:
     sep = "&" if "?" in pg_base else "?"
     return f"{pg_base}{sep}options=-csearch_path%3D{schema}&application_name={app}"
@@ -144,14 +160,19 @@ def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep:
             log(f"reusing PostgreSQL schema {schema} …")
         now = corp.last_timestamp + 600
         result["latency"] = {}
+        tops: dict[str, dict[str, list[list[tuple[str, str]]]]] = {}
         for engine, url in (("sqlite", sqlite_url), ("postgres", pg_url)):
             log(f"queries on {engine} ({n_queries} per series) …")
             service = open_service(workdir / "home", url, now)
             try:
                 calls = workloads(service, corp, n_queries, seed, now)
                 result["latency"][engine] = {name: measured(calls[name], engine, pg_url, app) for name in SERIES}
+                tops[engine] = top_tens(service, n_queries, seed)
             finally:
                 service.close()
+        result["identical_top10"] = {
+            name: f"{sum(a == b for a, b in zip(tops['sqlite'][name], tops['postgres'][name], strict=True))}"
+                  f"/{len(tops['sqlite'][name])}" for name in tops["sqlite"]}
     finally:
         if not keep:
             with psycopg.connect(pg_base, autocommit=True) as conn:
@@ -183,6 +204,9 @@ def render(r: dict[str, Any]) -> str:
         backend = f"{b['backend_cpu_ms']} ms" if "backend_cpu_ms" in b else "n/a"
         lines.append(f"| {name} | {a['client_cpu_ms']} ms | {backend} | {b['client_cpu_ms']} ms | "
                      f"{b['round_trips']} |")
+    if "identical_top10" in r:
+        lines += ["", "Identical top 10s (the same hits in the same order on both engines): " + ", ".join(
+            f"{name} {share}" for name, share in r["identical_top10"].items())]
     return "\n".join(lines) + "\n"
 
 

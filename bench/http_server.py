@@ -49,7 +49,7 @@ import httpx2
 import corpus
 import nmem
 from mcp_server import child_env, populate
-from measure import emit, loadavg, machine, percentile
+from measure import cpu_seconds, emit, loadavg, machine, percentile, postgres_cpu_seconds
 from nmem.config import load_settings
 from nmem.service.api import Service
 
@@ -236,7 +236,14 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
         result["health"] = {}
         for c in args.concurrency:
             log(f"  {args.requests} searches, {c} concurrent clients …")
-            result["search"][str(c)] = asyncio.run(load(base, urls, c))
+            server_cpu, pg_cpu = cpu_seconds(proc.pid), postgres_cpu_seconds()
+            series = result["search"][str(c)] = asyncio.run(load(base, urls, c))
+            # CPU per request (the warm-up's included), which a shared machine's load moves far less than wall time
+            served = len(urls)
+            series["server_cpu_ms"] = round((cpu_seconds(proc.pid) - server_cpu) * 1000 / served, 2)
+            pg_after = postgres_cpu_seconds()
+            if store and pg_cpu is not None and pg_after is not None:
+                series["postgres_cpu_ms"] = round((pg_after - pg_cpu) * 1000 / served, 2)
             log(f"  {args.requests} /health, {c} concurrent clients …")
             result["health"][str(c)] = asyncio.run(load(base, ["/health"] * (args.requests + WARMUP), c))
     finally:
@@ -271,11 +278,16 @@ def render(r: dict[str, Any]) -> str:
 
     for c, x in r["search"].items():
         lines.append(row("GET /api/v1/search", c, x))
+    cpu = [f"{c} clients: server {x['server_cpu_ms']} ms" + (f", PostgreSQL {x['postgres_cpu_ms']} ms"
+                                                           if "postgres_cpu_ms" in x else "")
+           for c, x in r["search"].items() if "server_cpu_ms" in x]
     for c, x in r["health"].items():
         lines.append(row("GET /health", c, x))
     lines.append(row("Service.search in process", "1", r["in_process"]))
     first = next(iter(r["search"].values()))
     lines.append(f"\nsearches found {first.get('mean_results', 0)} results on average")
+    if cpu:
+        lines.append("CPU per search (all server processes; every PostgreSQL process): " + "; ".join(cpu))
     return "\n".join(lines)
 
 

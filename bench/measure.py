@@ -11,6 +11,7 @@ import platform
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -69,3 +70,32 @@ def emit(result: dict[str, Any], render: Callable[[dict[str, Any]], str], as_jso
     print(render(result))
     if "wall_seconds" in result:
         print(f"\nwall time {result['wall_seconds']:.0f} s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the process and the children it has (the workers), so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (OSError, ValueError, IndexError):
+        return total
+    return total + sum(cpu_seconds(int(c)) for c in children)
+
+
+def postgres_cpu_seconds() -> float | None:
+    """CPU seconds of every process of the local PostgreSQL server (its backends included), or None."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, seen = 0.0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if "(postgres)" in text:
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            seen = True
+    return total if seen else None

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from measure import cpu_seconds, postgres_cpu_seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 50
 SEARCHERS = 200
@@ -278,11 +280,15 @@ def run(args: argparse.Namespace, store: str | None) -> int:
                 threads.append(threading.Thread(target=searcher,
                                                 args=(port, reader_token, args.searches, results, start, s)))
             began = time.perf_counter()
+            cpu_before, pg_before, own_before = cpu_seconds(server.pid), postgres_cpu_seconds(), time.process_time()
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             wall = time.perf_counter() - began
+            server_cpu, own_cpu = cpu_seconds(server.pid) - cpu_before, time.process_time() - own_before
+            pg_after = postgres_cpu_seconds()
+            pg_cpu = pg_after - pg_before if pg_after is not None and pg_before is not None else None
             expected = {f"writer {w} prompt {i} about the {WORDS[(w + i) % len(WORDS)]} path"
                         for w in range(WRITERS) for i in range(1, args.events + 1)}
             stored = stored_prompts(home, store)
@@ -321,6 +327,11 @@ def run(args: argparse.Namespace, store: str | None) -> int:
     searches = results.latency.get("search (GET /search)", [0.0])
     print(f"\n{throughput:.0f} requests/s overall; mean search {statistics.mean(searches) * 1000:.1f} ms; "
           f"{SHED['count']} answers were 503 with Retry-After (shed, then sent again)")
+    requests = sum(len(v) for v in results.latency.values())
+    print(f"CPU during the load: server {server_cpu:.1f} s ({server_cpu / requests * 1000:.2f} ms a request), "
+          + (f"PostgreSQL (all its processes) {pg_cpu:.1f} s ({pg_cpu / requests * 1000:.2f} ms a request), "
+             if store and pg_cpu is not None else "")
+          + f"this benchmark's clients {own_cpu:.1f} s")
     return 1 if lost or duplicated or results.errors else 0
 
 

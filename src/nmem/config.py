@@ -188,11 +188,17 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",
             "Open HTTP connections (event streams and WebSockets included) past which a new request gets 503."),
-    Setting("http.max_queue", int, 128, "NMEM_HTTP_MAX_QUEUE",
+    Setting("http.max_queue", int, 1024, "NMEM_HTTP_MAX_QUEUE",
             "REST requests that may wait for a store thread (reads and writes counted apart) in each server "
-            "process; the next one gets 503 with Retry-After at once instead of queueing."),
+            "process; the next one gets 503 with Retry-After at once instead of queueing (a hard cap: "
+            "`http.max_wait_ms` usually sheds first)."),
+    Setting("http.max_wait_ms", int, 1000, "NMEM_HTTP_MAX_WAIT_MS",
+            "Longest a REST request may expect to wait for a store thread (the requests ahead of it at the "
+            "recent mean time of one, shared by the threads); past it the request gets 503 with Retry-After "
+            "at once."),
     Setting("http.threads", int, 0, "NMEM_HTTP_THREADS",
-            "Threads each server process runs REST reads on (writes run on one more); 0: four per core, at most 32."),
+            "Threads each server process runs REST reads on (writes run on one more); 0: four per core, "
+            "shared by the `http.workers` processes (at least 2 each, at most 32)."),
     Setting("http.workers", int, 1, "NMEM_HTTP_WORKERS",
             "Server processes `nmem serve --transport http` runs behind its one port (`--workers`); each has its "
             "own threads and connections, and every one sees every change (docs/http.md)."),

@@ -72,3 +72,20 @@ def test_session_tails_of_some_types_keep_the_window_counted_over_every_type(ser
     assert "command" in types and len(types) > 1, "the test needs a window of several types"
     only = store.session_tails([sid], 4, ("command",))[sid]
     assert [o.id for o in only] == [o.id for o in window if o.obs_type == "command"]
+
+
+def test_sessions_prompts_gives_each_sessions_window_as_session_prompts_does(service: Service) -> None:
+    store = service.store
+    for n, sid in enumerate(("s-a", "s-b")):
+        at = T0 + 1000 * n
+        record(service, "SessionStart", now=at, session_id=sid, source="startup")
+        for i in range(5):
+            record(service, "UserPromptSubmit", now=at + 10 * (i + 1), session_id=sid, prompt=f"{sid} step {i}")
+            record(service, "Stop", now=at + 10 * (i + 1) + 5, session_id=sid, last_assistant_message=f"{sid} did {i}")
+    windows = [("s-a", T0 + 36, T0 + 10), ("s-b", T0 + 1000 + 60, T0 + 1000 + 20), ("s-none", T0 + 9999, 0)]
+    batched = store.sessions_prompts(windows)
+    for sid, before, after in windows:
+        one = store.session_prompts(sid, before, after)
+        assert [p.id for p in batched[sid]] == [p.id for p in one], sid
+    assert [p.content for p in batched["s-a"]] == ["s-a did 0", "s-a step 1", "s-a did 1", "s-a step 2", "s-a did 2"]
+    assert batched["s-none"] == [] and store.sessions_prompts([]) == {}

@@ -24,7 +24,8 @@ class Limits:
     body_timeout: float = 30.0
     keep_alive_timeout: int = 5
     max_connections: int = 100
-    max_queue: int = 128
+    max_queue: int = 1024
+    max_wait_ms: int = 1000
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:

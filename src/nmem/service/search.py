@@ -413,7 +413,7 @@ class Search(Base):
     def _turns(self, kind: str, records: Sequence[Any]) -> dict[int, tuple[str | None, int]]:
         """Each record's turn: (session, the user prompt that opened it). An observation
         carries its prompt; a user prompt opens its own; an agent's reply belongs to the last
-        user prompt before it in its session (one read per session, of its recent prompts)."""
+        user prompt before it in its session (one read of every such session's recent prompts)."""
         if kind == "observation":
             return {int(r.id): (r.session_id, int(r.prompt_id)) for r in records if r.prompt_id is not None}
         out = {int(r.id): (r.session_id, int(r.id)) for r in records if r.source == "user"}
@@ -421,10 +421,11 @@ class Search(Base):
         for r in records:
             if r.source != "user":
                 replies.setdefault(r.session_id, []).append(r)
+        spoken = self.store.sessions_prompts([
+            (session, max(r.timestamp for r in said) + 1, min(r.timestamp for r in said) - TURN_LOOKBACK)
+            for session, said in replies.items()])
         for session, said in replies.items():
-            since = min(r.timestamp for r in said) - TURN_LOOKBACK
-            users = [p.id for p in self.store.session_prompts(session, max(r.timestamp for r in said) + 1, since)
-                     if p.source == "user"]
+            users = [p.id for p in spoken[session] if p.source == "user"]
             for r in said:
                 opened = max((u for u in users if u < r.id), default=None)
                 if opened is not None:

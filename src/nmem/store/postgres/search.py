@@ -16,6 +16,7 @@ document frequency is not cached yet.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -79,13 +80,54 @@ WITH fresh AS MATERIALIZED (
 ), weighted AS MATERIALIZED (
     SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
     FROM (SELECT term, ln(((t.docs - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
-), found AS (
-    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?
+), {found}
 ), ranked AS MATERIALIZED (
     SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w CROSS JOIN totals t
     ORDER BY rank, r.id DESC LIMIT ?
 )
 """
+
+# The newest RELEVANCE_WINDOW matches, as the planner reads them: by walking the primary key
+# backwards and testing each row, when it expects many matches, else off the GIN index and sorted.
+FOUND_PLANNED = """found AS (
+    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?"""
+
+# The same rows, where the words' counts bound the matches (all of the words, or any of them, with
+# no filter): off the GIN index and sorted when at most `?` rows match, else as planned. The
+# planner prices a row's `@@` test at almost nothing, so between a few thousand and some tens of
+# thousands of matches at 1M rows it walks the key backwards through ~100k rows (110 ms for
+# 'auth | login') where fetching the 25k matches costs half that. The bound is taken from the
+# counts the statement holds (`terms`), so it costs nothing; one branch runs (a one-time filter).
+FOUND_BOUNDED = """choice AS MATERIALIZED (
+    SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
+    FROM terms
+), found AS (
+    (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
+     WHERE {where} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
+    UNION ALL
+    (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
+     WHERE {where} AND (SELECT fetched FROM choice) ORDER BY {alias}.id + 0 DESC LIMIT ?)"""
+
+# A tsquery's quoted lexemes, and what is left of it besides them and its brackets
+_LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
+
+
+def conjunction(q: str) -> str | None:
+    """'and' when the tsquery joins plain words by & alone, 'or' by | alone (one word: 'and'),
+    else None (a phrase, prefix, negation, or both joins: no bound on its matches from the words)."""
+    rest = _LEXEME.sub("w", q)
+    if ":*" in q or set(rest) - set("w&|() "):
+        return None
+    if "|" in rest:
+        return None if "&" in rest else "or"
+    return "and"
+
+
+def fetch_bound(docs: int) -> int:
+    """Matches up to which fetching them all off the GIN index beats walking the key backwards:
+    a fetched match costs about three times a row tested on the walk (at 1M rows: ~25k)."""
+    return int(math.sqrt(RELEVANCE_WINDOW * max(docs, 1) / 3))
+
 
 RANK_READ_SQL = BM25_HEAD.rstrip() + """,
 windows AS MATERIALIZED (
@@ -168,19 +210,34 @@ WITH words AS MATERIALIZED (
     SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {where} {window}
 )
 SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens,
-       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs, -COALESCE((
-    SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
-               / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
-    FROM unnest({alias}.match_tsv) AS v
-    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
-    WHERE v.lexeme = ANY(w.terms)), 0) AS rank
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs,
+       {score} AS rank
 FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
 ORDER BY {order} LIMIT ? OFFSET ?
 """
 
-# scope -> each weight class's column weight
-WEIGHTED = {"memories": "WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5",
-            "sessions": "WHEN 'A' THEN 1.0 WHEN 'B' THEN 1.0 ELSE 1.0"}
+# A found row's negated BM25 when its weight classes weigh differently (memories): each of the
+# query's lexemes' positions counts its class's weight.
+CLASS_WEIGHTED_SCORE = """-COALESCE((
+    SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
+               / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
+    FROM unnest({alias}.match_tsv) AS v
+    CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
+    WHERE v.lexeme = ANY(w.terms)), 0)"""
+
+# The same when every class weighs 1 (sessions: project and summary alike): a lexeme's positions
+# counted, and only the query's lexemes read of the vector, as BM25_ROW reads them (every class
+# set to D first, so no other lexeme keeps an A). Unnesting each matching session's whole vector
+# (70 lexemes a session at 1M rows) cost 38 ms of a 88 ms search of sessions.
+EVEN_WEIGHTED_SCORE = """-COALESCE((
+    SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
+               / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
+    FROM unnest(ts_filter(setweight(setweight({alias}.match_tsv, 'D'), 'A', w.terms), '{{a}}')) u), 0)"""
+
+# scope -> how a found row is scored
+WEIGHTED = {"memories": CLASS_WEIGHTED_SCORE.format(
+                alias="{alias}", weights="WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5"),
+            "sessions": EVEN_WEIGHTED_SCORE}
 
 
 # scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
@@ -232,10 +289,18 @@ class SearchReads(Connection, ScopedSearch):
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
                  if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
+        where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
+        window = max(RELEVANCE_WINDOW, want)
+        joined = None if clauses else conjunction(q)
+        if joined is None:
+            found = FOUND_PLANNED.format(alias=alias, source=source, where=where)
+            reads = [q, *params, window]
+        else:
+            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where)
+            reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         sql = template.format(table=table, alias=alias, source=source, full=full, bm25=BM25_ROW.format(avg=avg),
-                              where=" AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses]), **parts)
-        return sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), q, *params,
-                     max(RELEVANCE_WINDOW, want), want]
+                              found=found, **parts)
+        return sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), *reads, want]
 
     def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
@@ -350,7 +415,7 @@ class SearchReads(Connection, ScopedSearch):
         window = "ORDER BY s.started_at DESC, s.id DESC LIMIT ?" if scope.name == "sessions" else ""
         sql = BM25_WEIGHTED_SQL.format(
             table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
-            stamp=stamp, weights=WEIGHTED[scope.name], window=window,
+            stamp=stamp, score=WEIGHTED[scope.name].format(alias=scope.alias), window=window,
             where=" AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses]),
             order=scope.order(order, True, self.dialect.binary))
         rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]

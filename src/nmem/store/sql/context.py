@@ -53,6 +53,19 @@ class ContextReads(SqlBase):
         )
         return [Prompt.from_row(r) for r in rows]
 
+    def sessions_prompts(self, windows: Sequence[tuple[str, int, int]]) -> dict[str, list[Prompt]]:
+        """For each (session, before, after), its prompts strictly between the two times, in
+        order: `session_prompts` of several sessions in one statement."""
+        if not windows:
+            return {}
+        clauses = " OR ".join(["(p.session_id = ? AND p.timestamp < ? AND p.timestamp > ?)"] * len(windows))
+        rows = self._query(f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
+                           f"WHERE {clauses} ORDER BY p.id", [v for window in windows for v in window])
+        out: dict[str, list[Prompt]] = {session: [] for session, _, _ in windows}
+        for r in rows:
+            out[r["session_id"]].append(Prompt.from_row(r))
+        return out
+
     def session_observations(self, session_id: str, before: int | None, after: int | None
                              ) -> list[Observation]:
         clauses: list[str] = ["session_id = ?"]
