@@ -161,3 +161,24 @@ def test_team_users_tokens_audit_and_writers_are_copied_both_ways(nmem_home: Pat
         assert [r["user"] for r in returned.audit_rows(None, 0, 10)] == ["bob", "carol"]
     finally:
         returned.close()
+
+
+def test_the_agent_that_recorded_a_session_survives_the_move_both_ways(service: Service, pg_url: str,
+                                                                       tmp_path: Path) -> None:
+    record(service, "UserPromptSubmit", now=T0, session_id="s-agent", prompt="fix the login bug")
+    assert service.store.get_session("s-agent").agent == "claude-code"
+    source = service.settings.store_url
+    service.close()
+    migrate(source, pg_url)
+    pg = open_store(pg_url)
+    try:
+        assert pg.get_session("s-agent").agent == "claude-code"
+    finally:
+        pg.close()
+    back = f"sqlite:///{tmp_path / 'back.db'}"
+    migrate(pg_url, back)
+    again = open_store(back)
+    try:
+        assert again.get_session("s-agent").agent == "claude-code"
+    finally:
+        again.close()
