@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,23 @@ def test_the_agent_that_recorded_a_session_survives_the_move_both_ways(service: 
         assert again.get_session("s-agent").agent == "claude-code"
     finally:
         again.close()
+
+
+def test_every_column_both_engines_hold_is_copied(service: Service, pg_url: str) -> None:
+    """A column a later schema step adds to both engines must join `TABLES`, or a move drops it."""
+    import psycopg  # the postgres extra: only where PostgreSQL tests run
+
+    sqlite_path = service.settings.store_url.removeprefix("sqlite:///")
+    service.close()
+    open_store(pg_url).close()   # the schema, migrated
+    lite = sqlite3.connect(sqlite_path)
+    try:
+        with psycopg.connect(pg_url) as pg:
+            for table, columns, _ in TABLES:
+                in_sqlite = {row[1] for row in lite.execute(f"PRAGMA table_xinfo({table})") if row[6] == 0}
+                in_pg = {row[0] for row in pg.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                    " AND table_name = %s AND is_generated = 'NEVER'", (table,))}
+                assert (in_sqlite & in_pg) - set(columns) == set(), table
+    finally:
+        lite.close()
