@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,44 @@ def test_team_users_tokens_audit_and_writers_are_copied_both_ways(nmem_home: Pat
         assert [r["user"] for r in returned.audit_rows(None, 0, 10)] == ["bob", "carol"]
     finally:
         returned.close()
+
+
+def test_the_agent_that_recorded_a_session_survives_the_move_both_ways(service: Service, pg_url: str,
+                                                                       tmp_path: Path) -> None:
+    record(service, "UserPromptSubmit", now=T0, session_id="s-agent", prompt="fix the login bug")
+    assert service.store.get_session("s-agent").agent == "claude-code"
+    source = service.settings.store_url
+    service.close()
+    migrate(source, pg_url)
+    pg = open_store(pg_url)
+    try:
+        assert pg.get_session("s-agent").agent == "claude-code"
+    finally:
+        pg.close()
+    back = f"sqlite:///{tmp_path / 'back.db'}"
+    migrate(pg_url, back)
+    again = open_store(back)
+    try:
+        assert again.get_session("s-agent").agent == "claude-code"
+    finally:
+        again.close()
+
+
+def test_every_column_both_engines_hold_is_copied(service: Service, pg_url: str) -> None:
+    """A column a later schema step adds to both engines must join `TABLES`, or a move drops it."""
+    import psycopg  # the postgres extra: only where PostgreSQL tests run
+
+    sqlite_path = service.settings.store_url.removeprefix("sqlite:///")
+    service.close()
+    open_store(pg_url).close()   # the schema, migrated
+    lite = sqlite3.connect(sqlite_path)
+    try:
+        with psycopg.connect(pg_url) as pg:
+            for table, columns, _ in TABLES:
+                in_sqlite = {row[1] for row in lite.execute(f"PRAGMA table_xinfo({table})") if row[6] == 0}
+                in_pg = {row[0] for row in pg.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                    " AND table_name = %s AND is_generated = 'NEVER'", (table,))}
+                assert (in_sqlite & in_pg) - set(columns) == set(), table
+    finally:
+        lite.close()

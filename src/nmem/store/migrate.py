@@ -25,7 +25,7 @@ from nmem.store.protocol import Store
 # The tables a migration copies, in an order that satisfies the foreign keys, with the columns
 # both engines hold (generated and engine-only columns left out) and the key that orders a checksum.
 TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("sessions", ("id", "project", "started_at", "ended_at", "signature", "summary", "root"), "id"),
+    ("sessions", ("id", "project", "started_at", "ended_at", "signature", "summary", "root", "agent"), "id"),
     ("prompts", ("id", "session_id", "timestamp", "source", "content"), "id"),
     ("observations", ("id", "session_id", "project", "prompt_id", "timestamp", "obs_type", "source_event",
                       "tool_name", "file_path", "content", "metadata", "is_pinned", "writer"), "id"),
