@@ -44,6 +44,19 @@ class SqlBase:
     def transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
+    def _in_write(self) -> bool:
+        """Whether this thread holds an open write transaction."""
+        raise NotImplementedError
+
+    def savepoint(self) -> Savepoint:
+        """`with store.savepoint():` inside a write transaction: a block whose writes an error
+        undoes alone (the transaction goes on without them, the error propagates); outside
+        one it is a transaction of its own."""
+        return Savepoint(self)
+
+    def _undone_part(self) -> None:
+        """After a savepoint's writes were undone: forget what the engine cached of them."""
+
     def _forget_bytes(self, table: str) -> None:
         """Inside the transaction that deleted or blanked rows of `table`: drop what the
         engine's full-text index still holds of their text (FTS5 keeps it until rewritten)."""
@@ -77,3 +90,36 @@ class SqlBase:
 
     def _forget_sync_lines(self, uid: str) -> None:
         raise NotImplementedError
+
+
+class Savepoint:
+    """SAVEPOINT / RELEASE / ROLLBACK TO, the same SQL on both engines. Nested ones may share
+    the name: each statement names the innermost savepoint of that name."""
+
+    __slots__ = ("store", "alone")
+    NAME = "nmem_part"
+
+    def __init__(self, store: SqlBase) -> None:
+        self.store = store
+        self.alone: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> None:
+        if not self.store._in_write():
+            self.alone = self.store.transaction()
+            self.alone.__enter__()
+            return
+        self.store._exec(f"SAVEPOINT {self.NAME}")
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self.alone is not None:
+            self.alone.__exit__(kind, exc, tb)
+            return
+        if kind is None:
+            self.store._exec(f"RELEASE SAVEPOINT {self.NAME}")
+            return
+        # If even this fails (the engine already ended the whole transaction), its error is the
+        # one to raise: the caller must not go on writing as if the transaction were open.
+        self.store._exec(f"ROLLBACK TO SAVEPOINT {self.NAME}")
+        self.store._exec(f"RELEASE SAVEPOINT {self.NAME}")
+        self.store._undone_part()
+
