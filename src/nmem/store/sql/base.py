@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from nmem.errors import NmemError, TransactionLost
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from contextlib import AbstractContextManager
+    from types import TracebackType
     from typing import Any, ClassVar
 
     from nmem.models import Session
@@ -110,16 +113,20 @@ class Savepoint:
             return
         self.store._exec(f"SAVEPOINT {self.NAME}")
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self.alone is not None:
             self.alone.__exit__(kind, exc, tb)
             return
         if kind is None:
             self.store._exec(f"RELEASE SAVEPOINT {self.NAME}")
             return
-        # If even this fails (the engine already ended the whole transaction), its error is the
-        # one to raise: the caller must not go on writing as if the transaction were open.
-        self.store._exec(f"ROLLBACK TO SAVEPOINT {self.NAME}")
-        self.store._exec(f"RELEASE SAVEPOINT {self.NAME}")
-        self.store._undone_part()
+        try:
+            self.store._exec(f"ROLLBACK TO SAVEPOINT {self.NAME}")
+            self.store._exec(f"RELEASE SAVEPOINT {self.NAME}")
+        except NmemError as lost:
+            # The engine already ended the whole transaction (a lost connection, a full disk):
+            # the caller must not go on writing as if it were open.
+            raise TransactionLost(f"the transaction ended with a failed part: {lost.message}") from exc
+        finally:
+            self.store._undone_part()
 
