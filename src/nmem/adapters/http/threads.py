@@ -185,6 +185,7 @@ class WriteLane(Lane):
                     except TransactionLost:
                         raise
                     except Exception as exc:
+                        self.forget()   # what the service cached of the undone part (a session's project)
                         outcomes.append((False, exc))
             self.commits += 1
         except Exception:
