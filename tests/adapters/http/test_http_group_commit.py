@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+from test_http_workers import SseClient
 
 from mcp_support import http_server
 from nmem.adapters.http.threads import WriteLane
@@ -28,7 +28,6 @@ from nmem.models import prompt_urn
 from nmem.service.api import Service
 from nmem.store import open_store
 from store_engines import both_engines, sql_rows
-from test_http_workers import SseClient
 
 __all__ = ["both_engines"]
 CSRF = {"X-Nmem-CSRF": "1", "Content-Type": "application/json"}
@@ -92,9 +91,9 @@ def test_waiting_writes_share_one_commit_and_a_failing_one_is_undone_alone(setti
             release.set()
             await first
             answers = await asyncio.gather(*waiting, return_exceptions=True)
-            assert lane.commits == 1, "the seven waiting writes took one transaction"
+            assert (lane.commits, lane.shared) == (1, 7), "the seven waiting writes took one transaction"
             alone = await lane.run(record("s2", 2, "k2-2"), grouped=True)  # nothing waiting: as before
-            assert lane.commits == 1 and alone.stored
+            assert (lane.commits, lane.alone) == (1, 2) and alone.stored
             lane.executor.shutdown()
             return answers
 
@@ -102,8 +101,8 @@ def test_waiting_writes_share_one_commit_and_a_failing_one_is_undone_alone(setti
         assert isinstance(answers[2], Forbidden)
         assert [getattr(a, "skipped", None) for i, a in enumerate(answers) if i != 2] == \
             [None, None, None, None, "duplicate", None]
-        assert stored_prompts(settings.store_url) == {"s1 prompt 1 about the cache": 1, "s1 prompt 2 about the cache": 1,
-                                                      "s2 prompt 1 about the cache": 1, "s2 prompt 2 about the cache": 1}
+        stored = {f"s{s} prompt {i} about the cache": 1 for s in (1, 2) for i in (1, 2)}
+        assert stored_prompts(settings.store_url) == stored
         assert store.get_session("undone") is None and store.get_session("s2") is not None
     finally:
         service.close()

@@ -132,7 +132,8 @@ class WriteLane(Lane):
         self.batch = max(1, batch)
         self.forget = forget   # drops what the service cached of writes a failed commit undid
         self.pending: deque[_Write] = deque()   # appended on the loop, taken on the writer thread
-        self.commits = 0        # transactions the grouped writes took (for tests and the bench)
+        # for /metrics: writes run alone, transactions shared by several, the writes those held
+        self.alone = self.commits = self.shared = 0
 
     async def run(self, call: Callable[[], T], grouped: bool = False) -> T:
         self.admit()
@@ -166,6 +167,7 @@ class WriteLane(Lane):
 
     def _alone(self, write: _Write) -> None:
         began = time.perf_counter()
+        self.alone += 1
         try:
             write.future.set_result(write.context.run(write.call))
         except BaseException as exc:
@@ -188,6 +190,7 @@ class WriteLane(Lane):
                         self.forget()   # what the service cached of the undone part (a session's project)
                         outcomes.append((False, exc))
             self.commits += 1
+            self.shared += len(batch)
         except Exception:
             # Nothing of the batch is stored (a failed BEGIN or COMMIT, a part that took the
             # transaction with it): each write runs again alone, as it would have without grouping.
