@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_http_workers import SseClient
 
 from mcp_support import http_server
@@ -94,7 +95,7 @@ def test_waiting_writes_share_one_commit_and_a_failing_one_is_undone_alone(setti
             assert (lane.commits, lane.shared) == (1, 7), "the seven waiting writes took one transaction"
             alone = await lane.run(record("s2", 2, "k2-2"), grouped=True)  # nothing waiting: as before
             assert (lane.commits, lane.alone) == (1, 2) and alone.stored
-            lane.executor.shutdown()
+            lane.close()
             return answers
 
         answers = asyncio.run(scenario())
@@ -191,3 +192,43 @@ def test_a_killed_server_keeps_every_write_it_acknowledged(tmp_path: Path, store
     assert len(acknowledged) >= 150
     prompts = stored_prompts(store_url)
     assert [p for p in acknowledged if prompts.get(p) != 1] == []
+
+
+def test_a_batch_whose_connection_dies_is_stored_write_by_write(settings: Settings, store_url: str) -> None:
+    """On PostgreSQL, a part that loses the transaction's connection takes the whole transaction
+    with it: nothing of the batch is stored, then each write runs alone as without grouping (the
+    others are stored once; the one that kills its connection fails again, alone)."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("SQLite's transaction cannot lose its connection to another process")
+    service = Service.open(settings)
+    store = service.store
+    try:
+        def record(i: int) -> Callable[[], Any]:
+            return lambda: service.record_event(parse(hook_event("lost", i)), spool_id=f"k-lost-{i}")
+
+        def kills_its_connection() -> None:
+            store._exec("SELECT pg_terminate_backend(pg_backend_pid())")  # type: ignore[attr-defined]
+
+        async def scenario() -> list[Any]:
+            lane = WriteLane(store, 64, 1000, float("inf"), service.forget_uncommitted)
+            held, release = threading.Event(), threading.Event()
+            first = asyncio.ensure_future(lane.run(lambda: (held.set(), release.wait(30)), grouped=True))
+            while not held.is_set():
+                await asyncio.sleep(0.01)
+            calls = [record(0), record(1), kills_its_connection, record(2)]
+            waiting = [asyncio.ensure_future(lane.run(call, grouped=True)) for call in calls]
+            while len(lane.pending) < len(calls):
+                await asyncio.sleep(0.01)
+            release.set()
+            await first
+            answers = await asyncio.gather(*waiting, return_exceptions=True)
+            assert lane.commits == 0 and lane.alone == 1 + len(calls)
+            lane.close()
+            return answers
+
+        answers = asyncio.run(scenario())
+        assert [type(a).__name__ for a in answers] == ["RecordOutcome", "RecordOutcome", "StoreDisconnected",
+                                                       "RecordOutcome"], answers
+        assert stored_prompts(settings.store_url) == {f"lost prompt {i} about the cache": 1 for i in (1, 2)}
+    finally:
+        service.close()

@@ -175,7 +175,21 @@ class WriteLane(Lane):
         finally:
             self._spent(time.perf_counter() - began)
 
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        while self.pending:  # their turn will not come: their callers hear so, as a cancelled call
+            self.pending.popleft().future.cancel()
+
     def _together(self, batch: list[_Write]) -> None:
+        try:
+            self._commit_together(batch)
+        except BaseException as exc:  # not an error of a write (an interrupt): nobody is left waiting
+            for write in batch:
+                if not write.future.done():
+                    write.future.set_exception(exc)
+            raise
+
+    def _commit_together(self, batch: list[_Write]) -> None:
         began = time.perf_counter()
         outcomes: list[tuple[bool, Any]] = []
         try:
@@ -236,5 +250,6 @@ class StoreThreads:
         return await self.checks.run(call)
 
     def close(self) -> None:
-        for lane in (self.reads, self.writes, self.checks):
+        self.writes.close()
+        for lane in (self.reads, self.checks):
             lane.executor.shutdown(wait=True, cancel_futures=True)
