@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from nmem.errors import NmemError, TransactionLost
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from contextlib import AbstractContextManager
-    from types import TracebackType
     from typing import Any, ClassVar
 
     from nmem.models import Session
@@ -51,10 +48,12 @@ class SqlBase:
         """Whether this thread holds an open write transaction."""
         raise NotImplementedError
 
-    def savepoint(self) -> Savepoint:
+    def savepoint(self) -> AbstractContextManager[None]:
         """`with store.savepoint():` inside a write transaction: a block whose writes an error
         undoes alone (the transaction goes on without them, the error propagates); outside
         one it is a transaction of its own."""
+        from nmem.store.sql.savepoint import Savepoint  # a server's; a hook never needs it
+
         return Savepoint(self)
 
     def _undone_part(self) -> None:
@@ -93,40 +92,4 @@ class SqlBase:
 
     def _forget_sync_lines(self, uid: str) -> None:
         raise NotImplementedError
-
-
-class Savepoint:
-    """SAVEPOINT / RELEASE / ROLLBACK TO, the same SQL on both engines. Nested ones may share
-    the name: each statement names the innermost savepoint of that name."""
-
-    __slots__ = ("store", "alone")
-    NAME = "nmem_part"
-
-    def __init__(self, store: SqlBase) -> None:
-        self.store = store
-        self.alone: AbstractContextManager[None] | None = None
-
-    def __enter__(self) -> None:
-        if not self.store._in_write():
-            self.alone = self.store.transaction()
-            self.alone.__enter__()
-            return
-        self.store._exec(f"SAVEPOINT {self.NAME}")
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self.alone is not None:
-            self.alone.__exit__(kind, exc, tb)
-            return
-        if kind is None:
-            self.store._exec(f"RELEASE SAVEPOINT {self.NAME}")
-            return
-        try:
-            self.store._exec(f"ROLLBACK TO SAVEPOINT {self.NAME}")
-            self.store._exec(f"RELEASE SAVEPOINT {self.NAME}")
-        except NmemError as lost:
-            # The engine already ended the whole transaction (a lost connection, a full disk):
-            # the caller must not go on writing as if it were open.
-            raise TransactionLost(f"the transaction ended with a failed part: {lost.message}") from exc
-        finally:
-            self.store._undone_part()
 
