@@ -9,7 +9,8 @@ its own user's token; searchers query `/api/v1/search` and `/api/v1/memories` as
 Afterwards every event is looked for on the server: `lost` counts events that are not stored,
 `duplicated` events stored twice. Every event is then sent again with its key (a retry after a
 lost answer), which must store nothing. Errors are any non-2xx answer or a failed connection.
-Prints p50/p99 per operation.
+Prints p50/p99 per operation, and how the writer thread committed the events (group commit,
+`http.write_batch`: from /metrics, read as an admin user of its own; one worker's with --workers).
 
 A 503 with Retry-After (the server's admission control, `http.max_queue`) is counted as shed
 and the request sent again after the pause it asks for, as a hook does; latencies are those of
@@ -177,6 +178,23 @@ def searcher(port: int, token: str, n: int, results: Results, start: threading.B
             results.error(f"searcher {idx}: HTTP {status} {body}")
 
 
+def write_transactions(port: int, admin_token: str) -> tuple[int, int, int]:
+    """The writer thread's counters from /metrics: writes alone, shared transactions, writes in them
+    (summed over workers only for the one that answers: with --workers N, one worker's share)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {admin_token}"})
+    text = conn.getresponse().read().decode()
+    conn.close()
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(("nmem_write_transactions_total", "nmem_shared_transaction_writes_total")):
+            name, value = line.rsplit(" ", 1)
+            found[name] = int(float(value))
+    return (found.get('nmem_write_transactions_total{kind="alone"}', 0),
+            found.get('nmem_write_transactions_total{kind="shared"}', 0),
+            found.get("nmem_shared_transaction_writes_total", 0))
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
@@ -244,8 +262,10 @@ def run(args: argparse.Namespace, store: str | None) -> int:
         home.mkdir()
         nmem(home, "user", "add", "writer", env=extra)
         nmem(home, "user", "add", "reader", env=extra)
+        nmem(home, "user", "add", "ops", "--admin", env=extra)   # reads /metrics only
         writer_token = nmem(home, "token", "create", "writer", env=extra).strip()
         reader_token = nmem(home, "token", "create", "reader", env=extra).strip()
+        ops_token = nmem(home, "token", "create", "ops", env=extra).strip()
         for word in WORDS:  # something for recall to find
             nmem(home, "remember", f"the team's rule for the {word} path", "--domain", "org", env=extra)
         port = free_port()
@@ -289,6 +309,7 @@ def run(args: argparse.Namespace, store: str | None) -> int:
             server_cpu, own_cpu = cpu_seconds(server.pid) - cpu_before, time.process_time() - own_before
             pg_after = postgres_cpu_seconds()
             pg_cpu = pg_after - pg_before if pg_after is not None and pg_before is not None else None
+            batching = write_transactions(port, ops_token)
             expected = {f"writer {w} prompt {i} about the {WORDS[(w + i) % len(WORDS)]} path"
                         for w in range(WRITERS) for i in range(1, args.events + 1)}
             stored = stored_prompts(home, store)
@@ -327,6 +348,9 @@ def run(args: argparse.Namespace, store: str | None) -> int:
     searches = results.latency.get("search (GET /search)", [0.0])
     print(f"\n{throughput:.0f} requests/s overall; mean search {statistics.mean(searches) * 1000:.1f} ms; "
           f"{SHED['count']} answers were 503 with Retry-After (shed, then sent again)")
+    alone, shared, held = batching
+    print(f"writer thread during the load: {shared} shared transactions held {held} writes "
+          f"(mean {held / shared if shared else 0:.1f}), {alone} writes alone (http.write_batch)")
     requests = sum(len(v) for v in results.latency.values())
     print(f"CPU during the load: server {server_cpu:.1f} s ({server_cpu / requests * 1000:.2f} ms a request), "
           + (f"PostgreSQL (all its processes) {pg_cpu:.1f} s ({pg_cpu / requests * 1000:.2f} ms a request), "

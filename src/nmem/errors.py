@@ -64,6 +64,10 @@ class StorageError(NmemError):
     kind = "storage"
 
 
+class TransactionLost(StorageError):
+    """A savepoint's writes could not be undone: the whole transaction is gone with them."""
+
+
 class StoreBusy(StorageError):
     """The database stayed locked by another writer past the retry budget."""
 

@@ -84,6 +84,36 @@ def test_a_failed_transaction_leaves_nothing_and_nested_ones_join(store: Store) 
     assert store.observation_ids(None, ALL) == [first, second]
 
 
+def test_a_failed_savepoint_undoes_only_its_own_writes(store: Store, store_url: str) -> None:
+    """Group commit's unit: parts of one transaction, each undone alone by its error (a database
+    error included, which on PostgreSQL aborts the transaction up to the savepoint)."""
+    other = open_store(store_url)
+    try:
+        with store.transaction():
+            with store.savepoint():
+                first = add(store, "first part", T0)
+            with pytest.raises(RuntimeError), store.savepoint():
+                add(store, "failed part", T0 + 1, session="gone")
+                raise RuntimeError("boom")
+            with pytest.raises(StorageError), store.savepoint():
+                store.ensure_session("also gone", "demo", T0)
+                store._exec("INSERT INTO no_such_table VALUES (1)")  # type: ignore[attr-defined]
+            with store.savepoint():
+                with store.savepoint():  # nested, same name: the inner one is undone alone
+                    third = add(store, "third part", T0 + 2)
+                with pytest.raises(RuntimeError), store.savepoint():
+                    add(store, "inner failure", T0 + 3)
+                    raise RuntimeError("inner")
+            assert other.observation_ids(None, ALL) == []  # nothing visible before the one commit
+        assert other.observation_ids(None, ALL) == [first, third]
+        assert store.get_session("gone") is None and store.get_session("also gone") is None
+        with store.savepoint():  # outside a transaction: a transaction of its own
+            alone = add(store, "alone", T0 + 4)
+        assert other.observation_ids(None, ALL) == [first, third, alone]
+    finally:
+        other.close()
+
+
 def test_a_snapshot_does_not_see_later_commits(store: Store, store_url: str) -> None:
     add(store, "before", T0)
     other = open_store(store_url)

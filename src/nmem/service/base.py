@@ -55,6 +55,10 @@ class Base:
         # Sessions never change project: one lookup per session per process (imports, servers).
         self._session_projects: dict[str, str] = {}
 
+    def forget_uncommitted(self) -> None:
+        """After a transaction this service wrote in was undone: drop what it cached of it."""
+        self._session_projects.clear()
+
     @property
     def store(self) -> Store:
         """The store as the signed-in user of a team server may read it (`nmem.team.access`): every

@@ -156,7 +156,7 @@ def test_the_metrics_text_is_the_table_rendered_in_prometheus_format(monkeypatch
     for tool, outcome, seconds in [("search", "ok", 0.03), ("status", "ok", 0.5), ("get_observations", "error", 1e-4)]:
         metrics.tool_call(tool, outcome, seconds)
     reading = observe.Reading(1_234_567_890, {"sessions": 4, "prompts": 12, "observations": 250_000, "memories": 7},
-                              3, 1, 1234.5678)
+                              3, 1, 1234.5678, (5, 2, 9))
     text = metrics.text(reading)
     assert text == (Path(__file__).parents[2] / "fixtures" / "metrics.prom").read_text()
     found = samples(text)
@@ -166,3 +166,5 @@ def test_the_metrics_text_is_the_table_rendered_in_prometheus_format(monkeypatch
     assert value(found, "nmem_hook_events_total", route="/api/v1/hook", outcome="refused") == 1
     assert value(found, "nmem_uptime_seconds") == 234.568 and value(found, "nmem_store_rows", table="memories") == 7
     assert value(found, "nmem_store_size_bytes") == 1_234_567_890
+    assert value(found, "nmem_write_transactions_total", kind="shared") == 2
+    assert value(found, "nmem_shared_transaction_writes_total") == 9

@@ -114,7 +114,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     hub = streams.StreamHub(settings, users=users)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     threads = StoreThreads(svc.store, auto_threads(int(settings["http.threads"]), workers), limits.max_queue,
-                           limits.max_wait_ms)
+                           limits.max_wait_ms, int(settings["http.write_batch"]), svc.forget_uncommitted)
     context = Context(svc, project or current_project(svc), cwd, threads)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),
                      poll_interval=int(settings["mcp.poll_interval_ms"]) / 1000)

@@ -148,6 +148,7 @@ class Reading(NamedTuple):
     pending: int
     set_aside: int
     at: float
+    writes: tuple[int, int, int] = (0, 0, 0)   # the writer's: run alone, shared transactions, writes in them
 
 
 STORE_KINDS = ("sessions", "prompts", "observations", "memories")
@@ -198,6 +199,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("nmem_hook_events_total", "counter", "Hook events received over HTTP, by route and outcome "
                                                 "(recorded, refused, failed).",
            ("route", "outcome"), lambda m, _: m.hooks),
+    Family("nmem_write_transactions_total", "counter", "Write transactions of the REST writer thread: a write "
+                                                       "alone, or several hook events sharing one commit "
+                                                       "(group commit, `http.write_batch`).",
+           ("kind",), lambda m, r: {("alone",): r.writes[0], ("shared",): r.writes[1]}),
+    Family("nmem_shared_transaction_writes_total", "counter", "Hook events stored in shared write transactions "
+                                                              "(divided by their count: the mean batch).",
+           (), lambda m, r: {(): r.writes[2]}),
     Family("nmem_info", "gauge", "This server's nmem version.", ("version",), lambda m, r: {(__version__,): 1.0}),
     Family("nmem_uptime_seconds", "gauge", "Seconds since this server started.", (),
            lambda m, r: {(): round(r.at - m.started, 3)}),
@@ -290,6 +298,9 @@ def metrics_endpoint(metrics: Metrics, context: Context) -> Callable[[Request], 
             require_admin("reading the server's metrics")
             read = functools.partial(read_now, context.service)
             found = await context.threads.run(read, write=False) if context.threads else read()
+            if context.threads:
+                lane = context.threads.writes
+                found = found._replace(writes=(lane.alone, lane.commits, lane.shared))
             body = metrics.text(found)
         except NmemError as exc:
             return error_response(exc, context.service)

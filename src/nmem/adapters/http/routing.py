@@ -74,6 +74,9 @@ class Endpoint:
     query_schema: dict[str, Any] | None = None
     body_schema: dict[str, Any] | None = None
     reads_only: bool = False                 # a POST that changes nothing: no CSRF header needed
+    # A write that may share one transaction with other waiting ones (group commit, `http.write_batch`):
+    # all its writes inside the store's transaction(), nothing done that an undone commit would leave.
+    grouped: bool = False
     deprecated: bool = False
 
     @property
@@ -108,7 +111,8 @@ class Endpoint:
             elif self.body_schema is not None:
                 body = _json_object(await request.body(), request)
             call = functools.partial(self.handler, context, params, body)
-            result = await context.threads.run(call, write=self.writes) if context.threads else call()
+            result = await context.threads.run(call, write=self.writes, grouped=self.grouped) \
+                if context.threads else call()
             if inspect.isawaitable(result):  # a handler that waits (the change feed's long-poll)
                 result = await result
         except NmemError as exc:

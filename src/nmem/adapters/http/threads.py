@@ -11,6 +11,14 @@ times the recent mean time of one call, shared by the lane's threads), or when i
 `http.max_queue` others already waiting (a hard cap). Counting time rather than requests lets
 cheap requests queue deep and sheds expensive ones early: 200 quick searches waiting are a
 fraction of a second, 200 slow ones are many.
+
+Group commit: a commit waits for the disk (PostgreSQL flushes its WAL, ~10 ms under load), so
+writes one at a time queue behind their commits. When the writer takes a hook event and more are
+waiting, it stores up to `http.write_batch` of them in one transaction, each in its own savepoint
+(an error undoes that write alone and answers its caller with it), commits once, and only then
+answers each caller: nobody hears "stored" before the commit is durable. The change feed reads
+committed rows, so no stream sees a write the batch undid. A lone write, and every write not
+marked for grouping, runs exactly as before: alone, in its own transaction.
 """
 
 from __future__ import annotations
@@ -19,11 +27,13 @@ import asyncio
 import contextvars
 import os
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from nmem.errors import NmemError
+from nmem.errors import NmemError, TransactionLost
 
 T = TypeVar("T")
 MAX_AUTO_THREADS = 32
@@ -96,10 +106,119 @@ class Lane:
         try:
             return context.run(call)
         finally:
-            spent = time.perf_counter() - began
-            # a float store is atomic under the GIL; a lost update among threads only delays the mean
-            self.call_time = spent if not self.call_time else \
-                self.call_time + CALL_TIME_WEIGHT * (spent - self.call_time)
+            self._spent(time.perf_counter() - began)
+
+    def _spent(self, seconds: float) -> None:
+        # a float store is atomic under the GIL; a lost update among threads only delays the mean
+        self.call_time = seconds if not self.call_time else \
+            self.call_time + CALL_TIME_WEIGHT * (seconds - self.call_time)
+
+
+@dataclass
+class _Write:
+    context: contextvars.Context
+    call: Callable[[], Any]
+    grouped: bool
+    future: Future[Any] = field(default_factory=Future)
+
+
+class WriteLane(Lane):
+    """The one writer thread, storing waiting grouped writes in one transaction (group commit)."""
+
+    def __init__(self, store: Any, batch: int, max_queue: int, max_wait: float,
+                 forget: Callable[[], None] = lambda: None) -> None:
+        super().__init__("write", 1, max_queue, max_wait)
+        self.store = store
+        self.batch = max(1, batch)
+        self.forget = forget   # drops what the service cached of writes a failed commit undid
+        self.pending: deque[_Write] = deque()   # appended on the loop, taken on the writer thread
+        # for /metrics: writes run alone, transactions shared by several, the writes those held
+        self.alone = self.commits = self.shared = 0
+
+    async def run(self, call: Callable[[], T], grouped: bool = False) -> T:
+        self.admit()
+        self.taken += 1
+        try:
+            write = _Write(contextvars.copy_context(), call, grouped)
+            self.pending.append(write)
+            self.executor.submit(self._next)
+            result: T = await asyncio.wrap_future(write.future)
+            return result
+        finally:
+            self.taken -= 1
+
+    def _next(self) -> None:
+        """On the writer thread: the oldest waiting write, with the grouped ones right behind it."""
+        batch = self._take()
+        if len(batch) == 1:
+            self._alone(batch[0])
+        elif batch:
+            self._together(batch)
+
+    def _take(self) -> list[_Write]:
+        batch: list[_Write] = []
+        while self.pending and len(batch) < self.batch:
+            if batch and not (batch[0].grouped and self.pending[0].grouped):
+                break   # an ungrouped write runs alone, in its turn
+            write = self.pending.popleft()
+            if write.future.set_running_or_notify_cancel():  # else its caller is gone: skip it
+                batch.append(write)
+        return batch
+
+    def _alone(self, write: _Write) -> None:
+        began = time.perf_counter()
+        self.alone += 1
+        try:
+            write.future.set_result(write.context.run(write.call))
+        except BaseException as exc:
+            write.future.set_exception(exc)
+        finally:
+            self._spent(time.perf_counter() - began)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        while self.pending:  # their turn will not come: their callers hear so, as a cancelled call
+            self.pending.popleft().future.cancel()
+
+    def _together(self, batch: list[_Write]) -> None:
+        try:
+            self._commit_together(batch)
+        except BaseException as exc:  # not an error of a write (an interrupt): nobody is left waiting
+            for write in batch:
+                if not write.future.done():
+                    write.future.set_exception(exc)
+            raise
+
+    def _commit_together(self, batch: list[_Write]) -> None:
+        began = time.perf_counter()
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            with self.store.transaction():
+                for write in batch:
+                    try:
+                        with self.store.savepoint():
+                            outcomes.append((True, write.context.run(write.call)))
+                    except TransactionLost:
+                        raise
+                    except Exception as exc:
+                        self.forget()   # what the service cached of the undone part (a session's project)
+                        outcomes.append((False, exc))
+            self.commits += 1
+            self.shared += len(batch)
+        except Exception:
+            # Nothing of the batch is stored (a failed BEGIN or COMMIT, a part that took the
+            # transaction with it): each write runs again alone, as it would have without grouping.
+            self.forget()
+            for write in batch:
+                self._alone(write)
+            return
+        finally:
+            self._spent((time.perf_counter() - began) / len(batch))
+        for write, (ok, value) in zip(batch, outcomes, strict=True):
+            if ok:
+                write.future.set_result(value)
+            else:
+                write.future.set_exception(value)
 
 
 class StoreThreads:
@@ -107,10 +226,11 @@ class StoreThreads:
 
     CHECK_THREADS = 2
 
-    def __init__(self, store: Any, threads: int, max_queue: int, max_wait_ms: int | None = None) -> None:
+    def __init__(self, store: Any, threads: int, max_queue: int, max_wait_ms: int | None = None,
+                 write_batch: int = 1, forget: Callable[[], None] = lambda: None) -> None:
         max_wait = float("inf") if max_wait_ms is None else max_wait_ms / 1000
         self.reads = Lane("read", threads, max_queue, max_wait)
-        self.writes = Lane("write", 1, max_queue, max_wait)
+        self.writes = WriteLane(store, write_batch, max_queue, max_wait, forget)
         # A team server looks each request's token up (two short reads): on threads of their own,
         # so a request does not take a search's place twice.
         self.checks = Lane("token check", self.CHECK_THREADS, max_queue, max_wait)
@@ -120,12 +240,16 @@ class StoreThreads:
         if reserve is not None:
             reserve(threads + 1 + self.CHECK_THREADS + 4)
 
-    async def run(self, call: Callable[[], T], *, write: bool) -> T:
-        return await (self.writes if write else self.reads).run(call)
+    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False) -> T:
+        """`grouped`: a write that may share its transaction with others waiting (group commit)."""
+        if write:
+            return await self.writes.run(call, grouped)
+        return await self.reads.run(call)
 
     async def check(self, call: Callable[[], T]) -> T:
         return await self.checks.run(call)
 
     def close(self) -> None:
-        for lane in (self.reads, self.writes, self.checks):
+        self.writes.close()
+        for lane in (self.reads, self.checks):
             lane.executor.shutdown(wait=True, cancel_futures=True)

@@ -224,6 +224,9 @@ class Connection(SqlBase):
         """A write transaction on this thread's connection; nested uses join the outer one."""
         return _Transaction(self)
 
+    def _in_write(self) -> bool:
+        return self._held.depth > 0
+
     def read_snapshot(self) -> _Snapshot:
         """`with store.read_snapshot():` — every read inside sees the database as of its first
         statement (REPEATABLE READ), whatever other sessions commit meanwhile."""

@@ -44,6 +44,21 @@ class SqlBase:
     def transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
+    def _in_write(self) -> bool:
+        """Whether this thread holds an open write transaction."""
+        raise NotImplementedError
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """`with store.savepoint():` inside a write transaction: a block whose writes an error
+        undoes alone (the transaction goes on without them, the error propagates); outside
+        one it is a transaction of its own."""
+        from nmem.store.sql.savepoint import Savepoint  # a server's; a hook never needs it
+
+        return Savepoint(self)
+
+    def _undone_part(self) -> None:
+        """After a savepoint's writes were undone: forget what the engine cached of them."""
+
     def _forget_bytes(self, table: str) -> None:
         """Inside the transaction that deleted or blanked rows of `table`: drop what the
         engine's full-text index still holds of their text (FTS5 keeps it until rewritten)."""
@@ -77,3 +92,4 @@ class SqlBase:
 
     def _forget_sync_lines(self, uid: str) -> None:
         raise NotImplementedError
+

@@ -306,6 +306,12 @@ class Connection(SqlBase):
         """A write transaction (`with store.transaction():`); nested uses join the outer one."""
         return _Transaction(self)
 
+    def _in_write(self) -> bool:
+        return self._depth > 0
+
+    def _undone_part(self) -> None:
+        self._latest_prompts.clear()
+
     def _begin(self) -> None:
         me = _thread.get_ident()
         if self._owner == me:
