@@ -74,11 +74,11 @@ WITH fresh AS MATERIALIZED (
     SELECT ?::bigint + f.n AS docs, ?::bigint + f.tokens AS tokens, COALESCE(f.newest, ?::bigint) AS newest
     FROM fresh f
 ), words AS MATERIALIZED (
-    SELECT DISTINCT replace(m[2], '''''', '''') AS term
-    FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
-    WHERE m[1] = ''
+    SELECT replace(m[2], '''''', '''') AS term, bool_and(m[3] IS NOT NULL) AS prefix
+    FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''(:[*])?', 'g') AS m
+    WHERE m[1] = '' GROUP BY 1
 ), terms AS MATERIALIZED (
-    SELECT w.term, COALESCE(k.df, (SELECT count(*) FROM {table} x
+    SELECT w.term, w.prefix, COALESCE(k.df, (SELECT count(*) FROM {table} x
                                    WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
     FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
 ), weighted AS MATERIALIZED (
@@ -96,14 +96,15 @@ WITH fresh AS MATERIALIZED (
 FOUND_PLANNED = """found AS (
     SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?"""
 
-# The same rows, where the words' counts bound the matches (all of the words, or any of them, with
+# The same rows, where the words' counts bound the matches (`conjunction`; with
 # no filter): off the GIN index and sorted when at most `?` rows match, else as planned. The
 # planner prices a row's `@@` test at almost nothing, so between a few thousand and some tens of
 # thousands of matches at 1M rows it walks the key backwards through ~100k rows (110 ms for
 # 'auth | login') where fetching the 25k matches costs half that. The bound is taken from the
 # counts the statement holds (`terms`), so it costs nothing; one branch runs (a one-time filter).
 FOUND_BOUNDED = """choice AS MATERIALIZED (
-    SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
+    SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) FILTER (WHERE NOT prefix) WHEN 'or' THEN sum(df) END
+                    < ?::bigint, false) AS fetched
     FROM terms
 ), found AS (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
@@ -117,14 +118,18 @@ _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
 
 
 def conjunction(q: str) -> str | None:
-    """'and' when the tsquery joins plain words by & alone, 'or' by | alone (one word: 'and'),
-    else None (a phrase, prefix, negation, or both joins: no bound on its matches from the words)."""
+    """How the words' counts bound the tsquery's matches: 'and' when a match holds every word
+    not negated (joined by & alone, only single words negated): at most the rows of the rarest
+    whole word (a prefix's count is of its whole word: left out); 'or' when a match holds one
+    word at least and none is a prefix: at most the sum of their rows; None for a phrase (its
+    words' rows bound only the candidates, each rechecked on its row) and for a prefix beside
+    an alternative. The bound only picks the faster of two plans of the same rows."""
     rest = _LEXEME.sub("w", q)
-    if ":*" in q or set(rest) - set("w&|() "):
+    if "<" in rest:
         return None
-    if "|" in rest:
-        return None if "&" in rest else "or"
-    return "and"
+    if "|" not in rest and "!(" not in rest:
+        return "and"
+    return None if ":*" in q else "or"
 
 
 def fetch_bound(docs: int) -> int:
