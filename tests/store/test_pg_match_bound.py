@@ -15,8 +15,7 @@ pytestmark = pytest.mark.no_store  # reads query text only
 
 @pytest.mark.parametrize("match", [
     "login", "login AND redirect", "login redirect", "login NOT test",
-    "login AND redirect NOT test", "acme AND db*", "NEAR(login redirect, 10)", "db*",
-    "undefined* NOT cartSlice",
+    "login AND redirect NOT test", "NEAR(login redirect, 10)",
 ])
 def test_every_word_required_bounds_by_the_rarest(match: str) -> None:
     assert conjunction(str(to_tsquery_text(match))) == "and"
@@ -29,7 +28,7 @@ def test_any_whole_word_bounds_by_the_sum(match: str) -> None:
     assert conjunction(str(to_tsquery_text(match))) == "or"
 
 
-@pytest.mark.parametrize("match", ["login OR db*", "(login OR auth) AND db*", "login NOT (test OR spec*)",
+@pytest.mark.parametrize("match", ["db*", "acme AND db*", "undefined* NOT cartSlice", "login OR db*",
                                    '"git push origin"', '"git push" AND vault', 'login NOT "unit test"'])
-def test_a_phrase_or_a_prefix_beside_an_alternative_has_no_bound(match: str) -> None:
+def test_a_phrase_or_a_prefix_has_no_bound(match: str) -> None:
     assert conjunction(str(to_tsquery_text(match))) is None

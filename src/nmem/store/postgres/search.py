@@ -74,11 +74,11 @@ WITH fresh AS MATERIALIZED (
     SELECT ?::bigint + f.n AS docs, ?::bigint + f.tokens AS tokens, COALESCE(f.newest, ?::bigint) AS newest
     FROM fresh f
 ), words AS MATERIALIZED (
-    SELECT replace(m[2], '''''', '''') AS term, bool_and(m[3] IS NOT NULL) AS prefix
-    FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''(:[*])?', 'g') AS m
-    WHERE m[1] = '' GROUP BY 1
+    SELECT DISTINCT replace(m[2], '''''', '''') AS term
+    FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
+    WHERE m[1] = ''
 ), terms AS MATERIALIZED (
-    SELECT w.term, w.prefix, COALESCE(k.df, (SELECT count(*) FROM {table} x
+    SELECT w.term, COALESCE(k.df, (SELECT count(*) FROM {table} x
                                    WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
     FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
 ), weighted AS MATERIALIZED (
@@ -103,8 +103,7 @@ FOUND_PLANNED = """found AS (
 # 'auth | login') where fetching the 25k matches costs half that. The bound is taken from the
 # counts the statement holds (`terms`), so it costs nothing; one branch runs (a one-time filter).
 FOUND_BOUNDED = """choice AS MATERIALIZED (
-    SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) FILTER (WHERE NOT prefix) WHEN 'or' THEN sum(df) END
-                    < ?::bigint, false) AS fetched
+    SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
     FROM terms
 ), found AS (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
@@ -119,17 +118,14 @@ _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
 
 def conjunction(q: str) -> str | None:
     """How the words' counts bound the tsquery's matches: 'and' when a match holds every word
-    not negated (joined by & alone, only single words negated): at most the rows of the rarest
-    whole word (a prefix's count is of its whole word: left out); 'or' when a match holds one
-    word at least and none is a prefix: at most the sum of their rows; None for a phrase (its
-    words' rows bound only the candidates, each rechecked on its row) and for a prefix beside
-    an alternative. The bound only picks the faster of two plans of the same rows."""
+    not negated (joined by & alone, only single words negated): at most the rows of the rarest;
+    'or' when it holds one of them at least: at most the sum of their rows; None for a phrase
+    (its words' rows bound only the candidates, each rechecked on its row) or a prefix (its
+    count is of its whole word). The bound only picks the faster of two plans of the same rows."""
     rest = _LEXEME.sub("w", q)
-    if "<" in rest:
+    if ":*" in q or "<" in rest:
         return None
-    if "|" not in rest and "!(" not in rest:
-        return "and"
-    return None if ":*" in q else "or"
+    return "and" if "|" not in rest and "!(" not in rest else "or"
 
 
 def fetch_bound(docs: int) -> int:
