@@ -10,6 +10,7 @@ records in the same order for at least 95% of them, and never share fewer than 8
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,3 +152,39 @@ def test_postgres_returns_the_same_top_10_as_sqlite(trail: Trail, tmp_path: Path
     differing = [(q, a, b) for q, a, b in zip(asked, on_sqlite, on_postgres, strict=True) if a != b]
     assert identical >= QUERIES * 0.95, f"{identical}/{QUERIES} identical; differing: {differing[:5]}"
     assert max(missing) <= 2, f"most missing: {max(missing)} of 10; differing: {differing[:5]}"
+
+
+# common words their stem spells alike (the counts are kept by stem)
+UNSTEMMED = ("test", "fix", "error", "file", "run", "check", "add", "build", "token", "handler")
+
+
+def negated_questions(words: list[str]) -> list[str]:
+    """FTS5 syntax with a negated word: a common or rare word NOT a common one, two words NOT one."""
+    rng = random.Random(SEED + 2)
+    asked: list[str] = []
+    while len(asked) < QUERIES // 2:
+        a, b, c = rng.choice(words[:60]), rng.choice(words), rng.choice(UNSTEMMED)
+        asked.append(rng.choice((f"{a} NOT {c}", f"{b} NOT {c}", f"{a} AND {b} NOT {c}", f"({a} OR {b}) NOT {c}")))
+    return asked
+
+
+def test_a_negated_word_ranks_alike_and_is_not_counted(trail: Trail, tmp_path: Path) -> None:
+    """No row that matches `a NOT c` holds c, so c's count weighs in no score: PostgreSQL leaves
+    it uncounted (a common word's count reads each of its rows) and still ranks as SQLite does."""
+    asked = negated_questions(trail.words)
+    on_sqlite = top10(tmp_path / "home", trail.sqlite_url, asked, "observations")
+    service = Service.open(load_settings({"NMEM_HOME": str(tmp_path / "home"), "NMEM_STORE_URL": trail.pg_url}))
+    service.clock = lambda: float(T0 + ROWS * 30 + 600)
+    try:
+        on_postgres = [[f"{h.kind}:{h.record.id}" for h in service.search(q, scope="observations", limit=10).hits]
+                       for q in asked]
+        counted = {term for (_, term) in service._store._df_cache}  # type: ignore[attr-defined]
+    finally:
+        service.close()
+    assert sum(bool(ids) for ids in on_sqlite) >= len(asked) * 0.8, "the questions should mostly find something"
+    identical = sum(a == b for a, b in zip(on_sqlite, on_postgres, strict=True))
+    differing = [(q, a, b) for q, a, b in zip(asked, on_sqlite, on_postgres, strict=True) if a != b]
+    assert identical >= len(asked) * 0.95, f"{identical}/{len(asked)} identical; differing: {differing[:5]}"
+    positive = {w for q in asked for w in re.findall(r"\w+", q.rsplit(" NOT ", 1)[0])}
+    only_negated = {q.rsplit(" NOT ", 1)[1] for q in asked} - positive
+    assert only_negated and not only_negated & counted, f"negated words counted: {only_negated & counted}"
