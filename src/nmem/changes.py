@@ -125,11 +125,14 @@ def head(store: Store) -> Cursor:
 def read_changes(store: Store, since: Cursor, limit: int = 100) -> tuple[list[Change], Cursor]:
     """Up to `limit` changes after `since`, oldest first, and the cursor to read on from."""
     limit = max(1, min(limit, MAX_BATCH))
+    settled = store.settled_heads()   # read first: a row committed after it is left for the next read
     sources: list[list[Change]] = [
         [_observation(o) for o in store.observations_since(since.positions[OBSERVATIONS], limit)],
         [_prompt(p) for p in store.prompts_since(since.positions[PROMPTS], limit)],
         _logged(store, since.positions[LOG], limit),
     ]
+    if settled is not None:   # beyond it a lower id may still commit: stop before, read it next time
+        sources = [[c for c in changes if c.position <= settled[s]] for s, changes in enumerate(sources)]
     merged: list[Change] = []
     cursor = since
     heads = [0, 0, 0]

@@ -199,11 +199,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http.threads", int, 0, "NMEM_HTTP_THREADS",
             "Threads each server process runs REST reads on (writes run on one more); 0: four per core, "
             "shared by the `http.workers` processes (at least 2 each, at most 32)."),
-    Setting("http.write_batch", int, 1, "NMEM_HTTP_WRITE_BATCH",
+    Setting("http.write_batch", int, 64, "NMEM_HTTP_WRITE_BATCH",
             "Hook events (`POST /api/v1/events`, `/api/v1/hook`) waiting for the writer thread that it stores "
-            "in one transaction, each in a savepoint of its own, with one commit (group commit, e.g. 64); "
-            "1, the default: each alone. Off by default on PostgreSQL's account: a longer transaction "
-            "widens the window in which the change feed can step over a row of another writer (docs/streams.md)."),
+            "in one transaction, each in a savepoint of its own, with one commit (group commit); 1: each alone."),
     Setting("http.workers", int, 1, "NMEM_HTTP_WORKERS",
             "Server processes `nmem serve --transport http` runs behind its one port (`--workers`); each has its "
             "own threads and connections, and every one sees every change (docs/http.md)."),

@@ -56,6 +56,20 @@ SESSION_SETTINGS = "SET jit = off; SET max_parallel_workers_per_gather = 0"
 # One key for the advisory lock that serialises migrations between processes opening the same schema.
 MIGRATION_LOCK = 0x6E6D656D  # "nmem"
 
+# The change feed reads rows past a cursor in id order (`nmem.changes`), but two writers (a server's
+# write lane and its spool drainer, two `--workers`, an MCP server) can commit out of id order: a
+# reader between the two commits would step over the lower id for good. So every write transaction
+# holds its schema's feed lock *shared* from its BEGIN (writers never wait for each other), and the
+# feed reads only up to the sequences' values taken before it held the same lock *exclusively* for
+# an instant: every transaction that had drawn an id up to there had ended by then. The two-key form
+# keeps clear of MIGRATION_LOCK's one-key space.
+FEED_LOCK = "28269, hashtext(current_schema())"
+BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock_shared({FEED_LOCK})"
+DRAWN_IDS = ("SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence('observations', 'id')::regclass), 0), "
+             "COALESCE(pg_sequence_last_value(pg_get_serial_sequence('prompts', 'id')::regclass), 0), "
+             "COALESCE(pg_sequence_last_value(pg_get_serial_sequence('change_log', 'seq')::regclass), 0)")
+FEED_WAIT_MS = 2000
+
 
 class Row(tuple[Any, ...]):
     """A result row read by column name or position, as `sqlite3.Row` is (the records'
@@ -227,6 +241,23 @@ class Connection(SqlBase):
     def _in_write(self) -> bool:
         return self._held.depth > 0
 
+    def settled_heads(self) -> tuple[int, int, int] | None:
+        if self._in_write():   # this thread's own transaction holds the lock shared: it would wait for itself
+            return None
+        drawn = tuple(int(v) for v in self._query(DRAWN_IDS)[0])
+        conn = self._acquire()
+        try:
+            conn.execute(f"BEGIN; SET LOCAL lock_timeout = {FEED_WAIT_MS}; "
+                         f"SELECT pg_advisory_xact_lock({FEED_LOCK}); COMMIT")
+        except psycopg.Error as exc:
+            conn.execute("ROLLBACK")
+            if getattr(exc, "sqlstate", None) != "55P03":   # lock_not_available: the writers outlasted the wait
+                raise storage_error(exc) from exc
+            return (0, 0, 0)   # nothing is known settled yet: the next read tries again
+        finally:
+            self._pool.putconn(conn)
+        return drawn[0], drawn[1], drawn[2]
+
     def read_snapshot(self) -> _Snapshot:
         """`with store.read_snapshot():` — every read inside sees the database as of its first
         statement (REPEATABLE READ), whatever other sessions commit meanwhile."""
@@ -267,7 +298,7 @@ class Connection(SqlBase):
         for attempt in (1, 2):
             held.conn = self._acquire()
             try:
-                held.conn.execute("BEGIN")
+                held.conn.execute(BEGIN_WRITE)
                 break
             except psycopg.Error as exc:
                 self._release()  # a connection the server dropped while idle is discarded here

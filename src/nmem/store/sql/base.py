@@ -48,6 +48,12 @@ class SqlBase:
         """Whether this thread holds an open write transaction."""
         raise NotImplementedError
 
+    def settled_heads(self) -> tuple[int, int, int] | None:
+        """How far the change feed may read (observation id, prompt id, change-log sequence) with
+        no lower id still to commit; None: everything committed is settled, as when ids commit in
+        the order they are drawn (SQLite's one writer at a time)."""
+        return None
+
     def savepoint(self) -> AbstractContextManager[None]:
         """`with store.savepoint():` inside a write transaction: a block whose writes an error
         undoes alone (the transaction goes on without them, the error propagates); outside
