@@ -111,7 +111,13 @@ def test_search_filters(history: History) -> None:
     assert ids("auth", "--session", "s2") == {history.other_cmd}
     assert ids("auth", "--since", "2999-01-01") == set()
     assert ids("auth", "--until", "2000-01-01") == set()
-    assert ids("auth", "--since", "1d") == {history.read, history.edit, history.test_cmd, history.other_cmd}
+    everything = {history.read, history.edit, history.test_cmd, history.other_cmd}
+    assert ids("auth", "--since", "1d") == everything
+    # local days: recorded moments ago, so today (and since yesterday), never up to the end of yesterday
+    assert ids("auth", "--since", "today") == everything
+    assert ids("auth", "--since", "yesterday", "--until", "today") == everything
+    assert ids("auth", "--until", "yesterday") == set()
+    assert ids("auth", "--until", "now") == everything
     assert ids("nothing-matches-this") == set()
 
 

@@ -62,6 +62,7 @@ SAME = [
     ["search", "auth", "--ids"],
     ["search", "--type", "command,command_error", "--order", "date_asc"],
     ["search", "token", "--project", "*", "--since", "7d", "--format=markdown"],
+    ["search", "token", "--project", "*", "--since", "yesterday", "--until", "today"],
     ["search", "nothing-matches-this"],
     ["-q", "search", "pytest"],
     ["search", "pytest", "--format", "yaml"],

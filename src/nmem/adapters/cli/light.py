@@ -284,7 +284,7 @@ def search(run: Run, p: dict[str, Any]) -> None:
         p["query"], scope=p["scope"], project=projects.only, obs_type=split_values(p.get("types")) or None,
         namespace=split_values(p.get("namespaces")) or None, tags=split_values(p.get("tags")) or None,
         files=split_values(p.get("files")) or None, session_id=p.get("session"),
-        date_start=time_bound(service, p.get("since")), date_end=time_bound(service, p.get("until")),
+        date_start=time_bound(service, p.get("since")), date_end=time_bound(service, p.get("until"), end=True),
         order_by=p["order"], limit=p["limit"], offset=p["offset"], strict=bool(p.get("strict") or p.get("ids")),
         prefer_project=projects.first, cwd=os.getcwd(), raw=p["raw"] or None,
     )

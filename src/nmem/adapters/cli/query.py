@@ -53,7 +53,8 @@ agent_option = click.option("--agent", "agents", multiple=True,
                    "(repeat or comma-separate).")
 @click.option("--session", help="Only this session: its id, a unique prefix (s1a2b3c4d) or URN.")
 @agent_option
-@click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds or an age (7d).")
+@click.option("--since", help="Not before: a date (2026-05-01), an ISO time, epoch seconds, an age (7d), today or "
+              "yesterday.")
 @click.option("--until", help="Not after: same forms as --since.")
 @click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
 @click.option("--limit", type=Integer(), default=None,
@@ -92,7 +93,7 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
         query, scope=scope, project=projects.only, obs_type=split_values(types) or None,
         namespace=split_values(namespaces) or None, tags=split_values(tags) or None,
         files=split_values(files) or None, session_id=session,
-        date_start=time_bound(service, since), date_end=time_bound(service, until),
+        date_start=time_bound(service, since), date_end=time_bound(service, until, end=True),
         order_by=order, limit=limit, offset=offset, strict=strict or ids,
         prefer_project=projects.first, cwd=os.getcwd(), raw=raw or None, agent=split_values(agents),
     )
@@ -157,7 +158,7 @@ def _obs_table(rows: list[dict[str, Any]], anchor: int | None = None) -> Table:
 @click.option("--type", "types", multiple=True, help="Only observations of this type (repeat or comma-separate).")
 @click.option("--file", "files", multiple=True, help="Only observations of this file, read as search reads it.")
 @click.option("--tag", "tags", multiple=True, help="Memory tag: observations carry none, so none passes.")
-@click.option("--since", help="Not before: a date, an ISO time, epoch seconds or an age (7d).")
+@click.option("--since", help="Not before: a date, an ISO time, epoch seconds, an age (7d), today or yesterday.")
 @click.option("--until", help="Not after: same forms as --since.")
 @format_option
 @pass_state
@@ -175,7 +176,7 @@ def timeline(state: State, anchor: int | None, query: str | None, before: int, a
                             prefer_project=projects.first, agent=split_values(agents),
                             obs_type=split_values(types) or None, files=split_values(files) or None,
                             tags=split_values(tags) or None, date_start=time_bound(service, since),
-                            date_end=time_bound(service, until), cwd=os.getcwd())
+                            date_end=time_bound(service, until, end=True), cwd=os.getcwd())
 
     def blocks() -> list[Block]:
         center = data["anchor"]

@@ -51,13 +51,25 @@ def read_stdin() -> str:
     return text
 
 
-def time_bound(service: Service, value: str | None) -> str | int | None:
-    """A date, an epoch time, or an age such as `7d` (that long before now)."""
+def time_bound(service: Service, value: str | None, *, end: bool = False) -> str | int | None:
+    """A date, an epoch time, an age such as `7d` (that long before now), `now`, or `today` and
+    `yesterday`: local days, their first second (with `end`, an upper bound: their last)."""
     if value is None or not value.strip():
         return None
     text = value.strip()
     if text[-1:].isalpha() and text[:-1].strip().isdigit():
         return service.now() - parse_age(text, name="time")
+    word = text.lower()
+    if word == "now":
+        return service.now()
+    if word in ("today", "yesterday"):
+        import time
+
+        t = time.localtime(service.now())
+        day = t.tm_mday - (word == "yesterday")
+        if not end:
+            return int(time.mktime((t.tm_year, t.tm_mon, day, 0, 0, 0, 0, 0, -1)))
+        return int(time.mktime((t.tm_year, t.tm_mon, day + 1, 0, 0, 0, 0, 0, -1))) - 1  # a DST day included
     return text
 
 
