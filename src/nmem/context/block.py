@@ -665,11 +665,28 @@ def _fit(head: list[str], sections: list[Section], tail: list[str], limits: Cont
         dropped.add((i, j))
         tokens -= estimate_tokens(line + "\n")
         chars -= len(line) + 1
-    kept = [Section(s.key, s.head, [r for j, r in enumerate(s.rows) if (i, j) not in dropped], s.fixed)
-            for i, s in enumerate(sections)]
-    kept = [s for s in kept if s.fixed or s.rows]
+
+    def keeping(gone: set[tuple[int, int]]) -> list[Section]:
+        parts = [Section(s.key, s.head, [r for j, r in enumerate(s.rows) if (i, j) not in gone], s.fixed)
+                 for i, s in enumerate(sections)]
+        return [s for s in parts if s.fixed or s.rows]
+
+    def fits(candidate: str) -> bool:
+        return estimate_tokens(candidate) <= limits.max_tokens and len(candidate) <= limits.max_chars
+
+    kept = keeping(dropped)
     text = join(kept)
+    # The running figures only approximate the joined text's: give back the most valuable rows cut
+    # that still fit, so a token's rounding never decides which memory a block keeps.
+    for _, i, j in sorted(((sections[i].rows[j].value, i, j) for i, j in dropped), reverse=True)[:REFILL_TRIES]:
+        trial = keeping(dropped - {(i, j)})
+        if fits(candidate := join(trial)):
+            dropped.discard((i, j))
+            kept, text = trial, candidate
     return text, estimate_tokens(text), kept, len(dropped)
+
+
+REFILL_TRIES = 8   # cut rows tried again, most valuable first
 
 
 FILE_MEMORIES = 3
