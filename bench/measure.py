@@ -99,3 +99,24 @@ def postgres_cpu_seconds() -> float | None:
             total += (int(fields[11]) + int(fields[12])) / ticks
             seen = True
     return total if seen else None
+
+
+def pg_schema(base: str, prefix: str) -> tuple[str, str]:
+    """A fresh schema on the PostgreSQL server `base`, named `<prefix>_<random>`: (its name, a store URL on it)."""
+    import uuid
+    from urllib.parse import quote
+
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in base else "?"
+    return schema, f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
+
+
+def drop_schema(base: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from measure import emit, loadavg, machine, percentile
+from measure import drop_schema, emit, loadavg, machine, percentile, pg_schema
 
 
 def free_port() -> int:
@@ -119,32 +119,12 @@ async def wait_for_server(port: int, deadline: float) -> None:
     raise RuntimeError("the server did not start")
 
 
-def pg_schema(base: str) -> tuple[str, str]:
-    """A fresh schema on `base`: (its name, a store URL on it)."""
-    import uuid
-    from urllib.parse import quote
-
-    import psycopg
-
-    schema = f"nmem_bench_sse_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in base else "?"
-    return schema, f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
-
-
-def drop_schema(base: str, schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-
 
 async def measure(n_clients: int, writes: int, gap: float, poll_ms: int, max_connections: int,
                   pg: str | None = None, workers: int = 1) -> dict[str, Any]:
     result = machine(clients=n_clients, writes=writes, poll_ms=poll_ms, max_connections=max_connections,
                      store="postgresql" if pg else "sqlite", workers=workers)
-    schema, store = pg_schema(pg) if pg else (None, None)
+    schema, store = pg_schema(pg, "nmem_bench_sse") if pg else (None, None)
     try:
         return await measured(result, n_clients, writes, gap, poll_ms, max_connections, store, workers)
     finally:

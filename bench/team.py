@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from measure import cpu_seconds, postgres_cpu_seconds
+from measure import cpu_seconds, drop_schema, pg_schema, postgres_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 50
@@ -218,26 +218,6 @@ def stored_prompts(home: Path, pg: str | None = None) -> dict[str, int]:
     return {r[0]: r[1] for r in rows}
 
 
-def pg_schema(base: str) -> tuple[str, str]:
-    """A fresh schema on `base`: (its name, a store URL on it)."""
-    import uuid
-    from urllib.parse import quote
-
-    import psycopg
-
-    schema = f"nmem_bench_team_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in base else "?"
-    return schema, f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
-
-
-def drop_schema(base: str, schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -247,7 +227,7 @@ def main() -> int:
     parser.add_argument("--pg", metavar="URL", help="serve a fresh schema on this PostgreSQL server")
     parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N")
     args = parser.parse_args()
-    schema, store = pg_schema(args.pg) if args.pg else (None, None)
+    schema, store = pg_schema(args.pg, "nmem_bench_team") if args.pg else (None, None)
     try:
         return run(args, store)
     finally:

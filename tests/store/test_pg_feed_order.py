@@ -26,23 +26,30 @@ def _someone_waits_for_a_lock(service: Service) -> bool:
     return int(rows[0][0]) > 0
 
 
-@pytest.mark.parametrize("engine", POSTGRES)
-def test_a_reader_between_two_writers_never_steps_over_the_first(service: Service, engine: str) -> None:
-    record(service, "SessionStart", now=T0, session_id="s-feed", source="startup")
-    start = head(service.store)
-    first_written, let_go = threading.Event(), threading.Event()
+def _first_writer_holds_open(service: Service, sid: str) -> tuple[threading.Thread, threading.Event]:
+    """A writer that draws the lower id (a prompt at T0 + 1) and holds its transaction open until
+    the returned event is set; then another commits the next id (T0 + 2) at once: writers never
+    wait for each other."""
+    written, let_go = threading.Event(), threading.Event()
 
-    def first() -> None:   # draws the lower id, then holds its transaction open
+    def first() -> None:
         with service.store.transaction():
-            record(service, "UserPromptSubmit", now=T0 + 1, session_id="s-feed", prompt="the first writer")
-            first_written.set()
+            record(service, "UserPromptSubmit", now=T0 + 1, session_id=sid, prompt="the first writer")
+            written.set()
             let_go.wait(30)
 
     one = threading.Thread(target=first)
     one.start()
-    assert first_written.wait(30)
-    # the second writer draws the next id and commits at once: writers never wait for each other
-    record(service, "UserPromptSubmit", now=T0 + 2, session_id="s-feed", prompt="the second writer")
+    assert written.wait(30)
+    record(service, "UserPromptSubmit", now=T0 + 2, session_id=sid, prompt="the second writer")
+    return one, let_go
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_reader_between_two_writers_never_steps_over_the_first(service: Service, engine: str) -> None:
+    record(service, "SessionStart", now=T0, session_id="s-feed", source="startup")
+    start = head(service.store)
+    one, let_go = _first_writer_holds_open(service, "s-feed")
 
     read: list[tuple[list[Change], Cursor]] = []
     reader = threading.Thread(target=lambda: read.append(read_changes(service.store, start)))
@@ -67,18 +74,7 @@ def test_a_reader_that_outwaits_its_budget_reads_nothing_yet(service: Service, e
     monkeypatch.setattr(connection, "FEED_WAIT_MS", 50)
     record(service, "SessionStart", now=T0, session_id="s-wait", source="startup")
     start = head(service.store)
-    first_written, let_go = threading.Event(), threading.Event()
-
-    def first() -> None:
-        with service.store.transaction():
-            record(service, "UserPromptSubmit", now=T0 + 1, session_id="s-wait", prompt="held open")
-            first_written.set()
-            let_go.wait(30)
-
-    one = threading.Thread(target=first)
-    one.start()
-    assert first_written.wait(30)
-    record(service, "UserPromptSubmit", now=T0 + 2, session_id="s-wait", prompt="committed")
+    one, let_go = _first_writer_holds_open(service, "s-wait")
     seen, cursor = read_changes(service.store, start)
     let_go.set()
     one.join(30)
