@@ -35,6 +35,7 @@ def repo(nmem_home: Path, tmp_path: Path) -> dict[str, Any]:
         event("PostToolUse", "sess-rel", cwd, tool_name="Read", tool_input={"file_path": invoice}),
         event("PostToolUse", "sess-rel", cwd, tool_name="Edit", tool_response={"filePath": invoice},
               tool_input={"file_path": invoice, "old_string": "round(", "new_string": "quantize("}),
+        event("Stop", "sess-rel", cwd, last_assistant_message="Totals now round half-even."),
     ]:
         hook_ok(nmem_home, payload)
     return {"root": str(root), "cwd": cwd, "invoice": invoice}
@@ -77,3 +78,6 @@ async def test_mcp_and_rest_give_rel_path_beside_file_path(repo: dict[str, Any],
     assert {h["rel_path"] for h in found["results"]} == {"src/billing/invoice.py"}
     assert all(repo["root"] not in h["content_preview"] for h in found["results"])
     assert traced["root"] == repo["root"]
+    for summary in (trace["summary"], traced["summary"]):     # the session's summary, as the viewer shows it
+        assert summary["files_changed"] == ["src/billing/invoice.py"], summary
+        assert "Files changed: src/billing/invoice.py" in summary["text"] and repo["root"] not in summary["text"]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nmem.compat.claude_mem.typemap import shown_type
-from nmem.models import Memory, Observation, Prompt, Session, preview
+from nmem.models import Memory, Observation, Prompt, Session, preview, role_fields
 
 READS = frozenset(("file_read",))
 WRITES = frozenset(("file_write", "file_edit"))
@@ -78,7 +78,7 @@ def session(sess: Session, full: bool = False) -> dict[str, Any]:
 def prompt(p: Prompt, full: bool = False) -> dict[str, Any]:
     return {
         "kind": "prompt", "id": p.id, "content_session_id": p.session_id, "project": p.project,
-        "prompt_text": p.content if full else preview(p.content), "source": p.source,
+        "prompt_text": p.content if full else preview(p.content), "source": p.source, **role_fields(p.source),
         **_when(p.timestamp), "urn": p.urn,
     }
 
