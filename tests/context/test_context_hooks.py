@@ -174,7 +174,8 @@ RUNNERS = {   # what each runner prints on a failing test, as Claude Code hands 
                 "    Expected: 29\n    Received: 28\n\nTest Suites: 1 failed, 2 passed, 3 total\n"
                 "Tests:       1 failed, 11 passed, 12 total\nTime:        1.52 s",
     "npx vitest run": " FAIL  src/balance.test.ts > balance > handles leap years\n"
-                      "AssertionError: expected 28 to be 29\n\n Test Files  1 failed | 2 passed (3)\n      Tests  1 failed | 11 passed (12)\n",
+                      "AssertionError: expected 28 to be 29\n\n Test Files  1 failed | 2 passed (3)\n"
+                      "      Tests  1 failed | 11 passed (12)\n",
     "go test ./...": "--- FAIL: TestLeapYear (0.00s)\n    balance_test.go:12: days(2024, 2) = 28, want 29\nFAIL\n"
                      "FAIL\texample.com/ledger\t0.004s\nok  \texample.com/ledger/api\t0.010s\nFAIL",
     "cargo test": "running 2 tests\ntest balance::tests::leap_year ... FAILED\ntest dates::tests::parses ... ok\n\n"
