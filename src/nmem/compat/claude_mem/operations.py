@@ -21,6 +21,7 @@ from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.models import ORDERS, Observation
 from nmem.service.api import Service
 from nmem.service.args import AGENT_HELP, ProjectScope
+from nmem.service.search import curated_within_reach
 from nmem.util.timeutil import parse_time
 
 Answer = dict[str, Any]
@@ -136,6 +137,8 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
             start_at, want = start_at + step, want - step
     if len(plans) > 1:
         found.sort(key=_sort_key(order))
+        if order == "relevance" and query:   # a matching memory is never lost under the trail
+            found = curated_within_reach(found, lambda item: item[1]["kind"] == "memory")
         found = found[offset:offset + limit]
     answer: Answer = {"observations": [], "sessions": [], "prompts": []}
     for _, row in found:
