@@ -87,13 +87,18 @@ def test_timeline_status_and_a_record(page: Any, server: Server) -> None:
     page.click("#timeline >> text=npm run login-e2e")
     page.wait_for_selector("main pre")
     assert "npm run login-e2e" in page.inner_text("main pre")
+    with service_for(server) as service:
+        record(service, "Stop", session_id="s1", cwd=CWD, last_assistant_message="Fixed: the token lives an hour.")
     page.click("#nav >> text=Status")
     page.wait_for_selector("#counts")
     with service_for(server) as service:
         status = service.status()
+    assert status["agent_replies"] == 1
     counts = page.inner_text("#counts")
     for key in ("sessions", "prompts", "observations", "memories"):
         assert f"{status[key]}\n{key}" in counts
+    for key, label in (("agent_replies", "replies"), ("thinking", "thinking"), ("subagent_replies", "subagent answers")):
+        assert f"{status[key]}\n{label}" in counts   # what the agent wrote, apart from the user's prompts
     assert page.locator("svg.chart").count() == 4
     assert page.locator("svg.chart rect").count() >= len(status["by_obs_type"]) + len(status["by_project"])
 

@@ -415,6 +415,9 @@ const status = {
     const card = (label, value) => h("div", { class: "card-stat" }, h("b", {}, String(value)), h("span", { class: "muted" }, label));
     clear(main, h("h1", {}, "Status"),
       h("div", { class: "cards", id: "counts" }, card("sessions", st.sessions), card("prompts", st.prompts),
+        // what the agent wrote, counted apart from what the user typed
+        card("replies", st.agent_replies ?? 0), card("thinking", st.thinking ?? 0),
+        card("subagent answers", st.subagent_replies ?? 0),
         card("observations", st.observations), card("memories", st.memories),
         card("database", `${(st.size_bytes / 1048576).toFixed(1)} MB`), card("schema", `v${st.schema_version}`)),
       h("h2", {}, "Activity, last 30 days (UTC)"), activityChart(act.days),
