@@ -97,7 +97,8 @@ def test_timeline_status_and_a_record(page: Any, server: Server) -> None:
     counts = page.inner_text("#counts")
     for key in ("sessions", "prompts", "observations", "memories"):
         assert f"{status[key]}\n{key}" in counts
-    for key, label in (("agent_replies", "replies"), ("thinking", "thinking"), ("subagent_replies", "subagent answers")):
+    written = (("agent_replies", "replies"), ("thinking", "thinking"), ("subagent_replies", "subagent answers"))
+    for key, label in written:
         assert f"{status[key]}\n{label}" in counts   # what the agent wrote, apart from the user's prompts
     assert page.locator("svg.chart").count() == 4
     assert page.locator("svg.chart rect").count() >= len(status["by_obs_type"]) + len(status["by_project"])
