@@ -21,6 +21,7 @@ from nmem.errors import InvalidArgument, NotFound, ValidationError
 from nmem.models import ORDERS, Observation
 from nmem.service.api import Service
 from nmem.service.args import AGENT_HELP, ProjectScope
+from nmem.service.relpaths import Roots
 from nmem.service.search import curated_within_reach
 from nmem.util.timeutil import parse_time
 
@@ -126,12 +127,16 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
         start_at, want = (offset, limit) if len(plans) == 1 else (0, offset + limit)
         while want > 0:
             step = min(want, MAX_PAGE)
-            hits = service.search(query, scope=scope, limit=step, offset=start_at, **common, **narrow).hits
+            result = service.search(query, scope=scope, limit=step, offset=start_at, **common, **narrow)
+            hits, roots = result.hits, result.roots
             for hit in hits:
                 key = (hit.kind, hit.record.id)
                 if key not in seen:  # a memory both in a namespace and carrying a tag
                     seen.add(key)
-                    found.append((hit.score, rows.of(hit.record, full)))
+                    record = hit.record
+                    root = roots.of(record.session_id, record.project) \
+                        if roots is not None and isinstance(record, Observation) else None
+                    found.append((hit.score, rows.of(record, full, root)))
             if len(hits) < step:
                 break
             start_at, want = start_at + step, want - step
@@ -181,9 +186,10 @@ def _timeline(service: Service, op: str, anchor: int, p: dict[str, Any],
     if p.get("project") and centre.project != p["project"]:
         raise NotFound(f"{op}: observation #{anchor} is not in project {p['project']}")
     full = p["format"] != "index"
-    before = [rows.observation(_observation(o), full) for o in around["before"]]
-    after = [rows.observation(_observation(o), full) for o in around["after"]]
-    middle = rows.observation(centre, full)
+    root = Roots(service.store, [centre.session_id]).of(centre.session_id, centre.project)  # one session's rows
+    before = [rows.observation(_observation(o), full, root) for o in around["before"]]
+    after = [rows.observation(_observation(o), full, root) for o in around["after"]]
+    middle = rows.observation(centre, full, root)
     return {"anchor": middle, "before": before, "after": after, "observations": [*before, middle, *after],
             "totalResults": len(before) + 1 + len(after), "depth_before": p["depth_before"],
             "depth_after": p["depth_after"], "format": p["format"], "query": p.get("query") or ""}

@@ -14,6 +14,7 @@ from typing import Any
 
 from nmem.compat.claude_mem.typemap import shown_type
 from nmem.models import Memory, Observation, Prompt, Session, preview, role_fields
+from nmem.service.relpaths import preview_of, relative
 
 READS = frozenset(("file_read",))
 WRITES = frozenset(("file_write", "file_edit"))
@@ -24,11 +25,14 @@ def _when(ts: int) -> dict[str, Any]:
             "created_at_epoch": ts * 1000}
 
 
-def observation(obs: Observation, full: bool = False) -> dict[str, Any]:
+def observation(obs: Observation, full: bool = False, root: str | None = None) -> dict[str, Any]:
+    """An observation as claude-mem's row: its title and subtitle name paths relative to `root`
+    (its session's project root), as every listing does; `files_*` keep them whole for filters."""
     path = obs.file_path
     row: dict[str, Any] = {
         "kind": "observation", "id": obs.id, "type": shown_type(obs.obs_type), "obs_type": obs.obs_type,
-        "title": obs.preview(), "subtitle": path or obs.tool_name or obs.source_event,
+        "title": preview_of(obs, root),
+        "subtitle": relative(path, root) if path else obs.tool_name or obs.source_event,
         "project": obs.project, "memory_session_id": obs.session_id,
         "files_read": [path] if path and obs.obs_type in READS else [],
         "files_modified": [path] if path and obs.obs_type in WRITES else [],
@@ -83,9 +87,9 @@ def prompt(p: Prompt, full: bool = False) -> dict[str, Any]:
     }
 
 
-def of(record: Observation | Prompt | Session | Memory, full: bool = False) -> dict[str, Any]:
+def of(record: Observation | Prompt | Session | Memory, full: bool = False, root: str | None = None) -> dict[str, Any]:
     if isinstance(record, Observation):
-        return observation(record, full)
+        return observation(record, full, root)
     if isinstance(record, Memory):
         return memory(record, full)
     if isinstance(record, Session):
