@@ -87,6 +87,9 @@ async def test_mcp_and_rest_give_rel_path_beside_file_path(repo: dict[str, Any],
     for row in named:
         assert (row["title"], row["subtitle"]) == ("src/billing/invoice.py", "src/billing/invoice.py"), row
         assert repo["invoice"] in row["files_read"] + row["files_modified"]
+    [session] = worker["sessions"]
+    assert "Files changed: src/billing/invoice.py" in session["notes"] and repo["root"] not in session["notes"]
+    assert session["files_edited"] == [repo["invoice"]]
     for summary in (trace["summary"], traced["summary"]):     # the session's summary, as the viewer shows it
         assert summary["files_changed"] == ["src/billing/invoice.py"], summary
         assert "Files changed: src/billing/invoice.py" in summary["text"] and repo["root"] not in summary["text"]

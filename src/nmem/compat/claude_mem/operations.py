@@ -18,7 +18,7 @@ from nmem.compat.claude_mem import rows, timelines
 from nmem.compat.claude_mem import typemap as tm
 from nmem.compat.claude_mem.params import CHOICE, DATE, INTEGER, LIST, STRING, Param, json_schema, parse
 from nmem.errors import InvalidArgument, NotFound, ValidationError
-from nmem.models import ORDERS, Observation
+from nmem.models import ORDERS, Observation, Session
 from nmem.service.api import Service
 from nmem.service.args import AGENT_HELP, ProjectScope
 from nmem.service.relpaths import Roots
@@ -127,15 +127,15 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
         start_at, want = (offset, limit) if len(plans) == 1 else (0, offset + limit)
         while want > 0:
             step = min(want, MAX_PAGE)
-            result = service.search(query, scope=scope, limit=step, offset=start_at, **common, **narrow)
-            hits, roots = result.hits, result.roots
+            hits = service.search(query, scope=scope, limit=step, offset=start_at, **common, **narrow).hits
+            roots = _roots(service, hits)
             for hit in hits:
                 key = (hit.kind, hit.record.id)
                 if key not in seen:  # a memory both in a namespace and carrying a tag
                     seen.add(key)
                     record = hit.record
-                    root = roots.of(record.session_id, record.project) \
-                        if roots is not None and isinstance(record, Observation) else None
+                    sid = record.id if isinstance(record, Session) else getattr(record, "session_id", None)
+                    root = roots.of(str(sid), getattr(record, "project", None)) if roots is not None and sid else None
                     found.append((hit.score, rows.of(record, full, root)))
             if len(hits) < step:
                 break
@@ -172,6 +172,14 @@ def _anchor_id(service: Service, op: str, value: str, project: str | None) -> in
     if not hits:
         raise NotFound(f"{op}: no observation at or before {value}")
     return int(hits[0].record.id)
+
+
+def _roots(service: Service, hits: list[Any]) -> Roots | None:
+    """The project roots of the sessions a page of hits names (observations' and sessions'),
+    read once; None when it names none."""
+    ids = [str(h.record.id) if h.kind == "session" else str(h.record.session_id)
+           for h in hits if h.kind in ("session", "observation")]
+    return Roots(service.store, ids) if ids else None
 
 
 def _observation(data: dict[str, Any]) -> Observation:

@@ -14,7 +14,7 @@ from typing import Any
 
 from nmem.compat.claude_mem.typemap import shown_type
 from nmem.models import Memory, Observation, Prompt, Session, preview, role_fields
-from nmem.service.relpaths import preview_of, relative
+from nmem.service.relpaths import preview_of, relative, relative_summary
 
 READS = frozenset(("file_read",))
 WRITES = frozenset(("file_write", "file_edit"))
@@ -60,14 +60,17 @@ def memory(mem: Memory, full: bool = False) -> dict[str, Any]:
     return row
 
 
-def session(sess: Session, full: bool = False) -> dict[str, Any]:
-    summary = sess.summary if isinstance(sess.summary, dict) else {}
+def session(sess: Session, full: bool = False, root: str | None = None) -> dict[str, Any]:
+    """A session as claude-mem's summary row; its notes, errors and commands name paths relative
+    to `root`, `files_edited` keeps them whole (as an observation's `files_*`)."""
+    whole = sess.summary if isinstance(sess.summary, dict) else {}
+    summary = relative_summary(whole, root) if whole else whole
     commits = summary.get("commits") or []
     row: dict[str, Any] = {
         "kind": "session", "id": sess.id, "memory_session_id": sess.id, "project": sess.project,
         "request": sess.intent or None,
         "completed": "; ".join(str(c) for c in commits) or None,
-        "files_edited": list(summary.get("files_changed") or []),
+        "files_edited": list(whole.get("files_changed") or []),
         "status": "completed" if sess.ended_at is not None else "active",
         **_when(sess.started_at), "urn": sess.urn,
     }
@@ -93,5 +96,5 @@ def of(record: Observation | Prompt | Session | Memory, full: bool = False, root
     if isinstance(record, Memory):
         return memory(record, full)
     if isinstance(record, Session):
-        return session(record, full)
+        return session(record, full, root)
     return prompt(record, full)
