@@ -194,7 +194,7 @@ def test_min_similarity_needs_vectors(memories: dict[str, str]) -> None:
 def test_forget_takes_the_number_recall_shows(memories: dict[str, str], service: Service) -> None:
     row = next(r for r in as_json("recall", "Redis")["results"] if r["id"] == memories["cache"])
     assert isinstance(row["number"], int)
-    assert f"  number:  {row['number']}\n" in ok("recall", "Redis").stdout
+    assert f"\n[{row['number']}] {row['namespace']}/{row['id']}" in ok("recall", "Redis").stdout
     gone = as_json("forget", str(row["number"]))
     assert gone["id"] == memories["cache"]
     assert all(r["id"] != memories["cache"] for r in as_json("recall")["results"])

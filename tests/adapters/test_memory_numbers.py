@@ -56,6 +56,19 @@ def test_the_cli_takes_the_number_recall_shows_in_pin_update_and_forget(nmem_hom
     assert json.loads(nmem(nmem_home, project, "recall", "Decimal", "--format", "json").stdout)["results"] == []
 
 
+def test_the_number_a_person_reads_in_recalls_text_is_the_one_update_takes(nmem_home: Path, project: Path) -> None:
+    """The text shows each memory's number as `[N]`, not its place in the list: the memory
+    listed first here is number 2, and `update 2` changes it, not the other one."""
+    nmem(nmem_home, project, "remember", "Invoices round half-even.", "-n", "decisions")
+    nmem(nmem_home, project, "remember", "Invoices carry the customer's VAT id.", "-n", "decisions")
+    text = nmem(nmem_home, project, "recall", "VAT").stdout
+    heading = next(line for line in text.splitlines() if "VAT id" in line)
+    assert heading.startswith("[2] decisions/"), text
+    nmem(nmem_home, project, "update", heading[1:heading.index("]")], "--summary", "VAT id on invoices")
+    assert recalled(nmem_home, project, "VAT")["summary"] == "VAT id on invoices"
+    assert recalled(nmem_home, project, "half-even")["summary"] == "Invoices round half-even."
+
+
 async def test_rest_and_mcp_take_the_number_and_urns(service: Service) -> None:
     first = service.remember("Retries back off exponentially.", namespace="decisions", project="shop")
     second = service.remember("Invoices round half-even.", namespace="decisions", project="shop")

@@ -218,3 +218,20 @@ def test_a_commands_quotable_output_is_kept_and_searchable(tmp_path: Path) -> No
     assert content["./notes.sh"] == "./notes.sh\n→ 12 notes exported", "a private block stays out, across lines"
     found = json.loads(ok("search", "croniter 1.3.8", "--format", "json", env=hook_env(home)).stdout)
     assert any("Version: 1.3.8" in str(hit) for hit in found)
+
+
+def test_long_replies_and_thoughts_are_kept_bounded_either_way(tmp_path: Path) -> None:
+    """A reply is kept up to 8000 characters and a thinking block up to 4000, by the Stop hook and
+    by the importer alike; what follows the cut is not stored."""
+    tree = cc.Projects(tmp_path / "projects", seed=14)
+    live = Live(tmp_path / "hooks", tree, time.time() - 600)
+    live.s.prompt("explain the scheduler")
+    live.s.thinking("T" * 3990 + " thinking-tail-beyond-the-bound " + "t" * 6000)
+    live.s.say("R" * 7990 + " reply-tail-beyond-the-bound " + "r" * 12000)
+    live.flush()
+    ok("import", "claude-code", str(tree.root), env=hook_env(tmp_path / "imported"))
+    for home in (tmp_path / "hooks", tmp_path / "imported"):
+        rows = {r["source"]: r["content"] for r in query(home, "SELECT source, content FROM prompts "
+                                                              "WHERE source != 'user'")}
+        assert (len(rows["agent"]), len(rows["thinking"])) == (8000, 4000), home
+        assert "tail-beyond" not in rows["agent"] + rows["thinking"]

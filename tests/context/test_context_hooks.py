@@ -7,11 +7,12 @@ next session's SessionStart prints the block.
 from __future__ import annotations
 
 import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-from fixtures.harness import event, hook_ok, query
+from fixtures.harness import event, hook_env, hook_ok, query
 from nmem.util.tokens import estimate_tokens
 
 CLOSING = (
@@ -162,3 +163,49 @@ def test_a_session_started_in_the_main_checkout_is_told_its_own_root(tmp_path: A
     intro = next(line for line in block.splitlines() if line.startswith("Project shop at "))
     assert intro.startswith((f"Project shop at {main} ", "Project shop at ~/")), intro
     assert "shop-sso" not in intro and "src/sso.py" in block
+
+
+RUNNERS = {   # what each runner prints on a failing test, as Claude Code hands a failed Bash call to PostToolUseFailure
+    "npm test": "> ledger@1.0.0 test\n> node --test\n\nTAP version 13\n# Subtest: parses dates\nok 1 - parses dates\n"
+                "# Subtest: balance on leap years\nnot ok 2 - balance on leap years\n  ---\n  error: |-\n"
+                "    Expected values to be strictly equal:\n\n    28 !== 29\n\n  code: 'ERR_ASSERTION'\n  ...\n"
+                "1..2\n# tests 2\n# pass 1\n# fail 1",
+    "npx jest": "FAIL src/balance.test.ts\n  ● balance › handles leap years\n\n    expect(received).toBe(expected)\n\n"
+                "    Expected: 29\n    Received: 28\n\nTest Suites: 1 failed, 2 passed, 3 total\n"
+                "Tests:       1 failed, 11 passed, 12 total\nTime:        1.52 s",
+    "npx vitest run": " FAIL  src/balance.test.ts > balance > handles leap years\n"
+                      "AssertionError: expected 28 to be 29\n\n Test Files  1 failed | 2 passed (3)\n"
+                      "      Tests  1 failed | 11 passed (12)\n",
+    "go test ./...": "--- FAIL: TestLeapYear (0.00s)\n    balance_test.go:12: days(2024, 2) = 28, want 29\nFAIL\n"
+                     "FAIL\texample.com/ledger\t0.004s\nok  \texample.com/ledger/api\t0.010s\nFAIL",
+    "cargo test": "running 2 tests\ntest balance::tests::leap_year ... FAILED\ntest dates::tests::parses ... ok\n\n"
+                  "failures:\n\n---- balance::tests::leap_year stdout ----\nthread 'balance::tests::leap_year' "
+                  "panicked at src/balance.rs:42:9:\nassertion `left == right` failed\n  left: 28\n right: 29\n\n"
+                  "failures:\n    balance::tests::leap_year\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored\n",
+}
+
+
+def test_each_test_runners_failure_is_named_and_what_does_not_fit_is_counted(tmp_path: Any) -> None:
+    """node:test (TAP), jest, vitest, go test and cargo test failures, recorded through the hook, are
+    told in the next SessionStart and the trace by the failing test and its count; the one the
+    block has no room for is counted, not dropped silently."""
+    repo = tmp_path / "ledger"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home, cwd = tmp_path / "nmem", str(repo)
+    hook_ok(home, event("SessionStart", "runners-1", cwd, source="startup"))
+    hook_ok(home, event("UserPromptSubmit", "runners-1", cwd, prompt="run every suite"))
+    for command, output in RUNNERS.items():
+        hook_ok(home, event("PostToolUseFailure", "runners-1", cwd, tool_name="Bash", tool_input={"command": command},
+                            tool_use_id=f"toolu_{len(command)}", error="Exit code 1\n" + output, is_interrupt=False))
+    hook_ok(home, event("Stop", "runners-1", cwd, last_assistant_message="Every suite fails on leap years."))
+    block = hook_ok(home, event("SessionStart", "runners-2", cwd, source="startup"))
+    left = block.split("Left open (+1 more):\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line.split(" — ")[0] for line in left[:4]] == [
+        "- ✗ npx jest", "- ✗ npx vitest run", "- ✗ go test ./...", "- ✗ cargo test"], block
+    assert "1 failed, 11 passed, 12 total · ● balance › handles leap years" in left[0]
+    assert "handles leap years" in left[1] and "TestLeapYear" in left[2] and "balance::tests::leap_year" in left[3]
+    trace = subprocess.run([sys.executable, "-m", "nmem", "trace", "runners-1"], cwd=cwd, capture_output=True,
+                           text=True, env=hook_env(home), timeout=60, check=True).stdout
+    npm = next(line for line in trace.splitlines() if "npm test" in line)
+    assert "1 failed, 1 passed" in npm and "not ok: balance on leap years" in npm, npm

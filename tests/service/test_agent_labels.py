@@ -109,7 +109,36 @@ async def test_mcp_and_rest_give_each_row_its_role(recorded: str, service: Servi
         rest: Any = (await api.get(f"/api/v1/sessions/{recorded}/trace")).json()
         status = (await api.get("/api/v1/status")).json()
         searched = (await api.get("/api/v1/search", params={"query": "ledger dates"})).json()["results"]
+        worker = (await api.get("/api/search", params={"query": "ledger dates"})).json()["content"][0]["text"]
+        worker_rows = (await api.get("/api/search", params={"query": "ledger dates", "format": "json"})).json()
     assert [p["role"] for p in rest["prompts"] if p["prompt_id"] is not None] == [r for r, _ in roles]
     assert (status["prompts"], status["subagent_replies"]) == (2, 1)
     assert [h["label"] for h in searched if h["kind"] == "prompt"] == [h["label"] for h in found
                                                                        if h["kind"] == "prompt"]
+    # claude-mem's search (its worker route): the T column names the writer, user prompts stay `prompt`
+    kinds = {line.split(" | ")[2] for line in worker.splitlines() if line.startswith("| p")}
+    assert "↳ Explore" in kinds and kinds <= {"prompt", "reply", "thinking", "↳ Explore"}, worker
+    assert {row["label"] for row in worker_rows["prompts"]} <= {"user", "reply", "thinking", "↳ Explore"}
+    assert "↳ Explore" in {row["label"] for row in worker_rows["prompts"]}
+
+
+def test_an_imported_session_names_each_writer_and_marks_the_subagents_calls(nmem_home: Path, tmp_path: Path,
+                                                                            workdir: Path) -> None:
+    """`nmem import claude-code` labels as the hooks do: the subagent's replies and its own tool
+    calls (read from its file, typed by the file's meta.json) are `↳ Explore`."""
+    tree = cc.Projects(tmp_path / "projects", seed=22)
+    s = tree.session(str(workdir), start=time.time() - 600)
+    s.prompt("where are the month helpers?")
+    with s.subagent("Find date helpers", "List every helper that builds month ranges",
+                    subagent_type="Explore") as agent:
+        agent.say("Looking at the ledger dates module now.")
+        agent.tool("Grep", {"pattern": "monthrange"}, result="src/ledger/dates.py")
+    s.say("The helpers are in src/ledger/dates.py.")
+    s.save()
+    cli(nmem_home, workdir, "import", "claude-code", str(tree.root))
+    trace = cli(nmem_home, workdir, "trace").stdout
+    grep = next(line for line in trace.splitlines() if " search " in line)
+    assert '↳ Explore "monthrange"' in grep, trace
+    assert any(line.startswith("p") and "↳ Explore: Looking at the ledger" in line for line in trace.splitlines())
+    data = json.loads(cli(nmem_home, workdir, "status", "--format", "json").stdout)
+    assert data["subagent_replies_by_type"] == {"Explore": 1}

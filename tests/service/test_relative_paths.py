@@ -35,6 +35,7 @@ def repo(nmem_home: Path, tmp_path: Path) -> dict[str, Any]:
         event("PostToolUse", "sess-rel", cwd, tool_name="Read", tool_input={"file_path": invoice}),
         event("PostToolUse", "sess-rel", cwd, tool_name="Edit", tool_response={"filePath": invoice},
               tool_input={"file_path": invoice, "old_string": "round(", "new_string": "quantize("}),
+        event("Stop", "sess-rel", cwd, last_assistant_message="Totals now round half-even."),
     ]:
         hook_ok(nmem_home, payload)
     return {"root": str(root), "cwd": cwd, "invoice": invoice}
@@ -74,6 +75,21 @@ async def test_mcp_and_rest_give_rel_path_beside_file_path(repo: dict[str, Any],
     async with http_client(service, project="shop") as api:
         found = (await api.get("/api/v1/search", params={"query": "invoice", "scope": "observations"})).json()
         traced = (await api.get("/api/v1/sessions/sess-rel/trace")).json()
+        worker = (await api.get("/api/search", params={"query": "invoice", "format": "json"})).json()
+        around = (await api.get("/api/timeline", params={"query": "invoice", "format": "json"})).json()
     assert {h["rel_path"] for h in found["results"]} == {"src/billing/invoice.py"}
     assert all(repo["root"] not in h["content_preview"] for h in found["results"])
     assert traced["root"] == repo["root"]
+    # claude-mem's routes: titles and subtitles relative, files_* whole (its filters take them)
+    named = [row for row in [*worker["observations"], *around["observations"]]
+             if row["obs_type"] in ("file_read", "file_edit")]
+    assert len(named) == 4, (worker, around)     # the read and the edit, found and around the anchor
+    for row in named:
+        assert (row["title"], row["subtitle"]) == ("src/billing/invoice.py", "src/billing/invoice.py"), row
+        assert repo["invoice"] in row["files_read"] + row["files_modified"]
+    [session] = worker["sessions"]
+    assert "Files changed: src/billing/invoice.py" in session["notes"] and repo["root"] not in session["notes"]
+    assert session["files_edited"] == [repo["invoice"]]
+    for summary in (trace["summary"], traced["summary"]):     # the session's summary, as the viewer shows it
+        assert summary["files_changed"] == ["src/billing/invoice.py"], summary
+        assert "Files changed: src/billing/invoice.py" in summary["text"] and repo["root"] not in summary["text"]

@@ -309,8 +309,10 @@ def test_scope_all_merges_every_kind(service: Service, corpus: dict[str, Any]) -
     kinds = sorted({h.kind for h in hits})
     assert kinds == ["memory", "observation", "prompt", "session"]
     assert len([h for h in hits if h.kind == "observation"]) == 3
-    scores = [h.score for h in hits]
+    scores = [h.score for h in hits if h.kind != "memory"]
     assert scores == sorted(scores, reverse=True)
+    places = [at for at, h in enumerate(hits) if h.kind == "memory"]   # within reach, whatever their BM25
+    assert all(at < 3 * (n + 1) for n, at in enumerate(places)), places
 
 
 def test_scope_all_pages_over_the_merged_list(service: Service, corpus: dict[str, Any]) -> None:

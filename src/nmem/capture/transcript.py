@@ -514,7 +514,7 @@ class TranscriptReplay:
                 hook_event_name="PostToolUseFailure" if failed else "PostToolUse",
                 tool_name=call[0], tool_input=call[1],
                 tool_response=result if isinstance(result, dict) else _result_text(block.get("content")),
-                error=error, agent_id=agent_id, **base,
+                error=error, agent_id=agent_id, agent_type=self._running_subagent() if agent_id else None, **base,
             )
 
     def _sidechain(self, line: dict[str, Any], kind: str, base: dict[str, Any]) -> Iterator[ev.HookEvent]:

@@ -417,9 +417,10 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     todo = pending_lines(closing.content, PENDING_SHOWN) if closing else []
     items = [_failure_line(f, paths, sid) for f in still_open[-OPEN_FAILURES_SHOWN:]]
     items += [f'- "{safe(paths.text(t, sid))}" (closing message)' for t in todo]
+    hidden = len(still_open) + len(todo) - min(len(items), OPEN_SHOWN)
     items = items[:OPEN_SHOWN]
     if items:
-        lines += ["Left open:", *items]
+        lines += ["Left open" + (f" (+{hidden} more)" if hidden > 0 else "") + ":", *items]
     carried = carried_work(store, earlier, session, acts, now, todo, closing.content if closing else "")
     lines += _carried_lines(carried, paths, now)
     fixed_texts = [_fixed_text(f, paths, sid) for f in fixed[-FIXED_SHOWN:]]

@@ -8,6 +8,7 @@ import time
 from nmem import changes as changefeed
 from nmem.service.args import MAX_LIMIT
 from nmem.service.base import Base
+from nmem.service.relpaths import Roots
 from nmem.util.numbers import clamp
 
 TYPE_CHECKING = False
@@ -41,7 +42,13 @@ class Feed(Base):
             return [], self.change_cursor()
         cursor = since if isinstance(since, changefeed.Cursor) else changefeed.Cursor.parse(since)
         found, after = changefeed.read_changes(self.store, cursor, lim)
-        return [c for c in found if changefeed.may_see(self.store, c)], after
+        seen = [c for c in found if changefeed.may_see(self.store, c)]
+        actions = [c.record for c in seen if c.kind == "observation"]
+        if actions:   # paths as every other listing shows them: relative to the project root
+            roots = Roots(self.store, [str(r.get("session_id") or "") for r in actions])
+            for row in actions:
+                roots.apply(row)
+        return seen, after
 
     def activity(self, days: int | None = 30, project: str | None = None) -> list[dict[str, Any]]:
         """Observations and prompts per UTC day over the last `days` days (1 to 366), every day

@@ -24,7 +24,7 @@ from nmem.models import (
 from nmem.refs import MEMORY, OBSERVATION, PROMPT, SESSION, Ref, parse_ref
 from nmem.service.args import MAX_IDS, MAX_LIMIT, agents
 from nmem.service.base import Base
-from nmem.service.relpaths import Roots, preview_of, relative
+from nmem.service.relpaths import Roots, preview_of, relative, relative_summary
 from nmem.store import SearchFilters
 from nmem.util.numbers import as_int, clamp
 from nmem.util.timeutil import parse_time
@@ -186,7 +186,7 @@ class Navigate(Base):
         return {
             "session_id": session.id, "ref": session.ref, "project": session.project, "urn": session.urn,
             "root": root, "agent": session.agent, "started_at": session.started_at, "ended_at": session.ended_at,
-            "signature": session.signature, "summary": session.summary, "prompts": entries,
+            "signature": session.signature, "summary": relative_summary(session.summary, root), "prompts": entries,
         }
 
     def file_history(self, file_path: str, *, before: Any = None, after: Any = None,

@@ -44,6 +44,22 @@ def shorten(text: str, root: str | None) -> str:
     return text.replace(root.rstrip("/") + "/", "")
 
 
+def relative_summary(summary: Any, root: str | None) -> Any:
+    """A session's summary (`capture.summary.summarize`) with its files relative to `root` and
+    the root taken out of its text, errors and commands; anything else unchanged."""
+    if not isinstance(summary, dict) or not root or len(root) < 2:
+        return summary
+    out = dict(summary)
+    if isinstance(out.get("files_changed"), list):
+        out["files_changed"] = [relative(p, root) if isinstance(p, str) else p for p in out["files_changed"]]
+    for key in ("errors", "commands", "commits"):
+        if isinstance(out.get(key), list):
+            out[key] = [shorten(t, root) if isinstance(t, str) else t for t in out[key]]
+    if isinstance(out.get("text"), str):
+        out["text"] = shorten(out["text"], root)
+    return out
+
+
 class Roots:
     """The project roots of the sessions a listing shows, read once per listing."""
 

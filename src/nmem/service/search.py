@@ -16,7 +16,9 @@ from nmem.util.timeutil import parse_time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
     from nmem.search import rank
     from nmem.search.query import QueryPlan
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
 TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
+CURATED_EVERY = 3          # searching everything, the n-th matching memory is among the first 3n hits
 
 
 class SearchResult(Record):
@@ -237,7 +240,7 @@ class Search(Base):
                     merged.extend(hits)
                     break
         merged.sort(key=lambda h: -h.score)
-        return SearchResult(merged[offset:want], query, matches[0])
+        return SearchResult(curated_within_reach(merged)[offset:want], query, matches[0])
 
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
                     cue: Callable[[str], bool] | None, filters: SearchFilters,
@@ -458,6 +461,7 @@ class Search(Base):
             merged.extend(self._run_search(one, match, filters, order, limit + offset, 0))
         if order == "relevance" and match is not None:
             merged.sort(key=lambda h: -h.score)
+            merged = curated_within_reach(merged)
         else:
             merged.sort(key=_hit_time, reverse=(order != "date_asc"))
         return merged[offset:offset + limit]
@@ -593,6 +597,23 @@ def _scope_excluded(scope: str, filters: SearchFilters) -> bool:
     if filters.namespaces or filters.tags:
         return True
     return scope != "observations" and bool(filters.obs_types or filters.files)
+
+
+def curated_within_reach(hits: list[T], is_memory: Callable[[T], bool] = lambda h: getattr(h, "kind", "") == "memory",
+                         every: int = CURATED_EVERY) -> list[T]:
+    """`hits` (best first, every scope merged) with each matching curated memory no lower than
+    its reserved place: the first within the first `every` hits, the second within `2 * every`...
+    A memory's BM25 score is not comparable with the trail's ranking (a handful of memories
+    scores near zero), so without this a question the trail answers many times over would
+    never show the decision that matches it. A memory already ranked higher keeps its place;
+    the places depend on nothing but the ranking, so pages never repeat or skip a hit."""
+    curated = [(at, h) for at, h in enumerate(hits) if is_memory(h)]
+    if not curated:
+        return hits
+    out = [h for h in hits if not is_memory(h)]
+    for n, (at, hit) in enumerate(curated):
+        out.insert(min(at, every * (n + 1) - 1), hit)
+    return out
 
 
 def _hit_time(hit: SearchHit) -> int:

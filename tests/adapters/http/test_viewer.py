@@ -87,13 +87,19 @@ def test_timeline_status_and_a_record(page: Any, server: Server) -> None:
     page.click("#timeline >> text=npm run login-e2e")
     page.wait_for_selector("main pre")
     assert "npm run login-e2e" in page.inner_text("main pre")
+    with service_for(server) as service:
+        record(service, "Stop", session_id="s1", cwd=CWD, last_assistant_message="Fixed: the token lives an hour.")
     page.click("#nav >> text=Status")
     page.wait_for_selector("#counts")
     with service_for(server) as service:
         status = service.status()
+    assert status["agent_replies"] == 1
     counts = page.inner_text("#counts")
     for key in ("sessions", "prompts", "observations", "memories"):
         assert f"{status[key]}\n{key}" in counts
+    written = (("agent_replies", "replies"), ("thinking", "thinking"), ("subagent_replies", "subagent answers"))
+    for key, label in written:
+        assert f"{status[key]}\n{label}" in counts   # what the agent wrote, apart from the user's prompts
     assert page.locator("svg.chart").count() == 4
     assert page.locator("svg.chart rect").count() >= len(status["by_obs_type"]) + len(status["by_project"])
 
@@ -402,3 +408,38 @@ def test_a_hook_written_prompt_appears_live_with_its_badge(page: Any, home: Path
     row = page.locator("#timeline li.prompt-row.new", has_text="rename the auth module")
     row.wait_for()
     assert row.locator(".chip").first.inner_text() == "user"
+
+
+def test_a_subagents_calls_are_marked_and_paths_are_relative_around_them(page: Any, server: Server,
+                                                                        home: Path) -> None:
+    """A subagent's tool call (recorded by a real `nmem record` with Claude Code's agent_id and
+    agent_type) carries `↳ Explore` in the trace, the timeline around it, search and its record page;
+    the timeline around it and the live panel show the edited file relative to the project root."""
+    for fields in ({"tool_name": "Grep", "tool_input": {"pattern": "monthrange"}},
+                   {"tool_name": "Edit", "tool_input": {"file_path": "/work/demo/src/dates.py", "old_string": "28",
+                                                        "new_string": "29"}}):
+        payload = hook_payload("PostToolUse", session_id="s1", agent_id="a77", agent_type="Explore", **fields)
+        done = run_nmem(["record"], stdin=json.dumps(payload), env=child_env(home))
+        assert done.returncode == 0, done.stderr
+    with service_for(server) as service:
+        grep = next(o for o in service.store.session_observations("s1", None, None) if o.obs_type == "search")
+
+    page.goto(server.base + "/#/sessions/s1")
+    row = page.locator(".actions li", has_text="monthrange")
+    row.wait_for()
+    assert "↳ Explore" in row.inner_text()
+    page.goto(server.base + f"/#/timeline/{grep.id}")
+    anchor = page.locator("main li.new")
+    anchor.wait_for()
+    around = page.inner_text("main")
+    assert "↳ Explore" in anchor.inner_text()
+    assert "src/dates.py" in around and "/work/demo/src/dates.py" not in around, around
+    page.goto(server.base + "/#/search?query=monthrange&scope=observations")
+    hit = page.locator(".hit", has_text="monthrange")
+    hit.wait_for()
+    assert "↳ Explore" in hit.inner_text()
+    page.goto(server.base + f"/#/record/{grep.id}")
+    page.wait_for_selector("h1:has-text('observation')")
+    assert "↳ Explore" in page.inner_text("main .row")
+    page.locator("#feed li", has_text="dates.py").wait_for()   # the live panel too, as the change arrived
+    assert "/work/demo/src/dates.py" not in page.inner_text("#feed")

@@ -136,7 +136,8 @@ def recall(state: State, query: str | None, namespace: str | None, tags: tuple[s
            detail: str, include_archived: bool, reason: str | None, fmt: str | None) -> None:
     """Search the memories of this project plus the user's and the org's; without QUERY, the newest first.
 
-    Each result carries `number`, the integer id `nmem forget` also takes. `--reason QUESTION`
+    Each result carries `number` (the text shows it as `[N]`), the integer id `nmem pin`,
+    `update` and `forget` also take. `--reason QUESTION`
     (subcog's Tier 3) has the LLM answer QUESTION from the memories recalled for it.
     """
     service = state.service()

@@ -185,11 +185,13 @@ def recall_blocks(hits: list[dict[str, Any]]) -> list[Block]:
     if not hits:
         return [Body("No memories found.")]
     blocks: list[Block] = [Body(f"Found {len(hits)} memor{'y' if len(hits) == 1 else 'ies'}:")]
-    for i, hit in enumerate(hits, 1):
+    for hit in hits:
         similarity = f"  ({hit['similarity']:.2f} similarity)" if "similarity" in hit else ""
-        blocks.append(Heading(f"[{i}] {hit['namespace']}/{hit['id']}{similarity}  {one_line(hit['summary'], 100)}",
+        # [N] is the memory's number, what `pin`, `update` and `forget` take; never its place in the list
+        number = f"[{hit['number']}] " if hit.get("number") is not None else ""
+        blocks.append(Heading(f"{number}{hit['namespace']}/{hit['id']}{similarity}  {one_line(hit['summary'], 100)}",
                               2))
-        pairs = [("number", str(hit.get("number", ""))), ("urn", hit["urn"])]
+        pairs = [("urn", hit["urn"])]
         if "domain" in hit:
             pairs[:0] = [("domain", hit["domain"]), ("tags", ", ".join(hit["tags"]) or "-"),
                          ("tier", hit["tier"]), ("updated", when(hit.get("timestamp", hit.get("updated_at"))))]

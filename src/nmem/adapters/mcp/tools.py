@@ -326,9 +326,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "session_trace", "Trace a session",
         "Walk one session: its prompts in order, each with the actions it led to. Use after search or "
-        "timeline points at a session worth understanding; without session_id, the project's latest session.",
+        "timeline points at a session worth understanding; without session_id, the project's latest session "
+        "with content (a prompt or an action), not the one that has only just started.",
         _obj({"session_id": {**STR, "description": "Session id, a unique prefix of it (s1a2b3c4d) or its URN. "
-                                                   "Default: the latest session of the current project."},
+                                                   "Default: the current project's latest session with content."},
               "project": {"type": ["string", "null"],
                           "description": "Without session_id: whose latest session (default: the current "
                                          "project; null: any)."},

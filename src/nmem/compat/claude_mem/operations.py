@@ -18,9 +18,11 @@ from nmem.compat.claude_mem import rows, timelines
 from nmem.compat.claude_mem import typemap as tm
 from nmem.compat.claude_mem.params import CHOICE, DATE, INTEGER, LIST, STRING, Param, json_schema, parse
 from nmem.errors import InvalidArgument, NotFound, ValidationError
-from nmem.models import ORDERS, Observation
+from nmem.models import ORDERS, Observation, Session
 from nmem.service.api import Service
 from nmem.service.args import AGENT_HELP, ProjectScope
+from nmem.service.relpaths import Roots
+from nmem.service.search import curated_within_reach
 from nmem.util.timeutil import parse_time
 
 Answer = dict[str, Any]
@@ -126,16 +128,22 @@ def _gather(service: Service, op: str, p: dict[str, Any], current: str | None, *
         while want > 0:
             step = min(want, MAX_PAGE)
             hits = service.search(query, scope=scope, limit=step, offset=start_at, **common, **narrow).hits
+            roots = _roots(service, hits)
             for hit in hits:
                 key = (hit.kind, hit.record.id)
                 if key not in seen:  # a memory both in a namespace and carrying a tag
                     seen.add(key)
-                    found.append((hit.score, rows.of(hit.record, full)))
+                    record = hit.record
+                    sid = record.id if isinstance(record, Session) else getattr(record, "session_id", None)
+                    root = roots.of(str(sid), getattr(record, "project", None)) if roots is not None and sid else None
+                    found.append((hit.score, rows.of(record, full, root)))
             if len(hits) < step:
                 break
             start_at, want = start_at + step, want - step
     if len(plans) > 1:
         found.sort(key=_sort_key(order))
+        if order == "relevance" and query:   # a matching memory is never lost under the trail
+            found = curated_within_reach(found, lambda item: item[1]["kind"] == "memory")
         found = found[offset:offset + limit]
     answer: Answer = {"observations": [], "sessions": [], "prompts": []}
     for _, row in found:
@@ -166,6 +174,14 @@ def _anchor_id(service: Service, op: str, value: str, project: str | None) -> in
     return int(hits[0].record.id)
 
 
+def _roots(service: Service, hits: list[Any]) -> Roots | None:
+    """The project roots of the sessions a page of hits names (observations' and sessions'),
+    read once; None when it names none."""
+    ids = [str(h.record.id) if h.kind == "session" else str(h.record.session_id)
+           for h in hits if h.kind in ("session", "observation")]
+    return Roots(service.store, ids) if ids else None
+
+
 def _observation(data: dict[str, Any]) -> Observation:
     return Observation(**{name: data[name] for name in Observation.__slots__})
 
@@ -178,9 +194,10 @@ def _timeline(service: Service, op: str, anchor: int, p: dict[str, Any],
     if p.get("project") and centre.project != p["project"]:
         raise NotFound(f"{op}: observation #{anchor} is not in project {p['project']}")
     full = p["format"] != "index"
-    before = [rows.observation(_observation(o), full) for o in around["before"]]
-    after = [rows.observation(_observation(o), full) for o in around["after"]]
-    middle = rows.observation(centre, full)
+    root = Roots(service.store, [centre.session_id]).of(centre.session_id, centre.project)  # one session's rows
+    before = [rows.observation(_observation(o), full, root) for o in around["before"]]
+    after = [rows.observation(_observation(o), full, root) for o in around["after"]]
+    middle = rows.observation(centre, full, root)
     return {"anchor": middle, "before": before, "after": after, "observations": [*before, middle, *after],
             "totalResults": len(before) + 1 + len(after), "depth_before": p["depth_before"],
             "depth_after": p["depth_after"], "format": p["format"], "query": p.get("query") or ""}

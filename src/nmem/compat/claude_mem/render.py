@@ -40,7 +40,11 @@ def _title(row: dict[str, Any]) -> str:
 
 
 def _icon(row: dict[str, Any]) -> str:
-    return {"session": "session", "prompt": "prompt"}.get(str(row.get("kind")), str(row.get("type") or ""))
+    """The T column: an observation's claude-mem type, `session`, `prompt` for what the user
+    typed, and what the agent wrote by its label (`reply`, `thinking`, `↳ Explore`)."""
+    if row.get("kind") == "prompt":
+        return "prompt" if row.get("role", "user") == "user" else str(row.get("label") or "reply")
+    return "session" if row.get("kind") == "session" else str(row.get("type") or "")
 
 
 def _when(row: dict[str, Any]) -> datetime:

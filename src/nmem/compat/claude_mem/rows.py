@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nmem.compat.claude_mem.typemap import shown_type
-from nmem.models import Memory, Observation, Prompt, Session, preview
+from nmem.models import Memory, Observation, Prompt, Session, preview, role_fields
+from nmem.service.relpaths import preview_of, relative, relative_summary
 
 READS = frozenset(("file_read",))
 WRITES = frozenset(("file_write", "file_edit"))
@@ -24,11 +25,14 @@ def _when(ts: int) -> dict[str, Any]:
             "created_at_epoch": ts * 1000}
 
 
-def observation(obs: Observation, full: bool = False) -> dict[str, Any]:
+def observation(obs: Observation, full: bool = False, root: str | None = None) -> dict[str, Any]:
+    """An observation as claude-mem's row: its title and subtitle name paths relative to `root`
+    (its session's project root), as every listing does; `files_*` keep them whole for filters."""
     path = obs.file_path
     row: dict[str, Any] = {
         "kind": "observation", "id": obs.id, "type": shown_type(obs.obs_type), "obs_type": obs.obs_type,
-        "title": obs.preview(), "subtitle": path or obs.tool_name or obs.source_event,
+        "title": preview_of(obs, root),
+        "subtitle": relative(path, root) if path else obs.tool_name or obs.source_event,
         "project": obs.project, "memory_session_id": obs.session_id,
         "files_read": [path] if path and obs.obs_type in READS else [],
         "files_modified": [path] if path and obs.obs_type in WRITES else [],
@@ -56,14 +60,17 @@ def memory(mem: Memory, full: bool = False) -> dict[str, Any]:
     return row
 
 
-def session(sess: Session, full: bool = False) -> dict[str, Any]:
-    summary = sess.summary if isinstance(sess.summary, dict) else {}
+def session(sess: Session, full: bool = False, root: str | None = None) -> dict[str, Any]:
+    """A session as claude-mem's summary row; its notes, errors and commands name paths relative
+    to `root`, `files_edited` keeps them whole (as an observation's `files_*`)."""
+    whole = sess.summary if isinstance(sess.summary, dict) else {}
+    summary = relative_summary(whole, root) if whole else whole
     commits = summary.get("commits") or []
     row: dict[str, Any] = {
         "kind": "session", "id": sess.id, "memory_session_id": sess.id, "project": sess.project,
         "request": sess.intent or None,
         "completed": "; ".join(str(c) for c in commits) or None,
-        "files_edited": list(summary.get("files_changed") or []),
+        "files_edited": list(whole.get("files_changed") or []),
         "status": "completed" if sess.ended_at is not None else "active",
         **_when(sess.started_at), "urn": sess.urn,
     }
@@ -78,16 +85,16 @@ def session(sess: Session, full: bool = False) -> dict[str, Any]:
 def prompt(p: Prompt, full: bool = False) -> dict[str, Any]:
     return {
         "kind": "prompt", "id": p.id, "content_session_id": p.session_id, "project": p.project,
-        "prompt_text": p.content if full else preview(p.content), "source": p.source,
+        "prompt_text": p.content if full else preview(p.content), "source": p.source, **role_fields(p.source),
         **_when(p.timestamp), "urn": p.urn,
     }
 
 
-def of(record: Observation | Prompt | Session | Memory, full: bool = False) -> dict[str, Any]:
+def of(record: Observation | Prompt | Session | Memory, full: bool = False, root: str | None = None) -> dict[str, Any]:
     if isinstance(record, Observation):
-        return observation(record, full)
+        return observation(record, full, root)
     if isinstance(record, Memory):
         return memory(record, full)
     if isinstance(record, Session):
-        return session(record, full)
+        return session(record, full, root)
     return prompt(record, full)

@@ -10,7 +10,7 @@ export function activityChart(rows) {
   const step = (W - left - 8) / Math.max(1, rows.length);
   const scale = (v) => (v / max) * (H - bottom - top);
   const svg = s("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img",
-    "aria-label": "observations and prompts per day" });
+    "aria-label": "observations, prompts and replies per day" });
   const ticks = max >= 4 ? [0, Math.round(max / 2), max] : [0, max];
   for (const tick of ticks) {
     const y = H - bottom - scale(tick);
@@ -20,7 +20,7 @@ export function activityChart(rows) {
   rows.forEach((r, i) => {
     const x = left + i * step + step * 0.15, w = Math.max(1, step * 0.7);
     const ho = scale(r.observations), hp = scale(r.prompts);
-    const title = `${r.day}: ${r.observations} observations, ${r.prompts} prompts`;
+    const title = `${r.day}: ${r.observations} observations, ${r.prompts} prompts and replies`;
     svg.append(s("rect", { class: "bar1", x, width: w, y: H - bottom - ho, height: ho }, s("title", {}, title)),
       s("rect", { class: "bar2", x, width: w, y: H - bottom - ho - hp, height: hp }, s("title", {}, title)));
     if (i % Math.ceil(rows.length / 8) === 0) {
@@ -29,7 +29,7 @@ export function activityChart(rows) {
   });
   return h("figure", { class: "figure" }, svg,
     h("div", { class: "legend" }, h("span", {}, h("i", { class: "k1" }), "observations"),
-      h("span", {}, h("i", { class: "k2" }), "prompts")));
+      h("span", {}, h("i", { class: "k2" }), "prompts and replies")));
 }
 
 // Horizontal bars: counts {name: n}, the largest first.

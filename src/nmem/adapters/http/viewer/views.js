@@ -96,12 +96,25 @@ function field(label, input) {
   return h("label", {}, label, input);
 }
 
+// A subagent's tool call is marked as its (`↳ Explore`), as its replies are.
+function subagentChip(o) {
+  return o.subagent ? chip(`↳ ${o.subagent}`, "prompt-subagent") : null;
+}
+
+// An observation's text as listed: its preview, else its content with the path relative to the
+// project root (a timeline's rows carry the whole content beside `rel_path`).
+function obsText(o) {
+  if (o.content_preview) return o.content_preview;
+  const text = String(o.content || "");
+  return o.file_path && o.rel_path ? text.split(o.file_path).join(o.rel_path) : text;
+}
+
 function obsLine(o, extra) {
   return h("li", { class: extra || "", "data-id": o.id },
     h("span", { class: "when" }, when(o.timestamp)),
-    chip(o.obs_type, `type-${o.obs_type}`),
+    chip(o.obs_type, `type-${o.obs_type}`), subagentChip(o),
     o.is_pinned ? chip("pinned", "pinned") : null,
-    h("a", { href: `#/record/${o.id}`, class: "text" }, o.content_preview || o.content || ""),
+    h("a", { href: `#/record/${o.id}`, class: "text" }, obsText(o)),
     projectChip(o.project));
 }
 
@@ -267,7 +280,7 @@ const search = {
         full.metadata ? h("pre", {}, JSON.stringify(full.metadata, null, 2)) : null);
     } }, "full");
     return h("li", { class: "hit" }, h("div", { class: "row" }, r.kind === "prompt" ? promptChip(r) : chip(r.kind || "record"),
-      r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null, r.namespace ? chip(r.namespace) : null,
+      r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null, subagentChip(r), r.namespace ? chip(r.namespace) : null,
       projectChip(r.project || memoryProject(r)),
       h("a", { class: "text", href: target }, label), h("span", { class: "when" }, when(r.timestamp)), more), detail);
   },
@@ -285,7 +298,7 @@ const record = {
       record.render(main, parts);
     } }, pinned ? "Unpin" : "Pin") : null;
     clear(main, h("h1", {}, `${r.kind} ${r.ref || r.id}`),
-      h("div", { class: "row" }, r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null,
+      h("div", { class: "row" }, r.obs_type ? chip(r.obs_type, `type-${r.obs_type}`) : null, subagentChip(r),
         r.kind === "prompt" ? promptChip(r) : null,
         projectChip(r.project || memoryProject(r)), pinned ? chip("pinned", "pinned") : null,
         h("span", { class: "when" }, when(r.timestamp || r.updated_at || r.started_at)), actions,
@@ -402,6 +415,9 @@ const status = {
     const card = (label, value) => h("div", { class: "card-stat" }, h("b", {}, String(value)), h("span", { class: "muted" }, label));
     clear(main, h("h1", {}, "Status"),
       h("div", { class: "cards", id: "counts" }, card("sessions", st.sessions), card("prompts", st.prompts),
+        // what the agent wrote, counted apart from what the user typed
+        card("replies", st.agent_replies ?? 0), card("thinking", st.thinking ?? 0),
+        card("subagent answers", st.subagent_replies ?? 0),
         card("observations", st.observations), card("memories", st.memories),
         card("database", `${(st.size_bytes / 1048576).toFixed(1)} MB`), card("schema", `v${st.schema_version}`)),
       h("h2", {}, "Activity, last 30 days (UTC)"), activityChart(act.days),
