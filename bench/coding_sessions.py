@@ -526,14 +526,15 @@ def recall(ranked: list[list[Any]], answers: list[set[tuple[str, int]]], k: int,
 
 def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None) -> dict[str, Any]:
     import nmem
-    from locomo import with_settings
-    from nmem.search.rank import Ranking
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nmem-coding-") as tmp:
         corpus = Script(Path(tmp) / "projects", seed).write(sessions)
         service = Service.open(load_settings({"NMEM_HOME": str(Path(tmp) / "home")}))
-        if knobs:
+        if knobs:   # bench/locomo.py's reading of KNOB=VALUE (imported by name, as when run from bench/)
+            from locomo import with_settings
+            from nmem.search.rank import Ranking
+
             service.ranking = with_settings(Ranking(), knobs)
         try:
             report = import_transcripts(service, find_transcripts(corpus.root))
