@@ -524,13 +524,17 @@ def recall(ranked: list[list[Any]], answers: list[set[tuple[str, int]]], k: int,
     return round(hits / len(answers), 3) if answers else 0.0
 
 
-def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None) -> dict[str, Any]:
+def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None,
+        embeddings: str = "none", weight: float = 0.2) -> dict[str, Any]:
     import nmem
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nmem-coding-") as tmp:
         corpus = Script(Path(tmp) / "projects", seed).write(sessions)
-        service = Service.open(load_settings({"NMEM_HOME": str(Path(tmp) / "home")}))
+        env = {"NMEM_HOME": str(Path(tmp) / "home")}
+        if embeddings != "none":   # BM25 fused with this backend's vectors (search.fusion weighted)
+            env |= {"NMEM_EMBEDDINGS": embeddings, "NMEM_HYBRID_WEIGHT": str(weight)}
+        service = Service.open(load_settings(env))
         if knobs:   # bench/locomo.py's reading of KNOB=VALUE (imported by name, as when run from bench/)
             from locomo import with_settings
             from nmem.search.rank import Ranking
@@ -538,6 +542,14 @@ def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None) -> di
             service.ranking = with_settings(Ranking(), knobs)
         try:
             report = import_transcripts(service, find_transcripts(corpus.root))
+            if embeddings != "none":
+                from nmem.search.embedders import active_embedder
+                from nmem.service.indexer import build_index
+
+                embedder = active_embedder(service.settings)
+                if embedder is None:
+                    raise SystemExit(f"embeddings {embeddings!r} unavailable")
+                build_index(service.store, embedder)
             status = service.status()
             answers = [wanted(q) for q in corpus.questions]
             strict = [wanted(q, strict=True) for q in corpus.questions]
@@ -551,7 +563,7 @@ def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None) -> di
         "machine": machine(nmem=str(Path(nmem.__file__).parent)), "seed": seed, "sessions": sessions,
         "turns": sum(len(t) for t in corpus.turns.values()), "questions": len(corpus.questions),
         "imported_events": report.events, "prompts": status["prompts"], "observations": status["observations"],
-        "db_bytes": db_bytes,
+        "db_bytes": db_bytes, "embeddings": embeddings, "hybrid_weight": weight if embeddings != "none" else None,
         "repeated": sum(1 for q in corpus.questions if len(q.evidence) > 1),
         "by_kind": {},
     }
@@ -601,9 +613,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=60)
     parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                         help="override one field of nmem.search.rank.Ranking (repeatable), as bench/locomo.py")
+    parser.add_argument("--embeddings", default="none", help="fuse BM25 with this backend's vectors "
+                        "(wordllama, minilm, hashing; indexed after the import)")
+    parser.add_argument("--weight", type=float, default=0.2, help="search.hybrid_weight with --embeddings")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    emit(run(args.seed, args.sessions, args.set), render, args.json)
+    emit(run(args.seed, args.sessions, args.set, args.embeddings, args.weight), render, args.json)
     return 0
 
 

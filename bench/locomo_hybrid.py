@@ -51,6 +51,7 @@ VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
     "hashing-weighted-0.3": ("hashing", "weighted", 0.3, fusion.DENSE_FLOOR, True),
     # wordllama's static embeddings (pip install wordllama: the weights ship in the wheel, no torch)
     "wordllama-dense": ("wordllama", "dense", 1.0, 0.0, True),
+    "wordllama-weighted-0.1": ("wordllama", "weighted", 0.1, fusion.DENSE_FLOOR, True),
     "wordllama-weighted-0.2": ("wordllama", "weighted", 0.2, fusion.DENSE_FLOOR, True),
     "wordllama-weighted-0.3": ("wordllama", "weighted", 0.3, fusion.DENSE_FLOOR, True),
     "wordllama-weighted-0.5": ("wordllama", "weighted", 0.5, fusion.DENSE_FLOOR, True),
