@@ -177,6 +177,11 @@ def test_a_turns_prompt_and_reply_do_not_crowd_out_another_turn(service: Service
     question = "invoice export time out big accounts"
     hits = service.search(question, scope="prompts").hits
     reply = next(h.record.id for h in hits if h.record.source == "agent")
+    # By default the turn's evidence (its prompt and the reply stating the cause) lifts both
+    # records, more than the spread takes from the second; the other turn still shows.
+    assert [h.record.id for h in hits][:3] == [asked, reply, other]
+    service.ranking = service.ranking.replace(turn_weight=0.0)   # the spread alone
+    hits = service.search(question, scope="prompts").hits
     assert [h.record.id for h in hits][:2] == [asked, other] and reply in [h.record.id for h in hits]
     service.ranking = service.ranking.replace(turn_spread=1.0)
     assert {h.record.id for h in service.search(question, scope="prompts").hits[:2]} == {asked, reply}
