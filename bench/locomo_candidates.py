@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from locomo import DAY, DEFAULT_DATA, ingest, load, parse_groups
+from locomo import DAY, data_arguments, ingest, read_data
 from locomo_scoring import METRICS, Conversation, Tally, iter_turns, question_scores
 from measure import loadavg, machine
 from nmem.config import load_settings
@@ -211,20 +211,12 @@ def render(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON (default: %(default)s)")
+    data_arguments(parser)
     parser.add_argument("--pool", type=int, default=60, help="nmem hits and dense-only candidates per question")
-    parser.add_argument("--conversations", default="", help="comma-separated sample ids (default: all)")
-    parser.add_argument("--group", action="append", default=[], metavar="NAME=ID,ID",
-                        help="also report these conversations together (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    if not args.data.exists():
-        parser.error(f"no data at {args.data} (pass --data)")
     if args.pool < LIMIT:
         parser.error(f"--pool must be at least {LIMIT}")
-    only = [c.strip() for c in args.conversations.split(",") if c.strip()]
-    conversations = load(args.data, only or None)
-    groups = parse_groups(parser, args.group, conversations)
+    conversations, groups = read_data(parser, args)
     started = machine()
     report = {**run(conversations, args.pool, groups), "machine": started, "loadavg_end": loadavg()}
     print(json.dumps(report, indent=2) if args.json else render(report))
