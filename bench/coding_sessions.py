@@ -202,6 +202,8 @@ class Question:
     session: str
     turn: int
     answer: str = ""   # words the evidence itself holds (a version, a number, the cause)
+    fact: tuple[str, int] = ("", -1)   # what it asks about: the same fact stated in another turn answers it too
+    evidence: dict[tuple[str, int], str] = field(default_factory=dict)   # every turn stating it -> its answer
 
 
 @dataclass
@@ -225,6 +227,7 @@ class Script:
         self.tree = Projects(root, seed=seed)
         self.corpus = Corpus(root)
         self.now = START
+        self.stated: dict[tuple[str, int], dict[tuple[str, int], str]] = {}
 
     def pick(self, options: tuple[Any, ...]) -> Any:
         return self.rng.choice(options)
@@ -235,8 +238,13 @@ class Script:
         starts.append(int(s.now))
         return len(starts) - 1
 
-    def ask(self, kind: str, text: str, s: Session, turn: int, answer: str = "") -> None:
-        self.corpus.questions.append(Question(kind, text, s.session_id, turn, answer))
+    def ask(self, kind: str, text: str, s: Session, turn: int, answer: str = "", fact: int = -1) -> None:
+        """A question about the fact `fact` of its kind stated in `turn`. Facts repeat across
+        sessions (ten templates a kind, about thirty statements), and a turn stating the same
+        fact answers the question as well: each is its evidence (`Question.evidence`)."""
+        key = (kind, fact) if fact >= 0 else (kind, -1 - len(self.corpus.questions))
+        self.corpus.questions.append(Question(kind, text, s.session_id, turn, answer, key))
+        self.stated.setdefault(key, {})[(s.session_id, turn)] = answer
 
     # -- what a turn can be ----------------------------------------------------------------------
 
@@ -277,7 +285,7 @@ class Script:
         s.bash("pytest -q", stdout=f"{self.rng.randint(40, 300)} passed in 2.{self.rng.randint(10, 99)}s")
         s.say(f"Done: {feature}. Tests pass." if mid_turn else said + " Tests pass.")
         q = self.pick(DECISION_ASKED).format(qsubject=self.pick((subject, qsubject)), chosen=chosen, alt=alt)
-        self.ask("decision", q, s, turn, reasons[0] if "{reason}" in said_form else reasons[1])
+        self.ask("decision", q, s, turn, reasons[0] if "{reason}" in said_form else reasons[1], i)
 
     def root_cause(self, s: Session, slug: str, used: set[int]) -> None:
         i = self._fresh(len(ROOT_CAUSES), used)
@@ -295,14 +303,14 @@ class Script:
         s.say(self.pick((f"Fixed the {symptom}; tests pass.", "Fixed; both tests pass now.",
                          f"The {symptom} is fixed and covered by {test}.")))
         q = self.pick(CAUSE_ASKED).format(qsymptom=qsymptom, symptom=symptom)
-        self.ask("root_cause", q, s, turn, cause[1:])
+        self.ask("root_cause", q, s, turn, cause[1:], i)
 
     def preference(self, s: Session, slug: str, used: set[int]) -> None:
         i = self._fresh(len(PREFERENCES), used)
         pref, asked = PREFERENCES[i]
         turn = self.turn(s, self.pick(PREFERENCE_SAID).format(pref=pref))
         s.say(self.pick(("Noted.", "Got it, will do.", "Understood.")))
-        self.ask("preference", asked, s, turn)
+        self.ask("preference", asked, s, turn, fact=i)
 
     def update_old(self, s: Session, fact_i: int, value: str) -> None:
         statement = UPDATES[fact_i][1]
@@ -337,7 +345,7 @@ class Script:
                                                   f"Requires: \nRequired-by: {slug}")
             s.say(self.pick(("Checked the installed package; nothing to upgrade right now.",
                              "That's what pip reports; it is fine for us.")))
-            self.ask("output", self.pick(VERSION_ASKED).format(name=name), s, turn, version)
+            self.ask("output", self.pick(VERSION_ASKED).format(name=name), s, turn, version, i)
             return
         i = self._fresh(len(PR_FEATURES), used | {100 + u for u in used})
         feature = PR_FEATURES[i]
@@ -348,7 +356,7 @@ class Script:
                stdout=f"https://github.com/{repo}/pull/{number}\n",
                stderr=f"Creating pull request for feature into main in {repo}\n")
         s.say("Opened the pull request.")
-        self.ask("output", self.pick(PR_ASKED).format(feature=feature), s, turn, str(number))
+        self.ask("output", self.pick(PR_ASKED).format(feature=feature), s, turn, str(number), 100 + i)
 
     def _fresh(self, n: int, used: set[int]) -> int:
         free = [i for i in range(n) if i not in used] or list(range(n))
@@ -390,6 +398,8 @@ class Script:
             s.end()
             s.save()
             self.now = int(s.now)
+        for q in self.corpus.questions:
+            q.evidence = self.stated[q.fact]
         return self.corpus
 
     def _fact(self, kind: str, s: Session, slug: str, repo: str, used: set[int]) -> None:
@@ -479,7 +489,7 @@ class Bm25:
 
 def nmem_turns(service: Service, corpus: Corpus, question: Question, limit: int) -> list[tuple[str, int] | None]:
     """The turn of each hit, in rank order (None for a hit outside any turn: a session, a memory);
-    `(session, -1 - turn)` for a hit in the turn that also holds the question's answer."""
+    `(session, -1 - turn)` for a hit in an evidence turn that also holds that turn's answer."""
     found = service.search(question.text, scope="all", limit=limit)
     out: list[tuple[str, int] | None] = []
     for hit in found.hits:
@@ -489,37 +499,60 @@ def nmem_turns(service: Service, corpus: Corpus, question: Question, limit: int)
         if hit.kind not in ("observation", "prompt") or turn is None:
             out.append(None)
             continue
-        held = question.answer and question.answer.lower() in str(getattr(record, "content", "")).lower()
+        answer = question.evidence.get((sid, turn), question.answer)
+        held = answer and answer.lower() in str(getattr(record, "content", "")).lower()
         out.append((sid, -1 - turn) if held else (sid, turn))
     return out
 
 
-def in_turn(found: list[Any], answer: tuple[str, int], k: int, *, holding: bool = False) -> bool:
-    sid, turn = answer
-    wanted = {(sid, -1 - turn)} if holding else {(sid, turn), (sid, -1 - turn)}
-    return any(f in wanted for f in found[:k])
+def wanted(question: Question, *, strict: bool = False) -> set[tuple[str, int]]:
+    """The turns a question's hit may lie in: the one it was asked about (`strict`), or every
+    turn stating the same fact."""
+    return {(question.session, question.turn)} if strict else set(question.evidence) | {
+        (question.session, question.turn)}
 
 
-def recall(ranked: list[list[Any]], answers: list[tuple[str, int]], k: int, *, holding: bool = False) -> float:
+def in_turn(found: list[Any], turns: set[tuple[str, int]], k: int, *, holding: bool = False) -> bool:
+    allowed = {(sid, -1 - turn) for sid, turn in turns}
+    if not holding:
+        allowed |= turns
+    return any(f in allowed for f in found[:k])
+
+
+def recall(ranked: list[list[Any]], answers: list[set[tuple[str, int]]], k: int, *, holding: bool = False) -> float:
     hits = sum(1 for found, answer in zip(ranked, answers, strict=True) if in_turn(found, answer, k, holding=holding))
     return round(hits / len(answers), 3) if answers else 0.0
 
 
-def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None) -> dict[str, Any]:
+def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None,
+        embeddings: str = "none", weight: float = 0.2) -> dict[str, Any]:
     import nmem
-    from locomo import with_settings
-    from nmem.search.rank import Ranking
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nmem-coding-") as tmp:
         corpus = Script(Path(tmp) / "projects", seed).write(sessions)
-        service = Service.open(load_settings({"NMEM_HOME": str(Path(tmp) / "home")}))
-        if knobs:
+        env = {"NMEM_HOME": str(Path(tmp) / "home")}
+        if embeddings != "none":   # BM25 fused with this backend's vectors (search.fusion weighted)
+            env |= {"NMEM_EMBEDDINGS": embeddings, "NMEM_HYBRID_WEIGHT": str(weight)}
+        service = Service.open(load_settings(env))
+        if knobs:   # bench/locomo.py's reading of KNOB=VALUE (imported by name, as when run from bench/)
+            from locomo import with_settings
+            from nmem.search.rank import Ranking
+
             service.ranking = with_settings(Ranking(), knobs)
         try:
             report = import_transcripts(service, find_transcripts(corpus.root))
+            if embeddings != "none":
+                from nmem.search.embedders import active_embedder
+                from nmem.service.indexer import build_index
+
+                embedder = active_embedder(service.settings)
+                if embedder is None:
+                    raise SystemExit(f"embeddings {embeddings!r} unavailable")
+                build_index(service.store, embedder)
             status = service.status()
-            answers = [(q.session, q.turn) for q in corpus.questions]
+            answers = [wanted(q) for q in corpus.questions]
+            strict = [wanted(q, strict=True) for q in corpus.questions]
             ours = [nmem_turns(service, corpus, q, max(KS)) for q in corpus.questions]
         finally:
             service.close()   # folds the WAL back: the file is the whole database
@@ -530,16 +563,18 @@ def run(seed: int = 1, sessions: int = 60, knobs: list[str] | None = None) -> di
         "machine": machine(nmem=str(Path(nmem.__file__).parent)), "seed": seed, "sessions": sessions,
         "turns": sum(len(t) for t in corpus.turns.values()), "questions": len(corpus.questions),
         "imported_events": report.events, "prompts": status["prompts"], "observations": status["observations"],
-        "db_bytes": db_bytes,
+        "db_bytes": db_bytes, "embeddings": embeddings, "hybrid_weight": weight if embeddings != "none" else None,
+        "repeated": sum(1 for q in corpus.questions if len(q.evidence) > 1),
         "by_kind": {},
     }
     for kind in ("all", *KINDS):
         picked = [i for i, q in enumerate(corpus.questions) if kind in ("all", q.kind)]
         if not picked:
             continue
-        sub = [answers[i] for i in picked]
+        sub, only = [answers[i] for i in picked], [strict[i] for i in picked]
         result["by_kind"][kind] = {"n": len(picked), **{
-            f"{name}@{k}": recall([source[i] for i in picked], sub, k)
+            f"{name}{tag}@{k}": recall([source[i] for i in picked], turns, k)
+            for tag, turns in (("", sub), ("_strict", only))
             for name, source in (("nmem", ours), ("bm25", plain)) for k in KS}}
         with_answer = [i for i in picked if corpus.questions[i].answer]
         if with_answer:   # a hit of the turn that holds the answer itself (BM25's turns always do)
@@ -558,13 +593,17 @@ def render(result: dict[str, Any]) -> str:
              f"({result['prompts']} prompts, {result['observations']} observations; "
              f"{result['db_bytes'] / 1e6:.2f} MB)",
              f"nmem from {m['nmem']}; load {m['loadavg_start']} -> {result['loadavg_end']} on {m['cores']} cores",
+             f"{result['repeated']} questions ask about a fact stated in several turns: each of those turns "
+             "is evidence (strict: only the turn asked about)",
              "",
              f"{'questions':12} {'n':>4} {'nmem@5':>8} {'nmem@10':>8} {'bm25@5':>8} {'bm25@10':>8}"
-             f"  {'nmem answer@10':>14}"]
+             f"  {'nmem answer@10':>14}   strict: {'nmem@5':>7} {'nmem@10':>8} {'bm25@5':>7} {'bm25@10':>8}"]
     for kind, row in result["by_kind"].items():
         lines.append(f"{kind:12} {row['n']:4} {row['nmem@5']:8.3f} {row['nmem@10']:8.3f} "
                      f"{row['bm25@5']:8.3f} {row['bm25@10']:8.3f}  "
-                     + (f"{row['nmem_answer@10']:14.3f}" if "nmem_answer@10" in row else f"{'-':>14}"))
+                     + (f"{row['nmem_answer@10']:14.3f}" if "nmem_answer@10" in row else f"{'-':>14}")
+                     + f"   {'':7} {row['nmem_strict@5']:7.3f} {row['nmem_strict@10']:8.3f} "
+                       f"{row['bm25_strict@5']:7.3f} {row['bm25_strict@10']:8.3f}")
     return "\n".join(lines)
 
 
@@ -574,9 +613,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=60)
     parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                         help="override one field of nmem.search.rank.Ranking (repeatable), as bench/locomo.py")
+    parser.add_argument("--embeddings", default="none", help="fuse BM25 with this backend's vectors "
+                        "(wordllama, minilm, hashing; indexed after the import)")
+    parser.add_argument("--weight", type=float, default=0.2, help="search.hybrid_weight with --embeddings")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    emit(run(args.seed, args.sessions, args.set), render, args.json)
+    emit(run(args.seed, args.sessions, args.set, args.embeddings, args.weight), render, args.json)
     return 0
 
 

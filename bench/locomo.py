@@ -189,6 +189,25 @@ def parse_groups(parser: argparse.ArgumentParser, specs: list[str],
     return groups
 
 
+def data_arguments(parser: argparse.ArgumentParser) -> None:
+    """--data, --conversations, --group and --json, as every LoCoMo runner reads them."""
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON (default: %(default)s)")
+    parser.add_argument("--conversations", default="", help="comma-separated sample ids (default: all)")
+    parser.add_argument("--group", action="append", default=[], metavar="NAME=ID,ID",
+                        help="also report these conversations together, e.g. tune=conv-26,conv-30 (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def read_data(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[Conversation],
+                                                                                   dict[str, list[str]]]:
+    """The conversations `data_arguments` named, and the groups of them."""
+    if not args.data.exists():
+        parser.error(f"no data at {args.data} (pass --data)")
+    only = [c.strip() for c in args.conversations.split(",") if c.strip()]
+    conversations = load(args.data, only or None)
+    return conversations, parse_groups(parser, args.group, conversations)
+
+
 def print_report(report: dict[str, Any]) -> None:
     cols = list(METRICS)
     print(f"LoCoMo retrieval — mode {report['mode']}, {report['turns']} turns, "
@@ -207,20 +226,12 @@ def print_report(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON (default: %(default)s)")
+    data_arguments(parser)
     parser.add_argument("--mode", choices=sorted(MODES), default="default", help="ranking to measure")
-    parser.add_argument("--conversations", default="", help="comma-separated sample ids (default: all)")
     parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                         help="override one field of the mode's nmem.search.rank.Ranking (repeatable)")
-    parser.add_argument("--group", action="append", default=[], metavar="NAME=ID,ID",
-                        help="also report these conversations together, e.g. tune=conv-26,conv-30 (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    if not args.data.exists():
-        parser.error(f"no data at {args.data} (pass --data)")
-    only = [c.strip() for c in args.conversations.split(",") if c.strip()]
-    conversations = load(args.data, only or None)
-    groups = parse_groups(parser, args.group, conversations)
+    conversations, groups = read_data(parser, args)
     with tempfile.TemporaryDirectory(prefix="nmem-locomo-") as tmp:
         ranking = with_settings(MODES[args.mode], args.set)
         report = run(conversations, ranking, Path(tmp), groups)

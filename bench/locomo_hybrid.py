@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from locomo import DEFAULT_DATA, ask, ingest, load, parse_groups
+from locomo import ask, data_arguments, ingest, read_data
 from locomo_scoring import METRICS, Conversation
 from measure import machine
 from nmem.config import load_settings
@@ -51,6 +51,7 @@ VARIANTS: dict[str, tuple[str, str, float, float, bool]] = {
     "hashing-weighted-0.3": ("hashing", "weighted", 0.3, fusion.DENSE_FLOOR, True),
     # wordllama's static embeddings (pip install wordllama: the weights ship in the wheel, no torch)
     "wordllama-dense": ("wordllama", "dense", 1.0, 0.0, True),
+    "wordllama-weighted-0.1": ("wordllama", "weighted", 0.1, fusion.DENSE_FLOOR, True),
     "wordllama-weighted-0.2": ("wordllama", "weighted", 0.2, fusion.DENSE_FLOOR, True),
     "wordllama-weighted-0.3": ("wordllama", "weighted", 0.3, fusion.DENSE_FLOOR, True),
     "wordllama-weighted-0.5": ("wordllama", "weighted", 0.5, fusion.DENSE_FLOOR, True),
@@ -125,22 +126,14 @@ def print_report(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON (default: %(default)s)")
+    data_arguments(parser)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
-    parser.add_argument("--conversations", default="", help="comma-separated sample ids (default: all)")
-    parser.add_argument("--group", action="append", default=[], metavar="NAME=ID,ID",
-                        help="also report these conversations together, e.g. tune=conv-26,conv-30 (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    if not args.data.exists():
-        parser.error(f"no data at {args.data} (pass --data)")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s): {', '.join(unknown)}")
-    only = [c.strip() for c in args.conversations.split(",") if c.strip()]
-    conversations = load(args.data, only or None)
-    groups = parse_groups(parser, args.group, conversations)
+    conversations, groups = read_data(parser, args)
     with tempfile.TemporaryDirectory(prefix="nmem-locomo-hybrid-") as tmp:
         report = run(conversations, variants, Path(tmp), groups)
     report = {"conversations": [c.sample_id for c in conversations], **report, "machine": machine()}

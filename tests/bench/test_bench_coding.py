@@ -22,6 +22,20 @@ def test_generation_is_seeded_and_varied(tmp_path: Path) -> None:
     for q in first.questions:
         assert (q.session, q.turn) in docs, q
         assert q.answer.lower() in docs[(q.session, q.turn)].lower(), "the evidence turn holds the answer"
+        assert (q.session, q.turn) in q.evidence, "the turn asked about is evidence"
+        for turn, answer in q.evidence.items():
+            assert answer.lower() in docs[turn].lower(), "every turn stating the fact holds its own answer"
+
+
+def test_a_fact_stated_in_several_turns_counts_each_as_evidence(tmp_path: Path) -> None:
+    corpus = coding.Script(tmp_path / "a", seed=1).write(30)
+    repeated = [q for q in corpus.questions if len(q.evidence) > 1]
+    assert repeated, "thirty sessions draw more facts than the templates hold"
+    assert all(q.kind != "update" for q in repeated), "only the newer statement of an update answers"
+    q = repeated[0]
+    other = next(turn for turn in q.evidence if turn != (q.session, q.turn))
+    assert coding.in_turn([other], coding.wanted(q), 1)
+    assert not coding.in_turn([other], coding.wanted(q, strict=True), 1)
 
 
 def test_tiny_run_reports_recall_beside_bm25() -> None:

@@ -93,6 +93,22 @@ def test_session_weighted_lifts_the_records_of_the_session_with_the_best_evidenc
     assert summed[3] == 4.0 * (1 + 0.5 * 4 / 13.5)
 
 
+def test_turn_weighted_lifts_the_records_of_the_turn_with_the_best_evidence() -> None:
+    turn_a, turn_b = ("s1", 1), ("s1", 5)
+    items = [Placed(1, 5.5, "s1", 0, (), turn_b), Placed(2, 5.0, "s1", 0, (), turn_a),
+             Placed(3, 4.0, "s1", 0, (), turn_a), Placed(4, 3.0, "s1", 0, (), turn_a),
+             Placed(5, 2.0, "s1", 0, (), turn_a), Placed(6, 1.0, None, 0)]
+    scores = {it.id: it.score for it in items}
+    assert arrange.turn_weighted(items, scores, 0.0) == scores
+    got = arrange.turn_weighted(items, scores, 0.5)   # turn a's best three: 5 + 4 + 3 = 12
+    assert got == {1: 5.5 * (1 + 0.5 * 5.5 / 12), 2: 7.5, 3: 6.0, 4: 4.5, 5: 3.0, 6: 1.0}
+    assert got[2] > got[1]   # a turn answering together passes a single strong record
+    # every record its own turn (a chat): each weighed by its own score, the order kept
+    alone = [Placed(i, float(i), "s1", 0, (), ("s1", i)) for i in range(1, 5)]
+    lone = arrange.turn_weighted(alone, {it.id: it.score for it in alone}, 0.5)
+    assert sorted(lone, key=lambda i: -lone[i]) == [4, 3, 2, 1]
+
+
 def test_session_weight_through_the_service(service: Service, clock: Clock) -> None:
     clock.now = T0 + 2 * DAY
     best = prompt(service, "billing retry failed again: billing retry needs backoff, retry dashboards red", T0,

@@ -177,6 +177,31 @@ def test_a_turns_prompt_and_reply_do_not_crowd_out_another_turn(service: Service
     question = "invoice export time out big accounts"
     hits = service.search(question, scope="prompts").hits
     reply = next(h.record.id for h in hits if h.record.source == "agent")
+    # By default the turn's evidence (its prompt and the reply stating the cause) lifts both
+    # records, more than the spread takes from the second; the other turn still shows.
+    assert [h.record.id for h in hits][:3] == [asked, reply, other]
+    service.ranking = service.ranking.replace(turn_weight=0.0)   # the spread alone
+    hits = service.search(question, scope="prompts").hits
     assert [h.record.id for h in hits][:2] == [asked, other] and reply in [h.record.id for h in hits]
     service.ranking = service.ranking.replace(turn_spread=1.0)
     assert {h.record.id for h in service.search(question, scope="prompts").hits[:2]} == {asked, reply}
+
+
+# -- a turn answers together --------------------------------------------------------------------------------
+
+def test_the_turn_that_answers_together_passes_a_lone_record(service: Service, clock: Clock) -> None:
+    clock.now = T0 + 3 * DAY
+    asked = prompt(service, "the nightly statement export crashed again, please investigate", T0, session_id="s1")
+    for n in range(3):   # tool noise between the request and the cause, beyond the context window
+        record(service, "Stop", now=T0 + 10 + n, session_id="s1", cwd="/w/demo",
+               last_assistant_message=f"Reading the worker logs, part {n}.")
+    cause = record(service, "Stop", now=T0 + 20, session_id="s1", cwd="/w/demo",
+                   last_assistant_message="Found it: the export crashed because it held every statement row in memory.")
+    lone = prompt(service, "the statement export memory settings look fine to me", T0 + DAY, session_id="s2")
+    question = "why did the nightly statement export crash out of memory"
+    assert service.ranking.turn_weight > 0   # on by default
+    # The request and the cause it led to hold the question's words between them: their turn
+    # lifts the cause past a record elsewhere that holds as many on its own.
+    assert ids(service.search(question, scope="prompts"))[:3] == [asked, cause.prompt_id, lone]
+    service.ranking = service.ranking.replace(turn_weight=0.0)
+    assert ids(service.search(question, scope="prompts"))[:3] == [asked, lone, cause.prompt_id]

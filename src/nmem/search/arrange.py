@@ -10,6 +10,10 @@ together, once the best of them are known:
 - supersession: when two records in different sessions hold the same words of the question
   (a setting stated, then changed; "we use X", later "we moved to Y"), the older one is
   likely outdated: it keeps a share of its score (`superseded`).
+- turn evidence: what one request made the agent do answers together (the prompt names the
+  subject, a reply mid-turn states the cause, a command's output holds the version), so a
+  record is weighed by the evidence its turn holds, as BM25 over whole turns would find it
+  (`turn_weighted`; `session_weighted` does the same by session, off by default).
 - spread: records of one turn (the prompt, the agent's replies, the tool calls it made) say
   one thing, so each further hit of a turn already shown weighs `turn_spread ** m`. And a
   question whose answer spans sessions ("what has she painted?") would otherwise
@@ -30,7 +34,7 @@ from nmem.search.rank import label_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Hashable, Mapping, Sequence
 
 # A record that asks something: a question mark ending a sentence.
 _ASKS = re.compile(r"\?(?:\s|$|[\"')\]])")
@@ -90,20 +94,38 @@ def session_weighted(items: Sequence[Placed], scores: Mapping[int, float], weigh
     """Scores after weighing each record by its session's evidence: the sum of the session's
     best `top` scores, relative to the best session's; a record keeps
     `score × (1 + weight × that share)`. Records without a session keep theirs."""
+    return _group_weighted(items, scores, weight, top, lambda it: it.session)
+
+
+def turn_weighted(items: Sequence[Placed], scores: Mapping[int, float], weight: float,
+                  top: int = 3) -> dict[int, float]:
+    """Scores after weighing each record by its turn's evidence, as `session_weighted` does
+    by session: the sum of the turn's best `top` scores, relative to the best turn's. What
+    one request made the agent do (the prompt naming the subject, a reply stating the cause
+    mid-turn, the output holding the version) answers together, as BM25 over whole turns
+    finds it; a record that is its own turn (a user prompt nothing followed, a chat line)
+    only gains with its own score, which keeps the order. Records without a turn keep theirs."""
+    return _group_weighted(items, scores, weight, top, lambda it: it.turn)
+
+
+def _group_weighted(items: Sequence[Placed], scores: Mapping[int, float], weight: float, top: int,
+                    group: Callable[[Placed], Hashable | None]) -> dict[int, float]:
     out = dict(scores)
     if weight <= 0:
         return out
-    by_session: dict[str, list[float]] = {}
+    found: dict[Hashable, list[float]] = {}
     for it in items:
-        if it.session is not None:
-            by_session.setdefault(it.session, []).append(scores[it.id])
-    evidence = {session: sum(sorted(found, reverse=True)[:top]) for session, found in by_session.items()}
+        key = group(it)
+        if key is not None:
+            found.setdefault(key, []).append(scores[it.id])
+    evidence = {key: sum(sorted(held, reverse=True)[:top]) for key, held in found.items()}
     best = max(evidence.values(), default=0.0)
     if best <= 0:
         return out
     for it in items:
-        if it.session is not None:
-            out[it.id] = scores[it.id] * (1.0 + weight * evidence[it.session] / best)
+        key = group(it)
+        if key is not None:
+            out[it.id] = scores[it.id] * (1.0 + weight * evidence[key] / best)
     return out
 
 

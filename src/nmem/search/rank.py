@@ -79,6 +79,8 @@ class Ranking(Record):
     expand_terms: int = 0           # search again with this many words of the best hits (0 = off)…
     expand_docs: int = 3            # …taken from the best N hits…
     expand_weight: float = 0.3      # …the best of them weighing this share of a question word
+    turn_weight: float = 0.3        # × (1 + w · its turn's evidence / the best turn's) (0 = off)
+    turn_top: int = 3               # …a turn's evidence: the sum of its best N scores
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
 
 

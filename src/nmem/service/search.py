@@ -385,7 +385,7 @@ class Search(Base):
         kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
                        else ("observation", store.get_observations))
         arranging = (ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
-                     or ranking.session_weight > 0.0)
+                     or ranking.session_weight > 0.0 or ranking.turn_weight > 0.0)
         head = ranked.ids[:pool] if arranging else []
         records: dict[int, Any] = dict(known or {})
         if [i for i in head if i not in records]:
@@ -399,6 +399,7 @@ class Search(Base):
             adjusted = arrange.superseded(placed, idf, ranking.supersede_share,
                                           ranking.supersede)
             adjusted = arrange.session_weighted(placed, adjusted, ranking.session_weight, ranking.session_top)
+            adjusted = arrange.turn_weighted(placed, adjusted, ranking.turn_weight, ranking.turn_top)
             order = arrange.spread_by_session(placed, adjusted, ranking.spread, ranking.spread_free,
                                               ranking.turn_spread)
         order += [(i, scores[i]) for i in ranked.ids[len(head):]]
