@@ -116,6 +116,27 @@ def test_capture_writes_once_and_answers_as_the_click_command(home: Path) -> Non
         (2, "", "nmem: --stdin was given but standard input is empty\n")
 
 
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_settings_from_home_and_config_options_read_alike_on_both_paths(home: Path, tmp_path: Path,
+                                                                        fmt: str) -> None:
+    """`--home` and `--config` name where the settings come from (`RunState`, one for both paths):
+    the config's `cli.format` is used, or refused in the same words."""
+    config = tmp_path / "other.toml"
+    config.write_text(f'[cli]\nformat = "{fmt}"\n', encoding="utf-8")
+    args = ["--home", str(home), "--config", str(config), "status"]
+    elsewhere = tmp_path / "elsewhere"   # NMEM_HOME of the processes: --home must win
+    fast, full = nmem(args, elsewhere, importtime=True), nmem(args, elsewhere, light_path=False)
+    assert "click" not in imported(fast)
+    fast_err = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
+    assert (fast.returncode, fast.stdout, fast_err) == (full.returncode, full.stdout, full.stderr)
+    if fmt == "markdown":
+        assert fast.returncode == 0 and fast.stdout.startswith("# nmem status") and "observations" in fast.stdout
+    else:
+        assert (fast.returncode, fast.stdout, fast_err) == (
+            3, "", "nmem: cli.format: unknown format 'html'; use one of text, json, yaml, markdown, quiet\n")
+    assert not elsewhere.exists()
+
+
 DEFERRED = [
     ["search", "--help"],
     ["search", "-h"],
