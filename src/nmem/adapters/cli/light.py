@@ -295,16 +295,17 @@ class Run(RunState):
 
 
 def search(run: Run, p: dict[str, Any]) -> None:
-    from nmem.adapters.cli.views import count_line, search_blocks, split_values, time_bound
+    from nmem.adapters.cli.views import count_line, search_blocks, split_values, time_range
     from nmem.service.args import ProjectScope
 
     service = run.service()
     projects = ProjectScope.parse(p.get("project"), service.project_for())
+    since, until = time_range(service, p.get("since"), p.get("until"))
     result = service.search(
         p["query"], scope=p["scope"], project=projects.only, obs_type=split_values(p.get("types")) or None,
         namespace=split_values(p.get("namespaces")) or None, tags=split_values(p.get("tags")) or None,
         files=split_values(p.get("files")) or None, session_id=p.get("session"),
-        date_start=time_bound(service, p.get("since")), date_end=time_bound(service, p.get("until"), end=True),
+        date_start=since, date_end=until,
         order_by=p["order"], limit=p["limit"], offset=p["offset"], strict=bool(p.get("strict") or p.get("ids")),
         prefer_project=projects.first, cwd=os.getcwd(), raw=p["raw"] or None,
     )

@@ -30,7 +30,6 @@ from nmem.portable.records import Batch
 from nmem.portable.sources import claude_mem, mcp_memory
 from nmem.portable.sources.transcripts import default_root, find_transcripts, import_transcripts
 from nmem.store.keys import database_key
-from nmem.util.timeutil import parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,9 +74,8 @@ def export(state: State, output: str | None, data_format: str | None, domains: t
     """
     service = state.service()
     fmt = format_for(output, data_format, default="jsonl")
-    bound = time_bound(service, since)
     filters = ExportFilters(domains=domains, namespaces=namespaces, project=project,
-                            since=parse_time(bound, name="--since") if bound is not None else None,
+                            since=time_bound(service, since, name="--since"),
                             tombstones=tombstones, trail=trail)
     exported = Export(service, filters)
     with exported.snapshot():
