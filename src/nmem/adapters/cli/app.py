@@ -64,6 +64,14 @@ class State(RunState):
         self.env = {**(os.environ if self.env is None else self.env), "NMEM_STORE_URL": url}
         self._settings = None
 
+    def sqlite_file(self, refusal: str) -> str:
+        """The SQLite database file the settings name; another engine is refused in the words of
+        `refusal`, where `{engine}` stands for the store URL's scheme."""
+        url = self.settings.store_url
+        if not url.startswith("sqlite:///"):
+            raise ConfigError(refusal.format(engine=url.split(":", 1)[0]))
+        return os.path.expanduser(url.removeprefix("sqlite:///"))
+
     def service(self) -> Service:
         """The service, opened on first use and closed when the run ends."""
         if self._service is None:
