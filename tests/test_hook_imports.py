@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.harness import event, hook_env, hook_ok
+from fixtures.harness import event, hook_env, hook_ok, query
 
 FORBIDDEN = ("click", "yaml", "mcp", "pydantic", "numpy", "rich", "typer", "httpx", "httpx2", "nmem.lifecycle",
              "starlette", "uvicorn", "psycopg", "sentence_transformers", "torch",
@@ -188,6 +188,27 @@ def test_installed_hook_command_loads_no_heavy_module_for_common_events(tmp_path
     assert len(own) <= HOOK_NMEM_MODULES, f"{len(own)} nmem modules for one {payload['hook_event_name']}: {own}"
     extra = sorted(m for m in own if any(m == n or m.startswith(n + ".") for n in NOT_FOR_COMMON_EVENTS))
     assert extra == [], f"a {payload['hook_event_name']} loads {extra}"
+
+
+# A Stop stores the turn's replies (the trail, and the session's earlier replies from the context
+# concern), closes the session and may start a sync: it searches nothing, so of the rest it loads none.
+STOP_MAY_LOAD = ("nmem.sync", "nmem.store.sql.context")
+
+
+def test_installed_stop_loads_no_search_concern(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    payload = event("Stop", "seed", "/home/dev/code/imports-demo", last_assistant_message="The hook path stays stdlib.")
+    _python, *args = installed_command()
+    done, modules = importtime(args, json.dumps(payload), hook_env(home))
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr[-2000:]
+    replies = query(home, "SELECT content FROM prompts WHERE session_id = 'seed' AND source = 'agent'")
+    assert replies == [{"content": "The hook path stays stdlib."}], "the Stop stored nothing; the test proves nothing"
+    assert "nmem.capture.summary" in modules and "nmem.store.sql.context" in modules
+    own = [m for m in modules if m == "nmem" or m.startswith("nmem.")]
+    extra = sorted(m for m in own if any(m == n or m.startswith(n + ".")
+                                         for n in NOT_FOR_COMMON_EVENTS if n not in STOP_MAY_LOAD))
+    assert extra == [], f"a Stop loads {extra}"
 
 
 def test_a_config_file_is_parsed_once_then_read_from_its_cache(tmp_path: Path) -> None:

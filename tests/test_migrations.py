@@ -406,3 +406,18 @@ def test_step_9_moves_failed_file_rows_to_file_error(db: Path, opened: list[Any]
         conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
     finally:
         conn.close()
+
+
+def test_step_17_counts_the_rows_already_there_and_keeps_counting(db: Path, opened: list[Any]) -> None:
+    build_populated(db, 16)
+    store = open_latest(db, opened)
+    assert select(store, "SELECT tbl, key, n FROM trail_counts ORDER BY tbl, key") == [
+        ("observations", "command", 1), ("observations", "command_error", 1), ("observations", "file_edit", 1),
+        ("observations", "file_read", 1), ("observations", "session_start", 1),
+        ("prompts", "agent", 1), ("prompts", "user", 2)]
+    store.add_observation(NewObservation("sess-b", "ops", T0 + 7300, "command", "PostToolUse", "kubectl get pods"))
+    store.purge_observations([2])
+    st = store.status()
+    assert (st.observations, st.prompts) == (5, 3)
+    assert st.by_obs_type == {"command": 2, "command_error": 1, "file_edit": 1, "session_start": 1}
+    assert st.by_prompt_source == {"user": 2, "agent": 1}

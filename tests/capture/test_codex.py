@@ -315,6 +315,10 @@ def test_import_reads_every_reply_tool_call_and_compaction_and_resumes(tmp_path:
     assert checkpoint and "iter(q)" in checkpoint[0]["content"]
     again = import_codex(tmp_path, tmp_path / "sessions")
     assert again["events"] == 0 and again["skipped_sessions"] == 1
+    text = nmem_ok(["import", "codex", str(tmp_path / "sessions")], env_for(tmp_path)).stdout.splitlines()
+    assert text[0] == "Codex import" and [line.split() for line in text[4:]] == [
+        ["session", "files", "1"], ["sessions", "imported", "0"], ["sessions", "updated", "(new", "events)", "0"],
+        ["sessions", "skipped", "(nothing", "new)", "1"], ["events", "recorded", "0"]]
     # Codex goes on writing: the pending exec_command gets its output, then a reply.
     with rollout.open("a") as fh:
         fh.write(json.dumps({"timestamp": "2025-10-29T01:00:32.000Z", "type": "response_item", "payload": {

@@ -236,10 +236,19 @@ def test_backup_as_a_process_while_hook_processes_write(service: Service, tmp_pa
     assert json.loads(result.stdout)["integrity"] == "ok"
 
 
-def test_backup_and_restore_need_the_sqlite_store(nmem_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_backup_restore_and_encryption_need_the_sqlite_store(nmem_home: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NMEM_STORE_URL", "postgresql://nmem@db/nmem")
-    result = invoke("backup", "/tmp/x.db")
-    assert result.exit_code == 3 and "SQLite database" in result.stderr
+    copy = tmp_path / "x.db"
+    copy.write_bytes(b"")
+    copying = "nmem: backup and restore copy the SQLite database; use your database server's tools for postgresql\n"
+    at_rest = ("nmem: encryption at rest is for the SQLite database; postgresql keeps its data encrypted with its "
+               "server's own tools\n")
+    for args, refusal in ((("backup", str(tmp_path / "new.db")), copying), (("restore", str(copy)), copying),
+                          (("encrypt",), at_rest), (("decrypt",), at_rest)):
+        result = invoke(*args)
+        assert (result.exit_code, result.stdout, result.stderr) == (3, "", refusal), args
+    assert not (tmp_path / "new.db").exists() and copy.read_bytes() == b""
 
 
 def test_backup_into_a_directory_that_does_not_exist_yet_creates_it(service: Service, tmp_path: Path) -> None:

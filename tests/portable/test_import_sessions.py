@@ -315,6 +315,7 @@ def test_cli_import_reports_new_and_updated_sessions(tmp_path: Path) -> None:
     text = ok("import", "claude-code", str(tree.root), env=hook_env(home)).stdout
     table = {line.rsplit(None, 1)[0].strip(): line.rsplit(None, 1)[1] for line in text.splitlines()
              if line.strip() and line.rsplit(None, 1)[-1].isdigit()}
+    assert text.startswith("Claude Code import\n") and table["transcripts"] == "1"
     assert table["sessions imported"] == "1" and table["sessions updated (new events)"] == "0"
     s.prompt("one more thing")
     s.say("Done.")

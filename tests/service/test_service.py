@@ -332,6 +332,40 @@ def test_status_counts_by_type_namespace_tier_and_project(service: Service, cloc
     assert st["database"] == service.settings.store_url
 
 
+def counted(service: Service) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The trail counted row by row, in status's order: (type, rows) and (source, rows)."""
+    return (rows(service, "SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC, 1"),
+            rows(service, "SELECT source, COUNT(*) FROM prompts GROUP BY 1 ORDER BY 2 DESC, 1"))
+
+
+def test_status_counts_stay_exact_through_writes_and_every_delete(service: Service) -> None:
+    """Status's trail counts (which the SQLite engine keeps as rows change) agree with counting
+    every row, after captures and after each way observations are deleted."""
+    def agrees() -> dict[str, Any]:
+        st, (by_type, by_source) = service.status(), counted(service)
+        assert list(st["by_obs_type"].items()) == [tuple(r) for r in by_type]
+        assert st["observations"] == sum(n for _, n in by_type)
+        assert sum(st["prompts_by_role"].values()) == sum(n for _, n in by_source)
+        assert st["prompts"] == sum(n for source, n in by_source if source == "user")
+        return st
+
+    _busy_session(service)
+    record(service, "Stop", now=T0 + 9, last_assistant_message="Fixed the redirect.")
+    for i in range(3):
+        record(service, "PostToolUse", now=T0 + 20 + i, session_id="other", cwd="/w/other-proj", tool_name="Bash",
+               tool_input={"command": f"make deploy-{i}"}, tool_response={"stdout": "ok", "exit_code": 0})
+    st = agrees()
+    assert st["by_obs_type"]["command"] == 4 and st["agent_replies"] == 1
+    first = rows(service, "SELECT MIN(id) FROM observations WHERE obs_type = 'command'")[0][0]
+    assert service.purge(ids=[first], confirm=True) == 1
+    assert agrees()["by_obs_type"]["command"] == 3
+    assert service.purge(query="deploy", confirm=True) == 3
+    assert service.purge(obs_type="file_read", confirm=True) == 1
+    assert service.store.delete_expired({"command_error": T0 + 100}) == {"command_error": 1}
+    st = agrees()
+    assert list(st["by_obs_type"].items()) == [("file_edit", 1), ("session_start", 1)], "a type gone is not listed"
+
+
 def test_status_size_is_the_database_size(service: Service) -> None:
     before = service.status()["size_bytes"]
     if service.settings.store_url.startswith("sqlite:"):

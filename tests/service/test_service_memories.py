@@ -100,6 +100,18 @@ def test_remember_rejects_bad_input(service: Service, kwargs: dict[str, Any], me
 # -- update ----------------------------------------------------------------------------------------
 
 
+def test_a_spec_is_a_tag_capture_stores_and_recall_filters_on_and_a_blank_one_is_refused(service: Service) -> None:
+    kept = service.capture("Invoices stream their rows", namespace="decisions", tags="billing, export",
+                           spec=" feature-export ")
+    assert service.get_memory(kept["id"]).tags == ["billing", "export", "spec:feature-export"]
+    service.capture("Invoices are kept for ten years", namespace="decisions", tags=["billing"])
+    assert [hit.record.id for hit in service.recall(None, spec="feature-export")] == [kept["id"]]
+    for call in (lambda: service.capture("x", spec="  "), lambda: service.recall("invoices", spec="")):
+        with pytest.raises(InvalidArgument, match=r"^spec must not be empty$"):
+            call()
+    assert sql_rows(service.store, "SELECT COUNT(*) FROM memories") == [(2,)]
+
+
 def test_update_changes_fields_and_bumps_updated_at(service: Service, clock: Clock) -> None:
     mem = service.remember("old body", namespace="learnings", tags=["a"], project="p")
     clock.advance(120)

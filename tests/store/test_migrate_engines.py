@@ -66,6 +66,14 @@ def test_sqlite_to_postgres_and_back_keeps_every_row(service: Service, pg_url: s
     assert {c.table: c.rows for c in again}["lifecycle_runs"] == 2
     with Service.open(load_settings({"NMEM_HOME": str(tmp_path / "h"), "NMEM_STORE_URL": back})) as svc:
         assert [h.record.summary for h in svc.recall("expire", project="demo")] == ["Sessions expire after 30 minutes"]
+        st = svc.store.status()   # SQLite's kept counts (schema step 17) follow the copied rows
+        conn = sqlite3.connect(tmp_path / "back.db")
+        try:
+            assert st.by_obs_type == dict(conn.execute("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1"))
+            assert st.by_prompt_source == dict(conn.execute("SELECT source, COUNT(*) FROM prompts GROUP BY 1"))
+        finally:
+            conn.close()
+        assert (st.observations, st.prompts) == (30, 31)
 
 
 def test_a_non_empty_target_is_refused_unless_forced(service: Service, pg_url: str) -> None:

@@ -89,3 +89,16 @@ def test_sessions_prompts_gives_each_sessions_window_as_session_prompts_does(ser
         assert [p.id for p in batched[sid]] == [p.id for p in one], sid
     assert [p.content for p in batched["s-a"]] == ["s-a did 0", "s-a step 1", "s-a did 1", "s-a step 2", "s-a did 2"]
     assert batched["s-none"] == [] and store.sessions_prompts([]) == {}
+
+
+def test_prompt_time_is_the_stored_prompts_timestamp(service: Service) -> None:
+    """What a Stop reads of its turn's prompt (the trail's read, not the search concern's `get_prompts`)."""
+    store = service.store
+    seed(service, ["s-a", "s-b"])
+    for sid in ("s-a", "s-b"):
+        asked = store.latest_prompt_id(sid)
+        assert asked is not None
+        assert store.prompt_time(asked) == store.get_prompts([asked])[0].timestamp
+        assert store.prompt_time(asked) == sql_rows(store, "SELECT timestamp FROM prompts WHERE id = ?", asked)[0][0]
+    unknown = sql_rows(store, "SELECT max(id) FROM prompts")[0][0] + 1
+    assert store.prompt_time(unknown) is None

@@ -347,3 +347,63 @@ def test_an_existing_world_readable_database_is_made_private(tmp_path: Path, sto
     path.chmod(0o644)
     stores(path=path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+# -- the trail's counts (schema step 17) ------------------------------------------------------------
+
+def kept_counts(store: SqliteStore) -> tuple[dict[str, int], dict[str, int]]:
+    return store.status().by_obs_type, store.status().by_prompt_source
+
+
+def counted_rows(store: SqliteStore) -> tuple[dict[str, int], dict[str, int]]:
+    conn = store._reader()
+    return ({str(t): int(n) for t, n in conn.execute(
+                "SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC, 1")},
+            {str(s): int(n) for s, n in conn.execute(
+                "SELECT source, COUNT(*) FROM prompts GROUP BY 1 ORDER BY 2 DESC, 1")})
+
+
+def test_status_reads_the_kept_counts_and_no_trail_row(store: SqliteStore) -> None:
+    for i in range(5):
+        add_obs(store, f"make {i}", obs_type="command" if i % 2 else "file_read")
+    store.add_prompt("s1", T0, "user", "ship it")
+    statements: list[str] = []
+    store._reader().set_trace_callback(statements.append)
+    try:
+        st = store.status()
+    finally:
+        store._reader().set_trace_callback(None)
+    assert (st.observations, st.prompts, st.by_obs_type, st.by_prompt_source) == (
+        5, 1, {"file_read": 3, "command": 2}, {"user": 1})
+    assert any("trail_counts" in s for s in statements), statements
+    read = [s for s in statements if "FROM observations" in s or "FROM prompts" in s]
+    assert read == [], "status counted trail rows"
+
+
+def test_the_kept_counts_follow_writes_of_every_shape(store: SqliteStore) -> None:
+    """Whatever the statement (an outer conflict policy, an upsert, a type changed, a raw delete),
+    the triggers keep the counts equal to the rows."""
+    add_obs(store, "make a")
+    ids = [add_obs(store, f"cat {i}", obs_type="file_read") for i in range(3)]
+    store.add_prompt("s1", T0, "user", "first")
+    conn = store._writer()
+    columns = "session_id, project, timestamp, obs_type, source_event, content"
+    with store.transaction():
+        conn.execute(f"INSERT OR IGNORE INTO observations ({columns}) VALUES ('s1', 'demo', ?, 'command', 'x', 'b')",
+                     (T0,))
+        conn.execute(f"INSERT OR REPLACE INTO observations ({columns}) VALUES ('s1', 'demo', ?, 'search', 'x', 'c')",
+                     (T0,))
+        conn.execute(f"INSERT INTO observations ({columns}) VALUES ('s1', 'demo', ?, 'command', 'x', 'd') "
+                     "ON CONFLICT DO NOTHING", (T0,))
+        conn.execute("UPDATE observations SET obs_type = 'file_edit' WHERE id = ?", (ids[0],))
+        conn.execute("UPDATE observations SET obs_type = obs_type WHERE id = ?", (ids[1],))
+        conn.execute("DELETE FROM observations WHERE id = ?", (ids[2],))
+        conn.execute("INSERT INTO prompts (session_id, timestamp, source, content) VALUES ('s1', ?, 'agent', 'ok')",
+                     (T0,))
+        conn.execute("UPDATE prompts SET source = 'thinking' WHERE source = 'user'")
+    assert kept_counts(store) == counted_rows(store) == (
+        {"command": 3, "file_edit": 1, "file_read": 1, "search": 1}, {"agent": 1, "thinking": 1})
+    with store.transaction():
+        conn.execute("DELETE FROM observations")
+        conn.execute("DELETE FROM prompts")
+    assert kept_counts(store) == counted_rows(store) == ({}, {})

@@ -182,9 +182,9 @@ class Recorder:
             return None
         sid = event.session_id
         asked = self.store.latest_prompt_id(sid)
-        prompts = self.store.get_prompts([asked]) if asked is not None else []
+        asked_at = self.store.prompt_time(asked) if asked is not None else None
         # Within the turn on the trail's clock: the transcript's may differ (another machine, a container).
-        start = min(prompts[0].timestamp, event.timestamp) if prompts else event.timestamp
+        start = min(asked_at, event.timestamp) if asked_at is not None else event.timestamp
         said = subagent_source(event.agent_type) if event.kind == ev.SUBAGENT_STOP else REPLY
         words = [(max(start, min(at, event.timestamp)) if at else event.timestamp,
                   scrub(text).strip()[:THINKING_CHARS if thinking else PROMPT_CHARS], THINKING if thinking else said)

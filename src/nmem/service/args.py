@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from nmem.capture.agents import AGENTS
 from nmem.errors import InvalidArgument
+from nmem.models import spec_tag
 
 MAX_LIMIT = 100
 MAX_IDS = 50
@@ -39,6 +40,17 @@ def as_list(value: object, name: str) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(v.strip() for v in value if v.strip())
     raise InvalidArgument(f"{name} must be a string or a list of strings")
+
+
+def tags_and_spec(tags: object, spec: object) -> list[str]:
+    """`tags` (`as_list`) and, given a `spec`, its tag `spec:<name>` (subcog's `--spec`): what
+    `capture` stores and `recall` filters on."""
+    wanted = list(as_list(tags, "tags"))
+    if spec is not None:
+        if not str(spec).strip():
+            raise InvalidArgument("spec must not be empty")
+        wanted.append(spec_tag(str(spec)))
+    return wanted
 
 
 SOURCE_CHARS = 100

@@ -7,8 +7,8 @@ from nmem import jsonlite as json
 from nmem.capture.privacy import scrub, scrub_record
 from nmem.errors import ContentBlocked, InvalidArgument, NotFound, ValidationError
 from nmem.ids import new_uid
-from nmem.models import TIERS, Memory, preview, project_domain, spec_tag, urn_parts
-from nmem.service.args import SUMMARY_CHARS, as_list, is_uid
+from nmem.models import TIERS, Memory, preview, project_domain, urn_parts
+from nmem.service.args import SUMMARY_CHARS, as_list, is_uid, tags_and_spec
 from nmem.service.base import Base
 from nmem.store import NewMemory
 
@@ -70,11 +70,7 @@ class Memories(Base):
         """`remember` with subcog's answer (§2.2.1): the memory plus `memory_id`, `uri`, `indexed`
         (the full-text index holds it) and `warning` (secrets redacted, a duplicate kept), or
         None. `spec` is kept as the tag `spec:<name>`, which `recall --spec` filters on."""
-        wanted = list(as_list(tags, "tags"))
-        if spec is not None:
-            if not str(spec).strip():
-                raise InvalidArgument("spec must not be empty")
-            wanted.append(spec_tag(str(spec)))
+        wanted = tags_and_spec(tags, spec)
         target = self._domain(options.get("domain"), options.get("project"))
         body = scrub(content or "").strip()
         twins = [m.id for m in self.store.iter_memories(target, self._namespace(namespace))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from nmem.errors import ConfigError, InvalidArgument, ValidationError
-from nmem.models import SearchHit, spec_tag
-from nmem.service.args import MAX_LIMIT, as_list
+from nmem.models import SearchHit
+from nmem.service.args import MAX_LIMIT, tags_and_spec
 from nmem.service.base import Base
 from nmem.store import SearchFilters
 from nmem.util.numbers import clamp
@@ -101,11 +101,7 @@ class Recall(Base):
         domains: tuple[str, ...] = ()
         if domain and domain != "all":
             domains = (self._domain(domain, project),)
-        wanted = list(as_list(tags, "tags"))
-        if spec is not None:
-            if not str(spec).strip():
-                raise InvalidArgument("spec must not be empty")
-            wanted.append(spec_tag(str(spec)))
+        wanted = tags_and_spec(tags, spec)
         filters = SearchFilters(
             project=project if project not in (None, "*") else None,
             namespaces=(self._namespace(namespace),) if namespace else (),

@@ -7,6 +7,7 @@ import json
 from datetime import date, datetime
 from datetime import time as dtime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -172,6 +173,29 @@ def test_malformed_fts_query_is_one_line_and_exit_2(history: History) -> None:
     assert len(lines) == 1
     assert lines[0].startswith("nmem: invalid search query")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("timeline", "--query", "auth", "--since", "garbage"), ("timeline", "--query", "auth", "--until", "garbage"),
+    ("trace", "s1", "--before", "garbage"), ("trace", "s1", "--after", "garbage"),
+    ("file-history", AUTH_FILE, "--before", "garbage"), ("file-history", AUTH_FILE, "--after", "garbage"),
+    ("sessions", "--since", "garbage"), ("export", "--since", "garbage"),
+], ids=" ".join)
+def test_an_unreadable_date_names_the_option_typed(history: History, service: Service, args: tuple[str, ...]) -> None:
+    def counts() -> dict[str, Any]:
+        return {k: v for k, v in service.status().items() if k != "size_bytes"}   # the WAL's size moves
+
+    before = counts()
+    result = invoke(*args)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert stderr_lines(result) == [f"nmem: {args[-2]}: cannot read 'garbage' as a date "
+                                    "(use 2026-05-01, an ISO time or epoch seconds)"]
+    assert counts() == before
+
+
+def test_timeline_dates_out_of_order_name_the_options(history: History) -> None:
+    result = invoke("timeline", "--query", "auth", "--since", "today", "--until", "yesterday")
+    assert (result.exit_code, stderr_lines(result)) == (2, ["nmem: --since is after --until"])
 
 
 def test_invalid_search_arguments_exit_2(history: History) -> None:

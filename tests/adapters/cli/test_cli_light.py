@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,6 +116,57 @@ def test_capture_writes_once_and_answers_as_the_click_command(home: Path) -> Non
     assert (empty_fast.returncode, empty_fast.stdout, empty_fast.stderr) == \
         (empty_full.returncode, empty_full.stdout, empty_full.stderr) == \
         (2, "", "nmem: --stdin was given but standard input is empty\n")
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_settings_from_home_and_config_options_read_alike_on_both_paths(home: Path, tmp_path: Path,
+                                                                        fmt: str) -> None:
+    """`--home` and `--config` name where the settings come from (`RunState`, one for both paths):
+    the config's `cli.format` is used, or refused in the same words."""
+    config = tmp_path / "other.toml"
+    config.write_text(f'[cli]\nformat = "{fmt}"\n', encoding="utf-8")
+    args = ["--home", str(home), "--config", str(config), "status"]
+    elsewhere = tmp_path / "elsewhere"   # NMEM_HOME of the processes: --home must win
+    fast, full = nmem(args, elsewhere, importtime=True), nmem(args, elsewhere, light_path=False)
+    assert "click" not in imported(fast)
+    fast_err = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
+    assert (fast.returncode, fast.stdout, fast_err) == (full.returncode, full.stdout, full.stderr)
+    if fmt == "markdown":
+        assert fast.returncode == 0 and fast.stdout.startswith("# nmem status") and "observations" in fast.stdout
+    else:
+        assert (fast.returncode, fast.stdout, fast_err) == (
+            3, "", "nmem: cli.format: unknown format 'html'; use one of text, json, yaml, markdown, quiet\n")
+    assert not elsewhere.exists()
+
+
+UNREADABLE = "as a date (use 2026-05-01, an ISO time or epoch seconds)"
+BAD_DATES = [
+    (["search", "auth", "--since", "garbage"], f"nmem: --since: cannot read 'garbage' {UNREADABLE}"),
+    (["search", "auth", "--until", "2026-13-45"], f"nmem: --until: cannot read '2026-13-45' {UNREADABLE}"),
+    (["search", "--since", "12q"], "nmem: --since: expected an age like 30d, 12h or 2w, got '12q'"),
+    (["search", "auth", "--since", "today", "--until", "yesterday"], "nmem: --since is after --until"),
+]
+
+
+def trail_rows(home: Path) -> list[Any]:
+    conn = sqlite3.connect(home / "nmem.db")
+    try:
+        return [conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+                for t in ("sessions", "prompts", "observations", "memories")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("args", "error"), BAD_DATES, ids=lambda a: " ".join(a) if isinstance(a, list) else "")
+def test_an_unreadable_date_names_the_option_typed_on_both_paths_and_changes_nothing(
+        home: Path, args: list[str], error: str) -> None:
+    before = trail_rows(home)
+    fast, full = nmem(args, home, importtime=True), nmem(args, home, light_path=False)
+    assert "click" not in imported(fast)
+    fast_err = "".join(line + "\n" for line in fast.stderr.splitlines() if not line.startswith("import time:"))
+    assert (fast.returncode, fast.stdout, fast_err) == (full.returncode, full.stdout, full.stderr) == \
+        (2, "", error + "\n")
+    assert trail_rows(home) == before
 
 
 DEFERRED = [

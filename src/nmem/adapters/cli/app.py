@@ -14,8 +14,9 @@ from typing import IO, Any, TypeVar
 import click
 
 from nmem import __version__
+from nmem.adapters.cli.light import RunState
 from nmem.adapters.cli.output import FORMATS, Block, render
-from nmem.config import CONFIG_ENV, HOME_ENV, Settings, load_settings
+from nmem.config import CONFIG_ENV, HOME_ENV, Settings
 from nmem.errors import ConfigError, NmemError
 from nmem.service.api import Service
 
@@ -44,31 +45,32 @@ class NmemGroup(click.Group):
             raise CliError(exc.message, exc.exit_code) from exc
 
 
-class State:
+class State(RunState):
     """What one CLI run shares between the group and its command: settings, service, format."""
 
     def __init__(self, env: dict[str, str] | None, fmt: str | None, verbosity: int = 0) -> None:
-        self.env = env
-        self.fmt = fmt
+        super().__init__(env, fmt)
         self.verbosity = verbosity  # -1 with -q (no notes, no progress), 1+ with -v, -vv...
-        self._settings: Settings | None = None
-        self._service: Service | None = None
 
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = load_settings(self.env)
-            config = self._settings.config_file
-            debug(1, f"settings from {config}" + ("" if os.path.isfile(config) else " (absent: defaults)"))
-            debug(2, "non-default settings: " + (", ".join(
-                f"{name} ({source})" for name, source in sorted(self._settings.sources.items())
-                if source != "default") or "none"))
-        return self._settings
+    def _settings_read(self, settings: Settings) -> None:
+        config = settings.config_file
+        debug(1, f"settings from {config}" + ("" if os.path.isfile(config) else " (absent: defaults)"))
+        debug(2, "non-default settings: " + (", ".join(
+            f"{name} ({source})" for name, source in sorted(settings.sources.items())
+            if source != "default") or "none"))
 
     def use_store(self, url: str) -> None:
         """Serve another store than the settings name (`nmem serve --store URL`)."""
         self.env = {**(os.environ if self.env is None else self.env), "NMEM_STORE_URL": url}
         self._settings = None
+
+    def sqlite_file(self, refusal: str) -> str:
+        """The SQLite database file the settings name; another engine is refused in the words of
+        `refusal`, where `{engine}` stands for the store URL's scheme."""
+        url = self.settings.store_url
+        if not url.startswith("sqlite:///"):
+            raise ConfigError(refusal.format(engine=url.split(":", 1)[0]))
+        return os.path.expanduser(url.removeprefix("sqlite:///"))
 
     def service(self) -> Service:
         """The service, opened on first use and closed when the run ends."""
@@ -77,18 +79,6 @@ class State:
             debug(1, f"database {self.settings.store_url}")
             click.get_current_context().find_root().call_on_close(self.close)
         return self._service
-
-    def close(self) -> None:
-        if self._service is not None:
-            self._service.close()
-            self._service = None
-
-    def format(self, override: str | None) -> str:
-        """The command's --format, else the group's, else the `cli.format` setting."""
-        fmt = override or self.fmt or str(self.settings["cli.format"])
-        if fmt not in FORMATS:
-            raise ConfigError(f"cli.format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-        return fmt
 
 
 pass_state = click.make_pass_decorator(State)

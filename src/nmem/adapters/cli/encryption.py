@@ -9,7 +9,7 @@ import click
 from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import Fields
 from nmem.config import load_settings, write_setting
-from nmem.errors import ConfigError, EncryptionError
+from nmem.errors import EncryptionError
 from nmem.portable import encryption
 from nmem.store.keys import database_key, generate, write_key_file
 
@@ -22,11 +22,8 @@ DEFAULT_KEY_FILE = "db.key"
 
 
 def _sqlite_path(state: State) -> str:
-    url = state.settings.store_url
-    if not url.startswith("sqlite:///"):
-        raise ConfigError("encryption at rest is for the SQLite database; "
-                          f"{url.split(':', 1)[0]} keeps its data encrypted with its server's own tools")
-    return os.path.expanduser(url.removeprefix("sqlite:///"))
+    return state.sqlite_file("encryption at rest is for the SQLite database; "
+                             "{engine} keeps its data encrypted with its server's own tools")
 
 
 def _key(state: State, generate_key: bool) -> DatabaseKey:

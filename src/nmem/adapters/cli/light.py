@@ -219,22 +219,14 @@ def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
     stream.flush()
 
 
-class Run:
-    """One command's settings, service and output, as `app.State` keeps them for click."""
+class RunState:
+    """What one CLI run keeps between its command line and its command: the environment its
+    settings come from, the group's --format, and the settings and service, each made on first
+    use. `Run` below and click's `app.State` are this, each opening the service its own way."""
 
-    def __init__(self, command: str, options: dict[str, Any]) -> None:
-        from nmem.config import CONFIG_ENV, HOME_ENV
-
-        self.command = command
-        self.fmt: str | None = options.get("fmt")
-        self.quiet: bool = options["quiet"]
-        self.env: dict[str, str] | None = None
-        if options.get("home") or options.get("config"):
-            self.env = dict(os.environ)
-            if options.get("home"):
-                self.env[HOME_ENV] = os.path.abspath(options["home"])
-            if options.get("config"):
-                self.env[CONFIG_ENV] = os.path.abspath(options["config"])
+    def __init__(self, env: dict[str, str] | None, fmt: str | None) -> None:
+        self.env = env
+        self.fmt = fmt
         self._settings: Settings | None = None
         self._service: Service | None = None
 
@@ -244,7 +236,43 @@ class Run:
             from nmem.config import load_settings
 
             self._settings = load_settings(self.env)
+            self._settings_read(self._settings)
         return self._settings
+
+    def _settings_read(self, settings: Settings) -> None:
+        """Once the settings are read (click's -v says where from)."""
+
+    def format(self, override: str | None) -> str:
+        """The command's --format, else the group's, else the `cli.format` setting."""
+        from nmem.errors import ConfigError
+
+        fmt = override or self.fmt or str(self.settings["cli.format"])
+        if fmt not in FORMATS:
+            raise ConfigError(f"cli.format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        return fmt
+
+    def close(self) -> None:
+        if self._service is not None:
+            service, self._service = self._service, None
+            service.close()
+
+
+class Run(RunState):
+    """One command's settings, service and output on this path."""
+
+    def __init__(self, command: str, options: dict[str, Any]) -> None:
+        from nmem.config import CONFIG_ENV, HOME_ENV
+
+        env = None
+        if options.get("home") or options.get("config"):
+            env = dict(os.environ)
+            if options.get("home"):
+                env[HOME_ENV] = os.path.abspath(options["home"])
+            if options.get("config"):
+                env[CONFIG_ENV] = os.path.abspath(options["config"])
+        super().__init__(env, options.get("fmt"))
+        self.command = command
+        self.quiet: bool = options["quiet"]
 
     def service(self) -> Service:
         if self._service is None:
@@ -253,18 +281,10 @@ class Run:
             self._service = parts.for_command(self.command).open(self.settings)
         return self._service
 
-    def close(self) -> None:
-        if self._service is not None:
-            service, self._service = self._service, None
-            service.close()
-
     def emit(self, fmt_override: str | None, data: Any, blocks: Callable[[], Sequence[Block]]) -> None:
         from nmem.adapters.cli.output import render
-        from nmem.errors import ConfigError
 
-        fmt = fmt_override or self.fmt or str(self.settings["cli.format"])
-        if fmt not in FORMATS:
-            raise ConfigError(f"cli.format: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        fmt = self.format(fmt_override)
         output = render(fmt, data, blocks() if fmt in ("text", "markdown") else ())
         if output:
             echo(output, nl=False)
@@ -275,16 +295,17 @@ class Run:
 
 
 def search(run: Run, p: dict[str, Any]) -> None:
-    from nmem.adapters.cli.views import count_line, search_blocks, split_values, time_bound
+    from nmem.adapters.cli.views import count_line, search_blocks, split_values, time_range
     from nmem.service.args import ProjectScope
 
     service = run.service()
     projects = ProjectScope.parse(p.get("project"), service.project_for())
+    since, until = time_range(service, p.get("since"), p.get("until"))
     result = service.search(
         p["query"], scope=p["scope"], project=projects.only, obs_type=split_values(p.get("types")) or None,
         namespace=split_values(p.get("namespaces")) or None, tags=split_values(p.get("tags")) or None,
         files=split_values(p.get("files")) or None, session_id=p.get("session"),
-        date_start=time_bound(service, p.get("since")), date_end=time_bound(service, p.get("until"), end=True),
+        date_start=since, date_end=until,
         order_by=p["order"], limit=p["limit"], offset=p["offset"], strict=bool(p.get("strict") or p.get("ids")),
         prefer_project=projects.first, cwd=os.getcwd(), raw=p["raw"] or None,
     )

@@ -21,7 +21,7 @@ from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import Block, Fields, Heading, Table
 from nmem.adapters.cli.progress import progress_bar, progress_of
 from nmem.adapters.cli.views import time_bound
-from nmem.errors import ConfigError, InvalidArgument, NmemError
+from nmem.errors import InvalidArgument, NmemError
 from nmem.portable import FORMATS, document, format_for, importer, jsonl, markdown
 from nmem.portable import backup as backups
 from nmem.portable.export import Export, ExportFilters
@@ -30,7 +30,6 @@ from nmem.portable.records import Batch
 from nmem.portable.sources import claude_mem, mcp_memory
 from nmem.portable.sources.transcripts import default_root, find_transcripts, import_transcripts
 from nmem.store.keys import database_key
-from nmem.util.timeutil import parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,9 +74,8 @@ def export(state: State, output: str | None, data_format: str | None, domains: t
     """
     service = state.service()
     fmt = format_for(output, data_format, default="jsonl")
-    bound = time_bound(service, since)
     filters = ExportFilters(domains=domains, namespaces=namespaces, project=project,
-                            since=parse_time(bound, name="--since") if bound is not None else None,
+                            since=time_bound(service, since, name="--since"),
                             tombstones=tombstones, trail=trail)
     exported = Export(service, filters)
     with exported.snapshot():
@@ -259,14 +257,7 @@ def import_claude_code(state: State, path: Path | None, fmt: str | None) -> None
     with progress_bar(len(files), "importing") as advance:
         report = import_transcripts(service, files, progress=lambda _path: advance(1),
                                     max_line_bytes=int(state.settings["import.max_line_bytes"]))
-    data = report.to_dict()
-    emit(state, fmt, data, lambda: [Heading("Claude Code import"), Table(("", "count"), [
-        ["transcripts", str(report.files)], ["sessions imported", str(report.imported)],
-        ["sessions updated (new events)", str(report.updated)],
-        ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
-    ])])
-    for error in report.errors:
-        note(error)
+    _agent_import_report(state, fmt, "Claude Code import", "transcripts", report)
 
 
 @import_.command("codex", short_help="Codex session files (default ~/.codex/sessions).")
@@ -292,13 +283,7 @@ def import_codex(state: State, path: Path | None, fmt: str | None) -> None:
     service = state.service()
     with progress_bar(len(files), "importing") as advance:
         report = import_rollouts(service, files, progress=lambda _path: advance(1))
-    emit(state, fmt, report.to_dict(), lambda: [Heading("Codex import"), Table(("", "count"), [
-        ["session files", str(report.files)], ["sessions imported", str(report.imported)],
-        ["sessions updated (new events)", str(report.updated)],
-        ["sessions skipped (nothing new)", str(report.skipped)], ["events recorded", str(report.events)],
-    ])])
-    for error in report.errors:
-        note(error)
+    _agent_import_report(state, fmt, "Codex import", "session files", report)
 
 
 def _agent_import_report(state: State, fmt: str | None, title: str, sources: str, report: Any) -> None:
@@ -418,11 +403,8 @@ def import_mcp_memory(state: State, file: Path, domain: str, namespace: str, fmt
 # -- backup and restore ------------------------------------------------------------------------
 
 def _sqlite_path(state: State) -> str:
-    url = state.settings.store_url
-    if not url.startswith("sqlite:///"):
-        raise ConfigError("backup and restore copy the SQLite database; use your database server's tools for "
-                          f"{url.split(':', 1)[0]}")
-    return os.path.expanduser(url.removeprefix("sqlite:///"))
+    return state.sqlite_file("backup and restore copy the SQLite database; use your database server's tools for "
+                             "{engine}")
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -27,6 +27,7 @@ from nmem.adapters.cli.views import (
     split_values,
     status_blocks,
     time_bound,
+    time_range,
     verify_failure,
 )
 from nmem.context.block import build as build_context
@@ -89,12 +90,12 @@ def search(state: State, query: str | None, project: str | None, types: tuple[st
     """
     service = state.service()
     projects = ProjectScope.parse(project, service.project_for())
+    start, end = time_range(service, since, until)
     result = service.search(
         query, scope=scope, project=projects.only, obs_type=split_values(types) or None,
         namespace=split_values(namespaces) or None, tags=split_values(tags) or None,
         files=split_values(files) or None, session_id=session,
-        date_start=time_bound(service, since), date_end=time_bound(service, until, end=True),
-        order_by=order, limit=limit, offset=offset, strict=strict or ids,
+        date_start=start, date_end=end, order_by=order, limit=limit, offset=offset, strict=strict or ids,
         prefer_project=projects.first, cwd=os.getcwd(), raw=raw or None, agent=split_values(agents),
     )
     if ids:
@@ -172,11 +173,11 @@ def timeline(state: State, anchor: int | None, query: str | None, before: int, a
     """
     service = state.service()
     projects = ProjectScope.parse(project, service.project_for())
+    start, end = time_range(service, since, until)
     data = service.timeline(anchor, query=query, before=before, after=after, project=projects.only,
                             prefer_project=projects.first, agent=split_values(agents),
                             obs_type=split_values(types) or None, files=split_values(files) or None,
-                            tags=split_values(tags) or None, date_start=time_bound(service, since),
-                            date_end=time_bound(service, until, end=True), cwd=os.getcwd())
+                            tags=split_values(tags) or None, date_start=start, date_end=end, cwd=os.getcwd())
 
     def blocks() -> list[Block]:
         center = data["anchor"]
@@ -206,7 +207,8 @@ def trace(state: State, session_id: str | None, before: str | None, after: str |
     """
     service = state.service()
     project = None if session_id else ProjectScope.parse(None, service.project_for(), bound=True).only
-    data = service.session_trace(session_id, before=time_bound(service, before), after=time_bound(service, after),
+    data = service.session_trace(session_id, before=time_bound(service, before, name="--before"),
+                                 after=time_bound(service, after, name="--after"),
                                  project=project, agent=split_values(agents))
     if project is not None:
         note(f"the latest session of project {project}: {session_ref(data['session_id'], short=True)}")
@@ -254,7 +256,8 @@ def file_history(state: State, path: str, before: str | None, after: str | None,
     lists them.
     """
     service = state.service()
-    data = service.file_history(path, before=time_bound(service, before), after=time_bound(service, after),
+    data = service.file_history(path, before=time_bound(service, before, name="--before"),
+                                 after=time_bound(service, after, name="--after"),
                                 limit=limit, cwd=os.getcwd())
 
     def blocks() -> list[Block]:
@@ -294,7 +297,8 @@ def sessions(state: State, project: str | None, all_projects: bool, since: str |
         raise click.UsageError("give --project or --all, not both")
     service = state.service()
     name = ProjectScope.parse("*" if all_projects else project, service.project_for(), bound=True).only
-    rows = service.sessions(name, since=time_bound(service, since), limit=limit, agent=split_values(agents))
+    rows = service.sessions(name, since=time_bound(service, since, name="--since"), limit=limit,
+                            agent=split_values(agents))
 
     def blocks() -> list[Block]:
         if not rows:

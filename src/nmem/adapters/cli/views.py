@@ -24,7 +24,7 @@ from nmem.adapters.cli.output import (
     when,
 )
 from nmem.errors import InvalidArgument, StorageError
-from nmem.util.timeutil import parse_age
+from nmem.util.timeutil import parse_age, parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,14 +51,15 @@ def read_stdin() -> str:
     return text
 
 
-def time_bound(service: Service, value: str | None, *, end: bool = False) -> str | int | None:
+def time_bound(service: Service, value: str | None, *, name: str, end: bool = False) -> int | None:
     """A date, an epoch time, an age such as `7d` (that long before now), `now`, or `today` and
-    `yesterday`: local days, their first second (with `end`, an upper bound: their last)."""
+    `yesterday`: local days, their first second (with `end`, an upper bound: their last). Read
+    here, so what cannot be read is named by the option the user typed (`name`, e.g. `--since`)."""
     if value is None or not value.strip():
         return None
     text = value.strip()
     if text[-1:].isalpha() and text[:-1].strip().isdigit():
-        return service.now() - parse_age(text, name="time")
+        return service.now() - parse_age(text, name=name)
     word = text.lower()
     if word == "now":
         return service.now()
@@ -70,7 +71,16 @@ def time_bound(service: Service, value: str | None, *, end: bool = False) -> str
         if not end:
             return int(time.mktime((t.tm_year, t.tm_mon, day, 0, 0, 0, 0, 0, -1)))
         return int(time.mktime((t.tm_year, t.tm_mon, day + 1, 0, 0, 0, 0, 0, -1))) - 1  # a DST day included
-    return text
+    return parse_time(text, name=name, end_of_day=end)
+
+
+def time_range(service: Service, since: str | None, until: str | None) -> tuple[int | None, int | None]:
+    """`--since` and `--until` read (`time_bound`), and in order."""
+    start = time_bound(service, since, name="--since")
+    end = time_bound(service, until, name="--until", end=True)
+    if start is not None and end is not None and start > end:
+        raise InvalidArgument("--since is after --until")
+    return start, end
 
 
 # -- search -------------------------------------------------------------------------------

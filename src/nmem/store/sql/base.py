@@ -15,6 +15,8 @@ OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_
                "tool_name, file_path, content, metadata, is_pinned")
 OBS_COLUMNS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
 PROMPT_COLUMNS = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content"
+# What `status` counts each trail table's rows by.
+COUNTED = {"observations": "obs_type", "prompts": "source"}
 
 
 class SqlBase:
@@ -79,6 +81,13 @@ class SqlBase:
     def _size_bytes(self) -> int:
         """What the store takes on disk, for `status`."""
         raise NotImplementedError
+
+    def _counts(self, table: str) -> dict[str, int]:
+        """The rows of `table` (a key of `COUNTED`) per value of its counted column, most first:
+        counted here; an engine that keeps these counts as rows change reads them instead."""
+        column = COUNTED[table]
+        return {str(r[0]): int(r[1]) for r in
+                self._query(f"SELECT {column}, COUNT(*) FROM {table} GROUP BY 1 ORDER BY 2 DESC, 1")}
 
     def _known_prompts(self) -> dict[str, int | None] | None:
         """Each session's latest user prompt, where the engine can keep them: SQLite while this

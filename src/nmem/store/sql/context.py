@@ -335,25 +335,27 @@ class ContextReads(SqlBase):
         return Memory.from_row(rows[0]) if rows else None
 
     def status(self) -> Status:
-        def count(sql: str) -> int:
-            return int(self._query(sql)[0][0])
-
+        """Each table's rows, and by what they are told apart: every total is the sum of its
+        groups (exact, and one read less), the trail's groups as the engine keeps them (`_counts`)."""
         def group(sql: str) -> dict[str, int]:
             return {str(r[0]): int(r[1]) for r in self._query(sql)}
 
+        by_obs_type, by_source = self._counts("observations"), self._counts("prompts")
+        live = "FROM memories WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 2 DESC, 1"
+        by_namespace = group(f"SELECT namespace, COUNT(*) {live}")
+        by_project = group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1")
         return Status(
             url=self.url,
             schema_version=self.schema_version(),
             size_bytes=self._size_bytes(),
-            sessions=count("SELECT COUNT(*) FROM sessions"),
-            prompts=count("SELECT COUNT(*) FROM prompts"),
-            observations=count("SELECT COUNT(*) FROM observations"),
-            memories=count("SELECT COUNT(*) FROM memories WHERE deleted_at IS NULL"),
-            by_obs_type=group("SELECT obs_type, COUNT(*) FROM observations GROUP BY 1 ORDER BY 2 DESC, 1"),
-            by_namespace=group("SELECT namespace, COUNT(*) FROM memories WHERE deleted_at IS NULL "
-                               "GROUP BY 1 ORDER BY 2 DESC, 1"),
-            by_tier=group("SELECT tier, COUNT(*) FROM memories WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 2 DESC, 1"),
-            by_project=group("SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 2 DESC, 1"),
-            by_prompt_source=group("SELECT source, COUNT(*) FROM prompts GROUP BY 1 ORDER BY 2 DESC, 1"),
+            sessions=sum(by_project.values()),
+            prompts=sum(by_source.values()),
+            observations=sum(by_obs_type.values()),
+            memories=sum(by_namespace.values()),
+            by_obs_type=by_obs_type,
+            by_namespace=by_namespace,
+            by_tier=group(f"SELECT tier, COUNT(*) {live}"),
+            by_project=by_project,
+            by_prompt_source=by_source,
         )
 

@@ -69,6 +69,12 @@ class TrailWrites(SqlBase):
             known[session_id] = found
         return found
 
+    def prompt_time(self, prompt_id: int) -> int | None:
+        """When the prompt was stored (None for an unknown id): what a Stop needs of its turn's
+        prompt, read here so the hook does not load the search concern for `get_prompts`."""
+        rows = self._query("SELECT timestamp FROM prompts WHERE id = ?", (prompt_id,))
+        return int(rows[0][0]) if rows else None
+
     def add_observation(self, obs: NewObservation) -> int:
         return self._insert_id(
             "INSERT INTO observations (session_id, project, prompt_id, timestamp, obs_type, "

@@ -443,10 +443,50 @@ _V16_SESSION_AGENT = """
 ALTER TABLE sessions ADD COLUMN agent TEXT;
 """
 
+# Step 17: the trail's rows counted by type (observations) and by source (prompts) as they change,
+# so `status` reads a few rows instead of counting every row: a GROUP BY costs ~600 instructions a
+# row even off a covering index (~60 M at 100k observations), and prompts had no index to read.
+# Triggers keep them, so every write counts whoever makes it (hooks, imports, sync, purges,
+# retention); a count may fall to 0 (readers skip those). Kept short: every connection parses
+# them, and each statement that writes the table compiles them (a hook: ~0.3 M instructions).
+# An upsert inside a trigger keeps its DO UPDATE under any outer conflict policy (a test checks);
+# no statement of nmem's replaces a trail row (REPLACE's delete fires no trigger).
+_V17_TRAIL_COUNTS = """
+CREATE TABLE trail_counts (
+    tbl TEXT NOT NULL,
+    key TEXT NOT NULL,
+    n   INTEGER NOT NULL,
+    PRIMARY KEY (tbl, key)
+) WITHOUT ROWID;
+INSERT INTO trail_counts (tbl, key, n) SELECT 'observations', obs_type, COUNT(*) FROM observations GROUP BY 2;
+INSERT INTO trail_counts (tbl, key, n) SELECT 'prompts', source, COUNT(*) FROM prompts GROUP BY 2;
+CREATE TRIGGER trail_counts_observations_ai AFTER INSERT ON observations BEGIN
+    INSERT INTO trail_counts VALUES ('observations', new.obs_type, 1) ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER trail_counts_observations_ad AFTER DELETE ON observations BEGIN
+    UPDATE trail_counts SET n = n - 1 WHERE tbl = 'observations' AND key = old.obs_type;
+END;
+CREATE TRIGGER trail_counts_observations_au AFTER UPDATE OF obs_type ON observations BEGIN
+    UPDATE trail_counts SET n = n - 1 WHERE tbl = 'observations' AND key = old.obs_type;
+    INSERT INTO trail_counts VALUES ('observations', new.obs_type, 1) ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER trail_counts_prompts_ai AFTER INSERT ON prompts BEGIN
+    INSERT INTO trail_counts VALUES ('prompts', new.source, 1) ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER trail_counts_prompts_ad AFTER DELETE ON prompts BEGIN
+    UPDATE trail_counts SET n = n - 1 WHERE tbl = 'prompts' AND key = old.source;
+END;
+CREATE TRIGGER trail_counts_prompts_au AFTER UPDATE OF source ON prompts BEGIN
+    UPDATE trail_counts SET n = n - 1 WHERE tbl = 'prompts' AND key = old.source;
+    INSERT INTO trail_counts VALUES ('prompts', new.source, 1) ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
                                _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS,
-                               _V13_LIFECYCLE, _V14_TEAM, _V15_CHANGE_LOG, _V16_SESSION_AGENT)
+                               _V13_LIFECYCLE, _V14_TEAM, _V15_CHANGE_LOG, _V16_SESSION_AGENT,
+                               _V17_TRAIL_COUNTS)
 LATEST_VERSION = len(MIGRATIONS)
 
 
