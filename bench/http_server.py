@@ -54,6 +54,7 @@ from nmem.config import load_settings
 from nmem.service.api import Service
 
 WARMUP = 20
+PG_APP = "nmem_bench_http"   # the server's application_name on PostgreSQL: its backends' CPU is counted
 
 
 def free_port() -> int:
@@ -113,7 +114,7 @@ def pg_store(home: Path, base: str, keep: bool, log: Callable[[str], None]) -> s
 
     schema = "nmem_bench_http_kept" if keep else f"nmem_bench_http_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in base else "?"
-    url = f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
+    url = f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}&application_name={PG_APP}"
     with psycopg.connect(base, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
         if exists and keep:
@@ -133,7 +134,7 @@ def pg_store(home: Path, base: str, keep: bool, log: Callable[[str], None]) -> s
 def drop_schema(base: str, url: str) -> None:
     import psycopg
 
-    schema = url.rsplit("search_path%3D", 1)[-1]
+    schema = url.rsplit("search_path%3D", 1)[-1].split("&", 1)[0]
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
@@ -236,12 +237,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
         result["health"] = {}
         for c in args.concurrency:
             log(f"  {args.requests} searches, {c} concurrent clients …")
-            server_cpu, pg_cpu = cpu_seconds(proc.pid), postgres_cpu_seconds()
+            backends = (args.pg, PG_APP) if store else (None, None)
+            server_cpu, pg_cpu = cpu_seconds(proc.pid), postgres_cpu_seconds(*backends)
             series = result["search"][str(c)] = asyncio.run(load(base, urls, c))
             # CPU per request (the warm-up's included), which a shared machine's load moves far less than wall time
             served = len(urls)
             series["server_cpu_ms"] = round((cpu_seconds(proc.pid) - server_cpu) * 1000 / served, 2)
-            pg_after = postgres_cpu_seconds()
+            pg_after = postgres_cpu_seconds(*backends)
             if store and pg_cpu is not None and pg_after is not None:
                 series["postgres_cpu_ms"] = round((pg_after - pg_cpu) * 1000 / served, 2)
             log(f"  {args.requests} /health, {c} concurrent clients …")
@@ -287,7 +289,7 @@ def render(r: dict[str, Any]) -> str:
     first = next(iter(r["search"].values()))
     lines.append(f"\nsearches found {first.get('mean_results', 0)} results on average")
     if cpu:
-        lines.append("CPU per search (all server processes; every PostgreSQL process): " + "; ".join(cpu))
+        lines.append("CPU per search (all server processes; the server's PostgreSQL backends): " + "; ".join(cpu))
     return "\n".join(lines)
 
 
