@@ -65,7 +65,7 @@ def _prctl() -> Callable[..., int] | None:
     try:
         import ctypes
 
-        return ctypes.CDLL(None).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).prctl
     except (OSError, AttributeError):
         return None
 
