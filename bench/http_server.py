@@ -15,7 +15,8 @@ Python load generator (httpx on asyncio, keep-alive connections) in this process
 concurrency level, --requests `GET /api/v1/search?query=…` in people's words (half of them with
 `project=<the question's project>`, half across every project), each timed from send to the
 last byte of the body. Reported: requests/s (completed requests over the wall time of the
-series), p50/p90/p99/max latency, and errors (any non-200). `GET /health` at the same
+series), p50/p90/p99/max latency, and errors (any non-200; how many were 503s of admission
+control, `http.max_wait_ms`, is said beside). `GET /health` at the same
 concurrency shows what HTTP, the guard and uvicorn cost without the search, and
 `Service.search` in this process what the search costs without HTTP.
 
@@ -169,10 +170,10 @@ async def load(base: str, urls: list[str], concurrency: int) -> dict[str, Any]:
         queue = iter(urls[WARMUP:])
         latencies: list[float] = []
         counts: list[int] = []
-        errors = 0
+        errors = shed = 0
 
         async def worker() -> None:
-            nonlocal errors
+            nonlocal errors, shed
             for url in queue:
                 t0 = time.perf_counter()
                 response = await client.get(url)
@@ -180,13 +181,14 @@ async def load(base: str, urls: list[str], concurrency: int) -> dict[str, Any]:
                 latencies.append(time.perf_counter() - t0)
                 if response.status_code != 200:
                     errors += 1
+                    shed += response.status_code == 503   # admission: the server was busy
                 elif b'"count"' in body:
                     counts.append(int(response.json()["count"]))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
-    return stats(latencies, wall, errors, counts or None)
+    return {**stats(latencies, wall, errors, counts or None), "shed": shed}
 
 
 def search_urls(n: int, seed: int) -> list[str]:
@@ -275,8 +277,9 @@ def render(r: dict[str, Any]) -> str:
     ]
 
     def row(label: str, clients: str, x: dict[str, Any]) -> str:
+        shed = f" ({x['shed']} of them 503 busy)" if x.get("shed") else ""
         return (f"| {label} | {clients} | {x['requests']} | {x['requests_per_s']} | {x['p50_ms']} | "
-                f"{x['p90_ms']} | {x['p99_ms']} | {x['max_ms']} | {x['errors']} |")
+                f"{x['p90_ms']} | {x['p99_ms']} | {x['max_ms']} | {x['errors']}{shed} |")
 
     for c, x in r["search"].items():
         lines.append(row("GET /api/v1/search", c, x))

@@ -11,10 +11,15 @@ Afterwards every event is looked for on the server: `lost` counts events that ar
 lost answer), which must store nothing. Errors are any non-2xx answer or a failed connection.
 Prints p50/p99 per operation, and how the writer thread committed the events (group commit,
 `http.write_batch`: from /metrics, read as an admin user of its own; one worker's with --workers).
+CPU is the server's (every worker's), its own PostgreSQL backends' (found by application_name, so
+other work on the same PostgreSQL stays out) and the clients'; then each kind of thread (the event
+loop, the read threads, the writer, the token checks, the backends) with its CPU time and the time
+it was runnable but waited for a CPU (/proc/<pid>/task/<tid>/schedstat): on a shared machine the
+second is what the other work on it costs, and no arrangement of threads in the server gives it back.
 
-A 503 with Retry-After (the server's admission control, `http.max_queue`) is counted as shed
+A 503 with Retry-After (the server's admission control, `http.max_wait_ms`) is counted as shed
 and the request sent again after the pause it asks for, as a hook does; latencies are those of
-the answers that were served. --pg serves a fresh schema on that PostgreSQL server, --workers N
+the answers that were served, waits included (so each shed adds its second). --pg serves a fresh schema on that PostgreSQL server, --workers N
 runs `nmem serve --workers N`.
 
     .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10] [--pg URL] [--workers N]
