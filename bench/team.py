@@ -18,9 +18,10 @@ it was runnable but waited for a CPU (/proc/<pid>/task/<tid>/schedstat): on a sh
 second is what the other work on it costs, and no arrangement of threads in the server gives it back.
 
 A 503 with Retry-After (the server's admission control, `http.max_wait_ms`) is counted as shed
-and the request sent again after the pause it asks for, as a hook does; latencies are those of
-the answers that were served, waits included (so each shed adds its second). --pg serves a fresh schema on that PostgreSQL server, --workers N
-runs `nmem serve --workers N`.
+and the request sent again after the pause it asks for, as a hook does; a request's latency runs
+from its first send to the answer served, so each shed adds its second (the table counts them per
+operation). --pg serves a fresh schema on that PostgreSQL server, --workers N runs
+`nmem serve --workers N`.
 
     .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10] [--pg URL] [--workers N]
 """
