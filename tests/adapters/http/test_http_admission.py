@@ -14,7 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mcp_support import HttpServer, http_server
+from nmem.adapters.http.threads import Overloaded, WriteLane
 
 CSRF = {"X-Nmem-CSRF": "1", "Content-Type": "application/json"}
 Answer = tuple[int, dict[str, str], Any]
@@ -133,3 +136,29 @@ def test_a_write_that_would_wait_past_max_wait_gets_503_while_the_one_ahead_is_s
         assert refused[2]["error"]["type"] == "busy" and "http.max_wait_ms" in refused[2]["error"]["message"]
         served = next(a for a in answers if a[0] == 201)[2]["content"]
         assert stored_memories(server.port, "late") == {served}, "the refused write stored nothing"
+
+
+def test_a_burst_of_hook_events_is_admitted_by_the_transactions_it_will_take_not_by_writes() -> None:
+    """Small batches teach a high share of a transaction per write (its fixed part split by few);
+    fifty events arriving at once then fit in one transaction, and they are admitted on that,
+    while a write that runs alone is still counted write by write."""
+    lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
+    try:
+        lane.call_time = 0.05    # recent writes took 50 ms each: batches of two in 100 ms
+        lane.batch_time = 0.1
+        lane.taken = 50          # one transaction running, 49 writes waiting for the next
+        lane.pending.extend(object() for _ in range(49))
+        assert lane.expected_wait() > 1.0
+        assert lane.grouped_wait() == pytest.approx(0.2)   # the one running, then its own
+        lane.admit(lane.grouped_wait())                   # admitted
+        with pytest.raises(Overloaded, match=r"http\.max_wait_ms"):
+            lane.admit()                                  # an ungrouped write: 2.5 s, refused
+        lane.pending.extend(object() for _ in range(100))
+        lane.batch_time = 0.4    # three transactions of 0.4 s ahead of the 150th: refused too
+        with pytest.raises(Overloaded):
+            lane.admit(lane.grouped_wait())
+        lane.pending.clear()
+        lane.taken = 0
+        assert lane.grouped_wait() == 0.0                  # the writer idle: no wait
+    finally:
+        lane.close()

@@ -105,11 +105,11 @@ class Lane:
             return 0.0
         return (self.waiting + 1) * self.call_time / self.threads
 
-    def admit(self) -> None:
+    def admit(self, wait: float | None = None) -> None:
         if self.waiting >= self.max_queue:
             raise Overloaded(f"the server is busy: {self.waiting} {self.name} requests are waiting "
                              f"(http.max_queue = {self.max_queue}); try again shortly")
-        wait = self.expected_wait()
+        wait = self.expected_wait() if wait is None else wait
         if wait > self.max_wait:
             raise Overloaded(f"the server is busy: a {self.name} request would wait about {wait * 1000:.0f} ms "
                              f"(http.max_wait_ms = {self.max_wait * 1000:.0f}); try again shortly")
@@ -155,11 +155,25 @@ class WriteLane(Lane):
         self.batch = max(1, batch)
         self.forget = forget   # drops what the service cached of writes a failed commit undid
         self.pending: deque[_Write] = deque()   # appended on the loop, taken on the writer thread
+        self.batch_time = 0.0   # seconds one shared transaction takes, recent mean
         # for /metrics: writes run alone, transactions shared by several, the writes those held
         self.alone = self.commits = self.shared = 0
 
+    def grouped_wait(self) -> float | None:
+        """Seconds a grouped write would wait: the transaction running now, then those that take
+        the waiting writes (`batch` a transaction), its own the last. Counted in transactions,
+        not writes: a transaction's fixed part (BEGIN, the commit's flush) is paid once by all it
+        holds, so a mean share a write taught by small batches would overstate the wait of the
+        large one that a burst of writes makes (and shed that burst, to come back all at once).
+        None before any shared transaction ran: then writes are counted as for any lane."""
+        if not self.batch_time:
+            return None
+        if not self.taken:
+            return 0.0
+        return (len(self.pending) // self.batch + 2) * self.batch_time
+
     async def run(self, call: Callable[[], T], grouped: bool = False) -> T:
-        self.admit()
+        self.admit(self.grouped_wait() if grouped else None)
         self.taken += 1
         try:
             write = _Write(contextvars.copy_context(), call, grouped)
@@ -236,7 +250,10 @@ class WriteLane(Lane):
                 self._alone(write)
             return
         finally:
-            self._spent((time.perf_counter() - began) / len(batch))
+            took = time.perf_counter() - began
+            self._spent(took / len(batch))
+            self.batch_time = took if not self.batch_time else \
+                self.batch_time + CALL_TIME_WEIGHT * (took - self.batch_time)
         for write, (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 write.future.set_result(value)
