@@ -10,7 +10,8 @@ that only grows, when the wait it would have passes `http.max_wait_ms` (the requ
 times the recent mean time of one call, shared by the lane's threads), or when it finds
 `http.max_queue` others already waiting (a hard cap). Counting time rather than requests lets
 cheap requests queue deep and sheds expensive ones early: 200 quick searches waiting are a
-fraction of a second, 200 slow ones are many.
+fraction of a second, 200 slow ones are many. A hook event that may be grouped (below) counts
+the transactions ahead of it instead (`WriteLane.grouped_wait`).
 
 Group commit: a commit waits for the disk (PostgreSQL flushes its WAL, ~10 ms under load), so
 writes one at a time queue behind their commits. When the writer takes a hook event and more are
