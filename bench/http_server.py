@@ -5,6 +5,7 @@
     .venv/bin/python bench/http_server.py --keep /tmp/h   # keep (and reuse) the database
     .venv/bin/python bench/http_server.py --pg postgresql://postgres@127.0.0.1:5432/test   # on PostgreSQL
     .venv/bin/python bench/http_server.py --workers 2 --pin   # `nmem serve --workers 2`, one core each
+    .venv/bin/python bench/http_server.py --set NMEM_HTTP_THREADS=4   # a setting for the server
 
 (Not bench/http.py: run as a script, a module named `http` beside it would shadow the standard
 library's, which uvicorn and httpx import.)
@@ -15,7 +16,8 @@ Python load generator (httpx on asyncio, keep-alive connections) in this process
 concurrency level, --requests `GET /api/v1/search?query=…` in people's words (half of them with
 `project=<the question's project>`, half across every project), each timed from send to the
 last byte of the body. Reported: requests/s (completed requests over the wall time of the
-series), p50/p90/p99/max latency, and errors (any non-200). `GET /health` at the same
+series), p50/p90/p99/max latency, and errors (any non-200; how many were 503s, the server
+busy, is said beside, and the first answer of each error status is printed). `GET /health` at the same
 concurrency shows what HTTP, the guard and uvicorn cost without the search, and
 `Service.search` in this process what the search costs without HTTP.
 
@@ -54,6 +56,7 @@ from nmem.config import load_settings
 from nmem.service.api import Service
 
 WARMUP = 20
+PG_APP = "nmem_bench_http"   # the server's application_name on PostgreSQL: its backends' CPU is counted
 
 
 def free_port() -> int:
@@ -62,9 +65,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(home: Path, port: int, store: str | None = None, workers: int = 1) -> subprocess.Popen[bytes]:
+def start_server(home: Path, port: int, store: str | None = None, workers: int = 1,
+                 settings: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     log = home / "serve.log"
-    extra = {"NMEM_STORE_URL": store} if store else {}
+    extra = {**({"NMEM_STORE_URL": store} if store else {}), **(settings or {})}
     argv = [sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)]
     if workers > 1:
         argv += ["--workers", str(workers)]
@@ -113,7 +117,7 @@ def pg_store(home: Path, base: str, keep: bool, log: Callable[[str], None]) -> s
 
     schema = "nmem_bench_http_kept" if keep else f"nmem_bench_http_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in base else "?"
-    url = f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
+    url = f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}&application_name={PG_APP}"
     with psycopg.connect(base, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
         if exists and keep:
@@ -133,7 +137,7 @@ def pg_store(home: Path, base: str, keep: bool, log: Callable[[str], None]) -> s
 def drop_schema(base: str, url: str) -> None:
     import psycopg
 
-    schema = url.rsplit("search_path%3D", 1)[-1]
+    schema = url.rsplit("search_path%3D", 1)[-1].split("&", 1)[0]
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
@@ -168,10 +172,11 @@ async def load(base: str, urls: list[str], concurrency: int) -> dict[str, Any]:
         queue = iter(urls[WARMUP:])
         latencies: list[float] = []
         counts: list[int] = []
-        errors = 0
+        errors = shed = 0
+        examples: dict[int, str] = {}   # the first error body of each status
 
         async def worker() -> None:
-            nonlocal errors
+            nonlocal errors, shed
             for url in queue:
                 t0 = time.perf_counter()
                 response = await client.get(url)
@@ -179,13 +184,16 @@ async def load(base: str, urls: list[str], concurrency: int) -> dict[str, Any]:
                 latencies.append(time.perf_counter() - t0)
                 if response.status_code != 200:
                     errors += 1
+                    shed += response.status_code == 503   # the server was busy
+                    examples.setdefault(response.status_code, body[:300].decode(errors="replace"))
                 elif b'"count"' in body:
                     counts.append(int(response.json()["count"]))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
-    return stats(latencies, wall, errors, counts or None)
+    return {**stats(latencies, wall, errors, counts or None), "shed": shed,
+            **({"error_examples": examples} if examples else {})}
 
 
 def search_urls(n: int, seed: int) -> list[str]:
@@ -227,7 +235,9 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
     store = pg_store(home, args.pg, bool(args.keep), log) if args.pg else None
     result["config"].update(store="postgresql" if store else "sqlite", workers=args.workers, pinned=args.pin)
     port = free_port()
-    proc = start_server(home, port, store, args.workers)
+    settings = dict(pair.split("=", 1) for pair in args.set)
+    result["config"]["settings"] = settings
+    proc = start_server(home, port, store, args.workers, settings)
     base = f"http://127.0.0.1:{port}"
     try:
         if args.pin:
@@ -236,12 +246,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
         result["health"] = {}
         for c in args.concurrency:
             log(f"  {args.requests} searches, {c} concurrent clients …")
-            server_cpu, pg_cpu = cpu_seconds(proc.pid), postgres_cpu_seconds()
+            backends = (args.pg, PG_APP) if store else (None, None)
+            server_cpu, pg_cpu = cpu_seconds(proc.pid), postgres_cpu_seconds(*backends)
             series = result["search"][str(c)] = asyncio.run(load(base, urls, c))
             # CPU per request (the warm-up's included), which a shared machine's load moves far less than wall time
             served = len(urls)
             series["server_cpu_ms"] = round((cpu_seconds(proc.pid) - server_cpu) * 1000 / served, 2)
-            pg_after = postgres_cpu_seconds()
+            pg_after = postgres_cpu_seconds(*backends)
             if store and pg_cpu is not None and pg_after is not None:
                 series["postgres_cpu_ms"] = round((pg_after - pg_cpu) * 1000 / served, 2)
             log(f"  {args.requests} /health, {c} concurrent clients …")
@@ -266,18 +277,22 @@ def render(r: dict[str, Any]) -> str:
         f"database: {db['observations']:,} observations, {db['sessions']:,} sessions, {db['prompts']:,} prompts "
         f"(bench/corpus.py seed {r['config']['seed']}); store {r['config'].get('store', 'sqlite')}, "
         f"workers {r['config'].get('workers', 1)}" + (f", pinned {' '.join(r['config']['placement'])}"
-                                                      if r["config"].get("placement") else ""),
+                                                      if r["config"].get("placement") else "")
+        + "".join(f", {k}={v}" for k, v in r["config"].get("settings", {}).items()),
         "",
         "| what | clients | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | errors |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
 
     def row(label: str, clients: str, x: dict[str, Any]) -> str:
+        shed = f" ({x['shed']} of them 503 busy)" if x.get("shed") else ""
         return (f"| {label} | {clients} | {x['requests']} | {x['requests_per_s']} | {x['p50_ms']} | "
-                f"{x['p90_ms']} | {x['p99_ms']} | {x['max_ms']} | {x['errors']} |")
+                f"{x['p90_ms']} | {x['p99_ms']} | {x['max_ms']} | {x['errors']}{shed} |")
 
     for c, x in r["search"].items():
         lines.append(row("GET /api/v1/search", c, x))
+    errors = [f"{c} clients, HTTP {status}: {text}" for c, x in r["search"].items()
+              for status, text in x.get("error_examples", {}).items()]
     cpu = [f"{c} clients: server {x['server_cpu_ms']} ms" + (f", PostgreSQL {x['postgres_cpu_ms']} ms"
                                                            if "postgres_cpu_ms" in x else "")
            for c, x in r["search"].items() if "server_cpu_ms" in x]
@@ -286,8 +301,9 @@ def render(r: dict[str, Any]) -> str:
     lines.append(row("Service.search in process", "1", r["in_process"]))
     first = next(iter(r["search"].values()))
     lines.append(f"\nsearches found {first.get('mean_results', 0)} results on average")
+    lines += [f"first error answer: {e}" for e in errors]
     if cpu:
-        lines.append("CPU per search (all server processes; every PostgreSQL process): " + "; ".join(cpu))
+        lines.append("CPU per search (all server processes; the server's PostgreSQL backends): " + "; ".join(cpu))
     return "\n".join(lines)
 
 
@@ -301,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", metavar="URL", help="serve a copy in a PostgreSQL schema on this server")
     parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N (default 1)")
     parser.add_argument("--pin", action="store_true", help="pin each server process to one core (taskset)")
+    parser.add_argument("--set", action="append", default=[], metavar="NMEM_VAR=VALUE",
+                        help="a setting for the server, e.g. NMEM_HTTP_THREADS=4 (the server gets no other NMEM_ "
+                             "variable of this environment); repeatable")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--keep", metavar="DIR", help="build the database in DIR and keep it (reused when there)")
     args = parser.parse_args(argv)

@@ -85,11 +85,25 @@ def cpu_seconds(pid: int) -> float:
     return total + sum(cpu_seconds(int(c)) for c in children)
 
 
-def postgres_cpu_seconds() -> float | None:
-    """CPU seconds of every process of the local PostgreSQL server (its backends included), or None."""
+def postgres_pids(base: str, application: str) -> set[int]:
+    """The backends connected now to the PostgreSQL server `base` under that `application_name`."""
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        return {int(r[0]) for r in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (application,))}
+
+
+def postgres_cpu_seconds(base: str | None = None, application: str | None = None) -> float | None:
+    """CPU seconds of every process of the local PostgreSQL server (its backends included), or None.
+    With `application` (and the server's URL `base`): only the backends connected now under that
+    `application_name` (one benchmark's server: other work on the same PostgreSQL stays out)."""
     ticks = os.sysconf("SC_CLK_TCK")
+    pids = {str(p) for p in postgres_pids(base, application)} if application and base else None
     total, seen = 0.0, False
     for stat in Path("/proc").glob("[0-9]*/stat"):
+        if pids is not None and stat.parent.name not in pids:
+            continue
         try:
             text = stat.read_text()
         except OSError:
@@ -98,11 +112,51 @@ def postgres_cpu_seconds() -> float | None:
             fields = text.rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / ticks
             seen = True
-    return total if seen else None
+    return total if seen or pids is not None else None
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and its children (a `--workers` server's workers), recursively."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid, *(p for c in children for p in process_tree(int(c)))]
+
+
+ThreadTimes = dict[tuple[int, int], tuple[str, float, float]]
+
+
+def thread_times(pids: list[int] | set[int], main: str = "event loop") -> ThreadTimes:
+    """Every thread of these processes: (its name, CPU seconds, seconds it was runnable but waited
+    for a CPU) so far, from /proc/<pid>/task/<tid>/schedstat. A process's main thread is `main`;
+    the others keep the OS name their code gave them (nmem's store threads name theirs)."""
+    found: ThreadTimes = {}
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                cpu, wait, _ = (int(x) for x in (task / "schedstat").read_text().split())
+                name = main if task.name == str(pid) else (task / "comm").read_text().strip()
+            except (OSError, ValueError):
+                continue
+            found[(pid, int(task.name))] = (name, cpu / 1e9, wait / 1e9)
+    return found
+
+
+def thread_kinds(before: ThreadTimes, after: ThreadTimes) -> dict[str, tuple[int, float, float]]:
+    """Between two `thread_times`: per thread name, (threads, CPU s, run-queue wait s), busiest first;
+    a thread started in between counts from zero."""
+    kinds: dict[str, tuple[int, float, float]] = {}
+    for key, (name, cpu, wait) in after.items():
+        _, cpu0, wait0 = before.get(key, (name, 0.0, 0.0))
+        n, c, w = kinds.get(name, (0, 0.0, 0.0))
+        kinds[name] = (n + 1, c + cpu - cpu0, w + wait - wait0)
+    return dict(sorted(kinds.items(), key=lambda kv: -kv[1][1]))
 
 
 def pg_schema(base: str, prefix: str) -> tuple[str, str]:
-    """A fresh schema on the PostgreSQL server `base`, named `<prefix>_<random>`: (its name, a store URL on it)."""
+    """A fresh schema on the PostgreSQL server `base`, named `<prefix>_<random>`: (its name, a store URL on it,
+    whose connections are named `<prefix>` in pg_stat_activity: `postgres_cpu_seconds(base, prefix)`)."""
     import uuid
     from urllib.parse import quote
 
@@ -112,7 +166,7 @@ def pg_schema(base: str, prefix: str) -> tuple[str, str]:
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     sep = "&" if "?" in base else "?"
-    return schema, f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}"
+    return schema, f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}&application_name={prefix}"
 
 
 def drop_schema(base: str, schema: str) -> None:

@@ -11,11 +11,17 @@ Afterwards every event is looked for on the server: `lost` counts events that ar
 lost answer), which must store nothing. Errors are any non-2xx answer or a failed connection.
 Prints p50/p99 per operation, and how the writer thread committed the events (group commit,
 `http.write_batch`: from /metrics, read as an admin user of its own; one worker's with --workers).
+CPU is the server's (every worker's), its own PostgreSQL backends' (found by application_name, so
+other work on the same PostgreSQL stays out) and the clients'; then each kind of thread (the event
+loop, the read threads, the writer, the token checks, the backends) with its CPU time and the time
+it was runnable but waited for a CPU (/proc/<pid>/task/<tid>/schedstat): on a shared machine the
+second is what the other work on it costs, and no arrangement of threads in the server gives it back.
 
-A 503 with Retry-After (the server's admission control, `http.max_queue`) is counted as shed
-and the request sent again after the pause it asks for, as a hook does; latencies are those of
-the answers that were served. --pg serves a fresh schema on that PostgreSQL server, --workers N
-runs `nmem serve --workers N`.
+A 503 with Retry-After (the server's admission control, `http.max_wait_ms`) is counted as shed
+and the request sent again after the pause it asks for, as a hook does; a request's latency runs
+from its first send to the answer served, so each shed adds its second (the table counts them per
+operation). --pg serves a fresh schema on that PostgreSQL server, --workers N runs
+`nmem serve --workers N`.
 
     .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10] [--pg URL] [--workers N]
 """
@@ -36,11 +42,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from measure import cpu_seconds, drop_schema, pg_schema, postgres_cpu_seconds
+from measure import (
+    cpu_seconds,
+    drop_schema,
+    pg_schema,
+    postgres_cpu_seconds,
+    postgres_pids,
+    process_tree,
+    thread_kinds,
+    thread_times,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 50
 SEARCHERS = 200
+PG_APP = "nmem_bench_team"   # the schema's prefix and the server's application_name on PostgreSQL
 WORDS = ("deploy", "cache", "migration", "token", "index", "retry", "schema", "budget", "spool", "audit")
 
 
@@ -60,8 +76,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-SHED = {"count": 0}
-SHED_LOCK = threading.Lock()
 
 
 class Client:
@@ -71,15 +85,16 @@ class Client:
         self.port = port
         self.token = token
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.shed = 0   # 503s with Retry-After the last request met (each waited out, then sent again)
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """The answer, after waiting out and retrying each 503 that carries Retry-After."""
+        self.shed = 0
         while True:
             status, answer, retry_after = self._once(method, path, body)
             if status != 503 or retry_after is None:
                 return status, answer
-            with SHED_LOCK:
-                SHED["count"] += 1
+            self.shed += 1
             time.sleep(float(retry_after))
 
     def _once(self, method: str, path: str, body: Any) -> tuple[int, Any, str | None]:
@@ -113,11 +128,13 @@ class Results:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.latency: dict[str, list[float]] = {}
+        self.shed: dict[str, int] = {}
         self.errors: list[str] = []
 
-    def add(self, op: str, seconds: float) -> None:
+    def add(self, op: str, seconds: float, shed: int = 0) -> None:
         with self.lock:
             self.latency.setdefault(op, []).append(seconds)
+            self.shed[op] = self.shed.get(op, 0) + shed
 
     def error(self, what: str) -> None:
         with self.lock:
@@ -138,7 +155,7 @@ def http_writer(port: int, token: str, writer: int, events: int, keys: list[tupl
         except Exception as exc:
             results.error(f"writer {writer}: {type(exc).__name__}: {exc}")
             continue
-        results.add("write (POST /events)", time.perf_counter() - began)
+        results.add("write (POST /events)", time.perf_counter() - began, client.shed)
         if status != 200:
             results.error(f"writer {writer}: HTTP {status} {body}")
         keys.append((key, payload))
@@ -173,7 +190,7 @@ def searcher(port: int, token: str, n: int, results: Results, start: threading.B
         except Exception as exc:
             results.error(f"searcher {idx}: {type(exc).__name__}: {exc}")
             continue
-        results.add(op, time.perf_counter() - began)
+        results.add(op, time.perf_counter() - began, client.shed)
         if status != 200:
             results.error(f"searcher {idx}: HTTP {status} {body}")
 
@@ -227,7 +244,7 @@ def main() -> int:
     parser.add_argument("--pg", metavar="URL", help="serve a fresh schema on this PostgreSQL server")
     parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N")
     args = parser.parse_args()
-    schema, store = pg_schema(args.pg, "nmem_bench_team") if args.pg else (None, None)
+    schema, store = pg_schema(args.pg, PG_APP) if args.pg else (None, None)
     try:
         return run(args, store)
     finally:
@@ -280,14 +297,18 @@ def run(args: argparse.Namespace, store: str | None) -> int:
                 threads.append(threading.Thread(target=searcher,
                                                 args=(port, reader_token, args.searches, results, start, s)))
             began = time.perf_counter()
-            cpu_before, pg_before, own_before = cpu_seconds(server.pid), postgres_cpu_seconds(), time.process_time()
+            backends = (args.pg, PG_APP) if args.pg else (None, None)   # the server's own PostgreSQL backends
+            cpu_before, pg_before, own_before = (cpu_seconds(server.pid), postgres_cpu_seconds(*backends),
+                                                 time.process_time())
+            threads_before = server_threads(server.pid, args.pg)
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             wall = time.perf_counter() - began
             server_cpu, own_cpu = cpu_seconds(server.pid) - cpu_before, time.process_time() - own_before
-            pg_after = postgres_cpu_seconds()
+            pg_after = postgres_cpu_seconds(*backends)
+            kinds = thread_kinds(threads_before, server_threads(server.pid, args.pg))
             pg_cpu = pg_after - pg_before if pg_after is not None and pg_before is not None else None
             batching = write_transactions(port, ops_token)
             expected = {f"writer {w} prompt {i} about the {WORDS[(w + i) % len(WORDS)]} path"
@@ -314,10 +335,11 @@ def run(args: argparse.Namespace, store: str | None) -> int:
           f"{SEARCHERS} searchers ({args.searches} requests each), all concurrent; wall {wall:.1f} s; "
           f"store {'postgresql' if store else 'sqlite'}, {args.workers} worker(s); load {os.getloadavg()[0]:.2f}")
     print()
-    print("| operation | requests | p50 ms | p99 ms | max ms |")
-    print("|---|---:|---:|---:|---:|")
+    print("| operation | requests | p50 ms | p99 ms | max ms | shed (503) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for op, values in sorted(results.latency.items()):
-        print(f"| {op} | {len(values)} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {max(values) * 1000:.1f} |")
+        print(f"| {op} | {len(values)} | {pct(values, 50):.1f} | {pct(values, 99):.1f} | {max(values) * 1000:.1f} "
+              f"| {results.shed.get(op, 0)} |")
     print()
     print("| events sent | prompts expected | lost | duplicated | retried with same key | errors |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -327,16 +349,28 @@ def run(args: argparse.Namespace, store: str | None) -> int:
     throughput = sum(len(v) for v in results.latency.values()) / wall
     searches = results.latency.get("search (GET /search)", [0.0])
     print(f"\n{throughput:.0f} requests/s overall; mean search {statistics.mean(searches) * 1000:.1f} ms; "
-          f"{SHED['count']} answers were 503 with Retry-After (shed, then sent again)")
+          f"{sum(results.shed.values())} answers were 503 with Retry-After (shed, then sent again)")
     alone, shared, held = batching
     print(f"writer thread during the load: {shared} shared transactions held {held} writes "
           f"(mean {held / shared if shared else 0:.1f}), {alone} writes alone (http.write_batch)")
     requests = sum(len(v) for v in results.latency.values())
     print(f"CPU during the load: server {server_cpu:.1f} s ({server_cpu / requests * 1000:.2f} ms a request), "
-          + (f"PostgreSQL (all its processes) {pg_cpu:.1f} s ({pg_cpu / requests * 1000:.2f} ms a request), "
+          + (f"PostgreSQL (the server's backends) {pg_cpu:.1f} s ({pg_cpu / requests * 1000:.2f} ms a request), "
              if store and pg_cpu is not None else "")
           + f"this benchmark's clients {own_cpu:.1f} s")
+    print("time of the server's threads during the load, CPU / runnable but waiting for a CPU: " + "; ".join(
+        f"{name} ×{n} {cpu:.2f} / {wait:.2f} s" for name, (n, cpu, wait) in kinds.items() if cpu + wait >= 0.01))
     return 1 if lost or duplicated or results.errors else 0
+
+
+def server_threads(pid: int, pg: str | None) -> Any:
+    """The server's threads (every worker's) and, on PostgreSQL, its backends (by application_name):
+    how long each ran and how long it waited for a CPU (the machine's other work: time no thread
+    arrangement in the server gives back)."""
+    found = thread_times(process_tree(pid))
+    if pg:
+        found.update(thread_times(postgres_pids(pg, PG_APP), main="PostgreSQL backend"))
+    return found
 
 
 if __name__ == "__main__":

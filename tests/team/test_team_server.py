@@ -343,6 +343,25 @@ def test_single_user_mode_is_unchanged(tmp_path: Path) -> None:
         assert call(port, "GET", "/api/v1/users")[0] == 403
 
 
+def test_users_added_while_the_server_runs_are_demanded_from_the_next_request_on(tmp_path: Path) -> None:
+    """The guard asks only for a token's user once it has seen users, and whether users exist
+    whenever it found none: a single-user server whose store gets its first user refuses the
+    next request without that user's token, and a wrong token stays refused."""
+    home = tmp_path / "solo-then-team"
+    home.mkdir()
+    port = free_port()
+    with serve(home, port):
+        assert call(port, "GET", "/api/v1/status")[0] == 200   # loopback, no users yet: no token needed
+        done = cli(home, "user", "add", "erin")
+        assert done.returncode == 0, done.stderr
+        assert call(port, "GET", "/api/v1/status")[0] == 401
+        erin = make_token(home, "erin")
+        assert call(port, "GET", "/api/v1/status", erin)[0] == 200
+        assert call(port, "GET", "/api/v1/status", "nmem_not-a-token")[0] == 401
+        assert call(port, "GET", "/api/v1/status")[0] == 401
+        assert call(port, "GET", "/api/v1/status", erin)[0] == 200
+
+
 def test_claude_codes_http_hook_posts_the_bare_hook_input(team: Team) -> None:
     """What a `"type": "http"` hook in Claude Code's settings sends: the hook input as the body."""
     call(team.port, "POST", "/api/v1/memories", team.bob,

@@ -1,5 +1,6 @@
 """Admission control on a real `nmem serve`: past `http.max_queue` requests waiting for a store
-thread, the next one is answered 503 with Retry-After at once, and the admitted ones are served."""
+thread, or past `http.max_wait_ms` of expected wait, the next one is answered 503 with
+Retry-After at once, and the admitted ones are served."""
 
 from __future__ import annotations
 
@@ -8,15 +9,21 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mcp_support import http_server
+import pytest
+
+from mcp_support import HttpServer, http_server
+from nmem.adapters.http.threads import Overloaded, WriteLane
 
 CSRF = {"X-Nmem-CSRF": "1", "Content-Type": "application/json"}
+Answer = tuple[int, dict[str, str], Any]
 
 
-def post_memory(port: int, text: str) -> tuple[int, dict[str, str], Any]:
+def post_memory(port: int, text: str) -> Answer:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         conn.request("POST", "/api/v1/memories", body=json.dumps({"content": text, "domain": "user"}), headers=CSRF)
@@ -26,9 +33,19 @@ def post_memory(port: int, text: str) -> tuple[int, dict[str, str], Any]:
         conn.close()
 
 
-def test_writes_past_the_queue_get_503_with_retry_after_while_the_admitted_wait(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    with http_server(home, env={"NMEM_HTTP_MAX_QUEUE": "1", "NMEM_HTTP_THREADS": "1"}) as server:
+def stored_memories(port: int, query: str) -> set[str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", f"/api/v1/memories?query={query}&limit=50")
+        return {m["content"] for m in json.loads(conn.getresponse().read())["results"]}
+    finally:
+        conn.close()
+
+
+@contextmanager
+def serving(tmp_path: Path, env: dict[str, str]) -> Iterator[HttpServer]:
+    """A server that has stored a first memory (so it is up, and its writer has a connection)."""
+    with http_server(tmp_path / "home", env=env) as server:
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -37,99 +54,111 @@ def test_writes_past_the_queue_get_503_with_retry_after_while_the_admitted_wait(
             except OSError:
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
-        # Another process holds SQLite's write lock: the writer thread waits on it, so the
-        # first write is running, the second waits in the queue, and the rest find it full.
-        holder = sqlite3.connect(home / "nmem.db", isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-        answers: list[tuple[int, dict[str, str], Any]] = []
-        lock = threading.Lock()
+        yield server
 
-        def send(i: int) -> None:
-            answer = post_memory(server.port, f"note {i}")
-            with lock:
-                answers.append(answer)
 
-        threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
-        for t in threads:
+@contextmanager
+def write_lock_held(home: Path) -> Iterator[None]:
+    """Another process holds SQLite's write lock: the writer thread waits on it meanwhile."""
+    holder = sqlite3.connect(home / "nmem.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+class Posts:
+    """Memories posted at once, each from a thread of its own; `answers` fills as they come back."""
+
+    def __init__(self, port: int, texts: list[str]) -> None:
+        self.answers: list[Answer] = []
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._send, args=(port, text)) for text in texts]
+        for t in self._threads:
             t.start()
-        try:
-            deadline = time.monotonic() + 30
-            while sum(a[0] == 503 for a in answers) < 4:  # refused while the lock is still held
-                assert time.monotonic() < deadline, answers
-                time.sleep(0.02)
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
-        for t in threads:
+
+    def _send(self, port: int, text: str) -> None:
+        answer = post_memory(port, text)
+        with self._lock:
+            self.answers.append(answer)
+
+    def wait_for(self, condition: Callable[[list[Answer]], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not condition(self.answers):
+            assert time.monotonic() < deadline, self.answers
+            time.sleep(0.02)
+
+    def join(self) -> list[Answer]:
+        for t in self._threads:
             t.join(60)
+        return self.answers
+
+
+def test_writes_past_the_queue_get_503_with_retry_after_while_the_admitted_wait(tmp_path: Path) -> None:
+    with serving(tmp_path, {"NMEM_HTTP_MAX_QUEUE": "1", "NMEM_HTTP_THREADS": "1"}) as server:
+        # The writer thread waits on the lock: the first write is running, the second waits in
+        # the queue, and the rest find it full.
+        with write_lock_held(server.home):
+            posts = Posts(server.port, [f"note {i}" for i in range(6)])
+            posts.wait_for(lambda answers: sum(a[0] == 503 for a in answers) >= 4)  # refused while held
+        answers = posts.join()
         refused = [a for a in answers if a[0] == 503]
         served = [a for a in answers if a[0] == 201]
         assert len(refused) == 4 and len(served) == 2, answers
         for _, headers, body in refused:
             assert headers["retry-after"] == "1"
             assert body["error"]["type"] == "busy" and "http.max_queue" in body["error"]["message"]
-        stored = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-        stored.request("GET", "/api/v1/memories?query=note&limit=50")
-        contents = {m["content"] for m in json.loads(stored.getresponse().read())["results"]}
-        stored.close()
+        contents = stored_memories(server.port, "note")
         accepted = {body["content"] for _, _, body in served}
         assert accepted <= contents
         assert ({f"note {i}" for i in range(6)} - accepted).isdisjoint(contents), "a refused write stores nothing"
 
 
 def test_a_write_that_would_wait_past_max_wait_gets_503_while_the_one_ahead_is_served(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    with http_server(home, env={"NMEM_HTTP_MAX_WAIT_MS": "50"}) as server:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                assert post_memory(server.port, "first note")[0] == 201
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
-        holder = sqlite3.connect(home / "nmem.db", isolation_level=None)
+    with serving(tmp_path, {"NMEM_HTTP_MAX_WAIT_MS": "50"}) as server:
         # A write held a second behind another process's lock teaches the server that a write
         # takes long (its recent mean passes 50 ms)...
-        holder.execute("BEGIN IMMEDIATE")
-        slow: list[int] = []
-        first = threading.Thread(target=lambda: slow.append(post_memory(server.port, "slow note")[0]))
-        first.start()
-        time.sleep(1.0)
-        holder.execute("ROLLBACK")
-        first.join(60)
-        assert slow == [201]
+        with write_lock_held(server.home):
+            slow = Posts(server.port, ["slow note"])
+            time.sleep(1.0)
+        assert [a[0] for a in slow.join()] == [201]
         # ...so of two writes sent while the lock is held again, the one that finds the writer
         # thread taken would wait past 50 ms: refused at once, not queued.
-        holder.execute("BEGIN IMMEDIATE")
-        answers: list[tuple[int, dict[str, str], Any]] = []
-        lock = threading.Lock()
-
-        def send(i: int) -> None:
-            answer = post_memory(server.port, f"late note {i}")
-            with lock:
-                answers.append(answer)
-
-        threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
-        for t in threads:
-            t.start()
-        try:
-            deadline = time.monotonic() + 30
-            while not any(a[0] == 503 for a in answers):
-                assert time.monotonic() < deadline, answers
-                time.sleep(0.02)
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
-        for t in threads:
-            t.join(60)
+        with write_lock_held(server.home):
+            posts = Posts(server.port, [f"late note {i}" for i in range(2)])
+            posts.wait_for(lambda answers: any(a[0] == 503 for a in answers))
+        answers = posts.join()
         assert sorted(a[0] for a in answers) == [201, 503], answers
         refused = next(a for a in answers if a[0] == 503)
         assert refused[1]["retry-after"] == "1"
         assert refused[2]["error"]["type"] == "busy" and "http.max_wait_ms" in refused[2]["error"]["message"]
         served = next(a for a in answers if a[0] == 201)[2]["content"]
-        stored = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-        stored.request("GET", "/api/v1/memories?query=late&limit=50")
-        contents = {m["content"] for m in json.loads(stored.getresponse().read())["results"]}
-        stored.close()
-        assert contents == {served}, "the refused write stored nothing"
+        assert stored_memories(server.port, "late") == {served}, "the refused write stored nothing"
+
+
+def test_a_burst_of_hook_events_is_admitted_by_the_transactions_it_will_take_not_by_writes() -> None:
+    """Small batches teach a high share of a transaction per write (its fixed part split by few);
+    fifty events arriving at once then fit in one transaction, and they are admitted on that,
+    while a write that runs alone is still counted write by write."""
+    lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
+    try:
+        lane.call_time = 0.05    # recent writes took 50 ms each: batches of two in 100 ms
+        lane.batch_time = 0.1
+        lane.taken = 50          # one transaction running, 49 writes waiting for the next
+        lane.pending.extend(object() for _ in range(49))
+        assert lane.expected_wait() > 1.0
+        assert lane.grouped_wait() == pytest.approx(0.2)   # the one running, then its own
+        lane.admit(lane.grouped_wait())                   # admitted
+        with pytest.raises(Overloaded, match=r"http\.max_wait_ms"):
+            lane.admit()                                  # an ungrouped write: 2.5 s, refused
+        lane.pending.extend(object() for _ in range(100))
+        lane.batch_time = 0.4    # three transactions of 0.4 s ahead of the 150th: refused too
+        with pytest.raises(Overloaded):
+            lane.admit(lane.grouped_wait())
+        lane.pending.clear()
+        lane.taken = 0
+        assert lane.grouped_wait() == 0.0                  # the writer idle: no wait
+    finally:
+        lane.close()

@@ -149,6 +149,7 @@ class Guard:
         self.header_exempt = header_exempt
         self.users = users
         self.offload = offload
+        self.users_seen = False   # whether the last check found users (a hint: see _authorized)
 
     async def _check(self, scope: Scope, headers: dict[str, str]) -> bool:
         if self.users is None or self.offload is None:
@@ -156,12 +157,25 @@ class Guard:
         return await self.offload(lambda: self._authorized(scope, headers))
 
     def _authorized(self, scope: Scope, headers: dict[str, str]) -> bool:
-        """The token check; on a team server the viewer found is kept in the scope."""
-        if self.users is not None and self.users.active():
-            viewer = self.users.viewer(headers)
-            scope[SCOPE_KEY] = viewer
-            return viewer is not None
-        return self.policy.authorized(headers)
+        """The token check; on a team server the viewer found is kept in the scope.
+
+        A live user token proves that users exist, so once they were seen the usual request costs
+        one read (its token's user); whether any user exists is asked again only when no user was
+        found (then the answer decides: 401, or the single-user token), and on every request while
+        there were none: users added meanwhile are seen at once, and so are all users gone."""
+        users = self.users
+        if users is None:
+            return self.policy.authorized(headers)
+        asked = self.users_seen
+        viewer = users.viewer(headers) if asked else None
+        if viewer is None:
+            self.users_seen = users.active()
+            if not self.users_seen:
+                return self.policy.authorized(headers)
+            if not asked:
+                viewer = users.viewer(headers)
+        scope[SCOPE_KEY] = viewer
+        return viewer is not None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):

@@ -10,7 +10,8 @@ that only grows, when the wait it would have passes `http.max_wait_ms` (the requ
 times the recent mean time of one call, shared by the lane's threads), or when it finds
 `http.max_queue` others already waiting (a hard cap). Counting time rather than requests lets
 cheap requests queue deep and sheds expensive ones early: 200 quick searches waiting are a
-fraction of a second, 200 slow ones are many.
+fraction of a second, 200 slow ones are many. A hook event that may be grouped (below) counts
+the transactions ahead of it instead (`WriteLane.grouped_wait`).
 
 Group commit: a commit waits for the disk (PostgreSQL flushes its WAL, ~10 ms under load), so
 writes one at a time queue behind their commits. When the writer takes a hook event and more are
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -58,6 +61,25 @@ def auto_threads(setting: int, workers: int = 1) -> int:
     return max(2, min(MAX_AUTO_THREADS, 4 * len(os.sched_getaffinity(0)) // max(1, workers)))
 
 
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def name_os_thread(name: str) -> None:
+    """The calling thread's name in the OS too (Linux: 15 bytes), so `top -H`, profilers and
+    /proc/<pid>/task/*/comm tell the loop, the read threads and the writer apart (bench/team.py
+    reports each kind's CPU and run-queue wait from there)."""
+    prctl = _prctl() if sys.platform == "linux" else None
+    if prctl is not None:
+        prctl(15, name.encode()[:15], 0, 0, 0)   # PR_SET_NAME
+
+
 class Lane:
     """One executor and the requests it has taken: running plus waiting."""
 
@@ -66,7 +88,9 @@ class Lane:
         self.threads = threads
         self.max_queue = max_queue
         self.max_wait = max_wait
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=f"nmem-{name}")
+        os_name = f"nmem-{name.rsplit(maxsplit=1)[-1]}"   # nmem-read, nmem-write, nmem-check
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=f"nmem-{name}",
+                                           initializer=name_os_thread, initargs=(os_name,))
         self.taken = 0
         self.call_time = 0.0   # seconds one call takes on its thread, recent mean
 
@@ -82,11 +106,11 @@ class Lane:
             return 0.0
         return (self.waiting + 1) * self.call_time / self.threads
 
-    def admit(self) -> None:
+    def admit(self, wait: float | None = None) -> None:
         if self.waiting >= self.max_queue:
             raise Overloaded(f"the server is busy: {self.waiting} {self.name} requests are waiting "
                              f"(http.max_queue = {self.max_queue}); try again shortly")
-        wait = self.expected_wait()
+        wait = self.expected_wait() if wait is None else wait
         if wait > self.max_wait:
             raise Overloaded(f"the server is busy: a {self.name} request would wait about {wait * 1000:.0f} ms "
                              f"(http.max_wait_ms = {self.max_wait * 1000:.0f}); try again shortly")
@@ -132,11 +156,25 @@ class WriteLane(Lane):
         self.batch = max(1, batch)
         self.forget = forget   # drops what the service cached of writes a failed commit undid
         self.pending: deque[_Write] = deque()   # appended on the loop, taken on the writer thread
+        self.batch_time = 0.0   # seconds one shared transaction takes, recent mean
         # for /metrics: writes run alone, transactions shared by several, the writes those held
         self.alone = self.commits = self.shared = 0
 
+    def grouped_wait(self) -> float | None:
+        """Seconds a grouped write would wait: the transaction running now, then those that take
+        the waiting writes (`batch` a transaction), its own the last. Counted in transactions,
+        not writes: a transaction's fixed part (BEGIN, the commit's flush) is paid once by all it
+        holds, so a mean share a write taught by small batches would overstate the wait of the
+        large one that a burst of writes makes (and shed that burst, to come back all at once).
+        None before any shared transaction ran: then writes are counted as for any lane."""
+        if not self.batch_time:
+            return None
+        if not self.taken:
+            return 0.0
+        return (len(self.pending) // self.batch + 2) * self.batch_time
+
     async def run(self, call: Callable[[], T], grouped: bool = False) -> T:
-        self.admit()
+        self.admit(self.grouped_wait() if grouped else None)
         self.taken += 1
         try:
             write = _Write(contextvars.copy_context(), call, grouped)
@@ -213,7 +251,10 @@ class WriteLane(Lane):
                 self._alone(write)
             return
         finally:
-            self._spent((time.perf_counter() - began) / len(batch))
+            took = time.perf_counter() - began
+            self._spent(took / len(batch))
+            self.batch_time = took if not self.batch_time else \
+                self.batch_time + CALL_TIME_WEIGHT * (took - self.batch_time)
         for write, (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 write.future.set_result(value)
