@@ -181,3 +181,37 @@ def test_chatter_gives_way_even_when_it_comes_first_and_is_long(tmp_path: Path) 
         "npm install --legacy-peer-deps\n→ added 120 packages, and audited 121 packages in 3s · "
         "2 moderate severity vulnerabilities")
     assert content["npm update"] == "npm update"
+
+
+PUSH_NEW = """Enumerating objects: 5, done.
+Counting objects: 100% (5/5), done.
+Delta compression using up to 8 threads
+Compressing objects: 100% (3/3), done.
+Writing objects: 100% (3/3), 310 bytes | 310.00 KiB/s, done.
+Total 3 (delta 2), reused 0 (delta 0), pack-reused 0
+remote: Resolving deltas: 100% (2/2), completed with 2 local objects.
+remote:
+remote: Create a pull request for 'feature/leap-year' on GitHub by visiting:
+remote:      https://github.com/acme/ledger/pull/new/feature/leap-year
+remote:
+To github.com:acme/ledger.git
+ * [new branch]      feature/leap-year -> feature/leap-year
+branch 'feature/leap-year' set up to track 'origin/feature/leap-year'.
+"""
+PUSH = """To github.com:acme/ledger.git
+   1a2b3c4..5d6e7f8  main -> main
+"""
+
+
+def test_a_push_keeps_its_branch_and_the_link_to_open_a_pull_request(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for command, stderr in {"git push -u origin feature/leap-year": PUSH_NEW, "git push": PUSH}.items():
+        hook_ok(home, event("PostToolUse", "tools-3", CWD, tool_name="Bash", tool_input={"command": command},
+                            tool_response={"stdout": "", "stderr": stderr, "interrupted": False, "isImage": False}))
+    pushes = {r["content"].partition("\n")[0]: r for r in observations(home) if r["obs_type"] == "git_push"}
+    new = pushes["git push -u origin feature/leap-year"]
+    assert new["content"] == ("git push -u origin feature/leap-year\n"
+                              "→ remote: https://github.com/acme/ledger/pull/new/feature/leap-year")
+    assert new["metadata"]["branch"] == "feature/leap-year"
+    assert pushes["git push"]["content"] == "git push", "progress and the ref update say nothing more"
+    assert pushes["git push"]["metadata"]["sha"] == "5d6e7f8"
