@@ -111,15 +111,16 @@ def _step_status(words: list[str]) -> bool:
     return len(words) <= 3 and words[0].isdigit() and words[1:2] != [] and words[1].isupper()
 
 
-def weight(line: str) -> int:
+def weight(line: str, errors: tuple[str, ...] = ERRORS, chatter: tuple[str, ...] = CHATTER) -> int:
     """How much a line of a command's output says: 0 for nothing worth quoting (or chatter),
-    more for errors and pull request numbers, counts, warnings and outcomes, versions."""
+    more for errors and pull request numbers, counts, warnings and outcomes, versions.
+    `errors` and `chatter`: those of `ERRORS` and `CHATTER` the whole output holds."""
     lower = line.lower()
-    alarmed = any(alarm in lower for alarm in ERRORS)
-    if not alarmed and any(noise in lower for noise in CHATTER):
+    alarmed = any(alarm in lower for alarm in errors) if errors else False
+    if not alarmed and chatter and any(noise in lower for noise in chatter):
         return 0
     words = line.split()
-    if not alarmed and (_stepped(words) or _step_status(words)):
+    if not alarmed and (("/" in line and _stepped(words)) or _step_status(words)):
         return 0
     score = 3 if alarmed else 0
     if _numbered(line):
@@ -168,7 +169,10 @@ def quoted_lines(stdout: str, stderr: str = "", budget: int = BUDGET) -> str:
         short = SEPARATOR.join(lines)
         # a number, a hash, a path or a link says something; "ok", "done" do not
         return short if "/" in short or any(digit in short for digit in DIGITS) or weight(short) else ""
-    weighed = [(score, at) for at, line in enumerate(lines) if (score := weight(line))]
+    whole = "\n".join(lines).lower()   # each line is searched only for what the whole output holds
+    errors = tuple(alarm for alarm in ERRORS if alarm in whole)
+    chatter = tuple(noise for noise in CHATTER if noise in whole)
+    weighed = [(score, at) for at, line in enumerate(lines) if (score := weight(line, errors, chatter))]
     kept: dict[str, int] = {}   # line → its place in the output
     room = budget
     for _, at in sorted(weighed, reverse=True):
