@@ -239,3 +239,22 @@ def test_a_courtesy_reply_gives_way_to_the_answer_before_it(tmp_path: Any) -> No
                  "Last session")
     assert next(line for line in short.splitlines() if "message (p" in line).startswith("Closing message (p")
     assert "Done: the balance test passes." in short and "Root cause" not in short
+
+
+def test_to_dos_before_a_courtesy_carry_past_a_short_session(tmp_path: Any) -> None:
+    """An earlier session's next steps stay open when it ended on "You're welcome.", and a
+    question in between does not erase them."""
+    home, cwd = tmp_path / "home", "/home/dev/code/ledger"
+    turns = {"sess-steps-0001": [("tidy the org screens", "Tidied the org screens.\nNext steps:\n"
+                                                          "- rename the org route in src/routes.ts"),
+                                 ("thanks", "You're welcome!")],
+             "sess-quick-0002": [("what time is it in Tokyo?", "It is 21:00 in Tokyo.")]}
+    for sid, exchange in turns.items():
+        hook_ok(home, event("SessionStart", sid, cwd, source="startup"))
+        for asked, said in exchange:
+            hook_ok(home, event("UserPromptSubmit", sid, cwd, prompt=asked))
+            hook_ok(home, event("Stop", sid, cwd, last_assistant_message=said))
+        hook_ok(home, event("SessionEnd", sid, cwd, reason="prompt_input_exit"))
+    block = hook_ok(home, event("SessionStart", "sess-next-0003", cwd, source="startup"))
+    still = block.split("Still open from earlier sessions:\n", 1)[1]
+    assert still.startswith('- "rename the org route in src/routes.ts" (ssess-ste\'s closing message'), block

@@ -402,12 +402,15 @@ def _stems(text: str) -> set[str]:
     return {w[:STEM] for w in words if len(w) >= STEM}
 
 
+def courtesy_shaped(reply: str) -> bool:
+    """Whether a reply is short enough, and bare enough (no number, path or code), to be a courtesy."""
+    return len(reply.split()) <= COURTESY_WORDS and not any(c.isdigit() or c in "/`" for c in reply)
+
+
 def courtesy(reply: str, asked: str) -> bool:
-    """Whether a reply says nothing of substance: short, without a number, a path or code, and
-    sharing no content word with the request it answers ("thanks" → "You're welcome.")."""
-    if len(reply.split()) > COURTESY_WORDS or any(c.isdigit() or c in "/`" for c in reply):
-        return False
-    return not _stems(reply) & _stems(asked)
+    """Whether a reply says nothing of substance: courtesy-shaped, and sharing no content word
+    with the request it answers ("thanks" → "You're welcome.")."""
+    return courtesy_shaped(reply) and not _stems(reply) & _stems(asked)
 
 
 def closing_reply(prompts: Sequence[Prompt]) -> tuple[Prompt | None, int]:
