@@ -258,3 +258,14 @@ def test_to_dos_before_a_courtesy_carry_past_a_short_session(tmp_path: Any) -> N
     block = hook_ok(home, event("SessionStart", "sess-next-0003", cwd, source="startup"))
     still = block.split("Still open from earlier sessions:\n", 1)[1]
     assert still.startswith('- "rename the org route in src/routes.ts" (ssess-ste\'s closing message'), block
+
+
+def test_a_session_of_courtesies_only_closes_on_its_last(tmp_path: Any) -> None:
+    home, cwd = tmp_path / "home", "/home/dev/code/ledger"
+    hook_ok(home, event("SessionStart", "sess-hello-0001", cwd, source="startup"))
+    for asked, said in (("hi", "Hello!"), ("thanks, bye", "You're welcome, see you.")):
+        hook_ok(home, event("UserPromptSubmit", "sess-hello-0001", cwd, prompt=asked))
+        hook_ok(home, event("Stop", "sess-hello-0001", cwd, last_assistant_message=said))
+    lead = part(hook_ok(home, event("SessionStart", "sess-next-0002", cwd, source="startup")), "Last session")
+    closing = next(line for line in lead.splitlines() if "message (p" in line)
+    assert closing.startswith("Closing message (p") and closing.endswith("You're welcome, see you."), lead

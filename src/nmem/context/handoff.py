@@ -428,7 +428,9 @@ def closing_reply(prompts: Sequence[Prompt]) -> tuple[Prompt | None, int]:
         elif p.source == "agent":
             before[p.id] = asked
     at = len(replies) - 1
-    while at > 0 and courtesy(replies[at].content, before[replies[at].id]):
+    while at >= 0 and courtesy(replies[at].content, before[replies[at].id]):
         at -= 1
+    if at < 0:   # courtesies only ("Hello!", "You're welcome."): the last one is how it closed
+        at = len(replies) - 1
     after = replies[-1].id if at < len(replies) - 1 else replies[at].id
     return replies[at], max((p.id for p in prompts if p.source == "user" and p.id > after), default=0)
