@@ -209,3 +209,63 @@ def test_each_test_runners_failure_is_named_and_what_does_not_fit_is_counted(tmp
                            text=True, env=hook_env(home), timeout=60, check=True).stdout
     npm = next(line for line in trace.splitlines() if "npm test" in line)
     assert "1 failed, 1 passed" in npm and "not ok: balance on leap years" in npm, npm
+
+
+def test_a_courtesy_reply_gives_way_to_the_answer_before_it(tmp_path: Any) -> None:
+    """"You're welcome." after "thanks" is not where a session left off: the lead quotes the
+    answer before it, as the closing message. A short reply that shares the request's words
+    ("Done: the balance test passes.") is an answer, and stays the closing message."""
+    home = tmp_path / "home"
+    answer = "Root cause: the February fixture hard-codes 28 days; dates.py now asks calendar.monthrange."
+    sessions = {
+        "/home/dev/code/ledger": ("sess-thanks-0001", [("why does the balance test fail on leap years?", answer),
+                                                       ("thanks!", "You're welcome."),
+                                                       ("great, see you tomorrow", "See you!")]),
+        "/home/dev/code/books": ("sess-short-0001", [("why does the balance test fail on leap years?", answer),
+                                                     ("make the balance test pass", "Done: the balance test passes.")]),
+    }
+    for cwd, (sid, turns) in sessions.items():
+        hook_ok(home, event("SessionStart", sid, cwd, source="startup"))
+        for asked, said in turns:
+            hook_ok(home, event("UserPromptSubmit", sid, cwd, prompt=asked))
+            hook_ok(home, event("Stop", sid, cwd, last_assistant_message=said))
+        hook_ok(home, event("SessionEnd", sid, cwd, reason="prompt_input_exit"))
+    thanked = part(hook_ok(home, event("SessionStart", "sess-next-0002", "/home/dev/code/ledger", source="startup")),
+                   "Last session")
+    closing = next(line for line in thanked.splitlines() if "message (p" in line)
+    assert closing.startswith("Closing message (p") and closing.endswith(answer), thanked
+    assert "welcome" not in thanked and "See you" not in thanked
+    short = part(hook_ok(home, event("SessionStart", "sess-next-0003", "/home/dev/code/books", source="startup")),
+                 "Last session")
+    assert next(line for line in short.splitlines() if "message (p" in line).startswith("Closing message (p")
+    assert "Done: the balance test passes." in short and "Root cause" not in short
+
+
+def test_to_dos_before_a_courtesy_carry_past_a_short_session(tmp_path: Any) -> None:
+    """An earlier session's next steps stay open when it ended on "You're welcome.", and a
+    question in between does not erase them."""
+    home, cwd = tmp_path / "home", "/home/dev/code/ledger"
+    turns = {"sess-steps-0001": [("tidy the org screens", "Tidied the org screens.\nNext steps:\n"
+                                                          "- rename the org route in src/routes.ts"),
+                                 ("thanks", "You're welcome!")],
+             "sess-quick-0002": [("what time is it in Tokyo?", "It is 21:00 in Tokyo.")]}
+    for sid, exchange in turns.items():
+        hook_ok(home, event("SessionStart", sid, cwd, source="startup"))
+        for asked, said in exchange:
+            hook_ok(home, event("UserPromptSubmit", sid, cwd, prompt=asked))
+            hook_ok(home, event("Stop", sid, cwd, last_assistant_message=said))
+        hook_ok(home, event("SessionEnd", sid, cwd, reason="prompt_input_exit"))
+    block = hook_ok(home, event("SessionStart", "sess-next-0003", cwd, source="startup"))
+    still = block.split("Still open from earlier sessions:\n", 1)[1]
+    assert still.startswith('- "rename the org route in src/routes.ts" (ssess-ste\'s closing message'), block
+
+
+def test_a_session_of_courtesies_only_closes_on_its_last(tmp_path: Any) -> None:
+    home, cwd = tmp_path / "home", "/home/dev/code/ledger"
+    hook_ok(home, event("SessionStart", "sess-hello-0001", cwd, source="startup"))
+    for asked, said in (("hi", "Hello!"), ("thanks, bye", "You're welcome, see you.")):
+        hook_ok(home, event("UserPromptSubmit", "sess-hello-0001", cwd, prompt=asked))
+        hook_ok(home, event("Stop", "sess-hello-0001", cwd, last_assistant_message=said))
+    lead = part(hook_ok(home, event("SessionStart", "sess-next-0002", cwd, source="startup")), "Last session")
+    closing = next(line for line in lead.splitlines() if "message (p" in line)
+    assert closing.startswith("Closing message (p") and closing.endswith("You're welcome, see you."), lead

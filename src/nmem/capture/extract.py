@@ -99,9 +99,11 @@ def _with_result(content: str, result: str, rest: str = "") -> str:
 
 def _quotable(output: str) -> str:
     """The part of a command's output `quoted_lines` reads: its head and tail (versions come
-    first, summaries last). Already scrubbed whole, with the event, before extraction."""
+    first, summaries last), in whole lines. Already scrubbed whole, with the event, before extraction."""
     if len(output) > QUOTE_HEAD + QUOTE_TAIL:
-        output = output[:QUOTE_HEAD] + "\n" + output[-QUOTE_TAIL:]
+        first = output[:QUOTE_HEAD]
+        last = output[-QUOTE_TAIL:]
+        output = (first.rpartition("\n")[0] or first) + "\n" + (last.partition("\n")[2] or last)
     return output
 
 
@@ -150,12 +152,18 @@ def bash(event: HookEvent) -> Extracted | None:
             meta.update(old=found.group("old"), sha=found.group("new"), branch=found.group("dst"))
         elif new := _PUSH_NEW.get().search(combined):
             meta.update(branch=new.group("dst"), new_branch=True)
-        return Extracted("git_push", head(command, COMMAND_CHARS), None, meta)
-    said = "" if reads_files(command) else quoted_lines(_quotable(stdout), _quotable(stderr))
+        said = _said(command, stdout, stderr)   # kept when it links to a pull request to open
+        return Extracted("git_push", said if "://" in said.partition("\n→ ")[2] else head(command, COMMAND_CHARS),
+                         None, meta)
+    return Extracted("command", _said(command, stdout, stderr), None, meta or None)
+
+
+def _said(command: str, stdout: str, stderr: str) -> str:
+    """The command, then `→` the lines of its output a person would quote, if any."""
+    said = "" if reads_files(command) else quoted_lines(_quotable(stdout), _quotable(stderr), OUTPUT_CHARS)
     if said in command:  # `echo 1.2.3`: the output says nothing the command does not
         said = ""
-    return Extracted("command", _with_result(head(command, COMMAND_CHARS), head(said, OUTPUT_CHARS) if said else ""),
-                     None, meta or None)
+    return _with_result(head(command, COMMAND_CHARS), head(said, OUTPUT_CHARS) if said else "")
 
 
 def read(event: HookEvent) -> Extracted | None:

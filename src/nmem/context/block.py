@@ -20,7 +20,15 @@ import time
 from nmem.capture.project import project_root
 from nmem.capture.summary import framing_prompts, summarize
 from nmem.context.carry import CarriedWork, carried_work
-from nmem.context.handoff import Failure, command_key, display_command, is_probe, open_and_fixed, pending_lines
+from nmem.context.handoff import (
+    Failure,
+    closing_reply,
+    command_key,
+    display_command,
+    is_probe,
+    open_and_fixed,
+    pending_lines,
+)
 from nmem.errors import NmemError
 from nmem.models import Record
 from nmem.store import OUTLINE_CHARS, SearchFilters
@@ -394,17 +402,17 @@ def _lead(store: Store, session: Session, tail: Sequence[Observation], last_act:
     acts = [o for o in tail if o.obs_type not in LIFECYCLE_TYPES]
     ended = bool(tail) and tail[-1].obs_type == "session_end"
     outline_obs = [(o.obs_type, o.file_path, o.content[:OUTLINE_CHARS], o.prompt_id) for o in acts]
-    prompts = [(p.id, p.source, p.content[:OUTLINE_CHARS]) for p in store.session_prompts(sid, None, None)]
+    said_prompts = store.session_prompts(sid, None, None)
+    prompts = [(p.id, p.source, p.content[:OUTLINE_CHARS]) for p in said_prompts]
     summary = summarize(outline_obs, prompts)   # the session's extractive summary: its commits here
     users = sum(1 for _, source_, _ in prompts if source_ == "user")
     lines = [_lead_title(session, current, source, last_act, ended, now, users, len(acts))]
     asked, asked_ids = _asked(framing_prompts(outline_obs, prompts), prompts)
     if asked:
         lines.append(asked)
-    closing = store.last_prompt(sid, "agent")
+    closing, last_request = closing_reply(said_prompts)   # "You're welcome." gives way to the answer
     said = gist(closing.content, CLOSING_CHARS) if closing else ""
     if closing and said:
-        last_request = max((pid for pid, source_, _ in prompts if source_ == "user"), default=0)
         # an answer older than the last request says where the session was, not how it closed
         label = "Closing message" if closing.id > last_request else "Last agent message, before the last request"
         lines.append(f"{label} (p{closing.id}, {ago(closing.timestamp, now)}): {safe(paths.text(said, sid))}")

@@ -17,7 +17,7 @@ Read by the SessionStart hook: the stdlib only, no `re`.
 
 from __future__ import annotations
 
-from nmem.context.handoff import Failure, failures, pending_lines
+from nmem.context.handoff import Failure, closing_reply, courtesy_shaped, failures, pending_lines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
     tails = store.session_tails(ids, EARLIER_TAIL, TELLING)
     last = store.last_prompts(ids, "agent")
     acts = {sid: [o for o in tails.get(sid, ()) if not o.obs_type.startswith("session_")] for sid in ids}
-    closings = {sid: last[sid].content if sid in last else "" for sid in ids}
+    closings = {sid: _closing(store, sid, last[sid].content) if sid in last else "" for sid in ids}
     ordered = list(reversed(chosen))                      # oldest first
     timeline = [o for s in ordered for o in acts[s.id]] + list(lead_acts)
     by_session = {s.id: s for s in chosen}
@@ -137,7 +137,7 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
     fixed: list[Failure] = []
     if lead_closing is None:
         last_reply = store.last_prompt(lead.id, "agent")
-        lead_closing = last_reply.content if last_reply else ""
+        lead_closing = _closing(store, lead.id, last_reply.content) if last_reply else ""
     working_after = _working_after(ordered, acts, lead_acts)
     for failure in failures(timeline):
         origin = by_session.get(failure.last.session_id)
@@ -162,6 +162,15 @@ def carried_work(store: Store, earlier: Sequence[Session], lead: Session, lead_a
     # the newest session's first; in each, its failures in the order they failed, then its to-dos
     still_open.sort(key=lambda c: (-c.session.started_at, c.failure is None, c.failure.last.id if c.failure else 0))
     return CarriedWork(still_open, fixed)
+
+
+def _closing(store: Store, session_id: str, last_reply: str) -> str:
+    """A session's closing message: its last reply, or when that may be a courtesy ("You're
+    welcome."), the last substantive one (`closing_reply`, which reads the session's prompts)."""
+    if not courtesy_shaped(last_reply):
+        return last_reply
+    closing, _ = closing_reply(store.session_prompts(session_id, None, None))
+    return closing.content if closing else last_reply
 
 
 def _working_after(ordered: Sequence[Session], acts: dict[str, list[Observation]],

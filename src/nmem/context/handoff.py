@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from nmem.models import Observation
+    from nmem.models import Observation, Prompt
 
 ERROR_CHARS = 110
 PENDING_CHARS = 160
@@ -389,3 +389,48 @@ def open_and_fixed(observations: Sequence[Observation]) -> tuple[list[Failure], 
     """The session's failures still open, and those fixed later in it, each oldest first."""
     found = failures(observations)
     return [f for f in found if f.open], [f for f in found if not f.open]
+
+
+# -- the reply a session closed on ----------------------------------------------------------------
+
+COURTESY_WORDS = 12   # a reply this short may be a courtesy ("You're welcome.", "Glad to help!")
+STEM = 4              # content words compared by their first letters (`tests` and `test`)
+
+
+def _stems(text: str) -> set[str]:
+    words = "".join(c if c.isalpha() else " " for c in text.lower()).split()
+    return {w[:STEM] for w in words if len(w) >= STEM}
+
+
+def courtesy_shaped(reply: str) -> bool:
+    """Whether a reply is short enough, and bare enough (no number, path or code), to be a courtesy."""
+    return len(reply.split()) <= COURTESY_WORDS and not any(c.isdigit() or c in "/`" for c in reply)
+
+
+def courtesy(reply: str, asked: str) -> bool:
+    """Whether a reply says nothing of substance: courtesy-shaped, and sharing no content word
+    with the request it answers ("thanks" → "You're welcome.")."""
+    return courtesy_shaped(reply) and not _stems(reply) & _stems(asked)
+
+
+def closing_reply(prompts: Sequence[Prompt]) -> tuple[Prompt | None, int]:
+    """The session's last substantive reply (a courtesy after it gives way to it) and the id of
+    the last request after it that still wants an answer (0 for none): a request answered by a
+    courtesy only is not one."""
+    replies = [p for p in prompts if p.source == "agent"]
+    if not replies:
+        return None, max((p.id for p in prompts if p.source == "user"), default=0)
+    asked = ""
+    before: dict[int, str] = {}
+    for p in prompts:
+        if p.source == "user":
+            asked = p.content
+        elif p.source == "agent":
+            before[p.id] = asked
+    at = len(replies) - 1
+    while at >= 0 and courtesy(replies[at].content, before[replies[at].id]):
+        at -= 1
+    if at < 0:   # courtesies only ("Hello!", "You're welcome."): the last one is how it closed
+        at = len(replies) - 1
+    after = replies[-1].id if at < len(replies) - 1 else replies[at].id
+    return replies[at], max((p.id for p in prompts if p.source == "user" and p.id > after), default=0)
