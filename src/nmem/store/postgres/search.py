@@ -108,8 +108,8 @@ WRITE_BACK_LAG = 1000
 # written back: no row this statement could not see can still commit with an id at or below the
 # newest it saw (connection.SETTLED). `state.epoch`: the table's, checked again by the write.
 KEPT_COUNTS = """kept AS MATERIALIZED (
-    SELECT word, rows, tokens, up_to FROM word_counts
-    WHERE tbl = '{table}' AND word = ANY(ARRAY(SELECT term FROM words) || ''::text)
+    SELECT c.word, c.rows, c.tokens, c.up_to FROM (SELECT term FROM words UNION ALL SELECT '') AS w(term)
+    JOIN word_counts c ON c.tbl = '{table}' AND c.word = w.term
 ), base AS MATERIALIZED (
     SELECT COALESCE(k.rows, 0) AS docs, COALESCE(k.tokens, 0) AS tokens, k.up_to AS kept_to
     FROM (SELECT 1) AS one LEFT JOIN kept k ON k.word = ''
