@@ -521,6 +521,19 @@ class Connection(SqlBase):
         with self.transaction():
             return self._run(sql, params, fetch=False)[1]
 
+    def _exec_aside(self, sql: str, params: Sequence[Any]) -> bool:
+        """A write that may be lost (a cache kept in the database): one autocommitted statement
+        on a pooled connection of its own, beside whatever this thread holds, not retried.
+        False when it failed."""
+        if self.readonly:
+            return False
+        try:
+            with self._pool.connection(timeout=max(self.busy_timeout_ms / 1000, 1.0)) as conn:
+                conn.execute(pg_sql(sql), params)
+            return True
+        except (psycopg.Error, PoolTimeout):
+            return False
+
     def _exec_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.transaction():
             conn = self._held.conn

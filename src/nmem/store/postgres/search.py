@@ -20,7 +20,6 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from nmem.errors import StorageError
 from nmem.models import Observation, Prompt
 from nmem.store.postgres.connection import SETTLED, Connection, tsquery
 from nmem.store.records import Candidates, FtsStats, SearchFilters
@@ -138,12 +137,14 @@ KEPT_COUNTS = """kept AS MATERIALIZED (
 KEPT_STATE = "ARRAY[COALESCE(s.kept_to, -1), COALESCE(s.epoch, -1), s.settled::int]::bigint[]"
 
 # Counts written back (`_write_back`), only while the table's epoch is the one they were taken
-# at: no delete since, and none under way (it holds the epoch's row: the write is skipped).
+# at: no delete since, and none under way (it holds the epoch's row: the write is skipped). Its
+# commit is not waited for on disk (synchronous_commit off for it): a count lost is counted again.
 WRITE_BACK_SQL = """
 INSERT INTO word_counts AS c (tbl, word, rows, tokens, up_to)
 SELECT ?, k.word, k.rows, k.tokens, ?::bigint
 FROM unnest(?::text[], ?::bigint[], ?::bigint[]) AS k(word, rows, tokens)
-WHERE EXISTS (SELECT 1 FROM word_count_epochs e WHERE e.tbl = ? AND e.epoch = ? FOR SHARE SKIP LOCKED)
+WHERE EXISTS (SELECT 1 FROM word_count_epochs e WHERE e.tbl = ? AND e.epoch = ?
+              AND set_config('synchronous_commit', 'off', true) = 'off' FOR SHARE SKIP LOCKED)
 ORDER BY k.word
 ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.tokens, up_to = excluded.up_to
     WHERE c.up_to < excluded.up_to
@@ -384,15 +385,13 @@ class SearchReads(Connection, ScopedSearch):
     def _write_back(self, table: str, epoch: int, totals: tuple[int, int, int],
                     counts: Sequence[tuple[str, int]]) -> None:
         """Keep the counts, taken up to id totals[2], unless the table's epoch moved since
-        `epoch` (rows deleted: WRITE_BACK_SQL). A write that fails costs only a later count."""
+        `epoch` (rows deleted: WRITE_BACK_SQL), in a statement of its own."""
         # a term of several words or marks is kept by no statement that counts lexemes (BM25_HEAD)
         words = {term: (df, 0) for term, df in counts if _TERM.fullmatch(term) and term == term.lower()}
         kept = sorted({"": (totals[0], totals[1]), **words}.items())
-        try:
-            self._exec(WRITE_BACK_SQL, [table, totals[2], [w for w, _ in kept], [n for _, (n, _) in kept],
-                                        [t for _, (_, t) in kept], table, epoch])
-        except StorageError:
-            pass  # the counts are right for this search; the next one counts again
+        # a write that fails costs only a later count
+        self._exec_aside(WRITE_BACK_SQL, [table, totals[2], [w for w, _ in kept], [n for _, (n, _) in kept],
+                                          [t for _, (_, t) in kept], table, epoch])
 
     def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
