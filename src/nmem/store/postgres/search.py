@@ -6,12 +6,16 @@ weight classes A summary, B tags, C content, D namespace take FTS5's column weig
 in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank is
 left only for the score of a match ordered by date.
 
-Round trips: every relevance read is one statement that counts the rows added since the
-cached totals, ranks, and returns what its caller needs (the rows; or, for the service's own
-ranking (nmem.search.rank), the candidates with their session windows and the texts, token
-counts and times of every row named: `rank_candidates`). A plain-language search of one trail
-scope is then that statement and the page's rows, plus one statement first when a word's
-document frequency is not cached yet.
+Statistics: the words' counts and the table's rows and tokens are kept in the database for every
+process (`word_counts`, KEPT_COUNTS): each statement adds the rows past what is kept, and writes
+the sum back (one statement more) when a word was counted afresh or the rows past it grew.
+
+Round trips: every relevance read is one statement that reads the statistics, ranks, and
+returns what its caller needs (the rows; or, for the service's own ranking
+(nmem.search.rank), the candidates with their session windows and the texts, token counts and
+times of every row named: `rank_candidates`). A plain-language search of one trail scope is
+then that statement and the page's rows, plus one statement first when this process has not
+seen a word's count yet (`fts_stats`).
 """
 
 from __future__ import annotations
