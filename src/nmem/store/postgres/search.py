@@ -377,12 +377,14 @@ class SearchReads(Connection, ScopedSearch):
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
                  counts: Sequence[tuple[str, int]]) -> None:
         """Keep what a statement counted: the totals (rows, tokens, newest id) and the words'
-        counts in this process's caches, and, when `state` (KEPT_STATE) says they may be,
-        in `word_counts` for every process."""
+        counts in this process's caches (a word's count there is replaced only once the rows
+        moved 5% since it was taken, as on SQLite: `fts_stats` answers from it until then),
+        and, when `state` (KEPT_STATE) says they may be, in `word_counts` for every process."""
         docs = totals[0]
         self._totals[table] = totals
         for term, df in counts:
-            self._remember_df(table, term, df, docs)
+            if self._cached_df(table, term, docs) is None:
+                self._remember_df(table, term, df, docs)
         if state[2] and not self.readonly and not self._in_write():
             self._write_back(table, int(state[1]), totals, counts)
 
@@ -622,7 +624,8 @@ class SearchReads(Connection, ScopedSearch):
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed, and rows holding each term, as FTS5 reports them, in one
         statement: the kept counts (KEPT_COUNTS) plus the rows past them; a term none is kept
-        for is counted off the GIN index, then kept."""
+        for is counted off the GIN index, then kept. A term's count this process took while
+        the rows moved under 5% since is answered as it was (SQLite's `fts_stats` does the same)."""
         table, _ = self._ranked(scope)
         asked = [(term, expr) for term, expr in self._stems(terms) if expr]
         counts = KEPT_COUNTS.format(table=table, query="to_tsquery('simple', w.query)", lag=WRITE_BACK_LAG,
@@ -631,9 +634,16 @@ class SearchReads(Connection, ScopedSearch):
                           [[term for term, _ in asked], [expr for _, expr in asked]])[0]
         totals = (int(row["docs"]), int(row["tokens"]), int(row["newest"]))
         counted = [(str(term), int(df)) for term, df in zip(row["terms"] or (), row["dfs"] or (), strict=True)]
+        kept = {term: self._cached_df(table, term, totals[0]) for term, _ in counted}
         self._counted(table, totals, row["state"], counted)
-        found = dict(counted)
+        found = {term: df if (held := kept[term]) is None else held for term, df in counted}
         return FtsStats(totals[0], totals[1], {term: found[term] for term in dict.fromkeys(terms) if found.get(term)})
+
+    def _cached_df(self, table: str, term: str, docs: int) -> int | None:
+        """A word's count kept by this process while the rows moved under 5% since (as SQLite's
+        `fts_stats` keeps its counts), else None."""
+        hit = self._df_cache.get((table, term))
+        return hit[0] if hit is not None and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT else None
 
     @staticmethod
     def _stems(terms: Sequence[str]) -> list[tuple[str, str]]:
