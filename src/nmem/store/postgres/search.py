@@ -67,8 +67,7 @@ BM25_ROW = """-COALESCE((
 # and the candidates' whole rows (most pages are candidates: no second read for them). Rows come
 # back by kind: 0 totals (id = rows, n = tokens, at = newest id, before = KEPT_STATE), 1 a
 # candidate and its rank, 2 a window, 3 a text (a prompt's with its source), 4 a word's document
-# frequency (id; content = the word; n = the id its kept count reached, NULL when none was
-# kept), for the caches, 5 a candidate's row (at = its time).
+# frequency (id; content = the word), for the caches, 5 a candidate's row (at = its time).
 # The words are the query's lexemes but those negated alone (`!'test'`): no row that matches
 # holds one, so its count weighs in no score (as in FTS5, where its phrase has no hit in the
 # row), and counting it read every row of a common word (0.7 s for 'test' in 390k rows at 1M).
@@ -214,7 +213,7 @@ UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
 UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
 UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {named} FROM {table} x
     WHERE x.id = ANY(ARRAY(SELECT id FROM named))
-UNION ALL SELECT 4, df, NULL, kept_to, NULL, NULL, NULL, term, {nulls} FROM terms
+UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term, {nulls} FROM terms
 UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {record} FROM {records}
     WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
 """
@@ -224,8 +223,7 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 # row of NULL columns and rank when none matches: the counts come all the same).
 BM25_ROWS_SQL = BM25_HEAD + """
 SELECT f.*, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest, {state} AS nmem_state,
-       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs,
-       (SELECT array_agg(COALESCE(kept_to, -1)) FROM terms) AS nmem_kept
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs
 FROM totals t CROSS JOIN state s
 LEFT JOIN (SELECT {columns}, r.rank FROM {full} JOIN ranked r ON r.id = {alias}.id) AS f ON true
 """
@@ -235,7 +233,7 @@ BM25_IDS_SQL = BM25_HEAD + """
 SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at, NULL::text AS term,
        {state} AS state FROM totals t CROSS JOIN state s
 UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL FROM ranked
-UNION ALL SELECT 4, df, NULL, kept_to, NULL, term, NULL FROM terms
+UNION ALL SELECT 4, df, NULL, NULL, NULL, term, NULL FROM terms
 """
 
 # A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
