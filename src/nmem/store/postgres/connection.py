@@ -63,8 +63,18 @@ MIGRATION_LOCK = 0x6E6D656D  # "nmem"
 # feed reads only up to the sequences' values taken before it held the same lock *exclusively* for
 # an instant: every transaction that had drawn an id up to there had ended by then. The two-key form
 # keeps clear of MIGRATION_LOCK's one-key space.
+# A writer takes its transaction id at BEGIN too (it would at its first write), so a writer that
+# has drawn an id is in every later snapshot's in-progress list until it ends: what a reader needs
+# to tell whether all it saw up to an id is settled (`SETTLED`).
 FEED_LOCK = "28269, hashtext(current_schema())"
-BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock_shared({FEED_LOCK})"
+BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock_shared({FEED_LOCK}), pg_current_xact_id()"
+# True in a statement when no row it cannot see can still commit with an id below one it saw:
+# every writer in flight when its snapshot was taken is still in flight (else it may have
+# committed rows the snapshot misses) and holds no feed lock (no other writer of this schema is).
+SETTLED = ("(NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) AS x "
+           "WHERE pg_xact_status(x) IS DISTINCT FROM 'in progress') "
+           "AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 28269 "
+           "AND l.objid = hashtext(current_schema())::oid AND l.objsubid = 2 AND l.pid <> pg_backend_pid()))")
 DRAWN_IDS = ("SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence('observations', 'id')::regclass), 0), "
              "COALESCE(pg_sequence_last_value(pg_get_serial_sequence('prompts', 'id')::regclass), 0), "
              "COALESCE(pg_sequence_last_value(pg_get_serial_sequence('change_log', 'seq')::regclass), 0)")
@@ -510,6 +520,19 @@ class Connection(SqlBase):
             return self._run(sql, params, fetch=False)[1]
         with self.transaction():
             return self._run(sql, params, fetch=False)[1]
+
+    def _exec_aside(self, sql: str, params: Sequence[Any]) -> bool:
+        """A write that may be lost (a cache kept in the database): one autocommitted statement
+        on a pooled connection of its own, beside whatever this thread holds, not retried.
+        False when it failed."""
+        if self.readonly:
+            return False
+        try:
+            with self._pool.connection(timeout=max(self.busy_timeout_ms / 1000, 1.0)) as conn:
+                conn.execute(pg_sql(sql), params)
+            return True
+        except (psycopg.Error, PoolTimeout):
+            return False
 
     def _exec_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.transaction():

@@ -6,12 +6,16 @@ weight classes A summary, B tags, C content, D namespace take FTS5's column weig
 in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank is
 left only for the score of a match ordered by date.
 
-Round trips: every relevance read is one statement that counts the rows added since the
-cached totals, ranks, and returns what its caller needs (the rows; or, for the service's own
-ranking (nmem.search.rank), the candidates with their session windows and the texts, token
-counts and times of every row named: `rank_candidates`). A plain-language search of one trail
-scope is then that statement and the page's rows, plus one statement first when a word's
-document frequency is not cached yet.
+Statistics: the words' counts and the table's rows and tokens are kept in the database for every
+process (`word_counts`, KEPT_COUNTS): each statement adds the rows past what is kept, and writes
+the sum back (one statement more) when a word was counted afresh or the rows past it grew.
+
+Round trips: every relevance read is one statement that reads the statistics, ranks, and
+returns what its caller needs (the rows; or, for the service's own ranking
+(nmem.search.rank), the candidates with their session windows and the texts, token counts and
+times of every row named: `rank_candidates`). A plain-language search of one trail scope is
+then that statement and the page's rows, plus one statement first when this process has not
+seen a word's count yet (`fts_stats`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Observation, Prompt
-from nmem.store.postgres.connection import Connection, tsquery
+from nmem.store.postgres.connection import SETTLED, Connection, tsquery
 from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
@@ -58,30 +62,21 @@ BM25_ROW = """-COALESCE((
         FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0)"""
 
 # What ranking one trail scope reads, in one statement (`rank_candidates`): the rows and tokens
-# indexed (the cached totals plus the rows added since), the candidates as BM25_SQL finds them,
-# each candidate's session window (`reach` records each side, in session order), and the
-# text, token count and time of every row named, and the candidates' whole rows (most pages are
-# candidates: no second read for them). Rows come back by kind: 0 totals (id = rows, n = tokens,
-# at = newest id), 1 a candidate and its rank, 2 a window, 3 a text (a prompt's with its source), 4 a word's document
-# frequency (id; content = the word), for the cache, 5 a candidate's row (at = its time).
+# indexed, the candidates as BM25_SQL finds them, each candidate's session window (`reach`
+# records each side, in session order), and the text, token count and time of every row named,
+# and the candidates' whole rows (most pages are candidates: no second read for them). Rows come
+# back by kind: 0 totals (id = rows, n = tokens, at = newest id, before = KEPT_STATE), 1 a
+# candidate and its rank, 2 a window, 3 a text (a prompt's with its source), 4 a word's document
+# frequency (id; content = the word), for the caches, 5 a candidate's row (at = its time).
 # The words are the query's lexemes but those negated alone (`!'test'`): no row that matches
 # holds one, so its count weighs in no score (as in FTS5, where its phrase has no hit in the
 # row), and counting it read every row of a common word (0.7 s for 'test' in 390k rows at 1M).
 BM25_HEAD = """
-WITH fresh AS MATERIALIZED (
-    SELECT count(*) AS n, COALESCE(sum(tokens), 0) AS tokens, max(id) AS newest FROM {table} WHERE id > ?
-), totals AS MATERIALIZED (
-    SELECT ?::bigint + f.n AS docs, ?::bigint + f.tokens AS tokens, COALESCE(f.newest, ?::bigint) AS newest
-    FROM fresh f
-), words AS MATERIALIZED (
-    SELECT DISTINCT replace(m[2], '''''', '''') AS term
+WITH words AS MATERIALIZED (
+    SELECT DISTINCT replace(m[2], '''''', '''') AS term, quote_literal(replace(m[2], '''''', '''')) AS query
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
     WHERE m[1] = ''
-), terms AS MATERIALIZED (
-    SELECT w.term, COALESCE(k.df, (SELECT count(*) FROM {table} x
-                                   WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
-    FROM words w LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
-), weighted AS MATERIALIZED (
+), {counts}, weighted AS MATERIALIZED (
     SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
     FROM (SELECT term, ln(((t.docs - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
 ), {found}
@@ -89,6 +84,73 @@ WITH fresh AS MATERIALIZED (
     SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w CROSS JOIN totals t
     ORDER BY rank, r.id DESC LIMIT ?
 )
+"""
+
+# The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
+FTS_STATS_SQL = """
+WITH words AS MATERIALIZED (
+    SELECT term, query FROM unnest(?::text[], ?::text[]) AS w(term, query)
+), {counts}
+SELECT t.docs, t.tokens, t.newest, {state} AS state,
+       (SELECT array_agg(term) FROM terms) AS terms, (SELECT array_agg(df) FROM terms) AS dfs
+FROM totals t CROSS JOIN state s
+"""
+
+# A kept count is written back when none is kept or more than this many ids have been drawn
+# past it (the walk past `up_to` costs a few microseconds a row).
+WRITE_BACK_LAG = 1000
+
+# The words' counts and the table's totals, kept for every process (schema step 9, `word_counts`):
+# `words` (a CTE of `term` and its tsquery text, `query`) gives `totals` (rows, tokens, newest
+# id), `terms` (term, df, kept_to) and `state`. A count is the kept one plus the rows past its
+# `up_to`, walked by the primary key (ts_match_vq: the operator's function, which the GIN index
+# does not serve); a word none is kept for is counted off the GIN index (which reads every
+# matching row's heap page: 74 ms for a word in 22k rows at 1M).
+# `state.settled`, asked only when a count is missing or lags: whether these counts may be
+# written back: no row this statement could not see can still commit with an id at or below the
+# newest it saw (connection.SETTLED). `state.epoch`: the table's, checked again by the write.
+KEPT_COUNTS = """kept AS MATERIALIZED (
+    SELECT c.word, c.rows, c.tokens, c.up_to FROM (SELECT term FROM words UNION ALL SELECT '') AS w(term)
+    JOIN word_counts c ON c.tbl = '{table}' AND c.word = w.term
+), base AS MATERIALIZED (
+    SELECT COALESCE(k.rows, 0) AS docs, COALESCE(k.tokens, 0) AS tokens, k.up_to AS kept_to
+    FROM (SELECT 1) AS one LEFT JOIN kept k ON k.word = ''
+), fresh AS MATERIALIZED (
+    SELECT count(*) AS n, COALESCE(sum(tokens), 0) AS tokens, max(id) AS newest FROM {table}
+    WHERE id > (SELECT COALESCE(kept_to, 0) FROM base)
+), totals AS MATERIALIZED (
+    SELECT b.docs + f.n AS docs, b.tokens + f.tokens AS tokens, COALESCE(f.newest, b.kept_to, 0) AS newest
+    FROM base b CROSS JOIN fresh f
+), terms AS MATERIALIZED (
+    SELECT w.term, COALESCE(k.rows + (SELECT count(*) FROM {table} x
+                                      WHERE x.id > k.up_to AND ts_match_vq(x.tsv, {query})),
+                            (SELECT count(*) FROM {table} x WHERE x.tsv @@ {query})) AS df,
+           k.up_to AS kept_to
+    FROM words w LEFT JOIN kept k ON k.word = w.term
+), state AS MATERIALIZED (
+    SELECT CASE WHEN b.kept_to IS NULL OR t.newest - b.kept_to > {lag}
+                     OR EXISTS (SELECT 1 FROM terms WHERE kept_to IS NULL OR t.newest - kept_to > {lag})
+           THEN {settled} ELSE false END AS settled,
+           (SELECT epoch FROM word_count_epochs WHERE tbl = '{table}') AS epoch, b.kept_to
+    FROM totals t CROSS JOIN base b
+)"""
+
+# What kind 0 carries besides the totals: [the id the kept totals reached (-1: none), the
+# table's epoch, 1 when the counts may be written back]
+KEPT_STATE = "ARRAY[COALESCE(s.kept_to, -1), COALESCE(s.epoch, -1), s.settled::int]::bigint[]"
+
+# Counts written back (`_write_back`), only while the table's epoch is the one they were taken
+# at: no delete since, and none under way (it holds the epoch's row: the write is skipped). Its
+# commit is not waited for on disk (synchronous_commit off for it): a count lost is counted again.
+WRITE_BACK_SQL = """
+INSERT INTO word_counts AS c (tbl, word, rows, tokens, up_to)
+SELECT ?, k.word, k.rows, k.tokens, ?::bigint
+FROM unnest(?::text[], ?::bigint[], ?::bigint[]) AS k(word, rows, tokens)
+WHERE EXISTS (SELECT 1 FROM word_count_epochs e WHERE e.tbl = ? AND e.epoch = ?
+              AND set_config('synchronous_commit', 'off', true) = 'off' FOR SHARE SKIP LOCKED)
+ORDER BY k.word
+ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.tokens, up_to = excluded.up_to
+    WHERE c.up_to < excluded.up_to
 """
 
 # The newest RELEVANCE_WINDOW matches, as the planner reads them: by walking the primary key
@@ -146,7 +208,7 @@ windows AS MATERIALIZED (
     SELECT id FROM ranked UNION SELECT unnest(before) FROM windows UNION SELECT unnest(after) FROM windows
 )
 SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at,
-       NULL::bigint[] AS before, NULL::bigint[] AS after, NULL::text AS content, {nulls} FROM totals t
+       {state} AS before, NULL::bigint[] AS after, NULL::text AS content, {nulls} FROM totals t CROSS JOIN state s
 UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
 UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
 UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {named} FROM {table} x
@@ -157,18 +219,21 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 """
 
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
-# counts beside each: what a relevance-ordered search of observations or prompts returns.
+# counts beside each: what a relevance-ordered search of observations or prompts returns (one
+# row of NULL columns and rank when none matches: the counts come all the same).
 BM25_ROWS_SQL = BM25_HEAD + """
-SELECT {columns}, r.rank, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest,
+SELECT f.*, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest, {state} AS nmem_state,
        (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs
-FROM {full} JOIN ranked r ON r.id = {alias}.id CROSS JOIN totals t
+FROM totals t CROSS JOIN state s
+LEFT JOIN (SELECT {columns}, r.rank FROM {full} JOIN ranked r ON r.id = {alias}.id) AS f ON true
 """
 
 # The ranked ids only (`match_ids`), by kind as RANK_READ_SQL's: 0 totals, 1 candidates, 4 counts.
 BM25_IDS_SQL = BM25_HEAD + """
-SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at, NULL::text AS term FROM totals t
-UNION ALL SELECT 1, id, rank, NULL, NULL, NULL FROM ranked
-UNION ALL SELECT 4, df, NULL, NULL, NULL, term FROM terms
+SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at, NULL::text AS term,
+       {state} AS state FROM totals t CROSS JOIN state s
+UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL FROM ranked
+UNION ALL SELECT 4, df, NULL, NULL, NULL, term, NULL FROM terms
 """
 
 # A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
@@ -291,9 +356,7 @@ class SearchReads(Connection, ScopedSearch):
         full = source
         if scope == "prompts" and not any("s." in clause for clause in clauses):
             source = "prompts p"   # no clause reads the session (a join of every match spared)
-        docs, tokens, newest = self._totals.get(table, (0, 0, 0))
-        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items())
-                 if t == table and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT}
+        docs = self._totals.get(table, (0, 0, 0))[0]
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
         where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
         window = max(RELEVANCE_WINDOW, want)
@@ -304,9 +367,35 @@ class SearchReads(Connection, ScopedSearch):
         else:
             found = FOUND_BOUNDED.format(alias=alias, source=source, where=where)
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
+        counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
         sql = template.format(table=table, alias=alias, source=source, full=full, bm25=BM25_ROW.format(avg=avg),
-                              found=found, **parts)
-        return sql, [newest, docs, tokens, newest, q, list(known), list(known.values()), *reads, want]
+                              found=found, counts=counts, state=KEPT_STATE, **parts)
+        return sql, [q, *reads, want]
+
+    def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
+                 counts: Sequence[tuple[str, int]]) -> None:
+        """Keep what a statement counted: the totals (rows, tokens, newest id) and the words'
+        counts in this process's caches (a word's count there is replaced only once the rows
+        moved 5% since it was taken, as on SQLite: `fts_stats` answers from it until then),
+        and, when `state` (KEPT_STATE) says they may be, in `word_counts` for every process."""
+        docs = totals[0]
+        self._totals[table] = totals
+        for term, df in counts:
+            if self._cached_df(table, term, docs) is None:
+                self._remember_df(table, term, df, docs)
+        if state[2] and not self.readonly and not self._in_write():
+            self._write_back(table, int(state[1]), totals, counts)
+
+    def _write_back(self, table: str, epoch: int, totals: tuple[int, int, int],
+                    counts: Sequence[tuple[str, int]]) -> None:
+        """Keep the counts, taken up to id totals[2], unless the table's epoch moved since
+        `epoch` (rows deleted: WRITE_BACK_SQL), in a statement of its own."""
+        # a term of several words or marks is kept by no statement that counts lexemes (BM25_HEAD)
+        words = {term: (df, 0) for term, df in counts if _TERM.fullmatch(term) and term == term.lower()}
+        kept = sorted({"": (totals[0], totals[1]), **words}.items())
+        # a write that fails costs only a later count
+        self._exec_aside(WRITE_BACK_SQL, [table, totals[2], [w for w, _ in kept], [n for _, (n, _) in kept],
+                                          [t for _, (_, t) in kept], table, epoch])
 
     def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
@@ -314,13 +403,15 @@ class SearchReads(Connection, ScopedSearch):
         table = BM25_SOURCES[scope][0]
         sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
-        for kind, rid, rank, n, at, term in self._query(sql, params):
+        totals, state, counts = (0, 0, 0), [-1, -1, 0], []
+        for kind, rid, rank, n, at, term, kept in self._query(sql, params):
             if kind == 0:
-                self._totals[table] = (int(rid), int(n), int(at))
+                totals, state = (int(rid), int(n), int(at)), kept
             elif kind == 1:
                 ranked.append((float(rank), int(rid)))
             else:
-                self._remember_df(table, str(term), int(rid), self._totals[table][0])
+                counts.append((str(term), int(rid)))
+        self._counted(table, totals, state, counts)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return [(i, rank) for rank, i in ranked]
 
@@ -329,12 +420,12 @@ class SearchReads(Connection, ScopedSearch):
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
         rows = self._query(sql, params)
-        if rows:
+        if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
-            self._totals[table] = (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"]))
-            for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
-                self._remember_df(table, str(term), int(df), int(first["nmem_docs"]))
-        rows = sorted(rows, key=lambda r: (float(r["rank"]), -int(r["id"])))
+            self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
+                          first["nmem_state"], [(str(term), int(df)) for term, df in zip(
+                              first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True)])
+        rows = sorted((r for r in rows if r["rank"] is not None), key=lambda r: (float(r["rank"]), -int(r["id"])))
         return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     # -- what ranking reads of a trail scope, in one statement ----------------------------
@@ -389,12 +480,13 @@ class SearchReads(Connection, ScopedSearch):
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
+        totals, state, counts = (0, 0, 0), [-1, -1, 0], []
         windows: dict[int, list[tuple[int, int]]] = {}
         texts: dict[int, IndexedText] = {}
         for row in rows:
             kind, rid, rank, n, at, before, after, content = row[:8]
             if kind == 0:
-                self._totals[table] = (int(rid), int(n), int(at))
+                totals, state = (int(rid), int(n), int(at)), before
             elif kind == 1:
                 ranked.append((float(rank), int(rid)))
             elif kind == 2:
@@ -403,10 +495,11 @@ class SearchReads(Connection, ScopedSearch):
             elif kind == 3:
                 texts[int(rid)] = (str(content), int(n or 0), int(at), row[10] if scope == "prompts" else None)
             elif kind == 4:
-                self._remember_df(table, str(content), int(rid), self._totals[table][0])
+                counts.append((str(content), int(rid)))
             else:
                 whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
                                          "id": int(rid), "timestamp": int(at), "content": content})
+        self._counted(table, totals, state, counts)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
 
@@ -527,42 +620,28 @@ class SearchReads(Connection, ScopedSearch):
         return {int(r[0]): (str(r[1]), int(r[2] or 0), int(r[3]), r[4]) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
-        """Rows and tokens indexed, and rows holding each term (counted off the GIN index, kept
-        while the table grows or shrinks under 5%), as FTS5 reports them: one statement."""
+        """Rows and tokens indexed, and rows holding each term, as FTS5 reports them, in one
+        statement: the kept counts (KEPT_COUNTS) plus the rows past them; a term none is kept
+        for is counted off the GIN index, then kept. A term's count this process took while
+        the rows moved under 5% since is answered as it was (SQLite's `fts_stats` does the same)."""
         table, _ = self._ranked(scope)
-        cached = self._totals.get(table)
-        stale: list[tuple[str, str]] = []   # (term, its tsquery)
-        for term, expr in self._stems(terms):
-            hit = self._df_cache.get((table, term))
-            if cached is None or hit is None or abs(cached[0] - hit[1]) > cached[0] * DF_CACHE_DRIFT:
-                stale.append((term, expr))
-        counts = ", ".join(f"(SELECT count(*) FROM {table} WHERE tsv @@ to_tsquery('simple', ?))"
-                           for term, expr in stale if expr)
-        row = self._query(f"SELECT count(*), COALESCE(SUM(tokens), 0), MAX(id){', ' + counts if counts else ''} "
-                          f"FROM {table} WHERE id > ?", [*(expr for _, expr in stale if expr),
-                                                         cached[2] if cached is not None else 0])[0]
-        base = cached or (0, 0, 0)
-        cached = (base[0] + int(row[0]), base[1] + int(row[1]), int(row[2])) if row[2] is not None else base
-        self._totals[table] = cached
-        docs, tokens = cached[0], cached[1]
-        counted = iter(row[3:])
-        fresh = {term: int(next(counted)) if expr else 0 for term, expr in stale}
-        # a count kept against the totals cached before this statement may have drifted past them
-        drifted = [(term, expr) for term, expr in self._stems(terms) if term not in fresh
-                   and abs(docs - self._df_cache[(table, term)][1]) > docs * DF_CACHE_DRIFT]
-        if drifted:
-            again = self._query("SELECT " + ", ".join(f"(SELECT count(*) FROM {table} WHERE tsv @@ "
-                                                      "to_tsquery('simple', ?))" for _ in drifted),
-                                [expr or "''" for _, expr in drifted])[0]
-            fresh.update({term: int(n) if expr else 0 for (term, expr), n in zip(drifted, again, strict=True)})
-        df: dict[str, int] = {}
-        for term in dict.fromkeys(terms):
-            count = fresh[term] if term in fresh else self._df_cache[(table, term)][0]
-            if term in fresh:
-                self._remember_df(table, term, count, docs)
-            if count:
-                df[term] = count
-        return FtsStats(docs, tokens, df)
+        asked = [(term, expr) for term, expr in self._stems(terms) if expr]
+        counts = KEPT_COUNTS.format(table=table, query="to_tsquery('simple', w.query)", lag=WRITE_BACK_LAG,
+                                    settled=SETTLED)
+        row = self._query(FTS_STATS_SQL.format(counts=counts, state=KEPT_STATE),
+                          [[term for term, _ in asked], [expr for _, expr in asked]])[0]
+        totals = (int(row["docs"]), int(row["tokens"]), int(row["newest"]))
+        counted = [(str(term), int(df)) for term, df in zip(row["terms"] or (), row["dfs"] or (), strict=True)]
+        kept = {term: self._cached_df(table, term, totals[0]) for term, _ in counted}
+        self._counted(table, totals, row["state"], counted)
+        found = {term: df if (held := kept[term]) is None else held for term, df in counted}
+        return FtsStats(totals[0], totals[1], {term: found[term] for term in dict.fromkeys(terms) if found.get(term)})
+
+    def _cached_df(self, table: str, term: str, docs: int) -> int | None:
+        """A word's count kept by this process while the rows moved under 5% since (as SQLite's
+        `fts_stats` keeps its counts), else None."""
+        hit = self._df_cache.get((table, term))
+        return hit[0] if hit is not None and abs(docs - hit[1]) <= docs * DF_CACHE_DRIFT else None
 
     @staticmethod
     def _stems(terms: Sequence[str]) -> list[tuple[str, str]]:

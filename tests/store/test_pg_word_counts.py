@@ -1,0 +1,127 @@
+"""PostgreSQL keeps each word's rows for every process (schema step 9, `word_counts`): BM25 reads
+them instead of counting the word's rows off the GIN index again. A kept count must always be
+the exact count: rows added past it are counted in, a delete drops the table's counts, and a
+count is kept only when no row the search could not see can still commit below the ids it saw."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from nmem.store import NewObservation
+from nmem.store.protocol import Store
+from nmem.store.records import SearchFilters
+from store_engines import ENGINES
+
+pytest.importorskip("psycopg")
+
+POSTGRES = [e for e in ENGINES if getattr(e, "values", (e,))[0] == "postgres"]
+T0 = 1_790_000_000
+TEXTS = ("the login redirect fails after the token refresh", "cache timeout on the login page",
+         "refresh the cache when the token expires", "a redirect loop between login and logout")
+
+
+def _add(store: Store, n: int, start: int = 0) -> list[int]:
+    store.ensure_session("s-counts", "proj", T0)
+    return [store.add_observation(NewObservation("s-counts", "proj", T0 + start + i, "command", "PostToolUse",
+                                                 TEXTS[(start + i) % len(TEXTS)], tool_name="Bash"))
+            for i in range(n)]
+
+
+def _kept(store: Store) -> dict[str, tuple[int, int, int]]:
+    rows = store._query("SELECT word, rows, tokens, up_to FROM word_counts "  # type: ignore[attr-defined]
+                        "WHERE tbl = 'observations'")
+    return {str(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+
+def _truth(store: Store, word: str) -> int:
+    rows = store._query("SELECT count(*) FROM observations WHERE tsv @@ to_tsquery('nmem', ?)",  # type: ignore[attr-defined]
+                        (word,))
+    return int(rows[0][0])
+
+
+def _search(store: Store, match: str) -> list[Any]:
+    return store.search("observations", match, SearchFilters(), "relevance", 10, 0)
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_search_keeps_its_words_counts_and_the_totals(store: Store, engine: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nmem.store.postgres import search
+
+    monkeypatch.setattr(search, "WRITE_BACK_LAG", 0)   # every new row moves the kept counts on
+    ids = _add(store, 12)
+    assert _search(store, "login OR cache")
+    kept = _kept(store)
+    assert kept["login"][0] == _truth(store, "login") and kept["cach"][0] == _truth(store, "cache")
+    total = store._query("SELECT count(*), sum(tokens), max(id) FROM observations")[0]  # type: ignore[attr-defined]
+    assert kept[""] == (int(total[0]), int(total[1]), int(total[2])) == (12, int(total[1]), ids[-1])
+
+    more = _add(store, 5, start=12)
+    stats = store.fts_stats("observations", ["login", "cach", "redirect"])
+    assert stats.docs == 17 and stats.df == {w: _truth(store, w) for w in ("login", "cach", "redirect")}
+    kept = _kept(store)
+    assert kept["login"] == (_truth(store, "login"), 0, more[-1]) and kept[""][0] == 17
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_delete_drops_the_tables_counts_and_the_next_search_counts_again(store: Store, engine: str) -> None:
+    ids = _add(store, 8)
+    _search(store, "login")
+    assert _kept(store)
+    epoch = int(store._query("SELECT epoch FROM word_count_epochs WHERE tbl = 'observations'")[0][0])  # type: ignore[attr-defined]
+    assert store.purge_observations([i for i in ids if "login" in TEXTS[(i - ids[0]) % len(TEXTS)]][:1]) == 1
+    assert _kept(store) == {}
+    assert int(store._query("SELECT epoch FROM word_count_epochs WHERE tbl = 'observations'")[0][0]) == epoch + 1  # type: ignore[attr-defined]
+    stats = store.fts_stats("observations", ["login"])
+    assert stats.docs == 7 and stats.df["login"] == _truth(store, "login")
+    assert _kept(store)["login"][0] == _truth(store, "login")
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_delete_of_no_row_keeps_the_counts(store: Store, engine: str) -> None:
+    _add(store, 4)
+    _search(store, "login")
+    before = _kept(store)
+    assert store.purge_observations([10**9]) == 0
+    assert _kept(store) == before
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_counts_taken_before_a_delete_are_not_kept(store: Store, engine: str) -> None:
+    ids = _add(store, 4)
+    store.purge_observations(ids[:1])   # the epoch moves on: 1
+    store._write_back("observations", 0, (99, 999, ids[-1]), [("login", 42)])  # type: ignore[attr-defined]
+    assert _kept(store) == {}
+    store._write_back("observations", 1, (3, 30, ids[-1]), [("login", 2)])  # type: ignore[attr-defined]
+    assert _kept(store)["login"] == (2, 0, ids[-1])
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_nothing_is_kept_while_a_writer_is_in_flight(store: Store, engine: str) -> None:
+    """A writer holding a drawn id open: the search's counts are right for what it sees, but a
+    count kept up to a higher id would miss the writer's row once it commits."""
+    _add(store, 4)
+    written, let_go = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with store.transaction():
+            _add(store, 1, start=4)   # the lower id, still uncommitted
+            written.set()
+            let_go.wait(30)
+
+    one = threading.Thread(target=writer)
+    one.start()
+    assert written.wait(30)
+    try:
+        _add(store, 1, start=5)   # a higher id, committed first
+        assert store.fts_stats("observations", ["login"]).docs == 5
+        assert _kept(store) == {}
+    finally:
+        let_go.set()
+        one.join(30)
+    stats = store.fts_stats("observations", ["login"])
+    assert stats.docs == 6 and stats.df["login"] == _truth(store, "login")
+    assert _kept(store)[""][0] == 6
