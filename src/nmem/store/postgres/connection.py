@@ -50,8 +50,13 @@ _TABLES = ("sessions", "prompts", "observations", "memories", "vectors", "import
 # What every pooled session sets first. nmem's statements are short reads and writes that many
 # requests run at once: JIT compiling (PostgreSQL's default past a plan cost of 100,000, which a
 # ranked search passes at 1M rows) spent 205 ms of a 456 ms search compiling it, and a parallel
-# plan starts worker processes per statement on cores the other requests need.
-SESSION_SETTINGS = "SET jit = off; SET max_parallel_workers_per_gather = 0"
+# plan starts worker processes per statement on cores the other requests need. Every statement
+# is planned for its own values: after five runs of a prepared ranking statement PostgreSQL may
+# keep a generic plan, and the generic plan of one that reads the kept word counts walks the
+# wrong index for most questions (an all-scopes search at 100k: 21 ms of ranking statements
+# with it, 10 ms planned each time, planning included).
+SESSION_SETTINGS = ("SET jit = off; SET max_parallel_workers_per_gather = 0; "
+                    "SET plan_cache_mode = force_custom_plan")
 
 # One key for the advisory lock that serialises migrations between processes opening the same schema.
 MIGRATION_LOCK = 0x6E6D656D  # "nmem"
