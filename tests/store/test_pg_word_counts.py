@@ -125,3 +125,24 @@ def test_nothing_is_kept_while_a_writer_is_in_flight(store: Store, engine: str) 
     stats = store.fts_stats("observations", ["login"])
     assert stats.docs == 6 and stats.df["login"] == _truth(store, "login")
     assert _kept(store)[""][0] == 6
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+@pytest.mark.parametrize("large", [True, False])
+def test_on_a_large_table_the_statements_that_read_kept_counts_are_planned_for_their_own_values(
+        store: Store, engine: str, large: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # psycopg prepares a statement after five runs on a connection and PostgreSQL may then keep
+    # one generic plan for it, which on a large table walks the wrong index for most questions:
+    # there they are never prepared; on a small one planning costs more, so they may be.
+    from nmem.store.postgres import search
+
+    monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4 if large else 10**9)
+    _add(store, 8)
+    with store.read_snapshot():  # type: ignore[attr-defined]   # one connection: every run on it
+        for _ in range(8):
+            assert _search(store, "login OR cache")
+            assert _search(store, "redirect")
+            assert store.fts_stats("observations", ["login", "token"]).docs == 8  # type: ignore[attr-defined]
+        prepared = [str(r[0]) for r in store._query(  # type: ignore[attr-defined]
+            "SELECT statement FROM pg_prepared_statements")]
+    assert bool([s for s in prepared if "word_counts" in s]) is not large

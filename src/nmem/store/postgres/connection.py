@@ -50,13 +50,8 @@ _TABLES = ("sessions", "prompts", "observations", "memories", "vectors", "import
 # What every pooled session sets first. nmem's statements are short reads and writes that many
 # requests run at once: JIT compiling (PostgreSQL's default past a plan cost of 100,000, which a
 # ranked search passes at 1M rows) spent 205 ms of a 456 ms search compiling it, and a parallel
-# plan starts worker processes per statement on cores the other requests need. Every statement
-# is planned for its own values: after five runs of a prepared ranking statement PostgreSQL may
-# keep a generic plan, and the generic plan of one that reads the kept word counts walks the
-# wrong index for most questions (an all-scopes search at 100k: 21 ms of ranking statements
-# with it, 10 ms planned each time, planning included).
-SESSION_SETTINGS = ("SET jit = off; SET max_parallel_workers_per_gather = 0; "
-                    "SET plan_cache_mode = force_custom_plan")
+# plan starts worker processes per statement on cores the other requests need.
+SESSION_SETTINGS = "SET jit = off; SET max_parallel_workers_per_gather = 0"
 
 # One key for the advisory lock that serialises migrations between processes opening the same schema.
 MIGRATION_LOCK = 0x6E6D656D  # "nmem"
@@ -489,19 +484,22 @@ class Connection(SqlBase):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool) -> tuple[list[Row], int]:
+    def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool,
+             prepare: bool | None = None) -> tuple[list[Row], int]:
         """Run one statement written with `?` marks (translated by `pg_sql`); `params` None
-        sends the text as it is (VACUUM, which takes no marks)."""
+        sends the text as it is (VACUUM, which takes no marks). `prepare` False: never as a
+        prepared statement, so PostgreSQL plans it for its own values each time (psycopg
+        prepares a statement after five runs, and PostgreSQL may then keep one generic plan)."""
         if params is not None:
             sql = pg_sql(sql)
         conn = self._reading()
         try:
             if conn is not None:
-                cur = conn.execute(sql, params)
+                cur = conn.execute(sql, params, prepare=prepare)
                 return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
             try:
                 with self._pool.connection() as conn:
-                    cur = conn.execute(sql, params)
+                    cur = conn.execute(sql, params, prepare=prepare)
                     return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
             except psycopg.Error as exc:
                 if not _connection_lost(exc):
@@ -510,7 +508,7 @@ class Connection(SqlBase):
             # A statement of its own (a read: writes run in transactions) on a connection the
             # server dropped while it sat in the pool: the pool discarded it, so once more.
             with self._pool.connection() as conn:
-                cur = conn.execute(sql, params)
+                cur = conn.execute(sql, params, prepare=prepare)
                 return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
         except PoolTimeout as exc:
             raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
@@ -555,8 +553,8 @@ class Connection(SqlBase):
         with self.transaction():
             return self._run(sql, params, fetch=True)[0]
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return self._run(sql, params, fetch=True)[0]
+    def _query(self, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None) -> list[Row]:
+        return self._run(sql, params, fetch=True, prepare=prepare)[0]
 
     def _stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[Row]:
         yield from self._query(sql, params)

@@ -96,6 +96,15 @@ SELECT t.docs, t.tokens, t.newest, {state} AS state,
 FROM totals t CROSS JOIN state s
 """
 
+# Past this many rows in its table, a statement that reads the kept counts is never prepared,
+# so it is planned for its own values each time. psycopg prepares a statement after five runs and
+# PostgreSQL may then keep one generic plan for it. At 100k observations that generic plan walks
+# the wrong index for most questions (an all-scopes search: 21 ms of ranking statements with it,
+# 10 ms planned each time, planning included); on a small table planning (about 1.5–3 ms a
+# statement) costs more than the generic plan loses (`make bench-team --pg`, a few thousand rows:
+# 403–427 requests/s prepared, 335 planned each time).
+CUSTOM_PLAN_ROWS = 10_000
+
 # A kept count is written back when none is kept or more than this many ids have been drawn
 # past it (the walk past `up_to` costs a few microseconds a row).
 WRITE_BACK_LAG = 1000
@@ -372,6 +381,12 @@ class SearchReads(Connection, ScopedSearch):
                               found=found, counts=counts, state=KEPT_STATE, **parts)
         return sql, [q, *reads, want]
 
+    def _query_kept(self, table: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        """A statement that reads the kept counts (KEPT_COUNTS): on a large table never prepared
+        (CUSTOM_PLAN_ROWS)."""
+        large = self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
+        return self._query(sql, params, prepare=False if large else None)
+
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
                  counts: Sequence[tuple[str, int]]) -> None:
         """Keep what a statement counted: the totals (rows, tokens, newest id) and the words'
@@ -404,7 +419,7 @@ class SearchReads(Connection, ScopedSearch):
         sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        for kind, rid, rank, n, at, term, kept in self._query(sql, params):
+        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
             elif kind == 1:
@@ -419,7 +434,7 @@ class SearchReads(Connection, ScopedSearch):
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query(sql, params)
+        rows = self._query_kept(table, sql, params)
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -476,7 +491,7 @@ class SearchReads(Connection, ScopedSearch):
         record, nulls, records, named = RECORD_PARTS[scope]
         sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc,
                                  record=record, nulls=nulls, records=records, named=named)
-        rows = self._query(sql, [*params, reach, reach])
+        rows = self._query_kept(table, sql, [*params, reach, reach])
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
@@ -628,8 +643,8 @@ class SearchReads(Connection, ScopedSearch):
         asked = [(term, expr) for term, expr in self._stems(terms) if expr]
         counts = KEPT_COUNTS.format(table=table, query="to_tsquery('simple', w.query)", lag=WRITE_BACK_LAG,
                                     settled=SETTLED)
-        row = self._query(FTS_STATS_SQL.format(counts=counts, state=KEPT_STATE),
-                          [[term for term, _ in asked], [expr for _, expr in asked]])[0]
+        row = self._query_kept(table, FTS_STATS_SQL.format(counts=counts, state=KEPT_STATE),
+                               [[term for term, _ in asked], [expr for _, expr in asked]])[0]
         totals = (int(row["docs"]), int(row["tokens"]), int(row["newest"]))
         counted = [(str(term), int(df)) for term, df in zip(row["terms"] or (), row["dfs"] or (), strict=True)]
         kept = {term: self._cached_df(table, term, totals[0]) for term, _ in counted}
