@@ -179,18 +179,14 @@ def test_the_agent_that_recorded_a_session_survives_the_move_both_ways(service: 
     source = service.settings.store_url
     service.close()
     migrate(source, pg_url)
-    pg = open_store(pg_url)
-    try:
-        assert pg.get_session("s-agent").agent == "claude-code"
-    finally:
-        pg.close()
     back = f"sqlite:///{tmp_path / 'back.db'}"
     migrate(pg_url, back)
-    again = open_store(back)
-    try:
-        assert again.get_session("s-agent").agent == "claude-code"
-    finally:
-        again.close()
+    for url in (pg_url, back):
+        store = open_store(url)
+        try:
+            assert store.get_session("s-agent").agent == "claude-code", url
+        finally:
+            store.close()
 
 
 def test_every_column_both_engines_hold_is_copied(service: Service, pg_url: str) -> None:

@@ -62,6 +62,21 @@ def post(port: int, body: dict[str, Any]) -> tuple[int, Any]:
         conn.close()
 
 
+async def queued_behind_one_write(lane: WriteLane, calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run `calls` as grouped writes that all wait behind one held write, so the lane takes them
+    together once it is released; their answers (or exceptions), in order."""
+    held, release = threading.Event(), threading.Event()
+    first = asyncio.ensure_future(lane.run(lambda: (held.set(), release.wait(30)), grouped=True))
+    while not held.is_set():
+        await asyncio.sleep(0.01)
+    waiting = [asyncio.ensure_future(lane.run(call, grouped=True)) for call in calls]
+    while len(lane.pending) < len(calls):
+        await asyncio.sleep(0.01)
+    release.set()
+    await first
+    return await asyncio.gather(*waiting, return_exceptions=True)
+
+
 def test_waiting_writes_share_one_commit_and_a_failing_one_is_undone_alone(settings: Settings) -> None:
     """The lane itself, made to batch for certain: a first write holds the writer thread while
     the others queue behind it."""
@@ -78,20 +93,11 @@ def test_waiting_writes_share_one_commit_and_a_failing_one_is_undone_alone(setti
 
         async def scenario() -> list[Any]:
             lane = WriteLane(store, 64, 1000, float("inf"), service.forget_uncommitted)
-            held, release = threading.Event(), threading.Event()
-            first = asyncio.ensure_future(lane.run(lambda: (held.set(), release.wait(30)), grouped=True))
-            while not held.is_set():
-                await asyncio.sleep(0.01)
-            calls = [record("s1", 0, "k1-0"), record("s1", 1, "k1-1"), fails_after_writing,
-                     record("s2", 0, "k2-0"), record("s1", 2, "k1-2"),
-                     record("s1", 2, "k1-2"),  # the same key again in the same batch: stored once
-                     record("s2", 1, "k2-1")]
-            waiting = [asyncio.ensure_future(lane.run(call, grouped=True)) for call in calls]
-            while len(lane.pending) < len(calls):
-                await asyncio.sleep(0.01)
-            release.set()
-            await first
-            answers = await asyncio.gather(*waiting, return_exceptions=True)
+            answers = await queued_behind_one_write(lane, [
+                record("s1", 0, "k1-0"), record("s1", 1, "k1-1"), fails_after_writing,
+                record("s2", 0, "k2-0"), record("s1", 2, "k1-2"),
+                record("s1", 2, "k1-2"),  # the same key again in the same batch: stored once
+                record("s2", 1, "k2-1")])
             assert (lane.commits, lane.shared) == (1, 7), "the seven waiting writes took one transaction"
             alone = await lane.run(record("s2", 2, "k2-2"), grouped=True)  # nothing waiting: as before
             assert (lane.commits, lane.alone) == (1, 2) and alone.stored
@@ -211,17 +217,8 @@ def test_a_batch_whose_connection_dies_is_stored_write_by_write(settings: Settin
 
         async def scenario() -> list[Any]:
             lane = WriteLane(store, 64, 1000, float("inf"), service.forget_uncommitted)
-            held, release = threading.Event(), threading.Event()
-            first = asyncio.ensure_future(lane.run(lambda: (held.set(), release.wait(30)), grouped=True))
-            while not held.is_set():
-                await asyncio.sleep(0.01)
             calls = [record(0), record(1), kills_its_connection, record(2)]
-            waiting = [asyncio.ensure_future(lane.run(call, grouped=True)) for call in calls]
-            while len(lane.pending) < len(calls):
-                await asyncio.sleep(0.01)
-            release.set()
-            await first
-            answers = await asyncio.gather(*waiting, return_exceptions=True)
+            answers = await queued_behind_one_write(lane, calls)
             assert lane.commits == 0 and lane.alone == 1 + len(calls)
             lane.close()
             return answers
