@@ -82,6 +82,7 @@ class Ranking(Record):
     turn_weight: float = 0.3        # × (1 + w · its turn's evidence / the best turn's) (0 = off)
     turn_top: int = 3               # …a turn's evidence: the sum of its best N scores
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
+    ask_factor: float = 1.0         # a record that ends asking something keeps this share (1 = off)
 
 
 class IndexStats(Record):
@@ -105,6 +106,7 @@ class Doc(Record):
     labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
     answers: bool = False           # it mentions the kind of thing the question asks for
     said: TimeRange | None = None   # the time its own words name ("last Friday"), read from its time
+    asking: bool = False            # it ends with a question ("What are their names?")
 
     def matches(self) -> bool:
         return any(self.counts)
@@ -288,6 +290,16 @@ def window_tf(doc: Doc, neighbours: Iterable[tuple[Doc, int]],
                 if c:
                     tf[i] += c * weight
     return tf, length
+
+
+# A text that ends asking: a question mark closing its last sentence, before any closing
+# quote or bracket and a trailing bracketed note ("… names? [shares a photo: …]").
+_ENDS_ASKING = re.compile(r"\?[\"')\]]*\s*(?:\[[^\[\]]*\]\s*)?$")
+
+
+def ends_asking(text: str) -> bool:
+    """Whether the text ends with a question: it asks rather than tells."""
+    return bool(_ENDS_ASKING.search(text[-400:]))
 
 
 def bm25(tf: Sequence[float], length: float, idf: Sequence[float], avg_length: float, k1: float, b: float) -> float:
