@@ -82,7 +82,8 @@ class Ranking(Record):
     turn_weight: float = 0.3        # × (1 + w · its turn's evidence / the best turn's) (0 = off)
     turn_top: int = 3               # …a turn's evidence: the sum of its best N scores
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
-    ask_factor: float = 1.0         # a record that ends asking something keeps this share (1 = off)
+    ask_factor: float = 0.9         # a record that ends asking something keeps this share (1 = off)…
+    ask_only_factor: float = 0.5    # …one that only asks ("Wow! What are their names?") this share
 
 
 class IndexStats(Record):
@@ -106,7 +107,7 @@ class Doc(Record):
     labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
     answers: bool = False           # it mentions the kind of thing the question asks for
     said: TimeRange | None = None   # the time its own words name ("last Friday"), read from its time
-    asking: bool = False            # it ends with a question ("What are their names?")
+    asking: int = 0                 # it ends with a question (ENDS_ASKING) or only asks (ASKS_ONLY)
 
     def matches(self) -> bool:
         return any(self.counts)
@@ -292,14 +293,26 @@ def window_tf(doc: Doc, neighbours: Iterable[tuple[Doc, int]],
     return tf, length
 
 
-# A text that ends asking: a question mark closing its last sentence, before any closing
-# quote or bracket and a trailing bracketed note ("… names? [shares a photo: …]").
-_ENDS_ASKING = re.compile(r"\?[\"')\]]*\s*(?:\[[^\[\]]*\]\s*)?$")
+# A trailing bracketed note ("… names? [shares a photo: …]") and the sentences before it.
+_NOTE = re.compile(r"\s*\[[^\[\]]*\]\s*$")
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*[\"')\]]*")
+ASKS_ONLY, ENDS_ASKING = 2, 1
 
 
-def ends_asking(text: str) -> bool:
-    """Whether the text ends with a question: it asks rather than tells."""
-    return bool(_ENDS_ASKING.search(text[-400:]))
+def asking(text: str, brief: int = 3) -> int:
+    """How much a record asks rather than tells: ASKS_ONLY when each of its sentences is a
+    question or a few words ("Wow, Nate! What are their names?"), ENDS_ASKING when its last
+    sentence is a question, else 0."""
+    long = len(text) > 600   # only its end is read; a record that long is never only a question
+    body = _NOTE.sub("", text[-600:] if long else without_label(text)).strip()
+    if not body.rstrip("\"')] ").endswith("?"):
+        return 0
+    if long:
+        return ENDS_ASKING
+    for sentence in _SENTENCE.findall(body):
+        if not sentence.rstrip("\"')] ").endswith("?") and len(sentence.split()) > brief:
+            return ENDS_ASKING
+    return ASKS_ONLY
 
 
 def bm25(tf: Sequence[float], length: float, idf: Sequence[float], avg_length: float, k1: float, b: float) -> float:
