@@ -303,6 +303,8 @@ def asking(text: str, brief: int = 3) -> int:
     """How much a record asks rather than tells: ASKS_ONLY when each of its sentences is a
     question or a few words ("Wow, Nate! What are their names?"), ENDS_ASKING when its last
     sentence is a question, else 0."""
+    if "?" not in text[-600:]:
+        return 0
     long = len(text) > 600   # only its end is read; a record that long is never only a question
     body = _NOTE.sub("", text[-600:] if long else without_label(text)).strip()
     if not body.rstrip("\"')] ").endswith("?"):
