@@ -16,6 +16,8 @@ over a command and the error after it, then finds them. On top of that score:
 - time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
   names a time ("in May 2023", "last week"; see `timewords`, `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
+- asking (applied by the service once replies took their share, `asking`): `× ask_factor`
+  when the record's last sentence is a question, `× ask_only_factor` when it only asks.
 
 With `expand_terms` the service ranks a second time, the best hits' own words added to the
 question's at a lower weight (`nmem.search.expand`; off by default). Only candidates are
