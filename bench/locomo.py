@@ -83,6 +83,10 @@ MODES: dict[str, Ranking] = {
     "expand-5": BASE.replace(expand_terms=5),
     "session-weight-0.3": BASE.replace(session_weight=0.3),     # a record weighed by its session's best score
     "session-weight-0.1": BASE.replace(session_weight=0.1),
+    # seventh round (issue 22): asking is not telling
+    "no-ask": BASE.replace(ask_factor=1.0, ask_only_factor=1.0),  # the default before it
+    "ask-only": BASE.replace(ask_factor=1.0),                     # only a record that only asks yields
+    "ask-flat": BASE.replace(ask_only_factor=BASE.ask_factor),    # every asking record at ask_factor
 }
 
 

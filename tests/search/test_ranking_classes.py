@@ -13,7 +13,7 @@ import pytest
 from test_ranking import prompt
 
 from conftest import Clock, record
-from nmem.search import arrange
+from nmem.search import arrange, rank
 from nmem.search.arrange import Placed
 from nmem.service.api import Service
 from store_engines import both_engines
@@ -37,7 +37,8 @@ def test_the_reply_to_a_matching_question_ranks_beside_it(service: Service, cloc
     after = prompt(service, "good to know", T0 + 2)
     other = prompt(service, "restart the staging cluster after the upgrade", T0 + DAY, session_id="s2")
     got = ids(service.search("how long has the staging cluster been up", scope="prompts"))
-    assert got[:2] == [asked, answer] and other in got and after not in got
+    # The answer first: the question itself only asks, and keeps half its score (ask_only_factor).
+    assert got[0] == answer and asked in got and other in got and after not in got
     service.ranking = service.ranking.replace(replies=False)
     assert answer not in ids(service.search("how long has the staging cluster been up", scope="prompts"))
 
@@ -89,6 +90,33 @@ def test_a_near_empty_turn_yields_to_the_answer_beside_it(service: Service, cloc
     service.ranking = service.ranking.replace(brief_factor=1.0)
     flat = ids(service.search(question, scope="prompts"))
     assert flat.index(short) < flat.index(answer)   # its short window wins on BM25 alone
+
+
+# -- a record that asks yields to one that tells ------------------------------------------------------------
+
+def test_a_turn_that_only_asks_yields_to_the_statement(service: Service, clock: Clock) -> None:
+    clock.now = T0 + 2 * DAY
+    asker = prompt(service, "Ana: nice! which pool do you swim in on weekends?", T0)
+    prompt(service, "Ben: the gym downstairs, mostly", T0 + 1)   # answers, but shares no word
+    told = prompt(service, "Ben: I swim every morning at the city pool before work, about forty lengths",
+                  T0 + DAY, session_id="s2")
+    question = "which pool to swim in"
+    got = ids(service.search(question, scope="prompts"))
+    assert got.index(told) < got.index(asker)
+    service.ranking = service.ranking.replace(ask_factor=1.0, ask_only_factor=1.0)
+    flat = ids(service.search(question, scope="prompts"))
+    assert flat.index(asker) < flat.index(told)   # shorter: BM25 alone prefers it
+
+
+def test_how_much_a_record_asks() -> None:
+    assert rank.asking("Andrew: Cute! What are their names?") == rank.ASKS_ONLY
+    assert rank.asking("Nate: Wow, Joanna! Seen it? [shares a photo: a dog on a couch]") == rank.ASKS_ONLY
+    assert rank.asking('did the deploy finish?")') == rank.ASKS_ONLY
+    told_then_asked = "John: I finished Dune last week and loved the world building. Have you read it?"
+    assert rank.asking(told_then_asked) == rank.ENDS_ASKING
+    assert rank.asking("Ana: is it up? It came back at nine after the restart.") == 0
+    assert rank.asking("see https://example.org/?q=port") == 0 and rank.asking("") == 0
+    assert rank.asking("x" * 700 + " is it up?") == rank.ENDS_ASKING   # a long record is never only a question
 
 
 # -- a date said relative to the record's own time ---------------------------------------------------------

@@ -16,6 +16,8 @@ over a command and the error after it, then finds them. On top of that score:
 - time: `× (1 + time_boost · ½^(days outside / time_half_life_days))` when the question
   names a time ("in May 2023", "last week"; see `timewords`, `timeexpr`);
 - recency: `× (1 + recency · ½^(age days / 7))`.
+- asking (applied by the service once replies took their share, `asking`): `× ask_factor`
+  when the record's last sentence is a question, `× ask_only_factor` when it only asks.
 
 With `expand_terms` the service ranks a second time, the best hits' own words added to the
 question's at a lower weight (`nmem.search.expand`; off by default). Only candidates are
@@ -82,6 +84,8 @@ class Ranking(Record):
     turn_weight: float = 0.3        # × (1 + w · its turn's evidence / the best turn's) (0 = off)
     turn_top: int = 3               # …a turn's evidence: the sum of its best N scores
     turn_spread: float = 0.8        # each further hit of a turn already shown weighs turn_spread ** m (1 = off)
+    ask_factor: float = 0.9         # a record that ends asking something keeps this share (1 = off)…
+    ask_only_factor: float = 0.5    # …one that only asks ("Wow! What are their names?") this share
 
 
 class IndexStats(Record):
@@ -105,6 +109,7 @@ class Doc(Record):
     labelled: bool = False          # its leading label ("Name: …") holds a stem of the question
     answers: bool = False           # it mentions the kind of thing the question asks for
     said: TimeRange | None = None   # the time its own words name ("last Friday"), read from its time
+    asking: int = 0                 # it ends with a question (ENDS_ASKING) or only asks (ASKS_ONLY)
 
     def matches(self) -> bool:
         return any(self.counts)
@@ -288,6 +293,30 @@ def window_tf(doc: Doc, neighbours: Iterable[tuple[Doc, int]],
                 if c:
                     tf[i] += c * weight
     return tf, length
+
+
+# A trailing bracketed note ("… names? [shares a photo: …]") and the sentences before it.
+_NOTE = re.compile(r"\s*\[[^\[\]]*\]\s*$")
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*[\"')\]]*")
+ASKS_ONLY, ENDS_ASKING = 2, 1
+
+
+def asking(text: str, brief: int = 3) -> int:
+    """How much a record asks rather than tells: ASKS_ONLY when each of its sentences is a
+    question or a few words ("Wow, Nate! What are their names?"), ENDS_ASKING when its last
+    sentence is a question, else 0."""
+    if "?" not in text[-600:]:
+        return 0
+    long = len(text) > 600   # only its end is read; a record that long is never only a question
+    body = _NOTE.sub("", text[-600:] if long else without_label(text)).strip()
+    if not body.rstrip("\"')] ").endswith("?"):
+        return 0
+    if long:
+        return ENDS_ASKING
+    for sentence in _SENTENCE.findall(body):
+        if not sentence.rstrip("\"')] ").endswith("?") and len(sentence.split()) > brief:
+            return ENDS_ASKING
+    return ASKS_ONLY
 
 
 def bm25(tf: Sequence[float], length: float, idf: Sequence[float], avg_length: float, k1: float, b: float) -> float:

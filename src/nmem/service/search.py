@@ -336,6 +336,14 @@ class Search(Base):
                 candidates += extra_ids
         if ranking.replies and ranking.window and unfiltered:
             candidates += self._replies(scope, trail, candidates, scores, score)
+        if ranking.ask_factor != 1.0 or ranking.ask_only_factor != 1.0:
+            # Asking is not telling: a record that ends with a question ranks below the
+            # statements around it (its answer was promoted above with its full score).
+            factor = {rank.ENDS_ASKING: ranking.ask_factor, rank.ASKS_ONLY: ranking.ask_only_factor}
+            for i in candidates:
+                doc = trail.docs.get(i)
+                if doc is not None and doc.asking:
+                    scores[i] *= factor[doc.asking]
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
         return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records)
 
@@ -556,7 +564,7 @@ class _Trail:
                 doc = self.docs[i]
                 said = find_time(own, self.times[i])[0] if self.said_times else None
                 self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own),
-                                        said)
+                                        said, rank.asking(own))
 
 
 def _nearby(read: Candidates, span: int) -> dict[int, list[tuple[int, int]]]:
