@@ -20,7 +20,7 @@ run: setup
 	$(BIN)/nmem serve --transport http
 
 lint: setup
-	$(BIN)/ruff check src tests $(wildcard bench)
+	$(BIN)/ruff check src tests scripts $(wildcard bench)
 	$(BIN)/mypy
 
 test: lint

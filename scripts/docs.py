@@ -341,7 +341,7 @@ def seed_problems(rows: list[dict[str, Any]], root: Path) -> list[str]:
 
 
 def seed_counts(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    counts = {seed: {status: 0 for status in STATUSES} for seed in (*SEEDS, "all")}
+    counts = {seed: dict.fromkeys(STATUSES, 0) for seed in (*SEEDS, "all")}
     for row in rows:
         seed = str(row["id"]).split(".", 1)[0]
         counts[seed][row["status"]] += 1
