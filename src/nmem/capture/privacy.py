@@ -254,10 +254,56 @@ def scrub(text: str) -> str:
         while len(decoded) < 3 and (once := percent_decoded(decoded[-1])) is not None:
             decoded.append(once)  # twice-encoded too (%253D)
         for plain in reversed(decoded[1:]):
-            redacted = redact(plain)
+            redacted = _redact_unescaped(plain, redact(plain))
             if redacted != plain:
                 return redacted
-    return redact(text, lowered)
+    return _redact_unescaped(text, redact(text, lowered))
+
+
+_ESCAPES = (("\\n", "\n"), ("\\r", "\r"), ("\\t", "\t"), ('\\"', '"'))
+_REDACTED = PLACEHOLDER.split("{", 1)[0]
+
+
+def _unescaped(text: str) -> str | None:
+    """`text` with its escaped line breaks, tabs and quotes (`\\n`, `\\r`, `\\t`, `\\"`, and `\\\\`
+    between them) decoded, or None when it has none."""
+    if "\\" not in text or not any(escape in text for escape, _ in _ESCAPES):
+        return None
+    parts = text.split("\\\\")  # an escaped backslash is never the start of an escape
+    for escape, char in _ESCAPES:
+        parts = [part.replace(escape, char) for part in parts]
+    return "\\".join(parts)
+
+
+def _escaped(text: str) -> str:
+    text = text.replace("\\", "\\\\")
+    for escape, char in _ESCAPES:
+        text = text.replace(char, escape)
+    return text
+
+
+def _redact_unescaped(text: str, redacted: str, depth: int = 2) -> str:
+    """`text` also read with its escapes decoded (JSON or a quoted string: a tool's output, a
+    JSON-encoded argument; twice-encoded too): `TOKEN=abc…\\nNEXT` would otherwise read
+    `abc…\\nNEXT` as the value and judge it no secret, and `-H \\"X-Api-Key: abc…\\"` end the
+    value at a backslash. When the decoded text holds a secret, it is redacted, escaped again when
+    the escapes were the text's only way to write those characters (a JSON string, its quotes
+    around it or not; else it stays decoded, as a percent-encoded text does), and then read as
+    written once more, so what only that reading finds is redacted too. `redacted` is `redact(text)`."""
+    plain = _unescaped(text)
+    if plain is None:
+        return redacted
+    again = redact(plain)
+    if depth > 1:
+        again = _redact_unescaped(plain, again, depth - 1)
+    if again == plain:
+        return redacted
+    if _escaped(plain) == text:
+        again = _escaped(again)
+    elif len(text) > 1 and text[0] == text[-1] == '"' and _escaped(plain[1:-1]) == text[1:-1] \
+            and len(again) > 1 and again[0] == again[-1] == '"':
+        again = '"' + _escaped(again[1:-1]) + '"'
+    return redact(again)
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")
