@@ -518,3 +518,68 @@ def test_consolidation_never_merges_one_writers_private_memory_into_anothers(nme
     groups = [ids for merge in report["merges"]
               if (ids := {m["id"] for m in merge["merged"]} | {merge["survivor"]}) & private]
     assert groups == [set(written["ann"])], report["merges"]  # ann's two merge; bob's near-duplicate stays his
+
+
+# -- nothing tells an existing private memory from one that never was ----------------------------------------
+
+def _as_nobody(text: str, named: str) -> str:
+    return text.replace(named, "REF").replace(quote(named, safe=""), "REF")
+
+
+def _unseen_refs(world: World) -> list[tuple[str, str]]:
+    """(a name of ann's private memory, the same kind of name that names nothing): her number, id and URN."""
+    with Service.open(world.settings) as service:
+        number = service.store.memory_numbers([world.ann_uids[0]])[world.ann_uids[0]]
+    fake = world.ann_uids[0][:-6] + "ZZZZZZ"
+    return [(str(number), "987654"), (world.ann_uids[0], fake), (world.ann_urns[0], world.ann_urns[0].replace(
+        world.ann_uids[0], fake))]
+
+
+def test_no_operation_answers_bob_differently_for_anns_private_memory_than_for_none(world: World) -> None:
+    """Every REST and claude-mem operation with a path parameter, and every MCP tool taking a memory,
+    answers bob the same (status and text, the name aside) whether it names ann's private memory or
+    a memory that never existed: an error message must not confirm that she has one."""
+    spec = json.loads(call(world.server.port, "GET", "/openapi.json", world.tokens["bob"])[1])
+    tried = 0
+    for method, path, op in _operations(world):
+        names = [p["name"] for p in op.get("parameters", []) if p["in"] == "path"]
+        if not names:
+            continue
+        for ann, nobody in _unseen_refs(world):
+            answers = []
+            for ref in (ann, nobody):
+                target, body = _request(world, method, path, op, spec)
+                for name in names:
+                    target = target.replace(quote(str(_value(name, {}, world)), safe=""), quote(ref, safe=""))
+                status, text = call(world.server.port, method, target, world.tokens["bob"], body,
+                                    {"X-Nmem-CSRF": "1"})
+                answers.append((status, _as_nobody(text, ref)))
+            assert answers[0] == answers[1], f"{method} {path}: {answers}"
+            tried += 1
+    assert tried >= 15
+    ann_untouched(world)
+
+
+@pytest.mark.anyio
+async def test_no_mcp_tool_answers_bob_differently_for_anns_private_memory_than_for_none(world: World) -> None:
+    async with mcp_as(world, "bob") as client:
+        tools = (await client.list_tools()).tools
+        tried = 0
+        for tool in tools:
+            props = tool.input_schema.get("properties", {})
+            keys = [k for k in ("id", "ref", "urn", "memory", "ids", "refs", "urns") if k in props]
+            if not keys or tool.name in ("configure", "sync"):
+                continue
+            for ann, nobody in _unseen_refs(world):
+                answers = []
+                for ref in (ann, nobody):
+                    args = _tool_args(tool.input_schema, world)
+                    for key in keys:
+                        kind = props[key].get("type")
+                        args[key] = [ref] if kind == "array" else ref
+                    result = await client.call_tool(tool.name, args)
+                    answers.append(_as_nobody(json.dumps(result.model_dump(mode="json")), ref))
+                assert answers[0] == answers[1], f"{tool.name}: {answers}"
+                tried += 1
+        assert tried >= 6
+    ann_untouched(world)

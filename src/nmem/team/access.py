@@ -145,6 +145,13 @@ class ViewerStore:
     def curated_memories(self, project: str, limit: int) -> list[Memory]:
         return self._keep(self._store.curated_memories(project, limit))
 
+    def memory_uid(self, number: int) -> str | None:
+        """A memory's id by its number, None for another writer's private one: naming it by number
+        must answer as a number that names nothing does."""
+        uid = self._store.memory_uid(number)
+        memory = self._store.get_memory(uid) if uid is not None else None
+        return uid if memory is None or self._keep([memory]) else None
+
     def latest_checkpoint(self, project: str, session_id: str) -> Memory | None:
         found = self._store.latest_checkpoint(project, session_id)
         return found if found is None or self._keep([found]) else None
