@@ -17,6 +17,7 @@ import json
 import os
 import re
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from starlette.routing import Route, WebSocketRoute
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from mcp_support import seed
+from mcp_support import Inbox, seed
 from nmem.adapters.http.app import create_app
 from nmem.adapters.http.streams import WS_OPS
 from nmem.config import Settings, load_settings
@@ -583,3 +584,38 @@ async def test_no_mcp_tool_answers_bob_differently_for_anns_private_memory_than_
                 tried += 1
         assert tried >= 6
     ann_untouched(world)
+
+
+@pytest.mark.anyio
+async def test_mcp_subscriptions_never_tell_bob_that_ann_changed_a_private_memory(world: World) -> None:
+    """Bob may follow the `user` domain (his own private memories) and a public memory; ann's
+    edits of her private memories notify him of nothing, the edit of the public one does."""
+    inbox = Inbox()
+    headers = {"Authorization": f"Bearer {world.tokens['bob']}"}
+    async with create_mcp_http_client(headers=headers) as http, \
+            Client(streamable_http_client(f"{world.server.base}/mcp", http_client=http), mode="legacy",
+                   message_handler=inbox) as bob:
+        for uri in ("nmem://org", "nmem://user", f"nmem://user/{SECRET_NS}", world.ann_urns[0],
+                    world.ann_public_urn):
+            with contextlib.suppress(MCPError), warnings.catch_warnings():  # refused for her private ones
+                warnings.simplefilter("ignore")  # resources/subscribe is deprecated after 2025-11-25
+                await bob.subscribe_resource(uri)
+        # what was written before (bob's own private memory too) is heard first: start after it
+        call(world.server.port, "POST", "/api/v1/memories", world.tokens["root"],
+             {"content": "Org rule: the watcher caught up.", "domain": "org"})
+        await inbox.wait_updated("nmem://org", timeout=10)
+        await inbox.wait_list_changed(timeout=10)  # a poll's last notification: its batch is all here
+        inbox.messages.clear()
+        for ref in world.ann_uids:
+            status, _ = call(world.server.port, "PATCH", f"/api/v1/memories/{ref}", world.tokens["ann"],
+                             {"tags": [f"{MARKER}-tag", "edited"]})
+            assert status == 200
+        status, _ = call(world.server.port, "PATCH", f"/api/v1/memories/{world.ann_public}", world.tokens["ann"],
+                         {"content": "Deploys run from the release branch, again."})
+        assert status == 200
+        await inbox.wait_updated(world.ann_public_urn, timeout=10)
+        heard = json.dumps([m.model_dump(mode="json") for m in inbox.messages if not isinstance(m, Exception)])
+        assert not world.leaked(heard) and "nmem://user" not in heard, heard[:600]
+    with Service.open(world.settings) as service:  # her edits undone: the other tests see her notes as written
+        for ref in world.ann_uids:
+            service.update(ref, tags=[f"{MARKER}-tag"])
