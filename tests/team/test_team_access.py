@@ -638,3 +638,30 @@ def test_a_search_score_does_not_tell_bob_which_words_anns_private_memories_hold
         assert status == 200 and len(rows) == 1, text
         scores[word] = rows[0]["score"]
     assert scores[MARKER] == scores["kiwiplumbo"], scores
+
+
+@pytest.mark.parametrize("route", ["/api/v1/hook", "/api/v1/events"])
+def test_a_remote_event_never_makes_the_server_read_a_file_it_names(world: World, tmp_path: Path,
+                                                                     route: str) -> None:
+    """A hook event sent over the network names a transcript on its sender's machine; the server
+    must not open that path on its own disk (another user's transcript, the operator's files)."""
+    secret = "operatorsownwords"
+    transcript = tmp_path / "operator.jsonl"
+    lines = [{"type": "user", "sessionId": "op-1", "cwd": "/srv", "timestamp": "2026-11-01T10:00:00Z", "uuid": "u1",
+              "parentUuid": None, "message": {"role": "user", "content": "rotate the keys"}},
+             {"type": "assistant", "sessionId": "op-1", "cwd": "/srv", "timestamp": "2026-11-01T10:00:05Z",
+              "uuid": "a1", "parentUuid": "u1",
+              "message": {"id": "m1", "type": "message", "role": "assistant", "model": "claude",
+                          "content": [{"type": "text", "text": f"{secret}: the key is in /srv"}]}}]
+    transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    session = f"bob-{route.rsplit('/', 1)[1]}"
+    for n, hook in enumerate(({"hook_event_name": "UserPromptSubmit", "prompt": "what did the operator say"},
+                              {"hook_event_name": "Stop", "transcript_path": str(transcript),
+                               "stop_hook_active": False})):
+        payload = {"session_id": session, "cwd": "/work/demo", **hook}
+        body = payload if route.endswith("/hook") else {"event": payload, "key": f"{session}-{n}",
+                                                        "received_at": NOW + n}
+        status, text = call(world.server.port, "POST", route, world.tokens["bob"], body)
+        assert status == 200, text
+    status, text = call(world.server.port, "GET", f"/api/v1/search?query={secret}&scope=all", world.tokens["bob"])
+    assert status == 200 and secret not in json.dumps(json.loads(text)["results"]), text[:400]
