@@ -665,3 +665,29 @@ def test_a_remote_event_never_makes_the_server_read_a_file_it_names(world: World
         assert status == 200, text
     status, text = call(world.server.port, "GET", f"/api/v1/search?query={secret}&scope=all", world.tokens["bob"])
     assert status == 200 and secret not in json.dumps(json.loads(text)["results"]), text[:400]
+
+
+def test_settings_and_status_never_show_a_token_or_password_in_a_url(tmp_path: Path) -> None:
+    """Every user of a team server may read the settings and status: a sync remote's token (as
+    GitHub documents it, the URL's user) and a password in a store URL's query stay hidden."""
+    from nmem.capture.privacy import redact_url
+
+    token = "ghp_R4nd0mT0k3nV4lu3Abcdefghijklmnop1234"
+    for url, secret in ((f"https://{token}@github.com/acme/memory.git", token),
+                        ("postgresql://app@db.internal/nmem?password=hunter22x&sslmode=require", "hunter22x"),
+                        ("postgresql://app@db.internal/nmem?sslmode=verify-full&sslpassword=k3yp4ss99", "k3yp4ss99"),
+                        ("https://git.acme.io/memory.git?private_token=abcdef123456ghijk", "abcdef123456ghijk"),
+                        ("postgresql://app:hunter22x@db.internal/nmem", "hunter22x")):
+        shown = redact_url(url)
+        assert secret not in shown and ("***" in shown or "[REDACTED:" in shown), shown
+    assert redact_url("postgresql://app@db.internal/nmem?sslmode=require") == \
+        "postgresql://app@db.internal/nmem?sslmode=require"
+    settings = load_settings({"NMEM_HOME": str(tmp_path), "NMEM_SYNC_REMOTE": f"https://{token}@github.com/acme/m.git"})
+    with Service.open(settings) as service:
+        for name, admin in (("root", True), ("bob", False)):
+            team.add_user(service.store, name, admin, NOW)
+        bob = team.create_token(service.store, "bob", NOW)["token"]
+    with running_server(settings) as server:
+        for path in ("/api/v1/settings", "/api/v1/status"):
+            status, text = call(server.port, "GET", path, bob)
+            assert status == 200 and token not in text and token[:12] not in text, (path, text[:300])

@@ -436,7 +436,10 @@ _URL_PASSWORD = LazyRegex(r"^([a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@")
 
 
 def redact_url(url: str) -> str:
-    """A store URL safe to print: the password (if any) replaced by `***`."""
-    if "@" not in url:
-        return url
-    return _URL_PASSWORD.get().sub(lambda m: m.group(1) + "***@", url)
+    """A URL safe to print (a store's, a sync remote's; every surface shows them through here): the
+    password (if any) replaced by `***`, then every secret the filter knows redacted: a token given
+    as the user (`https://ghp_…@github.com/…`), a password or token in the query (`?password=…`,
+    `&sslpassword=…`, `?token=…`)."""
+    if "@" in url:
+        url = _URL_PASSWORD.get().sub(lambda m: m.group(1) + "***@", url)
+    return scrub(url)
