@@ -227,10 +227,10 @@ def test_no_rest_or_claude_mem_operation_shows_bob_anns_private_memories(world: 
         assert not world.leaked(text, target + json.dumps(body)), f"{where} leaks: {text[:400]}"
         if world.ann_urns[0] in target and status < 300 and method != "GET":
             pytest.fail(f"{where}: bob changed ann's private memory")
-        if "(admin)" in op.get("summary", ""):
+        if re.search(r"\badmin", op.get("summary", "")):  # (admin), (admins only…), (an admin's…)
             assert status == 403, f"{where}: an admin-only operation answered bob: {text[:200]}"
             refused_admin.append(path)
-    assert len(refused_admin) >= 4
+    assert len(refused_admin) >= 6
     ann_untouched(world)
 
 
