@@ -691,3 +691,26 @@ def test_settings_and_status_never_show_a_token_or_password_in_a_url(tmp_path: P
         for path in ("/api/v1/settings", "/api/v1/status"):
             status, text = call(server.port, "GET", path, bob)
             assert status == 200 and token not in text and token[:12] not in text, (path, text[:300])
+
+
+def test_anns_better_matches_never_push_bobs_own_memory_off_his_page(world: World) -> None:
+    """Other users' private memories are left out before a page is cut, not after: bob finds his own
+    match with `limit=1` however many stronger matches ann keeps private, and an empty page never
+    tells him she has them."""
+    word = "quillfeather"
+    status, _ = call(world.server.port, "POST", "/api/v1/memories", world.tokens["bob"],
+                     {"content": f"{word}: the on-call rota lives in the wiki", "namespace": "learnings"})
+    assert status == 201
+    extra = []
+    for i in range(6):
+        status, text = call(world.server.port, "POST", "/api/v1/memories", world.tokens["ann"],
+                            {"content": f"{MARKER} {word} {word} {word} note {i}", "domain": "user",
+                             "namespace": SECRET_NS})
+        assert status == 201
+        extra.append(json.loads(text)["id"])
+    for path in (f"/api/v1/search?query={word}&scope=memories&limit=1", f"/api/v1/memories?query={word}&limit=1",
+                 f"/api/v1/search?query={word}&limit=1", f"/api/search?query={word}&type=memories&limit=1"):
+        status, text = call(world.server.port, "GET", path, world.tokens["bob"])
+        assert status == 200 and "on-call rota" in text and not world.leaked(text), (path, text[:300])
+    for uid in extra:  # ann's count stays what the other tests expect
+        assert call(world.server.port, "DELETE", f"/api/v1/memories/{uid}", world.tokens["ann"])[0] == 200

@@ -169,18 +169,28 @@ class ViewerStore:
         memory = self._store.get_memory(uid)
         return memory if memory is None or self._keep([memory]) else None
 
-    def search(self, scope: str, *args: Any, **kwargs: Any) -> list[tuple[Any, float]]:
+    def search(self, scope: str, match: str | None, filters: Any, order: str, limit: int,
+               offset: int) -> list[tuple[Any, float]]:
         """The generic search: its memory scope filtered as `search_memories` is."""
-        rows: list[tuple[Any, float]] = self._store.search(scope, *args, **kwargs)
-        if scope != "memories":
-            return rows
-        kept = {m.id for m in self._keep([m for m, _ in rows])}
-        return [(m, s) for m, s in rows if m.id in kept]
+        if scope == "memories":
+            return self.search_memories(match, filters, order, limit, offset)
+        rows: list[tuple[Any, float]] = self._store.search(scope, match, filters, order, limit, offset)
+        return rows
 
-    def search_memories(self, *args: Any, **kwargs: Any) -> list[tuple[Memory, float]]:
-        rows = self._store.search_memories(*args, **kwargs)
-        kept = {m.id for m in self._keep([m for m, _ in rows])}
-        return [(m, s) for m, s in rows if m.id in kept]
+    def search_memories(self, match: str | None, filters: Any, order: str, limit: int,
+                        offset: int) -> list[tuple[Memory, float]]:
+        """A page of the memories this viewer may see: what they may not is left out before the
+        page is cut, so another user's better matches never push theirs off it (nor tell them,
+        by a short page, that those exist)."""
+        want = offset + limit
+        fetch = max(want, 1)
+        while True:
+            rows = self._store.search_memories(match, filters, order, fetch, 0)
+            kept = {m.id for m in self._keep([m for m, _ in rows])}
+            seen = [(m, s) for m, s in rows if m.id in kept]
+            if len(seen) >= want or len(rows) < fetch:
+                return seen[offset:want]
+            fetch *= 4
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         return self._filtered(self._store.iter_memories(domain, namespace))
@@ -189,7 +199,14 @@ class ViewerStore:
         return self._filtered(self._store.export_memories(*args, **kwargs))
 
     def curated_memories(self, project: str, limit: int) -> list[Memory]:
-        return self._keep(self._store.curated_memories(project, limit))
+        """As `search_memories`: others' private memories left out before the list is cut."""
+        fetch = max(limit, 1)
+        while True:
+            rows = self._store.curated_memories(project, fetch)
+            seen = self._keep(rows)
+            if len(seen) >= limit or len(rows) < fetch:
+                return seen[:limit]
+            fetch *= 4
 
     def memory_uid(self, number: int) -> str | None:
         """A memory's id by its number, None for another writer's private one: naming it by number
