@@ -104,3 +104,9 @@ def test_no_escaped_secret_reaches_the_database_through_any_agents_hook(tmp_path
     on_disk = raw_bytes(db_path(home), home / "nmem.db-wal", home / "spool", home / "logs")
     assert b"[REDACTED:" in on_disk
     assert leaked(on_disk, cases) == {}, "secret pieces found in nmem's files"
+
+
+def test_code_with_escapes_keeps_them_when_its_secret_is_found_as_written() -> None:
+    key = "sk-proj-Zr8bq2QKx7L0nDfT9wYhAaBbCcDdEeFfGgHhIiJj"
+    code = f'API_KEY = "{key}"\nprint("done\\n\\tnext")\n'
+    assert scrub(code) == 'API_KEY = "[REDACTED:openai-key]"\nprint("done\\n\\tnext")\n'

@@ -288,8 +288,10 @@ def _redact_unescaped(text: str, redacted: str, depth: int = 2) -> str:
     `abc…\\nNEXT` as the value and judge it no secret, and `-H \\"X-Api-Key: abc…\\"` end the
     value at a backslash. When the decoded text holds a secret, it is redacted, escaped again when
     the escapes were the text's only way to write those characters (a JSON string, its quotes
-    around it or not; else it stays decoded, as a percent-encoded text does), and then read as
-    written once more, so what only that reading finds is redacted too. `redacted` is `redact(text)`."""
+    around it or not), and read as written once more, so what only that reading finds is redacted
+    too. A text mixing real breaks with escaped ones (code, a log) stays as written when that
+    reading left no secret the decoded one finds, else it stays decoded, as a percent-encoded text
+    does. `redacted` is `redact(text)`."""
     plain = _unescaped(text)
     if plain is None:
         return redacted
@@ -303,6 +305,10 @@ def _redact_unescaped(text: str, redacted: str, depth: int = 2) -> str:
     elif len(text) > 1 and text[0] == text[-1] == '"' and _escaped(plain[1:-1]) == text[1:-1] \
             and len(again) > 1 and again[0] == again[-1] == '"':
         again = '"' + _escaped(again[1:-1]) + '"'
+    else:  # real breaks beside escaped ones (code, a log): as written, unless that left a secret
+        left = _unescaped(redacted)
+        if left is None or redact(left) == left:
+            return redacted
     return redact(again)
 
 
