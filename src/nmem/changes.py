@@ -196,18 +196,41 @@ def _gone(position: int) -> Change:
 
 class ChangeSet(Record):
     """What a poll of the feed found, as MCP resources name it: the URNs to notify (each record's
-    own, its collection and domain, a trail record's session) and whether the resource list changed."""
+    own, its collection and domain, a trail record's session) and whether the resource list changed.
+
+    A `user`-domain memory's changes are kept apart (`private`: URN -> the uids that touched it,
+    `private_listed`: the uids created or forgotten): on a team server only their writer may hear
+    of them (`may_hear`), as only they may see them."""
 
     updated: set[str] = set()  # noqa: RUF012 - a record copies a container default per instance
     list_changed: bool = False
+    private: dict[str, set[str]] = {}  # noqa: RUF012
+    private_listed: set[str] = set()  # noqa: RUF012
 
     def __bool__(self) -> bool:
-        return bool(self.updated) or self.list_changed
+        return bool(self.updated) or self.list_changed or bool(self.private) or bool(self.private_listed)
 
     def add(self, change: Change) -> None:
+        listed = change.kind == "memory" and change.action in ("created", "forgotten")  # the listed resources
+        if change.kind == "memory" and change.record.get("domain") == "user":
+            uid = str(change.record.get("id"))
+            for topic in change.topics():
+                self.private.setdefault(topic, set()).add(uid)
+            if listed:
+                self.private_listed.add(uid)
+            return
         self.updated |= change.topics()
-        if change.kind == "memory" and change.action in ("created", "forgotten"):
-            self.list_changed = True   # memories are the listed resources
+        if listed:
+            self.list_changed = True
+
+
+def may_hear(store: Any, viewer: Any, uids: set[str]) -> bool:
+    """Whether `viewer` (the signed-in user a subscriber acts for; None: nobody, single-user) may
+    hear of changes to the `user`-domain memories `uids`: only when they wrote one of them."""
+    if viewer is None or not uids:
+        return viewer is None
+    writers = store.memory_writers(sorted(uids)) if hasattr(store, "memory_writers") else {}
+    return any(writer == viewer.name for writer in writers.values())
 
 
 class ChangeWatcher:

@@ -183,7 +183,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http.keep_alive_timeout", int, 5, "NMEM_HTTP_KEEP_ALIVE",
             "Seconds an idle HTTP connection stays open between requests."),
     Setting("http.max_body_bytes", int, 4 * 1024 * 1024, "NMEM_HTTP_MAX_BODY",
-            "Largest HTTP request body; a larger one gets 413 and is not read (a declared length is refused at once)."),
+            "Largest HTTP request body (and WebSocket message); a larger one gets 413 (a WebSocket: close 1009) and "
+            "is not read (a declared length is refused at once)."),
     Setting("http.max_header_bytes", int, 16 * 1024, "NMEM_HTTP_MAX_HEADER",
             "Largest HTTP request line and headers together; larger gets 431."),
     Setting("http.max_connections", int, 100, "NMEM_HTTP_MAX_CONNECTIONS",

@@ -22,7 +22,8 @@ PASSWORD = "Zq8mK2vT5wLp"
 @pytest.mark.parametrize("text", [
     f"the db password is {PASSWORD}", "pw hunterblue", f"creds admin / {PASSWORD}", f"login with {PASSWORD}!",
     "my password is now hunterblue", f"the password for db.internal is {PASSWORD}.", "passwd: hunterblue",
-    f"sign in as deploy / {PASSWORD}",
+    f"sign in as deploy / {PASSWORD}", f"my password for the staging db is {PASSWORD}",
+    "the password for the prod database is hunterblue", f"password for the db is now {PASSWORD}",
 ])
 def test_passwords_in_prose_are_redacted(text: str) -> None:
     out = scrub(text)
@@ -33,6 +34,7 @@ def test_passwords_in_prose_are_redacted(text: str) -> None:
     "the password is required", "password is hashed with bcrypt", "password reset link sent", "run pwd to see",
     "log in with your email", "login with GitHub", "===== 128 passed in 4.31s =====", "Enter password:",
     "password = getpass.getpass('Password: ')", "use hunterblue to log in", "the password is still wrong",
+    "the password for the admin account is required", "the password for the new user is hashed with bcrypt",
 ])
 def test_prose_about_passwords_is_kept(text: str) -> None:
     assert scrub(text) == text
@@ -108,3 +110,11 @@ def test_real_ids_and_digests_stay_as_they_are() -> None:
     lines += [f"request {uuid.uuid4()} trace {uuid.uuid4().hex}" for _ in range(200)]
     changed = [(line, scrub(line)) for line in lines if scrub(line) != line]
     assert len(lines) > 200 and changed == []
+
+
+def test_a_password_named_with_a_few_words_between_never_reaches_the_database(service: Service) -> None:
+    prompt = f"my password for the staging db is {PASSWORD}, use it for the migration"
+    outcome = service.record_event(parse(hook_payload("UserPromptSubmit", cwd=CWD, prompt=prompt),
+                                         now=1_790_000_000))
+    (stored,) = service.store.get_prompts([outcome.prompt_id or 0])
+    assert PASSWORD not in stored.content and "[REDACTED:password]" in stored.content

@@ -257,3 +257,31 @@ def test_an_encrypted_store_pushes_only_ciphertext(tmp_path: Path, remote: Path,
     finally:
         for r in (a, b, stranger):
             r.close()
+
+
+def test_every_text_field_of_a_pulled_memory_passes_the_privacy_filter(make: Callable[..., Replica],
+                                                                      remote: Path, tmp_path: Path) -> None:
+    """A line from another device (an older nmem, a hand-edited log, anyone who can push) is
+    untrusted: a secret in its tags, source or links is redacted before it is stored, as in its
+    content and summary."""
+    token = "ghp_R4nd0mT0k3nV4lu3Abcdefghijklmnop1234"
+    key = "AKIAQYLPMN5HHHFPZAM2"
+    a, b = make("a"), make("b")
+    a.remember("the remote's first line")
+    a.sync()
+    created = int(T0)
+    line = evil_line(created * 1000, oplog.PUT, "01JH0000000000000000000001", {
+        "domain": "user", "namespace": "general", "summary": f"deploy with {token}",
+        "content": f"the deploy token is {token}", "tags": [f"token:{token}", key],
+        "source": f"https://x:{token}@git.example.com/repo", "relates_to": [f"nmem://user/general/{key}"],
+        "is_pinned": False, "created_at": created, "updated_at": created})
+    push_as_attacker(remote, tmp_path / "evil", {f"devices/{EVIL}/user/log/0/0/0/0/0/0/0/0.jsonl": line + "\n"})
+    report = b.sync()
+    assert report.applied == 2 and report.invalid == 0
+    memory = b.service.store.get_memory("01JH0000000000000000000001")
+    assert memory is not None
+    fields = json.dumps([memory.content, memory.summary, memory.tags, memory.source, memory.relates_to])
+    assert "[REDACTED:" in fields and token not in fields and key not in fields, fields
+    stored = b"".join(p.read_bytes() for p in b.home.iterdir() if p.name.startswith("nmem.db"))
+    if stored:  # the SQLite file and its WAL (PostgreSQL keeps its rows elsewhere)
+        assert token.encode() not in stored and key.encode() not in stored

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from starlette.routing import Route, WebSocketRoute
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from mcp_support import seed
+from mcp_support import Inbox, seed
 from nmem.adapters.http.app import create_app
 from nmem.adapters.http.streams import WS_OPS
 from nmem.config import Settings, load_settings
@@ -226,10 +227,10 @@ def test_no_rest_or_claude_mem_operation_shows_bob_anns_private_memories(world: 
         assert not world.leaked(text, target + json.dumps(body)), f"{where} leaks: {text[:400]}"
         if world.ann_urns[0] in target and status < 300 and method != "GET":
             pytest.fail(f"{where}: bob changed ann's private memory")
-        if "(admin)" in op.get("summary", ""):
+        if re.search(r"\badmin", op.get("summary", "")):  # (admin), (admins only…), (an admin's…)
             assert status == 403, f"{where}: an admin-only operation answered bob: {text[:200]}"
             refused_admin.append(path)
-    assert len(refused_admin) >= 4
+    assert len(refused_admin) >= 6
     ann_untouched(world)
 
 
@@ -518,3 +519,198 @@ def test_consolidation_never_merges_one_writers_private_memory_into_anothers(nme
     groups = [ids for merge in report["merges"]
               if (ids := {m["id"] for m in merge["merged"]} | {merge["survivor"]}) & private]
     assert groups == [set(written["ann"])], report["merges"]  # ann's two merge; bob's near-duplicate stays his
+
+
+# -- nothing tells an existing private memory from one that never was ----------------------------------------
+
+def _as_nobody(text: str, named: str) -> str:
+    return text.replace(named, "REF").replace(quote(named, safe=""), "REF")
+
+
+def _unseen_refs(world: World) -> list[tuple[str, str]]:
+    """(a name of ann's private memory, the same kind of name that names nothing): her number, id and URN."""
+    with Service.open(world.settings) as service:
+        number = service.store.memory_numbers([world.ann_uids[0]])[world.ann_uids[0]]
+    fake = world.ann_uids[0][:-6] + "ZZZZZZ"
+    return [(str(number), "987654"), (world.ann_uids[0], fake), (world.ann_urns[0], world.ann_urns[0].replace(
+        world.ann_uids[0], fake))]
+
+
+def test_no_operation_answers_bob_differently_for_anns_private_memory_than_for_none(world: World) -> None:
+    """Every REST and claude-mem operation with a path parameter, and every MCP tool taking a memory,
+    answers bob the same (status and text, the name aside) whether it names ann's private memory or
+    a memory that never existed: an error message must not confirm that she has one."""
+    spec = json.loads(call(world.server.port, "GET", "/openapi.json", world.tokens["bob"])[1])
+    tried = 0
+    for method, path, op in _operations(world):
+        names = [p["name"] for p in op.get("parameters", []) if p["in"] == "path"]
+        if not names:
+            continue
+        for ann, nobody in _unseen_refs(world):
+            answers = []
+            for ref in (ann, nobody):
+                target, body = _request(world, method, path, op, spec)
+                for name in names:
+                    target = target.replace(quote(str(_value(name, {}, world)), safe=""), quote(ref, safe=""))
+                status, text = call(world.server.port, method, target, world.tokens["bob"], body,
+                                    {"X-Nmem-CSRF": "1"})
+                answers.append((status, _as_nobody(text, ref)))
+            assert answers[0] == answers[1], f"{method} {path}: {answers}"
+            tried += 1
+    assert tried >= 15
+    ann_untouched(world)
+
+
+@pytest.mark.anyio
+async def test_no_mcp_tool_answers_bob_differently_for_anns_private_memory_than_for_none(world: World) -> None:
+    async with mcp_as(world, "bob") as client:
+        tools = (await client.list_tools()).tools
+        tried = 0
+        for tool in tools:
+            props = tool.input_schema.get("properties", {})
+            keys = [k for k in ("id", "ref", "urn", "memory", "ids", "refs", "urns") if k in props]
+            if not keys or tool.name in ("configure", "sync"):
+                continue
+            for ann, nobody in _unseen_refs(world):
+                answers = []
+                for ref in (ann, nobody):
+                    args = _tool_args(tool.input_schema, world)
+                    for key in keys:
+                        kind = props[key].get("type")
+                        args[key] = [ref] if kind == "array" else ref
+                    result = await client.call_tool(tool.name, args)
+                    answers.append(_as_nobody(json.dumps(result.model_dump(mode="json")), ref))
+                assert answers[0] == answers[1], f"{tool.name}: {answers}"
+                tried += 1
+        assert tried >= 6
+    ann_untouched(world)
+
+
+@pytest.mark.anyio
+async def test_mcp_subscriptions_never_tell_bob_that_ann_changed_a_private_memory(world: World) -> None:
+    """Bob may follow the `user` domain (his own private memories) and a public memory; ann's
+    edits of her private memories notify him of nothing, the edit of the public one does."""
+    inbox = Inbox()
+    headers = {"Authorization": f"Bearer {world.tokens['bob']}"}
+    async with create_mcp_http_client(headers=headers) as http, \
+            Client(streamable_http_client(f"{world.server.base}/mcp", http_client=http), mode="legacy",
+                   message_handler=inbox) as bob:
+        for uri in ("nmem://org", "nmem://user", f"nmem://user/{SECRET_NS}", world.ann_urns[0],
+                    world.ann_public_urn):
+            with contextlib.suppress(MCPError), warnings.catch_warnings():  # refused for her private ones
+                warnings.simplefilter("ignore")  # resources/subscribe is deprecated after 2025-11-25
+                await bob.subscribe_resource(uri)
+        # what was written before (bob's own private memory too) is heard first: start after it
+        call(world.server.port, "POST", "/api/v1/memories", world.tokens["root"],
+             {"content": "Org rule: the watcher caught up.", "domain": "org"})
+        await inbox.wait_updated("nmem://org", timeout=10)
+        await inbox.wait_list_changed(timeout=10)  # a poll's last notification: its batch is all here
+        inbox.messages.clear()
+        for ref in world.ann_uids:
+            status, _ = call(world.server.port, "PATCH", f"/api/v1/memories/{ref}", world.tokens["ann"],
+                             {"tags": [f"{MARKER}-tag", "edited"]})
+            assert status == 200
+        status, _ = call(world.server.port, "PATCH", f"/api/v1/memories/{world.ann_public}", world.tokens["ann"],
+                         {"content": "Deploys run from the release branch, again."})
+        assert status == 200
+        await inbox.wait_updated(world.ann_public_urn, timeout=10)
+        heard = json.dumps([m.model_dump(mode="json") for m in inbox.messages if not isinstance(m, Exception)])
+        assert not world.leaked(heard) and "nmem://user" not in heard, heard[:600]
+    with Service.open(world.settings) as service:  # her edits undone: the other tests see her notes as written
+        for ref in world.ann_uids:
+            service.update(ref, tags=[f"{MARKER}-tag"])
+
+
+@pytest.mark.xfail(strict=True, reason="known, not fixed: BM25's word statistics (FTS5's bm25(), PostgreSQL's kept "
+                   "word counts) count every memory, other users' private ones too; see docs/team.md")
+def test_a_search_score_does_not_tell_bob_which_words_anns_private_memories_hold(world: World) -> None:
+    """Bob writes two project memories alike but for one word: a word of ann's private notes and
+    one nobody wrote. If their scores differ, a score is an oracle for her private words."""
+    scores = {}
+    for word in (MARKER, "kiwiplumbo"):
+        status, text = call(world.server.port, "POST", "/api/v1/memories", world.tokens["bob"],
+                            {"content": f"note about {word} and the rotation schedule", "namespace": "learnings"})
+        assert status == 201, text
+    for word in (MARKER, "kiwiplumbo"):
+        status, text = call(world.server.port, "GET", f"/api/v1/search?query={word}&scope=memories",
+                            world.tokens["bob"])
+        rows = [r for r in json.loads(text)["results"] if word in r["content_preview"]]
+        assert status == 200 and len(rows) == 1, text
+        scores[word] = rows[0]["score"]
+    assert scores[MARKER] == scores["kiwiplumbo"], scores
+
+
+@pytest.mark.parametrize("route", ["/api/v1/hook", "/api/v1/events"])
+def test_a_remote_event_never_makes_the_server_read_a_file_it_names(world: World, tmp_path: Path,
+                                                                     route: str) -> None:
+    """A hook event sent over the network names a transcript on its sender's machine; the server
+    must not open that path on its own disk (another user's transcript, the operator's files)."""
+    secret = "operatorsownwords"
+    transcript = tmp_path / "operator.jsonl"
+    lines = [{"type": "user", "sessionId": "op-1", "cwd": "/srv", "timestamp": "2026-11-01T10:00:00Z", "uuid": "u1",
+              "parentUuid": None, "message": {"role": "user", "content": "rotate the keys"}},
+             {"type": "assistant", "sessionId": "op-1", "cwd": "/srv", "timestamp": "2026-11-01T10:00:05Z",
+              "uuid": "a1", "parentUuid": "u1",
+              "message": {"id": "m1", "type": "message", "role": "assistant", "model": "claude",
+                          "content": [{"type": "text", "text": f"{secret}: the key is in /srv"}]}}]
+    transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    session = f"bob-{route.rsplit('/', 1)[1]}"
+    for n, hook in enumerate(({"hook_event_name": "UserPromptSubmit", "prompt": "what did the operator say"},
+                              {"hook_event_name": "Stop", "transcript_path": str(transcript),
+                               "stop_hook_active": False})):
+        payload = {"session_id": session, "cwd": "/work/demo", **hook}
+        body = payload if route.endswith("/hook") else {"event": payload, "key": f"{session}-{n}",
+                                                        "received_at": NOW + n}
+        status, text = call(world.server.port, "POST", route, world.tokens["bob"], body)
+        assert status == 200, text
+    status, text = call(world.server.port, "GET", f"/api/v1/search?query={secret}&scope=all", world.tokens["bob"])
+    assert status == 200 and secret not in json.dumps(json.loads(text)["results"]), text[:400]
+
+
+def test_settings_and_status_never_show_a_token_or_password_in_a_url(tmp_path: Path) -> None:
+    """Every user of a team server may read the settings and status: a sync remote's token (as
+    GitHub documents it, the URL's user) and a password in a store URL's query stay hidden."""
+    from nmem.capture.privacy import redact_url
+
+    token = "ghp_R4nd0mT0k3nV4lu3Abcdefghijklmnop1234"
+    for url, secret in ((f"https://{token}@github.com/acme/memory.git", token),
+                        ("postgresql://app@db.internal/nmem?password=hunter22x&sslmode=require", "hunter22x"),
+                        ("postgresql://app@db.internal/nmem?sslmode=verify-full&sslpassword=k3yp4ss99", "k3yp4ss99"),
+                        ("https://git.acme.io/memory.git?private_token=abcdef123456ghijk", "abcdef123456ghijk"),
+                        ("postgresql://app:hunter22x@db.internal/nmem", "hunter22x")):
+        shown = redact_url(url)
+        assert secret not in shown and ("***" in shown or "[REDACTED:" in shown), shown
+    assert redact_url("postgresql://app@db.internal/nmem?sslmode=require") == \
+        "postgresql://app@db.internal/nmem?sslmode=require"
+    settings = load_settings({"NMEM_HOME": str(tmp_path), "NMEM_SYNC_REMOTE": f"https://{token}@github.com/acme/m.git"})
+    with Service.open(settings) as service:
+        for name, admin in (("root", True), ("bob", False)):
+            team.add_user(service.store, name, admin, NOW)
+        bob = team.create_token(service.store, "bob", NOW)["token"]
+    with running_server(settings) as server:
+        for path in ("/api/v1/settings", "/api/v1/status"):
+            status, text = call(server.port, "GET", path, bob)
+            assert status == 200 and token not in text and token[:12] not in text, (path, text[:300])
+
+
+def test_anns_better_matches_never_push_bobs_own_memory_off_his_page(world: World) -> None:
+    """Other users' private memories are left out before a page is cut, not after: bob finds his own
+    match with `limit=1` however many stronger matches ann keeps private, and an empty page never
+    tells him she has them."""
+    word = "quillfeather"
+    status, _ = call(world.server.port, "POST", "/api/v1/memories", world.tokens["bob"],
+                     {"content": f"{word}: the on-call rota lives in the wiki", "namespace": "learnings"})
+    assert status == 201
+    extra = []
+    for i in range(6):
+        status, text = call(world.server.port, "POST", "/api/v1/memories", world.tokens["ann"],
+                            {"content": f"{MARKER} {word} {word} {word} note {i}", "domain": "user",
+                             "namespace": SECRET_NS})
+        assert status == 201
+        extra.append(json.loads(text)["id"])
+    for path in (f"/api/v1/search?query={word}&scope=memories&limit=1", f"/api/v1/memories?query={word}&limit=1",
+                 f"/api/v1/search?query={word}&limit=1", f"/api/search?query={word}&type=memories&limit=1"):
+        status, text = call(world.server.port, "GET", path, world.tokens["bob"])
+        assert status == 200 and "on-call rota" in text and not world.leaked(text), (path, text[:300])
+    for uid in extra:  # ann's count stays what the other tests expect
+        assert call(world.server.port, "DELETE", f"/api/v1/memories/{uid}", world.tokens["ann"])[0] == 200

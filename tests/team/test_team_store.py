@@ -69,3 +69,17 @@ def test_writes_are_audited_and_their_writer_kept(service: Service) -> None:
     assert team.audit_rows(None, rows[0]["id"], 10) == rows[1:]
     assert team.audit_rows(None, 0, 1) == rows[:1]
     assert sql_rows(service.store, "SELECT writer FROM memories WHERE uid = ?", uid) == [("alice",)]
+
+
+def test_every_store_method_is_filtered_for_a_viewer_or_named_as_passing_through() -> None:
+    """A new store read could hand a signed-in user another's private memories: each public method
+    of both engines is either filtered by `ViewerStore` or named, with why, in `PASSES_THROUGH`."""
+    from nmem.store.postgres import PostgresStore
+    from nmem.store.sqlite import whole_class
+    from nmem.team.access import PASSES_THROUGH, ViewerStore
+
+    public = {name for cls in (whole_class(), PostgresStore) for name in dir(cls)
+              if not name.startswith("_") and callable(getattr(cls, name, None))}
+    filtered = {name for name in vars(ViewerStore) if not name.startswith("_")}
+    assert sorted(public - filtered - PASSES_THROUGH) == [], "classify these in nmem.team.access"
+    assert sorted(PASSES_THROUGH & filtered) == [] and sorted(PASSES_THROUGH - public) == []

@@ -254,10 +254,62 @@ def scrub(text: str) -> str:
         while len(decoded) < 3 and (once := percent_decoded(decoded[-1])) is not None:
             decoded.append(once)  # twice-encoded too (%253D)
         for plain in reversed(decoded[1:]):
-            redacted = redact(plain)
+            redacted = _redact_unescaped(plain, redact(plain))
             if redacted != plain:
                 return redacted
-    return redact(text, lowered)
+    return _redact_unescaped(text, redact(text, lowered))
+
+
+_ESCAPES = (("\\n", "\n"), ("\\r", "\r"), ("\\t", "\t"), ('\\"', '"'))
+_REDACTED = PLACEHOLDER.split("{", 1)[0]
+
+
+def _unescaped(text: str) -> str | None:
+    """`text` with its escaped line breaks, tabs and quotes (`\\n`, `\\r`, `\\t`, `\\"`, and `\\\\`
+    between them) decoded, or None when it has none."""
+    if "\\" not in text or not any(escape in text for escape, _ in _ESCAPES):
+        return None
+    parts = text.split("\\\\")  # an escaped backslash is never the start of an escape
+    for escape, char in _ESCAPES:
+        parts = [part.replace(escape, char) for part in parts]
+    return "\\".join(parts)
+
+
+def _escaped(text: str) -> str:
+    text = text.replace("\\", "\\\\")
+    for escape, char in _ESCAPES:
+        text = text.replace(char, escape)
+    return text
+
+
+def _redact_unescaped(text: str, redacted: str, depth: int = 2) -> str:
+    """`text` also read with its escapes decoded (JSON or a quoted string: a tool's output, a
+    JSON-encoded argument; twice-encoded too): `TOKEN=abc…\\nNEXT` would otherwise read
+    `abc…\\nNEXT` as the value and judge it no secret, and `-H \\"X-Api-Key: abc…\\"` end the
+    value at a backslash. When the decoded text holds a secret, it is redacted, escaped again when
+    the escapes were the text's only way to write those characters (a JSON string, its quotes
+    around it or not), and read as written once more, so what only that reading finds is redacted
+    too. A text mixing real breaks with escaped ones (code, a log) stays as written when that
+    reading left no secret the decoded one finds, else it stays decoded, as a percent-encoded text
+    does. `redacted` is `redact(text)`."""
+    plain = _unescaped(text)
+    if plain is None:
+        return redacted
+    again = redact(plain)
+    if depth > 1:
+        again = _redact_unescaped(plain, again, depth - 1)
+    if again == plain:
+        return redacted
+    if _escaped(plain) == text:
+        again = _escaped(again)
+    elif len(text) > 1 and text[0] == text[-1] == '"' and _escaped(plain[1:-1]) == text[1:-1] \
+            and len(again) > 1 and again[0] == again[-1] == '"':
+        again = '"' + _escaped(again[1:-1]) + '"'
+    else:  # real breaks beside escaped ones (code, a log): as written, unless that left a secret
+        left = _unescaped(redacted)
+        if left is None or redact(left) == left:
+            return redacted
+    return redact(again)
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -390,7 +442,10 @@ _URL_PASSWORD = LazyRegex(r"^([a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@")
 
 
 def redact_url(url: str) -> str:
-    """A store URL safe to print: the password (if any) replaced by `***`."""
-    if "@" not in url:
-        return url
-    return _URL_PASSWORD.get().sub(lambda m: m.group(1) + "***@", url)
+    """A URL safe to print (a store's, a sync remote's; every surface shows them through here): the
+    password (if any) replaced by `***`, then every secret the filter knows redacted: a token given
+    as the user (`https://ghp_…@github.com/…`), a password or token in the query (`?password=…`,
+    `&sslpassword=…`, `?token=…`)."""
+    if "@" in url:
+        url = _URL_PASSWORD.get().sub(lambda m: m.group(1) + "***@", url)
+    return scrub(url)

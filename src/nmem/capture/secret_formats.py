@@ -457,7 +457,7 @@ _TWILIO_SID = LazyRegex(r"\bAC[0-9a-f]{32}\b")
 # -- passwords in prose: "the db password is X", "pw X", "creds admin / X", "login with X" ---------
 
 _PROSE_PASSWORD = r"""(?ix)\b(?P<label>password|passwd|passphrase|pwd?|creds|credentials|log(?:ged)?[ ]?in|sign[ ]?in)\b
-    (?:[ \t]+(?:for|of|on|to)[ \t]+(?!is\b|was\b)[\w.@:/-]+)?
+    (?:[ \t]+(?:for|of|on|to)(?:[ \t]+(?!is\b|was\b)[\w.@:/-]+){1,3})?
     (?:[ \t]+(?P<link>is[ \t]+now|is[ \t]+still|is|was|are|now|will[ \t]+be|should[ \t]+be|set[ \t]+to|changed[ \t]+to
                       |reset[ \t]+to|with|using|as)\b[ \t]*:?[ \t]*
       |[ \t]*(?P<sep>[:=])[ \t]*

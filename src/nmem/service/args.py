@@ -10,6 +10,7 @@ from nmem.models import spec_tag
 MAX_LIMIT = 100
 MAX_IDS = 50
 SUMMARY_CHARS = 100
+QUERY_CHARS = 10_000   # a search query's limit: past it a search is refused before it starts
 ALL_PROJECTS = ("", "*")   # what a surface passes for "every project alike"
 CURRENT_PROJECT = "."
 # What every surface says about its `project` argument (CLI --project, MCP and REST `project`).
@@ -117,3 +118,11 @@ class ProjectScope:
 
     def __repr__(self) -> str:
         return f"ProjectScope(only={self.only!r}, first={self.first!r})"
+
+
+def checked_query(query: str | None) -> str | None:
+    """A search query within `QUERY_CHARS`, else InvalidArgument (HTTP 400, an MCP error, exit 2):
+    the one check every search and recall passes, whatever surface it came from."""
+    if query is not None and len(query) > QUERY_CHARS:
+        raise InvalidArgument(f"the query is {len(query):,} characters; the limit is {QUERY_CHARS}")
+    return query

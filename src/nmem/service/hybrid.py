@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 
 from nmem.models import SearchHit
+from nmem.service.args import checked_query
 from nmem.service.base import Base
 from nmem.service.search import SearchResult
 from nmem.store import SearchFilters
@@ -29,6 +30,7 @@ class Hybrid(Base):
                        fusion: str | None = None) -> SearchResult | None:
         """BM25 fused with vector similarity, or None to let BM25 answer alone. `embedder` and
         `fusion` override the settings (`recall --mode vector|hybrid`)."""
+        checked_query(query)
         if _in_hybrid.get() or order != "relevance" or not query or not query.strip():
             return None
         from nmem.search import fusion as fu  # with the ranking it uses: a process that never searches skips both

@@ -76,7 +76,13 @@ class Record(Base):
                 observations=[outcome.observation_id] if outcome.observation_id is not None else [])
 
     def _transcript_turn(self, event: ev.HookEvent) -> list[tuple[int, bool, str]]:
+        """What the agent wrote in the turn a Stop ends, read from the transcript the event names:
+        never for a signed-in user of a team server, whose event names a file on their own machine,
+        not one for the server to open on its disk (another user's transcript, the operator's)."""
         if event.kind not in (ev.STOP, ev.SUBAGENT_STOP) or not self.settings["capture.read_transcript"]:
+            return []
+        access = team_access()
+        if access is not None and access.current() is not None:
             return []
         from nmem.capture.transcript import turn_words
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nmem.errors import InvalidArgument
 from nmem.models import ORDERS, SCOPES, Observation, Prompt, Record, SearchHit
-from nmem.service.args import MAX_LIMIT, agents, as_list
+from nmem.service.args import MAX_LIMIT, agents, as_list, checked_query
 from nmem.service.base import Base
 from nmem.service.relpaths import Roots
 from nmem.store import SearchFilters
@@ -167,6 +167,7 @@ class Search(Base):
     def _search(self, scope: str, query: str | None, filters: SearchFilters, order: str,
                 limit: int, offset: int, *, strict: bool = False, raw: bool = False,
                 lexical: bool = False) -> SearchResult:
+        checked_query(query)  # every search and recall ends here or in `_hybrid_search`
         if raw:  # ADR-006: the query goes to FTS5 as typed, ordered by plain BM25
             match = query.strip() if query and query.strip() else None
             return SearchResult(self._run_scopes(scope, match, filters, order, limit, offset), query, match)

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from nmem import jsonlite
-from nmem.capture.privacy import scrub
+from nmem.capture.privacy import scrub_value
 from nmem.config import Settings, matches_any
 from nmem.errors import ConfigError, InvalidArgument, NmemError, SyncBusy
 from nmem.models import Record
@@ -117,6 +117,10 @@ def domain_patterns(values: Sequence[str], project: str | None) -> list[str]:
             raise InvalidArgument(f"invalid domain {value!r}: use all, user, org, project or project:<name> "
                                   "(globs allowed, e.g. project:*)")
     return patterns
+
+
+# A pulled memory's text fields (what `oplog._check_put` checked to be strings or lists of them).
+PULLED_TEXT = ("content", "summary", "tags", "source", "relates_to")
 
 
 # -- the report ----------------------------------------------------------------------------------------
@@ -313,9 +317,10 @@ class Syncer:
     def _apply(self, report: SyncReport, ops: list[oplog.Op], marks: list[FileMark], force: bool) -> None:
         ops.sort(key=lambda op: op.version)  # causal order: a chain of edits applies oldest first
         for op in ops:
-            if op.op == oplog.PUT:  # untrusted text passes the privacy filter again
-                op.memory["content"] = scrub(op.memory["content"])
-                op.memory["summary"] = scrub(op.memory["summary"])
+            if op.op == oplog.PUT:  # untrusted text passes the privacy filter again, every field of it
+                for name in PULLED_TEXT:
+                    if op.memory.get(name) is not None:
+                        op.memory[name] = scrub_value(op.memory[name])
         self._emit("progress", phase="apply", current=0, total=len(ops), message=f"applying {len(ops)} operations")
         outcomes = self.store.sync_apply(ops, marks, self.limit_ms)
         for op, (outcome, met) in zip(ops, outcomes, strict=True):

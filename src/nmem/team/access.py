@@ -94,6 +94,44 @@ def guarded(store: Any) -> Any:
 
 _BATCH = 500  # uids per writer lookup
 
+# Every other public method of a store, passed straight through, and why it may be: a write (the
+# service reads the memory through `ViewerStore` first), the trail (the team's, shared), the team's
+# own tables, sync and lifecycle (an admin's or the server's), or a read of ids the caller got
+# through `ViewerStore`. tests/team/test_team_store.py checks that every public method of both
+# engines is filtered by `ViewerStore` or named here, so a new store read is classified before it
+# can reach a signed-in user.
+PASSES_THROUGH = frozenset({
+    # writes
+    "add_observation", "add_prompt", "close_session", "ensure_session", "insert_memory", "update_memory",
+    "tombstone_memory", "touch_memories", "put_session", "set_observation_pin", "purge_observations",
+    "purge_observations_matching", "purge_observations_where", "save_import_mark", "mark_spooled",
+    "record_change", "start_run", "finish_run", "mark_run_undone", "set_tiers", "delete_expired",
+    "put_vectors", "delete_vectors", "prune_vectors", "reclaim",
+    # the trail: sessions, prompts, observations (shared by the team)
+    "active_sessions", "activity_by_day", "export_sessions", "file_touches", "get_observations", "get_prompts",
+    "get_session", "get_sessions", "import_marks", "last_prompt", "last_prompts", "latest_prompt_id",
+    "list_sessions", "neighbours", "observation_ids", "observations_since", "project_root", "prompt_time",
+    "prompts_since", "recent_duplicate", "recent_intents", "recent_observations", "recent_scored",
+    "recorded_paths", "search_observations", "search_prompts", "search_sessions", "session_file_touches",
+    "session_last_activity", "session_observations", "session_outline", "session_prompts", "session_roots",
+    "session_tail", "session_tails", "session_windows", "sessions_by_prefix", "sessions_prompts",
+    "summarised_sessions", "expired_counts",
+    # ranking reads of the trail scopes, and statistics (docs/team.md: word statistics are a known limit)
+    "match_ids", "rank_candidates", "fts_texts", "fts_stats",
+    # reads of memories the caller named by ids it got through ViewerStore
+    "memory_numbers", "memory_indexed", "get_vectors", "run_changes",
+    # the change feed (filtered per viewer by nmem.changes.may_see / may_hear)
+    "change_heads", "change_token", "logged_changes_since", "settled_heads",
+    # the team's tables (nmem.team.accounts checks who may call them)
+    "add_token", "add_user", "audit_rows", "list_tokens", "list_users", "memory_writers", "observation_writers",
+    "record_writes", "revoke_tokens", "team_active", "token_user",
+    # sync, vectors' upkeep, the engine itself
+    "sync_apply", "sync_device", "sync_files", "sync_log_unlogged", "sync_outbox", "sync_pending", "sync_pushed",
+    "sync_reset", "count_missing_vectors", "count_vectors", "missing_vectors", "tiers_computed_at",
+    "close", "transaction", "savepoint", "read_snapshot", "schema_version", "integrity", "fts_consistency",
+    "file_bytes", "migrate_to", "reserve_connections",
+})
+
 
 class ViewerStore:
     """A store whose memory reads leave out what one viewer may not see; everything else
@@ -131,10 +169,28 @@ class ViewerStore:
         memory = self._store.get_memory(uid)
         return memory if memory is None or self._keep([memory]) else None
 
-    def search_memories(self, *args: Any, **kwargs: Any) -> list[tuple[Memory, float]]:
-        rows = self._store.search_memories(*args, **kwargs)
-        kept = {m.id for m in self._keep([m for m, _ in rows])}
-        return [(m, s) for m, s in rows if m.id in kept]
+    def search(self, scope: str, match: str | None, filters: Any, order: str, limit: int,
+               offset: int) -> list[tuple[Any, float]]:
+        """The generic search: its memory scope filtered as `search_memories` is."""
+        if scope == "memories":
+            return self.search_memories(match, filters, order, limit, offset)
+        rows: list[tuple[Any, float]] = self._store.search(scope, match, filters, order, limit, offset)
+        return rows
+
+    def search_memories(self, match: str | None, filters: Any, order: str, limit: int,
+                        offset: int) -> list[tuple[Memory, float]]:
+        """A page of the memories this viewer may see: what they may not is left out before the
+        page is cut, so another user's better matches never push theirs off it (nor tell them,
+        by a short page, that those exist)."""
+        want = offset + limit
+        fetch = max(want, 1)
+        while True:
+            rows = self._store.search_memories(match, filters, order, fetch, 0)
+            kept = {m.id for m in self._keep([m for m, _ in rows])}
+            seen = [(m, s) for m, s in rows if m.id in kept]
+            if len(seen) >= want or len(rows) < fetch:
+                return seen[offset:want]
+            fetch *= 4
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         return self._filtered(self._store.iter_memories(domain, namespace))
@@ -143,7 +199,21 @@ class ViewerStore:
         return self._filtered(self._store.export_memories(*args, **kwargs))
 
     def curated_memories(self, project: str, limit: int) -> list[Memory]:
-        return self._keep(self._store.curated_memories(project, limit))
+        """As `search_memories`: others' private memories left out before the list is cut."""
+        fetch = max(limit, 1)
+        while True:
+            rows = self._store.curated_memories(project, fetch)
+            seen = self._keep(rows)
+            if len(seen) >= limit or len(rows) < fetch:
+                return seen[:limit]
+            fetch *= 4
+
+    def memory_uid(self, number: int) -> str | None:
+        """A memory's id by its number, None for another writer's private one: naming it by number
+        must answer as a number that names nothing does."""
+        uid = self._store.memory_uid(number)
+        memory = self._store.get_memory(uid) if uid is not None else None
+        return uid if memory is None or self._keep([memory]) else None
 
     def latest_checkpoint(self, project: str, session_id: str) -> Memory | None:
         found = self._store.latest_checkpoint(project, session_id)

@@ -37,11 +37,12 @@ from nmem.adapters.mcp import resources
 from nmem.adapters.mcp.profiles import exposed
 from nmem.adapters.mcp.tools import TEXT_AS, ToolSpec
 from nmem.capture import spool as hook_spool
-from nmem.changes import ChangeSet, ChangeWatcher
+from nmem.changes import ChangeSet, ChangeWatcher, may_hear
 from nmem.errors import InternalError, InvalidArgument, NmemError, NotFound, ValidationError
 from nmem.service.api import Service
-from nmem.team.access import SCOPE_KEY, acting_as
+from nmem.team.access import SCOPE_KEY, Viewer, acting_as
 from nmem.team.access import current as current_viewer
+from nmem.team.accounts import active as users_active
 
 log = logging.getLogger("nmem.mcp")
 MAX_SESSIONS = 256  # client connections remembered for notifications
@@ -85,6 +86,7 @@ class NmemServer:
         self.bus = InMemorySubscriptionBus()
         # ctx.session is a per-request proxy; the connection behind it is what lives on.
         self.sessions: OrderedDict[int, ServerSession] = OrderedDict()
+        self.viewers: dict[int, Viewer | None] = {}  # each client connection's signed-in user (team server)
         # URN as nmem writes it -> {client connection: the URI as that client subscribed to it}
         self.subscriptions: dict[str, dict[int, str]] = {}
         self.watcher = ChangeWatcher(service.store)
@@ -141,9 +143,11 @@ class NmemServer:
         """Remember the client connection (for list_changed) and return its key."""
         key = id(getattr(ctx.session, "_connection", ctx.session))
         self.sessions[key] = ctx.session
+        self.viewers[key] = current_viewer()  # whose private changes it may hear of (`may_hear`)
         self.sessions.move_to_end(key)
         while len(self.sessions) > MAX_SESSIONS:
             old, _ = self.sessions.popitem(last=False)
+            self.viewers.pop(old, None)
             for subscribers in self.subscriptions.values():
                 subscribers.pop(old, None)
         return key
@@ -292,18 +296,27 @@ class NmemServer:
     # -- change notifications -------------------------------------------------------------
 
     async def notify(self, changes: ChangeSet) -> None:
-        for uri in sorted(changes.updated):
+        """Tell subscribers what changed; a `user`-domain memory's changes only to its writer
+        (`nmem.changes.may_hear`), and to the bus's listeners only without users (the bus knows none)."""
+        store = self.service.store
+        team = bool(changes.private) and users_active(store)
+        for uri in sorted(changes.updated | changes.private.keys()):
+            private = set() if uri in changes.updated else changes.private.get(uri, set())
             for key, subscribed in list(self.subscriptions.get(uri, {}).items()):
                 session = self.sessions.get(key)
-                if session is not None:
+                if session is not None and (not private or may_hear(store, self.viewers.get(key), private)):
                     await session.send_resource_updated(subscribed)
+            if private and team:
+                continue
             # listeners filter by exact URI: publish the URN in both of its forms
             for form in dict.fromkeys((uri, _uri_form(uri))):
                 await self.bus.publish(ResourceUpdated(uri=form))
-        if changes.list_changed:
-            for session in list(self.sessions.values()):
-                await session.send_resource_list_changed()
-            await self.bus.publish(ResourcesListChanged())
+        if changes.list_changed or changes.private_listed:
+            for key, session in list(self.sessions.items()):
+                if changes.list_changed or may_hear(store, self.viewers.get(key), changes.private_listed):
+                    await session.send_resource_list_changed()
+            if changes.list_changed or not users_active(store):
+                await self.bus.publish(ResourcesListChanged())
 
     async def watch(self) -> None:
         """Poll the database for commits from any process and notify subscribers."""
