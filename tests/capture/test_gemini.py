@@ -75,6 +75,24 @@ def test_events_through_the_installed_command_are_recorded_as_gemini(installed: 
                        {"source": "agent", "content": "Pagination added; one test fails."}]
 
 
+def test_an_mcp_tool_is_read_by_its_mcp_context_not_its_flattened_name(installed: Path) -> None:
+    """Gemini names MCP tools `mcp_<server>_<tool>` (one underscore: `mcp_code_search_find_refs` could
+    be server `code` or `code_search`); the server and tool come from `mcp_context`."""
+    home = installed / "nmem"
+    for payload in (gm.mcp_tool(CWD, "code_search", "find_refs", {"symbol": "list_events"},
+                                "src/audit.py:12 list_events is called by the audit view"),
+                    gm.after_tool(CWD, "mcp_code_search_find_refs", {"symbol": "x"}, [{"text": "no match"}],
+                                  error="MCP error -32000: index not built",
+                                  mcp_context={"server_name": "code_search", "tool_name": "find_refs"})):
+        done = gemini_hook(installed, payload)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+    calls = [o for o in observations(home) if o["tool_name"].startswith("mcp__")]
+    assert [(o["tool_name"], o["metadata"].get("server"), o["metadata"].get("tool")) for o in calls][:1] == [
+        ("mcp__code_search__find_refs", "code_search", "find_refs")]
+    assert "list_events is called by the audit view" in calls[0]["content"]
+    assert len(calls) == 2 and "index not built" in json.dumps(calls[1])
+
+
 def test_gemini_and_claude_code_share_one_memory(installed: Path) -> None:
     home = installed / "nmem"
     gemini_hook(installed, gm.before_agent(CWD, "paginate the audit log endpoint", session_id="g-1"))
@@ -128,3 +146,12 @@ def test_doctor_checks_the_gemini_wiring(installed: Path) -> None:
     settings.write_text(json.dumps({**data, "tools": {"enableHooks": False}}))
     found = checks()["gemini hooks (user)"]
     assert found["status"] == "fail" and "tools.enableHooks = false" in found["detail"]
+    # Gemini CLI now keeps the switch and the list of hooks turned off in `hooksConfig`; a hook's
+    # name there is its `name` (nmem's is "nmem") or else its command.
+    settings.write_text(json.dumps({**data, "hooksConfig": {"enabled": True, "disabled": ["nmem"]}}))
+    found = checks()["gemini hooks (user)"]
+    assert found["status"] == "fail" and "hooksConfig.disabled" in found["detail"]
+    settings.write_text(json.dumps({**data, "hooksConfig": {"enabled": False}}))
+    assert checks()["gemini hooks (user)"]["status"] == "fail"
+    settings.write_text(json.dumps({**data, "hooksConfig": {"disabled": ["auto-test"]}}))
+    assert checks()["gemini hooks (user)"]["status"] == "ok"

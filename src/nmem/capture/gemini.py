@@ -9,7 +9,11 @@ fields: SessionStart (`source`: startup, resume, clear), BeforeAgent (`prompt`),
 `run_shell_command` (`command`, `description`, `directory`), `read_file`, `read_many_files`,
 `write_file`, `replace` (`file_path`, `old_string`, `new_string`), `glob`, `search_file_content`
 (`grep_search` in later versions), `list_directory`, `web_fetch` (`prompt` holding the URLs),
-`google_web_search` (`query`), `save_memory`, `write_todos`; MCP tools `mcp__<server>__<tool>`.
+`google_web_search` (`query`), `save_memory`, `write_todos`. MCP tools are named
+`mcp_<server>_<tool>` (one underscore, so the name alone does not say where the server's name
+ends); BeforeTool / AfterTool carry `mcp_context` {`server_name`, `tool_name`, ...} for them
+(packages/core/src/hooks/types.ts `McpToolContext`), which nmem reads as Claude Code's
+`mcp__<server>__<tool>`.
 
 The events map onto Claude Code's (Gemini's own migration table: BeforeAgent = UserPromptSubmit,
 AfterTool = PostToolUse, AfterAgent = Stop, PreCompress = PreCompact) and the tools onto
@@ -66,6 +70,13 @@ def _tool(shaped: dict[str, Any]) -> None:
     if error:
         shaped["hook_event_name"] = "PostToolUseFailure"
         shaped["error"] = error if isinstance(error, str) else jsonlite.dumps(error)
+    mcp = shaped.get("mcp_context")
+    if isinstance(mcp, dict) and mcp.get("server_name") and mcp.get("tool_name"):
+        shaped["tool_name"] = f"mcp__{mcp['server_name']}__{mcp['tool_name']}"
+        shaped["tool_input"] = tool_input
+        # The parts the model saw (text parts are read as the answer); on a failure, the error.
+        shaped["tool_response"] = {"content": shaped["error"], "isError": True} if error else content
+        return
     mapped = TOOLS.get(name)
     if mapped is None:
         shaped["tool_response"] = text

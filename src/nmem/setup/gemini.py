@@ -4,8 +4,9 @@ google-gemini/gemini-cli `docs/hooks/index.md`: hooks live in `settings.json` un
 Claude Code's layout (`{"<Event>": [{"matcher": ..., "hooks": [{"name", "type": "command",
 "command", "timeout" (milliseconds)}]}]}`), at user scope `~/.gemini/settings.json` and project
 scope `<project>/.gemini/settings.json`; MCP servers under `mcpServers` (`command`, `args`) in
-the same file. The hooks system can be turned off (`tools.enableHooks` / `hooksConfig.enabled`
-false, or nmem's hook listed in `hooks.disabled`); `nmem doctor` says so.
+the same file. The hooks system can be turned off (`hooksConfig.enabled` false, or nmem's hook
+named in `hooksConfig.disabled`; older versions: `tools.enableHooks`, `hooks.disabled`); `nmem
+doctor` says so. A project's hooks run only in a trusted folder (`core/src/hooks/hookRegistry.ts`).
 
 Same guarantees as the Claude Code install: merged, backed up, idempotent, removed exactly
 (handlers whose command is nmem's, the `nmem` server when its command is nmem's, and the files
@@ -82,7 +83,8 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     if off:
         report.notes.append(f"Gemini CLI's hooks are off in {path} ({off}); turn them on for nmem to capture")
     if scope == "project":
-        report.notes.append(f"{path} now holds this machine's paths; keep it out of the repository")
+        report.notes.append(f"{path} now holds this machine's paths; keep it out of the repository. Gemini CLI "
+                            "runs a project's hooks only in a trusted folder (it asks, or /permissions)")
     return report
 
 
@@ -101,6 +103,9 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
 
 
 def hooks_off(settings: dict[str, Any]) -> str | None:
+    """Why Gemini CLI would not run nmem's hooks from these settings, or None. `hooksConfig` is
+    the current place (`enabled`, `disabled`: hook names, a hook's name being its `name` or else
+    its command); `tools.enableHooks` and `hooks.disabled` are where older versions kept them."""
     tools = settings.get("tools")
     if isinstance(tools, dict) and tools.get("enableHooks") is False:
         return "tools.enableHooks = false"
@@ -108,9 +113,11 @@ def hooks_off(settings: dict[str, Any]) -> str | None:
     if isinstance(config, dict) and config.get("enabled") is False:
         return "hooksConfig.enabled = false"
     hooks = settings.get("hooks")
-    disabled = hooks.get("disabled") if isinstance(hooks, dict) else None
-    if isinstance(disabled, list) and "nmem" in disabled:
-        return "nmem is in hooks.disabled"
+    names = {"nmem", hook_command()}
+    for where, holder in (("hooksConfig.disabled", config), ("hooks.disabled", hooks)):
+        disabled = holder.get("disabled") if isinstance(holder, dict) else None
+        if isinstance(disabled, list) and names & {d for d in disabled if isinstance(d, str)}:
+            return f"nmem is in {where}"
     return None
 
 
