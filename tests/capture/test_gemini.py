@@ -93,6 +93,20 @@ def test_an_mcp_tool_is_read_by_its_mcp_context_not_its_flattened_name(installed
     assert len(calls) == 2 and "index not built" in json.dumps(calls[1])
 
 
+def test_the_context_gemini_prepends_to_a_headless_prompt_is_not_stored_as_the_prompt(installed: Path) -> None:
+    """`gemini -p` puts SessionStart's context before the first prompt, escaped, in
+    `<hook_context>` tags, and BeforeAgent carries it (seen with the real CLI, 0.61.0)."""
+    home = installed / "nmem"
+    context = ("<hook_context>&lt;nmem-context&gt;\n# nmem context\n## Last session s39d37b41 (gemini)\n"
+               "Asked: why does the export time out (p1)\n&lt;/nmem-context&gt;</hook_context>")
+    for payload in (gm.before_agent(CWD, f"{context}\n\nstream the invoice rows"),
+                    gm.after_agent(CWD, f"{context}\n\nstream the invoice rows", "Rows stream now."),
+                    gm.before_agent(CWD, "explain <hook_context> tags in my notes")):
+        assert gemini_hook(installed, payload).returncode == 0
+    prompts = [p["content"] for p in query(home, "SELECT content FROM prompts WHERE source = 'user' ORDER BY id")]
+    assert prompts == ["stream the invoice rows", "explain <hook_context> tags in my notes"]
+
+
 def test_gemini_and_claude_code_share_one_memory(installed: Path) -> None:
     home = installed / "nmem"
     gemini_hook(installed, gm.before_agent(CWD, "paginate the audit log endpoint", session_id="g-1"))

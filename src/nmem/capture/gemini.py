@@ -40,6 +40,7 @@ TOOLS = {"run_shell_command": "Bash", "read_file": "Read", "write_file": "Write"
          "glob": "Glob", "search_file_content": "Grep", "grep_search": "Grep", "google_web_search": "WebSearch",
          "web_fetch": "WebFetch"}
 CONTEXT_EVENTS = frozenset({"SessionStart", "BeforeAgent", "AfterTool"})
+HOOK_CONTEXT = ("<hook_context>", "</hook_context>")
 
 
 def _shell_response(content: str) -> dict[str, Any]:
@@ -98,6 +99,20 @@ def _tool(shaped: dict[str, Any]) -> None:
         shaped["tool_response"] = text
 
 
+def without_hook_context(prompt: str) -> str:
+    """The user's prompt without the hooks' context Gemini CLI put before it. Run with a prompt
+    (`gemini -p`, piped input), Gemini prepends SessionStart's additionalContext to the first
+    prompt as `<hook_context>...</hook_context>\n\n` (packages/cli/src/gemini.tsx; the context is
+    escaped, so it holds no closing tag), and BeforeAgent then carries it in `prompt`: recorded
+    as it comes, nmem's own recall would be stored as what the user asked."""
+    while prompt.startswith(HOOK_CONTEXT[0]):
+        end = prompt.find(HOOK_CONTEXT[1])
+        if end < 0:
+            break
+        prompt = prompt[end + len(HOOK_CONTEXT[1]):].lstrip("\n")
+    return prompt
+
+
 def parse(payload: object, *, now: float | None = None) -> HookEvent:
     if not isinstance(payload, dict):
         raise InvalidArgument("hook input: expected a JSON object")
@@ -105,6 +120,8 @@ def parse(payload: object, *, now: float | None = None) -> HookEvent:
     name = shaped.get("hook_event_name")
     if isinstance(name, str) and name in EVENTS:
         shaped["hook_event_name"] = EVENTS[name]
+    if isinstance(shaped.get("prompt"), str):
+        shaped["prompt"] = without_hook_context(shaped["prompt"])
     if name == "AfterAgent" and isinstance(shaped.get("prompt_response"), str):
         shaped["last_assistant_message"] = shaped["prompt_response"]
     if name == "AfterTool":
