@@ -136,5 +136,8 @@ def test_codex_cli_runs_the_installed_hooks_once_trusted(tmp_path: Path) -> None
     sessions = query(data, "SELECT agent, project, ended_at FROM sessions")
     assert [(s["agent"], s["project"]) for s in sessions] == [("codex", "billing")] and sessions[0]["ended_at"]
     assert [p["content"] for p in query(data, "SELECT content FROM prompts")] == ["stream the invoice rows"]
+    again = codex_exec(cli_env, project, "and the export test")  # SessionStart answers with context now
+    assert "hook: SessionStart Completed" in again.stderr and "Failed" not in again.stderr, again.stderr[-2000:]
+    assert [p["content"] for p in query(data, "SELECT content FROM prompts ORDER BY id")][-1] == "and the export test"
     kinds = [(o["obs_type"], o["source_event"]) for o in observations(data)]
     assert ("session_start", "SessionStart") in kinds and ("session_end", "SessionEnd") in kinds
