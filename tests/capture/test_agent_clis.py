@@ -3,6 +3,7 @@ naming the binaries (`npm install @google/gemini-cli` gives `node_modules/.bin/g
 
     NMEM_TEST_GEMINI_CLI=/path/to/gemini  pytest tests/capture/test_agent_clis.py
     NMEM_TEST_CODEX_CLI=/path/to/codex    pytest tests/capture/test_agent_clis.py   # @openai/codex
+    NMEM_TEST_CLAUDE_CLI=/path/to/claude  pytest tests/capture/test_agent_clis.py   # @anthropic-ai/claude-code
 
 Gemini CLI: a BeforeAgent hook of the user's own denies the turn, so no model is called; nmem's
 hooks beside it (merged into the same settings.json) record the session start, the prompt and
@@ -13,6 +14,9 @@ Codex CLI: the same with a UserPromptSubmit hook that blocks; and Codex's hook t
 `nmem doctor` computes, an untrusted nmem hook does not run, and once the user's trust record is
 there (written here the way `/hooks` writes it, from the hash Codex gives) it does and doctor is
 satisfied. Checked with @openai/codex 0.171.0.
+
+Claude Code: `claude -p` with a UserPromptSubmit hook of the user's that blocks (20 s a run here,
+most of it waiting on the network it does not have). Checked with @anthropic-ai/claude-code 2.1.197.
 """
 
 from __future__ import annotations
@@ -141,3 +145,28 @@ def test_codex_cli_runs_the_installed_hooks_once_trusted(tmp_path: Path) -> None
     assert [p["content"] for p in query(data, "SELECT content FROM prompts ORDER BY id")][-1] == "and the export test"
     kinds = [(o["obs_type"], o["source_event"]) for o in observations(data)]
     assert ("session_start", "SessionStart") in kinds and ("session_end", "SessionEnd") in kinds
+
+
+CLAUDE = os.environ.get("NMEM_TEST_CLAUDE_CLI", "")
+
+
+@pytest.mark.skipif(not CLAUDE, reason="set NMEM_TEST_CLAUDE_CLI to a claude binary")
+def test_claude_code_runs_the_installed_hooks_beside_the_users_own(tmp_path: Path) -> None:
+    home, project, data = tmp_path / "home", tmp_path / "billing", tmp_path / "nmem"
+    (home / ".claude").mkdir(parents=True)
+    project.mkdir()
+    settings = home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [BLOCK]}]}}))
+    env = {**hook_env(data), "HOME": str(home)}
+    assert run_nmem(["install", "claude-code"], env=env).returncode == 0
+    assert json.loads(settings.read_text())["hooks"]["UserPromptSubmit"][0] == {"hooks": [BLOCK]}
+    cli_env = {**env, "ANTHROPIC_API_KEY": "sk-ant-offline", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    for prompt in ("why does the invoice export time out", "stream the invoice rows"):
+        done = subprocess.run([CLAUDE, "-p", prompt], cwd=project, env=cli_env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert done.returncode == 0 and "offline test" in done.stdout + done.stderr, done.stderr[-2000:]
+    sessions = query(data, "SELECT agent, project, ended_at FROM sessions ORDER BY started_at")
+    assert [(s["agent"], s["project"]) for s in sessions] == [("claude-code", "billing")] * 2
+    assert all(s["ended_at"] for s in sessions)
+    prompts = [p["content"] for p in query(data, "SELECT content FROM prompts ORDER BY id")]
+    assert prompts == ["why does the invoice export time out", "stream the invoice rows"]
