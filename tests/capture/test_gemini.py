@@ -101,7 +101,8 @@ def test_the_context_gemini_prepends_to_a_headless_prompt_is_not_stored_as_the_p
                "Asked: why does the export time out (p1)\n&lt;/nmem-context&gt;</hook_context>")
     for payload in (gm.before_agent(CWD, f"{context}\n\nstream the invoice rows"),
                     gm.after_agent(CWD, f"{context}\n\nstream the invoice rows", "Rows stream now."),
-                    gm.before_agent(CWD, "explain <hook_context> tags in my notes")):
+                    gm.before_agent(CWD, f"explain <hook_context> tags in my notes\n{context}"),
+                    gm.before_agent(CWD, context)):
         assert gemini_hook(installed, payload).returncode == 0
     prompts = [p["content"] for p in query(home, "SELECT content FROM prompts WHERE source = 'user' ORDER BY id")]
     assert prompts == ["stream the invoice rows", "explain <hook_context> tags in my notes"]

@@ -100,17 +100,23 @@ def _tool(shaped: dict[str, Any]) -> None:
 
 
 def without_hook_context(prompt: str) -> str:
-    """The user's prompt without the hooks' context Gemini CLI put before it. Run with a prompt
+    """The user's prompt without the hooks' context Gemini CLI put into it. Run with a prompt
     (`gemini -p`, piped input), Gemini prepends SessionStart's additionalContext to the first
-    prompt as `<hook_context>...</hook_context>\n\n` (packages/cli/src/gemini.tsx; the context is
-    escaped, so it holds no closing tag), and BeforeAgent then carries it in `prompt`: recorded
-    as it comes, nmem's own recall would be stored as what the user asked."""
-    while prompt.startswith(HOOK_CONTEXT[0]):
-        end = prompt.find(HOOK_CONTEXT[1])
-        if end < 0:
+    prompt as `<hook_context>...</hook_context>\n\n` (packages/cli/src/gemini.tsx), and BeforeAgent
+    then carries it in `prompt`; a BeforeAgent's own context is appended to the turn's request
+    the same way (core/src/core/client.ts), which a chat file keeps. Recorded as it comes, nmem's
+    own recall would be stored as what the user asked. The context is escaped, so it holds no
+    closing tag of its own."""
+    opening, closing = HOOK_CONTEXT
+    end = prompt.find(closing)
+    while end >= 0:
+        start = prompt.rfind(opening, 0, end)  # the block's own opening: none can be inside it
+        if start < 0:
             break
-        prompt = prompt[end + len(HOOK_CONTEXT[1]):].lstrip("\n")
-    return prompt
+        before, after = prompt[:start].rstrip("\n"), prompt[end + len(closing):].lstrip("\n")
+        prompt = f"{before}\n\n{after}" if before.strip() and after.strip() else before + after
+        end = prompt.find(closing, len(before))
+    return prompt.strip("\n")
 
 
 def parse(payload: object, *, now: float | None = None) -> HookEvent:
