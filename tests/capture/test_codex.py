@@ -262,6 +262,21 @@ def test_install_tells_about_codexs_hook_trust_only_when_it_changed_hooks(tmp_pa
     assert "/hooks" not in nmem_ok(["install", "codex"], env).stderr
 
 
+def test_install_notes_hooks_written_inline_in_config_toml(tmp_path: Path) -> None:
+    """Codex reads hooks from `hooks.json` and from inline `[hooks]` tables in config.toml, runs both
+    and warns when one layer has both (developers.openai.com/codex/hooks); `[hooks.state]` is
+    only its trust records."""
+    codex_dir = tmp_path / "home" / ".codex"
+    codex_dir.mkdir(parents=True)
+    trust = '[hooks.state."/x/hooks.json:stop:0:0"]\ntrusted_hash = "sha256:1"\n'
+    (codex_dir / "config.toml").write_text(trust)
+    env = env_for(tmp_path)
+    assert "has hooks of its own" not in nmem_ok(["install", "codex"], env).stderr
+    (codex_dir / "config.toml").write_text(trust + '\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = "command"\n'
+                                           'command = "notify-send done"\n')
+    assert "has hooks of its own" in nmem_ok(["install", "codex"], env).stderr
+
+
 def test_a_reinstall_keeps_every_hooks_place_so_codexs_trust_records_stay_valid(tmp_path: Path) -> None:
     """Codex keys a hook's trust by `<file>:<event>:<group>:<handler>`: a reinstall (a new nmem
     path, say) rewrites nmem's handler where it is and moves no one's hook."""

@@ -238,6 +238,10 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
         _save_toml(files, config_path, updated)
     elif with_mcp:
         report.unchanged.append(f"{config_path} [mcp_servers.{SERVER_NAME}]")
+    inline = parsed.get("hooks")
+    if isinstance(inline, dict) and any(key != "state" for key in inline):
+        report.notes.append(f"{config_path} has hooks of its own ([hooks]); Codex runs them and those in "
+                            f"{hooks_path} both, and warns at start that one layer has two forms")
     disabled = hooks_disabled(parsed)
     if disabled:
         report.notes.append(f"Codex hooks are turned off in {config_path} ({disabled}); nmem left it as it is")
