@@ -141,6 +141,26 @@ def test_install_merges_is_idempotent_and_uninstall_restores_the_settings(tmp_pa
     assert json.loads(settings.read_text()) == USER_SETTINGS
 
 
+def test_settings_with_comments_are_read_and_never_rewritten_without_them(tmp_path: Path) -> None:
+    """Gemini CLI's settings.json may hold comments (it reads it through strip-json-comments):
+    doctor reads it; install refuses to rewrite it (the comments would be lost), nothing changed."""
+    settings = tmp_path / "home" / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    text = ('{\n  // my theme\n  "theme": "GitHub", /* not "this" */\n  "url": "http://x//y",\n'
+            '  "hooks": {"BeforeTool": []}\n}\n')
+    settings.write_text(text)
+    env = env_for(tmp_path)
+    done = run_nmem(["install", "gemini"], env=env)
+    assert done.returncode != 0 and "has comments" in done.stderr and settings.read_text() == text
+    assert not (tmp_path / "nmem" / "backups").exists() or not list((tmp_path / "nmem" / "backups").iterdir())
+    checks = {c["name"]: c for c in json.loads(run_nmem(["doctor", "--format", "json"], env=env).stdout)["checks"]}
+    assert "gemini config (user)" not in checks  # a valid Gemini settings file, read as Gemini reads it
+    assert checks["gemini hooks"]["status"] == "warn"  # set up here, nmem not wired
+    settings.write_text(text.replace("// my theme\n", "").replace('/* not "this" */', ""))
+    assert run_nmem(["install", "gemini"], env=env).returncode == 0
+    assert json.loads(settings.read_text())["url"] == "http://x//y"
+
+
 def test_install_into_nothing_and_uninstall_leave_nothing(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     env = env_for(tmp_path)

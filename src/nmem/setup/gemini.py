@@ -15,12 +15,13 @@ and directories install created once nothing else is in them).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from nmem.errors import ConfigError
 from nmem.setup import agent_files as af
-from nmem.setup.claude_code import SERVER_NAME, Report, load_config, nmem_executable, without_ours
+from nmem.setup.claude_code import SERVER_NAME, Report, nmem_executable, without_ours
 
 AGENT = "gemini"
 HOOK_EVENTS: tuple[str, ...] = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent", "PreCompress",
@@ -31,6 +32,60 @@ TIMEOUT_MS = 30_000
 
 def settings_path(scope: str, project_dir: Path | None = None, home: Path | None = None) -> Path:
     return af.scope_dir(scope, ".gemini", project_dir, home) / SETTINGS
+
+
+def without_comments(text: str) -> tuple[str, bool]:
+    """JSON text without `//` and `/* */` comments (outside strings), and whether it had any.
+    Gemini CLI reads settings.json through strip-json-comments and keeps comments when it
+    writes it (packages/cli/src/config/settings.ts, utils/commentJson.ts)."""
+    out: list[str] = []
+    i, n, found = 0, len(text), False
+    in_string = False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+            out.append(c)
+        elif text.startswith("//", i):
+            found = True
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif text.startswith("/*", i):
+            found = True
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            out.append(" ")
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out), found
+
+
+def load_settings(path: Path, *, rewrite: bool = False) -> dict[str, Any]:
+    """settings.json as Gemini CLI reads it. `rewrite`: nmem is about to write it back, which
+    would lose its comments, so a file with comments is refused with nothing changed."""
+    if not path.exists():
+        return {}
+    try:
+        text, commented = without_comments(path.read_text(encoding="utf-8"))
+        data = json.loads(text or "{}")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}; fix or move it, then retry") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    if commented and rewrite:
+        raise ConfigError(f"{path} has comments, which nmem would lose in rewriting it; nothing was changed. "
+                          "Move the comments out of the file (or add nmem's entries by hand), then retry")
+    return data
 
 
 def hook_command() -> str:
@@ -76,8 +131,10 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
             with_mcp: bool = True, data_dir: Path | None = None) -> Report:
     path = settings_path(scope, project_dir, home)
     report, files = af.begin(data_dir)
-    current = load_config(path)
+    current = load_settings(path)
     wanted = merged(current, hook_command(), (exe or nmem_executable()) if with_mcp else None)
+    if wanted != current:
+        load_settings(path, rewrite=True)
     af.save_json(files, path, current, wanted)
     off = hooks_off(wanted)
     if off:
@@ -92,8 +149,10 @@ def uninstall(scope: str, *, project_dir: Path | None = None, home: Path | None 
               data_dir: Path | None = None) -> Report:
     path = settings_path(scope, project_dir, home)
     report, files = af.begin(data_dir)
-    current = load_config(path)
+    current = load_settings(path)
     out = cleaned(current)
+    if out != current:
+        load_settings(path, rewrite=True)
     if out != current:
         files.save_or_remove(path, out)
     files.remove_if_created(path)
@@ -124,7 +183,7 @@ def hooks_off(settings: dict[str, Any]) -> str | None:
 def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = None) -> dict[str, Any]:
     path = settings_path(scope, project_dir, home)
     try:
-        settings = load_config(path)
+        settings = load_settings(path)
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
     events, exes = af.wired_events(settings.get("hooks"), AGENT)
