@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_nmem
 from fixtures.harness import event, hook, hook_env, hook_ok
-from nmem.setup.claude_code import DIST_NAME, install, nmem_executable
+from nmem.setup.claude_code import DIST_NAME, hooks_off, install, nmem_executable
 from nmem.setup.doctor import FAIL, OK, WARN, Check, run_checks
 
 
@@ -237,3 +237,24 @@ def test_another_programs_nmem_first_on_path_is_named(nmem_home: Path, tmp_path:
     assert str(script) in check.detail and "neural_memory.cli" in check.detail and "neural-memory" in check.detail
     assert "nmem-memory" in check.detail  # the plugin's command, which the other package does not shadow
     assert names["nmem-memory on PATH"].status == OK
+
+
+def test_claude_codes_switch_that_turns_every_hook_off_fails(nmem_home: Path, tmp_path: Path) -> None:
+    """`disableAllHooks: true` in any settings file (managed settings: also `allowManagedHooksOnly`)
+    makes Claude Code skip nmem's hooks silently (seen with Claude Code 2.1.197)."""
+    user_home, project = tmp_path / "userhome", tmp_path / "project"
+    install("user", home=user_home)
+    assert "claude code hooks off" not in by_name(run_checks(project_dir=project, home=user_home))
+    local = project / ".claude" / "settings.local.json"
+    local.parent.mkdir(parents=True)
+    local.write_text(json.dumps({"disableAllHooks": True}), encoding="utf-8")
+    found = by_name(run_checks(project_dir=project, home=user_home))["claude code hooks off"]
+    assert found.status == FAIL and "disableAllHooks: true" in found.detail and str(local) in found.detail
+    local.write_text(json.dumps({"disableAllHooks": False}), encoding="utf-8")
+    assert "claude code hooks off" not in by_name(run_checks(project_dir=project, home=user_home))
+    managed = tmp_path / "managed-settings.json"
+    managed.write_text(json.dumps({"allowManagedHooksOnly": True}), encoding="utf-8")
+    assert hooks_off(project, user_home, managed=(managed,)) == f"allowManagedHooksOnly: true in {managed}"
+    settings = user_home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "allowManagedHooksOnly": True}))
+    assert hooks_off(project, user_home, managed=()) is None  # only managed settings can say so

@@ -244,6 +244,60 @@ def test_a_broken_config_toml_is_reported_not_overwritten(tmp_path: Path) -> Non
     assert (codex_dir / "config.toml").read_text() == "model = \n" and not (codex_dir / "hooks.json").exists()
 
 
+def test_session_end_is_wired_within_codexs_cap_and_recorded(installed: Path) -> None:
+    hooks = json.loads((installed / "home" / ".codex" / "hooks.json").read_text())["hooks"]
+    (handler,) = [h for g in hooks["SessionEnd"] for h in g["hooks"]]
+    assert handler["timeout"] == 3  # Codex caps a SessionEnd hook at 3 s (and gives 1 s unless told)
+    for payload in (cx.prompt(CWD, "tidy the export"), cx.session_end(CWD)):
+        done = codex_hook(installed, payload)
+        assert done.returncode == 0 and done.stderr == "" and done.stdout == "", done
+    rows = [(o["obs_type"], o["source_event"]) for o in observations(installed / "nmem")]
+    assert ("session_end", "SessionEnd") in rows
+
+
+def test_install_tells_about_codexs_hook_trust_only_when_it_changed_hooks(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    env = env_for(tmp_path)
+    assert "/hooks" in nmem_ok(["install", "codex"], env).stderr
+    assert "/hooks" not in nmem_ok(["install", "codex"], env).stderr
+
+
+def test_install_notes_hooks_written_inline_in_config_toml(tmp_path: Path) -> None:
+    """Codex reads hooks from `hooks.json` and from inline `[hooks]` tables in config.toml, runs both
+    and warns when one layer has both (developers.openai.com/codex/hooks); `[hooks.state]` is
+    only its trust records."""
+    codex_dir = tmp_path / "home" / ".codex"
+    codex_dir.mkdir(parents=True)
+    trust = '[hooks.state."/x/hooks.json:stop:0:0"]\ntrusted_hash = "sha256:1"\n'
+    (codex_dir / "config.toml").write_text(trust)
+    env = env_for(tmp_path)
+    assert "has hooks of its own" not in nmem_ok(["install", "codex"], env).stderr
+    (codex_dir / "config.toml").write_text(trust + '\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = "command"\n'
+                                           'command = "notify-send done"\n')
+    assert "has hooks of its own" in nmem_ok(["install", "codex"], env).stderr
+
+
+def test_a_reinstall_keeps_every_hooks_place_so_codexs_trust_records_stay_valid(tmp_path: Path) -> None:
+    """Codex keys a hook's trust by `<file>:<event>:<group>:<handler>`: a reinstall (a new nmem
+    path, say) rewrites nmem's handler where it is and moves no one's hook."""
+    (tmp_path / "home").mkdir()
+    env = env_for(tmp_path)
+    nmem_ok(["install", "codex"], env)
+    path = tmp_path / "home" / ".codex" / "hooks.json"
+    data = json.loads(path.read_text())
+    ours = data["hooks"]["Stop"][0]["hooks"][0]["command"]
+    mine = {"type": "command", "command": "notify-send done", "timeout": 5}
+    data["hooks"]["Stop"].append({"hooks": [mine]})
+    data["hooks"]["Stop"][0]["hooks"][0]["command"] = "/old/venv/bin/nmem record --agent codex"  # an older install
+    path.write_text(json.dumps(data))
+    nmem_ok(["install", "codex"], env)
+    stop = json.loads(path.read_text())["hooks"]["Stop"]
+    assert stop == [{"hooks": [{"type": "command", "command": ours, "timeout": 30}]}, {"hooks": [mine]}]
+    before = path.read_bytes()
+    nmem_ok(["install", "codex"], env)
+    assert path.read_bytes() == before
+
+
 # -- doctor --------------------------------------------------------------------------------------------------
 
 
@@ -269,6 +323,24 @@ def test_doctor_checks_the_codex_wiring(installed: Path) -> None:
     checks = doctor_checks(env, installed)
     assert checks["codex hooks (user)"]["status"] == "fail" and "features.hooks = false" in checks[
         "codex hooks (user)"]["detail"]
+
+
+def test_doctor_names_the_nmem_hooks_codex_has_no_trust_record_for(installed: Path) -> None:
+    env = env_for(installed)
+    found = doctor_checks(env, installed)["codex hook trust (user)"]
+    assert found["status"] == "warn" and "SessionStart" in found["detail"] and "/hooks" in found["hint"]
+    hooks_path = installed / "home" / ".codex" / "hooks.json"
+    hooks = json.loads(hooks_path.read_text())["hooks"]
+    config = installed / "home" / ".codex" / "config.toml"
+    snake = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit", "PostToolUse": "post_tool_use",
+             "PreCompact": "pre_compact", "Stop": "stop", "SubagentStop": "subagent_stop", "SessionEnd": "session_end"}
+    records = "".join(f'\n[hooks.state."{hooks_path}:{snake[e]}:0:0"]\ntrusted_hash = "sha256:{"0" * 64}"\n'
+                      for e in hooks if e != "Stop")
+    config.write_text(config.read_text() + records)  # what /hooks writes once the user trusts them
+    found = doctor_checks(env, installed)["codex hook trust (user)"]
+    assert found["status"] == "warn" and "no trust record for nmem's Stop hooks" in found["detail"]
+    config.write_text(config.read_text() + f'\n[hooks.state."{hooks_path}:stop:0:0"]\ntrusted_hash = "sha256:1"\n')
+    assert "codex hook trust (user)" not in doctor_checks(env, installed)
 
 
 def test_doctor_says_nothing_about_codex_where_it_is_not_used(tmp_path: Path) -> None:

@@ -89,6 +89,19 @@ def test_install_merges_is_idempotent_and_uninstall_restores(tmp_path: Path) -> 
     assert json.loads((cursor / "mcp.json").read_text()) == USER_MCP
 
 
+def test_install_warns_when_cursor_would_also_run_nmems_claude_code_hooks(tmp_path: Path) -> None:
+    """Cursor runs Claude Code's hooks too when its "Third-party skills" setting is on
+    (cursor.com/docs/reference/third-party-hooks): one event, recorded twice."""
+    (tmp_path / "home").mkdir()
+    env = env_for(tmp_path)
+    alone = run_nmem(["install", "cursor"], env=env)
+    assert alone.returncode == 0 and "Third-party skills" not in alone.stderr
+    assert run_nmem(["install", "claude-code"], env=env).returncode == 0
+    both = run_nmem(["install", "cursor", "--format", "json"], env=env)
+    notes = json.loads(both.stdout)["notes"]
+    assert any("Third-party skills" in n and ".claude/settings.json" in n for n in notes), notes
+
+
 def test_install_into_nothing_and_uninstall_leave_nothing(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     env = env_for(tmp_path)

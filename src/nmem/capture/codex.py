@@ -7,8 +7,9 @@ Codex's hooks take Claude Code's shape (openai/codex `codex-rs/hooks/schema/gene
 `tool_input`, `tool_response`, `tool_use_id` (PostToolUse), `trigger` (PreCompact),
 `last_assistant_message` (Stop, SubagentStop), `agent_id`/`agent_type` (subagents). Events:
 SessionStart, UserPromptSubmit, PreToolUse, PermissionRequest, PostToolUse, PreCompact,
-PostCompact, Stop, StopFailure, SubagentStart, SubagentStop; those nmem does not record are
-accepted and ignored.
+PostCompact, Stop, StopFailure, SubagentStart, SubagentStop, SessionEnd (the root thread's
+teardown: `session_id`, `transcript_path`, `cwd`, `reason` "other"; openai/codex#33895); those
+nmem does not record are accepted and ignored.
 
 What differs from Claude Code is the tools (codex-rs/core/src/tools/handlers): the shell is
 `Bash` with `tool_input` `{"command": "<one string>"}` and `tool_response` the output text the

@@ -9,7 +9,11 @@ fields: SessionStart (`source`: startup, resume, clear), BeforeAgent (`prompt`),
 `run_shell_command` (`command`, `description`, `directory`), `read_file`, `read_many_files`,
 `write_file`, `replace` (`file_path`, `old_string`, `new_string`), `glob`, `search_file_content`
 (`grep_search` in later versions), `list_directory`, `web_fetch` (`prompt` holding the URLs),
-`google_web_search` (`query`), `save_memory`, `write_todos`; MCP tools `mcp__<server>__<tool>`.
+`google_web_search` (`query`), `save_memory`, `write_todos`. MCP tools are named
+`mcp_<server>_<tool>` (one underscore, so the name alone does not say where the server's name
+ends); BeforeTool / AfterTool carry `mcp_context` {`server_name`, `tool_name`, ...} for them
+(packages/core/src/hooks/types.ts `McpToolContext`), which nmem reads as Claude Code's
+`mcp__<server>__<tool>`.
 
 The events map onto Claude Code's (Gemini's own migration table: BeforeAgent = UserPromptSubmit,
 AfterTool = PostToolUse, AfterAgent = Stop, PreCompress = PreCompact) and the tools onto
@@ -36,6 +40,7 @@ TOOLS = {"run_shell_command": "Bash", "read_file": "Read", "write_file": "Write"
          "glob": "Glob", "search_file_content": "Grep", "grep_search": "Grep", "google_web_search": "WebSearch",
          "web_fetch": "WebFetch"}
 CONTEXT_EVENTS = frozenset({"SessionStart", "BeforeAgent", "AfterTool"})
+HOOK_CONTEXT = ("<hook_context>", "</hook_context>")
 
 
 def _shell_response(content: str) -> dict[str, Any]:
@@ -66,6 +71,13 @@ def _tool(shaped: dict[str, Any]) -> None:
     if error:
         shaped["hook_event_name"] = "PostToolUseFailure"
         shaped["error"] = error if isinstance(error, str) else jsonlite.dumps(error)
+    mcp = shaped.get("mcp_context")
+    if isinstance(mcp, dict) and mcp.get("server_name") and mcp.get("tool_name"):
+        shaped["tool_name"] = f"mcp__{mcp['server_name']}__{mcp['tool_name']}"
+        shaped["tool_input"] = tool_input
+        # The parts the model saw (text parts are read as the answer); on a failure, the error.
+        shaped["tool_response"] = {"content": shaped["error"], "isError": True} if error else content
+        return
     mapped = TOOLS.get(name)
     if mapped is None:
         shaped["tool_response"] = text
@@ -87,6 +99,26 @@ def _tool(shaped: dict[str, Any]) -> None:
         shaped["tool_response"] = text
 
 
+def without_hook_context(prompt: str) -> str:
+    """The user's prompt without the hooks' context Gemini CLI put into it. Run with a prompt
+    (`gemini -p`, piped input), Gemini prepends SessionStart's additionalContext to the first
+    prompt as `<hook_context>...</hook_context>\n\n` (packages/cli/src/gemini.tsx), and BeforeAgent
+    then carries it in `prompt`; a BeforeAgent's own context is appended to the turn's request
+    the same way (core/src/core/client.ts), which a chat file keeps. Recorded as it comes, nmem's
+    own recall would be stored as what the user asked. The context is escaped, so it holds no
+    closing tag of its own."""
+    opening, closing = HOOK_CONTEXT
+    end = prompt.find(closing)
+    while end >= 0:
+        start = prompt.rfind(opening, 0, end)  # the block's own opening: none can be inside it
+        if start < 0:
+            break
+        before, after = prompt[:start].rstrip("\n"), prompt[end + len(closing):].lstrip("\n")
+        prompt = f"{before}\n\n{after}" if before.strip() and after.strip() else before + after
+        end = prompt.find(closing, len(before))
+    return prompt.strip("\n")
+
+
 def parse(payload: object, *, now: float | None = None) -> HookEvent:
     if not isinstance(payload, dict):
         raise InvalidArgument("hook input: expected a JSON object")
@@ -94,6 +126,8 @@ def parse(payload: object, *, now: float | None = None) -> HookEvent:
     name = shaped.get("hook_event_name")
     if isinstance(name, str) and name in EVENTS:
         shaped["hook_event_name"] = EVENTS[name]
+    if isinstance(shaped.get("prompt"), str):
+        shaped["prompt"] = without_hook_context(shaped["prompt"])
     if name == "AfterAgent" and isinstance(shaped.get("prompt_response"), str):
         shaped["last_assistant_message"] = shaped["prompt_response"]
     if name == "AfterTool":

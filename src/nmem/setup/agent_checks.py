@@ -69,6 +69,10 @@ def agent_rows(label: str, module: Any, config_dir: Path, project_dir: Path, hom
         else:
             rows.append((f"{label} hooks ({w['scope']})", WARN if missing else OK, detail,
                          f"run: {again}" if missing else ""))
+        if w.get("untrusted"):
+            rows.append((f"{label} hook trust ({w['scope']})", WARN, f"no trust record for nmem's "
+                         f"{', '.join(w['untrusted'])} hooks in {w['hooks_file']}: Codex skips them until you "
+                         "trust them", "start Codex, open /hooks and trust nmem's hooks"))
         rows.extend(_executable_rows(label, w, again))
         rows.append(_mcp_row(label, w, again))
     return rows

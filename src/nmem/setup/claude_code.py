@@ -476,6 +476,30 @@ def _hook_files(settings: dict[str, Any]) -> tuple[list[str], set[str]]:
     return events, exes
 
 
+MANAGED_SETTINGS = (Path("/etc/claude-code/managed-settings.json"),
+                    Path("/Library/Application Support/ClaudeCode/managed-settings.json"))
+
+
+def hooks_off(project_dir: Path | None = None, home: Path | None = None,
+              managed: tuple[Path, ...] = MANAGED_SETTINGS) -> str | None:
+    """Why Claude Code would run none of nmem's hooks, or None. `disableAllHooks: true` in any
+    settings file turns off every hook that is not managed, and managed settings can turn all
+    off or allow only their own (`allowManagedHooksOnly`); Claude Code then skips nmem's hooks
+    without a word (checked with Claude Code 2.1.197)."""
+    root = project_dir or Path.cwd()
+    files = [(home or Path.home()) / ".claude" / "settings.json", root / ".claude" / "settings.json",
+             root / ".claude" / LOCAL_SETTINGS]
+    for path in [*files, *managed]:
+        try:
+            settings = load_config(path)
+        except ConfigError:
+            continue  # reported by the wiring check
+        for key in ("disableAllHooks", "allowManagedHooksOnly") if path in managed else ("disableAllHooks",):
+            if settings.get(key) is True:
+                return f"{key}: true in {path}"
+    return None
+
+
 def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = None) -> dict[str, Any]:
     """What is installed at one scope: events wired to nmem, their executables, the MCP entries."""
     paths = paths_for(scope, project_dir, home)

@@ -6,7 +6,12 @@ discovery.rs`): `hooks.json` beside each active config layer, so `~/.codex/hooks
 `.codex/` only when the project is trusted). The file has Claude Code's layout: `{"hooks":
 {"<Event>": [{"matcher": ..., "hooks": [{"type": "command", "command": ..., "timeout": s}]}]}}`.
 Hooks are a stable feature, on unless `[features] hooks = false` (or the older `codex_hooks`).
-MCP servers are `[mcp_servers.<name>]` tables (`command`, `args`) in the layer's `config.toml`.
+`timeout` is in seconds (alias `timeoutSec`; 600 when absent); SessionEnd (Codex since July 2026,
+openai/codex#33895) gets 1 s unless told and at most 3 s. A hook that is not managed by an admin
+runs only once the user trusted its exact definition (`/hooks`, recorded by position and hash in
+the user's config.toml, see `untrusted`); install says so, and keeps nmem's handlers where they
+are on a reinstall so that no hook's trust record moves. MCP servers are `[mcp_servers.<name>]`
+tables (`command`, `args`) in the layer's `config.toml`.
 
 The same guarantees as the Claude Code install (`nmem.setup.claude_code`): merged with
 what is there, backed up under `<data dir>/backups/`, idempotent, and removed exactly: the hook
@@ -32,6 +37,7 @@ from nmem.setup.claude_code import (
     SERVER_NAME,
     Files,
     Report,
+    is_nmem_command,
     load_config,
     nmem_executable,
     without_ours,
@@ -39,7 +45,8 @@ from nmem.setup.claude_code import (
 
 AGENT = "codex"
 HOOK_EVENTS: tuple[str, ...] = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop",
-                                "SubagentStop")
+                                "SubagentStop", "SessionEnd")
+SESSION_END_TIMEOUT_S = 3
 HOOKS_FILE = "hooks.json"
 CONFIG_FILE = "config.toml"
 _TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
@@ -61,12 +68,45 @@ def is_codex_hook(command: object) -> bool:
 # -- hooks.json ---------------------------------------------------------------------------------------
 
 
+def _handler(event: str, command: str) -> dict[str, Any]:
+    # Codex gives SessionEnd hooks one second unless told, and never more than three.
+    return {"type": "command", "command": command, "timeout": SESSION_END_TIMEOUT_S if event == "SessionEnd"
+            else HOOK_TIMEOUT_S}
+
+
+def _in_place(groups: Any, handler: dict[str, Any]) -> list[Any] | None:
+    """The event's groups with nmem's handler written where nmem's is now (the first one; any
+    other of nmem's dropped), or None when nmem has none there. Codex keys a hook's trust by
+    its place (`<file>:<event>:<group>:<handler>`), so a reinstall must move nothing."""
+    out: list[Any] = []
+    placed = False
+    for group in groups if isinstance(groups, list) else []:
+        handlers = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(handlers, list) or not any(is_nmem_command(_command(h)) for h in handlers):
+            out.append(group)
+            continue
+        kept = []
+        for h in handlers:
+            if not is_nmem_command(_command(h)):
+                kept.append(h)
+            elif not placed:
+                kept.append(handler)
+                placed = True
+        if kept:
+            out.append({**group, "hooks": kept})
+    return out if placed else None
+
+
+def _command(handler: object) -> object:
+    return handler.get("command") if isinstance(handler, dict) else None
+
+
 def merged_hooks(config: dict[str, Any], command: str) -> dict[str, Any]:
     hooks = dict(config.get("hooks") or {})
     for event in HOOK_EVENTS:
-        groups = without_ours(hooks.get(event))
-        groups.append({"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]})
-        hooks[event] = groups
+        handler = _handler(event, command)
+        placed = _in_place(hooks.get(event), handler)
+        hooks[event] = placed if placed is not None else [*without_ours(hooks.get(event)), {"hooks": [handler]}]
     return {**config, "hooks": hooks}
 
 
@@ -188,11 +228,20 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
     current = load_config(hooks_path)
     text, parsed = _read_toml(config_path)
     updated = with_server(text, parsed, exe or nmem_executable()) if with_mcp else None
-    af.save_json(files, hooks_path, current, merged_hooks(current, hook_command()))
+    wanted = merged_hooks(current, hook_command())
+    af.save_json(files, hooks_path, current, wanted)
+    if wanted != current:
+        report.notes.append(f"Codex runs a new or changed hook only once you trust it: start Codex, open /hooks "
+                            f"and trust nmem's hooks in {hooks_path} (`codex exec` runs: "
+                            "--dangerously-bypass-hook-trust); `nmem doctor` lists the ones without trust")
     if updated is not None:
         _save_toml(files, config_path, updated)
     elif with_mcp:
         report.unchanged.append(f"{config_path} [mcp_servers.{SERVER_NAME}]")
+    inline = parsed.get("hooks")
+    if isinstance(inline, dict) and any(key != "state" for key in inline):
+        report.notes.append(f"{config_path} has hooks of its own ([hooks]); Codex runs them and those in "
+                            f"{hooks_path} both, and warns at start that one layer has two forms")
     disabled = hooks_disabled(parsed)
     if disabled:
         report.notes.append(f"Codex hooks are turned off in {config_path} ({disabled}); nmem left it as it is")
@@ -238,12 +287,44 @@ def hooks_disabled(parsed: dict[str, Any]) -> str | None:
 # -- what is installed -----------------------------------------------------------------------------------
 
 
+def _snake(event: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(event))
+
+
+def untrusted(hooks_path: Path, config: dict[str, Any], user_config: dict[str, Any]) -> list[str]:
+    """The events whose nmem hook has no trust record in the user's config.toml.
+
+    Codex runs a hook someone else manages only once the user trusted its exact definition
+    (`/hooks` in the CLI), and records that as `[hooks.state."<hooks.json>:<event>:<group>:<handler>"]`
+    `trusted_hash = "sha256:..."` (`enabled = false` turns one off). nmem does not write that
+    record (the hash is Codex's to compute), so it can only say which hooks have none; a record
+    whose hash is stale (the hook changed since) looks the same from here and Codex asks again."""
+    hooks_state = user_config.get("hooks")
+    state = hooks_state.get("state") if isinstance(hooks_state, dict) else None
+    records = state if isinstance(state, dict) else {}
+    paths = {str(hooks_path), str(hooks_path.resolve())}
+    missing: list[str] = []
+    hooks = config.get("hooks")
+    for event, groups in (hooks if isinstance(hooks, dict) else {}).items():
+        for g, group in enumerate(groups if isinstance(groups, list) else []):
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for h, handler in enumerate(handlers if isinstance(handlers, list) else []):
+                if not is_codex_hook(_command(handler)):
+                    continue
+                found = [records.get(f"{p}:{_snake(event)}:{g}:{h}") for p in paths]
+                if not any(isinstance(r, dict) and r.get("trusted_hash") and r.get("enabled") is not False
+                           for r in found):
+                    missing.append(event)
+    return sorted(set(missing))
+
+
 def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = None) -> dict[str, Any]:
     layer = layer_dir(scope, project_dir, home)
     hooks_path, config_path = layer / HOOKS_FILE, layer / CONFIG_FILE
     try:
         config = load_config(hooks_path)
         _, parsed = _read_toml(config_path)
+        user = parsed if scope == "user" else _read_toml(layer_dir("user", home=home) / CONFIG_FILE)[1]
     except ConfigError as exc:
         return {"scope": scope, "error": exc.message, "events": [], "executables": [], "mcp": None}
     events, exes = af.wired_events(config.get("hooks"), AGENT)
@@ -252,4 +333,4 @@ def wiring(scope: str, *, project_dir: Path | None = None, home: Path | None = N
     return {"scope": scope, "hooks_file": str(hooks_path), "config_file": str(config_path),
             "events": events, "missing_events": [e for e in HOOK_EVENTS if e not in events],
             "executables": exes, "mcp": entry if isinstance(entry, dict) else None,
-            "disabled": hooks_disabled(parsed)}
+            "disabled": hooks_disabled(parsed), "untrusted": untrusted(hooks_path, config, user)}

@@ -5,6 +5,10 @@ Cursor reads `~/.cursor/hooks.json` (user) and `<project>/.cursor/hooks.json` (p
 groups); MCP servers from `~/.cursor/mcp.json` and `<project>/.cursor/mcp.json`
 (`{"mcpServers": {"<name>": {"command", "args"}}}`). Same guarantees as the Claude Code install:
 merged, backed up, idempotent, removed exactly, created files removed once empty.
+
+With "Third-party skills" on, Cursor also runs the hooks in Claude Code's settings
+(`~/.claude/settings.json`, `.claude/settings.json`, `.claude/settings.local.json`; cursor.com/docs/
+reference/third-party-hooks), so install says so when nmem's Claude Code hooks are there too.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Any
 
 from nmem.errors import ConfigError
 from nmem.setup import agent_files as af
-from nmem.setup.claude_code import SERVER_NAME, Report, load_config, nmem_executable
+from nmem.setup import claude_code
+from nmem.setup.claude_code import SCOPES, SERVER_NAME, Report, load_config, nmem_executable
 
 AGENT = "cursor"
 HOOK_EVENTS: tuple[str, ...] = ("sessionStart", "beforeSubmitPrompt", "afterShellExecution", "afterMCPExecution",
@@ -71,6 +76,12 @@ def install(scope: str, *, exe: str | None = None, project_dir: Path | None = No
         af.save_json(files, mcp_path, mcp_config, {**mcp_config, "mcpServers": servers})
     report.notes.append("Cursor passes sessionStart's additional_context to the model only in versions with that "
                         "hook; the MCP tools (search, recall) work in every version")
+    claude = [w["settings"] for w in (claude_code.wiring(sc, project_dir=project_dir, home=home) for sc in SCOPES)
+              if w["events"]]
+    if claude:
+        report.notes.append(f"nmem's Claude Code hooks are in {', '.join(claude)}: with Cursor's \"Third-party "
+                            "skills\" on, Cursor runs those too and each event would be recorded twice; keep that "
+                            "setting off, or uninstall one of the two")
     return report
 
 

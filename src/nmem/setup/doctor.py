@@ -206,6 +206,10 @@ def _wiring(project_dir: Path, home: Path | None) -> list[Check]:
             checks.append(Check(f"claude code settings ({w['scope']})", FAIL, w["error"],
                                 "fix the file it names (it must hold one JSON object), then run nmem doctor again"))
     wired = [w for w in found if w["events"]]
+    off = claude_code.hooks_off(project_dir, home) if wired else None
+    if off:
+        checks.append(Check("claude code hooks off", FAIL, f"Claude Code runs none of nmem's hooks: {off}",
+                            "remove that setting (or set it to false)"))
     if not wired:
         checks.append(Check("claude code hooks", FAIL, "not installed",
                             "nmem install claude-code (or --scope project inside a project)"))
