@@ -25,7 +25,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Observation, Prompt
-from nmem.store.postgres.connection import SETTLED, Connection, tsquery
+from nmem.store.postgres.connection import SETTLED, Connection
+from nmem.store.postgres.tsquery import Parsed, parse
 from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
@@ -52,15 +53,6 @@ SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-# A found row's negated BM25 (alias r: its tsv and tokens; w: the words' terms and idfs; the
-# average length follows). Only the query's words are read of the tsvector: they are marked
-# (setweight on those lexemes) and kept (ts_filter), in C, so no row unnests its whole vector
-# into a join (a third of the cost per row at 2,000 rows).
-BM25_ROW = """-COALESCE((
-        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
-                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
-        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0)"""
-
 # What ranking one trail scope reads, in one statement (`rank_candidates`): the rows and tokens
 # indexed, the candidates as BM25_SQL finds them, each candidate's session window (`reach`
 # records each side, in session order), and the text, token count and time of every row named,
@@ -68,23 +60,92 @@ BM25_ROW = """-COALESCE((
 # back by kind: 0 totals (id = rows, n = tokens, at = newest id, before = KEPT_STATE), 1 a
 # candidate and its rank, 2 a window, 3 a text (a prompt's with its source), 4 a word's document
 # frequency (id; content = the word), for the caches, 5 a candidate's row (at = its time).
-# The words are the query's lexemes but those negated alone (`!'test'`): no row that matches
-# holds one, so its count weighs in no score (as in FTS5, where its phrase has no hit in the
-# row), and counting it read every row of a common word (0.7 s for 'test' in 390k rows at 1M).
+#
+# BM25 is FTS5's bm25(): a sum over the query's phrases (tsquery.parse: in order, repeats
+# included) of the phrase's IDF (from the rows holding the phrase) times its hits in the row.
+# `phrases` are those texts stemmed (their keys); `pwords` each phrase's lexemes (j: the place in
+# the phrase, k: its length, prefix for `word*`); `words` what is counted: a phrase of one whole
+# word by its lexeme (the counts plain searches keep too), any other (`'a' <-> 'b'`, `'pre':*`) by
+# its key. A phrase under a NOT is not listed: no row that matches holds it, so it weighs in no
+# score (as in FTS5, where it has no hit in the row), and counting it read every row of a common
+# word (0.7 s for 'test' in 390k rows at 1M).
 BM25_HEAD = """
-WITH words AS MATERIALIZED (
-    SELECT DISTINCT replace(m[2], '''''', '''') AS term, quote_literal(replace(m[2], '''''', '''')) AS query
-    FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
-    WHERE m[1] = ''
-), {counts}, weighted AS MATERIALIZED (
-    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
-    FROM (SELECT term, ln(((t.docs - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
+WITH phrases AS MATERIALIZED (
+    SELECT p.ord::int AS ord, to_tsquery('nmem', p.text)::text AS key, p.near, p.distance
+    FROM unnest(?::text[], ?::int[], ?::int[]) WITH ORDINALITY AS p(text, near, distance, ord)
+), pwords AS MATERIALIZED (
+    SELECT ph.ord, (m.j - 1)::int AS j, replace(m.w[1], '''''', '''') AS lexeme, m.w[2] IS NOT NULL AS prefix,
+           count(*) OVER (PARTITION BY ph.ord) AS k
+    FROM phrases ph CROSS JOIN LATERAL regexp_matches(ph.key, '''((?:[^'']|'''')+)''(:\\*)?', 'g')
+         WITH ORDINALITY AS m(w, j)
+), keyed AS MATERIALIZED (
+    SELECT ph.ord, ph.near, ph.distance, w.k,
+           CASE WHEN w.k = 1 AND NOT w.prefix THEN w.lexeme ELSE ph.key END AS term,
+           CASE WHEN w.k = 1 AND NOT w.prefix THEN quote_literal(w.lexeme) ELSE ph.key END AS query
+    FROM phrases ph JOIN pwords w ON w.ord = ph.ord AND w.j = 0
+), words AS MATERIALIZED (
+    SELECT DISTINCT term, query FROM keyed
+), {counts}, idf AS MATERIALIZED (
+    SELECT k.ord, k.term, k.near, k.distance, CASE WHEN raw.idf <= 0 THEN 1e-6 ELSE raw.idf END AS idf
+    FROM keyed k JOIN terms tm ON tm.term = k.term CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT ln(((t.docs - tm.df)::float8 + 0.5) / (tm.df + 0.5)) AS idf) AS raw
 ), {found}
-), ranked AS MATERIALIZED (
-    SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w CROSS JOIN totals t
-    ORDER BY rank, r.id DESC LIMIT ?
-)
+), {ranked}
 """
+
+# Ranking where every phrase is one whole word (alias r: a found row's tsv and tokens; w: the
+# words and their IDFs, a word asked twice weighs twice, as two phrases do in FTS5): only the
+# query's words are read of the tsvector: they are marked (setweight on those lexemes) and kept
+# (ts_filter), in C, so no row unnests its whole vector into a join (a third of the cost per row
+# at 2,000 rows).
+RANKED_WORDS = """weighted AS MATERIALIZED (
+    SELECT array_agg(term) AS terms, array_agg(idf) AS idfs FROM (SELECT term, sum(idf) AS idf FROM idf GROUP BY term) x
+), ranked AS MATERIALIZED (
+    SELECT r.id, -COALESCE((
+        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
+                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
+        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0) AS rank
+    FROM found r CROSS JOIN weighted w CROSS JOIN totals t
+    ORDER BY rank, r.id DESC LIMIT ?
+)"""
+
+# Ranking with phrases of several words, prefixes or a NEAR, over the found rows at once: the
+# positions of the lexemes asked (a prefix's: every lexeme of the found rows it begins) in each
+# row (`hits`); a phrase's hits are the places where each of its words stands at its offset
+# (`starts`); a hit of a NEAR's phrase counts when the other phrase's ends at most `distance`
+# tokens away (FTS5 keeps only those); then FTS5's sum over the phrases.
+RANKED_PHRASES = """expanded AS MATERIALIZED (
+    SELECT COALESCE(array_agg(DISTINCT x.l), '{{}}') AS lexemes FROM (
+        SELECT lexeme AS l FROM pwords WHERE NOT prefix{prefixed}) AS x
+), hits AS MATERIALIZED (
+    SELECT f.id, f.tokens, u.lexeme, pos FROM found f CROSS JOIN expanded e
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(f.tsv, 'A', e.lexemes), '{{a}}')) AS u
+    CROSS JOIN LATERAL unnest(u.positions) AS pos
+), starts AS MATERIALIZED (
+    SELECT h.id, h.tokens, w.ord, h.pos - w.j AS s, max(w.k) AS k
+    FROM hits h JOIN pwords w ON h.lexeme = w.lexeme OR (w.prefix AND starts_with(h.lexeme, w.lexeme))
+    GROUP BY h.id, h.tokens, w.ord, h.pos - w.j HAVING count(DISTINCT w.j) = max(w.k)
+), scored AS MATERIALIZED (
+    SELECT c.id, sum(i.idf * ((c.tf * 2.2) / (c.tf + 1.2 * (1 - 0.75 + 0.75 * c.tokens / {avg})))) AS score
+    FROM (SELECT a.id, a.tokens, a.ord, count(*)::float8 AS tf FROM starts a JOIN idf n ON n.ord = a.ord
+          WHERE n.near = 0 OR EXISTS (
+              SELECT 1 FROM starts o JOIN idf m ON m.ord = o.ord
+              WHERE o.id = a.id AND m.near = n.near AND o.ord <> a.ord
+                AND ((o.s > a.s + a.k - 1 AND o.s - (a.s + a.k - 1) <= n.distance + 1)
+                     OR (a.s > o.s + o.k - 1 AND a.s - (o.s + o.k - 1) <= n.distance + 1)))
+          GROUP BY a.id, a.tokens, a.ord) AS c
+    JOIN idf i ON i.ord = c.ord CROSS JOIN totals t
+    GROUP BY c.id
+), ranked AS MATERIALIZED (
+    SELECT r.id, -COALESCE(sc.score, 0) AS rank FROM found r LEFT JOIN scored sc ON sc.id = r.id
+    ORDER BY rank, r.id DESC LIMIT ?
+)"""
+
+# The lexemes a prefix stands for: those of the found rows that it begins
+PREFIXED = """
+        UNION ALL
+        SELECT l.l FROM found f CROSS JOIN LATERAL unnest(tsvector_to_array(f.tsv)) AS l(l)
+        WHERE EXISTS (SELECT 1 FROM pwords p WHERE p.prefix AND starts_with(l.l, p.lexeme))"""
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
@@ -185,6 +246,8 @@ FOUND_BOUNDED = """choice AS MATERIALIZED (
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
 _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
+# the distances a NEAR of two words allows, spelled out (tsquery.parse), once its words are `w`
+_SPELLED_NEAR = re.compile(r" & \((?:w <\d+> w(?: \| )?)+\)")
 
 
 def conjunction(q: str) -> str | None:
@@ -192,8 +255,9 @@ def conjunction(q: str) -> str | None:
     not negated (joined by & alone, only single words negated): at most the rows of the rarest;
     'or' when it holds one of them at least: at most the sum of their rows; None for a phrase
     (its words' rows bound only the candidates, each rechecked on its row) or a prefix (its
-    count is of its whole word). The bound only picks the faster of two plans of the same rows."""
-    rest = _LEXEME.sub("w", q)
+    count is of its whole word). A NEAR of two words (tsquery.parse: `a & b & (a <1> b | …)`) is
+    bounded as `a & b`. The bound only picks the faster of two plans of the same rows."""
+    rest = _SPELLED_NEAR.sub("", _LEXEME.sub("w", q))
     if ":*" in q or "<" in rest:
         return None
     return "and" if "|" not in rest and "!(" not in rest else "or"
@@ -332,7 +396,7 @@ RANK_WEIGHTS = {"memories": MEMORY_WEIGHTS, "sessions": SESSION_WEIGHTS}
 
 class SearchReads(Connection, ScopedSearch):
     def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
-        q = tsquery(match)
+        q = parse(match).text
         return None if q is None else (f"{alias}.tsv @@ {TSQ}", q)
 
     def get_observations(self, ids: Sequence[int]) -> list[Observation]:
@@ -352,7 +416,7 @@ class SearchReads(Connection, ScopedSearch):
 
     # -- the shared relevance read --------------------------------------------------------
 
-    def _bm25(self, template: str, scope: str, q: str, filters: SearchFilters, want: int,
+    def _bm25(self, template: str, scope: str, parsed: Parsed, filters: SearchFilters, want: int,
               **parts: str) -> tuple[str, list[Any]]:
         """A statement built on BM25_HEAD and its parameters: FTS5's bm25() (k1 1.2, b 0.75,
         its IDF floor) of the best `want` among the newest RELEVANCE_WINDOW matches that pass
@@ -369,6 +433,7 @@ class SearchReads(Connection, ScopedSearch):
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
         where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
         window = max(RELEVANCE_WINDOW, want)
+        q = str(parsed.text)
         joined = None if clauses else conjunction(q)
         if joined is None:
             found = FOUND_PLANNED.format(alias=alias, source=source, where=where)
@@ -377,9 +442,15 @@ class SearchReads(Connection, ScopedSearch):
             found = FOUND_BOUNDED.format(alias=alias, source=source, where=where)
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
-        sql = template.format(table=table, alias=alias, source=source, full=full, bm25=BM25_ROW.format(avg=avg),
+        phrases = parsed.phrases
+        if all(":*" not in p.text and "<" not in p.text and not p.near for p in phrases):
+            ranked = RANKED_WORDS.format(avg=avg)
+        else:
+            ranked = RANKED_PHRASES.format(avg=avg, prefixed=PREFIXED if any(":*" in p.text for p in phrases) else "")
+        sql = template.format(table=table, alias=alias, source=source, full=full, ranked=ranked,
                               found=found, counts=counts, state=KEPT_STATE, **parts)
-        return sql, [q, *reads, want]
+        return sql, [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
+                     *reads, want]
 
     def _query_kept(self, table: str, sql: str, params: Sequence[Any]) -> list[Any]:
         """A statement that reads the kept counts (KEPT_COUNTS): on a large table never prepared
@@ -405,14 +476,16 @@ class SearchReads(Connection, ScopedSearch):
                     counts: Sequence[tuple[str, int]]) -> None:
         """Keep the counts, taken up to id totals[2], unless the table's epoch moved since
         `epoch` (rows deleted: WRITE_BACK_SQL), in a statement of its own."""
-        # a term of several words or marks is kept by no statement that counts lexemes (BM25_HEAD)
-        words = {term: (df, 0) for term, df in counts if _TERM.fullmatch(term) and term == term.lower()}
+        # a word's lexeme, or a phrase's or prefix's key (tsquery text: `'a' <-> 'b'`, `'pre':*`,
+        # BM25_HEAD); a term of several words that `fts_stats` counted is kept by no statement
+        words = {term: (df, 0) for term, df in counts
+                 if (_TERM.fullmatch(term) and term == term.lower()) or term.startswith("'")}
         kept = sorted({"": (totals[0], totals[1]), **words}.items())
         # a write that fails costs only a later count
         self._exec_aside(WRITE_BACK_SQL, [table, totals[2], [w for w, _ in kept], [n for _, (n, _) in kept],
                                           [t for _, (_, t) in kept], table, epoch])
 
-    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+    def _bm25_newest(self, scope: str, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
         pass the filters, best first, in one statement (`_bm25`)."""
         table = BM25_SOURCES[scope][0]
@@ -430,7 +503,7 @@ class SearchReads(Connection, ScopedSearch):
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return [(i, rank) for rank, i in ranked]
 
-    def _bm25_rows(self, scope: Scope, q: str, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
+    def _bm25_rows(self, scope: Scope, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
@@ -455,10 +528,10 @@ class SearchReads(Connection, ScopedSearch):
         queries = plan(stats.df)
         match = queries[-1] if queries else ""
         for match in queries:
-            q = tsquery(match)
-            if q is None:
+            parsed = parse(match)
+            if parsed.text is None:
                 continue
-            found = self._rank_read(scope, q, filters, want, max(span, reach))
+            found = self._rank_read(scope, parsed, filters, want, max(span, reach))
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
@@ -485,7 +558,7 @@ class SearchReads(Connection, ScopedSearch):
         docs, tokens, _ = self._totals.get(table, (0, 0, 0))
         return docs, tokens
 
-    def _rank_read(self, scope: str, q: str, filters: SearchFilters, want: int, reach: int) -> Candidates:
+    def _rank_read(self, scope: str, q: Parsed, filters: SearchFilters, want: int, reach: int) -> Candidates:
         table = BM25_SOURCES[scope][0]
         key, anchor, desc, asc = WINDOW_ORDER[scope]
         record, nulls, records, named = RECORD_PARTS[scope]
@@ -551,10 +624,10 @@ class SearchReads(Connection, ScopedSearch):
             self._df_cache.clear()
         self._df_cache[(table, term)] = (count, docs)
 
-    def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+    def _observation_ranks(self, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         return self._bm25_newest("observations", q, filters, want)
 
-    def _prompt_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+    def _prompt_ranks(self, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         return self._bm25_newest("prompts", q, filters, want)
 
     # -- searches ----------------------------------------------------------------------------
@@ -564,11 +637,12 @@ class SearchReads(Connection, ScopedSearch):
         """Records of `scope` whose tsvector holds the match: the newest matches ranked as FTS5
         ranks them for relevance (BM25 for observations and prompts, weighted ts_rank for
         sessions), else every match in order."""
-        q = tsquery(match)
-        if q is None:
+        parsed = parse(match)
+        if parsed.text is None:
             return []
         if order == "relevance" and scope.name in BM25_SOURCES:
-            return self._bm25_rows(scope, q, filters, offset + limit)[offset:]
+            return self._bm25_rows(scope, parsed, filters, offset + limit)[offset:]
+        q = parsed.text
         clauses, params = scope.where(filters, self.dialect)
         if order == "relevance" and scope.name in WEIGHTED:
             return self._weighted_bm25(scope, q, filters, order, limit, offset)
@@ -618,10 +692,10 @@ class SearchReads(Connection, ScopedSearch):
     def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
         """Ids of the best `want` rows by ts_rank among the newest RELEVANCE_WINDOW matches."""
         self._ranked(scope)
-        q = tsquery(match)
-        if q is None:
+        parsed = parse(match)
+        if parsed.text is None:
             return []
-        ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(q, filters, want)
+        ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(parsed, filters, want)
         return [i for i, _ in ranked]
 
     def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, IndexedText]:
