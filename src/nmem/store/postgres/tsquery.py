@@ -42,11 +42,13 @@ NEAR_SPELLED = 30
 @dataclass(frozen=True)
 class Phrase:
     """One phrase of the query as FTS5's bm25() weighs it: its tsquery text ('word', 'a' <-> 'b',
-    'pre':*) and, for a phrase of a spelled-out NEAR, the group (1, 2, …) and the distance."""
+    'pre':*) and, for a phrase of a spelled-out NEAR, the group (1, 2, …), the distance and the
+    NEAR's own tsquery text."""
 
     text: str
     near: int = 0
     distance: int = 0
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -186,14 +188,15 @@ class _Parser:
         both = "(" + " & ".join(str(p) for p in parts) + ")"
         if len(parts) > 2 or distance >= NEAR_SPELLED:
             return both
-        if len(self.phrases) == first + 2:   # listed (not under a NOT): FTS5 counts their near hits only
-            self.groups += 1
-            self.phrases[first:] = [Phrase(p.text, self.groups, distance) for p in self.phrases[first:]]
         # FTS5: at most `distance` tokens between the end of one phrase and the start of the other;
         # tsquery's `a <d> b`: b starts d positions after a ends
         a, b = parts
         spelled = " | ".join(f"{x} <{d}> {y}" for d in range(1, distance + 2) for x, y in ((a, b), (b, a)))
-        return f"({a} & {b} & ({spelled}))"
+        text = f"({a} & {b} & ({spelled}))"
+        if len(self.phrases) == first + 2:   # listed (not under a NOT): FTS5 counts their near hits only
+            self.groups += 1
+            self.phrases[first:] = [Phrase(p.text, self.groups, distance, text) for p in self.phrases[first:]]
+        return text
 
     def phrase(self) -> Expr:
         piece = self.take()
