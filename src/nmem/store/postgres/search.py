@@ -218,14 +218,19 @@ SELECT t.docs, t.tokens, t.newest, {state} AS state,
 FROM totals t CROSS JOIN state s
 """
 
-# Past this many rows in its table, a statement that reads the kept counts is never prepared,
-# so it is planned for its own values each time. psycopg prepares a statement after five runs and
-# PostgreSQL may then keep one generic plan for it. At 100k observations that generic plan walks
-# the wrong index for most questions (an all-scopes search: 21 ms of ranking statements with it,
-# 10 ms planned each time, planning included); on a small table planning (about 1.5–3 ms a
-# statement) costs more than the generic plan loses (`make bench-team --pg`, a few thousand rows:
-# 403–427 requests/s prepared, 335 planned each time).
-CUSTOM_PLAN_ROWS = 10_000
+# Past this many rows in its table, a relevance read whose matches are read as the planner
+# chooses (FOUND_PLANNED: a filter, a phrase, a prefix) is never prepared, so it is planned for
+# its own values each time; below it, and for every read of whole words without a filter
+# (FOUND_BOUNDED, which picks its branch from the counts at run time), psycopg prepares a
+# statement after five runs and PostgreSQL may keep one generic plan for it. Measured
+# 2026-11-29 (backend CPU a search, 100 questions, prepared vs planned each time, two runs
+# each, alternating; docs/postgres.md): plain words and all scopes cost less prepared at every
+# size from 2k to 1M rows (all scopes 4.4 vs 7.4–8.2 ms at 2k, 11.3–11.9 vs 13.3–14.7 ms at 100k,
+# 33.9–34.5 vs 37.4–42.1 ms at 1M: planning a ranking statement costs about a millisecond); FTS
+# syntax 2.1–2.3 vs 2.5–2.7 ms at 20k, 4.4 vs 4.8–5.1 at 100k, 8.6–9.0 vs 8.6–11.1 at 300k, and the
+# same at 1M (20.2–21.5 vs 21.1 ms), where a generic plan that walks the key for a rare word's
+# phrase would cost most. The threshold sits between the last two.
+CUSTOM_PLAN_ROWS = 500_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
 # past it (the walk past `up_to` costs a few microseconds a row).
@@ -285,9 +290,13 @@ ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.to
 """
 
 # The newest RELEVANCE_WINDOW matches, as the planner reads them: by walking the primary key
-# backwards and testing each row, when it expects many matches, else off the GIN index and sorted.
+# backwards and testing each row, when it expects many matches, else off the GIN index and sorted
+# (by id with their place, ctid, alone; the rows kept are then read whole by that place, see
+# FOUND_BOUNDED). Returned newest first (EXPANDED reads them in that order).
 FOUND_PLANNED = """found AS (
-    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?"""
+    SELECT z.id, z.tsv, z.tokens FROM {table} z
+    WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?))
+    ORDER BY z.id DESC"""
 
 # The same rows, where the words' counts bound the matches (`conjunction`; with
 # no filter): off the GIN index and sorted when at most `?` rows match, else as planned. The
@@ -295,6 +304,9 @@ FOUND_PLANNED = """found AS (
 # thousands of matches at 1M rows it walks the key backwards through ~100k rows (110 ms for
 # 'auth | login') where fetching the 25k matches costs half that. The bound is taken from the
 # counts the statement holds (`terms`), so it costs nothing; one branch runs (a one-time filter).
+# The fetched matches are sorted by id with their place in the table (ctid) alone, and only the
+# newest RELEVANCE_WINDOW are read again whole by that place: sorting every match with its
+# tsvector copied the vectors of all of them (`auth | login`, 23k matches at 1M rows).
 FOUND_BOUNDED = """choice AS MATERIALIZED (
     SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
     FROM terms
@@ -302,8 +314,10 @@ FOUND_BOUNDED = """choice AS MATERIALIZED (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
      WHERE {where} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
-    (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
-     WHERE {where} AND (SELECT fetched FROM choice) ORDER BY {alias}.id + 0 DESC LIMIT ?)"""
+    (SELECT z.id, z.tsv, z.tokens FROM {table} z
+     WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} AND (SELECT fetched FROM choice)
+                              ORDER BY {alias}.id + 0 DESC LIMIT ?))
+     ORDER BY z.id DESC)"""
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
 _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
@@ -478,7 +492,7 @@ class SearchReads(Connection, ScopedSearch):
     # -- the shared relevance read --------------------------------------------------------
 
     def _bm25(self, template: str, scope: str, parsed: Parsed, filters: SearchFilters, want: int,
-              **parts: str) -> tuple[str, list[Any]]:
+              **parts: str) -> tuple[bool, str, list[Any]]:
         """A statement built on BM25_HEAD and its parameters: FTS5's bm25() (k1 1.2, b 0.75,
         its IDF floor) of the best `want` among the newest RELEVANCE_WINDOW matches that pass
         the filters, over the same rows, terms, document frequencies and token counts; the
@@ -497,10 +511,10 @@ class SearchReads(Connection, ScopedSearch):
         q = str(parsed.text)
         joined = None if clauses else conjunction(q)
         if joined is None:
-            found = FOUND_PLANNED.format(alias=alias, source=source, where=where)
+            found = FOUND_PLANNED.format(alias=alias, source=source, where=where, table=table)
             reads = [q, *params, window]
         else:
-            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where)
+            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where, table=table)
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
         phrases = parsed.phrases
@@ -510,13 +524,14 @@ class SearchReads(Connection, ScopedSearch):
             ranked = (EXPANDED if any(":*" in p.text for p in phrases) else "") + phrase_ranking(phrases, avg)
         sql = template.format(table=table, alias=alias, source=source, full=full, ranked=ranked,
                               found=found, counts=counts, state=KEPT_STATE, **parts)
-        return sql, [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
-                     [p.group for p in phrases], *reads, want]
+        texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
+                 [p.group for p in phrases]]
+        return joined is None, sql, [*texts, *reads, want]
 
-    def _query_kept(self, table: str, sql: str, params: Sequence[Any]) -> list[Any]:
-        """A statement that reads the kept counts (KEPT_COUNTS): on a large table never prepared
-        (CUSTOM_PLAN_ROWS)."""
-        large = self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
+    def _query_kept(self, table: str, sql: str, params: Sequence[Any], planned: bool = False) -> list[Any]:
+        """A statement that reads the kept counts (KEPT_COUNTS); one whose matches are read as
+        planned (FOUND_PLANNED) is never prepared on a large table (CUSTOM_PLAN_ROWS)."""
+        large = planned and self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
         return self._query(sql, params, prepare=False if large else None)
 
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
@@ -550,10 +565,10 @@ class SearchReads(Connection, ScopedSearch):
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
         pass the filters, best first, in one statement (`_bm25`)."""
         table = BM25_SOURCES[scope][0]
-        sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
+        planned, sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params):
+        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, planned):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
             elif kind == 1:
@@ -567,8 +582,8 @@ class SearchReads(Connection, ScopedSearch):
     def _bm25_rows(self, scope: Scope, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
-        sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params)
+        planned, sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
+        rows = self._query_kept(table, sql, params, planned)
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -623,9 +638,9 @@ class SearchReads(Connection, ScopedSearch):
         table = BM25_SOURCES[scope][0]
         key, anchor, desc, asc = WINDOW_ORDER[scope]
         record, nulls, records, named = RECORD_PARTS[scope]
-        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc,
-                                 record=record, nulls=nulls, records=records, named=named)
-        rows = self._query_kept(table, sql, [*params, reach, reach])
+        planned, sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
+                                          asc=asc, record=record, nulls=nulls, records=records, named=named)
+        rows = self._query_kept(table, sql, [*params, reach, reach], planned)
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
