@@ -130,6 +130,7 @@ RANKED_PHRASES = """x AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
     FROM found r CROSS JOIN x CROSS JOIN totals t
     CROSS JOIN LATERAL (SELECT {counts} FROM unnest(ts_filter(setweight(r.tsv, 'A', x.wanted), '{{a}}')) u) c
+    CROSS JOIN LATERAL (SELECT {places} OFFSET 0) pa
     CROSS JOIN LATERAL (SELECT {tfs} OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
@@ -178,9 +179,8 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
     def starts(i: int) -> str:
         """Where phrase i starts in the row: its first word's places followed by the others'."""
         first, *rest = slots[i]
-        follow = " AND ".join(f"p + {j} = ANY(string_to_array(c.p{slot}, ',')::int[])"
-                              for j, slot in enumerate(rest, start=1))
-        return (f"SELECT p AS s FROM unnest(string_to_array(c.p{first}, ',')::int[]) AS p"
+        follow = " AND ".join(f"p + {j} = ANY(pa.a{slot})" for j, slot in enumerate(rest, start=1))
+        return (f"SELECT p AS s FROM unnest(pa.a{first}) AS p"
                 + (f" WHERE {follow}" if follow else ""))
 
     tfs, score = [], "0::float8"
@@ -206,7 +206,10 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
         score = f"({score} + x.idf[{i + 1}] * (({t} * 2.2) / ({t} + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}))))"
     wanted = ("(SELECT lexemes FROM expanded)" if any(":*" in p.text for p in phrases)
               else "(SELECT array_agg(DISTINCT lexeme) FROM pwords)")
-    return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), wanted=wanted)
+    places = [f"string_to_array(c.p{slot}, ',')::int[] AS a{slot}"
+              for i, phrase in enumerate(phrases) if len(slots[i]) > 1 or phrase.near for slot in slots[i]]
+    return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), wanted=wanted,
+                                 places=", ".join(places) or "1")
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
