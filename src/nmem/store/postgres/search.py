@@ -121,10 +121,10 @@ RANKED_WORDS = """weighted AS MATERIALIZED (
 # phrase's ends or starts close enough). Each phrase's hits are taken once (`tf`, kept from
 # being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
 RANKED_PHRASES = """x AS MATERIALIZED (
-    SELECT (SELECT array_agg(lexeme ORDER BY ord, j) FROM pwords) AS l,
+    SELECT ARRAY[{lexemes}] AS l,
            (SELECT array_agg(key::tsquery ORDER BY ord) FROM phrases) AS q,
            (SELECT array_agg(nearq ORDER BY ord) FROM phrases) AS nq,
-           (SELECT array_agg(idf ORDER BY ord) FROM idf) AS idf,
+           ARRAY[{idfs}]::float8[] AS idf,
            {wanted} AS wanted
 ), ranked AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
@@ -159,7 +159,9 @@ EXPANDED = """expanded AS MATERIALIZED (
 
 
 def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
-    """RANKED_PHRASES for these phrases (their words are `x.l[1…]` in order, as `pwords` lists them)."""
+    """RANKED_PHRASES for these phrases: their words are `x.l[1…]` in order, each looked up by its
+    phrase and place (a word PostgreSQL's parser drops, `½`, is NULL there and has no hits), their
+    IDFs `x.idf[1…]` (0 for a phrase of no lexeme)."""
     slots: list[list[int]] = []   # per phrase: its words' places in x.l
     counts: list[str] = []
     for phrase in phrases:
@@ -208,8 +210,11 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
               else "(SELECT array_agg(DISTINCT lexeme) FROM pwords)")
     places = [f"string_to_array(c.p{slot}, ',')::int[] AS a{slot}"
               for i, phrase in enumerate(phrases) if len(slots[i]) > 1 or phrase.near for slot in slots[i]]
+    lexemes = ", ".join(f"(SELECT w.lexeme FROM pwords w WHERE w.ord = {i + 1} AND w.j = {j})"
+                        for i, mine in enumerate(slots) for j in range(len(mine)))
+    idfs = ", ".join(f"COALESCE((SELECT d.idf FROM idf d WHERE d.ord = {i + 1}), 0)" for i in range(len(phrases)))
     return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), wanted=wanted,
-                                 places=", ".join(places) or "1")
+                                 places=", ".join(places) or "1", lexemes=lexemes, idfs=idfs)
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
