@@ -115,8 +115,8 @@ RANKED_WORDS = """weighted AS MATERIALIZED (
 # EXPANDED) read in one pass over its filtered vector, as RANKED_WORDS reads them: per word of
 # each phrase its hits (`n1`, `n2`, … FILTERed sums) and, for a phrase of several words or of a
 # NEAR, its places (`p1`, … as text, C's string_agg). A phrase's hits are then those counts
-# wherever they can only be 0 or 1: a phrase or a NEAR the row does not hold (`@@`, in C) has
-# none, one of whose words stands once in the row has one; otherwise the places are compared
+# wherever they can only be 0 or 1: a phrase or a NEAR the row does not hold (`@@`, in C; asked
+# only of one under an OR, as every match holds the others) has none, one of whose words stands once in the row has one; otherwise the places are compared
 # (the first word's places p where the next word stands at p + 1, …; a NEAR's where the other
 # phrase's ends or starts close enough). Each phrase's hits are taken once (`tf`, kept from
 # being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
@@ -202,7 +202,9 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
                 exact = f"(SELECT count(*) FROM ({starts(i)}) a)"
                 held = f"r.tsv @@ x.q[{i + 1}]"
             least = n[0] if len(n) == 1 else f"LEAST({', '.join(n)})"
-            tf = f"CASE WHEN NOT ({held}) THEN 0 WHEN {least} = 1 THEN 1 ELSE {exact} END"
+            # a phrase (or NEAR) every match holds needs no test of its own
+            absent = "" if phrase.required else f"WHEN NOT ({held}) THEN 0 "
+            tf = f"CASE {absent}WHEN {least} = 1 THEN 1 ELSE {exact} END"
         tfs.append(f"({tf})::float8 AS t{i + 1}")
         t = f"tf.t{i + 1}"
         score = f"({score} + x.idf[{i + 1}] * (({t} * 2.2) / ({t} + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}))))"

@@ -22,7 +22,7 @@ which stems each quoted word as the indexed text was stemmed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nmem.errors import QuerySyntaxError
 
@@ -43,12 +43,13 @@ NEAR_SPELLED = 30
 class Phrase:
     """One phrase of the query as FTS5's bm25() weighs it: its tsquery text ('word', 'a' <-> 'b',
     'pre':*) and, for a phrase of a spelled-out NEAR, the group (1, 2, …), the distance and the
-    NEAR's own tsquery text."""
+    NEAR's own tsquery text; and whether every row the query matches holds it (no OR above it)."""
 
     text: str
     near: int = 0
     distance: int = 0
     group: str = ""
+    required: bool = True   # every match holds it (no OR above it)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class _Parser:
         return expr
 
     def or_expr(self) -> Expr:
+        first = len(self.phrases)
         parts = [self.and_expr()]
         while self.peek() == "OR":
             self.take()
@@ -100,6 +102,8 @@ class _Parser:
         kept = [p for p in parts if p is not None]
         if not kept:
             return None
+        if len(kept) > 1:   # a match may hold any one of the parts
+            self.phrases[first:] = [replace(p, required=False) for p in self.phrases[first:]]
         return kept[0] if len(kept) == 1 else "(" + " | ".join(kept) + ")"
 
     def and_expr(self) -> Expr:
