@@ -188,3 +188,31 @@ def test_a_negated_word_ranks_alike_and_is_not_counted(trail: Trail, tmp_path: P
     positive = {w for q in asked for w in re.findall(r"\w+", q.rsplit(" NOT ", 1)[0])}
     only_negated = {q.rsplit(" NOT ", 1)[1] for q in asked} - positive
     assert only_negated and not only_negated & counted, f"negated words counted: {only_negated & counted}"
+
+
+def fts_questions(words: list[str]) -> list[str]:
+    """FTS5 syntax whose phrases are not single words: prefixes, phrases of two words, a word
+    asked twice, NEAR; mostly common words, so phrases and NEARs find rows."""
+    rng = random.Random(SEED + 3)
+    asked: list[str] = []
+    while len(asked) < QUERIES:
+        a, b, c = rng.choice(words[:30]), rng.choice(words[:30]), rng.choice(words[:300])
+        asked.append(rng.choice((
+            f"{a[:3]}*", f"{c[:4]}*", f'"{a} {b}"', f'"{a} {b}" AND {c}', f"NEAR({a} {b}, 3)",
+            f"NEAR({a} {c})", f"({a} OR {a}) AND {b}", f"{c} AND {b[:3]}*", f"{a[:3]}* NOT {b}",
+            f'"{a} {b[:2]}"*',
+        )))
+    return asked
+
+
+def test_phrases_prefixes_and_near_rank_alike(trail: Trail, tmp_path: Path) -> None:
+    """FTS5's bm25() weighs each phrase of the query: a prefix by every word it begins, a phrase
+    by its own rows and hits, a word asked twice twice, a NEAR's phrases by their hits near each
+    other (and a NEAR matches only those rows). PostgreSQL ranks the same phrases the same way."""
+    asked = fts_questions(trail.words)
+    on_sqlite = top10(tmp_path / "home", trail.sqlite_url, asked, "observations")
+    on_postgres = top10(tmp_path / "home", trail.pg_url, asked, "observations")
+    assert sum(len(ids) == 10 for ids in on_sqlite) >= len(asked) * 0.8, "the questions should mostly find ten"
+    identical = sum(a == b for a, b in zip(on_sqlite, on_postgres, strict=True))
+    differing = [(q, a, b) for q, a, b in zip(asked, on_sqlite, on_postgres, strict=True) if a != b]
+    assert identical >= len(asked) * 0.95, f"{identical}/{len(asked)} identical; differing: {differing[:5]}"

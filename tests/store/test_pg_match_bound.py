@@ -32,3 +32,18 @@ def test_any_whole_word_bounds_by_the_sum(match: str) -> None:
                                    '"git push origin"', '"git push" AND vault', 'login NOT "unit test"'])
 def test_a_phrase_or_a_prefix_has_no_bound(match: str) -> None:
     assert conjunction(str(to_tsquery_text(match))) is None
+
+
+def test_the_phrases_bm25_weighs_are_listed_as_fts5_weighs_them() -> None:
+    """Every phrase in order, a repeated one twice, none under a NOT; a two-phrase NEAR's
+    phrases carry its group; a phrase under an OR is not held by every match."""
+    from nmem.store.postgres.tsquery import parse
+
+    listed = parse('(cache OR cache) AND "no such table" NOT test')
+    assert [p.text for p in listed.phrases] == ["'cache'", "'cache'", "('no' <-> 'such' <-> 'table')"]
+    assert [p.required for p in listed.phrases] == [False, False, True]
+    assert [p.text for p in parse("crea* NOT (a OR b)").phrases] == ["'crea':*"]
+    near = parse("NEAR(login redirect, 3)")
+    assert [(p.near, p.distance, p.group == near.text) for p in near.phrases] == [(1, 3, True), (1, 3, True)]
+    assert "'login' <4> 'redirect'" in str(near.text) and "<5>" not in str(near.text)
+    assert all(p.near == 0 for p in parse("NEAR(a b c)").phrases), "three phrases: an AND, no group"

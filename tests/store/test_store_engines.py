@@ -47,6 +47,19 @@ def test_words_phrases_prefixes_and_operators_match_alike(store: Store, texts: d
     assert found(store, "NEAR(login redirect, 3)") == [t["login"]]
 
 
+def test_near_matches_within_its_distance_alike(store: Store) -> None:
+    """NEAR(a b, N): at most N tokens between the two phrases, in either order (FTS5's rule)."""
+    apart = {n: add(store, "login " + "x " * n + "redirect", T0 + n) for n in (0, 2, 3, 4, 9)}
+    turned = add(store, "redirect x x login", T0 + 20)
+    phrase = add(store, "the login page x x fails to redirect", T0 + 21)
+    assert found(store, "NEAR(login redirect, 3)") == sorted([apart[0], apart[2], apart[3], turned])
+    assert found(store, "NEAR(login redirect, 0)") == [apart[0]]
+    assert found(store, "NEAR(login redirect)") == sorted([*apart.values(), turned, phrase])
+    assert found(store, 'NEAR("login page" redirect, 4)') == [phrase]
+    assert found(store, 'NEAR("login page" redirect, 3)') == []
+    assert found(store, "NEAR(login redirect, 3) NOT page") == sorted([apart[0], apart[2], apart[3], turned])
+
+
 @pytest.mark.parametrize("bad", ["login AND", "(login OR logout", '"unterminated', "OR login", "auth.py",
                                  "bogus: login"])
 def test_malformed_queries_are_the_same_error_and_change_nothing(store: Store, texts: dict[str, int],

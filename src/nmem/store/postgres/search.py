@@ -25,7 +25,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Observation, Prompt
-from nmem.store.postgres.connection import SETTLED, Connection, tsquery
+from nmem.store.postgres.connection import SETTLED, Connection
+from nmem.store.postgres.tsquery import Parsed, Phrase, parse
 from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
@@ -52,15 +53,6 @@ SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-# A found row's negated BM25 (alias r: its tsv and tokens; w: the words' terms and idfs; the
-# average length follows). Only the query's words are read of the tsvector: they are marked
-# (setweight on those lexemes) and kept (ts_filter), in C, so no row unnests its whole vector
-# into a join (a third of the cost per row at 2,000 rows).
-BM25_ROW = """-COALESCE((
-        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
-                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
-        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0)"""
-
 # What ranking one trail scope reads, in one statement (`rank_candidates`): the rows and tokens
 # indexed, the candidates as BM25_SQL finds them, each candidate's session window (`reach`
 # records each side, in session order), and the text, token count and time of every row named,
@@ -68,23 +60,163 @@ BM25_ROW = """-COALESCE((
 # back by kind: 0 totals (id = rows, n = tokens, at = newest id, before = KEPT_STATE), 1 a
 # candidate and its rank, 2 a window, 3 a text (a prompt's with its source), 4 a word's document
 # frequency (id; content = the word), for the caches, 5 a candidate's row (at = its time).
-# The words are the query's lexemes but those negated alone (`!'test'`): no row that matches
-# holds one, so its count weighs in no score (as in FTS5, where its phrase has no hit in the
-# row), and counting it read every row of a common word (0.7 s for 'test' in 390k rows at 1M).
+#
+# BM25 is FTS5's bm25(): a sum over the query's phrases (tsquery.parse: in order, repeats
+# included) of the phrase's IDF (from the rows holding the phrase) times its hits in the row.
+# `phrases` are those texts stemmed (their keys); `pwords` each phrase's lexemes (j: the place in
+# the phrase, k: its length, prefix for `word*`); `words` what is counted: a phrase of one whole
+# word by its lexeme (the counts plain searches keep too), any other (`'a' <-> 'b'`, `'pre':*`) by
+# its key. A phrase under a NOT is not listed: no row that matches holds it, so it weighs in no
+# score (as in FTS5, where it has no hit in the row), and counting it read every row of a common
+# word (0.7 s for 'test' in 390k rows at 1M).
 BM25_HEAD = """
-WITH words AS MATERIALIZED (
-    SELECT DISTINCT replace(m[2], '''''', '''') AS term, quote_literal(replace(m[2], '''''', '''')) AS query
-    FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
-    WHERE m[1] = ''
-), {counts}, weighted AS MATERIALIZED (
-    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
-    FROM (SELECT term, ln(((t.docs - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
+WITH phrases AS MATERIALIZED (
+    SELECT p.ord::int AS ord, to_tsquery('nmem', p.text)::text AS key, p.near, p.distance,
+           CASE WHEN p.near > 0 THEN to_tsquery('nmem', p.grp) END AS nearq
+    FROM unnest(?::text[], ?::int[], ?::int[], ?::text[]) WITH ORDINALITY AS p(text, near, distance, grp, ord)
+), pwords AS MATERIALIZED (
+    SELECT ph.ord, (m.j - 1)::int AS j, replace(m.w[1], '''''', '''') AS lexeme, m.w[2] IS NOT NULL AS prefix,
+           count(*) OVER (PARTITION BY ph.ord) AS k
+    FROM phrases ph CROSS JOIN LATERAL regexp_matches(ph.key, '''((?:[^'']|'''')+)''(:\\*)?', 'g')
+         WITH ORDINALITY AS m(w, j)
+), keyed AS MATERIALIZED (
+    SELECT ph.ord, ph.near, ph.distance, w.k,
+           CASE WHEN w.k = 1 AND NOT w.prefix THEN w.lexeme ELSE ph.key END AS term,
+           CASE WHEN w.k = 1 AND NOT w.prefix THEN quote_literal(w.lexeme) ELSE ph.key END AS query
+    FROM phrases ph JOIN pwords w ON w.ord = ph.ord AND w.j = 0
+), words AS MATERIALIZED (
+    SELECT DISTINCT term, query FROM keyed
+), {counts}, idf AS MATERIALIZED (
+    SELECT k.ord, k.term, k.near, k.distance, CASE WHEN raw.idf <= 0 THEN 1e-6 ELSE raw.idf END AS idf
+    FROM keyed k JOIN terms tm ON tm.term = k.term CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT ln(((t.docs - tm.df)::float8 + 0.5) / (tm.df + 0.5)) AS idf) AS raw
 ), {found}
-), ranked AS MATERIALIZED (
-    SELECT r.id, {bm25} AS rank FROM found r CROSS JOIN weighted w CROSS JOIN totals t
-    ORDER BY rank, r.id DESC LIMIT ?
-)
+), {ranked}
 """
+
+# Ranking where every phrase is one whole word (alias r: a found row's tsv and tokens; w: the
+# words and their IDFs, a word asked twice weighs twice, as two phrases do in FTS5): only the
+# query's words are read of the tsvector: they are marked (setweight on those lexemes) and kept
+# (ts_filter), in C, so no row unnests its whole vector into a join (a third of the cost per row
+# at 2,000 rows).
+RANKED_WORDS = """weighted AS MATERIALIZED (
+    SELECT array_agg(term) AS terms, array_agg(idf) AS idfs FROM (SELECT term, sum(idf) AS idf FROM idf GROUP BY term) x
+), ranked AS MATERIALIZED (
+    SELECT r.id, -COALESCE((
+        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
+                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
+        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0) AS rank
+    FROM found r CROSS JOIN weighted w CROSS JOIN totals t
+    ORDER BY rank, r.id DESC LIMIT ?
+)"""
+
+# Ranking with phrases of several words, prefixes or a NEAR (`phrase_ranking`): each found row's
+# hits of the lexemes asked (`x.wanted`: a prefix's are those of the found rows it begins, see
+# EXPANDED) read in one pass over its filtered vector, as RANKED_WORDS reads them: per word of
+# each phrase its hits (`n1`, `n2`, … FILTERed sums) and, for a phrase of several words or of a
+# NEAR, its places (`p1`, … as text, C's string_agg). A phrase's hits are then those counts
+# wherever they can only be 0 or 1: a phrase or a NEAR the row does not hold (`@@`, in C; asked
+# only of one under an OR, as every match holds the others) has none, one of whose words stands once in the row has one; otherwise the places are compared
+# (the first word's places p where the next word stands at p + 1, …; a NEAR's where the other
+# phrase's ends or starts close enough). Each phrase's hits are taken once (`tf`, kept from
+# being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
+RANKED_PHRASES = """x AS MATERIALIZED (
+    SELECT ARRAY[{lexemes}] AS l,
+           (SELECT array_agg(key::tsquery ORDER BY ord) FROM phrases) AS q,
+           (SELECT array_agg(nearq ORDER BY ord) FROM phrases) AS nq,
+           ARRAY[{idfs}]::float8[] AS idf,
+           {wanted} AS wanted
+), ranked AS MATERIALIZED (
+    SELECT r.id, -({score}) AS rank
+    FROM found r CROSS JOIN x CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT {counts} FROM unnest(ts_filter(setweight(r.tsv, 'A', x.wanted), '{{a}}')) u) c
+    CROSS JOIN LATERAL (SELECT {places} OFFSET 0) pa
+    CROSS JOIN LATERAL (SELECT {tfs} OFFSET 0) tf
+    ORDER BY rank, r.id DESC LIMIT ?
+)"""
+
+# The lexemes a prefix stands for in the found rows (and every whole word asked), gathered in
+# one pass over them, newest first (the order `found` returns them in): the next row that holds
+# a lexeme the prefix begins beyond those gathered (`ts_delete` drops them, `@@` tests the rest,
+# both in C) adds its own, and the pass goes on below it. Unnesting every found row's lexemes
+# instead cost 7–8 ms at 2,000 rows.
+EXPANDED = """expanded AS MATERIALIZED (
+    WITH RECURSIVE ex(lexemes, last) AS (
+        SELECT (SELECT COALESCE(array_agg(DISTINCT lexeme), '{}') FROM pwords WHERE NOT prefix), NULL::bigint
+        UNION ALL
+        SELECT ex.lexemes || ARRAY(
+                   SELECT DISTINCT l FROM unnest(tsvector_to_array(ts_delete(f.tsv, ex.lexemes))) AS l
+                   WHERE EXISTS (SELECT 1 FROM pwords p WHERE p.prefix AND starts_with(l, p.lexeme))), f.id
+        FROM ex CROSS JOIN LATERAL (
+            SELECT g.id, g.tsv FROM found g
+            WHERE (ex.last IS NULL OR g.id < ex.last)
+              AND ts_delete(g.tsv, ex.lexemes)
+                  @@ (SELECT string_agg(quote_literal(lexeme) || ':*', ' | ')::tsquery FROM pwords WHERE prefix)
+            LIMIT 1) AS f
+    )
+    SELECT lexemes FROM ex ORDER BY cardinality(lexemes) DESC LIMIT 1
+), """
+
+
+def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
+    """RANKED_PHRASES for these phrases: their words are `x.l[1…]` in order, each looked up by its
+    phrase and place (a word PostgreSQL's parser drops, `½`, is NULL there and has no hits), their
+    IDFs `x.idf[1…]` (0 for a phrase of no lexeme)."""
+    slots: list[list[int]] = []   # per phrase: its words' places in x.l
+    counts: list[str] = []
+    for phrase in phrases:
+        k = len(_LEXEME.findall(phrase.text))
+        placed = k > 1 or phrase.near > 0
+        mine: list[int] = []
+        for j in range(k):
+            slot = len(mine) + sum(len(m) for m in slots) + 1
+            prefix = j == k - 1 and ":*" in phrase.text
+            test = f"starts_with(u.lexeme, x.l[{slot}])" if prefix else f"u.lexeme = x.l[{slot}]"
+            counts.append(f"sum(array_length(u.positions, 1)) FILTER (WHERE {test}) AS n{slot}")
+            if placed:
+                counts.append(f"string_agg(array_to_string(u.positions, ','), ',') FILTER (WHERE {test}) AS p{slot}")
+            mine.append(slot)
+        slots.append(mine)
+
+    def starts(i: int) -> str:
+        """Where phrase i starts in the row: its first word's places followed by the others'."""
+        first, *rest = slots[i]
+        follow = " AND ".join(f"p + {j} = ANY(pa.a{slot})" for j, slot in enumerate(rest, start=1))
+        return (f"SELECT p AS s FROM unnest(pa.a{first}) AS p"
+                + (f" WHERE {follow}" if follow else ""))
+
+    tfs, score = [], "0::float8"
+    for i, phrase in enumerate(phrases):
+        n = [f"COALESCE(c.n{slot}, 0)" for slot in slots[i]]
+        if len(n) == 1 and not phrase.near:
+            tf = n[0]
+        else:
+            if phrase.near:
+                other = next(o for o, p in enumerate(phrases) if p.near == phrase.near and o != i)
+                k, ko, d = len(slots[i]), len(slots[other]), phrase.distance + 1
+                exact = (f"(SELECT count(*) FROM ({starts(i)}) a WHERE EXISTS (SELECT 1 FROM ({starts(other)}) b "
+                         f"WHERE (b.s > a.s + {k - 1} AND b.s - (a.s + {k - 1}) <= {d}) "
+                         f"OR (a.s > b.s + {ko - 1} AND a.s - (b.s + {ko - 1}) <= {d})))")
+                held = f"r.tsv @@ x.nq[{i + 1}]"
+            else:
+                exact = f"(SELECT count(*) FROM ({starts(i)}) a)"
+                held = f"r.tsv @@ x.q[{i + 1}]"
+            least = n[0] if len(n) == 1 else f"LEAST({', '.join(n)})"
+            # a phrase (or NEAR) every match holds needs no test of its own
+            absent = "" if phrase.required else f"WHEN NOT ({held}) THEN 0 "
+            tf = f"CASE {absent}WHEN {least} = 1 THEN 1 ELSE {exact} END"
+        tfs.append(f"({tf})::float8 AS t{i + 1}")
+        t = f"tf.t{i + 1}"
+        score = f"({score} + x.idf[{i + 1}] * (({t} * 2.2) / ({t} + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}))))"
+    wanted = ("(SELECT lexemes FROM expanded)" if any(":*" in p.text for p in phrases)
+              else "(SELECT array_agg(DISTINCT lexeme) FROM pwords)")
+    places = [f"string_to_array(c.p{slot}, ',')::int[] AS a{slot}"
+              for i, phrase in enumerate(phrases) if len(slots[i]) > 1 or phrase.near for slot in slots[i]]
+    lexemes = ", ".join(f"(SELECT w.lexeme FROM pwords w WHERE w.ord = {i + 1} AND w.j = {j})"
+                        for i, mine in enumerate(slots) for j in range(len(mine)))
+    idfs = ", ".join(f"COALESCE((SELECT d.idf FROM idf d WHERE d.ord = {i + 1}), 0)" for i in range(len(phrases)))
+    return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), wanted=wanted,
+                                 places=", ".join(places) or "1", lexemes=lexemes, idfs=idfs)
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
@@ -96,14 +228,19 @@ SELECT t.docs, t.tokens, t.newest, {state} AS state,
 FROM totals t CROSS JOIN state s
 """
 
-# Past this many rows in its table, a statement that reads the kept counts is never prepared,
-# so it is planned for its own values each time. psycopg prepares a statement after five runs and
-# PostgreSQL may then keep one generic plan for it. At 100k observations that generic plan walks
-# the wrong index for most questions (an all-scopes search: 21 ms of ranking statements with it,
-# 10 ms planned each time, planning included); on a small table planning (about 1.5–3 ms a
-# statement) costs more than the generic plan loses (`make bench-team --pg`, a few thousand rows:
-# 403–427 requests/s prepared, 335 planned each time).
-CUSTOM_PLAN_ROWS = 10_000
+# Past this many rows in its table, a relevance read whose matches are read as the planner
+# chooses (FOUND_PLANNED: a filter, a phrase, a prefix) is never prepared, so it is planned for
+# its own values each time; below it, and for every read of whole words without a filter
+# (FOUND_BOUNDED, which picks its branch from the counts at run time), psycopg prepares a
+# statement after five runs and PostgreSQL may keep one generic plan for it. Measured
+# 2026-11-29 (backend CPU a search, 100 questions, prepared vs planned each time, two runs
+# each, alternating; docs/postgres.md): plain words and all scopes cost less prepared at every
+# size from 2k to 1M rows (all scopes 4.4 vs 7.4–8.2 ms at 2k, 11.3–11.9 vs 13.3–14.7 ms at 100k,
+# 33.9–34.5 vs 37.4–42.1 ms at 1M: planning a ranking statement costs about a millisecond); FTS
+# syntax 2.1–2.3 vs 2.5–2.7 ms at 20k, 4.4 vs 4.8–5.1 at 100k, 8.6–9.0 vs 8.6–11.1 at 300k, and the
+# same at 1M (20.2–21.5 vs 21.1 ms), where a generic plan that walks the key for a rare word's
+# phrase would cost most. The threshold sits between the last two.
+CUSTOM_PLAN_ROWS = 500_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
 # past it (the walk past `up_to` costs a few microseconds a row).
@@ -163,9 +300,13 @@ ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.to
 """
 
 # The newest RELEVANCE_WINDOW matches, as the planner reads them: by walking the primary key
-# backwards and testing each row, when it expects many matches, else off the GIN index and sorted.
+# backwards and testing each row, when it expects many matches, else off the GIN index and sorted
+# (by id with their place, ctid, alone; the rows kept are then read whole by that place, see
+# FOUND_BOUNDED). Returned newest first (EXPANDED reads them in that order).
 FOUND_PLANNED = """found AS (
-    SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?"""
+    SELECT z.id, z.tsv, z.tokens FROM {table} z
+    WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?))
+    ORDER BY z.id DESC"""
 
 # The same rows, where the words' counts bound the matches (`conjunction`; with
 # no filter): off the GIN index and sorted when at most `?` rows match, else as planned. The
@@ -173,6 +314,9 @@ FOUND_PLANNED = """found AS (
 # thousands of matches at 1M rows it walks the key backwards through ~100k rows (110 ms for
 # 'auth | login') where fetching the 25k matches costs half that. The bound is taken from the
 # counts the statement holds (`terms`), so it costs nothing; one branch runs (a one-time filter).
+# The fetched matches are sorted by id with their place in the table (ctid) alone, and only the
+# newest RELEVANCE_WINDOW are read again whole by that place: sorting every match with its
+# tsvector copied the vectors of all of them (`auth | login`, 23k matches at 1M rows).
 FOUND_BOUNDED = """choice AS MATERIALIZED (
     SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
     FROM terms
@@ -180,11 +324,15 @@ FOUND_BOUNDED = """choice AS MATERIALIZED (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
      WHERE {where} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
-    (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
-     WHERE {where} AND (SELECT fetched FROM choice) ORDER BY {alias}.id + 0 DESC LIMIT ?)"""
+    (SELECT z.id, z.tsv, z.tokens FROM {table} z
+     WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} AND (SELECT fetched FROM choice)
+                              ORDER BY {alias}.id + 0 DESC LIMIT ?))
+     ORDER BY z.id DESC)"""
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
 _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
+# the distances a NEAR of two words allows, spelled out (tsquery.parse), once its words are `w`
+_SPELLED_NEAR = re.compile(r" & \((?:w <\d+> w(?: \| )?)+\)")
 
 
 def conjunction(q: str) -> str | None:
@@ -192,8 +340,9 @@ def conjunction(q: str) -> str | None:
     not negated (joined by & alone, only single words negated): at most the rows of the rarest;
     'or' when it holds one of them at least: at most the sum of their rows; None for a phrase
     (its words' rows bound only the candidates, each rechecked on its row) or a prefix (its
-    count is of its whole word). The bound only picks the faster of two plans of the same rows."""
-    rest = _LEXEME.sub("w", q)
+    count is of its whole word). A NEAR of two words (tsquery.parse: `a & b & (a <1> b | …)`) is
+    bounded as `a & b`. The bound only picks the faster of two plans of the same rows."""
+    rest = _SPELLED_NEAR.sub("", _LEXEME.sub("w", q))
     if ":*" in q or "<" in rest:
         return None
     return "and" if "|" not in rest and "!(" not in rest else "or"
@@ -332,7 +481,7 @@ RANK_WEIGHTS = {"memories": MEMORY_WEIGHTS, "sessions": SESSION_WEIGHTS}
 
 class SearchReads(Connection, ScopedSearch):
     def _text_match(self, table: str, alias: str, match: str) -> tuple[str, Any] | None:
-        q = tsquery(match)
+        q = parse(match).text
         return None if q is None else (f"{alias}.tsv @@ {TSQ}", q)
 
     def get_observations(self, ids: Sequence[int]) -> list[Observation]:
@@ -352,8 +501,8 @@ class SearchReads(Connection, ScopedSearch):
 
     # -- the shared relevance read --------------------------------------------------------
 
-    def _bm25(self, template: str, scope: str, q: str, filters: SearchFilters, want: int,
-              **parts: str) -> tuple[str, list[Any]]:
+    def _bm25(self, template: str, scope: str, parsed: Parsed, filters: SearchFilters, want: int,
+              **parts: str) -> tuple[bool, str, list[Any]]:
         """A statement built on BM25_HEAD and its parameters: FTS5's bm25() (k1 1.2, b 0.75,
         its IDF floor) of the best `want` among the newest RELEVANCE_WINDOW matches that pass
         the filters, over the same rows, terms, document frequencies and token counts; the
@@ -369,22 +518,30 @@ class SearchReads(Connection, ScopedSearch):
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
         where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
         window = max(RELEVANCE_WINDOW, want)
+        q = str(parsed.text)
         joined = None if clauses else conjunction(q)
         if joined is None:
-            found = FOUND_PLANNED.format(alias=alias, source=source, where=where)
+            found = FOUND_PLANNED.format(alias=alias, source=source, where=where, table=table)
             reads = [q, *params, window]
         else:
-            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where)
+            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where, table=table)
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
-        sql = template.format(table=table, alias=alias, source=source, full=full, bm25=BM25_ROW.format(avg=avg),
+        phrases = parsed.phrases
+        if all(":*" not in p.text and "<" not in p.text and not p.near for p in phrases):
+            ranked = RANKED_WORDS.format(avg=avg)
+        else:
+            ranked = (EXPANDED if any(":*" in p.text for p in phrases) else "") + phrase_ranking(phrases, avg)
+        sql = template.format(table=table, alias=alias, source=source, full=full, ranked=ranked,
                               found=found, counts=counts, state=KEPT_STATE, **parts)
-        return sql, [q, *reads, want]
+        texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
+                 [p.group for p in phrases]]
+        return joined is None, sql, [*texts, *reads, want]
 
-    def _query_kept(self, table: str, sql: str, params: Sequence[Any]) -> list[Any]:
-        """A statement that reads the kept counts (KEPT_COUNTS): on a large table never prepared
-        (CUSTOM_PLAN_ROWS)."""
-        large = self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
+    def _query_kept(self, table: str, sql: str, params: Sequence[Any], planned: bool = False) -> list[Any]:
+        """A statement that reads the kept counts (KEPT_COUNTS); one whose matches are read as
+        planned (FOUND_PLANNED) is never prepared on a large table (CUSTOM_PLAN_ROWS)."""
+        large = planned and self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
         return self._query(sql, params, prepare=False if large else None)
 
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
@@ -405,21 +562,23 @@ class SearchReads(Connection, ScopedSearch):
                     counts: Sequence[tuple[str, int]]) -> None:
         """Keep the counts, taken up to id totals[2], unless the table's epoch moved since
         `epoch` (rows deleted: WRITE_BACK_SQL), in a statement of its own."""
-        # a term of several words or marks is kept by no statement that counts lexemes (BM25_HEAD)
-        words = {term: (df, 0) for term, df in counts if _TERM.fullmatch(term) and term == term.lower()}
+        # a word's lexeme, or a phrase's or prefix's key (tsquery text: `'a' <-> 'b'`, `'pre':*`,
+        # BM25_HEAD); a term of several words that `fts_stats` counted is kept by no statement
+        words = {term: (df, 0) for term, df in counts
+                 if (_TERM.fullmatch(term) and term == term.lower()) or term.startswith("'")}
         kept = sorted({"": (totals[0], totals[1]), **words}.items())
         # a write that fails costs only a later count
         self._exec_aside(WRITE_BACK_SQL, [table, totals[2], [w for w, _ in kept], [n for _, (n, _) in kept],
                                           [t for _, (_, t) in kept], table, epoch])
 
-    def _bm25_newest(self, scope: str, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+    def _bm25_newest(self, scope: str, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
         pass the filters, best first, in one statement (`_bm25`)."""
         table = BM25_SOURCES[scope][0]
-        sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
+        planned, sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params):
+        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, planned):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
             elif kind == 1:
@@ -430,11 +589,11 @@ class SearchReads(Connection, ScopedSearch):
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return [(i, rank) for rank, i in ranked]
 
-    def _bm25_rows(self, scope: Scope, q: str, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
+    def _bm25_rows(self, scope: Scope, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
-        sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params)
+        planned, sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
+        rows = self._query_kept(table, sql, params, planned)
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -455,10 +614,10 @@ class SearchReads(Connection, ScopedSearch):
         queries = plan(stats.df)
         match = queries[-1] if queries else ""
         for match in queries:
-            q = tsquery(match)
-            if q is None:
+            parsed = parse(match)
+            if parsed.text is None:
                 continue
-            found = self._rank_read(scope, q, filters, want, max(span, reach))
+            found = self._rank_read(scope, parsed, filters, want, max(span, reach))
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
@@ -485,13 +644,13 @@ class SearchReads(Connection, ScopedSearch):
         docs, tokens, _ = self._totals.get(table, (0, 0, 0))
         return docs, tokens
 
-    def _rank_read(self, scope: str, q: str, filters: SearchFilters, want: int, reach: int) -> Candidates:
+    def _rank_read(self, scope: str, q: Parsed, filters: SearchFilters, want: int, reach: int) -> Candidates:
         table = BM25_SOURCES[scope][0]
         key, anchor, desc, asc = WINDOW_ORDER[scope]
         record, nulls, records, named = RECORD_PARTS[scope]
-        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc, asc=asc,
-                                 record=record, nulls=nulls, records=records, named=named)
-        rows = self._query_kept(table, sql, [*params, reach, reach])
+        planned, sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
+                                          asc=asc, record=record, nulls=nulls, records=records, named=named)
+        rows = self._query_kept(table, sql, [*params, reach, reach], planned)
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
@@ -551,10 +710,10 @@ class SearchReads(Connection, ScopedSearch):
             self._df_cache.clear()
         self._df_cache[(table, term)] = (count, docs)
 
-    def _observation_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+    def _observation_ranks(self, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         return self._bm25_newest("observations", q, filters, want)
 
-    def _prompt_ranks(self, q: str, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
+    def _prompt_ranks(self, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         return self._bm25_newest("prompts", q, filters, want)
 
     # -- searches ----------------------------------------------------------------------------
@@ -564,11 +723,12 @@ class SearchReads(Connection, ScopedSearch):
         """Records of `scope` whose tsvector holds the match: the newest matches ranked as FTS5
         ranks them for relevance (BM25 for observations and prompts, weighted ts_rank for
         sessions), else every match in order."""
-        q = tsquery(match)
-        if q is None:
+        parsed = parse(match)
+        if parsed.text is None:
             return []
         if order == "relevance" and scope.name in BM25_SOURCES:
-            return self._bm25_rows(scope, q, filters, offset + limit)[offset:]
+            return self._bm25_rows(scope, parsed, filters, offset + limit)[offset:]
+        q = parsed.text
         clauses, params = scope.where(filters, self.dialect)
         if order == "relevance" and scope.name in WEIGHTED:
             return self._weighted_bm25(scope, q, filters, order, limit, offset)
@@ -618,10 +778,10 @@ class SearchReads(Connection, ScopedSearch):
     def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
         """Ids of the best `want` rows by ts_rank among the newest RELEVANCE_WINDOW matches."""
         self._ranked(scope)
-        q = tsquery(match)
-        if q is None:
+        parsed = parse(match)
+        if parsed.text is None:
             return []
-        ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(q, filters, want)
+        ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(parsed, filters, want)
         return [i for i, _ in ranked]
 
     def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, IndexedText]:

@@ -5,10 +5,16 @@ What maps and how:
     word*, "a phr"*         prefix: 'word':*, 'a' <-> 'phr':*
     a AND b, a b            'a' & 'b'   (an implicit AND between neighbours, as in FTS5)
     a OR b, a NOT b         'a' | 'b', 'a' & !'b'; precedence NOT > AND > OR, parentheses group
-    NEAR(a b, 10)           'a' & 'b'   (tsquery has only exact distances: NEAR is an AND here)
+    NEAR(a b, 10)           'a' & 'b' & ('a' <1> 'b' | 'b' <1> 'a' | … | 'b' <11> 'a'): the distances
+                            FTS5 allows (at most 10 tokens between the two phrases), spelled out;
+                            a NEAR of three phrases or more (or of a distance past NEAR_SPELLED) is
+                            the AND of its phrases
     ^word                   'word'      (no first-token anchor in tsquery)
     col: / {a b}: filters   accepted, not applied (one tsvector per row, not one per column)
-Anything FTS5 would reject (an operator without an operand, an unbalanced parenthesis) raises
+Beside the tsquery, `parse` lists the query's phrases as FTS5's bm25() weighs them: every
+phrase in order, repeats included, but those under a NOT (no row that matches holds them); a
+phrase of a two-phrase NEAR carries its group and distance (FTS5 counts only its hits near the
+other phrase's). Anything FTS5 would reject (an operator without an operand, an unbalanced parenthesis) raises
 the same QuerySyntaxError the SQLite engine raises. The result is for `to_tsquery('nmem', …)`,
 which stems each quoted word as the indexed text was stemmed.
 """
@@ -16,6 +22,7 @@ which stems each quoted word as the indexed text was stemmed.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 
 from nmem.errors import QuerySyntaxError
 
@@ -27,6 +34,31 @@ _COLUMNS = ("content", "summary", "tags", "namespace", "project")
 # A parsed query: None matches nothing (a phrase of no words), else tsquery text.
 Expr = str | None
 
+# A NEAR of two phrases is spelled out as the distances it allows up to this distance (22
+# phrase tests at NEAR's default of 10); past it, it is the AND of its phrases.
+NEAR_SPELLED = 30
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One phrase of the query as FTS5's bm25() weighs it: its tsquery text ('word', 'a' <-> 'b',
+    'pre':*) and, for a phrase of a spelled-out NEAR, the group (1, 2, …), the distance and the
+    NEAR's own tsquery text; and whether every row the query matches holds it (no OR above it)."""
+
+    text: str
+    near: int = 0
+    distance: int = 0
+    group: str = ""
+    required: bool = True   # every match holds it (no OR above it)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A query's tsquery text (None: it matches nothing) and its phrases."""
+
+    text: str | None
+    phrases: tuple[Phrase, ...]
+
 
 class _Parser:
     def __init__(self, text: str) -> None:
@@ -35,6 +67,9 @@ class _Parser:
         if "".join(_PIECE.findall(text)) != text:
             self.fail("unterminated string")
         self.pos = 0
+        self.phrases: list[Phrase] = []
+        self.negating = 0     # NOT operands being parsed: their phrases are not listed
+        self.groups = 0
 
     def fail(self, why: str) -> QuerySyntaxError:
         raise QuerySyntaxError(f"invalid search query: syntax error: {why} in {self.text!r}")
@@ -59,6 +94,7 @@ class _Parser:
         return expr
 
     def or_expr(self) -> Expr:
+        first = len(self.phrases)
         parts = [self.and_expr()]
         while self.peek() == "OR":
             self.take()
@@ -66,6 +102,8 @@ class _Parser:
         kept = [p for p in parts if p is not None]
         if not kept:
             return None
+        if len(kept) > 1:   # a match may hold any one of the parts
+            self.phrases[first:] = [replace(p, required=False) for p in self.phrases[first:]]
         return kept[0] if len(kept) == 1 else "(" + " | ".join(kept) + ")"
 
     def and_expr(self) -> Expr:
@@ -82,7 +120,9 @@ class _Parser:
         expr = self.primary()
         while self.peek() == "NOT":
             self.take()
+            self.negating += 1
             negated = self.primary()
+            self.negating -= 1
             if expr is not None and negated is not None:
                 expr = f"({expr} & !{negated})"
         return expr
@@ -133,17 +173,34 @@ class _Parser:
         self.take()
         self.take()
         parts: list[Expr] = []
+        first = len(self.phrases)
         while self.peek() not in (")", ",", None):
             parts.append(self.phrase())
+        distance = 10
         if self.peek() == ",":
             self.take()
-            if not self.take().isdigit():
+            given = self.take()
+            if not given.isdigit():
                 self.fail("NEAR distance must be a number")
+            distance = int(given)
         if self.take() != ")" or not parts:
             self.fail("malformed NEAR group")
         if any(p is None for p in parts):
             return None
-        return parts[0] if len(parts) == 1 else "(" + " & ".join(str(p) for p in parts) + ")"
+        if len(parts) == 1:
+            return parts[0]
+        both = "(" + " & ".join(str(p) for p in parts) + ")"
+        if len(parts) > 2 or distance >= NEAR_SPELLED:
+            return both
+        # FTS5: at most `distance` tokens between the end of one phrase and the start of the other;
+        # tsquery's `a <d> b`: b starts d positions after a ends
+        a, b = parts
+        spelled = " | ".join(f"{x} <{d}> {y}" for d in range(1, distance + 2) for x, y in ((a, b), (b, a)))
+        text = f"({a} & {b} & ({spelled}))"
+        if len(self.phrases) == first + 2:   # listed (not under a NOT): FTS5 counts their near hits only
+            self.groups += 1
+            self.phrases[first:] = [Phrase(p.text, self.groups, distance, text) for p in self.phrases[first:]]
+        return text
 
     def phrase(self) -> Expr:
         piece = self.take()
@@ -161,7 +218,10 @@ class _Parser:
         quoted = [f"'{w}'" for w in words]
         if prefix:
             quoted[-1] += ":*"
-        return quoted[0] if len(quoted) == 1 else "(" + " <-> ".join(quoted) + ")"
+        text = quoted[0] if len(quoted) == 1 else "(" + " <-> ".join(quoted) + ")"
+        if not self.negating:
+            self.phrases.append(Phrase(text))
+        return text
 
 
 def _bareword(text: str) -> bool:
@@ -172,3 +232,10 @@ def _bareword(text: str) -> bool:
 def to_tsquery_text(match: str) -> str | None:
     """The tsquery text of an FTS5 MATCH expression, or None when it can match nothing."""
     return _Parser(match).parse()
+
+
+def parse(match: str) -> Parsed:
+    """The tsquery text of an FTS5 MATCH expression and the phrases bm25() weighs."""
+    parser = _Parser(match)
+    text = parser.parse()
+    return Parsed(text, tuple(parser.phrases) if text is not None else ())
