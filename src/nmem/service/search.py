@@ -228,20 +228,25 @@ class Search(Base):
         if scope != "all":
             hits, match = self._rank_trail(scope, query_plan, when, cue, filters, want)
             return SearchResult(hits[offset:want], query, match)
-        merged: list[SearchHit] = []
-        matches: list[str] = []
-        for one in ("observations", "prompts"):
-            hits, match = self._rank_trail(one, query_plan, when, cue, filters, want)
-            merged.extend(hits)
-            matches.append(match)
-        for one in ("sessions", "memories"):  # curated and summarised: strictest tier first, by BM25
-            for tier in query_plan.tiers:
-                hits = self._run_search(one, tier, filters, "relevance", want, 0)
-                if hits:
-                    merged.extend(hits)
-                    break
+        from nmem.service import fanout
+
+        def trail(one: str) -> Callable[[], tuple[list[SearchHit], str]]:
+            return lambda: self._rank_trail(one, query_plan, when, cue, filters, want)
+
+        def tiered(one: str) -> Callable[[], tuple[list[SearchHit], str]]:
+            def first_tier() -> tuple[list[SearchHit], str]:  # curated and summarised: strictest tier first
+                for tier in query_plan.tiers:
+                    hits = self._run_search(one, tier, filters, "relevance", want, 0)
+                    if hits:
+                        return hits, tier
+                return [], ""
+            return first_tier
+
+        parts = fanout.run_all(self.store, [trail("observations"), trail("prompts"),
+                                            tiered("sessions"), tiered("memories")])
+        merged = [hit for hits, _ in parts for hit in hits]
         merged.sort(key=lambda h: -h.score)
-        return SearchResult(curated_within_reach(merged)[offset:want], query, matches[0])
+        return SearchResult(curated_within_reach(merged)[offset:want], query, parts[0][1])
 
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
                     cue: Callable[[str], bool] | None, filters: SearchFilters,

@@ -298,6 +298,10 @@ class Connection(SqlBase):
         held = self._held
         return held.conn if held.conn is not None else held.snap
 
+    def fan_out_reads(self) -> bool:
+        """Reads outside a transaction or snapshot take a pooled connection each."""
+        return self._reading() is None
+
     def _begin(self) -> None:
         held = self._held
         if self.readonly:

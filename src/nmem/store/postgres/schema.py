@@ -381,7 +381,14 @@ CREATE TRIGGER word_counts_prompts_au AFTER UPDATE OF content OR TRUNCATE ON pro
     FOR EACH STATEMENT EXECUTE FUNCTION nmem_recount();
 """
 
+# Step 10: the sessions, newest first. A ranked search of sessions reads its newest matches (the
+# relevance window); for a common word that is most sessions, which without this index were all
+# checked and put in order (`fix | checkout` at 1M observations: 46 ms; 14 ms walking the index).
+_V10_SESSIONS_NEWEST = """
+CREATE INDEX IF NOT EXISTS idx_sessions_newest ON sessions (started_at DESC, id DESC);
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES, _V2_LIFECYCLE, _V3_CHANGE_LOG, _V4_TEAM,
                                _V5_SESSION_AGENT, _V6_TOKEN_COUNTS, _V7_WEIGHTED_TOKEN_COUNTS,
-                               _V8_SEARCH_READS, _V9_WORD_COUNTS)
+                               _V8_SEARCH_READS, _V9_WORD_COUNTS, _V10_SESSIONS_NEWEST)
 LATEST_VERSION = len(MIGRATIONS)

@@ -43,6 +43,12 @@ class SqlBase:
         """Run an INSERT of one row (written without RETURNING); the new row's id."""
         raise NotImplementedError
 
+    def fan_out_reads(self) -> bool:
+        """Whether this thread's reads may run on other threads at once (nmem.service.fanout):
+        only where each is served by a connection of its own and this thread holds no
+        transaction or snapshot they would have to see. SQLite's reads stay on their thread."""
+        return False
+
     def transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
