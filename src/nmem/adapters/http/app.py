@@ -110,7 +110,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         if owned:
             svc.close()
         raise
-    users = team_api.TeamAuth(svc.store)
+    users = team_api.TeamAuth(svc.store, int(settings["http.token_cache_ms"]) / 1000, settings.home)
     hub = streams.StreamHub(settings, users=users)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     threads = StoreThreads(svc.store, auto_threads(int(settings["http.threads"]), workers), limits.max_queue,
