@@ -346,8 +346,8 @@ class StoreThreads:
         max_wait = float("inf") if max_wait_ms is None else max_wait_ms / 1000
         self.reads = ReadLane("read", threads, max_queue, max_wait)
         self.writes = WriteLane(store, write_batch, max_queue, max_wait, forget)
-        # A team server looks each request's token up (two short reads): on threads of their own,
-        # so a request does not take a search's place twice.
+        # A team server looks a request's token up when it kept no answer for it (TeamAuth): on
+        # threads of their own, so a request does not take a search's place twice.
         self.checks = Lane("token check", self.CHECK_THREADS, max_queue, max_wait)
         # A PostgreSQL store's pool must have a connection for each thread (and for the loop's own
         # calls: the streams' poller, MCP): else threads queue for connections instead of work.
