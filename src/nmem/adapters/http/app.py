@@ -132,6 +132,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         async with AsyncExitStack() as stack:
             if owned:
                 stack.callback(svc.close)
+            stack.callback(users.close)     # after the threads stopped (callbacks run last first)
             stack.callback(threads.close)
             await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             await stack.enter_async_context(mcp.running())

@@ -71,13 +71,9 @@ class TeamAuth:
 
     def __init__(self, store: Store, cache_seconds: float = 0.0, home: str | None = None) -> None:
         self.store = store
-        self.stamp: team_stamp.Stamp | None = None
-        if cache_seconds > 0 and home is not None:
-            try:
-                self.stamp = team_stamp.Stamp(home)
-            except OSError:   # no stamp to learn revocations from: keep nothing
-                self.stamp = None
-        self.cache_seconds = cache_seconds if self.stamp is not None else 0.0
+        self.home = home
+        self.cache_seconds = max(0.0, cache_seconds) if home is not None else 0.0
+        self.stamp: team_stamp.Stamp | None = None   # mapped when the first live token is kept
         self._kept: dict[str, tuple[Viewer, float, bytes]] = {}   # digest -> (user, read at, stamp)
         self._renewing: dict[str, float] = {}   # digest -> when a read to renew it was asked for
         self._lock = threading.Lock()
@@ -111,9 +107,10 @@ class TeamAuth:
         digest = _token_digest(headers)
         if not digest:
             return None
-        if self.stamp is None:
+        mapped = self._stamp()
+        if mapped is None:
             return team.authenticate_digest(self.store, digest)
-        stamp, read_at = self.stamp.read(), time.monotonic()   # before the read: a change during it voids it
+        stamp, read_at = mapped.read(), time.monotonic()   # before the read: a change during it voids it
         found = team.authenticate_digest(self.store, digest)
         if found is not None:
             with self._lock:
@@ -122,6 +119,26 @@ class TeamAuth:
                     self._renewing.clear()
                 self._kept[digest] = (found, read_at, stamp)
         return found
+
+    def _stamp(self) -> team_stamp.Stamp | None:
+        """The home's stamp, mapped on first need (so a single-user server writes none); None when
+        nothing is kept, also when the stamp cannot be had (then nothing ever is: without it a
+        revocation would go unseen)."""
+        if self.stamp is None and self.cache_seconds and self.home is not None:
+            with self._lock:
+                if self.stamp is None:
+                    try:
+                        self.stamp = team_stamp.Stamp(self.home)
+                    except OSError:
+                        self.cache_seconds = 0.0
+        return self.stamp
+
+    def close(self) -> None:
+        """Keep nothing more and unmap the stamp (the server stops)."""
+        self.cache_seconds = 0.0
+        stamp, self.stamp = self.stamp, None
+        if stamp is not None:
+            stamp.close()
 
     def login(self, token: str) -> str | None:
         """The cookie for a live user token, else None."""
