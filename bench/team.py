@@ -21,9 +21,11 @@ A 503 with Retry-After (the server's admission control, `http.max_wait_ms`) is c
 and the request sent again after the pause it asks for, as a hook does; a request's latency runs
 from its first send to the answer served, so each shed adds its second (the table counts them per
 operation). --pg serves a fresh schema on that PostgreSQL server, --workers N runs
-`nmem serve --workers N`.
+`nmem serve --workers N`. --dump FILE writes every request's send time, latency and operation
+(where in the run the slow ones were).
 
     .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10] [--pg URL] [--workers N]
+                                   [--dump FILE]
 """
 
 from __future__ import annotations
@@ -128,12 +130,14 @@ class Results:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.latency: dict[str, list[float]] = {}
+        self.timeline: list[tuple[float, float, str]] = []   # (sent at, seconds, operation), for --dump
         self.shed: dict[str, int] = {}
         self.errors: list[str] = []
 
     def add(self, op: str, seconds: float, shed: int = 0) -> None:
         with self.lock:
             self.latency.setdefault(op, []).append(seconds)
+            self.timeline.append((time.perf_counter() - seconds, seconds, op))
             self.shed[op] = self.shed.get(op, 0) + shed
 
     def error(self, what: str) -> None:
@@ -243,6 +247,8 @@ def main() -> int:
     parser.add_argument("--searches", type=int, default=10, help="requests per searcher")
     parser.add_argument("--pg", metavar="URL", help="serve a fresh schema on this PostgreSQL server")
     parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N")
+    parser.add_argument("--dump", metavar="FILE", help="write each request's send time (s from the start), "
+                                                       "latency (ms) and operation, tab-separated")
     args = parser.parse_args()
     schema, store = pg_schema(args.pg, PG_APP) if args.pg else (None, None)
     try:
@@ -330,6 +336,10 @@ def run(args: argparse.Namespace, store: str | None) -> int:
             server.terminate()
             server.wait(timeout=30)
             log.close()
+    if args.dump:
+        with open(args.dump, "w") as out:
+            out.writelines(f"{sent - began:.3f}\t{seconds * 1000:.1f}\t{op}\n"
+                           for sent, seconds, op in sorted(results.timeline))
     writes = WRITERS * (args.events + 1)
     print(f"team server bench: {WRITERS} writers ({args.writers}, {args.events + 1} events each = {writes}), "
           f"{SEARCHERS} searchers ({args.searches} requests each), all concurrent; wall {wall:.1f} s; "

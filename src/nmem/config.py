@@ -197,6 +197,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Longest a REST request may expect to wait for a store thread (the requests ahead of it at the "
             "recent mean time of one, shared by the threads); past it the request gets 503 with Retry-After "
             "at once."),
+    Setting("http.token_cache_ms", int, 1000, "NMEM_HTTP_TOKEN_CACHE_MS",
+            "How long a team server keeps a live user token's check, so a request needs no read for it; a "
+            "change of users or tokens through the server voids every kept check at once (any worker), one "
+            "made beside it (`nmem token revoke` on the database) is seen within this time; 0: read every time."),
     Setting("http.threads", int, 0, "NMEM_HTTP_THREADS",
             "Threads each server process runs REST reads on (writes run on one more); 0: four per core, "
             "shared by the `http.workers` processes (at least 2 each, at most 32)."),

@@ -4,6 +4,7 @@ Retry-After at once, and the admitted ones are served."""
 
 from __future__ import annotations
 
+import contextvars
 import http.client
 import json
 import sqlite3
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from mcp_support import HttpServer, http_server
-from nmem.adapters.http.threads import Overloaded, WriteLane
+from nmem.adapters.http.threads import Overloaded, ReadLane, WriteLane, _Write
 
 CSRF = {"X-Nmem-CSRF": "1", "Content-Type": "application/json"}
 Answer = tuple[int, dict[str, str], Any]
@@ -160,5 +161,51 @@ def test_a_burst_of_hook_events_is_admitted_by_the_transactions_it_will_take_not
         lane.pending.clear()
         lane.taken = 0
         assert lane.grouped_wait() == 0.0                  # the writer idle: no wait
+    finally:
+        lane.close()
+
+
+def test_a_read_lane_sheds_by_the_rate_its_queue_clears_and_only_when_coming_back_beats_waiting() -> None:
+    """The read lane's queue speed is what its threads took in the last window. A server warming
+    up sheds nothing for time; past `max_wait`, a request is sent back when recent requests waited
+    that long too, or when it would wait longer than the Retry-After second plus a recent wait."""
+    lane = ReadLane("read", threads=2, max_queue=1024, max_wait=1.0)
+    try:
+        lane.taken = 2 + 400                   # both threads busy, 400 waiting
+        lane.admit()                           # nothing taken yet: warming up, admitted
+        now = time.perf_counter()
+        lane._started(now - 1.5, 0.0)          # the first request, a window and a half ago
+        assert lane.expected_wait() == lane.call_time * 401 / 2 == 0.0   # too few taken lately: the mean call
+        lane.call_time = 0.01
+        assert lane.expected_wait() == pytest.approx(401 * 0.01 / 2)
+        for i in range(100):                   # 100 taken over the last half second: 200 a second
+            lane._started(now - 0.5 + i * 0.005, 0.0)
+        assert lane.expected_wait() == pytest.approx(401 / 200, rel=0.05)   # about 2 s
+        lane.waited = 0.5                      # recent requests waited half a second: come back later
+        with pytest.raises(Overloaded, match=r"http\.max_wait_ms"):
+            lane.admit()
+        lane.taken = 2 + 250                   # 1.25 s: past max_wait, but less than a second more
+        lane.admit()                           # than coming back would take: served
+        lane.waited = 1.0                      # the queue has been that slow for a while: sent back
+        with pytest.raises(Overloaded):
+            lane.admit()
+        lane.taken = 1                         # a thread free: no wait at all
+        assert lane.expected_wait() == 0.0
+    finally:
+        lane.executor.shutdown()
+
+
+def test_lone_writes_teach_the_transaction_time_so_a_slow_first_batch_does_not_lock_grouped_writes_out() -> None:
+    lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
+    try:
+        lane.batch_time = 3.0                  # the first batch was slow (a burst of SessionStarts)
+        lane.taken = 1
+        with pytest.raises(Overloaded):
+            lane.admit(lane.grouped_wait())    # 6 s: refused while any write runs
+        for _ in range(40):                    # the writes admitted meanwhile ran alone, quickly
+            write = _Write(contextvars.copy_context(), lambda: None, grouped=True)
+            lane._alone(write)
+            assert write.future.result() is None
+        lane.admit(lane.grouped_wait())        # the transaction time learnt again: admitted
     finally:
         lane.close()

@@ -9,6 +9,7 @@ from nmem.adapters.cli.app import State, emit, format_option, note, pass_state
 from nmem.adapters.cli.output import Table, when
 from nmem.adapters.cli.params import Integer
 from nmem.team import accounts as team
+from nmem.team import stamp as team_stamp
 
 
 @click.group("user")
@@ -67,6 +68,9 @@ def token_revoke(state: State, ref: str, fmt: str | None) -> None:
     """Revoke token REF (its id, from `token list`), or every token of the user named REF."""
     service = state.service()
     data = team.revoke(service.store, ref, service.now())
+    if not team_stamp.bump(state.settings.home):   # a server on this home drops what it kept at once
+        note(f"could not write {team_stamp.path(state.settings.home)}: a server on this home refuses the "
+             "token once its kept check runs out (http.token_cache_ms)")
     emit(state, fmt, data, list)
     note(f"revoked {data['revoked']} token(s)")
 

@@ -110,7 +110,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         if owned:
             svc.close()
         raise
-    users = team_api.TeamAuth(svc.store)
+    users = team_api.TeamAuth(svc.store, int(settings["http.token_cache_ms"]) / 1000, settings.home)
     hub = streams.StreamHub(settings, users=users)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     threads = StoreThreads(svc.store, auto_threads(int(settings["http.threads"]), workers), limits.max_queue,
@@ -132,6 +132,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
         async with AsyncExitStack() as stack:
             if owned:
                 stack.callback(svc.close)
+            stack.callback(users.close)     # after the threads stopped (callbacks run last first)
             stack.callback(threads.close)
             await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             await stack.enter_async_context(mcp.running())

@@ -7,8 +7,10 @@ In order, for each request (and WebSocket handshake):
    configured by default, so no CORS header is ever sent.
 3. **Token** (when set; always beyond loopback): `Authorization: Bearer <token>` or the
    cookie `/login?token=` sets, else 401. `/health` and `/login` need none. On a team server
-   (users exist, nmem.team.accounts) it is one user's token as a bearer, looked up on every request;
-   the request then acts for that user (`nmem.team.access.acting_as`).
+   (users exist, nmem.team.accounts) it is one user's token as a bearer, looked up in the store (a
+   live token's answer is kept for `http.token_cache_ms`, void at once when users or tokens change
+   through the server: `nmem.adapters.http.team.TeamAuth`); the request then acts for that user
+   (`nmem.team.access.acting_as`).
 4. **CSRF**, for every method but GET/HEAD/OPTIONS: an `Origin` header must be this server's
    own origin or a configured one (403 otherwise); and outside `/mcp` the request must carry
    a header no cross-site form can send: `Authorization` or `X-Nmem-CSRF` (403 otherwise).
@@ -23,6 +25,7 @@ API's error shape and close the connection.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -60,6 +63,7 @@ class Users(Protocol):
     """A team server's users (nmem.adapters.http.team.TeamAuth)."""
 
     def active(self) -> bool: ...
+    def cached(self, headers: dict[str, str]) -> tuple[Viewer | None, bool]: ...
     def viewer(self, headers: dict[str, str]) -> Viewer | None: ...
     def login(self, token: str) -> str | None: ...
 
@@ -150,11 +154,31 @@ class Guard:
         self.users = users
         self.offload = offload
         self.users_seen = False   # whether the last check found users (a hint: see _authorized)
+        self._renewals: set[asyncio.Future[bool]] = set()   # background reads renewing kept token checks
 
     async def _check(self, scope: Scope, headers: dict[str, str]) -> bool:
         if self.users is None or self.offload is None:
             return self._authorized(scope, headers)
+        viewer, renew = self.users.cached(headers) if self.users_seen else (None, False)
+        if viewer is not None:   # a live token checked moments ago (TeamAuth): no read, no thread
+            if renew:
+                self._renew(headers)
+            scope[SCOPE_KEY] = viewer
+            return True
         return await self.offload(lambda: self._authorized(scope, headers))
+
+    def _renew(self, headers: dict[str, str]) -> None:
+        """Read a kept token check again in the background (TeamAuth.cached asked for it)."""
+        users, offload = self.users, self.offload
+        assert users is not None and offload is not None
+        task = asyncio.ensure_future(offload(lambda: users.viewer(headers) is not None))
+        self._renewals.add(task)
+        task.add_done_callback(self._renewed)
+
+    def _renewed(self, task: asyncio.Future[bool]) -> None:
+        self._renewals.discard(task)
+        if not task.cancelled():
+            task.exception()   # a busy or failed read: the next request past half the time asks again
 
     def _authorized(self, scope: Scope, headers: dict[str, str]) -> bool:
         """The token check; on a team server the viewer found is kept in the scope.

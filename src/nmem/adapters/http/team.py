@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +20,7 @@ from nmem.capture.agents import parse
 from nmem.errors import Forbidden, NmemError
 from nmem.store.protocol import Store
 from nmem.team import accounts as team
+from nmem.team import stamp as team_stamp
 from nmem.team.access import SCOPE_KEY, Viewer, current
 
 REMOTE_SPOOL_PREFIX = "remote:"
@@ -25,6 +28,7 @@ COOKIE = "nmem_session"
 # Signs the viewer's cookies; made at start and never stored, so neither a copy of the database
 # (which holds the tokens' digests) nor an old cookie after a restart signs anyone in.
 _COOKIE_KEY = secrets.token_bytes(32)
+CACHED_TOKENS = 10_000   # tokens kept at most (only live ones are ever kept)
 
 
 def session_cookie(token: str) -> str:
@@ -45,22 +49,96 @@ def _cookie_digest(header: str) -> str | None:
     return None
 
 
+def _token_digest(headers: Mapping[str, str]) -> str | None:
+    """The digest of the request's token (a bearer token, or the one the viewer's cookie signs in)."""
+    auth = headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        token = auth[7:].strip()
+        return team.digest(token) if token else None
+    return _cookie_digest(headers.get("cookie", ""))
+
+
 class TeamAuth:
     """The guard's user check: a user's token as `Authorization: Bearer`, or the cookie
-    `/login?token=` set, looked up on every request, so a revoked token is refused at once."""
+    `/login?token=` set, looked up in the store.
 
-    def __init__(self, store: Store) -> None:
+    A live token's user is kept for `cache_seconds` (`http.token_cache_ms`), so the usual request
+    needs no read (`cached`). A revocation through the server (any worker) or by `nmem token revoke`
+    with the server's home rewrites the home's stamp (`nmem.team.stamp`), which voids every kept
+    answer at once: the token is refused from the next request. One revoked elsewhere (another
+    machine's CLI on the same PostgreSQL) is refused within `cache_seconds`. Unknown and revoked
+    tokens are never kept: each is read again."""
+
+    def __init__(self, store: Store, cache_seconds: float = 0.0, home: str | None = None) -> None:
         self.store = store
+        self.home = home
+        self.cache_seconds = max(0.0, cache_seconds) if home is not None else 0.0
+        self.stamp: team_stamp.Stamp | None = None   # mapped when the first live token is kept
+        self._kept: dict[str, tuple[Viewer, float, bytes]] = {}   # digest -> (user, read at, stamp)
+        self._renewing: dict[str, float] = {}   # digest -> when a read to renew it was asked for
+        self._lock = threading.Lock()
 
     def active(self) -> bool:
         return team.active(self.store)
 
+    def cached(self, headers: Mapping[str, str]) -> tuple[Viewer | None, bool]:
+        """The user of the request's token if a recent check is still good, else None (then
+        `viewer` reads it); and whether the caller should read it again now, in the background
+        (the check is past half its time and nobody did lately): under load a token's check is
+        renewed before it runs out, rather than all its requests missing it at once. Reads
+        nothing: the event loop may call it."""
+        if self.stamp is None:
+            return None, False
+        digest = _token_digest(headers)
+        kept = self._kept.get(digest) if digest else None
+        if kept is None or not digest:
+            return None, False
+        viewer, read_at, stamp = kept
+        now = time.monotonic()
+        if now - read_at >= self.cache_seconds or stamp != self.stamp.read():
+            return None, False
+        half = self.cache_seconds / 2
+        if now - read_at < half or now - self._renewing.get(digest, -half) < half:
+            return viewer, False
+        self._renewing[digest] = now
+        return viewer, True
+
     def viewer(self, headers: Mapping[str, str]) -> Viewer | None:
-        auth = headers.get("authorization", "")
-        if auth[:7].lower() == "bearer ":
-            return team.authenticate(self.store, auth[7:].strip())
-        digest = _cookie_digest(headers.get("cookie", ""))
-        return team.authenticate_digest(self.store, digest) if digest else None
+        digest = _token_digest(headers)
+        if not digest:
+            return None
+        mapped = self._stamp()
+        if mapped is None:
+            return team.authenticate_digest(self.store, digest)
+        stamp, read_at = mapped.read(), time.monotonic()   # before the read: a change during it voids it
+        found = team.authenticate_digest(self.store, digest)
+        if found is not None:
+            with self._lock:
+                if len(self._kept) >= CACHED_TOKENS:
+                    self._kept.clear()
+                    self._renewing.clear()
+                self._kept[digest] = (found, read_at, stamp)
+        return found
+
+    def _stamp(self) -> team_stamp.Stamp | None:
+        """The home's stamp, mapped on first need (so a single-user server writes none); None when
+        nothing is kept, also when the stamp cannot be had (then nothing ever is: without it a
+        revocation would go unseen)."""
+        if self.stamp is None and self.cache_seconds and self.home is not None:
+            with self._lock:
+                if self.stamp is None:
+                    try:
+                        self.stamp = team_stamp.Stamp(self.home)
+                    except OSError:
+                        self.cache_seconds = 0.0
+        return self.stamp
+
+    def close(self) -> None:
+        """Keep nothing more and unmap the stamp (the server stops)."""
+        self.cache_seconds = 0.0
+        stamp, self.stamp = self.stamp, None
+        if stamp is not None:
+            stamp.close()
 
     def login(self, token: str) -> str | None:
         """The cookie for a live user token, else None."""
@@ -149,7 +227,10 @@ def create_token(ctx: Context, p: s.UserPath, _: None) -> dict[str, Any]:
 
 def revoke_token(ctx: Context, p: s.TokenPath, _: None) -> dict[str, Any]:
     _signed_in_admin()
-    return team.revoke(ctx.service.store, p.target, ctx.service.now())
+    try:
+        return team.revoke(ctx.service.store, p.target, ctx.service.now())
+    finally:   # committed (or not at all): every worker's kept checks are void before the answer
+        team_stamp.bump(ctx.service.settings.home)
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (

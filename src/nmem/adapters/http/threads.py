@@ -6,12 +6,18 @@ path, in the order they arrive. The loop only parses, streams and answers: event
 WebSockets stay on it.
 
 Admission: a request is answered 503 with Retry-After at once, rather than waiting behind a queue
-that only grows, when the wait it would have passes `http.max_wait_ms` (the requests ahead of it
-times the recent mean time of one call, shared by the lane's threads), or when it finds
-`http.max_queue` others already waiting (a hard cap). Counting time rather than requests lets
-cheap requests queue deep and sheds expensive ones early: 200 quick searches waiting are a
-fraction of a second, 200 slow ones are many. A hook event that may be grouped (below) counts
-the transactions ahead of it instead (`WriteLane.grouped_wait`).
+that only grows, when the wait it would have passes `http.max_wait_ms`, or when it finds
+`http.max_queue` others already waiting (a hard cap). The wait is the requests ahead of it times
+the time one place in the queue recently took to clear, as measured: each read that waited tells,
+when a thread takes it, how long it waited and how many were ahead of it. That measure holds
+whatever the calls cost and however the machine's cores are shared (a read's own time on its
+thread, under load mostly spent waiting for a core, says little of how fast the queue moves);
+while no read has waited yet, the recent mean time of one call shared by the threads stands in,
+and the writer thread is always counted so. Counting time rather than requests lets cheap
+requests queue deep and sheds expensive ones early: 200 quick searches waiting are a fraction of
+a second, 200 slow ones are many. A shed request comes back after its Retry-After second, so
+shedding one that would have waited less than that only makes it later. A hook event that may be
+grouped (below) counts the transactions ahead of it instead (`WriteLane.grouped_wait`).
 
 Group commit: a commit waits for the disk (PostgreSQL flushes its WAL, ~10 ms under load), so
 writes one at a time queue behind their commits. When the writer takes a hook event and more are
@@ -111,9 +117,13 @@ class Lane:
             raise Overloaded(f"the server is busy: {self.waiting} {self.name} requests are waiting "
                              f"(http.max_queue = {self.max_queue}); try again shortly")
         wait = self.expected_wait() if wait is None else wait
-        if wait > self.max_wait:
+        if wait > self.max_wait and self.worth_shedding(wait):
             raise Overloaded(f"the server is busy: a {self.name} request would wait about {wait * 1000:.0f} ms "
                              f"(http.max_wait_ms = {self.max_wait * 1000:.0f}); try again shortly")
+
+    def worth_shedding(self, wait: float) -> bool:
+        """Whether a request that would wait `wait` (past `max_wait`) is better told to come back."""
+        return True
 
     async def run(self, call: Callable[[], T]) -> T:
         self.admit()
@@ -121,21 +131,76 @@ class Lane:
         try:
             # The call acts for the request's signed-in user: the thread runs in a copy of this context.
             context = contextvars.copy_context()
-            return await asyncio.get_running_loop().run_in_executor(self.executor, self._timed, context, call)
+            return await asyncio.get_running_loop().run_in_executor(
+                self.executor, self._timed, context, call, time.perf_counter())
         finally:
             self.taken -= 1
 
-    def _timed(self, context: contextvars.Context, call: Callable[[], T]) -> T:
+    def _timed(self, context: contextvars.Context, call: Callable[[], T], queued: float = 0.0) -> T:
         began = time.perf_counter()
+        self._started(began, began - queued)
         try:
             return context.run(call)
         finally:
             self._spent(time.perf_counter() - began)
 
+    def _started(self, now: float, waited: float) -> None:
+        """A thread took a request at `now` that had waited `waited` seconds for it."""
+
     def _spent(self, seconds: float) -> None:
         # a float store is atomic under the GIL; a lost update among threads only delays the mean
         self.call_time = seconds if not self.call_time else \
             self.call_time + CALL_TIME_WEIGHT * (seconds - self.call_time)
+
+
+class ReadLane(Lane):
+    """A pool of threads whose queue speed is measured rather than derived: the requests its
+    threads took in the last `RATE_WINDOW` seconds are the rate the queue clears at, so a new
+    request waits about the requests ahead of it at that rate. Under load a call's own time on its
+    thread is mostly time spent waiting for a core, shared with the other threads and the database,
+    so the mean call divided by the threads says little of how fast the queue moves; and in a
+    server just started the first calls, slowed by the whole burst that woke them, would refuse a
+    burst that clears in a fraction of a second: so nothing is shed for time until the lane has run a
+    whole window (the hard cap holds meanwhile). When the threads took too few requests within the
+    window to tell a rate (fewer than two each: the lane idle, or its threads stuck), the mean call,
+    shared by the threads, stands in.
+
+    A shed request comes back after its Retry-After second and waits again, about as long as the
+    recent ones waited (`waited`, the mean wait of the requests the threads took, measured): so a
+    request past `max_wait` is shed when the queue has been that slow for a while, or when it would
+    wait longer than coming back takes. One just past `max_wait` at a crest of a queue that usually
+    clears in half of it is served, not sent back to return with the others a second later."""
+
+    RATE_WINDOW = 1.0
+    RATE_KEPT = 4096
+
+    def __init__(self, name: str, threads: int, max_queue: int, max_wait: float = float("inf")) -> None:
+        super().__init__(name, threads, max_queue, max_wait)
+        # when the threads took requests: the last RATE_WINDOW seconds' (at most RATE_KEPT of them)
+        self.starts: deque[float] = deque(maxlen=self.RATE_KEPT)
+        self.waited = 0.0                     # seconds the requests taken waited for a thread, recent mean
+        self.first_start = 0.0                # when a thread first took a request
+
+    def expected_wait(self) -> float:
+        if self.taken < self.threads:
+            return 0.0
+        now = time.perf_counter()
+        starts = self.starts
+        while starts and starts[0] < now - self.RATE_WINDOW:   # trimmed here alone (on the loop)
+            starts.popleft()
+        if not self.first_start or now - self.first_start < self.RATE_WINDOW:
+            return 0.0   # warming up: no rate measured over a whole window yet, nothing shed for time
+        if len(starts) >= 2 * self.threads:   # each thread took two at least: a rate to go by
+            return (self.waiting + 1) * (now - starts[0]) / len(starts)
+        return super().expected_wait()   # the threads all but stopped taking requests: the mean call
+
+    def worth_shedding(self, wait: float) -> bool:
+        return self.waited >= self.max_wait or wait > Overloaded.retry_after + self.waited
+
+    def _started(self, now: float, waited: float) -> None:
+        self.first_start = self.first_start or now
+        self.starts.append(now)   # deque appends and the loop's pops are atomic
+        self.waited += CALL_TIME_WEIGHT * (waited - self.waited)
 
 
 @dataclass
@@ -211,7 +276,17 @@ class WriteLane(Lane):
         except BaseException as exc:
             write.future.set_exception(exc)
         finally:
-            self._spent(time.perf_counter() - began)
+            took = time.perf_counter() - began
+            self._spent(took)
+            if self.batch_time:
+                # A transaction of one: without it a slow first batch (fifty SessionStarts rendering
+                # their context) would keep grouped writes refused while any write runs, so only lone
+                # ones ran and no batch ever taught the time again.
+                self._transaction_took(took)
+
+    def _transaction_took(self, seconds: float) -> None:
+        self.batch_time = seconds if not self.batch_time else \
+            self.batch_time + CALL_TIME_WEIGHT * (seconds - self.batch_time)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -253,8 +328,7 @@ class WriteLane(Lane):
         finally:
             took = time.perf_counter() - began
             self._spent(took / len(batch))
-            self.batch_time = took if not self.batch_time else \
-                self.batch_time + CALL_TIME_WEIGHT * (took - self.batch_time)
+            self._transaction_took(took)
         for write, (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 write.future.set_result(value)
@@ -270,10 +344,10 @@ class StoreThreads:
     def __init__(self, store: Any, threads: int, max_queue: int, max_wait_ms: int | None = None,
                  write_batch: int = 1, forget: Callable[[], None] = lambda: None) -> None:
         max_wait = float("inf") if max_wait_ms is None else max_wait_ms / 1000
-        self.reads = Lane("read", threads, max_queue, max_wait)
+        self.reads = ReadLane("read", threads, max_queue, max_wait)
         self.writes = WriteLane(store, write_batch, max_queue, max_wait, forget)
-        # A team server looks each request's token up (two short reads): on threads of their own,
-        # so a request does not take a search's place twice.
+        # A team server looks a request's token up when it kept no answer for it (TeamAuth): on
+        # threads of their own, so a request does not take a search's place twice.
         self.checks = Lane("token check", self.CHECK_THREADS, max_queue, max_wait)
         # A PostgreSQL store's pool must have a connection for each thread (and for the loop's own
         # calls: the streams' poller, MCP): else threads queue for connections instead of work.
