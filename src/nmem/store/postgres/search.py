@@ -229,19 +229,17 @@ SELECT t.docs, t.tokens, t.newest, {state} AS state,
 FROM totals t CROSS JOIN state s
 """
 
-# Past this many rows in its table, a relevance read whose matches are read as the planner
-# chooses (FOUND_PLANNED: a filter, a phrase, a prefix) is never prepared, so it is planned for
-# its own values each time; below it, and for every read of whole words without a filter
-# (FOUND_BOUNDED, which picks its branch from the counts at run time), psycopg prepares a
-# statement after five runs and PostgreSQL may keep one generic plan for it. Measured
-# 2026-11-29 (backend CPU a search, 100 questions, prepared vs planned each time, two runs
-# each, alternating; docs/postgres.md): plain words and all scopes cost less prepared at every
-# size from 2k to 1M rows (all scopes 4.4 vs 7.4–8.2 ms at 2k, 11.3–11.9 vs 13.3–14.7 ms at 100k,
-# 33.9–34.5 vs 37.4–42.1 ms at 1M: planning a ranking statement costs about a millisecond); FTS
-# syntax 2.1–2.3 vs 2.5–2.7 ms at 20k, 4.4 vs 4.8–5.1 at 100k, 8.6–9.0 vs 8.6–11.1 at 300k, and the
-# same at 1M (20.2–21.5 vs 21.1 ms), where a generic plan that walks the key for a rare word's
-# phrase would cost most. The threshold sits between the last two.
-CUSTOM_PLAN_ROWS = 500_000
+# Past this many rows in its table, no statement that reads the kept counts is prepared: each is
+# planned for its own values. psycopg prepares a statement after five runs on a connection, and
+# PostgreSQL may then keep one generic plan for it, which for these statements walks the wrong
+# index for many questions. Measured twice on `bench/http_server.py --pg` (16 clients, 100k rows,
+# every search of everything): PostgreSQL CPU 48-51 ms a search prepared against 21-23 ms planned
+# (2026-11-28), and 36.8 ms against 17.5 ms, 41 against 66 requests/s (2026-11-29, alternating,
+# load 4-6), where one connection running 100 questions in turn had found preparing cheaper by
+# about a tenth at every size (docs/postgres.md): a server's many connections each keep their own
+# generic plans, and those lose. Below the threshold (bench-team's small tables) planning costs
+# more than a generic plan loses.
+CUSTOM_PLAN_ROWS = 10_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
 # past it (the walk past `up_to` costs a few microseconds a row).
@@ -503,7 +501,7 @@ class SearchReads(Connection, ScopedSearch):
     # -- the shared relevance read --------------------------------------------------------
 
     def _bm25(self, template: str, scope: str, parsed: Parsed, filters: SearchFilters, want: int,
-              **parts: str) -> tuple[bool, str, list[Any]]:
+              **parts: str) -> tuple[str, list[Any]]:
         """A statement built on BM25_HEAD and its parameters: FTS5's bm25() (k1 1.2, b 0.75,
         its IDF floor) of the best `want` among the newest RELEVANCE_WINDOW matches that pass
         the filters, over the same rows, terms, document frequencies and token counts; the
@@ -537,12 +535,12 @@ class SearchReads(Connection, ScopedSearch):
                               found=found, counts=counts, state=KEPT_STATE, **parts)
         texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
                  [p.group for p in phrases]]
-        return joined is None, sql, [*texts, *reads, want]
+        return sql, [*texts, *reads, want]
 
-    def _query_kept(self, table: str, sql: str, params: Sequence[Any], planned: bool = False) -> list[Any]:
-        """A statement that reads the kept counts (KEPT_COUNTS); one whose matches are read as
-        planned (FOUND_PLANNED) is never prepared on a large table (CUSTOM_PLAN_ROWS)."""
-        large = planned and self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
+    def _query_kept(self, table: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        """A statement that reads the kept counts (KEPT_COUNTS): never prepared on a large table
+        (CUSTOM_PLAN_ROWS)."""
+        large = self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
         return self._query(sql, params, prepare=False if large else None)
 
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
@@ -576,10 +574,10 @@ class SearchReads(Connection, ScopedSearch):
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
         pass the filters, best first, in one statement (`_bm25`)."""
         table = BM25_SOURCES[scope][0]
-        planned, sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
+        sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, planned):
+        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
             elif kind == 1:
@@ -593,8 +591,8 @@ class SearchReads(Connection, ScopedSearch):
     def _bm25_rows(self, scope: Scope, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
-        planned, sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params, planned)
+        sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
+        rows = self._query_kept(table, sql, params)
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -649,9 +647,9 @@ class SearchReads(Connection, ScopedSearch):
         table = BM25_SOURCES[scope][0]
         key, anchor, desc, asc = WINDOW_ORDER[scope]
         record, nulls, records, named = RECORD_PARTS[scope]
-        planned, sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
+        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
-        rows = self._query_kept(table, sql, [*params, reach, reach], planned)
+        rows = self._query_kept(table, sql, [*params, reach, reach])
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
