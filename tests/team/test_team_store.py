@@ -83,3 +83,28 @@ def test_every_store_method_is_filtered_for_a_viewer_or_named_as_passing_through
     filtered = {name for name in vars(ViewerStore) if not name.startswith("_")}
     assert sorted(public - filtered - PASSES_THROUGH) == [], "classify these in nmem.team.access"
     assert sorted(PASSES_THROUGH & filtered) == [] and sorted(PASSES_THROUGH - public) == []
+
+
+def test_a_viewers_nearest_memories_are_not_crowded_out_by_anothers_private_ones(service: Service) -> None:
+    """The vector scan reads the newest `limit` memories: another writer's private ones are left
+    out before that limit is counted, as a page of search results is cut after them."""
+    from nmem.search.fusion import DENSE_SCAN_ROWS
+    from nmem.search.embedders import pack
+    from nmem.store.records import SearchFilters
+    from nmem.team.access import Viewer, ViewerStore
+
+    team: Any = service.store
+    clock = iter(range(T0, T0 + 100))
+    service.clock = lambda: float(next(clock))
+    bobs = [service.remember(f"bob's note {n} on the billing export", namespace="learnings", project="demo")
+            for n in range(2)]
+    anns = [service.remember(f"ann's own reminder {n}", domain="user", project="demo") for n in range(5)]
+    team.record_writes("bob", T0, [], memories=[m.id for m in bobs])
+    team.record_writes("ann", T0, [], memories=[m.id for m in anns])
+    numbers = dict(sql_rows(service.store, "SELECT uid, id FROM memories"))
+    team.put_vectors("memory", "probe", 2, [(numbers[m.id], pack([1.0, 0.0])) for m in bobs + anns])
+    for limit in (1, 2, 3, DENSE_SCAN_ROWS):
+        ids, blobs = ViewerStore(service.store, Viewer("bob")).vector_scan("memory", "probe", SearchFilters(), limit)
+        assert ids == [m.id for m in reversed(bobs)][:limit] and len(blobs) == len(ids), limit
+        ids, _ = ViewerStore(service.store, Viewer("ann")).vector_scan("memory", "probe", SearchFilters(), limit)
+        assert ids == [m.id for m in reversed(bobs + anns)][:limit], limit

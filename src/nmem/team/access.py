@@ -225,12 +225,20 @@ class ViewerStore:
         return [r for r in rows if r[0] not in hidden]
 
     def vector_scan(self, kind: str, model: str, filters: Any, limit: int) -> tuple[list[Any], list[bytes]]:
-        ids, blobs = self._store.vector_scan(kind, model, filters, limit)
+        """As `search_memories`: others' private memories' vectors left out before the scan's
+        `limit` is counted, so they never take the place of the viewer's own."""
         if kind != "memory":
-            return ids, blobs
+            rows: tuple[list[Any], list[bytes]] = self._store.vector_scan(kind, model, filters, limit)
+            return rows
         hidden = self._others_private()
-        pairs = [(i, b) for i, b in zip(ids, blobs, strict=True) if i not in hidden]
-        return [i for i, _ in pairs], [b for _, b in pairs]
+        fetch = max(limit, 1)
+        while True:
+            ids, blobs = self._store.vector_scan(kind, model, filters, fetch)
+            pairs = [(i, b) for i, b in zip(ids, blobs, strict=True) if i not in hidden]
+            if len(pairs) >= limit or len(ids) < fetch:
+                pairs = pairs[:limit]
+                return [i for i, _ in pairs], [b for _, b in pairs]
+            fetch = min(fetch * 4, limit + len(hidden))
 
     def _others_private(self) -> set[str]:
         """Every `user` memory (forgotten ones too) that another writer wrote."""
