@@ -88,8 +88,8 @@ def test_every_store_method_is_filtered_for_a_viewer_or_named_as_passing_through
 def test_a_viewers_nearest_memories_are_not_crowded_out_by_anothers_private_ones(service: Service) -> None:
     """The vector scan reads the newest `limit` memories: another writer's private ones are left
     out before that limit is counted, as a page of search results is cut after them."""
-    from nmem.search.fusion import DENSE_SCAN_ROWS
     from nmem.search.embedders import pack
+    from nmem.search.fusion import DENSE_SCAN_ROWS
     from nmem.store.records import SearchFilters
     from nmem.team.access import Viewer, ViewerStore
 

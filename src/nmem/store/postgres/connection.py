@@ -10,6 +10,7 @@ imports this package only for a postgresql:// URL).
 from __future__ import annotations
 
 import threading
+import weakref
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -177,6 +178,29 @@ def tsquery(match: str) -> str | None:
 
 def _configure(conn: psycopg.Connection[Row]) -> None:
     conn.execute(SESSION_SETTINGS)
+
+
+def _execute(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None, fetch: bool,
+             custom_plans: bool) -> tuple[list[Row], int]:
+    if custom_plans and conn not in _PLANS_EACH_RUN:
+        _plan_each_run(conn)
+    cur = conn.execute(sql, params)
+    return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+
+
+# Connections that plan every run of a prepared statement for its values. psycopg prepares a
+# statement after five runs on a connection, and PostgreSQL may then keep one generic plan for it:
+# for the ranking statements on a large table those lost, on a server's many connections, about
+# half of what a search costs (docs/postgres.md). Preparing still saves parsing them each time.
+# Set once on a connection the first time it runs such a statement, and kept for its life: its
+# other statements are small, and planning them costs little.
+_PLANS_EACH_RUN: weakref.WeakSet[psycopg.Connection[Row]] = weakref.WeakSet()
+
+
+def _plan_each_run(conn: psycopg.Connection[Row]) -> None:
+    conn.execute("SET plan_cache_mode = force_custom_plan")
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        _PLANS_EACH_RUN.add(conn)   # inside a transaction, a rollback would undo it: set again next time
 
 
 class _Held(threading.local):
@@ -492,22 +516,19 @@ class Connection(SqlBase):
     # -- helpers ---------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool,
-             prepare: bool | None = None) -> tuple[list[Row], int]:
+             custom_plans: bool = False) -> tuple[list[Row], int]:
         """Run one statement written with `?` marks (translated by `pg_sql`); `params` None
-        sends the text as it is (VACUUM, which takes no marks). `prepare` False: never as a
-        prepared statement, so PostgreSQL plans it for its own values each time (psycopg
-        prepares a statement after five runs, and PostgreSQL may then keep one generic plan)."""
+        sends the text as it is (VACUUM, which takes no marks). `custom_plans`: the connection
+        plans each run of its prepared statements for that run's values (`_plan_each_run`)."""
         if params is not None:
             sql = pg_sql(sql)
         conn = self._reading()
         try:
             if conn is not None:
-                cur = conn.execute(sql, params, prepare=prepare)
-                return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+                return _execute(conn, sql, params, fetch, custom_plans)
             try:
                 with self._pool.connection() as conn:
-                    cur = conn.execute(sql, params, prepare=prepare)
-                    return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+                    return _execute(conn, sql, params, fetch, custom_plans)
             except psycopg.Error as exc:
                 if not _connection_lost(exc):
                     raise
@@ -515,8 +536,7 @@ class Connection(SqlBase):
             # A statement of its own (a read: writes run in transactions) on a connection the
             # server dropped while it sat in the pool: the pool discarded it, so once more.
             with self._pool.connection() as conn:
-                cur = conn.execute(sql, params, prepare=prepare)
-                return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+                return _execute(conn, sql, params, fetch, custom_plans)
         except PoolTimeout as exc:
             raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
         except pg_errors.SyntaxError as exc:
@@ -560,8 +580,8 @@ class Connection(SqlBase):
         with self.transaction():
             return self._run(sql, params, fetch=True)[0]
 
-    def _query(self, sql: str, params: Sequence[Any] = (), *, prepare: bool | None = None) -> list[Row]:
-        return self._run(sql, params, fetch=True, prepare=prepare)[0]
+    def _query(self, sql: str, params: Sequence[Any] = (), *, custom_plans: bool = False) -> list[Row]:
+        return self._run(sql, params, fetch=True, custom_plans=custom_plans)[0]
 
     def _stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[Row]:
         yield from self._query(sql, params)

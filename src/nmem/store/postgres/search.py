@@ -229,16 +229,15 @@ SELECT t.docs, t.tokens, t.newest, {state} AS state,
 FROM totals t CROSS JOIN state s
 """
 
-# Past this many rows in its table, no statement that reads the kept counts is prepared: each is
-# planned for its own values. psycopg prepares a statement after five runs on a connection, and
-# PostgreSQL may then keep one generic plan for it, which for these statements walks the wrong
-# index for many questions. Measured twice on `bench/http_server.py --pg` (16 clients, 100k rows,
-# every search of everything): PostgreSQL CPU 48-51 ms a search prepared against 21-23 ms planned
-# (2026-11-28), and 36.8 ms against 17.5 ms, 41 against 66 requests/s (2026-11-29, alternating,
-# load 4-6), where one connection running 100 questions in turn had found preparing cheaper by
-# about a tenth at every size (docs/postgres.md): a server's many connections each keep their own
-# generic plans, and those lose. Below the threshold (bench-team's small tables) planning costs
-# more than a generic plan loses.
+# Past this many rows in its table, the statements that read the kept counts are planned for
+# their own values at every run: still prepared by psycopg after five runs (parsed once), on a
+# connection set to `plan_cache_mode = force_custom_plan` (connection.py, `_plan_each_run`).
+# Left to choose, PostgreSQL keeps one generic plan per prepared statement, which for these
+# statements walks the wrong index for many questions. Measured on `bench/http_server.py --pg`
+# (16 clients, 100k rows, every search of everything; docs/postgres.md): PostgreSQL CPU 36.4 ms a
+# search with generic plans allowed, 17.5 ms never prepared, 16.5-17.0 ms prepared and planned
+# each run (41 / 65 / 67-70 requests/s). Below the threshold (bench-team's small tables) planning
+# costs more than a generic plan loses: forcing custom plans there doubled PostgreSQL's CPU a request.
 CUSTOM_PLAN_ROWS = 10_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
@@ -538,10 +537,10 @@ class SearchReads(Connection, ScopedSearch):
         return sql, [*texts, *reads, want]
 
     def _query_kept(self, table: str, sql: str, params: Sequence[Any]) -> list[Any]:
-        """A statement that reads the kept counts (KEPT_COUNTS): never prepared on a large table
-        (CUSTOM_PLAN_ROWS)."""
+        """A statement that reads the kept counts (KEPT_COUNTS): on a large table
+        (CUSTOM_PLAN_ROWS), planned for its own values at every run."""
         large = self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
-        return self._query(sql, params, prepare=False if large else None)
+        return self._query(sql, params, custom_plans=large)
 
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
                  counts: Sequence[tuple[str, int]]) -> None:
