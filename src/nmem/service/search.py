@@ -228,25 +228,26 @@ class Search(Base):
         if scope != "all":
             hits, match = self._rank_trail(scope, query_plan, when, cue, filters, want)
             return SearchResult(hits[offset:want], query, match)
+        from functools import partial
+
         from nmem.service import fanout
 
-        def trail(one: str) -> Callable[[], tuple[list[SearchHit], str]]:
-            return lambda: self._rank_trail(one, query_plan, when, cue, filters, want)
-
-        def tiered(one: str) -> Callable[[], tuple[list[SearchHit], str]]:
-            def first_tier() -> tuple[list[SearchHit], str]:  # curated and summarised: strictest tier first
-                for tier in query_plan.tiers:
-                    hits = self._run_search(one, tier, filters, "relevance", want, 0)
-                    if hits:
-                        return hits, tier
-                return [], ""
-            return first_tier
-
-        parts = fanout.run_all(self.store, [trail("observations"), trail("prompts"),
-                                            tiered("sessions"), tiered("memories")])
+        trail = [partial(self._rank_trail, one, query_plan, when, cue, filters, want)
+                 for one in ("observations", "prompts")]
+        curated = [partial(self._first_tier, one, query_plan.tiers, filters, want) for one in ("sessions", "memories")]
+        parts = fanout.run_all(self.store, [*trail, *curated])
         merged = [hit for hits, _ in parts for hit in hits]
         merged.sort(key=lambda h: -h.score)
         return SearchResult(curated_within_reach(merged)[offset:want], query, parts[0][1])
+
+    def _first_tier(self, scope: str, tiers: Sequence[str], filters: SearchFilters,
+                    want: int) -> tuple[list[SearchHit], str]:
+        """A curated or summarised scope's hits by BM25, for the strictest tier that finds any."""
+        for tier in tiers:
+            hits = self._run_search(scope, tier, filters, "relevance", want, 0)
+            if hits:
+                return hits, tier
+        return [], ""
 
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
                     cue: Callable[[str], bool] | None, filters: SearchFilters,

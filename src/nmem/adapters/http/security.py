@@ -8,8 +8,9 @@ In order, for each request (and WebSocket handshake):
 3. **Token** (when set; always beyond loopback): `Authorization: Bearer <token>` or the
    cookie `/login?token=` sets, else 401. `/health` and `/login` need none. On a team server
    (users exist, nmem.team.accounts) it is one user's token as a bearer, looked up in the store (a
-   live token's answer is kept for `http.token_cache_ms`, void at once when users or tokens change
-   through the server: `nmem.adapters.http.team.TeamAuth`); the request then acts for that user
+   live token's answer is kept for `http.token_cache_ms`, void at once when a token is revoked
+   through any worker or by `nmem token revoke` on the server's home:
+   `nmem.adapters.http.team.TeamAuth`); the request then acts for that user
    (`nmem.team.access.acting_as`).
 4. **CSRF**, for every method but GET/HEAD/OPTIONS: an `Origin` header must be this server's
    own origin or a configured one (403 otherwise); and outside `/mcp` the request must carry

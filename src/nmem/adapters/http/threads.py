@@ -50,6 +50,11 @@ MAX_AUTO_THREADS = 32
 CALL_TIME_WEIGHT = 0.1
 
 
+def moved(mean: float, sample: float) -> float:
+    """A recent mean moved toward `sample` (the first sample, when there is no mean yet, stands)."""
+    return sample if not mean else mean + CALL_TIME_WEIGHT * (sample - mean)
+
+
 class Overloaded(NmemError):
     """More requests wait for the store than `http.max_queue`: try again shortly."""
 
@@ -149,8 +154,7 @@ class Lane:
 
     def _spent(self, seconds: float) -> None:
         # a float store is atomic under the GIL; a lost update among threads only delays the mean
-        self.call_time = seconds if not self.call_time else \
-            self.call_time + CALL_TIME_WEIGHT * (seconds - self.call_time)
+        self.call_time = moved(self.call_time, seconds)
 
 
 class ReadLane(Lane):
@@ -200,7 +204,7 @@ class ReadLane(Lane):
     def _started(self, now: float, waited: float) -> None:
         self.first_start = self.first_start or now
         self.starts.append(now)   # deque appends and the loop's pops are atomic
-        self.waited += CALL_TIME_WEIGHT * (waited - self.waited)
+        self.waited = moved(self.waited, waited)
 
 
 @dataclass
@@ -285,8 +289,7 @@ class WriteLane(Lane):
                 self._transaction_took(took)
 
     def _transaction_took(self, seconds: float) -> None:
-        self.batch_time = seconds if not self.batch_time else \
-            self.batch_time + CALL_TIME_WEIGHT * (seconds - self.batch_time)
+        self.batch_time = moved(self.batch_time, seconds)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
