@@ -29,6 +29,7 @@ from nmem.errors import EncryptionError, InvalidArgument, StorageError
 from nmem.store.keys import DatabaseKey
 from nmem.store.sqlite import driver
 from nmem.store.sqlite.driver import result_code
+from nmem.store.sqlite.files import sync_dir
 from nmem.store.sqlite.schema import LATEST_VERSION
 
 TABLES = ("sessions", "prompts", "observations", "memories")
@@ -111,13 +112,6 @@ def _integrity(conn: sqlite3.Connection) -> str:
     return "; ".join(str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()) or "ok"
 
 
-def _sync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def backup_target(target: str, now: float) -> str:
     """The file a backup goes to: the path given, or a dated name inside a directory.
@@ -173,7 +167,7 @@ def backup(db_path: str, target: str, *, force: bool = False, progress: Progress
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-        _sync_dir(directory)
+        sync_dir(directory)
     except driver.ERRORS as exc:
         raise StorageError(f"backup failed: {exc}") from exc
     finally:

@@ -37,7 +37,7 @@ from nmem.errors import InvalidArgument, StorageError, StoreBusy
 from nmem.store.keys import DatabaseKey
 from nmem.store.sqlite import SqliteStore, driver
 from nmem.store.sqlite.driver import is_locked
-from nmem.store.sqlite.files import APPLICATION_ID
+from nmem.store.sqlite.files import APPLICATION_ID, sync_dir
 
 # Written over the first page of the replaced file: not SQLite's header, not a valid SQLCipher
 # page, so a connection still holding that file fails (and a hook spools) instead of writing.
@@ -112,7 +112,7 @@ def _convert(db_path: str, key: DatabaseKey, backups_dir: str, *, encrypt: bool,
             try:
                 os.replace(tmp, db_path)
                 renamed = True
-                _sync_dir(directory)
+                sync_dir(directory)
                 os.pwrite(old, STALE_PAGE.ljust(4096, b"\0"), 0)
                 os.fsync(old)
                 live.close()   # lets go of the lock: waiting hooks now fail on the stale page
@@ -248,10 +248,3 @@ def _reopen_counts(db_path: str, key: DatabaseKey) -> dict[str, int]:
     finally:
         store.close()
 
-
-def _sync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -225,3 +225,12 @@ def make_private(path: str) -> None:
     mode = st.st_mode & 0o7777
     if mode & 0o077 and mode & 0o200 and st.st_uid == os.getuid():
         os.chmod(path, mode & 0o700)
+
+
+def sync_dir(directory: str) -> None:
+    """fsync a directory, so a file just renamed or created in it survives a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
