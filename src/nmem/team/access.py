@@ -116,8 +116,11 @@ PASSES_THROUGH = frozenset({
     "session_last_activity", "session_observations", "session_outline", "session_prompts", "session_roots",
     "session_tail", "session_tails", "session_windows", "sessions_by_prefix", "sessions_prompts",
     "summarised_sessions", "expired_counts",
-    # ranking reads of the trail scopes, and statistics (docs/team.md: word statistics are a known limit)
+    # ranking reads of the trail scopes and their statistics (observations and prompts: the team's, shared;
+    # memories are ranked by `search_memories_seen_by`, whose statistics leave out what the viewer may not see)
     "match_ids", "rank_candidates", "fts_texts", "fts_stats",
+    # a memory search for a named viewer: what `ViewerStore.search_memories` calls
+    "search_memories_seen_by",
     # reads of memories the caller named by ids it got through ViewerStore
     "memory_numbers", "memory_indexed", "get_vectors", "run_changes",
     # the change feed (filtered per viewer by nmem.changes.may_see / may_hear)
@@ -179,18 +182,13 @@ class ViewerStore:
 
     def search_memories(self, match: str | None, filters: Any, order: str, limit: int,
                         offset: int) -> list[tuple[Memory, float]]:
-        """A page of the memories this viewer may see: what they may not is left out before the
-        page is cut, so another user's better matches never push theirs off it (nor tell them,
-        by a short page, that those exist)."""
-        want = offset + limit
-        fetch = max(want, 1)
-        while True:
-            rows = self._store.search_memories(match, filters, order, fetch, 0)
-            kept = {m.id for m in self._keep([m for m, _ in rows])}
-            seen = [(m, s) for m, s in rows if m.id in kept]
-            if len(seen) >= want or len(rows) < fetch:
-                return seen[offset:want]
-            fetch *= 4
+        """A page of the memories this viewer may see, scored as if the others did not exist: the
+        store leaves them out before the page is cut (another user's better matches never push
+        theirs off it, nor tell them by a short page that they exist) and out of BM25's
+        statistics (rows, tokens, each phrase's rows), so no score says what they hold."""
+        rows: list[tuple[Memory, float]] = self._store.search_memories_seen_by(
+            self.viewer.name, match, filters, order, limit, offset)
+        return rows
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         return self._filtered(self._store.iter_memories(domain, namespace))

@@ -7,6 +7,7 @@ from nmem.models import Memory, Session
 from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import marks
 from nmem.store.sql.filters import memory_filters
+from nmem.store.sql.scopes import SCOPES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,6 +15,32 @@ if TYPE_CHECKING:
     from typing import Any
 
     from nmem.store.records import NewMemory, SearchFilters
+    from nmem.store.sql.dialect import Dialect
+
+
+# The memories a team server's user may not see (nmem.team.access): `user`-domain ones another
+# writer wrote, or none recorded (written without a server). Tombstones too: the full-text index
+# still holds their namespace, so they count in its statistics. Read off idx_memories_domain_ns.
+HIDDEN_MEMORIES_SQL = "SELECT id FROM memories WHERE domain = 'user' AND (writer IS NULL OR writer <> ?)"
+
+
+def hiding(dialect: Dialect, column: str, hidden: Sequence[int]) -> tuple[str, Any]:
+    """A condition that `column` names none of the `hidden` rows, and its one parameter."""
+    clause, param = dialect.in_ids(column, hidden)
+    return f"NOT ({clause})", param
+
+
+def listed_visible(store: SqlBase, filters: SearchFilters, order: str, limit: int, offset: int,
+                   hidden: Sequence[int]) -> list[tuple[Memory, float]]:
+    """`search_memories` without a match (a page in date order), the `hidden` rows left out
+    before the page is cut."""
+    scope = SCOPES["memories"]
+    clauses, params = scope.where(filters, store.dialect)
+    hide, param = hiding(store.dialect, "m.id", hidden)
+    rows = store._query(f"SELECT {scope.columns} FROM {scope.source} WHERE {' AND '.join([*clauses, hide])} "
+                        f"ORDER BY {scope.order(order, False, store.dialect.binary)} LIMIT ? OFFSET ?",
+                        [*params, param, limit, offset])
+    return [(Memory.from_row(r), 0.0) for r in rows]
 
 
 class MemoryRows(SqlBase):

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import _sqlite3 as sqlite3
+import math
 
 from nmem import jsonlite as json
-from nmem.models import Observation, Prompt, Session
+from nmem.models import Memory, Observation, Prompt, Session
 from nmem.store.records import (
     FtsStats,
     SearchFilters,
 )
 from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O
 from nmem.store.sql.filters import observation_filters, prompt_filters, session_filters
-from nmem.store.sql.scopes import Scope, ScopedSearch
+from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, hiding, listed_visible
+from nmem.store.sql.scopes import SCOPES, Scope, ScopedSearch
 from nmem.store.sqlite.connection import (
     Connection,
     varint,
 )
+from nmem.store.sqlite.fts5query import phrases
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,8 +53,10 @@ ROWID_MIN, ROWID_MAX = -(2**63), 2**63 - 1
 
 # What each scope's matches are ranked by when every match is read (memories weigh summary and
 # tags, which say what a memory is about, above the body).
+MEMORY_WEIGHTS = (3.0, 1.0, 2.0, 0.5)   # summary, content, tags, namespace
 BM25 = {"observations": "bm25(observations_fts)", "prompts": "bm25(prompts_fts)", "sessions": "bm25(sessions_fts)",
-        "memories": "bm25(memories_fts, 3.0, 1.0, 2.0, 0.5)"}
+        "memories": f"bm25(memories_fts, {', '.join(map(str, MEMORY_WEIGHTS))})"}
+K1, B = 1.2, 0.75   # FTS5's bm25() constants
 
 
 class SearchReads(Connection, ScopedSearch):
@@ -268,6 +273,90 @@ class SearchReads(Connection, ScopedSearch):
         return bool(self._query("SELECT 1 FROM memories_fts_docsize WHERE id = (SELECT id FROM memories "
                                 "WHERE uid = ?)", (uid,)))
 
+    # -- memories as a team server's user sees them ------------------------------------------
+    #
+    # FTS5's bm25() weighs a phrase by the rows of the whole index, other users' private memories
+    # among them: a score would tell whether they hold a word. When the viewer may not see some
+    # rows, the matches are scored here by the same formula over the rows they may see: the
+    # totals and each phrase's rows less the hidden rows' (their sizes from memories_fts_docsize,
+    # their hits from FTS5 itself), and each candidate's weighted hits of each phrase taken back
+    # out of FTS5's bm25() of that phrase alone (a sum of one term: F = s·K / ((k1 + 1)·IDF − s)).
+
+    def search_memories_seen_by(self, viewer: str, match: str | None, filters: SearchFilters, order: str,
+                                limit: int, offset: int) -> list[tuple[Memory, float]]:
+        """`search_memories` as `viewer` sees the memories: other writers' `user` memories neither
+        returned nor counted in any score's statistics. With none hidden, `search_memories` itself."""
+        with self.read_snapshot():
+            hidden = [int(r[0]) for r in self._query(HIDDEN_MEMORIES_SQL, (viewer,))]
+            if not hidden:
+                return self.search_memories(match, filters, order, limit, offset)
+            if match is None:
+                return listed_visible(self, filters, order, limit, offset, hidden)
+            return self._memories_scored_visible(match, filters, order, limit, offset, hidden)
+
+    def _memories_scored_visible(self, match: str, filters: SearchFilters, order: str, limit: int, offset: int,
+                                 hidden: list[int]) -> list[tuple[Memory, float]]:
+        scope = SCOPES["memories"]
+        clauses, params = scope.where(filters, self.dialect)
+        hide, hidden_param = hiding(self.dialect, "m.id", hidden)
+        found = self._query("SELECT m.id, m.is_pinned, m.updated_at, d.sz FROM memories m "
+                            "JOIN memories_fts f ON f.rowid = m.id LEFT JOIN memories_fts_docsize d ON d.id = m.id "
+                            f"WHERE {' AND '.join(['memories_fts MATCH ?', *clauses, hide])}",
+                            [match, *params, hidden_param])
+        if not found:
+            return []
+        sizes = {int(r[0]): _row_size(r[3]) for r in found}
+        scores = self._visible_bm25(match, sizes, hidden_param)
+        keyed = sorted(((-int(r[1]), *_order_key(order, scores[int(r[0])], int(r[2])), -int(r[0])), int(r[0]))
+                       for r in found)   # pinned first, as Scope.order
+        page = [rid for _, rid in keyed[offset:offset + limit]]
+        if not page:
+            return []
+        where, param = self.dialect.in_ids("id", page)
+        rows = {int(r["id"]): Memory.from_row(r) for r in self._query(f"SELECT * FROM memories WHERE {where}",
+                                                                      (param,))}
+        return [(rows[i], scores[i]) for i in page if i in rows]
+
+    def _visible_bm25(self, match: str, sizes: dict[int, int], hidden_param: str) -> dict[int, float]:
+        """FTS5's weighted bm25() of each candidate (row id: its tokens) over the rows not hidden."""
+        docs, tokens = self._memory_totals()
+        unseen = self._query("SELECT sz FROM memories_fts_docsize WHERE id IN (SELECT value FROM json_each(?))",
+                             (hidden_param,))
+        seen_docs = docs - len(unseen)
+        seen_avg = (tokens - sum(_row_size(r[0]) for r in unseen)) / seen_docs if seen_docs > 0 else 1.0
+        avg = tokens / docs if docs else 1.0
+        candidates = json.dumps(list(sizes))
+        scores = dict.fromkeys(sizes, 0.0)
+        for phrase in phrases(match):
+            rows, rows_unseen = self._query(
+                "SELECT count(*), COALESCE(sum(rowid IN (SELECT value FROM json_each(?))), 0) FROM memories_fts "
+                "WHERE memories_fts MATCH ?", (hidden_param, phrase))[0]
+            idf = _idf(docs, int(rows))
+            seen_idf = _idf(seen_docs, int(rows) - int(rows_unseen))
+            for rid, bm25 in self._query(f"SELECT rowid, {BM25['memories']} FROM memories_fts "
+                                         "WHERE memories_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))",
+                                         (phrase, candidates)):
+                size = sizes[int(rid)]
+                s = -float(bm25)
+                k = K1 * (1 - B + B * size / avg)
+                # weights are multiples of 0.5, so is a weighted hit count: rounding drops the float error
+                hits = round(2 * s * k / ((K1 + 1) * idf - s)) / 2 if s > 0 else 0.0
+                scores[int(rid)] += seen_idf * hits * (K1 + 1) / (hits + K1 * (1 - B + B * size / seen_avg))
+        return scores
+
+    def _memory_totals(self) -> tuple[int, int]:
+        """Rows and tokens (every column's) memories_fts holds: FTS5's averages record."""
+        block = self._query("SELECT block FROM memories_fts_data WHERE id = 1")
+        if not block or not block[0][0]:
+            return 0, 0
+        data = bytes(block[0][0])
+        docs, pos = varint(data, 0)
+        tokens = 0
+        for _ in MEMORY_WEIGHTS:
+            column, pos = varint(data, pos)
+            tokens += column
+        return docs, tokens
+
     # -- ranking support: context windows and index statistics ------------------------------
 
     def _ranked(self, scope: str) -> tuple[str, str, str]:
@@ -361,3 +450,30 @@ class SearchReads(Connection, ScopedSearch):
                 self._df_cache[(fts, term)] = (counted.get(term, 0), docs)
             df.update(counted)
         return FtsStats(docs, tokens, df)
+
+
+def _row_size(blob: bytes | None) -> int:
+    """A row's tokens, every column's: the varints of its memories_fts_docsize row."""
+    if not blob:
+        return 0
+    data, pos, total = bytes(blob), 0, 0
+    while pos < len(data):
+        size, pos = varint(data, pos)
+        total += size
+    return total
+
+
+def _idf(docs: int, rows: int) -> float:
+    """FTS5's IDF of a phrase in `rows` of `docs` rows, with its floor."""
+    idf = math.log((docs - rows + 0.5) / (rows + 0.5)) if docs > 0 else 0.0
+    return idf if idf > 0 else 1e-6
+
+
+def _order_key(order: str, score: float, updated: int) -> tuple[float, ...]:
+    """What orders a scored memory after its pin (Scope.order): best score, or its time."""
+    if order == "date_desc":
+        return (-updated,)
+    if order == "date_asc":
+        return (updated,)
+    return (-score,)
+
