@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 
 # The memories a team server's user may not see (nmem.team.access): `user`-domain ones another
 # writer wrote, or none recorded (written without a server). Tombstones too: the full-text index
-# still holds their namespace, so they count in its statistics. Read off idx_memories_domain_ns.
-HIDDEN_MEMORIES_SQL = "SELECT id FROM memories WHERE domain = 'user' AND (writer IS NULL OR writer <> ?)"
+# still holds their namespace, so they count in its statistics. Read off idx_memories_private alone
+# (schema step 18 on SQLite, 11 on PostgreSQL), with each one's write time.
+HIDDEN_MEMORIES_SQL = ("SELECT id, updated_at FROM memories WHERE domain = 'user' "
+                       "AND (writer IS NULL OR writer <> ?)")
 
 
 def hiding(dialect: Dialect, column: str, hidden: Sequence[int]) -> tuple[str, Any]:
