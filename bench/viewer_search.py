@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from measure import drop_schema, pg_schema
+from measure import drop_schema, pg_schema, postgres_cpu_seconds
 from nmem.config import load_settings
 from nmem.service.api import Service
 from nmem.store import NewMemory, open_store
@@ -80,6 +80,11 @@ def timed(service: Service, asked: list[str], viewer: Viewer | None) -> tuple[li
     return cpu, wall
 
 
+def backend_cpu(pg: str | None) -> float:
+    """CPU seconds of this benchmark's PostgreSQL backends so far (0 on SQLite)."""
+    return (postgres_cpu_seconds(pg, "nmem_viewer_bench") or 0.0) if pg else 0.0
+
+
 def summary(name: str, cpu: list[float], wall: list[float]) -> str:
     def p90(xs: list[float]) -> float:
         return sorted(xs)[int(len(xs) * 0.9)] * 1000
@@ -115,15 +120,19 @@ def main() -> None:
                 timed(service, asked, None)
                 timed(service, asked, Viewer("bob"))   # warm both paths
                 runs: dict[str, tuple[list[float], list[float]]] = {"nobody": ([], []), "bob": ([], [])}
+                backend = {"nobody": 0.0, "bob": 0.0}
                 for _ in range(args.rounds):   # alternating, so load drifts hit both alike
                     for name, viewer in (("nobody", None), ("bob", Viewer("bob"))):
+                        before = backend_cpu(args.pg)
                         cpu, wall = timed(service, asked, viewer)
+                        backend[name] += backend_cpu(args.pg) - before
                         runs[name][0].extend(cpu)
                         runs[name][1].extend(wall)
             finally:
                 service.close()
             for name, (cpu, wall) in runs.items():
-                print(summary(name, cpu, wall))
+                per = f"   PostgreSQL CPU {backend[name] / len(cpu) * 1000:.2f} ms a search" if args.pg else ""
+                print(summary(name, cpu, wall) + per)
             print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; {os.cpu_count()} cores; "
                   f"python {sys.version.split()[0]}")
         finally:

@@ -30,7 +30,7 @@ from nmem.store.postgres.tsquery import Parsed, Phrase, parse
 from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
-from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, hiding, listed_visible
+from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, VISIBLE_TO, listed_visible
 from nmem.store.sql.scopes import SCOPES, Scope, ScopedSearch
 
 if TYPE_CHECKING:
@@ -729,30 +729,20 @@ class SearchReads(Connection, ScopedSearch):
     def search_memories_seen_by(self, viewer: str, match: str | None, filters: SearchFilters, order: str,
                                 limit: int, offset: int) -> list[tuple[Memory, float]]:
         """`search_memories` as `viewer` sees the memories: other writers' `user` memories neither
-        returned nor counted in a score's statistics (a date order's ts_rank counts none)."""
-        scope = SCOPES["memories"]
-        if match is None or order != "relevance":
-            with self.read_snapshot():
-                hidden = [int(r[0]) for r in self._query(HIDDEN_MEMORIES_SQL, (viewer,))]
-                if match is None:
-                    return listed_visible(self, filters, order, limit, offset, hidden)
-                return self._memories_by_date(match, filters, order, limit, offset, hidden)
-        q = parse(match).text
-        return [] if q is None else self._weighted_bm25(scope, q, filters, order, limit, offset, viewer)
-
-    def _memories_by_date(self, match: str, filters: SearchFilters, order: str, limit: int, offset: int,
-                          hidden: Sequence[int]) -> list[tuple[Memory, float]]:
-        """Matching memories in date order with their ts_rank (of the row alone), `hidden` left out."""
+        returned nor counted in a score's statistics (a date order's ts_rank reads the row alone)."""
+        if match is None:
+            return listed_visible(self, viewer, filters, order, limit, offset)
         q = parse(match).text
         if q is None:
             return []
         scope = SCOPES["memories"]
+        if order == "relevance":
+            return self._weighted_bm25(scope, q, filters, order, limit, offset, viewer)
         clauses, params = scope.where(filters, self.dialect)
-        hide, param = hiding(self.dialect, "m.id", hidden)
         rows = self._query(f"SELECT {scope.columns}, -ts_rank({MEMORY_WEIGHTS}, m.tsv, {TSQ}, 1) AS rank "
-                           f"FROM {scope.source} WHERE {' AND '.join(['m.tsv @@ ' + TSQ, *clauses, hide])} "
+                           f"FROM {scope.source} WHERE {' AND '.join(['m.tsv @@ ' + TSQ, *clauses, VISIBLE_TO])} "
                            f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
-                           [q, q, *params, param, limit, offset])
+                           [q, q, *params, viewer, limit, offset])
         return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from nmem.store.records import NewMemory, SearchFilters
-    from nmem.store.sql.dialect import Dialect
 
 
 # The memories a team server's user may not see (nmem.team.access): `user`-domain ones another
@@ -26,22 +25,20 @@ HIDDEN_MEMORIES_SQL = ("SELECT id, updated_at FROM memories WHERE domain = 'user
                        "AND (writer IS NULL OR writer <> ?)")
 
 
-def hiding(dialect: Dialect, column: str, hidden: Sequence[int]) -> tuple[str, Any]:
-    """A condition that `column` names none of the `hidden` rows, and its one parameter."""
-    clause, param = dialect.in_ids(column, hidden)
-    return f"NOT ({clause})", param
+# A condition that memory `m` is not one of those (its parameter: the viewer's name): the subquery
+# is read once per statement (a hashed subplan; an ephemeral index on SQLite).
+VISIBLE_TO = f"m.id NOT IN (SELECT h.id FROM ({HIDDEN_MEMORIES_SQL}) h)"
 
 
-def listed_visible(store: SqlBase, filters: SearchFilters, order: str, limit: int, offset: int,
-                   hidden: Sequence[int]) -> list[tuple[Memory, float]]:
-    """`search_memories` without a match (a page in date order), the `hidden` rows left out
-    before the page is cut."""
+def listed_visible(store: SqlBase, viewer: str, filters: SearchFilters, order: str, limit: int,
+                   offset: int) -> list[tuple[Memory, float]]:
+    """`search_memories` without a match (a page in date order) as `viewer` sees the memories:
+    those hidden from them are left out before the page is cut."""
     scope = SCOPES["memories"]
     clauses, params = scope.where(filters, store.dialect)
-    hide, param = hiding(store.dialect, "m.id", hidden)
-    rows = store._query(f"SELECT {scope.columns} FROM {scope.source} WHERE {' AND '.join([*clauses, hide])} "
+    rows = store._query(f"SELECT {scope.columns} FROM {scope.source} WHERE {' AND '.join([*clauses, VISIBLE_TO])} "
                         f"ORDER BY {scope.order(order, False, store.dialect.binary)} LIMIT ? OFFSET ?",
-                        [*params, param, limit, offset])
+                        [*params, viewer, limit, offset])
     return [(Memory.from_row(r), 0.0) for r in rows]
 
 

@@ -295,7 +295,7 @@ class SearchReads(Connection, ScopedSearch):
             if not n:
                 return self.search_memories(match, filters, order, limit, offset)
             if match is None:
-                return listed_visible(self, filters, order, limit, offset, json.loads(ids))
+                return listed_visible(self, viewer, filters, order, limit, offset)
             return self._memories_scored_visible(viewer, match, filters, order, limit, offset, (ids, times))
 
     def _memories_scored_visible(self, viewer: str, match: str, filters: SearchFilters, order: str, limit: int,
