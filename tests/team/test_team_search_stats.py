@@ -175,3 +175,20 @@ def test_both_engines_give_bob_the_same_scores(tmp_path: Path, pg_store: Store) 
             assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-9), query
     finally:
         on_sqlite.close()
+
+
+@pytest.mark.no_store
+@pytest.mark.parametrize(("match", "listed"), [
+    ("rotation schedule", ['"rotation"', '"schedule"']),
+    ('"key rotation" OR rot*', ['"key rotation"', '"rot"*']),
+    ("a NOT (b OR c) d", ['"a"', '"d"']),   # a NOT's phrases have no hits in a match
+    ("rotation rotation", ['"rotation"', '"rotation"']),   # FTS5 sums a repeat twice
+    ("summary: rotation OR {summary tags}: ops", ['summary : "rotation"', '{summary tags} : "ops"']),
+    ("- content : x AND tags: (a OR b)", ['- content : "x"', 'tags : "a"', 'tags : "b"']),
+    ('^start NEAR("a b" c*, 3)', ['^ "start"', '"a b"', '"c"*']),
+    ('"he said ""hi""" + there', ['"he said ""hi"" there"']),
+])
+def test_the_phrases_fts5_sums_over_are_listed_as_queries_of_their_own(match: str, listed: list[str]) -> None:
+    from nmem.store.sqlite.fts5query import phrases
+
+    assert phrases(match) == listed

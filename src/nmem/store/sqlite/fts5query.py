@@ -13,15 +13,40 @@ does not know is skipped, never an error.
 
 from __future__ import annotations
 
-import re
-
-_PIECE = re.compile(r'"(?:[^"]|"")*"|[(){}:,+*^-]|[^\s"(){}:,+*^-]+')
+_SPECIAL = '(){}:,+*^-'
 _OPERATORS = ("AND", "OR", "NOT")
+
+
+def _pieces(match: str) -> list[str]:
+    """The query's strings ("..." with "" inside), punctuation and barewords (no `re`: SessionStart
+    loads this module, and a hook process spares the import)."""
+    out: list[str] = []
+    i, n = 0, len(match)
+    while i < n:
+        ch = match[i]
+        if ch.isspace():
+            i += 1
+        elif ch == '"':
+            j = i + 1
+            while j < n and (match[j] != '"' or match[j + 1:j + 2] == '"'):
+                j += 2 if match[j] == '"' else 1
+            out.append(match[i:j + 1])
+            i = j + 1
+        elif ch in _SPECIAL:
+            out.append(ch)
+            i += 1
+        else:
+            j = i
+            while j < n and not match[j].isspace() and match[j] not in _SPECIAL and match[j] != '"':
+                j += 1
+            out.append(match[i:j])
+            i = j
+    return out
 
 
 class _Phrases:
     def __init__(self, match: str) -> None:
-        self.pieces: list[str] = _PIECE.findall(match)
+        self.pieces = _pieces(match)
         self.pos = 0
         self.out: list[str] = []
 

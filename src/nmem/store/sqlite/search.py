@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import _sqlite3 as sqlite3
 import math
-from typing import NamedTuple
 
 from nmem import jsonlite as json
 from nmem.models import Memory, Observation, Prompt, Session
@@ -462,11 +461,13 @@ class SearchReads(Connection, ScopedSearch):
         return FtsStats(docs, tokens, df)
 
 
-class _Totals(NamedTuple):
-    docs: int
-    tokens: int
-    seen_docs: int
-    seen_tokens: int
+class _Totals:
+    """The index's rows and tokens, and those of the rows a viewer may see."""
+
+    __slots__ = ("docs", "seen_docs", "seen_tokens", "tokens")
+
+    def __init__(self, docs: int, tokens: int, seen_docs: int, seen_tokens: int) -> None:
+        self.docs, self.tokens, self.seen_docs, self.seen_tokens = docs, tokens, seen_docs, seen_tokens
 
 
 def _averages(data: bytes) -> tuple[int, int]:
