@@ -119,8 +119,8 @@ PASSES_THROUGH = frozenset({
     # ranking reads of the trail scopes and their statistics (observations and prompts: the team's, shared;
     # memories are ranked by `search_memories_seen_by`, whose statistics leave out what the viewer may not see)
     "match_ids", "rank_candidates", "fts_texts", "fts_stats",
-    # a memory search for a named viewer: what `ViewerStore.search_memories` calls
-    "search_memories_seen_by",
+    # what a named viewer may not see, and a memory search for them: what `ViewerStore` calls
+    "search_memories_seen_by", "hidden_memory_uids",
     # reads of memories the caller named by ids it got through ViewerStore
     "memory_numbers", "memory_indexed", "get_vectors", "run_changes",
     # the change feed (filtered per viewer by nmem.changes.may_see / may_hear)
@@ -239,9 +239,9 @@ class ViewerStore:
             fetch = min(fetch * 4, limit + len(hidden))
 
     def _others_private(self) -> set[str]:
-        """Every `user` memory (forgotten ones too) that another writer wrote."""
-        private = [m.id for m in self._store.iter_memories("user", None)]
-        return set(private) - self._mine(private)
+        """Every `user` memory (forgotten ones too) that another writer, or none known, wrote."""
+        hidden: set[str] = self._store.hidden_memory_uids(self.viewer.name)
+        return hidden
 
     def status(self) -> Any:
         """The store's counts without other writers' `user` memories."""

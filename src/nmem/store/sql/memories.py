@@ -99,6 +99,11 @@ class MemoryRows(SqlBase):
             self._scrub("memories", "sync_ops")
         return changed > 0
 
+    def hidden_memory_uids(self, viewer: str) -> set[str]:
+        """The ids of the memories a team server's `viewer` may not see (HIDDEN_MEMORIES_SQL)."""
+        return {str(r[0]) for r in self._query(
+            f"SELECT uid FROM memories WHERE id IN (SELECT h.id FROM ({HIDDEN_MEMORIES_SQL}) h)", (viewer,))}
+
     def get_memory(self, uid: str) -> Memory | None:
         rows = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))
         return Memory.from_row(rows[0]) if rows else None
