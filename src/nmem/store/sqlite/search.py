@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _sqlite3 as sqlite3
+import heapq
 import math
 
 from nmem import jsonlite as json
@@ -311,9 +312,9 @@ class SearchReads(Connection, ScopedSearch):
             return []
         sizes = {int(r[0]): _row_size(r[3]) for r in found}
         scores = self._visible_bm25(match, sizes, self._seen_totals(viewer, hidden), hidden[0])
-        keyed = sorted(((-int(r[1]), *_order_key(order, scores[int(r[0])], int(r[2])), -int(r[0])), int(r[0]))
-                       for r in found)   # pinned first, as Scope.order
-        page = [rid for _, rid in keyed[offset:offset + limit]]
+        keyed = heapq.nsmallest(offset + limit, (
+            ((-int(r[1]), *_order_key(order, scores[int(r[0])], int(r[2])), -int(r[0])), int(r[0])) for r in found))
+        page = [rid for _, rid in keyed[offset:]]   # pinned first, as Scope.order
         if not page:
             return []
         where, param = self.dialect.in_ids("id", page)
@@ -355,15 +356,15 @@ class SearchReads(Connection, ScopedSearch):
                 "WHERE memories_fts MATCH ?", (hidden_param, phrase))[0]
             idf = _idf(totals.docs, int(rows))
             seen_idf = _idf(totals.seen_docs, int(rows) - int(rows_unseen))
+            top = (K1 + 1) * idf
             for rid, bm25 in self._query(f"SELECT rowid, {BM25['memories']} FROM memories_fts "
                                          "WHERE memories_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))",
                                          (phrase, candidates)):
-                size = sizes[int(rid)]
-                s = -float(bm25)
-                k = K1 * (1 - B + B * size / avg)
+                size = sizes[rid]
+                s = -bm25
                 # weights are multiples of 0.5, so is a weighted hit count: rounding drops the float error
-                hits = round(2 * s * k / ((K1 + 1) * idf - s)) / 2 if s > 0 else 0.0
-                scores[int(rid)] += seen_idf * hits * (K1 + 1) / (hits + K1 * (1 - B + B * size / seen_avg))
+                hits = round(2 * s * K1 * (1 - B + B * size / avg) / (top - s)) / 2 if s > 0 else 0.0
+                scores[rid] += seen_idf * hits * (K1 + 1) / (hits + K1 * (1 - B + B * size / seen_avg))
         return scores
 
     # -- ranking support: context windows and index statistics ------------------------------
@@ -487,6 +488,8 @@ def _row_size(blob: bytes | None) -> int:
     if not blob:
         return 0
     data, pos, total = bytes(blob), 0, 0
+    if max(data) < 0x80:   # every column under 128 tokens: one byte each
+        return sum(data)
     while pos < len(data):
         size, pos = varint(data, pos)
         total += size
