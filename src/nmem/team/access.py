@@ -5,9 +5,10 @@ The HTTP guard sets the viewer for each request (`acting_as`); the service reads
 a single-user server) there is no viewer and nothing is filtered or attributed.
 
 The one rule: a memory in the `user` domain belongs to its writer; nobody else can read,
-search, get, change or forget it, or learn that it exists (its id, summary, or a count that
-includes it). `project:*` and `org` are shared by the team. Admins are no exception: an admin
-manages users and the server, not other people's private notes.
+search, get, change or forget it, or learn that it exists (its id, summary, a count that
+includes it, or a search score whose statistics count it: `search_memories_seen_by`).
+`project:*` and `org` are shared by the team. Admins are no exception: an admin manages users
+and the server, not other people's private notes.
 
 The rule is applied in one place: the service reads through `guarded(store)`, the store as
 the current viewer may see it, so no adapter (REST, MCP tool or resource, stream, viewer)
