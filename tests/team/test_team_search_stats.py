@@ -192,3 +192,14 @@ def test_the_phrases_fts5_sums_over_are_listed_as_queries_of_their_own(match: st
     from nmem.store.sqlite.fts5query import phrases
 
     assert phrases(match) == listed
+
+
+@pytest.mark.parametrize("bad", ['"rotation', "rotation AND", "nosuchcolumn: rotation", "(rotation"])
+def test_a_malformed_query_is_the_same_clear_error_for_a_viewer(store: Store, bad: str) -> None:
+    from nmem.errors import QuerySyntaxError
+
+    fill(store)
+    with pytest.raises(QuerySyntaxError):
+        store.search_memories(bad, SearchFilters(), "relevance", 10, 0)
+    with pytest.raises(QuerySyntaxError):
+        seen_by(store, "bob", bad)
