@@ -11,6 +11,7 @@ includes them, and none may change them. Admin-only operations refuse him.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
@@ -621,23 +622,42 @@ async def test_mcp_subscriptions_never_tell_bob_that_ann_changed_a_private_memor
             service.update(ref, tags=[f"{MARKER}-tag"])
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed: BM25's word statistics (FTS5's bm25(), PostgreSQL's kept "
-                   "word counts) count every memory, other users' private ones too; see docs/team.md")
 def test_a_search_score_does_not_tell_bob_which_words_anns_private_memories_hold(world: World) -> None:
     """Bob writes two project memories alike but for one word: a word of ann's private notes and
-    one nobody wrote. If their scores differ, a score is an oracle for her private words."""
-    scores = {}
+    one nobody wrote. If their scores differ, a score is an oracle for her private words. Every
+    surface that ranks memories is asked: REST search (memories, everything), recall, and the MCP
+    tools `search` and `recall`."""
     for word in (MARKER, "kiwiplumbo"):
         status, text = call(world.server.port, "POST", "/api/v1/memories", world.tokens["bob"],
                             {"content": f"note about {word} and the rotation schedule", "namespace": "learnings"})
         assert status == 201, text
+    scores: dict[str, dict[str, float]] = {}
     for word in (MARKER, "kiwiplumbo"):
-        status, text = call(world.server.port, "GET", f"/api/v1/search?query={word}&scope=memories",
-                            world.tokens["bob"])
-        rows = [r for r in json.loads(text)["results"] if word in r["content_preview"]]
-        assert status == 200 and len(rows) == 1, text
-        scores[word] = rows[0]["score"]
-    assert scores[MARKER] == scores["kiwiplumbo"], scores
+        for surface, path in (("search", f"/api/v1/search?query={word}&scope=memories"),
+                              ("search all", f"/api/v1/search?query={word}&scope=all"),
+                              ("recall", f"/api/v1/memories?query={word}")):
+            status, text = call(world.server.port, "GET", path, world.tokens["bob"])
+            assert status == 200, text
+            scores.setdefault(surface, {})[word] = _score_of(json.loads(text), word)
+        for tool, args in (("search", {"query": word, "scope": "memories"}), ("recall", {"query": word})):
+            result = asyncio.run(_tool_result(world, tool, args))
+            scores.setdefault(f"mcp {tool}", {})[word] = _score_of(result, word)
+    for surface, by_word in scores.items():
+        assert by_word[MARKER] == by_word["kiwiplumbo"], (surface, scores)
+
+
+def _score_of(answer: Any, word: str) -> float:
+    """The score of the one result in an answer (REST or an MCP tool's structured content) that holds `word`."""
+    rows = answer.get("results") or answer.get("memories") or answer.get("hits") or []
+    found = [r for r in rows if word in json.dumps(r)]
+    assert len(found) == 1, answer
+    return float(found[0]["score"])
+
+
+async def _tool_result(world: World, tool: str, args: dict[str, Any]) -> Any:
+    async with mcp_as(world, "bob") as client:
+        result = await client.call_tool(tool, args)
+        return result.structured_content or json.loads(result.content[0].text)
 
 
 @pytest.mark.parametrize("route", ["/api/v1/hook", "/api/v1/events"])

@@ -5,9 +5,10 @@ The HTTP guard sets the viewer for each request (`acting_as`); the service reads
 a single-user server) there is no viewer and nothing is filtered or attributed.
 
 The one rule: a memory in the `user` domain belongs to its writer; nobody else can read,
-search, get, change or forget it, or learn that it exists (its id, summary, or a count that
-includes it). `project:*` and `org` are shared by the team. Admins are no exception: an admin
-manages users and the server, not other people's private notes.
+search, get, change or forget it, or learn that it exists (its id, summary, a count that
+includes it, or a search score whose statistics count it: `search_memories_seen_by`).
+`project:*` and `org` are shared by the team. Admins are no exception: an admin manages users
+and the server, not other people's private notes.
 
 The rule is applied in one place: the service reads through `guarded(store)`, the store as
 the current viewer may see it, so no adapter (REST, MCP tool or resource, stream, viewer)
@@ -116,8 +117,11 @@ PASSES_THROUGH = frozenset({
     "session_last_activity", "session_observations", "session_outline", "session_prompts", "session_roots",
     "session_tail", "session_tails", "session_windows", "sessions_by_prefix", "sessions_prompts",
     "summarised_sessions", "expired_counts",
-    # ranking reads of the trail scopes, and statistics (docs/team.md: word statistics are a known limit)
+    # ranking reads of the trail scopes and their statistics (observations and prompts: the team's, shared;
+    # memories are ranked by `search_memories_seen_by`, whose statistics leave out what the viewer may not see)
     "match_ids", "rank_candidates", "fts_texts", "fts_stats",
+    # what a named viewer may not see, and a memory search for them: what `ViewerStore` calls
+    "search_memories_seen_by", "hidden_memory_uids",
     # reads of memories the caller named by ids it got through ViewerStore
     "memory_numbers", "memory_indexed", "get_vectors", "run_changes",
     # the change feed (filtered per viewer by nmem.changes.may_see / may_hear)
@@ -179,18 +183,13 @@ class ViewerStore:
 
     def search_memories(self, match: str | None, filters: Any, order: str, limit: int,
                         offset: int) -> list[tuple[Memory, float]]:
-        """A page of the memories this viewer may see: what they may not is left out before the
-        page is cut, so another user's better matches never push theirs off it (nor tell them,
-        by a short page, that those exist)."""
-        want = offset + limit
-        fetch = max(want, 1)
-        while True:
-            rows = self._store.search_memories(match, filters, order, fetch, 0)
-            kept = {m.id for m in self._keep([m for m, _ in rows])}
-            seen = [(m, s) for m, s in rows if m.id in kept]
-            if len(seen) >= want or len(rows) < fetch:
-                return seen[offset:want]
-            fetch *= 4
+        """A page of the memories this viewer may see, scored as if the others did not exist: the
+        store leaves them out before the page is cut (another user's better matches never push
+        theirs off it, nor tell them by a short page that they exist) and out of BM25's
+        statistics (rows, tokens, each phrase's rows), so no score says what they hold."""
+        rows: list[tuple[Memory, float]] = self._store.search_memories_seen_by(
+            self.viewer.name, match, filters, order, limit, offset)
+        return rows
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         return self._filtered(self._store.iter_memories(domain, namespace))
@@ -241,9 +240,9 @@ class ViewerStore:
             fetch = min(fetch * 4, limit + len(hidden))
 
     def _others_private(self) -> set[str]:
-        """Every `user` memory (forgotten ones too) that another writer wrote."""
-        private = [m.id for m in self._store.iter_memories("user", None)]
-        return set(private) - self._mine(private)
+        """Every `user` memory (forgotten ones too) that another writer, or none known, wrote."""
+        hidden: set[str] = self._store.hidden_memory_uids(self.viewer.name)
+        return hidden
 
     def status(self) -> Any:
         """The store's counts without other writers' `user` memories."""

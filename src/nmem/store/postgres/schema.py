@@ -388,7 +388,14 @@ _V10_SESSIONS_NEWEST = """
 CREATE INDEX IF NOT EXISTS idx_sessions_newest ON sessions (started_at DESC, id DESC);
 """
 
+# Step 11: the private (`user`) memories by writer, as the SQLite engine's step 18: what a team
+# server's user may not see is read off this index (HIDDEN_MEMORIES_SQL) for each memory search.
+_V11_PRIVATE_MEMORIES = """
+CREATE INDEX IF NOT EXISTS idx_memories_private ON memories (domain, writer, id, updated_at);
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES, _V2_LIFECYCLE, _V3_CHANGE_LOG, _V4_TEAM,
                                _V5_SESSION_AGENT, _V6_TOKEN_COUNTS, _V7_WEIGHTED_TOKEN_COUNTS,
-                               _V8_SEARCH_READS, _V9_WORD_COUNTS, _V10_SESSIONS_NEWEST)
+                               _V8_SEARCH_READS, _V9_WORD_COUNTS, _V10_SESSIONS_NEWEST,
+                               _V11_PRIVATE_MEMORIES)
 LATEST_VERSION = len(MIGRATIONS)

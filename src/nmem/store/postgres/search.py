@@ -24,13 +24,14 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from nmem.models import Observation, Prompt
+from nmem.models import Memory, Observation, Prompt
 from nmem.store.postgres.connection import SETTLED, Connection
 from nmem.store.postgres.tsquery import Parsed, Phrase, parse
 from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
 from nmem.store.sql.filters import observation_filters, prompt_filters
-from nmem.store.sql.scopes import Scope, ScopedSearch
+from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, VISIBLE_TO, listed_visible
+from nmem.store.sql.scopes import SCOPES, Scope, ScopedSearch
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -420,15 +421,16 @@ WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "
 # table's signature (its rows and the sum of their write times, returned with every row), so
 # a word in every session (20k rows at 1M) is counted once while the sessions stay as they are.
 BM25_WEIGHTED_SQL = """
-WITH words AS MATERIALIZED (
+WITH {hidden}words AS MATERIALIZED (
     SELECT DISTINCT replace(m[2], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
     WHERE m[1] = ''
 ), totals AS MATERIALIZED (
-    SELECT count(*) AS n, COALESCE(sum({stamp}), 0) AS stamp, COALESCE(sum(tokens), 0) AS tokens FROM {table}
+    SELECT count(*) AS n, COALESCE(sum({stamp}), 0) AS stamp, COALESCE(sum(tokens), 0) AS tokens FROM {table}{seen}
 ), terms AS MATERIALIZED (
     SELECT w.term, COALESCE(CASE WHEN t.n = ?::bigint AND t.stamp = ?::bigint THEN k.df END,
-                            (SELECT count(*) FROM {table} x WHERE x.tsv @@ quote_literal(w.term)::tsquery)) AS df
+                            (SELECT count(*) FROM {table} x
+                             WHERE x.tsv @@ quote_literal(w.term)::tsquery{seen_x})) AS df
     FROM words w CROSS JOIN totals t LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
 ), weighted AS MATERIALIZED (
     SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
@@ -465,6 +467,14 @@ EVEN_WEIGHTED_SCORE = """-COALESCE((
 WEIGHTED = {"memories": CLASS_WEIGHTED_SCORE.format(
                 alias="{alias}", weights="WHEN 'A' THEN 3.0 WHEN 'B' THEN 2.0 WHEN 'C' THEN 1.0 ELSE 0.5"),
             "sessions": EVEN_WEIGHTED_SCORE}
+
+
+# What BM25_WEIGHTED_SQL leaves out for a team server's user (nmem.team.access): the memories hidden
+# from them (HIDDEN_MEMORIES_SQL, in the statement: what it counts and what it hides are one
+# snapshot) are not in the totals nor in any word's count, so no score tells what they hold.
+VIEWER_HIDES = {"hidden": f"hidden AS MATERIALIZED ({HIDDEN_MEMORIES_SQL}), ",
+                "seen": " WHERE id NOT IN (SELECT id FROM hidden)",
+                "seen_x": " AND x.id NOT IN (SELECT id FROM hidden)"}
 
 
 # scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
@@ -676,10 +686,12 @@ class SearchReads(Connection, ScopedSearch):
         return Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
-                       limit: int, offset: int) -> list[tuple[Any, float]]:
+                       limit: int, offset: int, viewer: str | None = None) -> list[tuple[Any, float]]:
         """Memories or sessions holding the match, by BM25 over their weighted fields, in one
         statement. The words' counts are kept for the table's signature: a row added, removed
-        or rewritten (texts change in place: the sum of their write times moves) counts them again."""
+        or rewritten (texts change in place: the sum of their write times moves) counts them again.
+        For a team server's `viewer` (memories), the memories hidden from them are neither found
+        nor counted in the totals or the words' counts (VIEWER_HIDES)."""
         clauses, params = scope.where(filters, self.dialect)
         stamp = "updated_at" if scope.name == "memories" else "ended_at"
         where = " AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses])
@@ -691,23 +703,47 @@ class SearchReads(Connection, ScopedSearch):
             # observations (14k matching sessions: 26 MB, 190 ms of a 220 ms statement).
             where = (f"{scope.alias}.ctid = ANY(ARRAY(SELECT {scope.alias}.ctid FROM {scope.source} WHERE {where} "
                      f"ORDER BY {scope.alias}.started_at DESC, {scope.alias}.id DESC LIMIT ?))")
+        hide = VIEWER_HIDES if viewer is not None else {"hidden": "", "seen": "", "seen_x": ""}
+        if viewer is not None:
+            where = f"{where} AND {scope.alias}.id NOT IN (SELECT id FROM hidden)"
         sql = BM25_WEIGHTED_SQL.format(
             table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
             stamp=stamp, score=WEIGHTED[scope.name].format(alias=scope.alias), found=where,
-            order=scope.order(order, True, self.dialect.binary))
+            order=scope.order(order, True, self.dialect.binary), **hide)
         rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]
         kept = f"{scope.table}:{rows_seen}:{stamps}"   # word counts kept for that signature
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items()) if t == kept}
-        rows = self._query(sql, [q, rows_seen, stamps, list(known), list(known.values()),
-                                 q, *params, *([max(RELEVANCE_WINDOW, offset + limit)] if window else []),
-                                 limit, offset])
-        if rows:
+        if viewer is not None:   # counts over what one viewer sees: neither taken from the cache nor kept
+            rows_seen, stamps, known = -1, -1, {}
+        rows = self._query(sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, list(known),
+                                 list(known.values()), q, *params,
+                                 *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
+        if rows and viewer is None:
             first = rows[0]
             signature = (int(first["nmem_sig_rows"]), int(first["nmem_sig_stamp"]))
             self._weighted[scope.table] = (signature, (signature[0], int(first["nmem_tokens"])))
             for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
                 self._remember_df(f"{scope.table}:{signature[0]}:{signature[1]}", str(term), int(df), signature[0])
         return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def search_memories_seen_by(self, viewer: str, match: str | None, filters: SearchFilters, order: str,
+                                limit: int, offset: int) -> list[tuple[Memory, float]]:
+        """`search_memories` as `viewer` sees the memories: other writers' `user` memories neither
+        returned nor counted in a score's statistics (a date order's ts_rank reads the row alone)."""
+        if match is None:
+            return listed_visible(self, viewer, filters, order, limit, offset)
+        q = parse(match).text
+        if q is None:
+            return []
+        scope = SCOPES["memories"]
+        if order == "relevance":
+            return self._weighted_bm25(scope, q, filters, order, limit, offset, viewer)
+        clauses, params = scope.where(filters, self.dialect)
+        rows = self._query(f"SELECT {scope.columns}, -ts_rank({MEMORY_WEIGHTS}, m.tsv, {TSQ}, 1) AS rank "
+                           f"FROM {scope.source} WHERE {' AND '.join(['m.tsv @@ ' + TSQ, *clauses, VISIBLE_TO])} "
+                           f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
+                           [q, q, *params, viewer, limit, offset])
+        return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
         if len(self._df_cache) > DF_CACHE_SIZE:

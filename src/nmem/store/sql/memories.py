@@ -7,6 +7,7 @@ from nmem.models import Memory, Session
 from nmem.store.sql.base import SqlBase
 from nmem.store.sql.dialect import marks
 from nmem.store.sql.filters import memory_filters
+from nmem.store.sql.scopes import SCOPES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,6 +15,31 @@ if TYPE_CHECKING:
     from typing import Any
 
     from nmem.store.records import NewMemory, SearchFilters
+
+
+# The memories a team server's user may not see (nmem.team.access): `user`-domain ones another
+# writer wrote, or none recorded (written without a server). Tombstones too: the full-text index
+# still holds their namespace, so they count in its statistics. Read off idx_memories_private alone
+# (schema step 18 on SQLite, 11 on PostgreSQL), with each one's write time.
+HIDDEN_MEMORIES_SQL = ("SELECT id, updated_at FROM memories WHERE domain = 'user' "
+                       "AND (writer IS NULL OR writer <> ?)")
+
+
+# A condition that memory `m` is not one of those (its parameter: the viewer's name): the subquery
+# is read once per statement (a hashed subplan; an ephemeral index on SQLite).
+VISIBLE_TO = f"m.id NOT IN (SELECT h.id FROM ({HIDDEN_MEMORIES_SQL}) h)"
+
+
+def listed_visible(store: SqlBase, viewer: str, filters: SearchFilters, order: str, limit: int,
+                   offset: int) -> list[tuple[Memory, float]]:
+    """`search_memories` without a match (a page in date order) as `viewer` sees the memories:
+    those hidden from them are left out before the page is cut."""
+    scope = SCOPES["memories"]
+    clauses, params = scope.where(filters, store.dialect)
+    rows = store._query(f"SELECT {scope.columns} FROM {scope.source} WHERE {' AND '.join([*clauses, VISIBLE_TO])} "
+                        f"ORDER BY {scope.order(order, False, store.dialect.binary)} LIMIT ? OFFSET ?",
+                        [*params, viewer, limit, offset])
+    return [(Memory.from_row(r), 0.0) for r in rows]
 
 
 class MemoryRows(SqlBase):
@@ -72,6 +98,11 @@ class MemoryRows(SqlBase):
         if changed:
             self._scrub("memories", "sync_ops")
         return changed > 0
+
+    def hidden_memory_uids(self, viewer: str) -> set[str]:
+        """The ids of the memories a team server's `viewer` may not see (HIDDEN_MEMORIES_SQL)."""
+        return {str(r[0]) for r in self._query(
+            f"SELECT uid FROM memories WHERE id IN (SELECT h.id FROM ({HIDDEN_MEMORIES_SQL}) h)", (viewer,))}
 
     def get_memory(self, uid: str) -> Memory | None:
         rows = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))

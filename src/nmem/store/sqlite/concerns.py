@@ -14,12 +14,13 @@ NEEDS: dict[str, tuple[str, ...]] = {
 
 CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {   # module: (mixin class, its public names)
     "nmem.store.sql.memories": ("MemoryRows", (
-        "export_memories", "export_sessions", "get_memory", "insert_memory", "iter_memories", "memory_numbers",
-        "memory_uid", "put_memory", "put_session", "tombstone_memory", "touch_memories", "update_memory")),
+        "export_memories", "export_sessions", "get_memory", "hidden_memory_uids", "insert_memory", "iter_memories",
+        "memory_numbers", "memory_uid", "put_memory", "put_session", "tombstone_memory", "touch_memories",
+        "update_memory")),
     "nmem.store.sqlite.search": ("SearchReads", (
         "fts_stats", "fts_texts", "get_observations", "get_prompts", "match_ids", "memory_indexed",
-        "rank_candidates", "search", "search_memories", "search_observations", "search_prompts",
-        "search_sessions", "session_windows")),
+        "rank_candidates", "search", "search_memories", "search_memories_seen_by", "search_observations",
+        "search_prompts", "search_sessions", "session_windows")),
     "nmem.store.sql.context": ("ContextReads", (
         "active_sessions", "curated_memories", "file_touches", "last_prompt", "last_prompts", "latest_checkpoint",
         "project_root", "recent_intents", "recent_observations", "recent_scored", "session_observations",

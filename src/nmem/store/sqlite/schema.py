@@ -482,11 +482,19 @@ CREATE TRIGGER trail_counts_prompts_au AFTER UPDATE OF source ON prompts BEGIN
 END;
 """
 
+# Step 18: the private (`user`) memories by writer. A team server's user's memory search reads the
+# ids of those they may not see (nmem.store.sql.memories.HIDDEN_MEMORIES_SQL) off this index alone,
+# with their write time (what the hidden rows' sizes are kept by): 2,000 of 10,000 memories read
+# through idx_memories_domain_ns and their rows cost ~8 ms a search.
+_V18_PRIVATE_MEMORIES = """
+CREATE INDEX IF NOT EXISTS idx_memories_private ON memories (domain, writer, id, updated_at);
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ADR001, _V2_PIN_AND_PROJECT, _V3_MEMORIES, _V4_SESSIONS_FTS,
                                _V5_SESSIONS_FTS_TEXT, _V6_VECTORS, _V7_READ_INDEXES, _V8_IMPORT_MARKS,
                                _V9_FILE_ERRORS, _V10_SYNC, _V11_SESSION_ROOT, _V12_SPOOLED_EVENTS,
                                _V13_LIFECYCLE, _V14_TEAM, _V15_CHANGE_LOG, _V16_SESSION_AGENT,
-                               _V17_TRAIL_COUNTS)
+                               _V17_TRAIL_COUNTS, _V18_PRIVATE_MEMORIES)
 LATEST_VERSION = len(MIGRATIONS)
 
 
