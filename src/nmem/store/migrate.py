@@ -92,6 +92,11 @@ def _copy_table(source: Store, target: Store, table: str, columns: Sequence[str]
                 f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
+        # The foreign keys of the tables copied next are checked row by row at the end of their COPY,
+        # by a plan made then. Without statistics for this table (its rows are not committed, so
+        # autovacuum never saw them) the planner may look a key up through any index that holds
+        # it, a scan of (started_at, id) for a session: 1M observations then took over an hour.
+        _exec(target, f"ANALYZE {table}")
         return
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     writer = target._writer()  # type: ignore[attr-defined]
