@@ -94,25 +94,52 @@ WITH phrases AS MATERIALIZED (
 ), {ranked}
 """
 
-# Ranking where every phrase is one whole word (alias r: a found row's tsv and tokens; w: the
-# words and their IDFs, a word asked twice weighs twice, as two phrases do in FTS5): only the
-# query's words are read of the tsvector: they are marked (setweight on those lexemes) and kept
-# (ts_filter), in C, so no row unnests its whole vector into a join (a third of the cost per row
-# at 2,000 rows).
-RANKED_WORDS = """weighted AS MATERIALIZED (
-    SELECT array_agg(term) AS terms, array_agg(idf) AS idfs FROM (SELECT term, sum(idf) AS idf FROM idf GROUP BY term) x
+# Ranking where every phrase is one word or one prefix (`term_ranking`): each found row's hits of
+# each phrase are read by one of PostgreSQL's rank functions in C, given unit weights, so no row
+# unnests its vector (unnesting even the filtered vector cost about 3 µs a row: 6 of a 12 ms
+# statement at 2,000 rows). A word's hits from ts_rank, which for one lexeme found n times gives
+# (Σ 1/j², j = 1…n) / 1.64493406685 (as float4): that sum's distance to π²/6 is about 1/(n + ½), so
+# n = round(1 / (1.64493406685 · (1 − rank)) − ½), exactly for every n a vector holds (1…256; it
+# keeps 256 places a lexeme: tests/store/test_pg_match_bound.py checks each). A prefix's hits (of
+# every lexeme it begins, as FTS5 counts them) from ts_rank_cd, whose covers of a one-operand
+# query are its places, each weighing 1 (six times ts_rank's cost, still a fifth of unnesting).
+# A phrase's hits are taken once (`tf`, kept from being inlined by OFFSET 0), with the row's length
+# term `k`; then FTS5's sum over the phrases, in their order (a word asked twice weighs twice).
+RANKED_TERMS = """x AS MATERIALIZED (
+    SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
+            FROM phrases ph JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
+           ARRAY[{idfs}]::float8[] AS idf
 ), ranked AS MATERIALIZED (
-    SELECT r.id, -COALESCE((
-        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
-                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
-        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0) AS rank
-    FROM found r CROSS JOIN weighted w CROSS JOIN totals t
+    SELECT r.id, -({score}) AS rank
+    FROM found r CROSS JOIN x CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
 
+# A word's hits in a row and a prefix's (RANKED_TERMS), from phrase i's tsquery `x.q[i]`; 0 for a
+# phrase PostgreSQL's parser gave no lexeme or several (x.q[i] NULL)
+WORD_HITS = "COALESCE(round(1 / (1.64493406685 * (1 - ts_rank('{{1,1,1,1}}', r.tsv, x.q[{i}])::float8)) - 0.5), 0)"
+PREFIX_HITS = "COALESCE(ts_rank_cd('{{1,1,1,1}}', r.tsv, x.q[{i}])::float8, 0)"
+
+
+def term_ranking(phrases: Sequence[Phrase], avg: str) -> str:
+    """RANKED_TERMS for phrases of one word or one prefix each."""
+    tfs, score = [], "0::float8"
+    for i, phrase in enumerate(phrases, start=1):
+        hits = PREFIX_HITS if phrase.text.endswith(":*") else WORD_HITS
+        tfs.append(f"{hits.format(i=i)}::float8 AS t{i}")
+        score = f"({score} + x.idf[{i}] * ((tf.t{i} * 2.2) / (tf.t{i} + tf.k)))"
+    return RANKED_TERMS.format(idfs=_phrase_idfs(len(phrases)), score=score, tfs=", ".join(tfs), avg=avg)
+
+
+def _phrase_idfs(n: int) -> str:
+    """Each phrase's IDF by its place (0 for a phrase of no lexeme)."""
+    return ", ".join(f"COALESCE((SELECT d.idf FROM idf d WHERE d.ord = {i + 1}), 0)" for i in range(n))
+
+
 # Ranking with phrases of several words, prefixes or a NEAR (`phrase_ranking`): each found row's
 # hits of the lexemes asked (`x.wanted`: a prefix's are those of the found rows it begins, see
-# EXPANDED) read in one pass over its filtered vector, as RANKED_WORDS reads them: per word of
+# EXPANDED) read in one pass over its filtered vector, unnested: per word of
 # each phrase its hits (`n1`, `n2`, … FILTERed sums) and, for a phrase of several words or of a
 # NEAR, its places (`p1`, … as text, C's string_agg). A phrase's hits are then those counts
 # wherever they can only be 0 or 1: a phrase or a NEAR the row does not hold (`@@`, in C; asked
@@ -215,9 +242,8 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
               for i, phrase in enumerate(phrases) if len(slots[i]) > 1 or phrase.near for slot in slots[i]]
     lexemes = ", ".join(f"(SELECT w.lexeme FROM pwords w WHERE w.ord = {i + 1} AND w.j = {j})"
                         for i, mine in enumerate(slots) for j in range(len(mine)))
-    idfs = ", ".join(f"COALESCE((SELECT d.idf FROM idf d WHERE d.ord = {i + 1}), 0)" for i in range(len(phrases)))
     return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), wanted=wanted,
-                                 places=", ".join(places) or "1", lexemes=lexemes, idfs=idfs)
+                                 places=", ".join(places) or "1", lexemes=lexemes, idfs=_phrase_idfs(len(phrases)))
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
@@ -526,8 +552,8 @@ class SearchReads(Connection, ScopedSearch):
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
         phrases = parsed.phrases
-        if all(":*" not in p.text and "<" not in p.text and not p.near for p in phrases):
-            ranked = RANKED_WORDS.format(avg=avg)
+        if all("<" not in p.text and not p.near for p in phrases):
+            ranked = term_ranking(phrases, avg)
         else:
             ranked = (EXPANDED if any(":*" in p.text for p in phrases) else "") + phrase_ranking(phrases, avg)
         sql = template.format(table=table, alias=alias, source=source, full=full, ranked=ranked,
