@@ -1,6 +1,7 @@
 """A word's and a prefix's hits in a row, as PostgreSQL's BM25 reads them (`RANKED_TERMS`: ts_rank
 and ts_rank_cd given unit weights, read back as counts), and the scores both engines give for
-questions of such phrases: FTS5's bm25() worked out here over rows whose words stand 1 to 12 times."""
+questions of such phrases and of phrases of several words: FTS5's bm25() worked out here over
+rows whose words and phrases stand several times."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ FILLER = ("queue", "drain", "spool", "batch", "retry", "ledger", "socket", "buck
 
 
 def _hits(store: Store, expr: str, vector: str, query: str) -> float:
-    sql = f"SELECT {expr.format(i=1).replace('x.q[1]', '?::tsquery').replace('r.tsv', '?::tsvector')}"
+    sql = f"SELECT {expr.format(q='?::tsquery').replace('r.tsv', '?::tsvector')}"
     return float(store._query(sql, (vector, query))[0][0])  # type: ignore[attr-defined]
 
 
@@ -49,9 +50,12 @@ def test_a_prefixs_hits_are_every_place_of_every_word_it_begins(store: Store, en
 
 def _bm25(rows: dict[int, list[str]], phrases: list[tuple[str, bool]],
           matches: Callable[[list[str]], bool]) -> dict[int, float]:
-    """FTS5's bm25() (k1 1.2, b 0.75) of every row the question matches; phrases: (word, is a prefix)."""
+    """FTS5's bm25() (k1 1.2, b 0.75) of every row the question matches; phrases: (its words, the
+    last a prefix)."""
     def hits(words: list[str], phrase: tuple[str, bool]) -> int:
-        return sum(w.startswith(phrase[0]) if phrase[1] else w == phrase[0] for w in words)
+        asked = phrase[0].split()
+        return sum(all(words[p + j] == w or (phrase[1] and j == len(asked) - 1 and words[p + j].startswith(w))
+                       for j, w in enumerate(asked)) for p in range(len(words) - len(asked) + 1))
 
     avg = sum(len(w) for w in rows.values()) / len(rows)
     out: dict[int, float] = {}
@@ -77,17 +81,24 @@ def _bm25(rows: dict[int, list[str]], phrases: list[tuple[str, bool]],
     ("beta AND alph*", [("beta", False), ("alph", True)],
      lambda ws: "beta" in ws and any(w.startswith("alph") for w in ws)),
     ("alph* NOT gamma", [("alph", True)], lambda ws: any(w.startswith("alph") for w in ws) and "gamma" not in ws),
+    ('"alpha beta"', [("alpha beta", False)], lambda ws: " alpha beta " in f" {' '.join(ws)} "),
+    ('"beta alpha" OR gamma', [("beta alpha", False), ("gamma", False)],
+     lambda ws: " beta alpha " in f" {' '.join(ws)} " or "gamma" in ws),
+    ('"beta alph"* AND alpha', [("beta alph", True), ("alpha", False)],
+     lambda ws: " beta alph" in f" {' '.join(ws)}" and "alpha" in ws),
 ])
 def test_words_and_prefixes_score_as_fts5_on_both_engines(store: Store, engine: str, question: str,
                                                            phrases: list[tuple[str, bool]],
                                                            matches: Callable[[list[str]], bool]) -> None:
-    """Rows where `alpha` stands 1 to 12 times among other words (some `alphabet`, `beta`), of
-    several lengths: each engine's scores are FTS5's bm25(), row by row, best first."""
+    """Rows where `alpha` stands 1 to 12 times among other words (some `alphabet`, `beta`, the
+    phrases `alpha beta` and `beta alpha` 0 to 3 times), of several lengths: each engine's scores
+    are FTS5's bm25(), row by row, best first."""
     store.ensure_session("s-hits", "proj", T0)
     rows: dict[int, list[str]] = {}
     for i in range(40):
         words = ["alpha"] * (i % 12 + 1) + [FILLER[(i + j) % len(FILLER)] for j in range(i % 7 + 2)]
         words += ["beta"] * (i % 3) + ["alphabet"] * (i % 4 == 0) + ["gamma"] * (i % 5 == 0)
+        words += ["alpha", "beta", "queue", "alpha", "beta"][:i % 6] + ["beta", "alpha"] * (i % 4)
         if i % 9 == 0:
             words = [FILLER[j % len(FILLER)] for j in range(i % 5 + 3)]
         rid = store.add_observation(NewObservation("s-hits", "proj", T0 + i, "command", "PostToolUse",
