@@ -100,7 +100,7 @@ WITH phrases AS MATERIALIZED (
 # statement at 2,000 rows). A word's hits from ts_rank, which for one lexeme found n times gives
 # (Σ 1/j², j = 1…n) / 1.64493406685 (as float4): that sum's distance to π²/6 is about 1/(n + ½), so
 # n = round(1 / (1.64493406685 · (1 − rank)) − ½), exactly for every n a vector holds (1…256; it
-# keeps 256 places a lexeme: tests/store/test_pg_match_bound.py checks each). A prefix's hits (of
+# keeps 256 places a lexeme: tests/store/test_pg_term_hits.py checks each). A prefix's hits (of
 # every lexeme it begins, as FTS5 counts them) from ts_rank_cd, whose covers of a one-operand
 # query are its places, each weighing 1 (six times ts_rank's cost, still a fifth of unnesting).
 # A phrase's hits are taken once (`tf`, kept from being inlined by OFFSET 0), with the row's length
