@@ -107,7 +107,7 @@ WITH phrases AS MATERIALIZED (
 # term `k`; then FTS5's sum over the phrases, in their order (a word asked twice weighs twice).
 RANKED_TERMS = """x AS MATERIALIZED (
     SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
-            FROM phrases ph JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
+            FROM phrases ph LEFT JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
            ARRAY[{idfs}]::float8[] AS idf
 ), ranked AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
