@@ -3,8 +3,9 @@
 Ranking: FTS5's bm25() computed in SQL (k1 1.2, b 0.75, FTS5's IDF floor; the memory fields'
 weight classes A summary, B tags, C content, D namespace take FTS5's column weights
 3 : 2 : 1 : 0.5), over the newest RELEVANCE_WINDOW matching rows as on SQLite, so a word found
-in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank is
-left only for the score of a match ordered by date.
+in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank's
+own score is left only for a match ordered by date; BM25 reads a word's hits in a row through it
+(RANKED_TERMS).
 
 Statistics: the words' counts and the table's rows and tokens are kept in the database for every
 process (`word_counts`, KEPT_COUNTS): each statement adds the rows past what is kept, and writes
