@@ -3,8 +3,9 @@
 Ranking: FTS5's bm25() computed in SQL (k1 1.2, b 0.75, FTS5's IDF floor; the memory fields'
 weight classes A summary, B tags, C content, D namespace take FTS5's column weights
 3 : 2 : 1 : 0.5), over the newest RELEVANCE_WINDOW matching rows as on SQLite, so a word found
-in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank is
-left only for the score of a match ordered by date.
+in a third of the rows costs a bounded sort. Scores are negated BM25s, as SQLite's. ts_rank's
+own score is left only for a match ordered by date; BM25 reads a word's hits in a row through it
+(RANKED_TERMS).
 
 Statistics: the words' counts and the table's rows and tokens are kept in the database for every
 process (`word_counts`, KEPT_COUNTS): each statement adds the rows past what is kept, and writes
@@ -95,90 +96,98 @@ WITH phrases AS MATERIALIZED (
 ), {ranked}
 """
 
-# Ranking where every phrase is one whole word (alias r: a found row's tsv and tokens; w: the
-# words and their IDFs, a word asked twice weighs twice, as two phrases do in FTS5): only the
-# query's words are read of the tsvector: they are marked (setweight on those lexemes) and kept
-# (ts_filter), in C, so no row unnests its whole vector into a join (a third of the cost per row
-# at 2,000 rows).
-RANKED_WORDS = """weighted AS MATERIALIZED (
-    SELECT array_agg(term) AS terms, array_agg(idf) AS idfs FROM (SELECT term, sum(idf) AS idf FROM idf GROUP BY term) x
-), ranked AS MATERIALIZED (
-    SELECT r.id, -COALESCE((
-        SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
-                   / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg})))
-        FROM unnest(ts_filter(setweight(r.tsv, 'A', w.terms), '{{a}}')) u), 0) AS rank
-    FROM found r CROSS JOIN weighted w CROSS JOIN totals t
-    ORDER BY rank, r.id DESC LIMIT ?
-)"""
-
-# Ranking with phrases of several words, prefixes or a NEAR (`phrase_ranking`): each found row's
-# hits of the lexemes asked (`x.wanted`: a prefix's are those of the found rows it begins, see
-# EXPANDED) read in one pass over its filtered vector, as RANKED_WORDS reads them: per word of
-# each phrase its hits (`n1`, `n2`, … FILTERed sums) and, for a phrase of several words or of a
-# NEAR, its places (`p1`, … as text, C's string_agg). A phrase's hits are then those counts
-# wherever they can only be 0 or 1: a phrase or a NEAR the row does not hold (`@@`, in C; asked
-# only of one under an OR, as every match holds the others) has none, one of whose words stands
-# once in the row has one; otherwise the places are compared
-# (the first word's places p where the next word stands at p + 1, …; a NEAR's where the other
-# phrase's ends or starts close enough). Each phrase's hits are taken once (`tf`, kept from
-# being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
-RANKED_PHRASES = """x AS MATERIALIZED (
-    SELECT ARRAY[{lexemes}] AS l,
-           (SELECT array_agg(key::tsquery ORDER BY ord) FROM phrases) AS q,
-           (SELECT array_agg(nearq ORDER BY ord) FROM phrases) AS nq,
-           ARRAY[{idfs}]::float8[] AS idf,
-           {wanted} AS wanted
+# Ranking where every phrase is one word or one prefix (`term_ranking`): each found row's hits of
+# each phrase are read by one of PostgreSQL's rank functions in C, given unit weights, so no row
+# unnests its vector (unnesting even the filtered vector cost about 3 µs a row: 6 of a 12 ms
+# statement at 2,000 rows). A word's hits from ts_rank, which for one lexeme found n times gives
+# (Σ 1/j², j = 1…n) / 1.64493406685 (as float4): that sum's distance to π²/6 is about 1/(n + ½), so
+# n = round(1 / (1.64493406685 · (1 − rank)) − ½), exactly for every n a vector holds (1…256; it
+# keeps 256 places a lexeme: tests/store/test_pg_term_hits.py checks each). A prefix's hits (of
+# every lexeme it begins, as FTS5 counts them) from ts_rank_cd, whose covers of a one-operand
+# query are its places, each weighing 1 (six times ts_rank's cost, still a fifth of unnesting).
+# A phrase's hits are taken once (`tf`, kept from being inlined by OFFSET 0), with the row's length
+# term `k`; then FTS5's sum over the phrases, in their order (a word asked twice weighs twice).
+RANKED_TERMS = """x AS MATERIALIZED (
+    SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
+            FROM phrases ph LEFT JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
+           ARRAY[{idfs}]::float8[] AS idf
 ), ranked AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
     FROM found r CROSS JOIN x CROSS JOIN totals t
-    CROSS JOIN LATERAL (SELECT {counts} FROM unnest(ts_filter(setweight(r.tsv, 'A', x.wanted), '{{a}}')) u) c
-    CROSS JOIN LATERAL (SELECT {places} OFFSET 0) pa
-    CROSS JOIN LATERAL (SELECT {tfs} OFFSET 0) tf
+    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
 
-# The lexemes a prefix stands for in the found rows (and every whole word asked), gathered in
-# one pass over them, newest first (the order `found` returns them in): the next row that holds
-# a lexeme the prefix begins beyond those gathered (`ts_delete` drops them, `@@` tests the rest,
-# both in C) adds its own, and the pass goes on below it. Unnesting every found row's lexemes
-# instead cost 7–8 ms at 2,000 rows.
-EXPANDED = """expanded AS MATERIALIZED (
-    WITH RECURSIVE ex(lexemes, last) AS (
-        SELECT (SELECT COALESCE(array_agg(DISTINCT lexeme), '{}') FROM pwords WHERE NOT prefix), NULL::bigint
-        UNION ALL
-        SELECT ex.lexemes || ARRAY(
-                   SELECT DISTINCT l FROM unnest(tsvector_to_array(ts_delete(f.tsv, ex.lexemes))) AS l
-                   WHERE EXISTS (SELECT 1 FROM pwords p WHERE p.prefix AND starts_with(l, p.lexeme))), f.id
-        FROM ex CROSS JOIN LATERAL (
-            SELECT g.id, g.tsv FROM found g
-            WHERE (ex.last IS NULL OR g.id < ex.last)
-              AND ts_delete(g.tsv, ex.lexemes)
-                  @@ (SELECT string_agg(quote_literal(lexeme) || ':*', ' | ')::tsquery FROM pwords WHERE prefix)
-            LIMIT 1) AS f
-    )
-    SELECT lexemes FROM ex ORDER BY cardinality(lexemes) DESC LIMIT 1
-), """
+# A word's hits in a row and a prefix's (RANKED_TERMS), from its tsquery `q`; 0 for a phrase
+# PostgreSQL's parser gave no lexeme or several (`q` NULL)
+WORD_HITS = "COALESCE(round(1 / (1.64493406685 * (1 - ts_rank('{{1,1,1,1}}', r.tsv, {q})::float8)) - 0.5), 0)"
+PREFIX_HITS = "COALESCE(ts_rank_cd('{{1,1,1,1}}', r.tsv, {q})::float8, 0)"
+
+
+def term_ranking(phrases: Sequence[Phrase], avg: str) -> str:
+    """RANKED_TERMS for phrases of one word or one prefix each."""
+    tfs, score = [], "0::float8"
+    for i, phrase in enumerate(phrases, start=1):
+        hits = PREFIX_HITS if phrase.text.endswith(":*") else WORD_HITS
+        tfs.append(f"{hits.format(q=f'x.q[{i}]')}::float8 AS t{i}")
+        score = f"({score} + x.idf[{i}] * ((tf.t{i} * 2.2) / (tf.t{i} + tf.k)))"
+    return RANKED_TERMS.format(idfs=_phrase_idfs(len(phrases)), score=score, tfs=", ".join(tfs), avg=avg)
+
+
+def _phrase_idfs(n: int) -> str:
+    """Each phrase's IDF by its place (0 for a phrase of no lexeme)."""
+    return ", ".join(f"COALESCE((SELECT d.idf FROM idf d WHERE d.ord = {i + 1}), 0)" for i in range(n))
+
+
+# Ranking with phrases of several words or a NEAR (`phrase_ranking`): each word of each phrase
+# (`x.w[1…]`, in order; `x.l` its lexeme) has its hits in the row read as RANKED_TERMS reads a
+# word's or a prefix's (`c.n1`, `c.n2`, …). A phrase's hits are then those counts wherever they can
+# only be 0 or 1: a phrase or a NEAR the row does not hold (`@@`, in C; asked only of one under an
+# OR, as every match holds the others) has none, nor has one a word of which the row lacks; one
+# of whose words stands once in the row has one. Only otherwise are the places of its words read
+# (`places`) and compared: the first word's places p where the next word stands at p + 1, …; a
+# NEAR's where the other phrase's ends or starts close enough. Each phrase's hits are taken once
+# (`tf`, kept from being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
+# Reading every found row's places instead (unnesting its filtered vector) cost about 3 µs a row.
+RANKED_PHRASES = """x AS MATERIALIZED (
+    SELECT ARRAY[{lexemes}] AS l,
+           ARRAY[{words}]::tsquery[] AS w,
+           (SELECT array_agg(key::tsquery ORDER BY ord) FROM phrases) AS q,
+           (SELECT array_agg(nearq ORDER BY ord) FROM phrases) AS nq,
+           ARRAY[{idfs}]::float8[] AS idf
+), ranked AS MATERIALIZED (
+    SELECT r.id, -({score}) AS rank
+    FROM found r CROSS JOIN x CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT {counts} OFFSET 0) c
+    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
+    ORDER BY rank, r.id DESC LIMIT ?
+)"""
+
+# The places of the word in slot {slot} of x.l in a row: a whole word's, or a prefix's (every
+# lexeme it begins)
+WORD_PLACES = ("ARRAY(SELECT unnest(u.positions)::int "
+               "FROM unnest(ts_filter(setweight(r.tsv, 'A', ARRAY[x.l[{slot}]]), '{{a}}')) u)")
+PREFIX_PLACES = "ARRAY(SELECT unnest(u.positions)::int FROM unnest(r.tsv) u WHERE starts_with(u.lexeme, x.l[{slot}]))"
 
 
 def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
-    """RANKED_PHRASES for these phrases: their words are `x.l[1…]` in order, each looked up by its
-    phrase and place (a word PostgreSQL's parser drops, `½`, is NULL there and has no hits), their
-    IDFs `x.idf[1…]` (0 for a phrase of no lexeme)."""
+    """RANKED_PHRASES for these phrases: their words are `x.l[1…]` (lexemes) and `x.w[1…]`
+    (tsqueries) in order, each looked up by its phrase and place (a word PostgreSQL's parser
+    drops, `½`, is NULL there and has no hits), their IDFs `x.idf[1…]` (0 for a phrase of no lexeme)."""
     slots: list[list[int]] = []   # per phrase: its words' places in x.l
-    counts: list[str] = []
+    prefixed: set[int] = set()
     for phrase in phrases:
         k = len(_LEXEME.findall(phrase.text))
-        placed = k > 1 or phrase.near > 0
-        mine: list[int] = []
-        for j in range(k):
-            slot = len(mine) + sum(len(m) for m in slots) + 1
-            prefix = j == k - 1 and ":*" in phrase.text
-            test = f"starts_with(u.lexeme, x.l[{slot}])" if prefix else f"u.lexeme = x.l[{slot}]"
-            counts.append(f"sum(array_length(u.positions, 1)) FILTER (WHERE {test}) AS n{slot}")
-            if placed:
-                counts.append(f"string_agg(array_to_string(u.positions, ','), ',') FILTER (WHERE {test}) AS p{slot}")
-            mine.append(slot)
-        slots.append(mine)
+        first = sum(len(m) for m in slots) + 1
+        slots.append(list(range(first, first + k)))
+        if phrase.text.endswith(":*") or phrase.text.endswith(":*)"):
+            prefixed.add(first + k - 1)
+    every = [slot for mine in slots for slot in mine]
+    counts = [(PREFIX_HITS if slot in prefixed else WORD_HITS).format(q=f"x.w[{slot}]") + f"::float8 AS n{slot}"
+              for slot in every]
+
+    def places(slot: int) -> str:
+        return (PREFIX_PLACES if slot in prefixed else WORD_PLACES).format(slot=slot) + f" AS a{slot}"
 
     def starts(i: int) -> str:
         """Where phrase i starts in the row: its first word's places followed by the others'."""
@@ -189,36 +198,36 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
 
     tfs, score = [], "0::float8"
     for i, phrase in enumerate(phrases):
-        n = [f"COALESCE(c.n{slot}, 0)" for slot in slots[i]]
+        n = [f"c.n{slot}" for slot in slots[i]]
         if len(n) == 1 and not phrase.near:
             tf = n[0]
         else:
+            read = slots[i]
             if phrase.near:
                 other = next(o for o, p in enumerate(phrases) if p.near == phrase.near and o != i)
+                read = slots[i] + slots[other]
                 k, ko, d = len(slots[i]), len(slots[other]), phrase.distance + 1
-                exact = (f"(SELECT count(*) FROM ({starts(i)}) a WHERE EXISTS (SELECT 1 FROM ({starts(other)}) b "
+                count = (f"count(*) FROM ({starts(i)}) a WHERE EXISTS (SELECT 1 FROM ({starts(other)}) b "
                          f"WHERE (b.s > a.s + {k - 1} AND b.s - (a.s + {k - 1}) <= {d}) "
-                         f"OR (a.s > b.s + {ko - 1} AND a.s - (b.s + {ko - 1}) <= {d})))")
+                         f"OR (a.s > b.s + {ko - 1} AND a.s - (b.s + {ko - 1}) <= {d}))")
                 held = f"r.tsv @@ x.nq[{i + 1}]"
             else:
-                exact = f"(SELECT count(*) FROM ({starts(i)}) a)"
+                count = f"count(*) FROM ({starts(i)}) a"
                 held = f"r.tsv @@ x.q[{i + 1}]"
+            exact = (f"(SELECT (SELECT {count}) FROM (SELECT {', '.join(places(s) for s in read)} OFFSET 0) pa)")
             least = n[0] if len(n) == 1 else f"LEAST({', '.join(n)})"
             # a phrase (or NEAR) every match holds needs no test of its own
             absent = "" if phrase.required else f"WHEN NOT ({held}) THEN 0 "
-            tf = f"CASE {absent}WHEN {least} = 1 THEN 1 ELSE {exact} END"
+            tf = f"CASE {absent}WHEN {least} <= 1 THEN {least} ELSE {exact} END"
         tfs.append(f"({tf})::float8 AS t{i + 1}")
-        t = f"tf.t{i + 1}"
-        score = f"({score} + x.idf[{i + 1}] * (({t} * 2.2) / ({t} + 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}))))"
-    wanted = ("(SELECT lexemes FROM expanded)" if any(":*" in p.text for p in phrases)
-              else "(SELECT array_agg(DISTINCT lexeme) FROM pwords)")
-    places = [f"string_to_array(c.p{slot}, ',')::int[] AS a{slot}"
-              for i, phrase in enumerate(phrases) if len(slots[i]) > 1 or phrase.near for slot in slots[i]]
+        score = f"({score} + x.idf[{i + 1}] * ((tf.t{i + 1} * 2.2) / (tf.t{i + 1} + tf.k)))"
     lexemes = ", ".join(f"(SELECT w.lexeme FROM pwords w WHERE w.ord = {i + 1} AND w.j = {j})"
                         for i, mine in enumerate(slots) for j in range(len(mine)))
-    idfs = ", ".join(f"COALESCE((SELECT d.idf FROM idf d WHERE d.ord = {i + 1}), 0)" for i in range(len(phrases)))
-    return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), wanted=wanted,
-                                 places=", ".join(places) or "1", lexemes=lexemes, idfs=idfs)
+    words = ", ".join(f"(SELECT quote_literal(w.lexeme) || CASE WHEN w.prefix THEN ':*' ELSE '' END "
+                      f"FROM pwords w WHERE w.ord = {i + 1} AND w.j = {j})"
+                      for i, mine in enumerate(slots) for j in range(len(mine)))
+    return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), lexemes=lexemes,
+                                 words=words, idfs=_phrase_idfs(len(phrases)), avg=avg)
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
@@ -301,11 +310,11 @@ ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.to
 # The newest RELEVANCE_WINDOW matches, as the planner reads them: by walking the primary key
 # backwards and testing each row, when it expects many matches, else off the GIN index and sorted
 # (by id with their place, ctid, alone; the rows kept are then read whole by that place, see
-# FOUND_BOUNDED). Returned newest first (EXPANDED reads them in that order).
+# FOUND_BOUNDED). In no order: ranking sorts them (sorting 2,000 rows with their vectors by id
+# took half a millisecond of `auth | login` at 100k under EXPLAIN ANALYZE).
 FOUND_PLANNED = """found AS (
     SELECT z.id, z.tsv, z.tokens FROM {table} z
-    WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?))
-    ORDER BY z.id DESC"""
+    WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?))"""
 
 # The same rows, where the words' counts bound the matches (`conjunction`; with
 # no filter): off the GIN index and sorted when at most `?` rows match, else as planned. The
@@ -325,8 +334,7 @@ FOUND_BOUNDED = """choice AS MATERIALIZED (
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
      WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} AND (SELECT fetched FROM choice)
-                              ORDER BY {alias}.id + 0 DESC LIMIT ?))
-     ORDER BY z.id DESC)"""
+                              ORDER BY {alias}.id + 0 DESC LIMIT ?)))"""
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
 _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
@@ -536,10 +544,10 @@ class SearchReads(Connection, ScopedSearch):
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
         phrases = parsed.phrases
-        if all(":*" not in p.text and "<" not in p.text and not p.near for p in phrases):
-            ranked = RANKED_WORDS.format(avg=avg)
+        if all("<" not in p.text and not p.near for p in phrases):
+            ranked = term_ranking(phrases, avg)
         else:
-            ranked = (EXPANDED if any(":*" in p.text for p in phrases) else "") + phrase_ranking(phrases, avg)
+            ranked = phrase_ranking(phrases, avg)
         sql = template.format(table=table, alias=alias, source=source, full=full, ranked=ranked,
                               found=found, counts=counts, state=KEPT_STATE, **parts)
         texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
