@@ -246,6 +246,15 @@ class ContextReads(SqlBase):
                            "AND root IS NOT NULL", ids)
         return {str(r[0]): str(r[1]) for r in rows}
 
+    def session_origins(self, session_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Each session's coding agent and project root (None where unrecorded), in one read: what
+        a listing of trail rows names beside them (an unknown id is left out)."""
+        if not session_ids:
+            return {}
+        ids = list(dict.fromkeys(session_ids))
+        rows = self._query(f"SELECT id, agent, root FROM sessions WHERE id IN ({marks(len(ids))})", ids)
+        return {str(r[0]): (r[1], r[2]) for r in rows}
+
     def project_root(self, project: str) -> str | None:
         """The root of the project's newest session that recorded one."""
         rows = self._query("SELECT root FROM sessions WHERE project = ? AND root IS NOT NULL "
