@@ -326,12 +326,15 @@ FOUND_PLANNED = """found AS (
 # The fetched matches are sorted by id with their place in the table (ctid) alone, and only the
 # newest RELEVANCE_WINDOW are read again whole by that place: sorting every match with its
 # tsvector copied the vectors of all of them (`auth | login`, 23k matches at 1M rows).
+# The walk tests each row with `ts_match_vq` (the operator's function, which the GIN index does not
+# serve), so both paths are fixed whatever the values: a generic plan keeps them (`_generic_plan`),
+# where one planned for the unknown words had fetched a common word's every match.
 FOUND_BOUNDED = """choice AS MATERIALIZED (
     SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
     FROM terms
 ), found AS (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
-     WHERE {where} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
+     WHERE {walked} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
      WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} AND (SELECT fetched FROM choice)
@@ -541,7 +544,8 @@ class SearchReads(Connection, ScopedSearch):
             found = FOUND_PLANNED.format(alias=alias, source=source, where=where, table=table)
             reads = [q, *params, window]
         else:
-            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where, table=table)
+            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where, table=table,
+                                         walked=f"ts_match_vq({alias}.tsv, {TSQ})")
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
         phrases = parsed.phrases
@@ -563,13 +567,16 @@ class SearchReads(Connection, ScopedSearch):
             return self._query(sql, params)
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
 
-    def _generic_plan(self, table: str, q: str, filters: SearchFilters) -> bool:
-        """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): dates
-        alone filter it, and the words' counts (as its last run found them, while the rows moved
-        under 5% since) bound its matches below `fetch_bound`. A generic plan then finds them by
-        ANDing the GIN index's bitmap with the time index's range, whatever the dates and words,
-        which reads at most that many rows; the planner would choose the same for a few days,
-        and walk the key only for a wide range of many matches, which the bound leaves out."""
+    def _generic_plan(self, table: str, sql: str, q: str, filters: SearchFilters) -> bool:
+        """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): its
+        words pick how its matches are read at run time (FOUND_BOUNDED); or dates alone filter
+        it, and the words' counts (as its last run found them, while the rows moved under 5%
+        since) bound its matches below `fetch_bound`. A generic plan then finds them by ANDing
+        the GIN index's bitmap with the time index's range, whatever the dates and words, which
+        reads at most that many rows; the planner would choose the same for a few days, and walk
+        the key only for a wide range of many matches, which the bound leaves out."""
+        if "choice AS MATERIALIZED" in sql:
+            return True
         if filters.date_start is None and filters.date_end is None:
             return False
         if filters.replace(date_start=None, date_end=None) != NO_FILTERS:
@@ -623,7 +630,8 @@ class SearchReads(Connection, ScopedSearch):
         sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params):
+        generic = self._generic_plan(table, sql, str(q.text), filters)
+        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, generic):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
             elif kind == 1:
@@ -638,7 +646,7 @@ class SearchReads(Connection, ScopedSearch):
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params)
+        rows = self._query_kept(table, sql, params, self._generic_plan(table, sql, str(q.text), filters))
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -695,7 +703,8 @@ class SearchReads(Connection, ScopedSearch):
         record, nulls, records, named = RECORD_PARTS[scope]
         sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
-        rows = self._query_kept(table, sql, [*params, reach, reach], self._generic_plan(table, str(q.text), filters))
+        generic = self._generic_plan(table, sql, str(q.text), filters)
+        rows = self._query_kept(table, sql, [*params, reach, reach], generic)
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
