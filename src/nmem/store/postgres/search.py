@@ -571,10 +571,11 @@ class SearchReads(Connection, ScopedSearch):
         """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): its
         words pick how its matches are read at run time (FOUND_BOUNDED); or dates alone filter
         it, and the words' counts (as its last run found them, while the rows moved under 5%
-        since) bound its matches below `fetch_bound`. A generic plan then finds them by ANDing
-        the GIN index's bitmap with the time index's range, whatever the dates and words, which
-        reads at most that many rows; the planner would choose the same for a few days, and walk
-        the key only for a wide range of many matches, which the bound leaves out."""
+        since) bound its matches below `fetch_bound` and twice RELEVANCE_WINDOW. A generic plan
+        then finds them by ANDing the GIN index's bitmap with the time index's range, whatever
+        the dates and words, which reads at most that many rows (about what a walk of the key
+        reads for the window); the planner would choose the same for a few days, and walk the
+        key only for a wide range of many matches, which the bound leaves out."""
         if "choice AS MATERIALIZED" in sql:
             return True
         if filters.date_start is None and filters.date_end is None:
@@ -583,7 +584,8 @@ class SearchReads(Connection, ScopedSearch):
             return False
         docs = self._totals.get(table, (0, 0, 0))[0]
         bound = self._bounds.get((table, q))
-        return bound is not None and abs(docs - bound[1]) <= docs * DF_CACHE_DRIFT and bound[0] < fetch_bound(docs)
+        return (bound is not None and abs(docs - bound[1]) <= docs * DF_CACHE_DRIFT
+                and bound[0] < min(fetch_bound(docs), 2 * RELEVANCE_WINDOW))
 
     def _keep_bound(self, table: str, q: str, counts: Sequence[tuple[str, int]], docs: int) -> None:
         """The most rows the tsquery can match, from its words' counts (`conjunction`), for
