@@ -89,6 +89,10 @@ def test_sessions_prompts_gives_each_sessions_window_as_session_prompts_does(ser
         assert [p.id for p in batched[sid]] == [p.id for p in one], sid
     assert [p.content for p in batched["s-a"]] == ["s-a did 0", "s-a step 1", "s-a did 1", "s-a step 2", "s-a did 2"]
     assert batched["s-none"] == [] and store.sessions_prompts([]) == {}
+    users = store.sessions_prompts(windows, source="user")
+    for sid, _, _ in windows:
+        assert [p.id for p in users[sid]] == [p.id for p in batched[sid] if p.source == "user"], sid
+    assert [p.content for p in users["s-a"]] == ["s-a step 1", "s-a step 2"]
 
 
 def test_prompt_time_is_the_stored_prompts_timestamp(service: Service) -> None:

@@ -445,9 +445,9 @@ class Search(Base):
                 replies.setdefault(r.session_id, []).append(r)
         spoken = self.store.sessions_prompts([
             (session, max(r.timestamp for r in said) + 1, min(r.timestamp for r in said) - TURN_LOOKBACK)
-            for session, said in replies.items()])
+            for session, said in replies.items()], source="user")
         for session, said in replies.items():
-            users = [p.id for p in spoken[session] if p.source == "user"]
+            users = [p.id for p in spoken[session]]
             for r in said:
                 opened = max((u for u in users if u < r.id), default=None)
                 if opened is not None:

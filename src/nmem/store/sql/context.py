@@ -53,14 +53,20 @@ class ContextReads(SqlBase):
         )
         return [Prompt.from_row(r) for r in rows]
 
-    def sessions_prompts(self, windows: Sequence[tuple[str, int, int]]) -> dict[str, list[Prompt]]:
+    def sessions_prompts(self, windows: Sequence[tuple[str, int, int]],
+                         source: str | None = None) -> dict[str, list[Prompt]]:
         """For each (session, before, after), its prompts strictly between the two times, in
-        order: `session_prompts` of several sessions in one statement."""
+        order: `session_prompts` of several sessions in one statement; only `source`'s when given
+        (a search's turns read only the user's: the agent's long replies stay in the table)."""
         if not windows:
             return {}
         clauses = " OR ".join(["(p.session_id = ? AND p.timestamp < ? AND p.timestamp > ?)"] * len(windows))
+        params: list[Any] = [v for window in windows for v in window]
+        if source is not None:
+            clauses = f"({clauses}) AND p.source = ?"
+            params.append(source)
         rows = self._query(f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           f"WHERE {clauses} ORDER BY p.id", [v for window in windows for v in window])
+                           f"WHERE {clauses} ORDER BY p.id", params)
         out: dict[str, list[Prompt]] = {session: [] for session, _, _ in windows}
         for r in rows:
             out[r["session_id"]].append(Prompt.from_row(r))
