@@ -249,6 +249,8 @@ FROM totals t CROSS JOIN state s
 # search with generic plans allowed, 17.5 ms never prepared, 16.5-17.0 ms prepared and planned
 # each run (41 / 65 / 67-70 requests/s). Below the threshold (bench-team's small tables) planning
 # costs more than a generic plan loses: forcing custom plans there doubled PostgreSQL's CPU a request.
+# Those whose plan reads no value of its own keep their generic plan all the same (`_generic_plan`:
+# `fts_stats`, whole words without a filter, a few days of a bounded few words).
 CUSTOM_PLAN_ROWS = 10_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
