@@ -249,8 +249,8 @@ FROM totals t CROSS JOIN state s
 # search with generic plans allowed, 17.5 ms never prepared, 16.5-17.0 ms prepared and planned
 # each run (41 / 65 / 67-70 requests/s). Below the threshold (bench-team's small tables) planning
 # costs more than a generic plan loses: forcing custom plans there doubled PostgreSQL's CPU a request.
-# Those whose plan reads no value of its own keep their generic plan all the same (`_generic_plan`:
-# `fts_stats`, whole words without a filter, a few days of a bounded few words).
+# Those whose plan reads no value of its own keep their generic plan all the same (`fts_stats`;
+# `_generic_plan`: a few days of a bounded few words).
 CUSTOM_PLAN_ROWS = 10_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
@@ -328,18 +328,12 @@ FOUND_PLANNED = """found AS (
 # The fetched matches are sorted by id with their place in the table (ctid) alone, and only the
 # newest RELEVANCE_WINDOW are read again whole by that place: sorting every match with its
 # tsvector copied the vectors of all of them (`auth | login`, 23k matches at 1M rows).
-# For one word or an OR of words (`disjunction`), whose matches are at least its commonest word's,
-# the walk tests each row with `ts_match_vq` (the operator's function, which the GIN index does not
-# serve), so both paths are fixed whatever the values: a generic plan keeps them (`_generic_plan`),
-# where one planned for the unknown words had fetched a common word's every match. An AND of
-# common words may match few rows, which only a plan made for the words finds off the index (a
-# forced walk of `a & b` read the whole table at 1M: 7.7 s).
 FOUND_BOUNDED = """choice AS MATERIALIZED (
     SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
     FROM terms
 ), found AS (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
-     WHERE {walked} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
+     WHERE {where} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
      WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} AND (SELECT fetched FROM choice)
@@ -347,8 +341,6 @@ FOUND_BOUNDED = """choice AS MATERIALIZED (
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
 _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
-# a read of whole words whose walk is fixed (FOUND_BOUNDED, `disjunction`)
-_WALKED = re.compile(r"ts_match_vq\([op]\.tsv, ")
 # the distances a NEAR of two words allows, spelled out (tsquery.parse), once its words are `w`
 _SPELLED_NEAR = re.compile(r" & \((?:w <\d+> w(?: \| )?)+\)")
 
@@ -364,12 +356,6 @@ def conjunction(q: str) -> str | None:
     if ":*" in q or "<" in rest:
         return None
     return "and" if "|" not in rest and "!(" not in rest else "or"
-
-
-def disjunction(q: str) -> bool:
-    """Whether the tsquery is one whole word or an OR of whole words (no AND, NOT, phrase or
-    prefix): it matches at least as many rows as its commonest word."""
-    return ":*" not in q and not set(_LEXEME.sub("w", q)) - set("w|() ")
 
 
 def fetch_bound(docs: int) -> int:
@@ -557,8 +543,7 @@ class SearchReads(Connection, ScopedSearch):
             found = FOUND_PLANNED.format(alias=alias, source=source, where=where, table=table)
             reads = [q, *params, window]
         else:
-            walked = f"ts_match_vq({alias}.tsv, {TSQ})" if disjunction(q) else where
-            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where, table=table, walked=walked)
+            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where, table=table)
             reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
         phrases = parsed.phrases
@@ -581,17 +566,13 @@ class SearchReads(Connection, ScopedSearch):
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
 
     def _generic_plan(self, table: str, sql: str, q: str, filters: SearchFilters) -> bool:
-        """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): its
-        words pick how its matches are read at run time, one word or an OR of words
-        (FOUND_BOUNDED, `disjunction`); or dates alone filter
-        it, and the words' counts (as its last run found them, while the rows moved under 5%
+        """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): dates
+        alone filter it, and the words' counts (as its last run found them, while the rows moved under 5%
         since) bound its matches below `fetch_bound` and twice RELEVANCE_WINDOW. A generic plan
         then finds them by ANDing the GIN index's bitmap with the time index's range, whatever
         the dates and words, which reads at most that many rows (about what a walk of the key
         reads for the window); the planner would choose the same for a few days, and walk the
         key only for a wide range of many matches, which the bound leaves out."""
-        if "choice AS MATERIALIZED" in sql and _WALKED.search(sql):
-            return True
         if filters.date_start is None and filters.date_end is None:
             return False
         if filters.replace(date_start=None, date_end=None) != NO_FILTERS:
