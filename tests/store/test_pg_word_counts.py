@@ -205,8 +205,8 @@ def test_a_read_filtered_by_dates_alone_keeps_a_generic_plan_once_its_words_boun
         prepared = [(str(r[0]), int(r[1]), int(r[2])) for r in store._query(  # type: ignore[attr-defined]
             "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements "
             "WHERE statement LIKE '%word_counts%'")]
-    dated_words = [p for p in prepared if "o.timestamp >= $" in p[0] and "x AS MATERIALIZED" not in p[0]]
-    dated_phrase = [p for p in prepared if "o.timestamp >= $" in p[0] and "x AS MATERIALIZED" in p[0]]
+    dated_words = [p for p in prepared if "o.timestamp >= $" in p[0] and " AS nq" not in p[0]]
+    dated_phrase = [p for p in prepared if "o.timestamp >= $" in p[0] and " AS nq" in p[0]]
     undated = [p for p in prepared if "o.timestamp >= $" not in p[0] and "choice AS MATERIALIZED" in p[0]]
     assert dated_words and all(generic > 0 and custom == 0 for _, generic, custom in dated_words), dated_words
     assert dated_phrase and all(generic == 0 for _, generic, _ in dated_phrase), dated_phrase

@@ -565,10 +565,10 @@ class SearchReads(Connection, ScopedSearch):
             return self._query(sql, params)
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
 
-    def _generic_plan(self, table: str, sql: str, q: str, filters: SearchFilters) -> bool:
+    def _generic_plan(self, table: str, q: str, filters: SearchFilters) -> bool:
         """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): dates
-        alone filter it, and the words' counts (as its last run found them, while the rows moved under 5%
-        since) bound its matches below `fetch_bound` and twice RELEVANCE_WINDOW. A generic plan
+        alone filter it, and the words' counts (as its last run found them, while the rows moved
+        under 5% since) bound its matches below `fetch_bound` and twice RELEVANCE_WINDOW. A generic plan
         then finds them by ANDing the GIN index's bitmap with the time index's range, whatever
         the dates and words, which reads at most that many rows (about what a walk of the key
         reads for the window); the planner would choose the same for a few days, and walk the
@@ -627,7 +627,7 @@ class SearchReads(Connection, ScopedSearch):
         sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        generic = self._generic_plan(table, sql, str(q.text), filters)
+        generic = self._generic_plan(table, str(q.text), filters)
         for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, generic):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
@@ -643,7 +643,7 @@ class SearchReads(Connection, ScopedSearch):
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params, self._generic_plan(table, sql, str(q.text), filters))
+        rows = self._query_kept(table, sql, params, self._generic_plan(table, str(q.text), filters))
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -700,7 +700,7 @@ class SearchReads(Connection, ScopedSearch):
         record, nulls, records, named = RECORD_PARTS[scope]
         sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
-        generic = self._generic_plan(table, sql, str(q.text), filters)
+        generic = self._generic_plan(table, str(q.text), filters)
         rows = self._query_kept(table, sql, [*params, reach, reach], generic)
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
