@@ -26,10 +26,12 @@ order, on both: the redesign's equivalence (identical top 10s for at least 95% o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -56,19 +58,34 @@ def open_service(home: Path, url: str, now: int) -> Service:
 
 
 class Statements:
-    """Statements sent to PostgreSQL, counted at psycopg's cursor (each one round trip)."""
+    """Statements sent to PostgreSQL, counted at psycopg's cursor (each one round trip); those
+    sent together in a pipeline count as one."""
 
     count = 0
+    piped = threading.local()   # this thread's open pipelines
 
     def __init__(self) -> None:
         for method in ("execute", "executemany"):
             original = getattr(psycopg.Cursor, method)
 
             def counted(cursor: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-                Statements.count += 1
+                Statements.count += 0 if getattr(Statements.piped, "n", 0) else 1
                 return _original(cursor, *args, **kwargs)
 
             setattr(psycopg.Cursor, method, counted)
+        pipeline = psycopg.Connection.pipeline
+
+        @contextlib.contextmanager
+        def piped(conn: Any) -> Any:
+            Statements.count += 1
+            Statements.piped.n = getattr(Statements.piped, "n", 0) + 1
+            try:
+                with pipeline(conn) as p:
+                    yield p
+            finally:
+                Statements.piped.n -= 1
+
+        psycopg.Connection.pipeline = piped  # type: ignore[assignment,method-assign]
 
 
 def backend_cpu_ns(pg_url: str, app: str) -> dict[int, int] | None:

@@ -149,7 +149,9 @@ def test_on_a_large_table_the_statements_that_read_kept_counts_are_planned_for_t
     # one generic plan for it: past CUSTOM_PLAN_ROWS the statements that read the kept counts are
     # still prepared (parsed once) but planned for their values at every run (a server's
     # connections each kept generic plans that doubled a search's cost at 100k rows,
-    # docs/postgres.md); on a small table PostgreSQL chooses.
+    # docs/postgres.md); on a small table PostgreSQL chooses. `fts_stats` (its words come as
+    # arrays, no value its plan could follow) keeps its generic plan, the connection set back to
+    # planning every run after it.
     from nmem.store.postgres import search
 
     monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4 if large else 10**9)
@@ -167,4 +169,88 @@ def test_on_a_large_table_the_statements_that_read_kept_counts_are_planned_for_t
         assert [p for p in kept if marker in p[0]], f"{marker}: prepared on every table"
     assert mode == ("force_custom_plan" if large else "auto")
     if large:
-        assert all(generic == 0 and custom >= 6 for _, generic, custom in kept), kept
+        generic = [p for p in kept if "unnest($1::text[], $2::text[])" in p[0]]
+        assert len(generic) == 1 and all(g >= 6 and c == 0 for _, g, c in generic), generic
+        assert all(g == 0 and c >= 6 for p in kept if p not in generic for _, g, c in [p]), kept
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_read_filtered_by_dates_alone_keeps_a_generic_plan_once_its_words_bound_its_matches(
+        store: Store, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past CUSTOM_PLAN_ROWS a ranking read is planned for its values at every run, except one that
+    # dates alone filter and whose words' counts (from its last run) bound its matches below
+    # fetch_bound: its plan ANDs the GIN index with the time index whatever the values, so it keeps
+    # a generic plan (planning is most of such a search's cost). Same rows either way; a phrase
+    # (its words bound nothing) and a read without a filter stay planned at every run.
+    from nmem.store.postgres import search
+
+    monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
+    ids = _add(store, 16)
+    dated = SearchFilters(date_start=T0 + 3, date_end=T0 + 12)
+    questions = ("login OR cache", "token AND refresh", '"login page"')
+
+    def read(match: str, filters: SearchFilters = dated) -> tuple[list[int], Any, list[int]]:
+        found = store.rank_candidates("observations", [], lambda df: [match], filters, 10, 1, 1)
+        return found.ids, found.windows, sorted(found.texts)
+
+    planned = {match: read(match) for match in questions}   # no bound known yet: planned for its values
+    truth = {i for n, i in enumerate(ids) if 3 <= n <= 12 and ("login" in TEXTS[n % 4] or "cache" in TEXTS[n % 4])}
+    assert set(planned["login OR cache"][0]) == truth
+    assert set(planned["token AND refresh"][0]) == {i for n, i in enumerate(ids) if 3 <= n <= 12 and n % 4 in (0, 2)}
+    with store.read_snapshot():  # type: ignore[attr-defined]   # one connection: every run on it
+        for _ in range(8):
+            for match in questions:
+                assert read(match) == planned[match], match
+            assert read("login OR cache", SearchFilters())[0]
+        prepared = [(str(r[0]), int(r[1]), int(r[2])) for r in store._query(  # type: ignore[attr-defined]
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%word_counts%'")]
+    dated_words = [p for p in prepared if "o.timestamp >= $" in p[0] and " AS nq" not in p[0]]
+    dated_phrase = [p for p in prepared if "o.timestamp >= $" in p[0] and " AS nq" in p[0]]
+    undated = [p for p in prepared if "o.timestamp >= $" not in p[0] and "choice AS MATERIALIZED" in p[0]]
+    assert dated_words and all(generic > 0 and custom == 0 for _, generic, custom in dated_words), dated_words
+    assert dated_phrase and all(generic == 0 for _, generic, _ in dated_phrase), dated_phrase
+    assert undated and all(generic == 0 for _, generic, _ in undated), undated
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_read_of_whole_words_finds_the_same_rows_walking_the_key_or_fetching_its_matches(
+        store: Store, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # FOUND_BOUNDED's two paths, each run often enough on one connection to be prepared: the walk
+    # (taken past fetch_bound) and the fetch off the GIN index give the same rows in the same order.
+    from nmem.store.postgres import search
+
+    monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
+    ids = _add(store, 16)
+    matching = {"login OR cache": set(ids), "token AND refresh": {i for n, i in enumerate(ids) if n % 4 in (0, 2)}}
+    found: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for bound in (0, 10**9):   # 0: every read walks the key; 10**9: every read fetches its matches
+        monkeypatch.setattr(search, "fetch_bound", lambda docs, bound=bound: bound)
+        with store.read_snapshot():  # type: ignore[attr-defined]
+            for _ in range(7):
+                for match in matching:
+                    found[match, bound] = [(r.id, s) for r, s in _search(store, match)]
+    for match, rows in matching.items():
+        hits = {i for i, _ in found[match, 0]}
+        assert hits <= rows and len(hits) == min(10, len(rows)), match   # a page of 10
+        assert found[match, 0] == found[match, 10**9], match
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_read_filtered_by_dates_whose_words_bound_too_many_matches_is_planned_at_every_run(
+        store: Store, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wide range of many matches is read best by walking the key, which only a plan made for the
+    # dates and words picks: past the bound the read is planned at every run.
+    from nmem.store.postgres import search
+
+    monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
+    monkeypatch.setattr(search, "fetch_bound", lambda docs: 1)
+    _add(store, 16)
+    dated = SearchFilters(date_start=T0 + 3, date_end=T0 + 12)
+    with store.read_snapshot():  # type: ignore[attr-defined]
+        for _ in range(8):
+            assert store.rank_candidates("observations", [], lambda df: ["login OR cache"], dated, 10, 1, 1).ids
+        prepared = [(int(r[0]), int(r[1])) for r in store._query(  # type: ignore[attr-defined]
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%word_counts%' AND statement LIKE '%o.timestamp >= $%'")]
+    assert prepared and all(generic == 0 and custom > 0 for generic, custom in prepared), prepared

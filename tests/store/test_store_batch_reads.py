@@ -89,6 +89,10 @@ def test_sessions_prompts_gives_each_sessions_window_as_session_prompts_does(ser
         assert [p.id for p in batched[sid]] == [p.id for p in one], sid
     assert [p.content for p in batched["s-a"]] == ["s-a did 0", "s-a step 1", "s-a did 1", "s-a step 2", "s-a did 2"]
     assert batched["s-none"] == [] and store.sessions_prompts([]) == {}
+    users = store.sessions_prompts(windows, source="user")
+    for sid, _, _ in windows:
+        assert [p.id for p in users[sid]] == [p.id for p in batched[sid] if p.source == "user"], sid
+    assert [p.content for p in users["s-a"]] == ["s-a step 1", "s-a step 2"]
 
 
 def test_prompt_time_is_the_stored_prompts_timestamp(service: Service) -> None:
@@ -102,3 +106,18 @@ def test_prompt_time_is_the_stored_prompts_timestamp(service: Service) -> None:
         assert store.prompt_time(asked) == sql_rows(store, "SELECT timestamp FROM prompts WHERE id = ?", asked)[0][0]
     unknown = sql_rows(store, "SELECT max(id) FROM prompts")[0][0] + 1
     assert store.prompt_time(unknown) is None
+
+
+def test_session_origins_are_each_sessions_agent_and_root_in_one_read(service: Service) -> None:
+    store = service.store
+    seed(service, ["s-a", "s-b"])
+    store.ensure_session("s-r", "shop", T0, root="/code/shop", agent="codex")
+    store.ensure_session("s-n", "shop", T0, agent=None)
+    ids = ["s-a", "s-b", "s-r", "s-n", "s-none", "s-r"]
+    origins = store.session_origins(ids)
+    sessions, roots = store.get_sessions(ids), store.session_roots(ids)
+    assert set(origins) == set(sessions) == {"s-a", "s-b", "s-r", "s-n"}, "an unknown id is left out"
+    for sid, (agent, root) in origins.items():
+        assert agent == sessions[sid].agent and root == roots.get(sid), sid
+    assert origins["s-r"] == ("codex", "/code/shop") and origins["s-n"] == (None, None)
+    assert store.session_origins([]) == {}

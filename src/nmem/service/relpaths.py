@@ -11,7 +11,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from nmem.models import Observation
@@ -65,9 +65,11 @@ class Roots:
 
     __slots__ = ("_by_project", "_by_session", "_store")
 
-    def __init__(self, store: Store, session_ids: Iterable[str] = ()) -> None:
+    def __init__(self, store: Store, session_ids: Iterable[str] = (), known: Mapping[str, str] | None = None) -> None:
+        """`known`: the sessions' roots when the caller read them already (`session_origins`)."""
         self._store = store
-        self._by_session: dict[str, str] = store.session_roots(list(dict.fromkeys(session_ids)))
+        self._by_session: dict[str, str] = (dict(known) if known is not None
+                                            else store.session_roots(list(dict.fromkeys(session_ids))))
         self._by_project: dict[str, str | None] = {}
 
     def of(self, session_id: str | None, project: str | None = None) -> str | None:

@@ -132,19 +132,22 @@ class Search(Base):
             result = self._project_first(prefer_project, scope, query, filters, order_by, limit, offset, strict, raw)
         else:
             result = self._search(scope, query, filters, order_by, limit, offset, strict=strict, raw=raw)
-        self._name_agents(result.hits)
-        trail = [h.record.session_id for h in result.hits if isinstance(h.record, (Observation, Prompt))]
-        if trail:
-            result.roots = Roots(self.store, trail)
+        roots = self._name_agents(result.hits)
+        if any(isinstance(h.record, (Observation, Prompt)) for h in result.hits):
+            result.roots = Roots(self.store, known=roots)
         return result
 
-    def _name_agents(self, hits: list[SearchHit]) -> None:
-        """Each trail hit's `agent`: the coding agent of its session (None when unrecorded)."""
+    def _name_agents(self, hits: list[SearchHit]) -> dict[str, str]:
+        """Each trail hit's `agent`: the coding agent of its session (None when unrecorded);
+        returns those sessions' project roots, read with their agents."""
         wanted = [sid for h in hits if h.kind != "session" and (sid := getattr(h.record, "session_id", None))]
-        sessions = self.store.get_sessions(wanted)
+        origins = self.store.session_origins(wanted) if wanted else {}
         for hit in hits:
-            session = hit.record if hit.kind == "session" else sessions.get(getattr(hit.record, "session_id", ""))
-            hit.agent = getattr(session, "agent", None)
+            if hit.kind == "session":
+                hit.agent = getattr(hit.record, "agent", None)
+            else:
+                hit.agent = origins.get(getattr(hit.record, "session_id", None) or "", (None, None))[0]
+        return {sid: root for sid, (_, root) in origins.items() if root is not None}
 
     def _project_first(self, project: str, scope: str, query: str | None, filters: SearchFilters, order: str,
                        limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:
@@ -442,9 +445,9 @@ class Search(Base):
                 replies.setdefault(r.session_id, []).append(r)
         spoken = self.store.sessions_prompts([
             (session, max(r.timestamp for r in said) + 1, min(r.timestamp for r in said) - TURN_LOOKBACK)
-            for session, said in replies.items()])
+            for session, said in replies.items()], source="user")
         for session, said in replies.items():
-            users = [p.id for p in spoken[session] if p.source == "user"]
+            users = [p.id for p in spoken[session]]
             for r in said:
                 opened = max((u for u in users if u < r.id), default=None)
                 if opened is not None:

@@ -114,8 +114,8 @@ PASSES_THROUGH = frozenset({
     "list_sessions", "neighbours", "observation_ids", "observations_since", "project_root", "prompt_time",
     "prompts_since", "recent_duplicate", "recent_intents", "recent_observations", "recent_scored",
     "recorded_paths", "search_observations", "search_prompts", "search_sessions", "session_file_touches",
-    "session_last_activity", "session_observations", "session_outline", "session_prompts", "session_roots",
-    "session_tail", "session_tails", "session_windows", "sessions_by_prefix", "sessions_prompts",
+    "session_last_activity", "session_observations", "session_origins", "session_outline", "session_prompts",
+    "session_roots", "session_tail", "session_tails", "session_windows", "sessions_by_prefix", "sessions_prompts",
     "summarised_sessions", "expired_counts",
     # ranking reads of the trail scopes and their statistics (observations and prompts: the team's, shared;
     # memories are ranked by `search_memories_seen_by`, whose statistics leave out what the viewer may not see)

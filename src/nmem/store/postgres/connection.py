@@ -181,24 +181,49 @@ def _configure(conn: psycopg.Connection[Row]) -> None:
 
 
 def _execute(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None, fetch: bool,
-             custom_plans: bool) -> tuple[list[Row], int]:
-    if custom_plans and conn not in _PLANS_EACH_RUN:
+             plans: str | None) -> tuple[list[Row], int]:
+    if plans == GENERIC_PLANS:
+        return _execute_generic(conn, sql, params, fetch)
+    if plans == CUSTOM_PLANS and conn not in _PLANS_EACH_RUN:
         _plan_each_run(conn)
     cur = conn.execute(sql, params)
     return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
 
 
-# Connections that plan every run of a prepared statement for its values. psycopg prepares a
-# statement after five runs on a connection, and PostgreSQL may then keep one generic plan for it:
-# for the ranking statements on a large table those lost, on a server's many connections, about
-# half of what a search costs (docs/postgres.md). Preparing still saves parsing them each time.
-# Set once on a connection the first time it runs such a statement, and kept for its life: its
-# other statements are small, and planning them costs little.
-_PLANS_EACH_RUN: weakref.WeakSet[psycopg.Connection[Row]] = weakref.WeakSet()
+def _execute_generic(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None,
+                     fetch: bool) -> tuple[list[Row], int]:
+    """One statement run with the generic plan of its prepared form, its connection set back to
+    CUSTOM_PLANS after it: the three are sent together (a pipeline), one round trip."""
+    try:
+        with conn.pipeline():
+            conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}", prepare=False)
+            cur = conn.execute(sql, params)
+            conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}", prepare=False)
+    except BaseException:
+        _PLANS_EACH_RUN.discard(conn)   # the last SET may not have run: set again next time
+        raise
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        _PLANS_EACH_RUN.add(conn)
+    return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+
+
+# How a connection plans the runs of its prepared statements (`plan_cache_mode`). psycopg prepares
+# a statement after five runs on a connection, and PostgreSQL may then keep one generic plan for
+# it: for the ranking statements on a large table those lost, on a server's many connections,
+# about half of what a search costs (docs/postgres.md), so those run on a connection that plans
+# every run for its values (CUSTOM_PLANS: set the first time it runs one, and kept for its life;
+# its other statements are small, and planning them costs little). Preparing still saves parsing
+# them each time. A ranking read whose plan does not depend on its values (GENERIC_PLANS,
+# nmem.store.postgres.search `_generic_plan`) runs its generic plan, the connection set to it for
+# that statement alone (`_execute_generic`): planning a ranking statement costs about a
+# millisecond, most of a search filtered to the last days.
+CUSTOM_PLANS = "force_custom_plan"
+GENERIC_PLANS = "force_generic_plan"
+_PLANS_EACH_RUN: weakref.WeakSet[psycopg.Connection[Row]] = weakref.WeakSet()   # set to CUSTOM_PLANS
 
 
 def _plan_each_run(conn: psycopg.Connection[Row]) -> None:
-    conn.execute("SET plan_cache_mode = force_custom_plan")
+    conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
     if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         _PLANS_EACH_RUN.add(conn)   # inside a transaction, a rollback would undo it: set again next time
 
@@ -222,6 +247,7 @@ class Connection(SqlBase):
         self._held = _Held()
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (table, term) -> (rows, docs then)
         self._totals: dict[str, tuple[int, int, int]] = {}   # table -> (rows, tokens, newest id then)
+        self._bounds: dict[tuple[str, str], tuple[int, int]] = {}   # (table, tsquery) -> (most matches, docs then)
         self._weighted: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}   # memories, sessions
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
@@ -516,19 +542,19 @@ class Connection(SqlBase):
     # -- helpers ---------------------------------------------------------------------------
 
     def _run(self, sql: str, params: Sequence[Any] | None, fetch: bool,
-             custom_plans: bool = False) -> tuple[list[Row], int]:
+             plans: str | None = None) -> tuple[list[Row], int]:
         """Run one statement written with `?` marks (translated by `pg_sql`); `params` None
-        sends the text as it is (VACUUM, which takes no marks). `custom_plans`: the connection
-        plans each run of its prepared statements for that run's values (`_plan_each_run`)."""
+        sends the text as it is (VACUUM, which takes no marks). `plans`: how the connection
+        plans the runs of its prepared statements (CUSTOM_PLANS, GENERIC_PLANS; None: as it does)."""
         if params is not None:
             sql = pg_sql(sql)
         conn = self._reading()
         try:
             if conn is not None:
-                return _execute(conn, sql, params, fetch, custom_plans)
+                return _execute(conn, sql, params, fetch, plans)
             try:
                 with self._pool.connection() as conn:
-                    return _execute(conn, sql, params, fetch, custom_plans)
+                    return _execute(conn, sql, params, fetch, plans)
             except psycopg.Error as exc:
                 if not _connection_lost(exc):
                     raise
@@ -536,7 +562,7 @@ class Connection(SqlBase):
             # A statement of its own (a read: writes run in transactions) on a connection the
             # server dropped while it sat in the pool: the pool discarded it, so once more.
             with self._pool.connection() as conn:
-                return _execute(conn, sql, params, fetch, custom_plans)
+                return _execute(conn, sql, params, fetch, plans)
         except PoolTimeout as exc:
             raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
         except pg_errors.SyntaxError as exc:
@@ -580,8 +606,8 @@ class Connection(SqlBase):
         with self.transaction():
             return self._run(sql, params, fetch=True)[0]
 
-    def _query(self, sql: str, params: Sequence[Any] = (), *, custom_plans: bool = False) -> list[Row]:
-        return self._run(sql, params, fetch=True, custom_plans=custom_plans)[0]
+    def _query(self, sql: str, params: Sequence[Any] = (), *, plans: str | None = None) -> list[Row]:
+        return self._run(sql, params, fetch=True, plans=plans)[0]
 
     def _stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[Row]:
         yield from self._query(sql, params)

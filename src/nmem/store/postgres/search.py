@@ -26,7 +26,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt
-from nmem.store.postgres.connection import SETTLED, Connection
+from nmem.store.postgres.connection import CUSTOM_PLANS, GENERIC_PLANS, SETTLED, Connection
 from nmem.store.postgres.tsquery import Parsed, Phrase, parse
 from nmem.store.records import Candidates, FtsStats, SearchFilters
 from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 RANKED_TABLES = {"prompts": ("prompts", "id"), "observations": ("observations", "timestamp")}
 
 RELEVANCE_WINDOW = 2000
+NO_FILTERS = SearchFilters()
 DF_CACHE_DRIFT = 0.05
 DF_CACHE_SIZE = 20_000
 
@@ -241,13 +242,15 @@ FROM totals t CROSS JOIN state s
 
 # Past this many rows in its table, the statements that read the kept counts are planned for
 # their own values at every run: still prepared by psycopg after five runs (parsed once), on a
-# connection set to `plan_cache_mode = force_custom_plan` (connection.py, `_plan_each_run`).
+# connection set to `plan_cache_mode = force_custom_plan` (connection.py, `CUSTOM_PLANS`).
 # Left to choose, PostgreSQL keeps one generic plan per prepared statement, which for these
 # statements walks the wrong index for many questions. Measured on `bench/http_server.py --pg`
 # (16 clients, 100k rows, every search of everything; docs/postgres.md): PostgreSQL CPU 36.4 ms a
 # search with generic plans allowed, 17.5 ms never prepared, 16.5-17.0 ms prepared and planned
 # each run (41 / 65 / 67-70 requests/s). Below the threshold (bench-team's small tables) planning
 # costs more than a generic plan loses: forcing custom plans there doubled PostgreSQL's CPU a request.
+# Those whose plan reads no value of its own keep their generic plan all the same (`fts_stats`;
+# `_generic_plan`: a few days of a bounded few words).
 CUSTOM_PLAN_ROWS = 10_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
@@ -554,11 +557,41 @@ class SearchReads(Connection, ScopedSearch):
                  [p.group for p in phrases]]
         return sql, [*texts, *reads, want]
 
-    def _query_kept(self, table: str, sql: str, params: Sequence[Any]) -> list[Any]:
+    def _query_kept(self, table: str, sql: str, params: Sequence[Any], generic: bool = False) -> list[Any]:
         """A statement that reads the kept counts (KEPT_COUNTS): on a large table
-        (CUSTOM_PLAN_ROWS), planned for its own values at every run."""
-        large = self._totals.get(table, (0, 0, 0))[0] > CUSTOM_PLAN_ROWS
-        return self._query(sql, params, custom_plans=large)
+        (CUSTOM_PLAN_ROWS), planned for its own values at every run, unless `generic`
+        (`_generic_plan`: its plan does not depend on them)."""
+        if self._totals.get(table, (0, 0, 0))[0] <= CUSTOM_PLAN_ROWS:
+            return self._query(sql, params)
+        return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
+
+    def _generic_plan(self, table: str, q: str, filters: SearchFilters) -> bool:
+        """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): dates
+        alone filter it, and the words' counts (as its last run found them, while the rows moved
+        under 5% since) bound its matches below `fetch_bound` and twice RELEVANCE_WINDOW. A generic plan
+        then finds them by ANDing the GIN index's bitmap with the time index's range, whatever
+        the dates and words, which reads at most that many rows (about what a walk of the key
+        reads for the window); the planner would choose the same for a few days, and walk the
+        key only for a wide range of many matches, which the bound leaves out."""
+        if filters.date_start is None and filters.date_end is None:
+            return False
+        if filters.replace(date_start=None, date_end=None) != NO_FILTERS:
+            return False
+        docs = self._totals.get(table, (0, 0, 0))[0]
+        bound = self._bounds.get((table, q))
+        return (bound is not None and abs(docs - bound[1]) <= docs * DF_CACHE_DRIFT
+                and bound[0] < min(fetch_bound(docs), 2 * RELEVANCE_WINDOW))
+
+    def _keep_bound(self, table: str, q: str, counts: Sequence[tuple[str, int]], docs: int) -> None:
+        """The most rows the tsquery can match, from its words' counts (`conjunction`), for
+        `_generic_plan`."""
+        joined = conjunction(q)
+        if joined is None or not counts:
+            return
+        if len(self._bounds) > DF_CACHE_SIZE:
+            self._bounds.clear()
+        dfs = [df for _, df in counts]
+        self._bounds[(table, q)] = (min(dfs) if joined == "and" else sum(dfs), docs)
 
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
                  counts: Sequence[tuple[str, int]]) -> None:
@@ -594,7 +627,8 @@ class SearchReads(Connection, ScopedSearch):
         sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params):
+        generic = self._generic_plan(table, str(q.text), filters)
+        for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, generic):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
             elif kind == 1:
@@ -609,7 +643,7 @@ class SearchReads(Connection, ScopedSearch):
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params)
+        rows = self._query_kept(table, sql, params, self._generic_plan(table, str(q.text), filters))
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -666,7 +700,8 @@ class SearchReads(Connection, ScopedSearch):
         record, nulls, records, named = RECORD_PARTS[scope]
         sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
-        rows = self._query_kept(table, sql, [*params, reach, reach])
+        generic = self._generic_plan(table, str(q.text), filters)
+        rows = self._query_kept(table, sql, [*params, reach, reach], generic)
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
@@ -690,6 +725,7 @@ class SearchReads(Connection, ScopedSearch):
                 whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
                                          "id": int(rid), "timestamp": int(at), "content": content})
         self._counted(table, totals, state, counts)
+        self._keep_bound(table, str(q.text), counts, totals[0])
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
 
@@ -851,8 +887,9 @@ class SearchReads(Connection, ScopedSearch):
         asked = [(term, expr) for term, expr in self._stems(terms) if expr]
         counts = KEPT_COUNTS.format(table=table, query="to_tsquery('simple', w.query)", lag=WRITE_BACK_LAG,
                                     settled=SETTLED)
+        # its plan reads no value of its own (the words come as arrays): a generic plan is the same
         row = self._query_kept(table, FTS_STATS_SQL.format(counts=counts, state=KEPT_STATE),
-                               [[term for term, _ in asked], [expr for _, expr in asked]])[0]
+                               [[term for term, _ in asked], [expr for _, expr in asked]], generic=True)[0]
         totals = (int(row["docs"]), int(row["tokens"]), int(row["newest"]))
         counted = [(str(term), int(df)) for term, df in zip(row["terms"] or (), row["dfs"] or (), strict=True)]
         kept = {term: self._cached_df(table, term, totals[0]) for term, _ in counted}

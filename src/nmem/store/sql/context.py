@@ -53,14 +53,20 @@ class ContextReads(SqlBase):
         )
         return [Prompt.from_row(r) for r in rows]
 
-    def sessions_prompts(self, windows: Sequence[tuple[str, int, int]]) -> dict[str, list[Prompt]]:
+    def sessions_prompts(self, windows: Sequence[tuple[str, int, int]],
+                         source: str | None = None) -> dict[str, list[Prompt]]:
         """For each (session, before, after), its prompts strictly between the two times, in
-        order: `session_prompts` of several sessions in one statement."""
+        order: `session_prompts` of several sessions in one statement; only `source`'s when given
+        (a search's turns read only the user's: the agent's long replies stay in the table)."""
         if not windows:
             return {}
         clauses = " OR ".join(["(p.session_id = ? AND p.timestamp < ? AND p.timestamp > ?)"] * len(windows))
+        params: list[Any] = [v for window in windows for v in window]
+        if source is not None:
+            clauses = f"({clauses}) AND p.source = ?"
+            params.append(source)
         rows = self._query(f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           f"WHERE {clauses} ORDER BY p.id", [v for window in windows for v in window])
+                           f"WHERE {clauses} ORDER BY p.id", params)
         out: dict[str, list[Prompt]] = {session: [] for session, _, _ in windows}
         for r in rows:
             out[r["session_id"]].append(Prompt.from_row(r))
@@ -245,6 +251,15 @@ class ContextReads(SqlBase):
         rows = self._query(f"SELECT id, root FROM sessions WHERE id IN ({marks(len(ids))}) "
                            "AND root IS NOT NULL", ids)
         return {str(r[0]): str(r[1]) for r in rows}
+
+    def session_origins(self, session_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Each session's coding agent and project root (None where unrecorded), in one read: what
+        a listing of trail rows names beside them (an unknown id is left out)."""
+        if not session_ids:
+            return {}
+        ids = list(dict.fromkeys(session_ids))
+        rows = self._query(f"SELECT id, agent, root FROM sessions WHERE id IN ({marks(len(ids))})", ids)
+        return {str(r[0]): (r[1], r[2]) for r in rows}
 
     def project_root(self, project: str) -> str | None:
         """The root of the project's newest session that recorded one."""

@@ -24,7 +24,8 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {   # module: (mixin class, i
     "nmem.store.sql.context": ("ContextReads", (
         "active_sessions", "curated_memories", "file_touches", "last_prompt", "last_prompts", "latest_checkpoint",
         "project_root", "recent_intents", "recent_observations", "recent_scored", "session_observations",
-        "session_prompts", "session_roots", "session_tail", "session_tails", "sessions_prompts", "status")),
+        "session_origins", "session_prompts", "session_roots", "session_tail", "session_tails", "sessions_prompts",
+        "status")),
     "nmem.store.sql.sync": ("SyncRows", (
         "sync_apply", "sync_device", "sync_files", "sync_log_unlogged", "sync_outbox", "sync_pending",
         "sync_pushed", "sync_reset")),
