@@ -345,8 +345,13 @@ def postgres_restart(work: Path, quick: bool) -> Iterator[Row]:
     finally:
         admin.execute(f"DROP SCHEMA {schema} CASCADE")
         admin.close()
+    note = ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))
+    if unclear:   # what the server said of its first failure, for whoever reads the table
+        log = (work / "pg-home").with_suffix(".serve.log")
+        said = [line for line in log.read_text(errors="replace").splitlines() if " ERROR " in line]
+        note += f"; server: {said[0][:300]}" if said else ""
     yield Row("input", f"PostgreSQL backends ended under {requests} writes (pg_terminate_backend)", requests,
-              lost=lost, errors=unclear, note=", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())))
+              lost=lost, errors=unclear, note=note)
 
 
 def scenarios(work: Path, quick: bool) -> Iterator[Row]:
