@@ -5,8 +5,6 @@ she has, or how long they are. With nobody signed in, nothing changes."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from nmem.store import NewMemory, open_store
 from nmem.store.protocol import Store
 from nmem.store.records import SearchFilters
 from nmem.team.access import Viewer, ViewerStore
-from store_engines import both_engines, pg_unavailable, schema_url
+from store_engines import both_engines
 
 __all__ = ["both_engines"]  # every test here runs on SQLite and PostgreSQL, but the one comparing them
 
@@ -136,23 +134,12 @@ def test_a_page_of_bobs_results_is_cut_after_the_hidden_are_left_out(store: Stor
 
 
 @pytest.fixture
-def pg_store() -> Iterator[Store]:
-    reason = pg_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    import psycopg
-
-    base = os.environ["NMEM_TEST_PG"]
-    schema = f"nmem_t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    opened = open_store(schema_url(base, schema))
+def pg_store(pg_url: str) -> Iterator[Store]:
+    opened = open_store(pg_url)
     try:
         yield opened
     finally:
         opened.close()
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 # The queries both engines weigh alike (PostgreSQL counts a phrase's or a prefix's words one by one,

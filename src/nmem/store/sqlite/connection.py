@@ -139,6 +139,8 @@ class Connection(SqlBase):
         # other writer can add one then): a bulk import or a batch of events looks it up once.
         self._latest_prompts: dict[str, int | None] = {}
         self._df_cache: dict[tuple[str, str], tuple[int, int]] = {}   # (fts, term) -> (rows, docs then)
+        # viewer -> ((FTS5 averages record, hidden ids and times), (hidden rows, their tokens)): search.py
+        self._hidden_sizes: dict[str, tuple[tuple[bytes, tuple[str, str]], tuple[int, int]]] = {}
         if readonly and not os.path.exists(self.path):
             raise StorageError(f"database does not exist: {self.path}")
         state = self._identify()  # refuses another application's file (or a wrong key) before any write

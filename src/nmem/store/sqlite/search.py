@@ -329,7 +329,7 @@ class SearchReads(Connection, ScopedSearch):
         block = self._query("SELECT block FROM memories_fts_data WHERE id = 1")
         data = bytes(block[0][0]) if block and block[0][0] else b""
         docs, tokens = _averages(data)
-        kept: dict[str, tuple[Any, tuple[int, int]]] = vars(self).setdefault("_hidden_sizes", {})
+        kept = self._hidden_sizes
         key = (data, hidden)
         hit = kept.get(viewer)
         if hit is not None and hit[0] == key:
