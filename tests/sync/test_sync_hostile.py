@@ -233,6 +233,14 @@ def test_two_edits_within_one_second_order_by_time(make: Callable[..., Replica])
     assert len(walls) == 2 and walls[1] - walls[0] >= 200  # not the same second, told apart by device id
 
 
+def test_a_write_clocked_after_its_second_stays_last_in_that_second() -> None:
+    """Under load the clock can pass the write's second between stamping and clocking: the write
+    then takes that second's last millisecond, so it still orders after an earlier write of it."""
+    second = int(time.time()) - 1
+    assert oplog.now_ms(second) == second * 1000 + 999
+    assert oplog.now_ms(second + 60) == (second + 60) * 1000   # a stamp ahead of the clock: its start
+
+
 def test_an_encrypted_store_pushes_only_ciphertext(tmp_path: Path, remote: Path, engine: str) -> None:
     if engine != "sqlite":
         pytest.skip("encryption at rest is SQLCipher's: SQLite only")

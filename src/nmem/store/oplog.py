@@ -64,10 +64,13 @@ def witness(wall: int, counter: int, other: str, limit_ms: int | None = None) ->
 
 
 def now_ms(timestamp: int) -> int:
-    """The write's time in milliseconds: the wall clock's when it is still in the write's second
-    (two edits 270 ms apart order by time, not by device id), else the second itself."""
-    now = time.time_ns() // 1_000_000
-    return now if now // 1000 == timestamp else timestamp * 1000
+    """The write's time in milliseconds, inside the write's second (`timestamp`): the wall clock's
+    while it is still in that second (two edits 270 ms apart order by time, not by device id), the
+    second's last millisecond once the clock has passed it (a write stamped late in a second and
+    clocked just after it still orders after an earlier write of that second), and the second's
+    first millisecond for a stamp ahead of the clock."""
+    now, start = time.time_ns() // 1_000_000, timestamp * 1000
+    return start if now < start else min(now, start + 999)
 
 
 def after_prev(wall: int, counter: int, prev: str | None) -> tuple[int, int]:
