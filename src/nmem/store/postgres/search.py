@@ -336,7 +336,9 @@ FOUND_PLANNED = """found AS (
 # it did for `error | ledgererror`), `lo` being unknown when it plans; `id + 0` from walking the
 # key to sort. `far` tests rows with ts_match_vq, which the GIN index does not serve: it walks.
 # Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below.
-FOUND_RANGED = """guess AS MATERIALIZED (
+FOUND_RANGED = """matching AS MATERIALIZED (
+    SELECT to_tsquery('nmem', ?) AS q
+), guess AS MATERIALIZED (
     SELECT t.docs, t.newest, GREATEST(t.newest, t.docs) AS ids,
            CASE WHEN bool_or(g.required)
                 THEN t.docs * exp(sum(ln(LEAST(GREATEST(g.df, 1)::float8 / GREATEST(t.docs, 1), 1.0)))
@@ -353,23 +355,25 @@ FOUND_RANGED = """guess AS MATERIALIZED (
     FROM (SELECT 1) AS one LEFT JOIN guess g ON true
 ), near AS MATERIALIZED (
     SELECT {alias}.id, {alias}.ctid FROM {source}
-    WHERE {where} AND ({alias}.id > (SELECT lo FROM choice) OR {alias}.id IS NULL)
+    WHERE {alias}.tsv @@ (SELECT q FROM matching) AND ({alias}.id > (SELECT lo FROM choice) OR {alias}.id IS NULL)
           AND (SELECT how FROM choice) = 'range'
     ORDER BY {alias}.id + 0 DESC LIMIT ?
 ), far AS MATERIALIZED (
     SELECT {alias}.id, {alias}.ctid FROM {source}
-    WHERE {alias}.id <= (SELECT lo FROM choice) AND ts_match_vq({alias}.tsv, {tsq})
+    WHERE {alias}.id <= (SELECT lo FROM choice) AND ts_match_vq({alias}.tsv, (SELECT q FROM matching))
           AND (SELECT how FROM choice) = 'range' AND (SELECT count(*) FROM near) < ?
     ORDER BY {alias}.id DESC LIMIT (SELECT ? - count(*) FROM near)
 ), found AS (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
-     WHERE {where} AND (SELECT how FROM choice) = 'walk' ORDER BY {alias}.id DESC LIMIT ?)
+     WHERE ts_match_vq({alias}.tsv, (SELECT q FROM matching)) AND (SELECT how FROM choice) = 'walk'
+     ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
      WHERE z.ctid = ANY(ARRAY(
          SELECT u.ctid FROM (SELECT id, ctid FROM near UNION ALL SELECT id, ctid FROM far
                              UNION ALL (SELECT {alias}.id, {alias}.ctid FROM {source}
-                                        WHERE {where} AND (SELECT how FROM choice) = 'fetch'
+                                        WHERE {alias}.tsv @@ (SELECT q FROM matching)
+                                              AND (SELECT how FROM choice) = 'fetch'
                                         ORDER BY {alias}.id + 0 DESC LIMIT ?)) AS u
          ORDER BY u.id DESC LIMIT ?)))"""
 
@@ -386,13 +390,13 @@ def range_limits(q: str, window: int) -> tuple[float, float, float]:
     return 3 * margin * window, 2.0 * window, margin * window
 
 
-def found_ranged(alias: str, source: str, where: str, table: str, q: str, phrases: Sequence[Phrase],
+def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[Phrase],
                  window: int) -> tuple[str, list[Any]]:
     """FOUND_RANGED for a read without a filter, and its parameters."""
     fetch_below, walk_factor, span = range_limits(q, window)
-    sql = FOUND_RANGED.format(alias=alias, source=source, where=where, table=table, tsq=TSQ)
-    return sql, [[p.required for p in phrases], fetch_below, walk_factor, span, q, window, q, window, window,
-                 q, window, q, window, window]
+    sql = FOUND_RANGED.format(alias=alias, source=source, table=table)
+    return sql, [q, [p.required for p in phrases], fetch_below, walk_factor, span, window, window, window,
+                 window, window, window]
 
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
@@ -595,7 +599,7 @@ class SearchReads(Connection, ScopedSearch):
         q = str(parsed.text)
         phrases = parsed.phrases
         if not clauses:
-            found, reads = found_ranged(alias, source, where, table, q, phrases, window)
+            found, reads = found_ranged(alias, source, table, q, phrases, window)
         else:
             found = FOUND_PLANNED.format(alias=alias, source=source, where=where, table=table)
             reads = [q, *params, window]
@@ -617,6 +621,13 @@ class SearchReads(Connection, ScopedSearch):
         if self._totals.get(table, (0, 0, 0))[0] <= CUSTOM_PLAN_ROWS:
             return self._query(sql, params)
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
+
+    def _plan_kept(self, table: str, q: str, filters: SearchFilters) -> bool:
+        """Whether a relevance read keeps one generic plan (connection.GENERIC_PLANS): a read
+        without a filter always does (FOUND_RANGED: the statement, not the planner, picks how its
+        matches are read, and every way's plan is the same whatever the words, so planning it
+        at every run, a millisecond or more at 1M rows, buys nothing); else `_generic_plan`."""
+        return filters == NO_FILTERS or self._generic_plan(table, q, filters)
 
     def _generic_plan(self, table: str, q: str, filters: SearchFilters) -> bool:
         """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): dates
@@ -680,7 +691,7 @@ class SearchReads(Connection, ScopedSearch):
         sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        generic = self._generic_plan(table, str(q.text), filters)
+        generic = self._plan_kept(table, str(q.text), filters)
         for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, generic):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
@@ -696,7 +707,7 @@ class SearchReads(Connection, ScopedSearch):
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params, self._generic_plan(table, str(q.text), filters))
+        rows = self._query_kept(table, sql, params, self._plan_kept(table, str(q.text), filters))
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -753,7 +764,7 @@ class SearchReads(Connection, ScopedSearch):
         record, nulls, records, named = RECORD_PARTS[scope]
         sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
-        generic = self._generic_plan(table, str(q.text), filters)
+        generic = self._plan_kept(table, str(q.text), filters)
         rows = self._query_kept(table, sql, [*params, reach, reach], generic)
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
