@@ -377,10 +377,12 @@ FOUND_RANGED = """matching AS MATERIALIZED (
                                         ORDER BY {alias}.id + 0 DESC LIMIT ?)) AS u
          ORDER BY u.id DESC LIMIT ?)))"""
 
-# How many ids a range holds per expected match, in windows (`found_ranged`): 1.5 windows of
-# matches expected above `lo`; twice that when the query negates a phrase (its rows are not
-# counted, so the estimate is of the matches before the NOT).
-RANGE_MARGIN = 1.5
+# How many ids a range holds per expected match, in windows (`found_ranged`): 1.2 windows of
+# matches expected above `lo` (a few short are found by `far`'s walk, which costs less than a
+# wider range: its key's bitmap costs about 30 ns an id and its matches' pages are read);
+# twice that when the query negates a phrase (its rows are not counted, so the estimate is of
+# the matches before the NOT, and `far` would walk long).
+RANGE_MARGIN = 1.2
 
 
 def range_limits(q: str, window: int) -> tuple[float, float, float]:
