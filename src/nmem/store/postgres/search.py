@@ -323,8 +323,8 @@ FOUND_PLANNED = """found AS (
 # estimate of the matches made from the counts the statement holds (`guess`: the rows of the rarest
 # phrase every match holds, times the share of the rows each other such phrase is in, as if they
 # were independent; with none, the sum of the phrases' rows):
-# - 'walk': many matches (est² ≥ 2 × window × rows: 63k at 1M rows): the planner's own plan, which
-#   walks the key backwards, testing a row or two per match;
+# - 'walk': many matches (est² ≥ 2 × window × rows: 63k at 1M rows): the key walked backwards,
+#   testing a row or two per match;
 # - 'fetch': few (below 3 × margin × window): every match off the GIN index, sorted by id;
 # - 'range': between: only the matches above an id `lo` that should hold margin × window of them
 #   (ids ÷ matches), off the GIN index ANDed with the primary key's range (`near`), and, when they
@@ -334,7 +334,10 @@ FOUND_PLANNED = """found AS (
 # window of them (a bitmap of the key's range costs some 30 ns an id). `OR id IS NULL` (never true)
 # keeps the planner from walking the key through the range (a plain index scan cannot take an OR;
 # it did for `error | ledgererror`), `lo` being unknown when it plans; `id + 0` from walking the
-# key to sort. `far` tests rows with ts_match_vq, which the GIN index does not serve: it walks.
+# key to sort. The walks test rows with ts_match_vq, which the GIN index does not serve. So every
+# way's plan is fixed by the statement, whatever the words: a read without a filter keeps one
+# generic plan (`_plan_kept`), its tsquery made once (`matching`: under a generic plan a walk's
+# `to_tsquery('nmem', $n)` was parsed again for every row it tested).
 # Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below.
 FOUND_RANGED = """matching AS MATERIALIZED (
     SELECT to_tsquery('nmem', ?) AS q
