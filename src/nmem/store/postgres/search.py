@@ -329,13 +329,14 @@ FOUND_PLANNED = """found AS (
 # - 'range': between: only the matches above an id `lo` that should hold margin × window of them
 #   (ids ÷ matches), off the GIN index ANDed with the primary key's range (`near`), and, when they
 #   are too few after all, the key walked down from `lo` for the rest (`far`).
-# The walk reads every row it passes (230k rows, 13k pages for a prefix in 0.8% of the rows at 1M)
-# and the fetch every match's page (23k for `auth OR login`); the range reads about margin ×
-# window of them (a bitmap of the key's range costs some 30 ns an id). `OR id IS NULL` (never true)
-# keeps the planner from walking the key through the range (a plain index scan cannot take an OR;
-# it did for `error | ledgererror`), `lo` being unknown when it plans; `id + 0` from walking the
-# key to sort. The walks test rows with ts_match_vq, which the GIN index does not serve. So every
-# way's plan is fixed by the statement, whatever the words: a read without a filter keeps one
+# The walk reads every row it passes (231k rows, 23k buffers for `timeout* NOT auth`, 0.8% of the
+# rows at 1M) and the fetch every match's page (7k pages for the 23k matches of `auth OR login`);
+# the range reads about margin × window of the matches' pages (a bitmap of the key's range costs
+# some 30 ns an id). `OR id IS NULL` (never true) keeps the planner from walking the key through
+# the range (a plain index scan cannot take an OR; it did for `error | ledgererror`), `lo` being
+# unknown when it plans; `id + 0` from walking the key to sort. The walks test rows with
+# ts_match_vq, which the GIN index does not serve. So every way's plan is fixed by the
+# statement, whatever the words: a read without a filter keeps one
 # generic plan (`_plan_kept`), its tsquery made once (`matching`: under a generic plan a walk's
 # `to_tsquery('nmem', $n)` was parsed again for every row it tested).
 # Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below.
