@@ -319,25 +319,91 @@ FOUND_PLANNED = """found AS (
     SELECT z.id, z.tsv, z.tokens FROM {table} z
     WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?))"""
 
-# The same rows, where the words' counts bound the matches (`conjunction`; with
-# no filter): off the GIN index and sorted when at most `?` rows match, else as planned. The
-# planner prices a row's `@@` test at almost nothing, so between a few thousand and some tens of
-# thousands of matches at 1M rows it walks the key backwards through ~100k rows (110 ms for
-# 'auth | login') where fetching the 25k matches costs half that. The bound is taken from the
-# counts the statement holds (`terms`), so it costs nothing; one branch runs (a one-time filter).
-# The fetched matches are sorted by id with their place in the table (ctid) alone, and only the
-# newest RELEVANCE_WINDOW are read again whole by that place: sorting every match with its
-# tsvector copied the vectors of all of them (`auth | login`, 23k matches at 1M rows).
-FOUND_BOUNDED = """choice AS MATERIALIZED (
-    SELECT COALESCE(CASE ?::text WHEN 'and' THEN min(df) WHEN 'or' THEN sum(df) END < ?::bigint, false) AS fetched
-    FROM terms
+# The same rows for a read without a filter (`found_ranged`), one of three ways picked by an
+# estimate of the matches made from the counts the statement holds (`guess`: the rows of the rarest
+# phrase every match holds, times the share of the rows each other such phrase is in, as if they
+# were independent; with none, the sum of the phrases' rows):
+# - 'walk': many matches (est² ≥ 2 × window × rows: 63k at 1M rows): the key walked backwards,
+#   testing a row or two per match;
+# - 'fetch': few (below 3 × margin × window): every match off the GIN index, sorted by id;
+# - 'range': between: only the matches above an id `lo` that should hold margin × window of them
+#   (ids ÷ matches), off the GIN index ANDed with the primary key's range (`near`), and, when they
+#   are too few after all, the key walked down from `lo` for the rest (`far`).
+# The walk reads every row it passes (231k rows, 23k buffers for `timeout* NOT auth`, 0.8% of the
+# rows at 1M) and the fetch every match's page (7k pages for the 23k matches of `auth OR login`);
+# the range reads about margin × window of the matches' pages (a bitmap of the key's range costs
+# some 30 ns an id). `OR id IS NULL` (never true) keeps the planner from walking the key through
+# the range (a plain index scan cannot take an OR; it did for `error | ledgererror`), `lo` being
+# unknown when it plans; `id + 0` from walking the key to sort. The walks test rows with
+# ts_match_vq, which the GIN index does not serve. So every way's plan is fixed by the
+# statement, whatever the words: a read without a filter keeps one
+# generic plan (`_plan_kept`), its tsquery made once (`matching`: under a generic plan a walk's
+# `to_tsquery('nmem', $n)` was parsed again for every row it tested).
+# Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below.
+FOUND_RANGED = """matching AS MATERIALIZED (
+    SELECT to_tsquery('nmem', ?) AS q
+), guess AS MATERIALIZED (
+    SELECT t.docs, t.newest, GREATEST(t.newest, t.docs) AS ids,
+           CASE WHEN bool_or(g.required)
+                THEN t.docs * exp(sum(ln(LEAST(GREATEST(g.df, 1)::float8 / GREATEST(t.docs, 1), 1.0)))
+                                  FILTER (WHERE g.required))
+                ELSE sum(g.df) END AS est
+    FROM (SELECT DISTINCT k.term, tm.df, r.required
+          FROM keyed k JOIN terms tm ON tm.term = k.term
+          JOIN unnest(?::bool[]) WITH ORDINALITY AS r(required, ord) ON r.ord = k.ord) AS g
+    CROSS JOIN totals t GROUP BY t.docs, t.newest
+), choice AS MATERIALIZED (
+    SELECT CASE WHEN g.est IS NULL OR g.est < ?::float8 THEN 'fetch'
+                WHEN g.est * g.est >= ?::float8 * g.docs THEN 'walk' ELSE 'range' END AS how,
+           g.newest - ceil(?::float8 * g.ids / GREATEST(g.est, 1))::bigint AS lo
+    FROM (SELECT 1) AS one LEFT JOIN guess g ON true
+), near AS MATERIALIZED (
+    SELECT {alias}.id, {alias}.ctid FROM {source}
+    WHERE {alias}.tsv @@ (SELECT q FROM matching) AND ({alias}.id > (SELECT lo FROM choice) OR {alias}.id IS NULL)
+          AND (SELECT how FROM choice) = 'range'
+    ORDER BY {alias}.id + 0 DESC LIMIT ?
+), far AS MATERIALIZED (
+    SELECT {alias}.id, {alias}.ctid FROM {source}
+    WHERE {alias}.id <= (SELECT lo FROM choice) AND ts_match_vq({alias}.tsv, (SELECT q FROM matching))
+          AND (SELECT how FROM choice) = 'range' AND (SELECT count(*) FROM near) < ?
+    ORDER BY {alias}.id DESC LIMIT (SELECT ? - count(*) FROM near)
 ), found AS (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
-     WHERE {where} AND NOT (SELECT fetched FROM choice) ORDER BY {alias}.id DESC LIMIT ?)
+     WHERE ts_match_vq({alias}.tsv, (SELECT q FROM matching)) AND (SELECT how FROM choice) = 'walk'
+     ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
-     WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} AND (SELECT fetched FROM choice)
-                              ORDER BY {alias}.id + 0 DESC LIMIT ?)))"""
+     WHERE z.ctid = ANY(ARRAY(
+         SELECT u.ctid FROM (SELECT id, ctid FROM near UNION ALL SELECT id, ctid FROM far
+                             UNION ALL (SELECT {alias}.id, {alias}.ctid FROM {source}
+                                        WHERE {alias}.tsv @@ (SELECT q FROM matching)
+                                              AND (SELECT how FROM choice) = 'fetch'
+                                        ORDER BY {alias}.id + 0 DESC LIMIT ?)) AS u
+         ORDER BY u.id DESC LIMIT ?)))"""
+
+# How many ids a range holds per expected match, in windows (`found_ranged`): 1.2 windows of
+# matches expected above `lo` (a few short are found by `far`'s walk, which costs less than a
+# wider range: its key's bitmap costs about 30 ns an id and its matches' pages are read);
+# twice that when the query negates a phrase (its rows are not counted, so the estimate is of
+# the matches before the NOT, and `far` would walk long).
+RANGE_MARGIN = 1.2
+
+
+def range_limits(q: str, window: int) -> tuple[float, float, float]:
+    """FOUND_RANGED's thresholds for a tsquery: (fetch below this estimate, walk from est² ≥
+    this × rows, ids above `lo` = this × ids ÷ est)."""
+    margin = RANGE_MARGIN * (2 if "!" in q else 1)
+    return 3 * margin * window, 2.0 * window, margin * window
+
+
+def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[Phrase],
+                 window: int) -> tuple[str, list[Any]]:
+    """FOUND_RANGED for a read without a filter, and its parameters."""
+    fetch_below, walk_factor, span = range_limits(q, window)
+    sql = FOUND_RANGED.format(alias=alias, source=source, table=table)
+    return sql, [q, [p.required for p in phrases], fetch_below, walk_factor, span, window, window, window,
+                 window, window, window]
+
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
 _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
@@ -533,20 +599,17 @@ class SearchReads(Connection, ScopedSearch):
         full = source
         if scope == "prompts" and not any("s." in clause for clause in clauses):
             source = "prompts p"   # no clause reads the session (a join of every match spared)
-        docs = self._totals.get(table, (0, 0, 0))[0]
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
         where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
         window = max(RELEVANCE_WINDOW, want)
         q = str(parsed.text)
-        joined = None if clauses else conjunction(q)
-        if joined is None:
+        phrases = parsed.phrases
+        if not clauses:
+            found, reads = found_ranged(alias, source, table, q, phrases, window)
+        else:
             found = FOUND_PLANNED.format(alias=alias, source=source, where=where, table=table)
             reads = [q, *params, window]
-        else:
-            found = FOUND_BOUNDED.format(alias=alias, source=source, where=where, table=table)
-            reads = [joined, fetch_bound(docs), q, *params, window, q, *params, window]
         counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
-        phrases = parsed.phrases
         if all("<" not in p.text and not p.near for p in phrases):
             ranked = term_ranking(phrases, avg)
         else:
@@ -564,6 +627,13 @@ class SearchReads(Connection, ScopedSearch):
         if self._totals.get(table, (0, 0, 0))[0] <= CUSTOM_PLAN_ROWS:
             return self._query(sql, params)
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
+
+    def _plan_kept(self, table: str, q: str, filters: SearchFilters) -> bool:
+        """Whether a relevance read keeps one generic plan (connection.GENERIC_PLANS): a read
+        without a filter always does (FOUND_RANGED: the statement, not the planner, picks how its
+        matches are read, and every way's plan is the same whatever the words, so planning it
+        at every run, a millisecond or more at 1M rows, buys nothing); else `_generic_plan`."""
+        return filters == NO_FILTERS or self._generic_plan(table, q, filters)
 
     def _generic_plan(self, table: str, q: str, filters: SearchFilters) -> bool:
         """Whether a relevance read may keep one generic plan (connection.GENERIC_PLANS): dates
@@ -627,7 +697,7 @@ class SearchReads(Connection, ScopedSearch):
         sql, params = self._bm25(BM25_IDS_SQL, scope, q, filters, want)
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
-        generic = self._generic_plan(table, str(q.text), filters)
+        generic = self._plan_kept(table, str(q.text), filters)
         for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, generic):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
@@ -643,7 +713,7 @@ class SearchReads(Connection, ScopedSearch):
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
         sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
-        rows = self._query_kept(table, sql, params, self._generic_plan(table, str(q.text), filters))
+        rows = self._query_kept(table, sql, params, self._plan_kept(table, str(q.text), filters))
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
@@ -700,7 +770,7 @@ class SearchReads(Connection, ScopedSearch):
         record, nulls, records, named = RECORD_PARTS[scope]
         sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
-        generic = self._generic_plan(table, str(q.text), filters)
+        generic = self._plan_kept(table, str(q.text), filters)
         rows = self._query_kept(table, sql, [*params, reach, reach], generic)
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
