@@ -386,6 +386,68 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
     WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
 """
 
+# A ranking read filtered by dates, its candidate queries folded into one statement
+# (`_folded_read`). The service's queries (nmem.search.rank.candidate_queries: the OR of the
+# rarest words, or every word ANDed then the rarest alone; last the OR of every word) are tried
+# in order until one finds a row the filters allow. Within the last days the first seldom does,
+# and the next statement (common words, planned again) cost 10-17 ms of a search at 1M rows.
+# Here each query's newest RELEVANCE_WINDOW matches are a CTE (`f1`, `f2`, …), each one after the
+# first gated by the ones before it being empty: a one-time filter, so a later query's matches
+# are never read once an earlier one found any. Their phrases are listed together (each with the
+# query it is of: `owner`) and ranked as RANKED_TERMS ranks them, a phrase of another query than
+# the one that found the rows (`picked`) having no hits: it adds exactly 0 to the sum, so every
+# score is the one the chosen query's own statement gives.
+FOLDED_FOUND = """f{i} AS MATERIALIZED (
+    SELECT {alias}.ctid AS c FROM {source} WHERE {gate}{where} ORDER BY {alias}.id DESC LIMIT ?
+)"""
+FOLDED_PICKED = """picked AS MATERIALIZED (
+    SELECT CASE {cases} ELSE 0 END AS qi
+), found AS (
+    SELECT z.id, z.tsv, z.tokens FROM {table} z WHERE z.ctid = ANY(ARRAY({chosen}))"""
+FOLDED_TERMS = """x AS MATERIALIZED (
+    SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
+            FROM phrases ph LEFT JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
+           ARRAY[{idfs}]::float8[] AS idf, ?::int[] AS owner, (SELECT qi FROM picked) AS qi
+), ranked AS MATERIALIZED (
+    SELECT r.id, -({score}) AS rank
+    FROM found r CROSS JOIN x CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
+    ORDER BY rank, r.id DESC LIMIT ?
+)"""
+
+
+def folded_found(n: int, alias: str, source: str, where: str, table: str) -> str:
+    """The `found` of FOLDED_READ_SQL for `n` queries (`where` reads one query's tsquery first)."""
+    parts = [FOLDED_FOUND.format(i=i, alias=alias, source=source, where=where,
+                                 gate="".join(f"NOT EXISTS (SELECT 1 FROM f{j}) AND " for j in range(1, i)))
+             for i in range(1, n + 1)]
+    cases = " ".join(f"WHEN EXISTS (SELECT 1 FROM f{i}) THEN {i}" for i in range(1, n + 1))
+    chosen = " UNION ALL ".join(f"SELECT c FROM f{i}" for i in range(1, n + 1))
+    return ",\n".join([*parts, FOLDED_PICKED.format(cases=cases, table=table, chosen=chosen)])
+
+
+def folded_ranking(phrases: Sequence[Phrase], avg: str) -> str:
+    """FOLDED_TERMS for phrases of one word or one prefix each: RANKED_TERMS's sum, a phrase
+    counted only in a row its own query found (`x.owner`, `x.qi`), else 0 hits."""
+    tfs, score = [], "0::float8"
+    for i, phrase in enumerate(phrases, start=1):
+        hits = (PREFIX_HITS if phrase.text.endswith(":*") else WORD_HITS).format(q=f"x.q[{i}]")
+        tfs.append(f"(CASE WHEN x.owner[{i}] = x.qi THEN {hits} ELSE 0 END)::float8 AS t{i}")
+        score = f"({score} + x.idf[{i}] * ((tf.t{i} * 2.2) / (tf.t{i} + tf.k)))"
+    return FOLDED_TERMS.format(idfs=_phrase_idfs(len(phrases)), score=score, tfs=", ".join(tfs), avg=avg)
+
+
+# RANK_READ_SQL whose totals row names the query that found the rows (its rank: 1, 2, …; 0: none)
+FOLDED_READ_SQL = RANK_READ_SQL.replace("SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank,",
+                                        "SELECT 0 AS kind, t.docs AS id, (SELECT qi FROM picked)::float8 AS rank,")
+assert FOLDED_READ_SQL != RANK_READ_SQL
+
+
+def foldable(parsed: Sequence[Parsed]) -> bool:
+    """Whether these queries' phrases are all single words or prefixes (folded_ranking ranks them)."""
+    return all(not p.near and "<" not in p.text for q in parsed for p in q.phrases)
+
+
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
 # counts beside each: what a relevance-ordered search of observations or prompts returns (one
 # row of NULL columns and rank when none matches: the counts come all the same).
@@ -663,6 +725,14 @@ class SearchReads(Connection, ScopedSearch):
         stats = self._cached_stats(table, stems) or self.fts_stats(scope, stems)
         queries = plan(stats.df)
         match = queries[-1] if queries else ""
+        folded = self._folds(queries, filters)
+        if folded:
+            found, chosen = self._folded_read(scope, folded, filters, want, max(span, reach))
+            stats = FtsStats(*self._fts_totals_cached(table), stats.df)
+            if found.ids:
+                return Candidates(stats, folded[chosen - 1][0], found.ids, found.span, found.windows, found.texts,
+                                  found.records)
+            return Candidates(stats, match, [], span, {}, {})
         for match in queries:
             parsed = parse(match)
             if parsed.text is None:
@@ -673,6 +743,46 @@ class SearchReads(Connection, ScopedSearch):
                 return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
                                   found.records)
         return Candidates(stats, match, [], span, {}, {})
+
+    @staticmethod
+    def _folds(queries: Sequence[str], filters: SearchFilters) -> list[tuple[str, Parsed]]:
+        """The candidate queries to fold into one statement (`_folded_read`), each with its
+        parse, those that match nothing left out: when dates filter the read and more than one
+        query is left, all of single words or prefixes; else none (the queries run in turn)."""
+        if filters.date_start is None and filters.date_end is None:
+            return []
+        parsed = [(match, q) for match in queries if (q := parse(match)).text is not None]
+        return parsed if len(parsed) > 1 and foldable([q for _, q in parsed]) else []
+
+    def _folded_read(self, scope: str, folded: Sequence[tuple[str, Parsed]], filters: SearchFilters,
+                     want: int, reach: int) -> tuple[Candidates, int]:
+        """What `_rank_read` reads for the first of the queries whose matches the filters allow,
+        and which one it was (1, 2, …; 0 none), in one statement (FOLDED_READ_SQL)."""
+        table, alias, source, apply = BM25_SOURCES[scope]
+        clauses: list[str] = []
+        params: list[Any] = []
+        apply(filters, clauses, params)
+        full = source
+        if scope == "prompts" and not any("s." in clause for clause in clauses):
+            source = "prompts p"   # no clause reads the session (a join of every match spared)
+        where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
+        window = max(RELEVANCE_WINDOW, want)
+        phrases = [p for _, q in folded for p in q.phrases]
+        owner = [i for i, (_, q) in enumerate(folded, start=1) for _ in q.phrases]
+        avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
+        key, anchor, desc, asc = WINDOW_ORDER[scope]
+        record, nulls, records, named = RECORD_PARTS[scope]
+        sql = FOLDED_READ_SQL.format(
+            table=table, alias=alias, source=source, full=full, ranked=folded_ranking(phrases, avg),
+            found=folded_found(len(folded), alias, source, where, table), state=KEPT_STATE,
+            counts=KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED),
+            key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
+        texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
+                 [p.group for p in phrases]]
+        reads = [value for _, q in folded for value in (str(q.text), *params, window)]
+        rows = self._query_kept(table, sql, [*texts, *reads, owner, want, reach, reach])
+        found, _, _, chosen = self._read_candidates(scope, rows, reach)
+        return found, chosen or 0
 
     def _cached_stats(self, table: str, stems: Sequence[str]) -> FtsStats | None:
         """The stems' statistics from the caches alone, None when one must be counted (the
@@ -702,16 +812,26 @@ class SearchReads(Connection, ScopedSearch):
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
         generic = self._generic_plan(table, str(q.text), filters)
         rows = self._query_kept(table, sql, [*params, reach, reach], generic)
+        found, totals, counts, _ = self._read_candidates(scope, rows, reach)
+        self._keep_bound(table, str(q.text), counts, totals[0])
+        return found
+
+    def _read_candidates(self, scope: str, rows: Sequence[Any], reach: int
+                         ) -> tuple[Candidates, tuple[int, int, int], list[tuple[str, int]], int | None]:
+        """RANK_READ_SQL's rows (or FOLDED_READ_SQL's) read: the candidates, the totals and words'
+        counts the statement took (kept: `_counted`), and which of a folded read's queries found
+        them (its totals row's rank: 1, 2, …, 0 when none did; None for a read of one query)."""
+        table = BM25_SOURCES[scope][0]
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
-        totals, state, counts = (0, 0, 0), [-1, -1, 0], []
+        totals, state, counts, chosen = (0, 0, 0), [-1, -1, 0], [], None
         windows: dict[int, list[tuple[int, int]]] = {}
         texts: dict[int, IndexedText] = {}
         for row in rows:
             kind, rid, rank, n, at, before, after, content = row[:8]
             if kind == 0:
-                totals, state = (int(rid), int(n), int(at)), before
+                totals, state, chosen = (int(rid), int(n), int(at)), before, rank
             elif kind == 1:
                 ranked.append((float(rank), int(rid)))
             elif kind == 2:
@@ -725,9 +845,9 @@ class SearchReads(Connection, ScopedSearch):
                 whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
                                          "id": int(rid), "timestamp": int(at), "content": content})
         self._counted(table, totals, state, counts)
-        self._keep_bound(table, str(q.text), counts, totals[0])
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
-        return Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
+        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
+        return found, totals, counts, None if chosen is None else int(chosen)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
                        limit: int, offset: int, viewer: str | None = None) -> list[tuple[Any, float]]:
