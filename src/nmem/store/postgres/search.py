@@ -386,19 +386,56 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
     WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
 """
 
-# A ranking read filtered by dates, its candidate queries folded into one statement
-# (`_folded_read`). The service's queries (nmem.search.rank.candidate_queries: the OR of the
-# rarest words, or every word ANDed then the rarest alone; last the OR of every word) are tried
-# in order until one finds a row the filters allow. Within the last days the first seldom does,
-# and the next statement (common words, planned again) cost 10-17 ms of a search at 1M rows.
+# A ranking read of observations filtered by dates alone, its candidate queries folded into one
+# statement that keeps one generic plan (`_folded_read`). The service's queries
+# (nmem.search.rank.candidate_queries: the OR of the rarest words, or every word ANDed then the
+# rarest alone; last the OR of every word) are tried in order until one finds a row in the dates.
+# Within the last days the first often does not, and each query was a statement of its own; one
+# of common words was planned at every run (1.5-9 ms at 1M rows), and the plan chosen ANDed the
+# GIN index's bitmap of its words with the time index's range: 11-23 ms for `schema & test`
+# (11k rows hold both) where testing each of the 3,210 rows of the last 7 days took 1.7-5.4 ms.
+#
 # Here each query's newest RELEVANCE_WINDOW matches are a CTE (`f1`, `f2`, …), each one after the
-# first gated by the ones before it being empty: a one-time filter, so a later query's matches
-# are never read once an earlier one found any. Their phrases are listed together (each with the
-# query it is of: `owner`) and ranked as RANKED_TERMS ranks them, a phrase of another query than
-# the one that found the rows (`picked`) having no hits: it adds exactly 0 to the sum, so every
-# score is the one the chosen query's own statement gives.
+# first gated by the ones before it being empty (a one-time filter: a later query's matches are
+# never read once an earlier one found any). Each finds its rows one of two ways (`paths`, also a
+# one-time filter), chosen from the rows in the dates (counted on the time index up to the
+# largest bound: `span`) and the most rows its words' counts let it match (`conjunction`):
+# - 'walk': fewer rows in the dates than that bound, and than WALK_ROWS: each row in the dates,
+#   read off the time index, is tested (ts_match_vq, the operator's function, which no index
+#   serves: no plan reads the words' index there);
+# - 'fetch': else when the bound is below `_generic_plan`'s (fetch_bound, twice RELEVANCE_WINDOW):
+#   off the words' index ANDed with the dates, which reads at most that many rows;
+# - neither (many rows in the dates and many matches: a walk of the key backwards may be best,
+#   which only a plan made for the values picks): that query and the ones after it are not read
+#   (`picked` is minus its place) and run in turn as before, each planned for its values.
+# Either way the plan follows from the statement, not from its values, so it is prepared once and
+# run with its generic plan (each tsquery made once, in a sub-select: a generic plan made
+# `to_tsquery(…)` anew for every row it tested, 3 µs a row). The phrases of all the queries are
+# listed together (each with its query: `owner`) and ranked as RANKED_TERMS ranks them, a phrase
+# of another query than the one that found the rows (`picked`) having no hits: it adds exactly 0
+# to the sum, so every score is the one the chosen query's own statement gives.
+WALK_ROWS = 4 * RELEVANCE_WINDOW
+FOLDED_PATHS = """bounds AS MATERIALIZED (
+    SELECT b.i, CASE b.how WHEN 'and' THEN min(tm.df) WHEN 'or' THEN sum(tm.df) END AS bound
+    FROM unnest(?::text[]) WITH ORDINALITY AS b(how, i)
+    LEFT JOIN keyed k ON (?::int[])[k.ord] = b.i LEFT JOIN terms tm ON tm.term = k.term
+    GROUP BY b.i, b.how
+), span AS MATERIALIZED (
+    SELECT count(*) AS n FROM (SELECT 1 FROM {table} {alias} WHERE {dates}
+                               LIMIT (SELECT LEAST(COALESCE(max(bound), 0), ?::bigint) FROM bounds)) AS w
+), paths AS MATERIALIZED (
+    SELECT b.i, CASE WHEN s.n < b.bound AND s.n < ?::bigint THEN 'walk' WHEN b.bound < ?::bigint THEN 'fetch'
+                END AS path
+    FROM bounds b CROSS JOIN span s
+)"""
 FOLDED_FOUND = """f{i} AS MATERIALIZED (
-    SELECT {alias}.ctid AS c FROM {source} WHERE {gate}{where} ORDER BY {alias}.id DESC LIMIT ?
+    (SELECT {alias}.ctid AS c FROM {table} {alias}
+     WHERE {gate}(SELECT path FROM paths WHERE i = {i}) = 'walk' AND ts_match_vq({alias}.tsv, {tsq}) AND {dates}
+     ORDER BY {alias}.id + 0 DESC LIMIT ?)
+    UNION ALL
+    (SELECT {alias}.ctid AS c FROM {table} {alias}
+     WHERE {gate}(SELECT path FROM paths WHERE i = {i}) = 'fetch' AND {alias}.tsv @@ {tsq} AND {dates}
+     ORDER BY {alias}.id + 0 DESC LIMIT ?)
 )"""
 FOLDED_PICKED = """picked AS MATERIALIZED (
     SELECT CASE {cases} ELSE 0 END AS qi
@@ -416,12 +453,18 @@ FOLDED_TERMS = """x AS MATERIALIZED (
 )"""
 
 
-def folded_found(n: int, alias: str, source: str, where: str, table: str) -> str:
-    """The `found` of FOLDED_READ_SQL for `n` queries (`where` reads one query's tsquery first)."""
-    parts = [FOLDED_FOUND.format(i=i, alias=alias, source=source, where=where,
-                                 gate="".join(f"NOT EXISTS (SELECT 1 FROM f{j}) AND " for j in range(1, i)))
-             for i in range(1, n + 1)]
-    cases = " ".join(f"WHEN EXISTS (SELECT 1 FROM f{i}) THEN {i}" for i in range(1, n + 1))
+def folded_found(n: int, alias: str, table: str, dates: str) -> str:
+    """The `found` of FOLDED_READ_SQL for `n` queries, `dates` the clauses of the dates."""
+    def path(i: int) -> str:
+        return f"(SELECT path FROM paths WHERE i = {i})"
+
+    parts = [FOLDED_PATHS.format(table=table, alias=alias, dates=dates)]
+    parts += [FOLDED_FOUND.format(i=i, alias=alias, table=table, dates=dates, tsq=f"(SELECT {TSQ})",
+                                  gate="".join(f"NOT EXISTS (SELECT 1 FROM f{j}) AND {path(j)} IS NOT NULL AND "
+                                               for j in range(1, i)))
+              for i in range(1, n + 1)]
+    cases = " ".join(f"WHEN EXISTS (SELECT 1 FROM f{i}) THEN {i} WHEN {path(i)} IS NULL THEN -{i}"
+                     for i in range(1, n + 1))
     chosen = " UNION ALL ".join(f"SELECT c FROM f{i}" for i in range(1, n + 1))
     return ",\n".join([*parts, FOLDED_PICKED.format(cases=cases, table=table, chosen=chosen)])
 
@@ -444,8 +487,10 @@ assert FOLDED_READ_SQL != RANK_READ_SQL
 
 
 def foldable(parsed: Sequence[Parsed]) -> bool:
-    """Whether these queries' phrases are all single words or prefixes (folded_ranking ranks them)."""
-    return all(not p.near and "<" not in p.text for q in parsed for p in q.phrases)
+    """Whether these queries are of whole words alone, joined by AND or by OR (`conjunction`)
+    and so bounded by their words' counts; folded_ranking ranks their phrases."""
+    return all(not p.near and "<" not in p.text for q in parsed for p in q.phrases) and all(
+        conjunction(str(q.text)) is not None for q in parsed)
 
 
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
@@ -725,14 +770,16 @@ class SearchReads(Connection, ScopedSearch):
         stats = self._cached_stats(table, stems) or self.fts_stats(scope, stems)
         queries = plan(stats.df)
         match = queries[-1] if queries else ""
-        folded = self._folds(queries, filters)
+        folded = self._folds(scope, queries, filters)
         if folded:
             found, chosen = self._folded_read(scope, folded, filters, want, max(span, reach))
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, folded[chosen - 1][0], found.ids, found.span, found.windows, found.texts,
                                   found.records)
-            return Candidates(stats, match, [], span, {}, {})
+            if chosen == 0:
+                return Candidates(stats, match, [], span, {}, {})
+            queries = [m for m, _ in folded[-chosen - 1:]]   # the ones no path suited: in turn
         for match in queries:
             parsed = parse(match)
             if parsed.text is None:
@@ -745,27 +792,28 @@ class SearchReads(Connection, ScopedSearch):
         return Candidates(stats, match, [], span, {}, {})
 
     @staticmethod
-    def _folds(queries: Sequence[str], filters: SearchFilters) -> list[tuple[str, Parsed]]:
+    def _folds(scope: str, queries: Sequence[str], filters: SearchFilters) -> list[tuple[str, Parsed]]:
         """The candidate queries to fold into one statement (`_folded_read`), each with its
-        parse, those that match nothing left out: when dates filter the read and more than one
-        query is left, all of single words or prefixes; else none (the queries run in turn)."""
-        if filters.date_start is None and filters.date_end is None:
+        parse, those that match nothing left out: for observations filtered by dates alone (their
+        time is indexed), when the queries are of whole words (`foldable`); else none (the
+        queries run in turn, each planned for its values)."""
+        if scope != "observations" or (filters.date_start is None and filters.date_end is None):
+            return []
+        if filters.replace(date_start=None, date_end=None) != NO_FILTERS:
             return []
         parsed = [(match, q) for match in queries if (q := parse(match)).text is not None]
-        return parsed if len(parsed) > 1 and foldable([q for _, q in parsed]) else []
+        return parsed if parsed and foldable([q for _, q in parsed]) else []
 
     def _folded_read(self, scope: str, folded: Sequence[tuple[str, Parsed]], filters: SearchFilters,
                      want: int, reach: int) -> tuple[Candidates, int]:
-        """What `_rank_read` reads for the first of the queries whose matches the filters allow,
-        and which one it was (1, 2, …; 0 none), in one statement (FOLDED_READ_SQL)."""
+        """What `_rank_read` reads for the first of the queries that finds a row in the dates,
+        and which one it was (1, 2, …; 0 none; minus the place of the first that neither path
+        suits when none before it found any), in one statement (FOLDED_READ_SQL) run with its
+        generic plan."""
         table, alias, source, apply = BM25_SOURCES[scope]
-        clauses: list[str] = []
+        dates: list[str] = []
         params: list[Any] = []
-        apply(filters, clauses, params)
-        full = source
-        if scope == "prompts" and not any("s." in clause for clause in clauses):
-            source = "prompts p"   # no clause reads the session (a join of every match spared)
-        where = " AND ".join([f"{alias}.tsv @@ {TSQ}", *clauses])
+        apply(filters, dates, params)
         window = max(RELEVANCE_WINDOW, want)
         phrases = [p for _, q in folded for p in q.phrases]
         owner = [i for i, (_, q) in enumerate(folded, start=1) for _ in q.phrases]
@@ -773,14 +821,16 @@ class SearchReads(Connection, ScopedSearch):
         key, anchor, desc, asc = WINDOW_ORDER[scope]
         record, nulls, records, named = RECORD_PARTS[scope]
         sql = FOLDED_READ_SQL.format(
-            table=table, alias=alias, source=source, full=full, ranked=folded_ranking(phrases, avg),
-            found=folded_found(len(folded), alias, source, where, table), state=KEPT_STATE,
+            table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
+            found=folded_found(len(folded), alias, table, " AND ".join(dates)), state=KEPT_STATE,
             counts=KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED),
             key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
         texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
                  [p.group for p in phrases]]
-        reads = [value for _, q in folded for value in (str(q.text), *params, window)]
-        rows = self._query_kept(table, sql, [*texts, *reads, owner, want, reach, reach])
+        fetch_rows = min(fetch_bound(self._totals.get(table, (0, 0, 0))[0]), 2 * RELEVANCE_WINDOW)
+        paths = [[conjunction(str(q.text)) for _, q in folded], owner, *params, WALK_ROWS, WALK_ROWS, fetch_rows]
+        reads = [value for _, q in folded for value in (str(q.text), *params, window) * 2]
+        rows = self._query_kept(table, sql, [*texts, *paths, *reads, owner, want, reach, reach], generic=True)
         found, _, _, chosen = self._read_candidates(scope, rows, reach)
         return found, chosen or 0
 
