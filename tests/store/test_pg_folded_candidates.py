@@ -95,14 +95,12 @@ def test_walking_the_dates_or_reading_the_words_index_finds_the_same(store: Stor
     from nmem.store.postgres import search
 
     _fill(store)
-    walk, fetch = "WHEN s.n < b.bound AND", "WHEN b.bound < ?::bigint"
-    assert walk in search.FOLDED_PATHS and fetch in search.FOLDED_PATHS
-    forced = {"walk": (walk.replace("WHEN", "WHEN true OR"), fetch),
-              "fetch": (walk.replace("WHEN", "WHEN false AND"), fetch.replace("WHEN", "WHEN true OR")),
-              "neither": (walk.replace("WHEN", "WHEN false AND"), fetch.replace("WHEN", "WHEN false AND")),
-              "first only": (walk.replace("WHEN", "WHEN b.i = 1 OR false AND"), fetch.replace("WHEN", "WHEN false AND"))
-              }[path]
-    monkeypatch.setattr(search, "FOLDED_PATHS", search.FOLDED_PATHS.replace(walk, forced[0]).replace(fetch, forced[1]))
+    walk, decided = "d.n < b.walk AS walk", "d.n < b.walk OR b.few OR d.n < {walk_rows} AS decided"
+    assert walk in search.FOLDED_FOUND and decided in search.FOLDED_FOUND
+    forced = {"walk": ("true", "true"), "fetch": ("false", "true"), "neither": ("false", "false"),
+              "first only": ("b.i = 1", "b.i = 1")}[path]
+    monkeypatch.setattr(search, "FOLDED_FOUND", search.FOLDED_FOUND.replace(walk, f"{forced[0]} AS walk").replace(
+        decided, f"{forced[1]} AS decided"))
     for queries in QUESTIONS:
         _same(_read(store, "observations", queries), _in_turn(store, monkeypatch, "observations", queries))
 

@@ -415,26 +415,27 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 # of another query than the one that found the rows (`picked`) having no hits: it adds exactly 0
 # to the sum, so every score is the one the chosen query's own statement gives.
 WALK_ROWS = 4 * RELEVANCE_WINDOW
+WALK_COST = 30
 FOLDED_PATHS = """bounds AS MATERIALIZED (
-    SELECT b.i, CASE b.how WHEN 'and' THEN min(tm.df) WHEN 'or' THEN sum(tm.df) END AS bound
-    FROM unnest(?::text[]) WITH ORDINALITY AS b(how, i)
-    LEFT JOIN keyed k ON (?::int[])[k.ord] = b.i LEFT JOIN terms tm ON tm.term = k.term
-    GROUP BY b.i, b.how
-), span AS MATERIALIZED (
-    SELECT count(*) AS n FROM (SELECT 1 FROM {table} {alias} WHERE {dates}
-                               LIMIT (SELECT LEAST(COALESCE(max(bound), 0), ?::bigint) FROM bounds)) AS w
-), paths AS MATERIALIZED (
-    SELECT b.i, CASE WHEN s.n < b.bound AND s.n < ?::bigint THEN 'walk' WHEN b.bound < ?::bigint THEN 'fetch'
-                END AS path
-    FROM bounds b CROSS JOIN span s
+    SELECT i, walk, few, CASE WHEN few THEN walk ELSE {walk_rows} END AS cap FROM (
+        SELECT b.i, LEAST(COALESCE(sum(tm.df), 0) / {walk_cost}, {walk_rows}) AS walk,
+               COALESCE(CASE b.how WHEN 'and' THEN min(tm.df) WHEN 'or' THEN sum(tm.df) END < ?::bigint, false) AS few
+        FROM unnest(?::text[]) WITH ORDINALITY AS b(how, i)
+        LEFT JOIN keyed k ON (?::int[])[k.ord] = b.i LEFT JOIN terms tm ON tm.term = k.term
+        GROUP BY b.i, b.how) AS q
 )"""
-FOLDED_FOUND = """f{i} AS MATERIALIZED (
+FOLDED_FOUND = """w{i} AS MATERIALIZED (
+    SELECT d.n < b.walk AS walk, d.n < b.walk OR b.few OR d.n < {walk_rows} AS decided
+    FROM bounds b, (SELECT count(*) AS n FROM (SELECT 1 FROM {table} {alias} WHERE {dates}
+                                               LIMIT (SELECT cap FROM bounds WHERE i = {i})) AS x) AS d
+    WHERE b.i = {i}
+), f{i} AS MATERIALIZED (
     (SELECT {alias}.ctid AS c FROM {table} {alias}
-     WHERE {gate}(SELECT path FROM paths WHERE i = {i}) = 'walk' AND ts_match_vq({alias}.tsv, {tsq}) AND {dates}
+     WHERE {gate}(SELECT walk FROM w{i}) AND ts_match_vq({alias}.tsv, {tsq}) AND {dates}
      ORDER BY {alias}.id + 0 DESC LIMIT ?)
     UNION ALL
     (SELECT {alias}.ctid AS c FROM {table} {alias}
-     WHERE {gate}(SELECT path FROM paths WHERE i = {i}) = 'fetch' AND {alias}.tsv @@ {tsq} AND {dates}
+     WHERE {gate}NOT (SELECT walk FROM w{i}) AND (SELECT decided FROM w{i}) AND {alias}.tsv @@ {tsq} AND {dates}
      ORDER BY {alias}.id + 0 DESC LIMIT ?)
 )"""
 FOLDED_PICKED = """picked AS MATERIALIZED (
@@ -455,15 +456,13 @@ FOLDED_TERMS = """x AS MATERIALIZED (
 
 def folded_found(n: int, alias: str, table: str, dates: str) -> str:
     """The `found` of FOLDED_READ_SQL for `n` queries, `dates` the clauses of the dates."""
-    def path(i: int) -> str:
-        return f"(SELECT path FROM paths WHERE i = {i})"
-
-    parts = [FOLDED_PATHS.format(table=table, alias=alias, dates=dates)]
-    parts += [FOLDED_FOUND.format(i=i, alias=alias, table=table, dates=dates, tsq=f"(SELECT {TSQ})",
-                                  gate="".join(f"NOT EXISTS (SELECT 1 FROM f{j}) AND {path(j)} IS NOT NULL AND "
+    rows = {"walk_rows": WALK_ROWS, "walk_cost": WALK_COST}
+    parts = [FOLDED_PATHS.format(**rows)]
+    parts += [FOLDED_FOUND.format(i=i, alias=alias, table=table, dates=dates, tsq=f"(SELECT {TSQ})", **rows,
+                                  gate="".join(f"NOT EXISTS (SELECT 1 FROM f{j}) AND (SELECT decided FROM w{j}) AND "
                                                for j in range(1, i)))
               for i in range(1, n + 1)]
-    cases = " ".join(f"WHEN EXISTS (SELECT 1 FROM f{i}) THEN {i} WHEN {path(i)} IS NULL THEN -{i}"
+    cases = " ".join(f"WHEN EXISTS (SELECT 1 FROM f{i}) THEN {i} WHEN NOT (SELECT decided FROM w{i}) THEN -{i}"
                      for i in range(1, n + 1))
     chosen = " UNION ALL ".join(f"SELECT c FROM f{i}" for i in range(1, n + 1))
     return ",\n".join([*parts, FOLDED_PICKED.format(cases=cases, table=table, chosen=chosen)])
@@ -828,8 +827,8 @@ class SearchReads(Connection, ScopedSearch):
         texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
                  [p.group for p in phrases]]
         fetch_rows = min(fetch_bound(self._totals.get(table, (0, 0, 0))[0]), 2 * RELEVANCE_WINDOW)
-        paths = [[conjunction(str(q.text)) for _, q in folded], owner, *params, WALK_ROWS, WALK_ROWS, fetch_rows]
-        reads = [value for _, q in folded for value in (str(q.text), *params, window) * 2]
+        paths = [fetch_rows, [conjunction(str(q.text)) for _, q in folded], owner]
+        reads = [value for _, q in folded for value in (*params, *(str(q.text), *params, window) * 2)]
         rows = self._query_kept(table, sql, [*texts, *paths, *reads, owner, want, reach, reach], generic=True)
         found, _, _, chosen = self._read_candidates(scope, rows, reach)
         return found, chosen or 0
