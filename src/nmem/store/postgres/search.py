@@ -418,7 +418,7 @@ WALK_ROWS = 4 * RELEVANCE_WINDOW
 WALK_COST = 30
 FOLDED_PATHS = """bounds AS MATERIALIZED (
     SELECT i, walk, few, CASE WHEN few THEN walk ELSE {walk_rows} END AS cap FROM (
-        SELECT b.i, LEAST(COALESCE(sum(tm.df), 0) / {walk_cost}, {walk_rows}) AS walk,
+        SELECT b.i, LEAST((COALESCE(sum(tm.df), 0) / {walk_cost})::bigint, {walk_rows}) AS walk,
                COALESCE(CASE b.how WHEN 'and' THEN min(tm.df) WHEN 'or' THEN sum(tm.df) END < ?::bigint, false) AS few
         FROM unnest(?::text[]) WITH ORDINALITY AS b(how, i)
         LEFT JOIN keyed k ON (?::int[])[k.ord] = b.i LEFT JOIN terms tm ON tm.term = k.term
