@@ -193,11 +193,12 @@ def _execute(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | No
 def _execute_generic(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None,
                      fetch: bool) -> tuple[list[Row], int]:
     """One statement run with the generic plan of its prepared form, its connection set back to
-    CUSTOM_PLANS after it: the three are sent together (a pipeline), one round trip."""
+    CUSTOM_PLANS after it: the three are sent together (a pipeline), one round trip. It is
+    prepared on its first run (not psycopg's fifth): each of the first four was planned afresh."""
     try:
         with conn.pipeline():
             conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}", prepare=False)
-            cur = conn.execute(sql, params)
+            cur = conn.execute(sql, params, prepare=True)
             conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}", prepare=False)
     except BaseException:
         _PLANS_EACH_RUN.discard(conn)   # the last SET may not have run: set again next time

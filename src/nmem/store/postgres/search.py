@@ -416,6 +416,7 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 # to the sum, so every score is the one the chosen query's own statement gives.
 WALK_ROWS = 4 * RELEVANCE_WINDOW
 WALK_COST = 30
+FOLDED_QUERIES = 3   # what rank.candidate_queries makes at most
 FOLDED_PATHS = """bounds AS MATERIALIZED (
     SELECT i, walk, few, CASE WHEN few THEN walk ELSE {walk_rows} END AS cap FROM (
         SELECT b.i, LEAST((COALESCE(sum(tm.df), 0) / {walk_cost})::bigint, {walk_rows}) AS walk,
@@ -427,7 +428,7 @@ FOLDED_PATHS = """bounds AS MATERIALIZED (
 FOLDED_FOUND = """w{i} AS MATERIALIZED (
     SELECT d.n < b.walk AS walk, d.n < b.walk OR b.few OR d.n < {walk_rows} AS decided
     FROM bounds b, (SELECT count(*) AS n FROM (SELECT 1 FROM {table} {alias} WHERE {dates}
-                                               LIMIT (SELECT cap FROM bounds WHERE i = {i})) AS x) AS d
+                                               LIMIT COALESCE((SELECT cap FROM bounds WHERE i = {i}), 0)) AS x) AS d
     WHERE b.i = {i}
 ), f{i} AS MATERIALIZED (
     (SELECT {alias}.ctid AS c FROM {table} {alias}
@@ -816,19 +817,29 @@ class SearchReads(Connection, ScopedSearch):
         window = max(RELEVANCE_WINDOW, want)
         phrases = [p for _, q in folded for p in q.phrases]
         owner = [i for i, (_, q) in enumerate(folded, start=1) for _ in q.phrases]
+        # The statement's text is kept to a few shapes, each prepared once per connection (its
+        # generic plan made once: planning it afresh cost 2-3 ms at 1M rows): at least
+        # FOLDED_QUERIES queries (the ones past the last have no `bounds` row: never read) and
+        # phrases by eights (the last repeated, of no query: never counted in a score).
+        n = max(len(folded), FOLDED_QUERIES)
+        pad = -len(phrases) % 8
+        phrases += [phrases[-1]] * pad
+        owner += [0] * pad
+        texts_of = [str(q.text) for _, q in folded]
+        texts_of += [texts_of[-1]] * (n - len(folded))
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
         key, anchor, desc, asc = WINDOW_ORDER[scope]
         record, nulls, records, named = RECORD_PARTS[scope]
         sql = FOLDED_READ_SQL.format(
             table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
-            found=folded_found(len(folded), alias, table, " AND ".join(dates)), state=KEPT_STATE,
+            found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
             counts=KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED),
             key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
         texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
                  [p.group for p in phrases]]
         fetch_rows = min(fetch_bound(self._totals.get(table, (0, 0, 0))[0]), 2 * RELEVANCE_WINDOW)
         paths = [fetch_rows, [conjunction(str(q.text)) for _, q in folded], owner]
-        reads = [value for _, q in folded for value in (*params, *(str(q.text), *params, window) * 2)]
+        reads = [value for text in texts_of for value in (*params, *(text, *params, window) * 2)]
         rows = self._query_kept(table, sql, [*texts, *paths, *reads, owner, want, reach, reach], generic=True)
         found, _, _, chosen = self._read_candidates(scope, rows, reach)
         return found, chosen or 0
