@@ -16,7 +16,9 @@ returns what its caller needs (the rows; or, for the service's own ranking
 (nmem.search.rank), the candidates with their session windows and the texts, token counts and
 times of every row named: `rank_candidates`). A plain-language search of one trail scope is
 then that statement and the page's rows, plus one statement first when this process has not
-seen a word's count yet (`fts_stats`).
+seen a word's count yet (`fts_stats`). A search of observations filtered by dates alone sends
+all of its candidate queries in that one statement, the first that finds a row in the dates
+taking the candidates (FOLDED_READ_SQL), where they ran one statement each in turn.
 """
 
 from __future__ import annotations
