@@ -419,6 +419,7 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 WALK_ROWS = 4 * RELEVANCE_WINDOW
 WALK_COST = 30
 FOLDED_QUERIES = 3   # what rank.candidate_queries makes at most
+FOLDED_PHRASES = 8   # phrases are sent by this many
 FOLDED_PATHS = """bounds AS MATERIALIZED (
     SELECT i, walk, few, CASE WHEN few THEN walk ELSE {walk_rows} END AS cap FROM (
         SELECT b.i, LEAST((COALESCE(sum(tm.df), 0) / {walk_cost})::bigint, {walk_rows}) AS walk,
@@ -824,7 +825,7 @@ class SearchReads(Connection, ScopedSearch):
         # FOLDED_QUERIES queries (the ones past the last have no `bounds` row: never read) and
         # phrases by eights (the last repeated, of no query: never counted in a score).
         n = max(len(folded), FOLDED_QUERIES)
-        pad = -len(phrases) % 8
+        pad = -len(phrases) % FOLDED_PHRASES
         phrases += [phrases[-1]] * pad
         owner += [0] * pad
         texts_of = [str(q.text) for _, q in folded]
