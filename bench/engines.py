@@ -128,7 +128,9 @@ def top_tens(service: Service, n: int, seed: int) -> dict[str, list[list[tuple[s
     def top(q: str, **kw: Any) -> list[tuple[str, str]]:
         return [(h.kind, str(h.record.id)) for h in service.search(q, limit=10, **kw).hits]
 
+    now = int(service.now())
     return {"search_plain": [top(q) for q in plain], "search_fts": [top(q) for q in fts],
+            "search_last_7_days": [top(q, date_start=now - 7 * 86400, date_end=now) for q in plain],
             "search_all_scopes": [top(q, scope="all") for q in plain]}
 
 

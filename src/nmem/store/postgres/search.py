@@ -16,7 +16,9 @@ returns what its caller needs (the rows; or, for the service's own ranking
 (nmem.search.rank), the candidates with their session windows and the texts, token counts and
 times of every row named: `rank_candidates`). A plain-language search of one trail scope is
 then that statement and the page's rows, plus one statement first when this process has not
-seen a word's count yet (`fts_stats`).
+seen a word's count yet (`fts_stats`). A search of observations filtered by dates alone sends
+all of its candidate queries in that one statement, the first that finds a row in the dates
+taking the candidates (FOLDED_READ_SQL), where they ran one statement each in turn.
 """
 
 from __future__ import annotations
@@ -452,6 +454,116 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
     WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
 """
 
+# A ranking read of observations filtered by dates alone, its candidate queries folded into one
+# statement that keeps one generic plan (`_folded_read`). The service's queries
+# (nmem.search.rank.candidate_queries: the OR of the rarest words, or every word ANDed then the
+# rarest alone; last the OR of every word) are tried in order until one finds a row in the dates.
+# Within the last days the first often does not, and each query was a statement of its own; one
+# of common words was planned at every run (1.5-9 ms at 1M rows), and the plan chosen ANDed the
+# GIN index's bitmap of its words with the time index's range: 11-23 ms for `schema & test`
+# (11k rows hold both) where testing each of the 3,210 rows of the last 7 days took 1.7-5.4 ms.
+#
+# Here each query's newest RELEVANCE_WINDOW matches are a CTE (`f1`, `f2`, …), each one after the
+# first gated by the ones before it being empty (a one-time filter: a later query's matches are
+# never read once an earlier one found any). Each finds its rows one of two ways, chosen in the
+# statement (`w1`, `w2`, …, also read only by a one-time filter, so only for a query reached)
+# from its words' rows (`bounds`: the rows a GIN read of them passes, and whether their counts
+# bound its matches below `_generic_plan`'s bound, `conjunction`) and the rows in the dates,
+# counted off the time index only as far as the choice needs:
+# - walking the dates' rows on the time index and testing each (ts_match_vq, the operator's
+#   function, which no index serves: no plan reads the words' index there), when they are fewer
+#   than its words' rows / WALK_COST (a walked row costs about as much as 30 GIN postings: 3,210
+#   rows walked in 1.7-5.4 ms, 410k postings of `schema & test` read in 11 ms) and WALK_ROWS;
+# - else off the words' index ANDed with the dates, when its words bound its matches (few) or the
+#   dates hold fewer than WALK_ROWS rows: either way a bounded read;
+# - neither (many rows in the dates and many matches: a walk of the key backwards may be best,
+#   which only a plan made for the values picks): that query and the ones after it are not read
+#   (`picked` is minus its place) and run in turn as before, each planned for its values.
+# So the plan follows from the statement, not from its values: it runs with its generic plan
+# (each tsquery made once, in a sub-select: a generic plan made `to_tsquery(…)` anew for every
+# row it tested, 3 µs a row). The phrases of all the queries are listed together (each with its
+# query: `owner`) and ranked as RANKED_TERMS ranks them, a phrase of another query than the one
+# that found the rows (`picked`) having no hits: it adds exactly 0 to the sum, so every score is
+# the one the chosen query's own statement gives, its additions in the same order.
+WALK_ROWS = 4 * RELEVANCE_WINDOW
+WALK_COST = 30
+FOLDED_QUERIES = 3   # what rank.candidate_queries makes at most
+FOLDED_PHRASES = 8   # phrases are sent by this many
+FOLDED_PATHS = """bounds AS MATERIALIZED (
+    SELECT i, walk, few, CASE WHEN few THEN walk ELSE {walk_rows} END AS cap FROM (
+        SELECT b.i, LEAST((COALESCE(sum(tm.df), 0) / {walk_cost})::bigint, {walk_rows}) AS walk,
+               COALESCE(CASE b.how WHEN 'and' THEN min(tm.df) WHEN 'or' THEN sum(tm.df) END < ?::bigint, false) AS few
+        FROM unnest(?::text[]) WITH ORDINALITY AS b(how, i)
+        LEFT JOIN keyed k ON (?::int[])[k.ord] = b.i LEFT JOIN terms tm ON tm.term = k.term
+        GROUP BY b.i, b.how) AS q
+)"""
+FOLDED_FOUND = """w{i} AS MATERIALIZED (
+    SELECT d.n < b.walk AS walk, d.n < b.walk OR b.few OR d.n < {walk_rows} AS decided
+    FROM bounds b, (SELECT count(*) AS n FROM (SELECT 1 FROM {table} {alias} WHERE {dates}
+                                               LIMIT COALESCE((SELECT cap FROM bounds WHERE i = {i}), 0)) AS x) AS d
+    WHERE b.i = {i}
+), f{i} AS MATERIALIZED (
+    (SELECT {alias}.ctid AS c FROM {table} {alias}
+     WHERE {gate}(SELECT walk FROM w{i}) AND ts_match_vq({alias}.tsv, {tsq}) AND {dates}
+     ORDER BY {alias}.id + 0 DESC LIMIT ?)
+    UNION ALL
+    (SELECT {alias}.ctid AS c FROM {table} {alias}
+     WHERE {gate}NOT (SELECT walk FROM w{i}) AND (SELECT decided FROM w{i}) AND {alias}.tsv @@ {tsq} AND {dates}
+     ORDER BY {alias}.id + 0 DESC LIMIT ?)
+)"""
+FOLDED_PICKED = """picked AS MATERIALIZED (
+    SELECT CASE {cases} ELSE 0 END AS qi
+), found AS (
+    SELECT z.id, z.tsv, z.tokens FROM {table} z WHERE z.ctid = ANY(ARRAY({chosen}))"""
+FOLDED_TERMS = """x AS MATERIALIZED (
+    SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
+            FROM phrases ph LEFT JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
+           ARRAY[{idfs}]::float8[] AS idf, ?::int[] AS owner, (SELECT qi FROM picked) AS qi
+), ranked AS MATERIALIZED (
+    SELECT r.id, -({score}) AS rank
+    FROM found r CROSS JOIN x CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
+    ORDER BY rank, r.id DESC LIMIT ?
+)"""
+
+
+def folded_found(n: int, alias: str, table: str, dates: str) -> str:
+    """The `found` of FOLDED_READ_SQL for `n` queries, `dates` the clauses of the dates."""
+    rows = {"walk_rows": WALK_ROWS, "walk_cost": WALK_COST}
+    parts = [FOLDED_PATHS.format(**rows)]
+    parts += [FOLDED_FOUND.format(i=i, alias=alias, table=table, dates=dates, tsq=f"(SELECT {TSQ})", **rows,
+                                  gate="".join(f"NOT EXISTS (SELECT 1 FROM f{j}) AND (SELECT decided FROM w{j}) AND "
+                                               for j in range(1, i)))
+              for i in range(1, n + 1)]
+    cases = " ".join(f"WHEN EXISTS (SELECT 1 FROM f{i}) THEN {i} WHEN NOT (SELECT decided FROM w{i}) THEN -{i}"
+                     for i in range(1, n + 1))
+    chosen = " UNION ALL ".join(f"SELECT c FROM f{i}" for i in range(1, n + 1))
+    return ",\n".join([*parts, FOLDED_PICKED.format(cases=cases, table=table, chosen=chosen)])
+
+
+def folded_ranking(phrases: Sequence[Phrase], avg: str) -> str:
+    """FOLDED_TERMS for phrases of one word or one prefix each: RANKED_TERMS's sum, a phrase
+    counted only in a row its own query found (`x.owner`, `x.qi`), else 0 hits."""
+    tfs, score = [], "0::float8"
+    for i, phrase in enumerate(phrases, start=1):
+        hits = (PREFIX_HITS if phrase.text.endswith(":*") else WORD_HITS).format(q=f"x.q[{i}]")
+        tfs.append(f"(CASE WHEN x.owner[{i}] = x.qi THEN {hits} ELSE 0 END)::float8 AS t{i}")
+        score = f"({score} + x.idf[{i}] * ((tf.t{i} * 2.2) / (tf.t{i} + tf.k)))"
+    return FOLDED_TERMS.format(idfs=_phrase_idfs(len(phrases)), score=score, tfs=", ".join(tfs), avg=avg)
+
+
+# RANK_READ_SQL whose totals row names the query that found the rows (its rank: 1, 2, …; 0: none)
+FOLDED_READ_SQL = RANK_READ_SQL.replace("SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank,",
+                                        "SELECT 0 AS kind, t.docs AS id, (SELECT qi FROM picked)::float8 AS rank,")
+
+
+def foldable(parsed: Sequence[Parsed]) -> bool:
+    """Whether these queries are of whole words alone, joined by AND or by OR (`conjunction`)
+    and so bounded by their words' counts; folded_ranking ranks their phrases."""
+    return all(not p.near and "<" not in p.text for q in parsed for p in q.phrases) and all(
+        conjunction(str(q.text)) is not None for q in parsed)
+
+
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
 # counts beside each: what a relevance-ordered search of observations or prompts returns (one
 # row of NULL columns and rank when none matches: the counts come all the same).
@@ -733,6 +845,16 @@ class SearchReads(Connection, ScopedSearch):
         stats = self._cached_stats(table, stems) or self.fts_stats(scope, stems)
         queries = plan(stats.df)
         match = queries[-1] if queries else ""
+        folded = self._folds(scope, queries, filters)
+        if folded:
+            found, chosen = self._folded_read(scope, folded, filters, want, max(span, reach))
+            stats = FtsStats(*self._fts_totals_cached(table), stats.df)
+            if found.ids:
+                return Candidates(stats, folded[chosen - 1][0], found.ids, found.span, found.windows, found.texts,
+                                  found.records)
+            if chosen == 0:
+                return Candidates(stats, match, [], span, {}, {})
+            queries = [m for m, _ in folded[-chosen - 1:]]   # the ones no path suited: in turn
         for match in queries:
             parsed = parse(match)
             if parsed.text is None:
@@ -743,6 +865,59 @@ class SearchReads(Connection, ScopedSearch):
                 return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
                                   found.records)
         return Candidates(stats, match, [], span, {}, {})
+
+    @staticmethod
+    def _folds(scope: str, queries: Sequence[str], filters: SearchFilters) -> list[tuple[str, Parsed]]:
+        """The candidate queries to fold into one statement (`_folded_read`), each with its
+        parse, those that match nothing left out: for observations filtered by dates alone (their
+        time is indexed), when the queries are of whole words (`foldable`); else none (the
+        queries run in turn, each planned for its values)."""
+        if scope != "observations" or (filters.date_start is None and filters.date_end is None):
+            return []
+        if filters.replace(date_start=None, date_end=None) != NO_FILTERS:
+            return []
+        parsed = [(match, q) for match in queries if (q := parse(match)).text is not None]
+        return parsed if parsed and foldable([q for _, q in parsed]) else []
+
+    def _folded_read(self, scope: str, folded: Sequence[tuple[str, Parsed]], filters: SearchFilters,
+                     want: int, reach: int) -> tuple[Candidates, int]:
+        """What `_rank_read` reads for the first of the queries that finds a row in the dates,
+        and which one it was (1, 2, …; 0 none; minus the place of the first that neither path
+        suits when none before it found any), in one statement (FOLDED_READ_SQL) run with its
+        generic plan."""
+        table, alias, source, apply = BM25_SOURCES[scope]
+        dates: list[str] = []
+        params: list[Any] = []
+        apply(filters, dates, params)
+        window = max(RELEVANCE_WINDOW, want)
+        phrases = [p for _, q in folded for p in q.phrases]
+        owner = [i for i, (_, q) in enumerate(folded, start=1) for _ in q.phrases]
+        # The statement's text is kept to a few shapes, each prepared once per connection (its
+        # generic plan made once: planning it afresh cost 2-3 ms at 1M rows): at least
+        # FOLDED_QUERIES queries (the ones past the last have no `bounds` row: never read) and
+        # phrases by eights (the last repeated, of no query: never counted in a score).
+        n = max(len(folded), FOLDED_QUERIES)
+        pad = -len(phrases) % FOLDED_PHRASES
+        phrases += [phrases[-1]] * pad
+        owner += [0] * pad
+        texts_of = [str(q.text) for _, q in folded]
+        texts_of += [texts_of[-1]] * (n - len(folded))
+        avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
+        key, anchor, desc, asc = WINDOW_ORDER[scope]
+        record, nulls, records, named = RECORD_PARTS[scope]
+        sql = FOLDED_READ_SQL.format(
+            table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
+            found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
+            counts=KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED),
+            key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
+        texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
+                 [p.group for p in phrases]]
+        fetch_rows = min(fetch_bound(self._totals.get(table, (0, 0, 0))[0]), 2 * RELEVANCE_WINDOW)
+        paths = [fetch_rows, [conjunction(str(q.text)) for _, q in folded], owner]
+        reads = [value for text in texts_of for value in (*params, *(text, *params, window) * 2)]
+        rows = self._query_kept(table, sql, [*texts, *paths, *reads, owner, want, reach, reach], generic=True)
+        found, _, _, chosen = self._read_candidates(scope, rows, reach)
+        return found, chosen or 0
 
     def _cached_stats(self, table: str, stems: Sequence[str]) -> FtsStats | None:
         """The stems' statistics from the caches alone, None when one must be counted (the
@@ -772,16 +947,26 @@ class SearchReads(Connection, ScopedSearch):
                                           asc=asc, record=record, nulls=nulls, records=records, named=named)
         generic = self._plan_kept(table, str(q.text), filters)
         rows = self._query_kept(table, sql, [*params, reach, reach], generic)
+        found, totals, counts, _ = self._read_candidates(scope, rows, reach)
+        self._keep_bound(table, str(q.text), counts, totals[0])
+        return found
+
+    def _read_candidates(self, scope: str, rows: Sequence[Any], reach: int
+                         ) -> tuple[Candidates, tuple[int, int, int], list[tuple[str, int]], int | None]:
+        """RANK_READ_SQL's rows (or FOLDED_READ_SQL's) read: the candidates, the totals and words'
+        counts the statement took (kept: `_counted`), and which of a folded read's queries found
+        them (its totals row's rank: 1, 2, …, 0 when none did; None for a read of one query)."""
+        table = BM25_SOURCES[scope][0]
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
         ranked: list[tuple[float, int]] = []
-        totals, state, counts = (0, 0, 0), [-1, -1, 0], []
+        totals, state, counts, chosen = (0, 0, 0), [-1, -1, 0], [], None
         windows: dict[int, list[tuple[int, int]]] = {}
         texts: dict[int, IndexedText] = {}
         for row in rows:
             kind, rid, rank, n, at, before, after, content = row[:8]
             if kind == 0:
-                totals, state = (int(rid), int(n), int(at)), before
+                totals, state, chosen = (int(rid), int(n), int(at)), before, rank
             elif kind == 1:
                 ranked.append((float(rank), int(rid)))
             elif kind == 2:
@@ -795,9 +980,9 @@ class SearchReads(Connection, ScopedSearch):
                 whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
                                          "id": int(rid), "timestamp": int(at), "content": content})
         self._counted(table, totals, state, counts)
-        self._keep_bound(table, str(q.text), counts, totals[0])
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
-        return Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
+        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
+        return found, totals, counts, None if chosen is None else int(chosen)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
                        limit: int, offset: int, viewer: str | None = None) -> list[tuple[Any, float]]:
