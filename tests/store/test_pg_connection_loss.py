@@ -4,6 +4,7 @@ on, the next call is served, and a commit whose answer was lost is known, not gu
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -55,14 +56,14 @@ def _wait_for(check: Callable[[], bool], what: str, seconds: float = 20) -> None
         time.sleep(0.02)
 
 
-def _end_waiting_on_the_feed_lock(admin: Any, app_name: str) -> int:
-    """Ends the store's backend that waits for an advisory lock (the change feed's, held by the
-    test's writer); the pid it ended."""
+def _end_waiting_on_a_lock(admin: Any, app_name: str) -> int:
+    """Ends the store's backend that waits for an advisory lock the test holds (the change feed's,
+    the migrations'); the pid it ended."""
     sql = ("SELECT pid FROM pg_stat_activity WHERE application_name = %s "
            "AND wait_event_type = 'Lock' AND wait_event = 'advisory'")
     pids: list[int] = []
     _wait_for(lambda: bool(pids.extend(r[0] for r in admin.execute(sql, (app_name,))) or pids),
-              "the feed read waiting for the lock")
+              "a backend of the store waiting for the lock")
     admin.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
     return pids[0]
 
@@ -79,7 +80,7 @@ def test_a_feed_read_whose_backend_ends_while_it_waits_is_read_again(pg_url: str
         writer.execute("SELECT pg_advisory_xact_lock_shared(28269, hashtext(%s))", (schema,))
         reader = threading.Thread(target=lambda: outcome.append(_outcome(pg_store.settled_heads)))
         reader.start()
-        _end_waiting_on_the_feed_lock(admin, app_name)
+        _end_waiting_on_a_lock(admin, app_name)
         writer.execute("COMMIT")
         reader.join(30)
     assert len(outcome) == 1 and isinstance(outcome[0], tuple) and len(outcome[0]) == 3, outcome
@@ -206,10 +207,13 @@ def test_a_commit_whose_answer_is_lost_is_known_committed(pg_url: str, proxy: _P
 
 
 def test_a_commit_the_server_undid_is_store_disconnected(pg_url: str, pg_store: Any, app_name: str,
-                                                         engine: str) -> None:
+                                                         caplog: pytest.LogCaptureFixture, engine: str) -> None:
     """The backend ended while its COMMIT ran (a deferred check still running): nothing stored,
-    the caller hears StoreDisconnected (503, try again), and the next write is served."""
+    the caller hears StoreDisconnected (503, try again), the log says why, and the next write is
+    served."""
     from nmem.store.records import NewMemory
+
+    caplog.set_level(logging.WARNING, logger="nmem.store")
 
     with _admin(pg_url) as admin:
         admin.execute(f"SET search_path = {_schema(pg_url)}")
@@ -231,9 +235,12 @@ def test_a_commit_the_server_undid_is_store_disconnected(pg_url: str, pg_store: 
         _wait_for(lambda: bool(pids.extend(r[0] for r in admin.execute(sql, (app_name,))) or pids), "the COMMIT")
         admin.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
         thread.join(30)
-        admin.execute("DROP TRIGGER slow_commit ON memories")
+        admin.execute("DROP TRIGGER slow_commit ON memories; DROP FUNCTION slow_check()")
     assert len(outcome) == 1 and isinstance(outcome[0], StoreDisconnected), outcome
     assert _stored(pg_url) == []
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "nmem.store"]
+    assert said == ["cannot commit: the database server closed the connection (AdminShutdown 57P01: "
+                    "terminating connection due to administrator command)"], said
     with pg_store.transaction():   # and the store goes on
         pg_store._exec("SELECT 1")
 
@@ -279,3 +286,25 @@ def test_the_store_serves_the_first_call_after_the_server_takes_connections_agai
             store._exec("SELECT 1")
     finally:
         store.close()
+
+
+def test_a_store_whose_backend_ends_while_it_opens_opens(pg_url: str, app_name: str, engine: str) -> None:
+    """A server starting while PostgreSQL ends its backends: the opening's migration check (one
+    transaction, under the migration lock that another opener holds here) runs again."""
+    from nmem.store.postgres.connection import MIGRATION_LOCK
+
+    opened: list[Any] = []
+    with _admin(pg_url) as admin, _admin(pg_url) as opener:
+        opener.execute("BEGIN")
+        opener.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        thread = threading.Thread(target=lambda: opened.append(_outcome(
+            lambda: open_store(f"{pg_url}&application_name={quote(app_name)}", busy_timeout_ms=2000))))
+        thread.start()
+        _end_waiting_on_a_lock(admin, app_name)
+        opener.execute("COMMIT")
+        thread.join(30)
+    assert len(opened) == 1 and not isinstance(opened[0], NmemError | str), opened
+    try:
+        assert opened[0].schema_version() > 0
+    finally:
+        opened[0].close()

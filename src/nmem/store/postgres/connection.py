@@ -501,11 +501,10 @@ class Connection(SqlBase):
             try:
                 status = self._query("SELECT pg_xact_status(?::xid8)", (xid,))[0][0]
             except StorageError:
-                status = None   # the server is unreachable too: logged there
+                status = None   # the server is unreachable for now (logged there): ask again
+            if status in ("committed", "aborted") or time.monotonic() > deadline:
                 break
-            if status != "in progress" or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)   # the backend is still ending: it commits or aborts within moments
+            time.sleep(0.02)   # or the backend is still ending: it commits or aborts within moments
         if status == "committed":
             log.warning("commit: the database server closed the connection (%s) after the transaction "
                         "committed; answered as committed", _cause(lost))
