@@ -194,13 +194,16 @@ def _configure(conn: psycopg.Connection[Row]) -> None:
     conn.execute(SESSION_SETTINGS)
 
 
-def _begin_write(conn: psycopg.Connection[Row]) -> str:
+def _begin_write(conn: psycopg.Connection[Row]) -> str | None:
     """BEGIN a write transaction on `conn`; its transaction id."""
     cur = conn.execute(BEGIN_WRITE)
     cur.nextset()
-    row = cur.fetchone()
-    assert row is not None
-    return str(row[1])
+    result = cur.pgresult   # read off the result: no row built, on every write
+    value = result.get_value(0, 1) if result is not None else None
+    return value.decode() if value is not None else None
+
+
+_IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
 
 
 def _begin_snapshot(conn: psycopg.Connection[Row]) -> None:
@@ -399,8 +402,7 @@ class Connection(SqlBase):
 
     def _put(self, conn: psycopg.Connection[Row]) -> None:
         """Back to the pool, out of any transaction (a dropped connection is discarded there)."""
-        if conn.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS,
-                                            psycopg.pq.TransactionStatus.INERROR):
+        if conn.pgconn.transaction_status in _IN_TRANSACTION:
             try:
                 conn.execute("ROLLBACK")
             except psycopg.Error:
