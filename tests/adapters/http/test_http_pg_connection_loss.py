@@ -39,10 +39,10 @@ def test_a_server_whose_change_watch_lost_its_backend_serves_every_later_write(t
         def write(text: str) -> int:
             return client.post("/api/v1/memories", json={"content": text, "domain": "user"}).status_code
 
-        assert write("before") == 201
         with _admin(pg_url) as admin, _admin(pg_url) as writer:
             writer.execute("BEGIN")   # a writer in flight holds the feed lock shared, as nmem's writers do
             writer.execute("SELECT pg_advisory_xact_lock_shared(28269, hashtext(%s))", (schema,))
+            assert write("before") == 201   # a commit: the watch reads the feed, and waits for the lock
             waiting = ("SELECT pid FROM pg_stat_activity WHERE application_name = %s "
                        "AND wait_event_type = 'Lock' AND wait_event = 'advisory'")
             deadline = time.monotonic() + 20
