@@ -315,7 +315,9 @@ class Connection(SqlBase):
                 timeout=max(busy_timeout_ms / 1000, 1.0), reconnect_timeout=0,
                 kwargs={"autocommit": True, "row_factory": row_factory,
                         **({"options": options} if options else {})})
-            self._pool.open(wait=True, timeout=max(busy_timeout_ms / 1000, 5.0))
+            # Not waited for: the migration check below takes the first connection (or fails with
+            # why none came); a first connection ended while it was made is made again on demand.
+            self._pool.open()
         except (PoolTimeout, psycopg.Error) as exc:
             self._close_pool()
             raise StoreUnavailable(f"cannot connect to {self.url}: {exc}") from exc
