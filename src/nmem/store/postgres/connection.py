@@ -325,10 +325,7 @@ class Connection(SqlBase):
             if readonly:
                 self._check_readable()
             else:
-                try:
-                    self._migrate()
-                except StoreDisconnected:   # a backend ended while it ran: the steps are one transaction
-                    self._migrate()
+                self._migrate_anew()
         except BaseException:
             self._close_pool()
             raise
@@ -563,6 +560,20 @@ class Connection(SqlBase):
         if version != LATEST_VERSION:
             raise StorageError(f"database schema v{version} is not this nmem's v{LATEST_VERSION}: "
                                "open it once with write access so nmem can set it up")
+
+    def _migrate_anew(self) -> None:
+        """`_migrate`, run again while the server ends its backends (the steps are one transaction,
+        so a lost one left nothing), for up to `busy_timeout`: a server opening its store during a
+        database restart starts once the database is back."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                self._migrate()
+                return
+            except StoreDisconnected:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _migrate(self, target: int = LATEST_VERSION) -> None:
         with self.transaction():
