@@ -116,6 +116,8 @@ class Endpoint:
             if inspect.isawaitable(result):  # a handler that waits (the change feed's long-poll)
                 result = await result
         except NmemError as exc:
+            if exc.http_status == 500:   # the client hears a 500; the server's log keeps why
+                log.error("%s %s failed: %s: %s", self.method, self.path, type(exc).__name__, exc.message)
             return error_response(exc, context.service)
         except Exception:  # a bug answers with a generic 500; the traceback stays in the server's log
             log.exception("%s %s failed", self.method, self.path)

@@ -9,10 +9,12 @@ imports this package only for a postgresql:// URL).
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 import weakref
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -35,10 +37,12 @@ from nmem.store.postgres.tsquery import to_tsquery_text
 from nmem.store.sql.base import SqlBase
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from psycopg._cursor_base import BaseCursor
 
+log = logging.getLogger("nmem.store")
+T = TypeVar("T")
 
 POOL_MAX = 8
 
@@ -131,10 +135,20 @@ def storage_error(exc: psycopg.Error, what: str = "database error") -> StorageEr
     if isinstance(exc, pg_errors.LockNotAvailable | pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
         return StoreBusy(f"database is busy: {exc}")
     if _connection_lost(exc):
+        # the caller fails (a 503): the server's log says why, the client's answer does not
+        log.error("%s: the database server closed the connection (%s)", what, _cause(exc))
         return StoreDisconnected(f"{what}: the database server closed the connection; try again")
     if isinstance(exc, psycopg.OperationalError):
+        log.error("%s: %s", what, _cause(exc))
         return StoreUnavailable(f"{what}: {exc}")
     return StorageError(f"{what}: {exc}")
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of what the server or libpq said, with its SQLSTATE when there is one."""
+    text = str(exc).strip().splitlines()
+    state = getattr(exc, "sqlstate", None)
+    return f"{type(exc).__name__}{f' {state}' if state else ''}: {text[0] if text else 'no message'}"
 
 
 @lru_cache(maxsize=2048)
@@ -178,6 +192,32 @@ def tsquery(match: str) -> str | None:
 
 def _configure(conn: psycopg.Connection[Row]) -> None:
     conn.execute(SESSION_SETTINGS)
+
+
+def _begin_write(conn: psycopg.Connection[Row]) -> str | None:
+    """BEGIN a write transaction on `conn`; its transaction id."""
+    cur = conn.execute(BEGIN_WRITE)
+    cur.nextset()
+    result = cur.pgresult   # read off the result: no row built, on every write
+    value = result.get_value(0, 1) if result is not None else None
+    return value.decode() if value is not None else None
+
+
+_IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+
+
+def _begin_snapshot(conn: psycopg.Connection[Row]) -> None:
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+
+def _settle(conn: psycopg.Connection[Row]) -> bool:
+    """Hold the feed lock exclusively for an instant: False when the writers outlasted the wait."""
+    try:
+        conn.execute(f"BEGIN; SET LOCAL lock_timeout = {FEED_WAIT_MS}; "
+                     f"SELECT pg_advisory_xact_lock({FEED_LOCK}); COMMIT")
+    except pg_errors.LockNotAvailable:
+        return False   # the connection is left in its failed transaction: `_put` ends it
+    return True
 
 
 def _execute(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None, fetch: bool,
@@ -232,6 +272,7 @@ def _plan_each_run(conn: psycopg.Connection[Row]) -> None:
 
 class _Held(threading.local):
     conn: psycopg.Connection[Row] | None = None   # the write transaction's connection
+    xid: str | None = None                        # and its transaction id (what became of a lost COMMIT)
     snap: psycopg.Connection[Row] | None = None   # the read snapshot's connection
     depth = 0          # nested transaction() blocks
     snapshots = 0      # nested read_snapshot() blocks
@@ -265,12 +306,18 @@ class Connection(SqlBase):
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreUnavailable(f"cannot connect to {self.url}: {reason}") from exc
         try:
+            # reconnect_timeout 0: a connection the pool could not make is given up at once (after a
+            # second try), not retried on a back-off that doubles up to minutes while the server is
+            # down; the next request that finds the pool empty connects again, so the first request
+            # after the server is back is served (`_acquire`).
             self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
                 conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem", configure=_configure,
-                timeout=max(busy_timeout_ms / 1000, 1.0),
+                timeout=max(busy_timeout_ms / 1000, 1.0), reconnect_timeout=0,
                 kwargs={"autocommit": True, "row_factory": row_factory,
                         **({"options": options} if options else {})})
-            self._pool.open(wait=True, timeout=max(busy_timeout_ms / 1000, 5.0))
+            # Not waited for: the migration check below takes the first connection (or fails with
+            # why none came); a first connection ended while it was made is made again on demand.
+            self._pool.open()
         except (PoolTimeout, psycopg.Error) as exc:
             self._close_pool()
             raise StoreUnavailable(f"cannot connect to {self.url}: {exc}") from exc
@@ -278,7 +325,7 @@ class Connection(SqlBase):
             if readonly:
                 self._check_readable()
             else:
-                self._migrate()
+                self._migrate_anew()
         except BaseException:
             self._close_pool()
             raise
@@ -310,17 +357,12 @@ class Connection(SqlBase):
         if self._in_write():   # this thread's own transaction holds the lock shared: it would wait for itself
             return None
         drawn = tuple(int(v) for v in self._query(DRAWN_IDS)[0])
-        conn = self._acquire()
-        try:
-            conn.execute(f"BEGIN; SET LOCAL lock_timeout = {FEED_WAIT_MS}; "
-                         f"SELECT pg_advisory_xact_lock({FEED_LOCK}); COMMIT")
+        try:   # the lock taken later than `drawn` (a retry) still tells the same
+            settled = self._once(_settle, "the change feed's read of settled ids")
         except psycopg.Error as exc:
-            conn.execute("ROLLBACK")
-            if getattr(exc, "sqlstate", None) != "55P03":   # lock_not_available: the writers outlasted the wait
-                raise storage_error(exc) from exc
+            raise storage_error(exc, "cannot read the change feed") from exc
+        if not settled:
             return (0, 0, 0)   # nothing is known settled yet: the next read tries again
-        finally:
-            self._pool.putconn(conn)
         return drawn[0], drawn[1], drawn[2]
 
     def read_snapshot(self) -> _Snapshot:
@@ -328,11 +370,69 @@ class Connection(SqlBase):
         statement (REPEATABLE READ), whatever other sessions commit meanwhile."""
         return _Snapshot(self)
 
+    # -- connections: every one is taken and given back here ----------------------------------
+    #
+    # The server may end any backend at any moment (a restart, pg_terminate_backend, a dropped
+    # link). What that costs depends on where it lands, and is handled here alone:
+    # - on a connection idle in the pool: its first statement fails before doing anything, so
+    #   `_take` checks the pool (the others likely went too) and runs it once more on another;
+    # - under a read (a statement of its own, a snapshot's BEGIN, the feed's lock): read again;
+    # - inside a write transaction: nothing of it committed; the caller hears StoreDisconnected
+    #   (503, Retry-After) and the next write takes a fresh connection;
+    # - under COMMIT: the answer is lost, not the outcome: `_commit_outcome` asks the server;
+    # - while connecting: the pool gives the attempt up, and the next request connects again.
+    # Nothing but nmem's own errors leaves this class, and the server's log names each cause.
+
     def _acquire(self) -> psycopg.Connection[Row]:
         try:
             return self._pool.getconn()
         except PoolTimeout as exc:
-            raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
+            raise self._no_connection() from exc
+
+    def _no_connection(self) -> StorageError:
+        """Why the pool had no connection within the timeout: the server refuses new ones (down,
+        restarting, too many clients), or every connection is busy."""
+        try:
+            psycopg.connect(self._conninfo, connect_timeout=max(1, self.busy_timeout_ms // 1000)).close()
+        except psycopg.Error as exc:
+            log.error("cannot connect to %s: %s", self.url, _cause(exc))
+            return StoreDisconnected(f"cannot connect to {self.url}; try again")
+        return StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms")
+
+    def _put(self, conn: psycopg.Connection[Row]) -> None:
+        """Back to the pool, out of any transaction (a dropped connection is discarded there)."""
+        if conn.pgconn.transaction_status in _IN_TRANSACTION:
+            try:
+                conn.execute("ROLLBACK")
+            except psycopg.Error:
+                pass   # dropped: BAD, which the pool discards and replaces
+        self._pool.putconn(conn)
+
+    def _take(self, first: Callable[[psycopg.Connection[Row]], T], what: str) -> tuple[psycopg.Connection[Row], T]:
+        """A pooled connection and what `first` returned on it. `first` must be safe to run twice:
+        a read, or the BEGIN of a transaction. When the server had ended the connection (it sat in
+        the pool, or the read was under way), the pool is checked and `first` runs on another."""
+        for attempt in (1, 2):
+            conn = self._acquire()
+            try:
+                return conn, first(conn)
+            except psycopg.Error as exc:
+                self._put(conn)
+                if attempt == 2 or not _connection_lost(exc):
+                    raise
+                log.warning("%s: the database server had closed the connection (%s); on another",
+                            what, _cause(exc))
+                self._drop_dead()
+            except BaseException:
+                self._put(conn)
+                raise
+        raise AssertionError("unreachable")
+
+    def _once(self, first: Callable[[psycopg.Connection[Row]], T], what: str) -> T:
+        """`first` on a pooled connection (`_take`), the connection given back after it."""
+        conn, result = self._take(first, what)
+        self._put(conn)
+        return result
 
     def _drop_dead(self) -> None:
         """After one pooled connection turned out dropped (a server restart, pg_terminate_backend),
@@ -343,9 +443,9 @@ class Connection(SqlBase):
             pass  # the server is not back yet: the retry reports it
 
     def _release(self) -> None:
-        conn, self._held.conn = self._held.conn, None
+        conn, self._held.conn, self._held.xid = self._held.conn, None, None
         if conn is not None:
-            self._pool.putconn(conn)
+            self._put(conn)
 
     def _reading(self) -> psycopg.Connection[Row] | None:
         """The connection this thread's statements go through: its write transaction's (which
@@ -364,16 +464,10 @@ class Connection(SqlBase):
         if held.depth:
             held.depth += 1
             return
-        for attempt in (1, 2):
-            held.conn = self._acquire()
-            try:
-                held.conn.execute(BEGIN_WRITE)
-                break
-            except psycopg.Error as exc:
-                self._release()  # a connection the server dropped while idle is discarded here
-                if attempt == 2 or not _connection_lost(exc):
-                    raise storage_error(exc, "cannot start a write") from exc
-                self._drop_dead()
+        try:
+            held.conn, held.xid = self._take(_begin_write, "start a write")
+        except psycopg.Error as exc:
+            raise storage_error(exc, "cannot start a write") from exc
         held.depth = 1
 
     def _end(self, failed: bool) -> None:
@@ -381,32 +475,58 @@ class Connection(SqlBase):
         held.depth -= 1
         if held.depth:
             return
-        conn = held.conn
+        conn, xid = held.conn, held.xid
         assert conn is not None
         try:
             conn.execute("ROLLBACK" if failed else "COMMIT")
+            return
         except psycopg.Error as exc:
-            if not failed:
+            if failed:
+                return   # a ROLLBACK that failed: the transaction is gone either way
+            if not _connection_lost(exc):
                 raise storage_error(exc, "cannot commit") from exc
+            lost = exc
         finally:
             self._release()
+        self._commit_outcome(xid, lost)
+
+    def _commit_outcome(self, xid: str | None, lost: psycopg.Error) -> None:
+        """After a COMMIT whose connection was lost, the server may have committed or not: told
+        "try again" after it did, a caller would store the write twice. So the server is asked
+        what became of the transaction (its id was taken at BEGIN): return when it committed,
+        StoreDisconnected when it did not (nothing stored: writing again is safe) or when that
+        cannot be known (the server unreachable, or the transaction still finishing)."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        status = None
+        while xid is not None:
+            try:
+                status = self._query("SELECT pg_xact_status(?::xid8)", (xid,))[0][0]
+            except StorageError:
+                status = None   # the server is unreachable for now (logged there): ask again
+            if status in ("committed", "aborted") or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)   # or the backend is still ending: it commits or aborts within moments
+        if status == "committed":
+            log.warning("commit: the database server closed the connection (%s) after the transaction "
+                        "committed; answered as committed", _cause(lost))
+            return
+        if status == "aborted":
+            error = storage_error(lost, "cannot commit")   # logged there
+            raise StoreDisconnected(f"{error.message} (nothing was stored)") from lost
+        log.error("commit: the database server closed the connection (%s); whether transaction %s "
+                  "committed is unknown (%s)", _cause(lost), xid, status or "the server did not answer")
+        raise StoreDisconnected("cannot commit: the database server closed the connection, and whether "
+                                "the write was stored is unknown; check before writing it again") from lost
 
     def _open_snapshot(self) -> None:
         held = self._held
         if held.snapshots:
             held.snapshots += 1
             return
-        for attempt in (1, 2):
-            conn = self._acquire()
-            try:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                break
-            except psycopg.Error as exc:
-                self._pool.putconn(conn)
-                if attempt == 2 or not _connection_lost(exc):
-                    raise storage_error(exc, "cannot start a read") from exc
-                self._drop_dead()
-        held.snap = conn
+        try:
+            held.snap, _ = self._take(_begin_snapshot, "start a read")
+        except psycopg.Error as exc:
+            raise storage_error(exc, "cannot start a read") from exc
         held.snapshots = 1
 
     def _close_snapshot(self) -> None:
@@ -415,14 +535,8 @@ class Connection(SqlBase):
         if held.snapshots:
             return
         conn, held.snap = held.snap, None
-        if conn is None:
-            return
-        try:
-            conn.execute("COMMIT")
-        except psycopg.Error:
-            pass  # a read-only transaction has nothing to lose; the pool resets the connection
-        finally:
-            self._pool.putconn(conn)
+        if conn is not None:
+            self._put(conn)   # ROLLBACK: a read-only transaction has nothing to keep
 
     def schema_version(self) -> int:
         rows = self._query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations "
@@ -446,6 +560,20 @@ class Connection(SqlBase):
         if version != LATEST_VERSION:
             raise StorageError(f"database schema v{version} is not this nmem's v{LATEST_VERSION}: "
                                "open it once with write access so nmem can set it up")
+
+    def _migrate_anew(self) -> None:
+        """`_migrate`, run again while the server ends its backends (the steps are one transaction,
+        so a lost one left nothing), for up to `busy_timeout`: a server opening its store during a
+        database restart starts once the database is back."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                self._migrate()
+                return
+            except StoreDisconnected:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _migrate(self, target: int = LATEST_VERSION) -> None:
         with self.transaction():
@@ -554,19 +682,8 @@ class Connection(SqlBase):
         try:
             if conn is not None:
                 return _execute(conn, sql, params, fetch, plans)
-            try:
-                with self._pool.connection() as conn:
-                    return _execute(conn, sql, params, fetch, plans)
-            except psycopg.Error as exc:
-                if not _connection_lost(exc):
-                    raise
-                self._drop_dead()
-            # A statement of its own (a read: writes run in transactions) on a connection the
-            # server dropped while it sat in the pool: the pool discarded it, so once more.
-            with self._pool.connection() as conn:
-                return _execute(conn, sql, params, fetch, plans)
-        except PoolTimeout as exc:
-            raise StoreBusy(f"no database connection free within {self.busy_timeout_ms} ms") from exc
+            # A statement of its own: a read (writes run in transactions), or a VACUUM: safe twice.
+            return self._once(lambda c: _execute(c, sql, params, fetch, plans), "a read")
         except pg_errors.SyntaxError as exc:
             raise QuerySyntaxError(f"invalid search query: {exc}") from exc
         except psycopg.Error as exc:
