@@ -97,6 +97,27 @@ async def test_a_memory_added_by_the_cli_sends_list_changed_and_an_update_notifi
         assert memory["content"] == "JWT, 30 minute ttl."
 
 
+async def test_an_unexpected_failure_of_the_change_watch_does_not_stop_it(
+        app: NmemServer, nmem_home: Path, seeded: Seeded) -> None:
+    """One poll that fails with something other than an nmem error (a bug, a driver's own error)
+    is logged and the watch goes on: it must not end the server's lifespan while requests go on."""
+    poll, failed = app.watcher.poll, []
+
+    def failing_once() -> ChangeSet:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("injected: the watch's first poll fails")
+        return poll()
+
+    app.watcher.poll = failing_once  # type: ignore[method-assign]
+    inbox = Inbox()
+    async with Client(app.server, mode="legacy", message_handler=inbox) as client:
+        await subscribe(client, OBSERVATIONS)
+        await hook_bash(nmem_home, "cargo build --release")
+        await inbox.wait_updated(OBSERVATIONS, WAIT)
+    assert failed == [True]
+
+
 async def test_forgetting_in_another_process_notifies_and_changes_the_list(
         app: NmemServer, nmem_home: Path, seeded: Seeded) -> None:
     inbox = Inbox()

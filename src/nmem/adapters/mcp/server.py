@@ -328,6 +328,8 @@ class NmemServer:
                     await self.notify(changes)
             except NmemError as exc:
                 log.warning("change watch failed: %s", exc.message)
+            except Exception:  # a bug here must not end the lifespan while the server goes on answering
+                log.exception("change watch failed; still watching")
 
     async def index_embeddings(self) -> None:
         """Embed new records in the background when optional embeddings are on (nmem.service.indexer)."""
@@ -351,6 +353,8 @@ class NmemServer:
                     log.info("stored %d spooled hook events", stored)
             except NmemError as exc:
                 log.warning("draining the hook spool failed: %s", exc.message)
+            except Exception:
+                log.exception("draining the hook spool failed; draining on")
             await anyio.sleep(every)
 
     @asynccontextmanager
