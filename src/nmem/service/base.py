@@ -54,6 +54,8 @@ class Base:
         self.clock = clock
         # Sessions never change project: one lookup per session per process (imports, servers).
         self._session_projects: dict[str, str] = {}
+        # Projects seen to have sessions (`Search._has_trail`): a project-first search reads the rest alone.
+        self._trail_projects: set[str] = set()
 
     def forget_uncommitted(self) -> None:
         """After a transaction this service wrote in was undone: drop what it cached of it."""

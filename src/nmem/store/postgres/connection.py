@@ -344,6 +344,13 @@ class Connection(SqlBase):
         if connections > self._pool.max_size:
             self._pool.resize(self._pool.min_size, connections)
 
+    def pool_stats(self) -> dict[str, int]:
+        """The connection pool's counters and sizes (psycopg_pool's `get_stats`): `requests_num`
+        connections taken (one for each statement outside a transaction or snapshot, one for each
+        of those), `requests_queued` of them waited for one, `requests_wait_ms` in all, and
+        `pool_size` open, `pool_available` idle, `pool_max`, `requests_waiting` now."""
+        return self._pool.get_stats()
+
     # -- transactions and migrations ---------------------------------------------------------
 
     def transaction(self) -> _Transaction:
