@@ -197,6 +197,20 @@ async def load(base: str, urls: list[str], concurrency: int) -> dict[str, Any]:
             **({"error_examples": examples} if examples else {})}
 
 
+def pool_counts(base: str) -> dict[str, float]:
+    """A PostgreSQL store's pool counters from the server's /metrics (taken, waited, wait seconds;
+    with --workers N, one worker's); {} on SQLite."""
+    found: dict[str, float] = {}
+    text = httpx2.get(f"{base}/metrics", timeout=30).text
+    for line in text.splitlines():
+        for name, key in (('nmem_store_pool_requests_total{outcome="taken"}', "taken"),
+                          ('nmem_store_pool_requests_total{outcome="waited"}', "waited"),
+                          ("nmem_store_pool_wait_seconds_total", "wait_s")):
+            if line.startswith(name + " "):
+                found[key] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
 def search_urls(n: int, seed: int) -> list[str]:
     out = []
     for i, (project, query) in enumerate(corpus.project_queries(n, seed)):
@@ -259,7 +273,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
             log(f"  {args.requests} searches, {c} concurrent clients …")
             backends = (args.pg, PG_APP) if store else (None, None)
             server_cpu, pg_cpu = cpu_seconds(proc.pid), postgres_cpu_seconds(*backends)
+            pool = pool_counts(base) if store and args.workers <= 1 else {}
             series = result["search"][str(c)] = asyncio.run(load(base, urls, c))
+            if pool:   # connections a search took from the pool, how many waited for one, and how long
+                after = pool_counts(base)
+                series["pool"] = {"taken": round((after["taken"] - pool["taken"]) / len(urls), 2),
+                                  "waited": round((after["waited"] - pool["waited"]) / len(urls), 3),
+                                  "wait_ms": round((after["wait_s"] - pool["wait_s"]) * 1000 / len(urls), 3)}
             # CPU per request (the warm-up's included), which a shared machine's load moves far less than wall time
             served = len(urls)
             series["server_cpu_ms"] = round((cpu_seconds(proc.pid) - server_cpu) * 1000 / served, 2)
@@ -307,6 +327,8 @@ def render(r: dict[str, Any]) -> str:
     cpu = [f"{c} clients: server {x['server_cpu_ms']} ms" + (f", PostgreSQL {x['postgres_cpu_ms']} ms"
                                                            if "postgres_cpu_ms" in x else "")
            for c, x in [*r["search"].items(), ("in process, 1", r["in_process"])] if "server_cpu_ms" in x]
+    pools = [f"{c} clients: {x['pool']['taken']} connections taken, {x['pool']['waited']} waited for one, "
+             f"{x['pool']['wait_ms']} ms waiting" for c, x in r["search"].items() if "pool" in x]
     for c, x in r["health"].items():
         lines.append(row("GET /health", c, x))
     lines.append(row("Service.search in process", "1", r["in_process"]))
@@ -315,6 +337,8 @@ def render(r: dict[str, Any]) -> str:
     lines += [f"first error answer: {e}" for e in errors]
     if cpu:
         lines.append("CPU per search (all server processes; the server's PostgreSQL backends): " + "; ".join(cpu))
+    if pools:
+        lines.append("the store's pool per search (the scrapes of /metrics included): " + "; ".join(pools))
     return "\n".join(lines)
 
 
