@@ -5,6 +5,7 @@ for each statement a search sends, every statement of a search running outside a
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -95,3 +96,21 @@ def test_a_search_for_the_servers_project_without_sessions_reads_no_more_than_on
         gauges = pool(port)
         assert gauges["nmem_store_pool_connections:max"] >= gauges["nmem_store_pool_connections:open"] >= 1
         assert gauges["nmem_store_pool_connections:waiting"] == 0
+
+
+@pytest.mark.postgres
+def test_the_read_threads_and_the_writer_have_their_connections_before_the_first_request(
+        tmp_path: Path, pg_url: str) -> None:
+    """A server just started opens a pooled connection for each read thread and the writer at
+    once, in the background: the first burst of requests neither waits while the pool opens them
+    one at a time nor pays for their backends' start (before, the pool held one until asked)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with http_server(home, env={"NMEM_STORE_URL": pg_url, "NMEM_HTTP_THREADS": "3", **QUIET}) as server:
+        deadline = time.monotonic() + 30
+        gauges = pool(server.port)
+        while gauges["nmem_store_pool_connections:idle"] < 3 + 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            gauges = pool(server.port)
+        assert gauges["nmem_store_pool_connections:idle"] >= 3 + 1, gauges
+        assert gauges["nmem_store_pool_requests_total:waited"] == 0

@@ -405,9 +405,10 @@ class StoreThreads:
         self.checks = Lane("token check", self.CHECK_THREADS, max_queue, max_wait)
         # A PostgreSQL store's pool must have a connection for each thread (and for the loop's own
         # calls: the streams' poller, MCP): else threads queue for connections instead of work.
+        # The read threads' and the writer's are opened now, before the first burst of requests.
         reserve = getattr(store, "reserve_connections", None)
         if reserve is not None:
-            reserve(threads + 1 + self.CHECK_THREADS + 4)
+            reserve(threads + 1 + self.CHECK_THREADS + 4, ready=threads + 1)
         self.touches = Touches(store, self.writes.executor.submit)
 
     async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False) -> T:
