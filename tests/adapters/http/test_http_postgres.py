@@ -113,4 +113,3 @@ def test_the_read_threads_and_the_writer_have_their_connections_before_the_first
             time.sleep(0.1)
             gauges = pool(server.port)
         assert gauges["nmem_store_pool_connections:idle"] >= 3 + 1, gauges
-        assert gauges["nmem_store_pool_requests_total:waited"] == 0
