@@ -19,7 +19,8 @@ last byte of the body. Reported: requests/s (completed requests over the wall ti
 series), p50/p90/p99/max latency, and errors (any non-200; how many were 503s, the server
 busy, is said beside, and the first answer of each error status is printed). `GET /health` at the same
 concurrency shows what HTTP, the guard and uvicorn cost without the search, and
-`Service.search` in this process what the search costs without HTTP.
+`Service.search` in this process what the same search (every scope, the server's project first
+when the question names none) costs without HTTP, with its CPU and its PostgreSQL backends' CPU.
 
 With --pg the SQLite database is copied (`nmem migrate`) into a fresh schema of that server
 (kept, and reused, with --keep) and `nmem serve` serves it. --workers N runs `nmem serve
@@ -111,11 +112,11 @@ def pin(pids: list[int]) -> list[str]:
     return placed
 
 
-def pg_store(home: Path, base: str, keep: bool, log: Callable[[str], None]) -> str:
+def pg_store(home: Path, base: str, keep: bool, log: Callable[[str], None], name: str | None = None) -> str:
     """A schema on `base` holding a copy of the SQLite database (`nmem migrate`), as a store URL."""
     import psycopg
 
-    schema = "nmem_bench_http_kept" if keep else f"nmem_bench_http_{uuid.uuid4().hex[:12]}"
+    schema = name or ("nmem_bench_http_kept" if keep else f"nmem_bench_http_{uuid.uuid4().hex[:12]}")
     sep = "&" if "?" in base else "?"
     url = f"{base}{sep}options={quote(f'-csearch_path={schema}', safe='')}&application_name={PG_APP}"
     with psycopg.connect(base, autocommit=True) as conn:
@@ -196,6 +197,20 @@ async def load(base: str, urls: list[str], concurrency: int) -> dict[str, Any]:
             **({"error_examples": examples} if examples else {})}
 
 
+def pool_counts(base: str) -> dict[str, float]:
+    """A PostgreSQL store's pool counters from the server's /metrics (taken, waited, wait seconds;
+    with --workers N, one worker's); {} on SQLite."""
+    found: dict[str, float] = {}
+    text = httpx2.get(f"{base}/metrics", timeout=30).text
+    for line in text.splitlines():
+        for name, key in (('nmem_store_pool_requests_total{outcome="taken"}', "taken"),
+                          ('nmem_store_pool_requests_total{outcome="waited"}', "waited"),
+                          ("nmem_store_pool_wait_seconds_total", "wait_s")):
+            if line.startswith(name + " "):
+                found[key] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
 def search_urls(n: int, seed: int) -> list[str]:
     out = []
     for i, (project, query) in enumerate(corpus.project_queries(n, seed)):
@@ -204,21 +219,31 @@ def search_urls(n: int, seed: int) -> list[str]:
     return out
 
 
-def in_process(home: Path, n: int, seed: int, store: str | None = None) -> dict[str, Any]:
-    """The same searches on the service API in this process: what HTTP adds."""
+def in_process(home: Path, n: int, seed: int, store: str | None = None, pg: str | None = None) -> dict[str, Any]:
+    """The same searches on the service API in this process: what HTTP adds. The same question
+    the server is asked: every scope, half of them in the question's project, half in every
+    project with the server's own (its working directory's, `home`'s) first."""
     env = {"NMEM_HOME": str(home), **({"NMEM_STORE_URL": store} if store else {})}
     service = Service.open(load_settings(env), readonly=True)
+    own = service.project_for(str(home))
     try:
         pairs = corpus.project_queries(n, seed)
-        for project, query in pairs[:WARMUP]:
-            service.search(query, project=project)
+        for i, (project, query) in enumerate(pairs[:WARMUP]):
+            service.search(query, scope="all", **({"project": project} if i % 2 == 0 else {"prefer_project": own}))
         times = []
+        backends = (pg, PG_APP) if store else (None, None)
+        pg_cpu, cpu = postgres_cpu_seconds(*backends), time.process_time()
         t_all = time.perf_counter()
         for i, (project, query) in enumerate(pairs[WARMUP:]):
             t0 = time.perf_counter()
-            service.search(query, project=project if i % 2 == 0 else None)
+            service.search(query, scope="all", **({"project": project} if i % 2 == 0 else {"prefer_project": own}))
             times.append(time.perf_counter() - t0)
-        return stats(times, time.perf_counter() - t_all, 0)
+        out = stats(times, time.perf_counter() - t_all, 0)
+        out["server_cpu_ms"] = round((time.process_time() - cpu) * 1000 / len(times), 2)
+        pg_after = postgres_cpu_seconds(*backends)
+        if store and pg_cpu is not None and pg_after is not None:
+            out["postgres_cpu_ms"] = round((pg_after - pg_cpu) * 1000 / len(times), 2)
+        return out
     finally:
         service.close(checkpoint=False)
 
@@ -232,7 +257,7 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
     log(f"populating {args.observations:,} observations (one transaction) …")
     result["database"] = populate(home, args.observations, args.seed, log)
     urls = search_urls(args.requests + WARMUP, args.seed)
-    store = pg_store(home, args.pg, bool(args.keep), log) if args.pg else None
+    store = pg_store(home, args.pg, bool(args.keep or args.schema), log, args.schema) if args.pg else None
     result["config"].update(store="postgresql" if store else "sqlite", workers=args.workers, pinned=args.pin)
     port = free_port()
     settings = dict(pair.split("=", 1) for pair in args.set)
@@ -248,7 +273,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
             log(f"  {args.requests} searches, {c} concurrent clients …")
             backends = (args.pg, PG_APP) if store else (None, None)
             server_cpu, pg_cpu = cpu_seconds(proc.pid), postgres_cpu_seconds(*backends)
+            pool = pool_counts(base) if store and args.workers <= 1 else {}
             series = result["search"][str(c)] = asyncio.run(load(base, urls, c))
+            if pool:   # connections a search took from the pool, how many waited for one, and how long
+                after = pool_counts(base)
+                series["pool"] = {"taken": round((after["taken"] - pool["taken"]) / len(urls), 2),
+                                  "waited": round((after["waited"] - pool["waited"]) / len(urls), 3),
+                                  "wait_ms": round((after["wait_s"] - pool["wait_s"]) * 1000 / len(urls), 3)}
             # CPU per request (the warm-up's included), which a shared machine's load moves far less than wall time
             served = len(urls)
             series["server_cpu_ms"] = round((cpu_seconds(proc.pid) - server_cpu) * 1000 / served, 2)
@@ -260,8 +291,8 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
     finally:
         stop_server(proc)
     log("  the same searches in process …")
-    result["in_process"] = in_process(home, args.requests + WARMUP, args.seed, store)
-    if store and not args.keep:
+    result["in_process"] = in_process(home, args.requests + WARMUP, args.seed, store, args.pg)
+    if store and not (args.keep or args.schema):
         drop_schema(args.pg, store)
     result["machine"]["loadavg_end"] = loadavg()
     return result
@@ -295,7 +326,9 @@ def render(r: dict[str, Any]) -> str:
               for status, text in x.get("error_examples", {}).items()]
     cpu = [f"{c} clients: server {x['server_cpu_ms']} ms" + (f", PostgreSQL {x['postgres_cpu_ms']} ms"
                                                            if "postgres_cpu_ms" in x else "")
-           for c, x in r["search"].items() if "server_cpu_ms" in x]
+           for c, x in [*r["search"].items(), ("in process, 1", r["in_process"])] if "server_cpu_ms" in x]
+    pools = [f"{c} clients: {x['pool']['taken']} connections taken, {x['pool']['waited']} waited for one, "
+             f"{x['pool']['wait_ms']} ms waiting" for c, x in r["search"].items() if "pool" in x]
     for c, x in r["health"].items():
         lines.append(row("GET /health", c, x))
     lines.append(row("Service.search in process", "1", r["in_process"]))
@@ -304,6 +337,8 @@ def render(r: dict[str, Any]) -> str:
     lines += [f"first error answer: {e}" for e in errors]
     if cpu:
         lines.append("CPU per search (all server processes; the server's PostgreSQL backends): " + "; ".join(cpu))
+    if pools:
+        lines.append("the store's pool per search (the scrapes of /metrics included): " + "; ".join(pools))
     return "\n".join(lines)
 
 
@@ -315,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="concurrent clients per series, comma-separated (default 1,4,16)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pg", metavar="URL", help="serve a copy in a PostgreSQL schema on this server")
+    parser.add_argument("--schema", metavar="NAME", help="with --pg: the schema's name, kept (and reused when there)")
     parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N (default 1)")
     parser.add_argument("--pin", action="store_true", help="pin each server process to one core (taskset)")
     parser.add_argument("--set", action="append", default=[], metavar="NMEM_VAR=VALUE",

@@ -9,8 +9,9 @@ its own user's token; searchers query `/api/v1/search` and `/api/v1/memories` as
 Afterwards every event is looked for on the server: `lost` counts events that are not stored,
 `duplicated` events stored twice. Every event is then sent again with its key (a retry after a
 lost answer), which must store nothing. Errors are any non-2xx answer or a failed connection.
-Prints p50/p99 per operation, and how the writer thread committed the events (group commit,
-`http.write_batch`: from /metrics, read as an admin user of its own; one worker's with --workers).
+Prints p50/p99 per operation, how the writer thread committed the events (group commit,
+`http.write_batch`) and, on PostgreSQL, the connections the store took from its pool and how many
+waited for one (from /metrics, read as an admin user of its own; one worker's with --workers).
 CPU is the server's (every worker's), its own PostgreSQL backends' (found by application_name, so
 other work on the same PostgreSQL stays out) and the clients'; then each kind of thread (the event
 loop, the read threads, the writer, the token checks, the backends) with its CPU time and the time
@@ -199,21 +200,37 @@ def searcher(port: int, token: str, n: int, results: Results, start: threading.B
             results.error(f"searcher {idx}: HTTP {status} {body}")
 
 
-def write_transactions(port: int, admin_token: str) -> tuple[int, int, int]:
-    """The writer thread's counters from /metrics: writes alone, shared transactions, writes in them
-    (summed over workers only for the one that answers: with --workers N, one worker's share)."""
+def scrape(port: int, admin_token: str) -> dict[str, float]:
+    """The server's /metrics samples, by name with labels (with --workers N, one worker's)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {admin_token}"})
     text = conn.getresponse().read().decode()
     conn.close()
     found = {}
     for line in text.splitlines():
-        if line.startswith(("nmem_write_transactions_total", "nmem_shared_transaction_writes_total")):
+        if line and not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
-            found[name] = int(float(value))
-    return (found.get('nmem_write_transactions_total{kind="alone"}', 0),
-            found.get('nmem_write_transactions_total{kind="shared"}', 0),
-            found.get("nmem_shared_transaction_writes_total", 0))
+            found[name] = float(value)
+    return found
+
+
+def write_transactions(found: dict[str, float]) -> tuple[int, int, int]:
+    """The writer thread's counters: writes alone, shared transactions, writes in them."""
+    return (int(found.get('nmem_write_transactions_total{kind="alone"}', 0)),
+            int(found.get('nmem_write_transactions_total{kind="shared"}', 0)),
+            int(found.get("nmem_shared_transaction_writes_total", 0)))
+
+
+POOL = ('nmem_store_pool_requests_total{outcome="taken"}', 'nmem_store_pool_requests_total{outcome="waited"}',
+        "nmem_store_pool_wait_seconds_total")
+
+
+def pool_used(before: dict[str, float], after: dict[str, float]) -> tuple[float, float, float] | None:
+    """A PostgreSQL store's pool during the load: connections taken, those that waited, seconds waited."""
+    if POOL[0] not in after:
+        return None
+    taken, waited, seconds = (after[k] - before.get(k, 0.0) for k in POOL)
+    return taken, waited, seconds
 
 
 def pct(values: list[float], p: float) -> float:
@@ -307,6 +324,7 @@ def run(args: argparse.Namespace, store: str | None) -> int:
             cpu_before, pg_before, own_before = (cpu_seconds(server.pid), postgres_cpu_seconds(*backends),
                                                  time.process_time())
             threads_before = server_threads(server.pid, args.pg)
+            metrics_before = scrape(port, ops_token)
             for t in threads:
                 t.start()
             for t in threads:
@@ -316,7 +334,8 @@ def run(args: argparse.Namespace, store: str | None) -> int:
             pg_after = postgres_cpu_seconds(*backends)
             kinds = thread_kinds(threads_before, server_threads(server.pid, args.pg))
             pg_cpu = pg_after - pg_before if pg_after is not None and pg_before is not None else None
-            batching = write_transactions(port, ops_token)
+            metrics_after = scrape(port, ops_token)
+            batching, pool = write_transactions(metrics_after), pool_used(metrics_before, metrics_after)
             expected = {f"writer {w} prompt {i} about the {WORDS[(w + i) % len(WORDS)]} path"
                         for w in range(WRITERS) for i in range(1, args.events + 1)}
             stored = stored_prompts(home, store)
@@ -364,6 +383,10 @@ def run(args: argparse.Namespace, store: str | None) -> int:
     print(f"writer thread during the load: {shared} shared transactions held {held} writes "
           f"(mean {held / shared if shared else 0:.1f}), {alone} writes alone (http.write_batch)")
     requests = sum(len(v) for v in results.latency.values())
+    if pool is not None:
+        taken, waited, seconds = pool
+        print(f"the store's connection pool during the load: {taken:.0f} connections taken "
+              f"({taken / requests:.1f} a request), {waited:.0f} waited for one, {seconds:.2f} s in all")
     print(f"CPU during the load: server {server_cpu:.1f} s ({server_cpu / requests * 1000:.2f} ms a request), "
           + (f"PostgreSQL (the server's backends) {pg_cpu:.1f} s ({pg_cpu / requests * 1000:.2f} ms a request), "
              if store and pg_cpu is not None else "")

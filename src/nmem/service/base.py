@@ -21,7 +21,7 @@ from nmem.store.keys import database_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from types import ModuleType
     from typing import Self
 
@@ -54,10 +54,26 @@ class Base:
         self.clock = clock
         # Sessions never change project: one lookup per session per process (imports, servers).
         self._session_projects: dict[str, str] = {}
+        # Projects seen to have sessions (`Search._has_trail`): a project-first search reads the rest alone.
+        self._trail_projects: set[str] = set()
+        # Where accesses of memories go (`touch`): None, the store at once; a server sets a sink that
+        # counts them later on its writer thread (nmem.adapters.http.threads.Touches).
+        self.touch_sink: Callable[[Sequence[str], int], None] | None = None
+        self._tiers_fresh_until = 0   # lifecycle tiers computed less than a day before this (`refresh_tiers`)
 
     def forget_uncommitted(self) -> None:
         """After a transaction this service wrote in was undone: drop what it cached of it."""
         self._session_projects.clear()
+
+    def touch(self, uids: Sequence[str]) -> None:
+        """Count an access of these memories (recall, get): their `accessed_at` and `access_count`."""
+        if not uids:
+            return
+        sink = self.touch_sink
+        if sink is not None:
+            sink(uids, self.now())
+        else:
+            self.store.touch_memories(uids, self.now())
 
     @property
     def store(self) -> Store:

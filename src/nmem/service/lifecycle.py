@@ -74,10 +74,17 @@ class Lifecycle(Base):
         return moves
 
     def refresh_tiers(self) -> None:
-        """Recompute tiers if the last computation is more than a day old (what `recall` calls)."""
+        """Recompute tiers if the last computation is more than a day old (what `recall` calls).
+        Until a day after the computation last read, nothing is read: a computation only moves
+        that time later, so they are fresh until then whoever computes them meanwhile."""
+        now = self.now()
+        if now < self._tiers_fresh_until:
+            return
         at = self.store.tiers_computed_at()
-        if at is None or self.now() - at >= LAZY_TIERS_AFTER:
+        if at is None or now - at >= LAZY_TIERS_AFTER:
             self.recompute_tiers()
+        else:
+            self._tiers_fresh_until = at + LAZY_TIERS_AFTER
 
     # -- retention ---------------------------------------------------------------------------
 

@@ -82,7 +82,7 @@ class Navigate(Base):
                 missing.append(text)
             else:
                 records.append(record)
-        self.store.touch_memories([str(r.id) for r in records if isinstance(r, Memory)], self.now())
+        self.touch([str(r.id) for r in records if isinstance(r, Memory)])
         return records, missing
 
     def get_observations(self, ids: Sequence[Any]) -> list[Observation]:

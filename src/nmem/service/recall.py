@@ -130,5 +130,5 @@ class Recall(Base):
                 hits = [h for h in hits if similarity.get(str(h.record.id), 0.0) >= float(min_similarity)]
         else:
             hits = self.api._search("memories", query, filters, "relevance", lim, 0, lexical=mode == "bm25").hits
-        self.store.touch_memories([str(h.record.id) for h in hits], self.now())
+        self.touch([str(h.record.id) for h in hits])
         return hits, similarity

@@ -30,6 +30,7 @@ RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with 
 MAX_OFFSET = 2**62
 TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
 CURATED_EVERY = 3          # searching everything, the n-th matching memory is among the first 3n hits
+TRAIL_PROJECTS_KEPT = 10_000   # projects known to have sessions, kept per process (`_has_trail`)
 
 
 class SearchResult(Record):
@@ -153,12 +154,15 @@ class Search(Base):
                        limit: int, offset: int, strict: bool, raw: bool = False) -> SearchResult:
         """The hits of `project` in their order, then the other projects' in theirs."""
         want = offset + limit
-        if scope in ("observations", "prompts", "sessions") and not self.store.search_sessions(
-                None, SearchFilters(project=project), "date_desc", 1, 0):
-            own = SearchResult([], query, None)  # no trail there yet: spare the filtered walk of every match
+        mine = filters.replace(project=project)
+        if scope != "memories" and not self._has_trail(project):
+            # No trail there yet: spare the filtered walks of every match, which find nothing. Searching
+            # everything, the project's memories (with the user's and the org's) are all it can have.
+            mine = mine.replace(trail=False)
+        if mine.trail or scope == "all":
+            own = self._search(scope, query, mine, order, want, 0, strict=strict, raw=raw)
         else:
-            own = self._search(scope, query, filters.replace(project=project), order, want, 0, strict=strict,
-                               raw=raw)
+            own = SearchResult([], query, None)
         hits, match = list(own.hits), own.match
         if len(hits) < want:
             seen = {(h.kind, str(h.record.id)) for h in hits}
@@ -166,6 +170,19 @@ class Search(Base):
             hits += [h for h in rest.hits if (h.kind, str(h.record.id)) not in seen][:want - len(hits)]
             match = match if own.hits else rest.match
         return SearchResult(hits[offset:want], query, match)
+
+    def _has_trail(self, project: str) -> bool:
+        """Whether `project` has a session (its observations and prompts belong to sessions). A yes
+        is kept for the process: sessions are seldom deleted, and one that is only leaves a
+        filtered search to find nothing, as it would have anyway."""
+        known = self._trail_projects
+        if project in known:
+            return True
+        if not self.store.search_sessions(None, SearchFilters(project=project), "date_desc", 1, 0):
+            return False
+        if len(known) < TRAIL_PROJECTS_KEPT:
+            known.add(project)
+        return True
 
     def _search(self, scope: str, query: str | None, filters: SearchFilters, order: str,
                 limit: int, offset: int, *, strict: bool = False, raw: bool = False,
@@ -241,7 +258,9 @@ class Search(Base):
         parts = fanout.run_all(self.store, [*trail, *curated])
         merged = [hit for hits, _ in parts for hit in hits]
         merged.sort(key=lambda h: -h.score)
-        return SearchResult(curated_within_reach(merged)[offset:want], query, parts[0][1])
+        # the observations' expression, else (a project without sessions: trail not read) the first scope's that has one
+        match = next((m for _, m in parts if m), parts[0][1])
+        return SearchResult(curated_within_reach(merged)[offset:want], query, match)
 
     def _first_tier(self, scope: str, tiers: Sequence[str], filters: SearchFilters,
                     want: int) -> tuple[list[SearchHit], str]:
@@ -265,6 +284,8 @@ class Search(Base):
         ranking = self.ranking
         # Candidates come in blocks, so every page of one query reranks the same set.
         pool = ranking.candidates * max(1, -(-want // ranking.candidates))
+        if not filters.trail:
+            return [], ""   # a project without sessions (`_project_first`): nothing to read here
         if _scope_excluded(scope, filters):
             queries = rank.candidate_queries(
                 query_plan.terms, self.store.fts_stats(scope, rank.query_stems(query_plan.terms)).df,
@@ -610,9 +631,11 @@ def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> Searc
 def _scope_excluded(scope: str, filters: SearchFilters) -> bool:
     """Whether a filter names something the scope's records never have, so it has no hits:
     a namespace or tag (only memories have them), a type or file (only observations), a
-    session or agent (memories belong to none)."""
+    session or agent (memories belong to none), a project without sessions (`trail` False)."""
     if scope == "memories":
         return bool(filters.obs_types or filters.files or filters.session_id or filters.agents)
+    if not filters.trail:
+        return True
     if filters.namespaces or filters.tags:
         return True
     return scope != "observations" and bool(filters.obs_types or filters.files)

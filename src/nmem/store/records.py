@@ -36,6 +36,9 @@ class SearchFilters(Record):
     date_end: int | None = None
     include_archived: bool = False
     agents: tuple[str, ...] = ()  # the coding agents whose sessions it keeps (nmem.capture.agents)
+    # False: the trail (observations, prompts, sessions) is known to hold nothing these filters
+    # keep (a project without sessions), so only memories are searched; a store may ignore it.
+    trail: bool = True
 
 
 class NewObservation(Record):

@@ -133,7 +133,7 @@ PASSES_THROUGH = frozenset({
     "sync_apply", "sync_device", "sync_files", "sync_log_unlogged", "sync_outbox", "sync_pending", "sync_pushed",
     "sync_reset", "count_missing_vectors", "count_vectors", "missing_vectors", "tiers_computed_at",
     "close", "transaction", "savepoint", "read_snapshot", "fan_out_reads", "schema_version", "integrity",
-    "fts_consistency", "file_bytes", "migrate_to", "reserve_connections",
+    "fts_consistency", "file_bytes", "migrate_to", "reserve_connections", "pool_stats",
 })
 
 

@@ -23,7 +23,7 @@ from test_http_workers import SseClient
 from mcp_support import http_server
 from nmem.adapters.http.threads import WriteLane
 from nmem.capture.agents import parse
-from nmem.config import Settings
+from nmem.config import Settings, load_settings
 from nmem.errors import Forbidden
 from nmem.models import prompt_urn
 from nmem.service.api import Service
@@ -229,3 +229,59 @@ def test_a_batch_whose_connection_dies_is_stored_write_by_write(settings: Settin
         assert stored_prompts(settings.store_url) == {f"lost prompt {i} about the cache": 1 for i in (1, 2)}
     finally:
         service.close()
+
+
+def accesses(store_url: str) -> tuple[int, int]:
+    store = open_store(store_url)
+    try:
+        rows = sql_rows(store, "SELECT access_count, accessed_at FROM memories WHERE summary = 'wombat cache rule'")
+    finally:
+        store.close()
+    return int(str(rows[0][0])), int(str(rows[0][1] or 0))
+
+
+def test_concurrent_recalls_count_every_access_once_on_the_writer_thread(tmp_path: Path, store_url: str) -> None:
+    """Recalls (and gets) answered at once on the read threads; their accesses are counted on the
+    writer thread, many requests' in one transaction: every access once, none lost when the server
+    stops with some still waiting."""
+    home = tmp_path / "home"
+    with Service.open(load_settings({"NMEM_HOME": str(home), "NMEM_STORE_URL": store_url})) as service:
+        urn = service.remember("Wombat caches expire after an hour.", summary="wombat cache rule",
+                               domain="org", namespace="decisions").urn
+    readers, rounds = 8, 5
+
+    def get(port: int, path: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            found = json.loads(response.read())
+            assert response.status == 200, found
+            return len(found["results"]) if "results" in found else 1
+        finally:
+            conn.close()
+
+    with http_server(home, env={"NMEM_STORE_URL": store_url}) as server:
+        start = threading.Barrier(readers)
+        found: list[int] = []
+
+        def reader() -> None:
+            start.wait()
+            for _ in range(rounds):
+                found.append(get(server.port, "/api/v1/memories?query=wombat&project=*"))
+            found.append(get(server.port, f"/api/v1/records/{urn}"))
+
+        threads = [threading.Thread(target=reader) for _ in range(readers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert found == [1] * len(found) and len(found) == readers * (rounds + 1)
+        deadline = time.monotonic() + 30
+        while accesses(store_url)[0] < len(found) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert accesses(store_url)[0] == len(found), "every access counted once, soon after its answer"
+        for _ in range(3):   # the last ones still waiting when the server stops
+            get(server.port, "/api/v1/memories?query=wombat&project=*")
+    count, at = accesses(store_url)
+    assert count == len(found) + 3 and at > 0

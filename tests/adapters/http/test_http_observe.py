@@ -156,7 +156,9 @@ def test_the_metrics_text_is_the_table_rendered_in_prometheus_format(monkeypatch
     for tool, outcome, seconds in [("search", "ok", 0.03), ("status", "ok", 0.5), ("get_observations", "error", 1e-4)]:
         metrics.tool_call(tool, outcome, seconds)
     reading = observe.Reading(1_234_567_890, {"sessions": 4, "prompts": 12, "observations": 250_000, "memories": 7},
-                              3, 1, 1234.5678, (5, 2, 9))
+                              3, 1, 1234.5678, (5, 2, 9),
+                              {"pool_size": 11, "pool_available": 4, "pool_max": 15, "requests_waiting": 0,
+                               "requests_num": 5210, "requests_queued": 17, "requests_wait_ms": 1250})
     text = metrics.text(reading)
     assert text == (Path(__file__).parents[2] / "fixtures" / "metrics.prom").read_text()
     found = samples(text)
@@ -168,3 +170,6 @@ def test_the_metrics_text_is_the_table_rendered_in_prometheus_format(monkeypatch
     assert value(found, "nmem_store_size_bytes") == 1_234_567_890
     assert value(found, "nmem_write_transactions_total", kind="shared") == 2
     assert value(found, "nmem_shared_transaction_writes_total") == 9
+    assert value(found, "nmem_store_pool_connections", state="open") == 11
+    assert value(found, "nmem_store_pool_requests_total", outcome="waited") == 17
+    assert value(found, "nmem_store_pool_wait_seconds_total") == 1.25

@@ -134,6 +134,9 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
                 stack.callback(svc.close)
             stack.callback(users.close)     # after the threads stopped (callbacks run last first)
             stack.callback(threads.close)
+            # accesses of memories counted on the writer thread, many requests' at once (threads.Touches)
+            svc.touch_sink = threads.touches.add
+            stack.callback(setattr, svc, "touch_sink", None)   # before threads.close stores the last
             await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             await stack.enter_async_context(mcp.running())
             stack.callback(hub.close)

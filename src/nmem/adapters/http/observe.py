@@ -149,6 +149,7 @@ class Reading(NamedTuple):
     set_aside: int
     at: float
     writes: tuple[int, int, int] = (0, 0, 0)   # the writer's: run alone, shared transactions, writes in them
+    pool: Mapping[str, int] = {}   # a PostgreSQL store's connection pool (`pool_stats`); none on SQLite
 
 
 STORE_KINDS = ("sessions", "prompts", "observations", "memories")
@@ -158,7 +159,9 @@ def read_now(service: Service) -> Reading:
     """What a scrape reads now: the store's size and rows, the spool's depth."""
     pending, set_aside = spool_depth(service.settings.spool_dir)
     st = service.store.status()
-    return Reading(st.size_bytes, {kind: getattr(st, kind) for kind in STORE_KINDS}, pending, set_aside, time.time())
+    pool_stats = getattr(service.store, "pool_stats", None)
+    return Reading(st.size_bytes, {kind: getattr(st, kind) for kind in STORE_KINDS}, pending, set_aside, time.time(),
+                   pool=pool_stats() if pool_stats is not None else {})
 
 
 Samples = Mapping[tuple[str, ...], Any]   # label values -> a count, a gauge's value or a _Histogram
@@ -186,6 +189,9 @@ class Family(NamedTuple):
                 out.append(f"{self.name}{_labels(labels)} {_number(value)}")
         return out
 
+
+# nmem_store_pool_connections' states and the psycopg_pool measures they show
+POOL_GAUGES = (("open", "pool_size"), ("idle", "pool_available"), ("max", "pool_max"), ("waiting", "requests_waiting"))
 
 FAMILIES: tuple[Family, ...] = (
     Family("nmem_http_requests_total", "counter", "HTTP requests answered, by route template, method and status.",
@@ -216,6 +222,20 @@ FAMILIES: tuple[Family, ...] = (
            lambda m, r: {(): float(r.size_bytes)}),
     Family("nmem_store_rows", "gauge", "Rows per record kind.", ("table",),
            lambda m, r: {(kind,): float(n) for kind, n in r.rows.items()}),
+    Family("nmem_store_pool_connections", "gauge", "A PostgreSQL store's pooled connections: open, idle (free "
+                                                   "now), max (the most it opens), waiting (requests waiting "
+                                                   "for one now).",
+           ("state",), lambda m, r: {(state,): float(r.pool.get(key, 0)) for state, key in POOL_GAUGES} if r.pool
+           else {}),
+    Family("nmem_store_pool_requests_total", "counter", "Connections taken from a PostgreSQL store's pool (one "
+                                                        "for each statement outside a transaction or snapshot, "
+                                                        "one for each of those): all of them (taken), and those "
+                                                        "that waited for one (waited).",
+           ("outcome",), lambda m, r: {("taken",): float(r.pool.get("requests_num", 0)),
+                                       ("waited",): float(r.pool.get("requests_queued", 0))} if r.pool else {}),
+    Family("nmem_store_pool_wait_seconds_total", "counter", "Seconds requests waited for a connection of a "
+                                                            "PostgreSQL store's pool.",
+           (), lambda m, r: {(): r.pool.get("requests_wait_ms", 0) / 1000} if r.pool else {}),
 )
 
 

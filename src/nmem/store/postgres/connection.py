@@ -338,11 +338,25 @@ class Connection(SqlBase):
     def close(self, checkpoint: bool = True) -> None:
         self._close_pool()
 
-    def reserve_connections(self, connections: int) -> None:
+    def reserve_connections(self, connections: int, ready: int = 0) -> None:
         """Let the pool grow to `connections` (a server's request threads each hold one while
-        they read; POOL_MAX stays the floor)."""
-        if connections > self._pool.max_size:
-            self._pool.resize(self._pool.min_size, connections)
+        they read; POOL_MAX stays the floor), and keep `ready` of them open from now on (opened in
+        the background at once). Left to grow on demand, the pool opens one connection at a time
+        while requests wait, and a connection opened under load costs its backend's start and
+        cold caches in the middle of the burst: `make bench-team --pg`'s first wave of 200
+        searches, sent to a server just started, waited 1.7 s on average against 0.75-1.2 s with
+        the read threads' connections open before it came (bench/team.py, docs/team.md)."""
+        most = max(connections, self._pool.max_size)
+        least = max(self._pool.min_size, min(ready, most))
+        if (least, most) != (self._pool.min_size, self._pool.max_size):
+            self._pool.resize(least, most)
+
+    def pool_stats(self) -> dict[str, int]:
+        """The connection pool's counters and sizes (psycopg_pool's `get_stats`): `requests_num`
+        connections taken (one for each statement outside a transaction or snapshot, one for each
+        of those), `requests_queued` of them waited for one, `requests_wait_ms` in all, and
+        `pool_size` open, `pool_available` idle, `pool_max`, `requests_waiting` now."""
+        return self._pool.get_stats()
 
     # -- transactions and migrations ---------------------------------------------------------
 

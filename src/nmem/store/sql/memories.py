@@ -108,11 +108,11 @@ class MemoryRows(SqlBase):
         rows = self._query("SELECT * FROM memories WHERE uid = ?", (uid,))
         return Memory.from_row(rows[0]) if rows else None
 
-    def touch_memories(self, uids: Sequence[str], timestamp: int) -> None:
+    def touch_memories(self, uids: Sequence[str], timestamp: int, times: int = 1) -> None:
         if not uids or self.readonly:
             return  # access counts are bookkeeping: a read-only handle reads without them
-        self._exec(f"UPDATE memories SET accessed_at = ?, access_count = access_count + 1 "
-                   f"WHERE uid IN ({marks(len(uids))})", [timestamp, *uids])
+        self._exec(f"UPDATE memories SET accessed_at = ?, access_count = access_count + ? "
+                   f"WHERE uid IN ({marks(len(uids))})", [timestamp, int(times), *uids])
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         clauses: list[str] = ["deleted_at IS NULL"]
