@@ -53,13 +53,20 @@ def stored_prompts(store_url: str) -> dict[str, int]:
 
 
 def post(port: int, body: dict[str, Any]) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request("POST", "/api/v1/events", body=json.dumps(body), headers=CSRF)
-        response = conn.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        conn.close()
+    """POST one keyed event as `nmem record --remote` does: a 503 with Retry-After (the write
+    queue turned it away under load, nothing stored) is sent again after the wait it names."""
+    for _ in range(30):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            conn.request("POST", "/api/v1/events", body=json.dumps(body), headers=CSRF)
+            response = conn.getresponse()
+            status, answer, wait = response.status, json.loads(response.read()), response.getheader("Retry-After")
+        finally:
+            conn.close()
+        if status != 503 or wait is None:
+            return status, answer
+        time.sleep(min(float(wait), 2.0))
+    return status, answer
 
 
 async def queued_behind_one_write(lane: WriteLane, calls: list[Callable[[], Any]]) -> list[Any]:
