@@ -1084,8 +1084,8 @@ class SearchReads(Connection, ScopedSearch):
         if parsed.text is None:
             return []
         if order == "relevance" and scope.name in BM25_SOURCES:
-            rows = self._bm25_rows(scope, parsed, filters, offset + limit)
-            return Found(rows[offset:], rows.origins)
+            best = self._bm25_rows(scope, parsed, filters, offset + limit)
+            return Found(best[offset:], best.origins)
         q = parsed.text
         clauses, params = scope.where(filters, self.dialect)
         if order == "relevance" and scope.name in WEIGHTED:
