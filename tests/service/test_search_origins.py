@@ -83,11 +83,16 @@ def test_trail_hits_name_the_agent_and_root_their_session_recorded(service: Serv
 
 
 @pytest.mark.parametrize("asked", SEARCHES[:6], ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items()))
-def test_relevance_hits_carry_their_sessions_origin_from_the_rows_read(service: Service,
+def test_relevance_hits_carry_their_sessions_origin_from_the_rows_read(service: Service, engine: str,
                                                                        asked: dict[str, Any]) -> None:
+    """Every relevance read of the page's rows brings them; SQLite's ranking reads a pool of rows
+    to arrange and leaves the page's sessions to one read afterwards (a join a pooled row cost more)."""
     seed(service)
     trail = [h for h in service.search(**{"limit": 20, **asked}).hits if h.kind in ("observation", "prompt")]
-    assert trail and all(h.origin == SESSIONS[h.record.session_id][1:][::-1] for h in trail)
+    carried = [h.origin for h in trail if h.origin is not None]
+    assert carried == [SESSIONS[h.record.session_id][1:][::-1] for h in trail if h.origin is not None]
+    if engine == "postgres" or asked.get("raw") or asked.get("strict"):
+        assert trail and len(carried) == len(trail)
 
 
 # -- the statements one search sends to PostgreSQL, as the server reports receiving them -----

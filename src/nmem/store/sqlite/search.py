@@ -66,13 +66,20 @@ class SearchReads(Connection, ScopedSearch):
     # -- reads ---------------------------------------------------------------------------
 
     def get_observations(self, ids: Sequence[int]) -> Found:
+        return self._observations(ids, origins=False)
+
+    def _observations(self, ids: Sequence[int], origins: bool) -> Found:
+        """The observations of `ids` in that order (those that exist), with their sessions' agents
+        and roots when `origins`. Not for `get_observations`: ranking reads a pool of rows by it,
+        and a join a row there cost SQLite more than the page's sessions read afterwards."""
         if not ids:
             return Found()
         marks = ",".join("?" * len(ids))
-        rows = self._query(f"SELECT {OBS_COLUMNS_O}, {ORIGIN_COLUMNS} FROM observations o{origin_join('o')} "
-                           f"WHERE o.id IN ({marks})", list(ids))
+        joined = (f", {ORIGIN_COLUMNS} FROM observations o{origin_join('o')}" if origins
+                  else " FROM observations o")
+        rows = self._query(f"SELECT {OBS_COLUMNS_O}{joined} WHERE o.id IN ({marks})", list(ids))
         by_id = {row["id"]: Observation.from_row(row) for row in rows}
-        return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
+        return Found([by_id[i] for i in ids if i in by_id], origins_of(rows) if origins else None)
 
     def get_prompts(self, ids: Sequence[int]) -> Found:
         if not ids:
@@ -114,7 +121,7 @@ class SearchReads(Connection, ScopedSearch):
             return []
         if order == "relevance":
             ranked = self._observations_by_bm25(match, filters, ids, offset + limit)[offset:]
-            records = self.get_observations([i for i, _ in ranked])
+            records = self._observations([i for i, _ in ranked], origins=True)   # the page's rows
             found = {o.id: o for o in records}
             return Found([(found[i], 0.0 - rank) for i, rank in ranked if i in found], records.origins)
         if order == "date_desc":
