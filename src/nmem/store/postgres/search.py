@@ -18,7 +18,9 @@ times of every row named: `rank_candidates`). A plain-language search of one tra
 then that statement and the page's rows, plus one statement first when this process has not
 seen a word's count yet (`fts_stats`). A search of observations filtered by dates alone sends
 all of its candidate queries in that one statement, the first that finds a row in the dates
-taking the candidates (FOLDED_READ_SQL), where they ran one statement each in turn.
+taking the candidates (FOLDED_READ_SQL), where they ran one statement each in turn. The rows
+come with their sessions' agents and project roots (`Candidates.origins`, `Found.origins`), which
+the service names beside each hit: no read of the sessions after the search.
 """
 
 from __future__ import annotations
