@@ -137,7 +137,9 @@ def logged(pg_url: str, monkeypatch: pytest.MonkeyPatch, nmem_home: Path) -> Ite
     ({"query": "invoice export rows"}, 1),
     ({"query": "invoice export rows", "date_start": T0 - 5, "date_end": T0 + 100}, 1),
     ({"query": '"invoice export" AND rows', "raw": True}, 1),
-], ids=["ranked", "ranked-dates", "fts-syntax"])
+    ({"query": "invoice export", "order_by": "date_desc"}, 1),
+    ({"query": "invoice export", "scope": "prompts"}, 2),   # and the turns of the agents' replies ranked
+], ids=["ranked", "ranked-dates", "fts-syntax", "newest-first", "prompts"])
 def test_one_search_is_one_statement_on_postgres(logged: tuple[Service, Received], asked: dict[str, Any],
                                                  statements: int) -> None:
     service, received = logged

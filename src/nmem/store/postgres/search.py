@@ -1094,11 +1094,16 @@ class SearchReads(Connection, ScopedSearch):
             return self._weighted_bm25(scope, q, filters, order, limit, offset)
         classes = RANK_WEIGHTS.get(scope.name)
         rank = f"-ts_rank({classes + ', ' if classes else ''}{scope.alias}.tsv, {TSQ}, 1)"
-        rows = self._query(f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
-                           f"WHERE {' AND '.join([f'{scope.alias}.tsv @@ {TSQ}', *clauses])} "
-                           f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
-                           [q, q, *params, limit, offset])
-        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+        keys = scope.order(order, True, self.dialect.binary)
+        sql = (f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
+               f"WHERE {' AND '.join([f'{scope.alias}.tsv @@ {TSQ}', *clauses])} ORDER BY {keys} LIMIT ? OFFSET ?")
+        trail = scope.name in BM25_SOURCES
+        if trail:   # the page's sessions' agents and roots, read for the page's rows alone
+            sql = (f"SELECT f.*, os.agent AS nmem_agent, os.root AS nmem_root FROM ({sql}) AS f "
+                   f"LEFT JOIN sessions os ON os.id = f.session_id ORDER BY {keys.replace(scope.alias + '.', 'f.')}")
+        rows = self._query(sql, [q, q, *params, limit, offset])
+        found = [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+        return Found(found, origins_of(rows)) if trail else found
 
     def memory_indexed(self, uid: str) -> bool:
         """Whether the memory's stored tsvector is what its text gives now (the generated column
