@@ -525,6 +525,8 @@ class SearchHit(Record):
     score: float
     record: Observation | Prompt | Session | Memory
     agent: str | None = None  # the coding agent whose session recorded it (the service fills it in)
+    # (agent, project root) of its session when the store read them with the record; None: not read
+    origin: tuple[str | None, str | None] | None = None
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         body = self.record.to_dict() if full else self.record.index_entry()

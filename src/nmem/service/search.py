@@ -140,9 +140,19 @@ class Search(Base):
 
     def _name_agents(self, hits: list[SearchHit]) -> dict[str, str]:
         """Each trail hit's `agent`: the coding agent of its session (None when unrecorded);
-        returns those sessions' project roots, read with their agents."""
-        wanted = [sid for h in hits if h.kind != "session" and (sid := getattr(h.record, "session_id", None))]
-        origins = self.store.session_origins(wanted) if wanted else {}
+        returns those sessions' project roots, read with their agents: by the store's read of
+        the hit's row where it read them beside it (`SearchHit.origin`), else in one read more."""
+        origins: dict[str, tuple[str | None, str | None]] = {}
+        wanted: list[str] = []
+        for h in hits:
+            if h.kind != "session" and (sid := getattr(h.record, "session_id", None)):
+                if h.origin is not None:
+                    origins[sid] = h.origin
+                else:
+                    wanted.append(sid)
+        wanted = [sid for sid in wanted if sid not in origins]
+        if wanted:
+            origins.update(self.store.session_origins(wanted))
         for hit in hits:
             if hit.kind == "session":
                 hit.agent = getattr(hit.record, "agent", None)
@@ -344,7 +354,7 @@ class Search(Base):
                        said_times=when is not None and ranking.said_times)
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
         if not read.ids:
-            return _Ranked([], {}, trail, stats, stems, weights, match, read.records)
+            return _Ranked([], {}, trail, stats, stems, weights, match, read.records, read.origins)
         candidates = list(dict.fromkeys(read.ids))
         if when is not None and ranking.time_candidates:
             candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
@@ -376,7 +386,7 @@ class Search(Base):
                 if doc is not None and doc.asking:
                     scores[i] *= factor[doc.asking]
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
-        return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records)
+        return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records, read.origins)
 
     def _replies(self, scope: str, trail: _Trail, candidates: list[int], scores: dict[int, float],
                  score: Callable[[list[int]], dict[int, float]]) -> list[int]:
@@ -427,8 +437,11 @@ class Search(Base):
                      or ranking.session_weight > 0.0 or ranking.turn_weight > 0.0)
         head = ranked.ids[:pool] if arranging else []
         records: dict[int, Any] = dict(known or {})
+        origins = dict(ranked.origins or {})   # the records' sessions' agents and roots, read with them
         if [i for i in head if i not in records]:
-            records.update((int(r.id), r) for r in fetch([i for i in head if i not in records]))
+            fetched = fetch([i for i in head if i not in records])
+            records.update((int(r.id), r) for r in fetched)
+            origins.update(getattr(fetched, "origins", {}))
         order: list[tuple[int, float]] = []
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
@@ -449,8 +462,11 @@ class Search(Base):
             done += len(page)
             missing = [i for i, _ in page if i not in records]
             if missing:
-                records.update((int(r.id), r) for r in fetch(missing))
-            hits += [SearchHit(kind, value, records[i]) for i, value in page if i in records]
+                fetched = fetch(missing)
+                records.update((int(r.id), r) for r in fetched)
+                origins.update(getattr(fetched, "origins", {}))
+            hits += [SearchHit(kind, value, records[i], origin=origins.get(records[i].session_id))
+                     for i, value in page if i in records]
         return hits
 
     def _turns(self, kind: str, records: Sequence[Any]) -> dict[int, tuple[str | None, int]]:
@@ -511,12 +527,11 @@ class Search(Base):
         store = self.store
         if _scope_excluded(scope, filters):
             return []
-        if scope == "observations":
-            return [SearchHit("observation", s, r)
-                    for r, s in store.search_observations(match, filters, order, limit, offset)]
-        if scope == "prompts":
-            return [SearchHit("prompt", s, r)
-                    for r, s in store.search_prompts(match, filters, order, limit, offset)]
+        if scope in ("observations", "prompts"):
+            rows = (store.search_observations if scope == "observations" else store.search_prompts)(
+                match, filters, order, limit, offset)
+            origins = getattr(rows, "origins", {})   # their sessions' agents and roots, when read with them
+            return [SearchHit(scope[:-1], s, r, origin=origins.get(r.session_id)) for r, s in rows]
         if scope == "sessions":
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
@@ -535,6 +550,7 @@ class _Ranked(Record):
     weights: list[float]
     match: str
     records: dict[int, Any] | None
+    origins: dict[str, tuple[str | None, str | None]] | None = None
 
 
 class _Trail:

@@ -11,6 +11,9 @@ if TYPE_CHECKING:
 
     from nmem.models import Session
 
+    # Each session's coding agent and project root, by session id (`Store.session_origins`)
+    Origins = dict[str, tuple[str | None, str | None]]
+
 # A session's outline (`Store.session_outline`), what summaries are made of:
 ObsOutline = tuple[str, str | None, str, int | None]   # obs_type, file_path, content head, prompt_id
 PromptOutline = tuple[int, str, str]                    # id, source, content head
@@ -19,6 +22,18 @@ PromptOutline = tuple[int, str, str]                    # id, source, content he
 # for observations)
 IndexedText = tuple[str, int, int, str | None]
 OUTLINE_CHARS = 400
+
+
+class Found(list):  # type: ignore[type-arg]
+    """Trail records a read returned (a list, as before), with `origins`: the agent and root of
+    their sessions, read in the same statement (a session without a row reads as (None, None)),
+    so a search names them without another read (`Search._name_agents`)."""
+
+    __slots__ = ("origins",)
+
+    def __init__(self, rows: Iterable[Any] = (), origins: Origins | None = None) -> None:
+        super().__init__(rows)
+        self.origins: Origins = origins if origins is not None else {}
 
 
 class SearchFilters(Record):
@@ -143,6 +158,7 @@ class Candidates(Record):
     windows: dict[int, list[tuple[int, int]]]
     texts: dict[int, IndexedText]
     records: dict[int, Any] | None = None
+    origins: Origins | None = None   # the agent and root of the records' sessions, read with them
 
 
 def day_counts(observations: Iterable[Sequence[Any]], prompts: Iterable[Sequence[Any]]

@@ -18,7 +18,9 @@ times of every row named: `rank_candidates`). A plain-language search of one tra
 then that statement and the page's rows, plus one statement first when this process has not
 seen a word's count yet (`fts_stats`). A search of observations filtered by dates alone sends
 all of its candidate queries in that one statement, the first that finds a row in the dates
-taking the candidates (FOLDED_READ_SQL), where they ran one statement each in turn.
+taking the candidates (FOLDED_READ_SQL), where they ran one statement each in turn. The rows
+come with their sessions' agents and project roots (`Candidates.origins`, `Found.origins`), which
+the service names beside each hit: no read of the sessions after the search.
 """
 
 from __future__ import annotations
@@ -30,8 +32,15 @@ from typing import TYPE_CHECKING, Any
 from nmem.models import Memory, Observation, Prompt
 from nmem.store.postgres.connection import CUSTOM_PLANS, GENERIC_PLANS, SETTLED, Connection
 from nmem.store.postgres.tsquery import Parsed, Phrase, parse
-from nmem.store.records import Candidates, FtsStats, SearchFilters
-from nmem.store.sql.base import OBS_COLUMNS, PROMPT_COLUMNS
+from nmem.store.records import Candidates, Found, FtsStats, SearchFilters
+from nmem.store.sql.base import (
+    OBS_COLUMNS_O,
+    ORIGIN_COLUMNS,
+    PROMPT_COLUMNS,
+    PROMPT_ORIGIN_COLUMNS,
+    origin_join,
+    origins_of,
+)
 from nmem.store.sql.filters import observation_filters, prompt_filters
 from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, VISIBLE_TO, listed_visible
 from nmem.store.sql.scopes import SCOPES, Scope, ScopedSearch
@@ -571,7 +580,7 @@ BM25_ROWS_SQL = BM25_HEAD + """
 SELECT f.*, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest, {state} AS nmem_state,
        (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs
 FROM totals t CROSS JOIN state s
-LEFT JOIN (SELECT {columns}, r.rank FROM {full} JOIN ranked r ON r.id = {alias}.id) AS f ON true
+LEFT JOIN (SELECT {columns}, r.rank, {origin} FROM {full} JOIN ranked r ON r.id = {alias}.id{origin_join}) AS f ON true
 """
 
 # The ranked ids only (`match_ids`), by kind as RANK_READ_SQL's: 0 totals, 1 candidates, 4 counts.
@@ -583,18 +592,24 @@ UNION ALL SELECT 4, df, NULL, NULL, NULL, term, NULL FROM terms
 """
 
 # A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
-# same as NULLs for the other kinds, what x is read from, what kind 3 reads: a prompt's source)
+# same as NULLs for the other kinds, what x is read from, what kind 3 reads: a prompt's source).
+# Kind 5 reads the agent and root of the record's session too (`Candidates.origins`).
 RECORD_PARTS = {
     "observations": ("x.session_id, x.project, x.prompt_id, x.obs_type, x.source_event, x.tool_name, x.file_path, "
-                     "x.metadata, x.is_pinned",
+                     "x.metadata, x.is_pinned, s2.agent AS nmem_agent, s2.root AS nmem_root",
                      "NULL::text AS session_id, NULL::text AS project, NULL::bigint AS prompt_id, "
                      "NULL::text AS obs_type, NULL::text AS source_event, NULL::text AS tool_name, "
-                     "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned", "observations x",
-                     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
-    "prompts": ("x.session_id, s2.project, x.source",
-                "NULL::text AS session_id, NULL::text AS project, NULL::text AS source",
-                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "NULL, NULL, x.source"),
+                     "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned, "
+                     "NULL::text AS nmem_agent, NULL::text AS nmem_root",
+                     "observations x LEFT JOIN sessions s2 ON s2.id = x.session_id",
+                     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
+    "prompts": ("x.session_id, s2.project, x.source, s2.agent AS nmem_agent, s2.root AS nmem_root",
+                "NULL::text AS session_id, NULL::text AS project, NULL::text AS source, "
+                "NULL::text AS nmem_agent, NULL::text AS nmem_root",
+                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "NULL, NULL, x.source, NULL, NULL"),
 }
+# What a relevance read of a scope's rows (BM25_ROWS_SQL) reads of their sessions: (columns, join)
+ROW_ORIGINS = {"observations": (ORIGIN_COLUMNS, origin_join("o")), "prompts": (PROMPT_ORIGIN_COLUMNS, "")}
 
 # How a scope's session is ordered for the windows: (key, the anchor's key, newest first, oldest first)
 WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "n.timestamp DESC, n.id DESC",
@@ -681,20 +696,21 @@ class SearchReads(Connection, ScopedSearch):
         q = parse(match).text
         return None if q is None else (f"{alias}.tsv @@ {TSQ}", q)
 
-    def get_observations(self, ids: Sequence[int]) -> list[Observation]:
+    def get_observations(self, ids: Sequence[int]) -> Found:
         if not ids:
-            return []
-        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id = ANY(?)", ([int(i) for i in ids],))
+            return Found()
+        rows = self._query(f"SELECT {OBS_COLUMNS_O}, {ORIGIN_COLUMNS} FROM observations o{origin_join('o')} "
+                           "WHERE o.id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Observation.from_row(row) for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
+        return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
 
-    def get_prompts(self, ids: Sequence[int]) -> list[Prompt]:
+    def get_prompts(self, ids: Sequence[int]) -> Found:
         if not ids:
-            return []
-        rows = self._query(f"SELECT {PROMPT_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
-                           "WHERE p.id = ANY(?)", ([int(i) for i in ids],))
+            return Found()
+        rows = self._query(f"SELECT {PROMPT_COLUMNS}, {PROMPT_ORIGIN_COLUMNS} FROM prompts p "
+                           "JOIN sessions s ON s.id = p.session_id WHERE p.id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
+        return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
 
     # -- the shared relevance read --------------------------------------------------------
 
@@ -821,10 +837,12 @@ class SearchReads(Connection, ScopedSearch):
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return [(i, rank) for rank, i in ranked]
 
-    def _bm25_rows(self, scope: Scope, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[Any, float]]:
+    def _bm25_rows(self, scope: Scope, q: Parsed, filters: SearchFilters, want: int) -> Found:
         """The records of `_bm25_newest`, best first, read in the same statement."""
         table = scope.table
-        sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns)
+        origin, join = ROW_ORIGINS[scope.name]
+        sql, params = self._bm25(BM25_ROWS_SQL, scope.name, q, filters, want, columns=scope.columns, origin=origin,
+                                 origin_join=join)
         rows = self._query_kept(table, sql, params, self._plan_kept(table, str(q.text), filters))
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
@@ -832,7 +850,7 @@ class SearchReads(Connection, ScopedSearch):
                           first["nmem_state"], [(str(term), int(df)) for term, df in zip(
                               first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True)])
         rows = sorted((r for r in rows if r["rank"] is not None), key=lambda r: (float(r["rank"]), -int(r["id"])))
-        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+        return Found([(scope.record(r), 0.0 - float(r["rank"])) for r in rows], origins_of(rows))
 
     # -- what ranking reads of a trail scope, in one statement ----------------------------
 
@@ -851,7 +869,7 @@ class SearchReads(Connection, ScopedSearch):
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, folded[chosen - 1][0], found.ids, found.span, found.windows, found.texts,
-                                  found.records)
+                                  found.records, found.origins)
             if chosen == 0:
                 return Candidates(stats, match, [], span, {}, {})
             queries = [m for m, _ in folded[-chosen - 1:]]   # the ones no path suited: in turn
@@ -863,7 +881,7 @@ class SearchReads(Connection, ScopedSearch):
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
-                                  found.records)
+                                  found.records, found.origins)
         return Candidates(stats, match, [], span, {}, {})
 
     @staticmethod
@@ -959,6 +977,7 @@ class SearchReads(Connection, ScopedSearch):
         table = BM25_SOURCES[scope][0]
         build = Observation.from_row if scope == "observations" else Prompt.from_row
         whole: dict[int, Any] = {}
+        origins: dict[str, tuple[str | None, str | None]] = {}
         ranked: list[tuple[float, int]] = []
         totals, state, counts, chosen = (0, 0, 0), [-1, -1, 0], [], None
         windows: dict[int, list[tuple[int, int]]] = {}
@@ -979,9 +998,10 @@ class SearchReads(Connection, ScopedSearch):
             else:
                 whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
                                          "id": int(rid), "timestamp": int(at), "content": content})
+                origins[str(row["session_id"])] = (row["nmem_agent"], row["nmem_root"])
         self._counted(table, totals, state, counts)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
-        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole)
+        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole, origins)
         return found, totals, counts, None if chosen is None else int(chosen)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
@@ -1066,18 +1086,24 @@ class SearchReads(Connection, ScopedSearch):
         if parsed.text is None:
             return []
         if order == "relevance" and scope.name in BM25_SOURCES:
-            return self._bm25_rows(scope, parsed, filters, offset + limit)[offset:]
+            best = self._bm25_rows(scope, parsed, filters, offset + limit)
+            return Found(best[offset:], best.origins)
         q = parsed.text
         clauses, params = scope.where(filters, self.dialect)
         if order == "relevance" and scope.name in WEIGHTED:
             return self._weighted_bm25(scope, q, filters, order, limit, offset)
         classes = RANK_WEIGHTS.get(scope.name)
         rank = f"-ts_rank({classes + ', ' if classes else ''}{scope.alias}.tsv, {TSQ}, 1)"
-        rows = self._query(f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
-                           f"WHERE {' AND '.join([f'{scope.alias}.tsv @@ {TSQ}', *clauses])} "
-                           f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
-                           [q, q, *params, limit, offset])
-        return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+        keys = scope.order(order, True, self.dialect.binary)
+        sql = (f"SELECT {scope.columns}, {rank} AS rank FROM {scope.source} "
+               f"WHERE {' AND '.join([f'{scope.alias}.tsv @@ {TSQ}', *clauses])} ORDER BY {keys} LIMIT ? OFFSET ?")
+        trail = scope.name in BM25_SOURCES
+        if trail:   # the page's sessions' agents and roots, read for the page's rows alone
+            sql = (f"SELECT f.*, os.agent AS nmem_agent, os.root AS nmem_root FROM ({sql}) AS f "
+                   f"LEFT JOIN sessions os ON os.id = f.session_id ORDER BY {keys.replace(scope.alias + '.', 'f.')}")
+        rows = self._query(sql, [q, q, *params, limit, offset])
+        found = [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
+        return Found(found, origins_of(rows)) if trail else found
 
     def memory_indexed(self, uid: str) -> bool:
         """Whether the memory's stored tsvector is what its text gives now (the generated column

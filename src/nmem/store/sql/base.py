@@ -4,19 +4,34 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from contextlib import AbstractContextManager
     from typing import Any, ClassVar
 
     from nmem.models import Session
+    from nmem.store.records import Origins
     from nmem.store.sql.dialect import Dialect
 
 OBS_COLUMNS = ("id, session_id, project, prompt_id, timestamp, obs_type, source_event, "
                "tool_name, file_path, content, metadata, is_pinned")
 OBS_COLUMNS_O = ", ".join("o." + c.strip() for c in OBS_COLUMNS.split(","))
 PROMPT_COLUMNS = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content"
+# A trail row's session's coding agent and project root, read beside it (`Found.origins`): the
+# columns, from `os` joined on the row's session (a prompt's read names its own session `s`)
+ORIGIN_COLUMNS = "os.agent AS nmem_agent, os.root AS nmem_root"
+PROMPT_ORIGIN_COLUMNS = "s.agent AS nmem_agent, s.root AS nmem_root"
 # What `status` counts each trail table's rows by.
 COUNTED = {"observations": "obs_type", "prompts": "source"}
+
+
+def origin_join(alias: str) -> str:
+    """The join that ORIGIN_COLUMNS read, for a row of observations named `alias`."""
+    return f" LEFT JOIN sessions os ON os.id = {alias}.session_id"
+
+
+def origins_of(rows: Iterable[Any]) -> Origins:
+    """Each row's session (its `session_id`) → the agent and root read beside it (ORIGIN_COLUMNS)."""
+    return {str(r["session_id"]): (r["nmem_agent"], r["nmem_root"]) for r in rows}
 
 
 class SqlBase:

@@ -8,11 +8,8 @@ import math
 
 from nmem import jsonlite as json
 from nmem.models import Memory, Observation, Prompt, Session
-from nmem.store.records import (
-    FtsStats,
-    SearchFilters,
-)
-from nmem.store.sql.base import OBS_COLUMNS, OBS_COLUMNS_O
+from nmem.store.records import Found, FtsStats, SearchFilters
+from nmem.store.sql.base import OBS_COLUMNS_O, ORIGIN_COLUMNS, PROMPT_ORIGIN_COLUMNS, origin_join, origins_of
 from nmem.store.sql.filters import observation_filters, prompt_filters, session_filters
 from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, listed_visible
 from nmem.store.sql.scopes import SCOPES, Scope, ScopedSearch
@@ -59,6 +56,7 @@ BM25 = {"observations": "bm25(observations_fts)", "prompts": "bm25(prompts_fts)"
         "memories": f"bm25(memories_fts, {', '.join(map(str, MEMORY_WEIGHTS))})"}
 K1, B = 1.2, 0.75   # FTS5's bm25() constants
 HIDDEN_SIZES_KEPT = 1000   # viewers whose hidden rows' sizes are kept
+PROMPT_ROW = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank"   # a ranked prompt's columns
 
 
 class SearchReads(Connection, ScopedSearch):
@@ -67,24 +65,32 @@ class SearchReads(Connection, ScopedSearch):
 
     # -- reads ---------------------------------------------------------------------------
 
-    def get_observations(self, ids: Sequence[int]) -> list[Observation]:
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        rows = self._query(f"SELECT {OBS_COLUMNS} FROM observations WHERE id IN ({marks})", list(ids))
-        by_id = {row["id"]: Observation.from_row(row) for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
+    def get_observations(self, ids: Sequence[int]) -> Found:
+        return self._observations(ids, origins=False)
 
-    def get_prompts(self, ids: Sequence[int]) -> list[Prompt]:
+    def _observations(self, ids: Sequence[int], origins: bool) -> Found:
+        """The observations of `ids` in that order (those that exist), with their sessions' agents
+        and roots when `origins`. Not for `get_observations`: ranking reads a pool of rows by it,
+        and a join a row there cost SQLite more than the page's sessions read afterwards."""
         if not ids:
-            return []
+            return Found()
+        marks = ",".join("?" * len(ids))
+        joined = (f", {ORIGIN_COLUMNS} FROM observations o{origin_join('o')}" if origins
+                  else " FROM observations o")
+        rows = self._query(f"SELECT {OBS_COLUMNS_O}{joined} WHERE o.id IN ({marks})", list(ids))
+        by_id = {row["id"]: Observation.from_row(row) for row in rows}
+        return Found([by_id[i] for i in ids if i in by_id], origins_of(rows) if origins else None)
+
+    def get_prompts(self, ids: Sequence[int]) -> Found:
+        if not ids:
+            return Found()
         marks = ",".join("?" * len(ids))
         rows = self._query(
-            f"SELECT p.*, s.project FROM prompts p JOIN sessions s ON s.id = p.session_id "
+            f"SELECT p.*, s.project, {PROMPT_ORIGIN_COLUMNS} FROM prompts p JOIN sessions s ON s.id = p.session_id "
             f"WHERE p.id IN ({marks})", list(ids),
         )
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
+        return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
 
     def _matched(self, scope: Scope, match: str, filters: SearchFilters, order: str,
                  limit: int, offset: int) -> list[tuple[Any, float]]:
@@ -93,8 +99,9 @@ class SearchReads(Connection, ScopedSearch):
         if scope.name == "observations":
             return self._matched_observations(match, filters, order, limit, offset)
         if order == "relevance" and scope.name == "prompts":
-            rows = self._prompts_by_bm25(match, filters, self._prompt_id_range(filters), offset + limit)
-            return [(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
+            rows = self._prompts_by_bm25(match, filters, self._prompt_id_range(filters), offset + limit,
+                                         select=f"{PROMPT_ROW}, {PROMPT_ORIGIN_COLUMNS}")[offset:offset + limit]
+            return Found([(Prompt.from_row(r), 0.0 - float(r["rank"])) for r in rows], origins_of(rows))
         if order == "relevance" and scope.name == "sessions":
             rows = self._sessions_by_bm25(match, filters, offset + limit)
             return [(Session.from_row(r), 0.0 - float(r["rank"])) for r in rows[offset:offset + limit]]
@@ -114,8 +121,9 @@ class SearchReads(Connection, ScopedSearch):
             return []
         if order == "relevance":
             ranked = self._observations_by_bm25(match, filters, ids, offset + limit)[offset:]
-            found = {o.id: o for o in self.get_observations([i for i, _ in ranked])}
-            return [(found[i], 0.0 - rank) for i, rank in ranked if i in found]
+            records = self._observations([i for i, _ in ranked], origins=True)   # the page's rows
+            found = {o.id: o for o in records}
+            return Found([(found[i], 0.0 - rank) for i, rank in ranked if i in found], records.origins)
         if order == "date_desc":
             rows = self._newest_observations(match, filters, ids, offset + limit)
         else:
@@ -253,7 +261,7 @@ class SearchReads(Connection, ScopedSearch):
         return (1, 0) if first is None else (int(first), int(last))
 
     def _prompts_by_bm25(self, match: str, filters: SearchFilters, ids: tuple[int, int], want: int,
-                         select: str = "p.id, p.session_id, s.project, p.timestamp, p.source, p.content, r.rank",
+                         select: str = PROMPT_ROW,
                          rows: str = "JOIN prompts p ON p.id = r.id JOIN sessions s ON s.id = p.session_id",
                          ) -> list[sqlite3.Row]:
         clauses: list[str] = []
