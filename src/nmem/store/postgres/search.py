@@ -119,16 +119,17 @@ WITH phrases AS MATERIALIZED (
 # query are its places, each weighing 1 (six times ts_rank's cost, still a fifth of unnesting).
 # A phrase's hits are taken once (`tf`, kept from being inlined by OFFSET 0), with the row's length
 # term `k`; then FTS5's sum over the phrases, in their order (a word asked twice weighs twice).
-RANKED_TERMS = """x AS MATERIALIZED (
+_TERMS = """x AS MATERIALIZED (
     SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
             FROM phrases ph LEFT JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
-           ARRAY[{idfs}]::float8[] AS idf
+           ARRAY[{idfs}]::float8[] AS idf<x columns>
 ), ranked AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
     FROM found r CROSS JOIN x CROSS JOIN totals t
     CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
+RANKED_TERMS = _TERMS.replace("<x columns>", "")
 
 # A word's hits in a row and a prefix's (RANKED_TERMS), from its tsquery `q`; 0 for a phrase
 # PostgreSQL's parser gave no lexeme or several (`q` NULL)
@@ -524,16 +525,8 @@ FOLDED_PICKED = """picked AS MATERIALIZED (
     SELECT CASE {cases} ELSE 0 END AS qi
 ), found AS (
     SELECT z.id, z.tsv, z.tokens FROM {table} z WHERE z.ctid = ANY(ARRAY({chosen}))"""
-FOLDED_TERMS = """x AS MATERIALIZED (
-    SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
-            FROM phrases ph LEFT JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
-           ARRAY[{idfs}]::float8[] AS idf, ?::int[] AS owner, (SELECT qi FROM picked) AS qi
-), ranked AS MATERIALIZED (
-    SELECT r.id, -({score}) AS rank
-    FROM found r CROSS JOIN x CROSS JOIN totals t
-    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
-    ORDER BY rank, r.id DESC LIMIT ?
-)"""
+# RANKED_TERMS whose `x` also names each phrase's query (`owner`) and the query that found the rows
+FOLDED_TERMS = _TERMS.replace("<x columns>", ", ?::int[] AS owner, (SELECT qi FROM picked) AS qi")
 
 
 def folded_found(n: int, alias: str, table: str, dates: str) -> str:
