@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
 from tests.service.test_search_origins import expected, logged, seed
 
 if TYPE_CHECKING:
-    from nmem.service.api import Service
     from tests.service.test_search_origins import Received
+
+    from nmem.service.api import Service
 
 __all__ = ["logged"]
 
