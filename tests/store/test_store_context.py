@@ -72,3 +72,17 @@ def test_recent_intents_survive_a_clock_that_stepped_back(store: Store, monkeypa
                                                  prompt_id=prompt))
     assert [(p.id, n) for p, n in store.recent_intents("api", 1)] == intents_by_grouping(store, "api", 1) \
         == [(newer, 1)]
+
+
+def test_project_roots_are_each_projects_project_root(store: Store) -> None:
+    """One read of several projects' roots gives what `project_root` gives for each: the root of
+    the project's newest session that recorded one; a project without any is left out."""
+    for sid, project, at, root in [("a1", "alpha", 100, "/w/alpha-old"), ("a2", "alpha", 200, "/w/alpha"),
+                                   ("a3", "alpha", 300, None), ("b1", "beta", 100, None),
+                                   ("g1", "gamma", 50, "/w/gamma")]:
+        store.ensure_session(sid, project, at, root=root)
+    asked = ["alpha", "beta", "gamma", "delta", "alpha"]
+    roots = store.project_roots(asked)
+    assert roots == {"alpha": "/w/alpha", "gamma": "/w/gamma"}
+    assert roots == {p: r for p in asked if (r := store.project_root(p)) is not None}
+    assert store.project_roots([]) == {}

@@ -104,20 +104,25 @@ class Hybrid(Base):
 
 
 def _hits(store: Store, page: Sequence[tuple[Key, float]], known: Mapping[Key, SearchHit]) -> list[SearchHit]:
-    """The page's records: BM25 hits as found, the rest read from the store (one query per kind)."""
+    """The page's records: BM25 hits as found, the rest read from the store (one query per kind),
+    each trail hit with its session's agent and root where the read brought them (`SearchHit.origin`)."""
     records: dict[Key, Any] = {k: h.record for k, h in known.items()}
+    origin_of: dict[Key, tuple[str | None, str | None] | None] = {k: h.origin for k, h in known.items()}
     missing: dict[str, list[Any]] = {}
     for key, _ in page:
         if key not in records:
             missing.setdefault(key[0], []).append(key[1])
     for kind, ids in missing.items():
-        if kind == "observation":
-            records.update((("observation", r.id), r) for r in store.get_observations(ids))
-        elif kind == "prompt":
-            records.update((("prompt", r.id), r) for r in store.get_prompts(ids))
+        if kind in ("observation", "prompt"):
+            found = (store.get_observations if kind == "observation" else store.get_prompts)(ids)
+            origins = getattr(found, "origins", {})   # their sessions' agents and roots, when read with them
+            for r in found:
+                records[(kind, r.id)] = r
+                origin_of[(kind, r.id)] = origins.get(r.session_id)
         elif kind == "memory":
             for uid in ids:
                 memory = store.get_memory(str(uid))
                 if memory is not None and memory.deleted_at is None:
                     records[("memory", uid)] = memory
-    return [SearchHit(key[0], score, records[key]) for key, score in page if key in records]
+    return [SearchHit(key[0], score, records[key], origin=origin_of.get(key))
+            for key, score in page if key in records]

@@ -81,9 +81,22 @@ class Roots:
             root = self._by_project[project]
         return root
 
+    def read_projects(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Read at once, for the `rows` that will show a path or preview, the roots of the projects
+        whose sessions recorded none (one statement for them all, where `of` read one a project)."""
+        wanted = [str(row["project"]) for row in rows
+                  if _shows_paths(row) and row.get("project") and row.get("session_id") not in self._by_session
+                  and row["project"] not in self._by_project]
+        if wanted:
+            found = self._store.project_roots(wanted)
+            self._by_project.update((project, found.get(project)) for project in wanted)
+
     def apply(self, row: dict[str, Any], record: Observation | None = None) -> dict[str, Any]:
         """A trail row's dict with `rel_path` and its preview relative (changed in place); the
-        preview is made again from `record` when given, else shortened as it is."""
+        preview is made again from `record` when given, else shortened as it is. A row that shows
+        neither a path nor a preview needs no root, and none is read for it."""
+        if not _shows_paths(row):
+            return row
         root = self.of(row.get("session_id"), row.get("project"))
         path = row.get("file_path")
         if isinstance(path, str) and path:
@@ -92,3 +105,9 @@ class Roots:
             row["content_preview"] = (preview_of(record, root) if record is not None
                                       else shorten(row["content_preview"], root))
         return row
+
+
+def _shows_paths(row: Mapping[str, Any]) -> bool:
+    """Whether a listing's row shows something a root shortens: a file path or a preview."""
+    path = row.get("file_path")
+    return (isinstance(path, str) and bool(path)) or isinstance(row.get("content_preview"), str)

@@ -45,6 +45,8 @@ class SearchResult(Record):
     def to_list(self, full: bool = False) -> list[dict[str, Any]]:
         rows = [hit.to_dict(full=full) for hit in self.hits]
         if self.roots is not None:
+            self.roots.read_projects(row for hit, row in zip(self.hits, rows, strict=True)
+                                     if isinstance(hit.record, (Observation, Prompt)))
             for hit, row in zip(self.hits, rows, strict=True):
                 if isinstance(hit.record, (Observation, Prompt)):
                     self.roots.apply(row, hit.record if isinstance(hit.record, Observation) else None)

@@ -111,7 +111,8 @@ PASSES_THROUGH = frozenset({
     # the trail: sessions, prompts, observations (shared by the team)
     "active_sessions", "activity_by_day", "export_sessions", "file_touches", "get_observations", "get_prompts",
     "get_session", "get_sessions", "import_marks", "last_prompt", "last_prompts", "latest_prompt_id",
-    "list_sessions", "neighbours", "observation_ids", "observations_since", "project_root", "prompt_time",
+    "list_sessions", "neighbours", "observation_ids", "observations_since", "project_root", "project_roots",
+    "prompt_time",
     "prompts_since", "recent_duplicate", "recent_intents", "recent_observations", "recent_scored",
     "recorded_paths", "search_observations", "search_prompts", "search_sessions", "session_file_touches",
     "session_last_activity", "session_observations", "session_origins", "session_outline", "session_prompts",

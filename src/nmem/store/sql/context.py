@@ -267,6 +267,17 @@ class ContextReads(SqlBase):
                            "ORDER BY started_at DESC LIMIT 1", (project,))
         return str(rows[0][0]) if rows else None
 
+    def project_roots(self, projects: Sequence[str]) -> dict[str, str]:
+        """`project_root` of each project in one read (a project no session recorded a root for is left out)."""
+        names = list(dict.fromkeys(projects))
+        if not names:
+            return {}
+        rows = self._query("SELECT project, root FROM (SELECT project, root, ROW_NUMBER() OVER ("
+                           "PARTITION BY project ORDER BY started_at DESC) AS newest FROM sessions "
+                           f"WHERE project IN ({marks(len(names))}) AND root IS NOT NULL) AS roots "
+                           "WHERE newest = 1", names)
+        return {str(r[0]): str(r[1]) for r in rows}
+
     def session_tail(self, session_id: str, limit: int) -> list[Observation]:
         """The session's newest `limit` observations, oldest first."""
         return self.session_tails([session_id], limit).get(session_id, [])

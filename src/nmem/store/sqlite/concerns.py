@@ -23,7 +23,8 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {   # module: (mixin class, i
         "search_prompts", "search_sessions", "session_windows")),
     "nmem.store.sql.context": ("ContextReads", (
         "active_sessions", "curated_memories", "file_touches", "last_prompt", "last_prompts", "latest_checkpoint",
-        "project_root", "recent_intents", "recent_observations", "recent_scored", "session_observations",
+        "project_root", "project_roots", "recent_intents", "recent_observations", "recent_scored",
+        "session_observations",
         "session_origins", "session_prompts", "session_roots", "session_tail", "session_tails", "sessions_prompts",
         "status")),
     "nmem.store.sql.sync": ("SyncRows", (
