@@ -215,6 +215,7 @@ class _Write:
     context: contextvars.Context
     call: Callable[[], Any]
     grouped: bool
+    kind: str = ""   # what tells its cost: the route, and a hook event's name (`Endpoint.write_kind`)
     future: Future[Any] = field(default_factory=Future)
 
 
@@ -229,6 +230,12 @@ class WriteLane(Lane):
         self.forget = forget   # drops what the service cached of writes a failed commit undid
         self.pending: deque[_Write] = deque()   # appended on the loop, taken on the writer thread
         self.batch_time = 0.0   # seconds one shared transaction takes, recent mean
+        # Each kind of write's own part of a transaction, and a transaction's own part (BEGIN, the
+        # commit's flush), in seconds, recent means; written on the writer thread alone.
+        self.costs: dict[str, float] = {}
+        self.cheapest = 0.0          # the least of `costs`: what a kind not seen yet counts as
+        self.overhead = 0.0
+        self.running: tuple[Sequence[_Write], float] = ((), 0.0)   # the writes being stored, since when
         # for /metrics: writes run alone, transactions shared by several, the writes those held
         self.alone = self.commits = self.shared = 0
 
@@ -245,11 +252,47 @@ class WriteLane(Lane):
             return 0.0
         return (len(self.pending) // self.batch + 2) * self.batch_time
 
-    async def run(self, call: Callable[[], T], grouped: bool = False) -> T:
-        self.admit(self.grouped_wait() if grouped else None)
+    def kind_wait(self, kind: str, grouped: bool) -> float | None:
+        """Seconds until a write of `kind` would be stored: what is left of the transaction
+        running, then each waiting write at its own kind's cost, grouped into transactions as the
+        writer will take them (a transaction's own part once each), its own the last. Fifty
+        SessionStarts rendering their context make a slow batch, but the prompts that follow
+        are counted at a prompt's cost, not at that batch's: a burst the writer clears within
+        `max_wait` is admitted, while a queue of costly writes, or of many, is shed at once.
+        None while no write of any kind has been measured (then writes count as for any lane)."""
+        if not self.costs:
+            return None
+        if not self.taken:
+            return 0.0
+        costs, cheapest, overhead = self.costs, self.cheapest, self.overhead
+        running, began = self.running
+        total = 0.0
+        if running:
+            # past its expected time, a running transaction is taken to need as long again as it overran
+            expected = overhead + sum(costs.get(w.kind, cheapest) for w in running)
+            total = abs(expected - (time.perf_counter() - began))
+        size, shared = 0, False
+        for each_grouped, each_kind in [*((w.grouped, w.kind) for w in self.pending), (grouped, kind)]:
+            if shared and each_grouped and size < self.batch:
+                size += 1
+            else:
+                size, shared = 1, each_grouped
+                total += overhead
+            total += costs.get(each_kind, cheapest)
+        return total
+
+    def _learn(self, kind: str, seconds: float) -> None:
+        self.costs[kind] = moved(self.costs.get(kind, 0.0), max(0.0, seconds))
+        self.cheapest = min(self.costs.values())
+
+    async def run(self, call: Callable[[], T], grouped: bool = False, kind: str = "") -> T:
+        wait = self.kind_wait(kind, grouped) if kind else None
+        if wait is None and grouped:
+            wait = self.grouped_wait()
+        self.admit(wait)
         self.taken += 1
         try:
-            write = _Write(contextvars.copy_context(), call, grouped)
+            write = _Write(contextvars.copy_context(), call, grouped, kind)
             self.pending.append(write)
             self.executor.submit(self._next)
             result: T = await asyncio.wrap_future(write.future)
@@ -277,6 +320,7 @@ class WriteLane(Lane):
 
     def _alone(self, write: _Write) -> None:
         began = time.perf_counter()
+        self.running = ((write,), began)
         self.alone += 1
         try:
             write.future.set_result(write.context.run(write.call))
@@ -284,12 +328,22 @@ class WriteLane(Lane):
             write.future.set_exception(exc)
         finally:
             took = time.perf_counter() - began
+            self.running = ((), 0.0)
             self._spent(took)
+            if write.kind:   # its transaction's own part is in `took` too: the rest is its kind's
+                self._learn(write.kind, took - self.overhead)
             if self.batch_time:
                 # A transaction of one: without it a slow first batch (fifty SessionStarts rendering
                 # their context) would keep grouped writes refused while any write runs, so only lone
                 # ones ran and no batch ever taught the time again.
                 self._transaction_took(took)
+
+    def _learn_batch(self, batch: list[_Write], parts: list[float], took: float) -> None:
+        """A committed transaction teaches each kind its writes' times and itself its own part."""
+        for write, seconds in zip(batch, parts, strict=True):
+            if write.kind:
+                self._learn(write.kind, seconds)
+        self.overhead = moved(self.overhead, max(0.0, took - sum(parts)))
 
     def _transaction_took(self, seconds: float) -> None:
         self.batch_time = moved(self.batch_time, seconds)
@@ -310,10 +364,13 @@ class WriteLane(Lane):
 
     def _commit_together(self, batch: list[_Write]) -> None:
         began = time.perf_counter()
+        self.running = (batch, began)
         outcomes: list[tuple[bool, Any]] = []
+        parts: list[float] = []   # each write's own time in the transaction
         try:
             with self.store.transaction():
                 for write in batch:
+                    part = time.perf_counter()
                     try:
                         with self.store.savepoint():
                             outcomes.append((True, write.context.run(write.call)))
@@ -322,8 +379,10 @@ class WriteLane(Lane):
                     except Exception as exc:
                         self.forget()   # what the service cached of the undone part (a session's project)
                         outcomes.append((False, exc))
+                    parts.append(time.perf_counter() - part)
             self.commits += 1
             self.shared += len(batch)
+            self._learn_batch(batch, parts, time.perf_counter() - began)
         except Exception:
             # Nothing of the batch is stored (a failed BEGIN or COMMIT, a part that took the
             # transaction with it): each write runs again alone, as it would have without grouping.
@@ -332,6 +391,7 @@ class WriteLane(Lane):
                 self._alone(write)
             return
         finally:
+            self.running = ((), 0.0)
             took = time.perf_counter() - began
             self._spent(took / len(batch))
             self._transaction_took(took)
@@ -411,10 +471,11 @@ class StoreThreads:
             reserve(threads + 1 + self.CHECK_THREADS + 4, ready=threads + 1)
         self.touches = Touches(store, self.writes.executor.submit)
 
-    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False) -> T:
-        """`grouped`: a write that may share its transaction with others waiting (group commit)."""
+    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False, kind: str = "") -> T:
+        """`grouped`: a write that may share its transaction with others waiting (group commit);
+        `kind`: what tells a write's cost (its route, a hook event's name), for its expected wait."""
         if write:
-            return await self.writes.run(call, grouped)
+            return await self.writes.run(call, grouped, kind)
         return await self.reads.run(call)
 
     async def check(self, call: Callable[[], T]) -> T:
