@@ -233,7 +233,6 @@ class WriteLane(Lane):
         # Each kind of write's own part of a transaction, and a transaction's own part (BEGIN, the
         # commit's flush), in seconds, recent means; written on the writer thread alone.
         self.costs: dict[str, float] = {}
-        self.cheapest = 0.0          # the least of `costs`: what a kind not seen yet counts as
         self.overhead = 0.0
         self.running: tuple[Sequence[_Write], float] = ((), 0.0)   # the writes being stored, since when
         # for /metrics: writes run alone, transactions shared by several, the writes those held
@@ -258,18 +257,20 @@ class WriteLane(Lane):
         writer will take them (a transaction's own part once each), its own the last. Fifty
         SessionStarts rendering their context make a slow batch, but the prompts that follow
         are counted at a prompt's cost, not at that batch's: a burst the writer clears within
-        `max_wait` is admitted, while a queue of costly writes, or of many, is shed at once.
-        None while no write of any kind has been measured (then writes count as for any lane)."""
+        `max_wait` is admitted, while a queue of costly writes, or of many, is shed at once. A
+        kind not measured yet counts as nothing until one of it is stored (as a read lane warming
+        up sheds nothing for time; the hard cap, `max_queue`, holds meanwhile). None while no write
+        of any kind has been measured: then writes count as for any lane."""
         if not self.costs:
             return None
         if not self.taken:
             return 0.0
-        costs, cheapest, overhead = self.costs, self.cheapest, self.overhead
+        costs, overhead = self.costs, self.overhead
         running, began = self.running
         total = 0.0
         if running:
             # past its expected time, a running transaction is taken to need as long again as it overran
-            expected = overhead + sum(costs.get(w.kind, cheapest) for w in running)
+            expected = overhead + sum(costs.get(w.kind, 0.0) for w in running)
             total = abs(expected - (time.perf_counter() - began))
         size, shared = 0, False
         for each_grouped, each_kind in [*((w.grouped, w.kind) for w in self.pending), (grouped, kind)]:
@@ -278,12 +279,11 @@ class WriteLane(Lane):
             else:
                 size, shared = 1, each_grouped
                 total += overhead
-            total += costs.get(each_kind, cheapest)
+            total += costs.get(each_kind, 0.0)
         return total
 
     def _learn(self, kind: str, seconds: float) -> None:
         self.costs[kind] = moved(self.costs.get(kind, 0.0), max(0.0, seconds))
-        self.cheapest = min(self.costs.values())
 
     async def run(self, call: Callable[[], T], grouped: bool = False, kind: str = "") -> T:
         wait = self.kind_wait(kind, grouped) if kind else None
