@@ -234,6 +234,8 @@ class WriteLane(Lane):
         # commit's flush), in seconds, recent means; written on the writer thread alone.
         self.costs: dict[str, float] = {}
         self.overhead = 0.0
+        self.first_seen: set[str] = set()   # kinds whose first write ran: its time is not their cost
+        self.waited = 0.0   # seconds from admission to answer of the recent writes, recent mean
         self.running: tuple[Sequence[_Write], float] = ((), 0.0)   # the writes being stored, since when
         # for /metrics: writes run alone, transactions shared by several, the writes those held
         self.alone = self.commits = self.shared = 0
@@ -283,7 +285,20 @@ class WriteLane(Lane):
         return total
 
     def _learn(self, kind: str, seconds: float) -> None:
+        """A write of `kind` took `seconds`. The first of each kind is not counted: it pays what is
+        done once (imports, statements prepared, caches filled; a server's first SessionStart
+        took 0.2 s, the next ones 10 ms), and as the first sample of a mean it would stand for
+        all of them: the burst of SessionStarts right behind it would be shed for it."""
+        if kind not in self.first_seen:
+            self.first_seen.add(kind)
+            return
         self.costs[kind] = moved(self.costs.get(kind, 0.0), max(0.0, seconds))
+
+    def worth_shedding(self, wait: float) -> bool:
+        """As for reads: a shed write comes back after its Retry-After second and waits again, so
+        one past `max_wait` is shed when the recent writes took that long too, or when it would
+        wait longer than coming back takes: not at a crest of a queue that clears in time."""
+        return self.waited >= self.max_wait or wait > Overloaded.retry_after + self.waited
 
     async def run(self, call: Callable[[], T], grouped: bool = False, kind: str = "") -> T:
         wait = self.kind_wait(kind, grouped) if kind else None
@@ -291,6 +306,7 @@ class WriteLane(Lane):
             wait = self.grouped_wait()
         self.admit(wait)
         self.taken += 1
+        admitted = time.perf_counter()
         try:
             write = _Write(contextvars.copy_context(), call, grouped, kind)
             self.pending.append(write)
@@ -299,6 +315,7 @@ class WriteLane(Lane):
             return result
         finally:
             self.taken -= 1
+            self.waited = moved(self.waited, time.perf_counter() - admitted)
 
     def _next(self) -> None:
         """On the writer thread: the oldest waiting write, with the grouped ones right behind it."""
