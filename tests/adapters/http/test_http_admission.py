@@ -282,3 +282,30 @@ def test_prompts_after_a_slow_batch_of_session_starts_are_counted_at_a_prompts_c
             t.join(60)
         assert statuses.count(503) == 0 and statuses == [200] * len(statuses), statuses
         assert len(statuses) == 5 * writers
+
+
+def test_a_write_lane_counts_each_kind_of_write_at_its_own_cost() -> None:
+    """Fifty writes of a costly kind waiting are past `max_wait`; fifty cheap ones are not, whatever
+    a batch of costly ones took before them. A kind's first write (one-time costs) teaches nothing;
+    a kind not measured yet counts as nothing."""
+    lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
+    try:
+        lane.batch_time = 3.0                  # the last transaction held fifty SessionStarts
+        for kind, seconds in (("start", 1.0), ("start", 0.06), ("prompt", 0.5), ("prompt", 0.002)):
+            lane._learn(kind, seconds)
+        assert lane.costs == {"start": 0.06, "prompt": 0.002}
+        lane.taken = 50
+        lane.pending.extend(_Write(contextvars.copy_context(), lambda: None, True, "prompt") for _ in range(49))
+        assert lane.kind_wait("prompt", True) == pytest.approx(0.002 * 50)   # 49 waiting, then its own
+        lane.admit(lane.kind_wait("prompt", True))   # admitted: the writer clears them in 0.1 s
+        assert lane.kind_wait("new kind", True) == pytest.approx(0.002 * 49)
+        lane.pending.clear()
+        lane.pending.extend(_Write(contextvars.copy_context(), lambda: None, True, "start") for _ in range(49))
+        assert lane.kind_wait("start", True) == pytest.approx(0.06 * 50)
+        with pytest.raises(Overloaded, match=r"http\.max_wait_ms"):
+            lane.admit(lane.kind_wait("start", True))   # 3 s: shed at once
+        lane.pending.clear()
+        lane.taken = 0
+        assert lane.kind_wait("start", True) == 0.0   # the writer idle: no wait
+    finally:
+        lane.close()
