@@ -12,12 +12,12 @@ the time one place in the queue recently took to clear, as measured: each read t
 when a thread takes it, how long it waited and how many were ahead of it. That measure holds
 whatever the calls cost and however the machine's cores are shared (a read's own time on its
 thread, under load mostly spent waiting for a core, says little of how fast the queue moves);
-while no read has waited yet, the recent mean time of one call shared by the threads stands in,
-and the writer thread is always counted so. Counting time rather than requests lets cheap
+while no read has waited yet, the recent mean time of one call shared by the threads stands in.
+The writer thread counts each waiting write at its kind's recent time (`WriteLane.kind_wait`: a
+SessionStart rendering its context costs more than a prompt). Counting time rather than requests lets cheap
 requests queue deep and sheds expensive ones early: 200 quick searches waiting are a fraction of
 a second, 200 slow ones are many. A shed request comes back after its Retry-After second, so
-shedding one that would have waited less than that only makes it later. A hook event that may be
-grouped (below) counts the transactions ahead of it instead (`WriteLane.grouped_wait`).
+shedding one that would have waited less than that only makes it later.
 
 Group commit: a commit waits for the disk (PostgreSQL flushes its WAL, ~10 ms under load), so
 writes one at a time queue behind their commits. When the writer takes a hook event and more are
@@ -253,7 +253,7 @@ class WriteLane(Lane):
             return 0.0
         return (len(self.pending) // self.batch + 2) * self.batch_time
 
-    def kind_wait(self, kind: str, grouped: bool) -> float | None:
+    def kind_wait(self, kind: str, grouped: bool) -> float:
         """Seconds until a write of `kind` would be stored: what is left of the transaction
         running, then each waiting write at its own kind's cost, grouped into transactions as the
         writer will take them (a transaction's own part once each), its own the last. Fifty
@@ -261,10 +261,8 @@ class WriteLane(Lane):
         are counted at a prompt's cost, not at that batch's: a burst the writer clears within
         `max_wait` is admitted, while a queue of costly writes, or of many, is shed at once. A
         kind not measured yet counts as nothing until one of it is stored (as a read lane warming
-        up sheds nothing for time; the hard cap, `max_queue`, holds meanwhile). None while no write
-        of any kind has been measured: then writes count as for any lane."""
-        if not self.costs:
-            return None
+        up sheds nothing for time; the hard cap, `max_queue`, holds meanwhile): a server's first
+        burst is not shed for its first write's time, which pays what is done once."""
         if not self.taken:
             return 0.0
         costs, overhead = self.costs, self.overhead
@@ -301,10 +299,7 @@ class WriteLane(Lane):
         return self.waited >= self.max_wait or wait > Overloaded.retry_after + self.waited
 
     async def run(self, call: Callable[[], T], grouped: bool = False, kind: str = "") -> T:
-        wait = self.kind_wait(kind, grouped) if kind else None
-        if wait is None and grouped:
-            wait = self.grouped_wait()
-        self.admit(wait)
+        self.admit(self.kind_wait(kind, grouped) if kind else self.grouped_wait() if grouped else None)
         self.taken += 1
         admitted = time.perf_counter()
         try:
