@@ -209,3 +209,103 @@ def test_lone_writes_teach_the_transaction_time_so_a_slow_first_batch_does_not_l
         lane.admit(lane.grouped_wait())        # the transaction time learnt again: admitted
     finally:
         lane.close()
+
+
+def post_event(port: int, body: dict[str, Any]) -> int:
+    """One hook event, sent once (a 503 is not sent again): its status."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("POST", "/api/v1/events", body=json.dumps(body), headers=CSRF)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def hook(session: str, i: int) -> dict[str, Any]:
+    event: dict[str, Any] = {"session_id": session, "cwd": "/home/dev/code/burst", "transcript_path": ""}
+    if i == 0:
+        return {"key": f"key-{session}-0", "event": {**event, "hook_event_name": "SessionStart", "source": "startup"}}
+    return {"key": f"key-{session}-{i}",
+            "event": {**event, "hook_event_name": "UserPromptSubmit", "prompt": f"{session} prompt {i}"}}
+
+
+@contextmanager
+def table_locked(pg_url: str, table: str) -> Iterator[None]:
+    """Another PostgreSQL session holds `table` against writes: a write to it waits meanwhile."""
+    import psycopg
+
+    with psycopg.connect(pg_url) as holder:
+        holder.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+        yield
+        holder.rollback()
+
+
+def test_prompts_after_a_slow_batch_of_session_starts_are_counted_at_a_prompts_cost_not_shed(
+        tmp_path: Path, pg_url: str) -> None:
+    """A batch of SessionStarts that took long (here: a table lock held by another session while
+    the writer stored them, as rendering fifty context blocks takes long) does not make the lane
+    refuse the burst of cheap prompts that follows: each kind of write is counted at its own cost,
+    and the writer clears twenty prompts well within `http.max_wait_ms` (1 s)."""
+    writers = 20
+    with serving(tmp_path, {"NMEM_STORE_URL": pg_url}) as server:
+        for i in range(4):   # a session's first events: the lane has measured a prompt
+            assert post_event(server.port, hook("warm", i)) == 200
+        sessions = [f"burst{w}" for w in range(writers)]
+        with table_locked(pg_url, "sessions"):
+            with table_locked(pg_url, "memories"):
+                # the writer waits on a memory write while the SessionStarts queue behind it...
+                first = Posts(server.port, ["held note"])
+                starts = [threading.Thread(target=post_event, args=(server.port, hook(s, 0))) for s in sessions]
+                for t in starts:
+                    t.start()
+                time.sleep(0.5)
+            # ...then stores them in one transaction, which waits for the sessions table
+            time.sleep(1.5)
+        for t in starts:
+            t.join(60)
+        assert [a[0] for a in first.join()] == [201]
+        statuses: list[int] = []
+        lock = threading.Lock()
+
+        def prompts(session: str) -> None:
+            for i in range(1, 6):
+                status = post_event(server.port, hook(session, i))
+                with lock:
+                    statuses.append(status)
+
+        burst = [threading.Thread(target=prompts, args=(s,)) for s in sessions]
+        for t in burst:
+            t.start()
+        for t in burst:
+            t.join(60)
+        assert statuses.count(503) == 0 and statuses == [200] * len(statuses), statuses
+        assert len(statuses) == 5 * writers
+
+
+def test_a_write_lane_counts_each_kind_of_write_at_its_own_cost() -> None:
+    """Fifty writes of a costly kind waiting are past `max_wait`; fifty cheap ones are not, whatever
+    a batch of costly ones took before them. A kind's first write (one-time costs) teaches nothing;
+    a kind not measured yet counts as nothing."""
+    lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
+    try:
+        lane.batch_time = 3.0                  # the last transaction held fifty SessionStarts
+        for kind, seconds in (("start", 1.0), ("start", 0.06), ("prompt", 0.5), ("prompt", 0.002)):
+            lane._learn(kind, seconds)
+        assert lane.costs == {"start": 0.06, "prompt": 0.002}
+        lane.taken = 50
+        lane.pending.extend(_Write(contextvars.copy_context(), lambda: None, True, "prompt") for _ in range(49))
+        assert lane.kind_wait("prompt", True) == pytest.approx(0.002 * 50)   # 49 waiting, then its own
+        lane.admit(lane.kind_wait("prompt", True))   # admitted: the writer clears them in 0.1 s
+        assert lane.kind_wait("new kind", True) == pytest.approx(0.002 * 49)
+        lane.pending.clear()
+        lane.pending.extend(_Write(contextvars.copy_context(), lambda: None, True, "start") for _ in range(49))
+        assert lane.kind_wait("start", True) == pytest.approx(0.06 * 50)
+        with pytest.raises(Overloaded, match=r"http\.max_wait_ms"):
+            lane.admit(lane.kind_wait("start", True))   # 3 s: shed at once
+        lane.pending.clear()
+        lane.taken = 0
+        assert lane.kind_wait("start", True) == 0.0   # the writer idle: no wait
+    finally:
+        lane.close()

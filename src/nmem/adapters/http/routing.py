@@ -77,6 +77,9 @@ class Endpoint:
     # A write that may share one transaction with other waiting ones (group commit, `http.write_batch`):
     # all its writes inside the store's transaction(), nothing done that an undone commit would leave.
     grouped: bool = False
+    # What tells this route's writes apart by cost (a hook event's name): each kind's wait is
+    # estimated at its own recent cost (admission, `WriteLane.kind_wait`); the route alone else.
+    write_kind: Callable[[Any], str] | None = None
     deprecated: bool = False
 
     @property
@@ -111,7 +114,8 @@ class Endpoint:
             elif self.body_schema is not None:
                 body = _json_object(await request.body(), request)
             call = functools.partial(self.handler, context, params, body)
-            result = await context.threads.run(call, write=self.writes, grouped=self.grouped) \
+            kind = self.operation_id if self.write_kind is None else f"{self.operation_id} {self.write_kind(body)}"
+            result = await context.threads.run(call, write=self.writes, grouped=self.grouped, kind=kind) \
                 if context.threads else call()
             if inspect.isawaitable(result):  # a handler that waits (the change feed's long-poll)
                 result = await result

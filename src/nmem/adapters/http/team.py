@@ -235,11 +235,11 @@ def revoke_token(ctx: Context, p: s.TokenPath, _: None) -> dict[str, Any]:
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{PREFIX}/events", "Record a hook event sent from another machine", record_event,
-             body=s.RemoteEvent, tag="team", grouped=True,
+             body=s.RemoteEvent, tag="team", grouped=True, write_kind=lambda b: str(b.event.get("hook_event_name")),
              description="What `nmem record --remote URL` sends. `key` makes a retry harmless; a "
                          "SessionStart answers with the context block to inject."),
     Endpoint("POST", f"{PREFIX}/hook", "Record a hook event from Claude Code's HTTP hook", claude_code_hook,
-             tag="team", grouped=True,
+             tag="team", grouped=True, write_kind=lambda b: str(b.get("hook_event_name")),
              body_schema={"type": "object", "required": ["hook_event_name", "session_id", "cwd"]},
              description="The target of a `\"type\": \"http\"` hook in Claude Code's settings: the body is the "
                          "hook input itself. Nothing is spooled while the server is down; `nmem record --remote` "

@@ -12,12 +12,12 @@ the time one place in the queue recently took to clear, as measured: each read t
 when a thread takes it, how long it waited and how many were ahead of it. That measure holds
 whatever the calls cost and however the machine's cores are shared (a read's own time on its
 thread, under load mostly spent waiting for a core, says little of how fast the queue moves);
-while no read has waited yet, the recent mean time of one call shared by the threads stands in,
-and the writer thread is always counted so. Counting time rather than requests lets cheap
+while no read has waited yet, the recent mean time of one call shared by the threads stands in.
+The writer thread counts each waiting write at its kind's recent time (`WriteLane.kind_wait`: a
+SessionStart rendering its context costs more than a prompt). Counting time rather than requests lets cheap
 requests queue deep and sheds expensive ones early: 200 quick searches waiting are a fraction of
 a second, 200 slow ones are many. A shed request comes back after its Retry-After second, so
-shedding one that would have waited less than that only makes it later. A hook event that may be
-grouped (below) counts the transactions ahead of it instead (`WriteLane.grouped_wait`).
+shedding one that would have waited less than that only makes it later.
 
 Group commit: a commit waits for the disk (PostgreSQL flushes its WAL, ~10 ms under load), so
 writes one at a time queue behind their commits. When the writer takes a hook event and more are
@@ -215,6 +215,7 @@ class _Write:
     context: contextvars.Context
     call: Callable[[], Any]
     grouped: bool
+    kind: str = ""   # what tells its cost: the route, and a hook event's name (`Endpoint.write_kind`)
     future: Future[Any] = field(default_factory=Future)
 
 
@@ -229,6 +230,13 @@ class WriteLane(Lane):
         self.forget = forget   # drops what the service cached of writes a failed commit undid
         self.pending: deque[_Write] = deque()   # appended on the loop, taken on the writer thread
         self.batch_time = 0.0   # seconds one shared transaction takes, recent mean
+        # Each kind of write's own part of a transaction, and a transaction's own part (BEGIN, the
+        # commit's flush), in seconds, recent means; written on the writer thread alone.
+        self.costs: dict[str, float] = {}
+        self.overhead = 0.0
+        self.first_seen: set[str] = set()   # kinds whose first write ran: its time is not their cost
+        self.waited = 0.0   # seconds from admission to answer of the recent writes, recent mean
+        self.running: tuple[Sequence[_Write], float] = ((), 0.0)   # the writes being stored, since when
         # for /metrics: writes run alone, transactions shared by several, the writes those held
         self.alone = self.commits = self.shared = 0
 
@@ -245,17 +253,64 @@ class WriteLane(Lane):
             return 0.0
         return (len(self.pending) // self.batch + 2) * self.batch_time
 
-    async def run(self, call: Callable[[], T], grouped: bool = False) -> T:
-        self.admit(self.grouped_wait() if grouped else None)
+    def kind_wait(self, kind: str, grouped: bool) -> float:
+        """Seconds until a write of `kind` would be stored: what is left of the transaction
+        running, then each waiting write at its own kind's cost, grouped into transactions as the
+        writer will take them (a transaction's own part once each), its own the last. Fifty
+        SessionStarts rendering their context make a slow batch, but the prompts that follow
+        are counted at a prompt's cost, not at that batch's: a burst the writer clears within
+        `max_wait` is admitted, while a queue of costly writes, or of many, is shed at once. A
+        kind not measured yet counts as nothing until one of it is stored (as a read lane warming
+        up sheds nothing for time; the hard cap, `max_queue`, holds meanwhile): a server's first
+        burst is not shed for its first write's time, which pays what is done once."""
+        if not self.taken:
+            return 0.0
+        costs, overhead = self.costs, self.overhead
+        running, began = self.running
+        total = 0.0
+        if running:
+            # past its expected time, a running transaction is taken to need as long again as it overran
+            expected = overhead + sum(costs.get(w.kind, 0.0) for w in running)
+            total = abs(expected - (time.perf_counter() - began))
+        size, shared = 0, False
+        for each_grouped, each_kind in [*((w.grouped, w.kind) for w in self.pending), (grouped, kind)]:
+            if shared and each_grouped and size < self.batch:
+                size += 1
+            else:
+                size, shared = 1, each_grouped
+                total += overhead
+            total += costs.get(each_kind, 0.0)
+        return total
+
+    def _learn(self, kind: str, seconds: float) -> None:
+        """A write of `kind` took `seconds`. The first of each kind is not counted: it pays what is
+        done once (imports, statements prepared, caches filled; a server's first SessionStart
+        took 0.2 s, the next ones 10 ms), and as the first sample of a mean it would stand for
+        all of them: the burst of SessionStarts right behind it would be shed for it."""
+        if kind not in self.first_seen:
+            self.first_seen.add(kind)
+            return
+        self.costs[kind] = moved(self.costs.get(kind, 0.0), max(0.0, seconds))
+
+    def worth_shedding(self, wait: float) -> bool:
+        """As for reads: a shed write comes back after its Retry-After second and waits again, so
+        one past `max_wait` is shed when the recent writes took that long too, or when it would
+        wait longer than coming back takes: not at a crest of a queue that clears in time."""
+        return self.waited >= self.max_wait or wait > Overloaded.retry_after + self.waited
+
+    async def run(self, call: Callable[[], T], grouped: bool = False, kind: str = "") -> T:
+        self.admit(self.kind_wait(kind, grouped) if kind else self.grouped_wait() if grouped else None)
         self.taken += 1
+        admitted = time.perf_counter()
         try:
-            write = _Write(contextvars.copy_context(), call, grouped)
+            write = _Write(contextvars.copy_context(), call, grouped, kind)
             self.pending.append(write)
             self.executor.submit(self._next)
             result: T = await asyncio.wrap_future(write.future)
             return result
         finally:
             self.taken -= 1
+            self.waited = moved(self.waited, time.perf_counter() - admitted)
 
     def _next(self) -> None:
         """On the writer thread: the oldest waiting write, with the grouped ones right behind it."""
@@ -277,6 +332,7 @@ class WriteLane(Lane):
 
     def _alone(self, write: _Write) -> None:
         began = time.perf_counter()
+        self.running = ((write,), began)
         self.alone += 1
         try:
             write.future.set_result(write.context.run(write.call))
@@ -284,12 +340,22 @@ class WriteLane(Lane):
             write.future.set_exception(exc)
         finally:
             took = time.perf_counter() - began
+            self.running = ((), 0.0)
             self._spent(took)
+            if write.kind:   # its transaction's own part is in `took` too: the rest is its kind's
+                self._learn(write.kind, took - self.overhead)
             if self.batch_time:
                 # A transaction of one: without it a slow first batch (fifty SessionStarts rendering
                 # their context) would keep grouped writes refused while any write runs, so only lone
                 # ones ran and no batch ever taught the time again.
                 self._transaction_took(took)
+
+    def _learn_batch(self, batch: list[_Write], parts: list[float], took: float) -> None:
+        """A committed transaction teaches each kind its writes' times and itself its own part."""
+        for write, seconds in zip(batch, parts, strict=True):
+            if write.kind:
+                self._learn(write.kind, seconds)
+        self.overhead = moved(self.overhead, max(0.0, took - sum(parts)))
 
     def _transaction_took(self, seconds: float) -> None:
         self.batch_time = moved(self.batch_time, seconds)
@@ -310,10 +376,13 @@ class WriteLane(Lane):
 
     def _commit_together(self, batch: list[_Write]) -> None:
         began = time.perf_counter()
+        self.running = (batch, began)
         outcomes: list[tuple[bool, Any]] = []
+        parts: list[float] = []   # each write's own time in the transaction
         try:
             with self.store.transaction():
                 for write in batch:
+                    part = time.perf_counter()
                     try:
                         with self.store.savepoint():
                             outcomes.append((True, write.context.run(write.call)))
@@ -322,8 +391,10 @@ class WriteLane(Lane):
                     except Exception as exc:
                         self.forget()   # what the service cached of the undone part (a session's project)
                         outcomes.append((False, exc))
+                    parts.append(time.perf_counter() - part)
             self.commits += 1
             self.shared += len(batch)
+            self._learn_batch(batch, parts, time.perf_counter() - began)
         except Exception:
             # Nothing of the batch is stored (a failed BEGIN or COMMIT, a part that took the
             # transaction with it): each write runs again alone, as it would have without grouping.
@@ -332,6 +403,7 @@ class WriteLane(Lane):
                 self._alone(write)
             return
         finally:
+            self.running = ((), 0.0)
             took = time.perf_counter() - began
             self._spent(took / len(batch))
             self._transaction_took(took)
@@ -411,10 +483,11 @@ class StoreThreads:
             reserve(threads + 1 + self.CHECK_THREADS + 4, ready=threads + 1)
         self.touches = Touches(store, self.writes.executor.submit)
 
-    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False) -> T:
-        """`grouped`: a write that may share its transaction with others waiting (group commit)."""
+    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False, kind: str = "") -> T:
+        """`grouped`: a write that may share its transaction with others waiting (group commit);
+        `kind`: what tells a write's cost (its route, a hook event's name), for its expected wait."""
         if write:
-            return await self.writes.run(call, grouped)
+            return await self.writes.run(call, grouped, kind)
         return await self.reads.run(call)
 
     async def check(self, call: Callable[[], T]) -> T:
