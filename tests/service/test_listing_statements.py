@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests.service.test_search_origins import expected, logged, seed
+
+from search_origins_support import expected, logged, seed
 
 if TYPE_CHECKING:
-    from tests.service.test_search_origins import Received
-
     from nmem.service.api import Service
+    from search_origins_support import Received
 
 __all__ = ["logged"]
 
