@@ -140,27 +140,24 @@ def test_a_write_that_would_wait_past_max_wait_gets_503_while_the_one_ahead_is_s
 
 
 def test_a_burst_of_hook_events_is_admitted_by_the_transactions_it_will_take_not_by_writes() -> None:
-    """Small batches teach a high share of a transaction per write (its fixed part split by few);
-    fifty events arriving at once then fit in one transaction, and they are admitted on that,
-    while a write that runs alone is still counted write by write."""
+    """A transaction's own part (BEGIN, the commit's flush) is paid once by all it holds: fifty
+    events arriving at once fit in one transaction and are admitted on that, while a queue of
+    writes that cannot share one is counted transaction by transaction."""
     lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
     try:
-        lane.call_time = 0.05    # recent writes took 50 ms each: batches of two in 100 ms
-        lane.batch_time = 0.1
-        lane.taken = 50          # one transaction running, 49 writes waiting for the next
-        lane.pending.extend(object() for _ in range(49))
-        assert lane.expected_wait() > 1.0
-        assert lane.grouped_wait() == pytest.approx(0.2)   # the one running, then its own
-        lane.admit(lane.grouped_wait())                   # admitted
+        lane.costs, lane.overhead = {"event": 0.002}, 0.05
+        lane.taken = 50          # 49 writes waiting behind the running one
+        lane.pending.extend(_Write(contextvars.copy_context(), lambda: None, True, "event") for _ in range(49))
+        assert lane.kind_wait("event", True) == pytest.approx(0.05 + 0.002 * 50)
+        lane.admit(lane.kind_wait("event", True))     # admitted
+        lane.pending.clear()
+        lane.pending.extend(_Write(contextvars.copy_context(), lambda: None, False, "event") for _ in range(49))
+        assert lane.kind_wait("event", False) == pytest.approx(0.052 * 50)   # each alone: 2.6 s
         with pytest.raises(Overloaded, match=r"http\.max_wait_ms"):
-            lane.admit()                                  # an ungrouped write: 2.5 s, refused
-        lane.pending.extend(object() for _ in range(100))
-        lane.batch_time = 0.4    # three transactions of 0.4 s ahead of the 150th: refused too
-        with pytest.raises(Overloaded):
-            lane.admit(lane.grouped_wait())
+            lane.admit(lane.kind_wait("event", False))
         lane.pending.clear()
         lane.taken = 0
-        assert lane.grouped_wait() == 0.0                  # the writer idle: no wait
+        assert lane.kind_wait("event", True) == 0.0   # the writer idle: no wait
     finally:
         lane.close()
 
@@ -193,22 +190,6 @@ def test_a_read_lane_sheds_by_the_rate_its_queue_clears_and_only_when_coming_bac
         assert lane.expected_wait() == 0.0
     finally:
         lane.executor.shutdown()
-
-
-def test_lone_writes_teach_the_transaction_time_so_a_slow_first_batch_does_not_lock_grouped_writes_out() -> None:
-    lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
-    try:
-        lane.batch_time = 3.0                  # the first batch was slow (a burst of SessionStarts)
-        lane.taken = 1
-        with pytest.raises(Overloaded):
-            lane.admit(lane.grouped_wait())    # 6 s: refused while any write runs
-        for _ in range(40):                    # the writes admitted meanwhile ran alone, quickly
-            write = _Write(contextvars.copy_context(), lambda: None, grouped=True)
-            lane._alone(write)
-            assert write.future.result() is None
-        lane.admit(lane.grouped_wait())        # the transaction time learnt again: admitted
-    finally:
-        lane.close()
 
 
 def post_event(port: int, body: dict[str, Any]) -> int:
@@ -290,7 +271,6 @@ def test_a_write_lane_counts_each_kind_of_write_at_its_own_cost() -> None:
     a kind not measured yet counts as nothing."""
     lane = WriteLane(store=None, batch=64, max_queue=1024, max_wait=1.0)
     try:
-        lane.batch_time = 3.0                  # the last transaction held fifty SessionStarts
         for kind, seconds in (("start", 1.0), ("start", 0.06), ("prompt", 0.5), ("prompt", 0.002)):
             lane._learn(kind, seconds)
         assert lane.costs == {"start": 0.06, "prompt": 0.002}

@@ -229,7 +229,6 @@ class WriteLane(Lane):
         self.batch = max(1, batch)
         self.forget = forget   # drops what the service cached of writes a failed commit undid
         self.pending: deque[_Write] = deque()   # appended on the loop, taken on the writer thread
-        self.batch_time = 0.0   # seconds one shared transaction takes, recent mean
         # Each kind of write's own part of a transaction, and a transaction's own part (BEGIN, the
         # commit's flush), in seconds, recent means; written on the writer thread alone.
         self.costs: dict[str, float] = {}
@@ -239,19 +238,6 @@ class WriteLane(Lane):
         self.running: tuple[Sequence[_Write], float] = ((), 0.0)   # the writes being stored, since when
         # for /metrics: writes run alone, transactions shared by several, the writes those held
         self.alone = self.commits = self.shared = 0
-
-    def grouped_wait(self) -> float | None:
-        """Seconds a grouped write would wait: the transaction running now, then those that take
-        the waiting writes (`batch` a transaction), its own the last. Counted in transactions,
-        not writes: a transaction's fixed part (BEGIN, the commit's flush) is paid once by all it
-        holds, so a mean share a write taught by small batches would overstate the wait of the
-        large one that a burst of writes makes (and shed that burst, to come back all at once).
-        None before any shared transaction ran: then writes are counted as for any lane."""
-        if not self.batch_time:
-            return None
-        if not self.taken:
-            return 0.0
-        return (len(self.pending) // self.batch + 2) * self.batch_time
 
     def kind_wait(self, kind: str, grouped: bool) -> float:
         """Seconds until a write of `kind` would be stored: what is left of the transaction
@@ -299,7 +285,7 @@ class WriteLane(Lane):
         return self.waited >= self.max_wait or wait > Overloaded.retry_after + self.waited
 
     async def run(self, call: Callable[[], T], grouped: bool = False, kind: str = "") -> T:
-        self.admit(self.kind_wait(kind, grouped) if kind else self.grouped_wait() if grouped else None)
+        self.admit(self.kind_wait(kind, grouped))
         self.taken += 1
         admitted = time.perf_counter()
         try:
@@ -342,23 +328,14 @@ class WriteLane(Lane):
             took = time.perf_counter() - began
             self.running = ((), 0.0)
             self._spent(took)
-            if write.kind:   # its transaction's own part is in `took` too: the rest is its kind's
-                self._learn(write.kind, took - self.overhead)
-            if self.batch_time:
-                # A transaction of one: without it a slow first batch (fifty SessionStarts rendering
-                # their context) would keep grouped writes refused while any write runs, so only lone
-                # ones ran and no batch ever taught the time again.
-                self._transaction_took(took)
+            # its transaction's own part is in `took` too: the rest is its kind's
+            self._learn(write.kind, took - self.overhead)
 
     def _learn_batch(self, batch: list[_Write], parts: list[float], took: float) -> None:
         """A committed transaction teaches each kind its writes' times and itself its own part."""
         for write, seconds in zip(batch, parts, strict=True):
-            if write.kind:
-                self._learn(write.kind, seconds)
+            self._learn(write.kind, seconds)
         self.overhead = moved(self.overhead, max(0.0, took - sum(parts)))
-
-    def _transaction_took(self, seconds: float) -> None:
-        self.batch_time = moved(self.batch_time, seconds)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -406,7 +383,6 @@ class WriteLane(Lane):
             self.running = ((), 0.0)
             took = time.perf_counter() - began
             self._spent(took / len(batch))
-            self._transaction_took(took)
         for write, (ok, value) in zip(batch, outcomes, strict=True):
             if ok:
                 write.future.set_result(value)
