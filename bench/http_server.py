@@ -13,7 +13,8 @@ library's, which uvicorn and httpx import.)
 A database of --observations observations from bench/corpus.py (recorded in process inside one
 transaction), then a real `nmem serve --transport http` subprocess on a loopback port, and a
 Python load generator (httpx on asyncio, keep-alive connections) in this process: for each
-concurrency level, --requests `GET /api/v1/search?query=…` in people's words (half of them with
+concurrency level, --requests `GET /api/v1/search?query=…` in people's words (every scope, or
+--scope's; half of them with
 `project=<the question's project>`, half across every project), each timed from send to the
 last byte of the body. Reported: requests/s (completed requests over the wall time of the
 series), p50/p90/p99/max latency, and errors (any non-200; how many were 503s, the server
@@ -211,15 +212,17 @@ def pool_counts(base: str) -> dict[str, float]:
     return found
 
 
-def search_urls(n: int, seed: int) -> list[str]:
+def search_urls(n: int, seed: int, scope: str = "all") -> list[str]:
     out = []
     for i, (project, query) in enumerate(corpus.project_queries(n, seed)):
-        params = {"query": query, **({"project": project} if i % 2 == 0 else {})}
+        params = {"query": query, **({"scope": scope} if scope != "all" else {}),
+                  **({"project": project} if i % 2 == 0 else {})}
         out.append(str(httpx2.URL("/api/v1/search", params=params)))
     return out
 
 
-def in_process(home: Path, n: int, seed: int, store: str | None = None, pg: str | None = None) -> dict[str, Any]:
+def in_process(home: Path, n: int, seed: int, store: str | None = None, pg: str | None = None,
+               scope: str = "all") -> dict[str, Any]:
     """The same searches on the service API in this process: what HTTP adds. The same question
     the server is asked: every scope, half of them in the question's project, half in every
     project with the server's own (its working directory's, `home`'s) first."""
@@ -229,14 +232,14 @@ def in_process(home: Path, n: int, seed: int, store: str | None = None, pg: str 
     try:
         pairs = corpus.project_queries(n, seed)
         for i, (project, query) in enumerate(pairs[:WARMUP]):
-            service.search(query, scope="all", **({"project": project} if i % 2 == 0 else {"prefer_project": own}))
+            service.search(query, scope=scope, **({"project": project} if i % 2 == 0 else {"prefer_project": own}))
         times = []
         backends = (pg, PG_APP) if store else (None, None)
         pg_cpu, cpu = postgres_cpu_seconds(*backends), time.process_time()
         t_all = time.perf_counter()
         for i, (project, query) in enumerate(pairs[WARMUP:]):
             t0 = time.perf_counter()
-            service.search(query, scope="all", **({"project": project} if i % 2 == 0 else {"prefer_project": own}))
+            service.search(query, scope=scope, **({"project": project} if i % 2 == 0 else {"prefer_project": own}))
             times.append(time.perf_counter() - t0)
         out = stats(times, time.perf_counter() - t_all, 0)
         out["server_cpu_ms"] = round((time.process_time() - cpu) * 1000 / len(times), 2)
@@ -251,12 +254,12 @@ def in_process(home: Path, n: int, seed: int, store: str | None = None, pg: str 
 def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "machine": machine(nmem=nmem.__version__, uvicorn=version("uvicorn"), starlette=version("starlette")),
-        "config": {"observations": args.observations, "requests": args.requests, "seed": args.seed,
+        "config": {"observations": args.observations, "requests": args.requests, "seed": args.seed, "scope": args.scope,
                    "concurrency": args.concurrency}}
     home = workdir / "home"
     log(f"populating {args.observations:,} observations (one transaction) …")
     result["database"] = populate(home, args.observations, args.seed, log)
-    urls = search_urls(args.requests + WARMUP, args.seed)
+    urls = search_urls(args.requests + WARMUP, args.seed, args.scope)
     store = pg_store(home, args.pg, bool(args.keep or args.schema), log, args.schema) if args.pg else None
     result["config"].update(store="postgresql" if store else "sqlite", workers=args.workers, pinned=args.pin)
     port = free_port()
@@ -291,7 +294,7 @@ def run(args: argparse.Namespace, workdir: Path, log: Callable[[str], None]) -> 
     finally:
         stop_server(proc)
     log("  the same searches in process …")
-    result["in_process"] = in_process(home, args.requests + WARMUP, args.seed, store, args.pg)
+    result["in_process"] = in_process(home, args.requests + WARMUP, args.seed, store, args.pg, args.scope)
     if store and not (args.keep or args.schema):
         drop_schema(args.pg, store)
     result["machine"]["loadavg_end"] = loadavg()
@@ -309,7 +312,8 @@ def render(r: dict[str, Any]) -> str:
         f"(bench/corpus.py seed {r['config']['seed']}); store {r['config'].get('store', 'sqlite')}, "
         f"workers {r['config'].get('workers', 1)}" + (f", pinned {' '.join(r['config']['placement'])}"
                                                       if r["config"].get("placement") else "")
-        + "".join(f", {k}={v}" for k, v in r["config"].get("settings", {}).items()),
+        + "".join(f", {k}={v}" for k, v in r["config"].get("settings", {}).items())
+        + f"; searches of scope {r['config'].get('scope', 'all')}",
         "",
         "| what | clients | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | errors |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -349,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16],
                         help="concurrent clients per series, comma-separated (default 1,4,16)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--scope", default="all",
+                        help="the searches' scope (default all, the API's default; observations was its default "
+                             "until the redesign, and is the question issue 25's table measured)")
     parser.add_argument("--pg", metavar="URL", help="serve a copy in a PostgreSQL schema on this server")
     parser.add_argument("--schema", metavar="NAME", help="with --pg: the schema's name, kept (and reused when there)")
     parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N (default 1)")
