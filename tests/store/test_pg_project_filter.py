@@ -80,6 +80,18 @@ def test_common_words_or_a_small_project_keep_the_planners_choice(store: Store, 
 
 
 @pytest.mark.parametrize("engine", POSTGRES)
+def test_another_filter_beside_the_project_keeps_the_planners_choice(store: Store, engine: str) -> None:
+    from nmem.store.postgres import search
+    from nmem.store.postgres.tsquery import parse
+
+    _fill(store)
+    _ranked(store, "rare", "big")
+    sql, _ = store._bm25(search.BM25_IDS_SQL, "observations", parse("rare"),  # type: ignore[attr-defined]
+                         SearchFilters(project="big", obs_types=("command",)), 10)
+    assert "o.project || " not in sql and "o.project = " in sql
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
 def test_either_way_ranks_the_same_rows(store: Store, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from nmem.store.postgres import search
 

@@ -807,11 +807,12 @@ class SearchReads(Connection, ScopedSearch):
         """Whether a relevance read filtered by project finds its matches off the words' index
         alone, testing each match's project on its row (WORDS_FIRST_CLAUSE): when the words' counts
         bound the matches below a WORDS_FIRST_RATIO-th of the project's rows (pg_stats' estimate).
-        FETCHED when, besides, the project is the only filter and the matches are few enough to
-        fetch them all (`fetch_bound`, and twice RELEVANCE_WINDOW): the statement's plan is then
-        the same for every value, and it keeps one generic plan (`_plan_kept`); TESTED otherwise
-        (the planner may still walk the time order); None: the planner's choice."""
-        if not filters.project:
+        The project must be the only filter: another (a type, a file) has an index of its own
+        with the project in it, which the planner should keep. FETCHED when the matches are few
+        enough to fetch them all (`fetch_bound`, and twice RELEVANCE_WINDOW): the statement's plan
+        is then the same for every value, and it keeps one generic plan (`_plan_kept`); TESTED
+        otherwise (the planner may still walk the key); None: the planner's choice."""
+        if not filters.project or filters.replace(project=None) != NO_FILTERS:
             return None
         docs = self._totals.get(table, (0, 0, 0))[0]
         if docs <= CUSTOM_PLAN_ROWS:
@@ -820,8 +821,7 @@ class SearchReads(Connection, ScopedSearch):
         rows = self._project_rows(table, filters.project, docs)
         if matches is None or rows is None or matches * WORDS_FIRST_RATIO >= rows:
             return None
-        few = matches < min(fetch_bound(docs), 2 * RELEVANCE_WINDOW)
-        return FETCHED if few and filters.replace(project=None) == NO_FILTERS else TESTED
+        return FETCHED if matches < min(fetch_bound(docs), 2 * RELEVANCE_WINDOW) else TESTED
 
     def _match_bound(self, table: str, parsed: Parsed, docs: int) -> int | None:
         """The most rows the tsquery can match (`conjunction`) from its words' counts in this
