@@ -412,8 +412,9 @@ FOUND_RANGED = """matching AS MATERIALIZED (
      ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
-     WHERE z.id = ANY(ARRAY(SELECT DISTINCT u.id FROM terms tm CROSS JOIN LATERAL unnest(tm.newest) AS u(id)
-                            ORDER BY u.id DESC LIMIT ?))
+     WHERE z.id = ANY(CASE WHEN (SELECT count(*) FROM terms) = 1 THEN (SELECT tm.newest[1:?] FROM terms tm)
+                           ELSE ARRAY(SELECT DISTINCT u.id FROM terms tm CROSS JOIN LATERAL unnest(tm.newest) AS u(id)
+                                      ORDER BY u.id DESC LIMIT ?) END)
            AND (SELECT how FROM choice) = 'kept')
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
@@ -447,7 +448,7 @@ def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[
     fetch_below, walk_factor, span = range_limits(q, window)
     sql = FOUND_RANGED.format(alias=alias, source=source, table=table, lists="true" if lists else "false")
     return sql, [q, [p.required for p in phrases], window, fetch_below, walk_factor, span, window, window, window,
-                 window, window, window, window]
+                 window, window, window, window, window]
 
 
 def disjunctive(parsed: Parsed) -> bool:
