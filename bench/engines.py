@@ -130,7 +130,7 @@ def per_question(calls: list[Any], engine: str, pg_url: str, app: str, runs: int
     if engine == "postgres":
         with psycopg.connect(pg_url, autocommit=True) as conn:
             pids = [int(r[0]) for r in conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,))]
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()", (app,))]
 
     def cpu() -> int | None:
         try:
