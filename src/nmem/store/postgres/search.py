@@ -287,7 +287,9 @@ WRITE_BACK_LAG = 1000
 # written back: no row this statement could not see can still commit with an id at or below the
 # newest it saw (connection.SETTLED). `state.epoch`: the table's, checked again by the write.
 KEPT_COUNTS = """kept AS MATERIALIZED (
-    SELECT c.word, c.rows, c.tokens, c.up_to, c.newest FROM (SELECT term FROM words UNION ALL SELECT '') AS w(term)
+    SELECT c.word, c.rows, c.tokens, c.up_to,
+           CASE WHEN cardinality(c.newest) >= {keep} OR cardinality(c.newest) = c.rows THEN c.newest END AS newest
+    FROM (SELECT term FROM words UNION ALL SELECT '') AS w(term)
     JOIN word_counts c ON c.tbl = '{table}' AND c.word = w.term
 ), base AS MATERIALIZED (
     SELECT COALESCE(k.rows, 0) AS docs, COALESCE(k.tokens, 0) AS tokens, k.up_to AS kept_to
@@ -301,12 +303,11 @@ KEPT_COUNTS = """kept AS MATERIALIZED (
 ), terms AS MATERIALIZED (
     SELECT w.term, COALESCE(k.rows + f.n, a.n) AS df, k.up_to AS kept_to,
            CASE WHEN k.newest IS NOT NULL THEN (f.ids || k.newest)[1:{keep}] WHEN a.read THEN a.ids END AS newest,
-           k.newest IS NULL AND a.read AS built
+           k.newest IS NULL AND a.read AND {lists} AS built
     FROM words w LEFT JOIN kept k ON k.word = w.term
     CROSS JOIN LATERAL (SELECT count(*) AS n, COALESCE(array_agg(x.id ORDER BY x.id DESC), '{{}}') AS ids
                         FROM {table} x WHERE x.id > k.up_to AND ts_match_vq(x.tsv, {query})) f
-    CROSS JOIN LATERAL (SELECT count(*) AS n, COALESCE((array_agg(x.id ORDER BY x.id DESC))[1:{keep}], '{{}}') AS ids,
-                               k.up_to IS NULL OR (k.newest IS NULL AND {lists}) AS read
+    CROSS JOIN LATERAL (SELECT count(*) AS n, {listed} AS ids, k.up_to IS NULL OR (k.newest IS NULL AND {lists}) AS read
                         FROM {table} x WHERE (k.up_to IS NULL OR (k.newest IS NULL AND {lists})) AND x.tsv @@ {query}) a
 ), state AS MATERIALIZED (
     SELECT CASE WHEN b.kept_to IS NULL OR t.newest - b.kept_to > {lag}
@@ -320,8 +321,10 @@ def kept_counts(table: str, query: str, lists: bool = False) -> str:
     """KEPT_COUNTS for `table`, each term's rows counted with `query`; `lists`: a term's newest
     ids are read off the GIN index with its rows when none are kept (FOUND_RANGED's 'kept' way
     needs them), else only for a term never counted."""
+    listed = (f"COALESCE((array_agg(x.id ORDER BY x.id DESC))[1:{RELEVANCE_WINDOW}], '{{}}')" if lists
+              else "NULL::bigint[]")
     return KEPT_COUNTS.format(table=table, query=query, lag=WRITE_BACK_LAG, settled=SETTLED,
-                              keep=RELEVANCE_WINDOW, lists="true" if lists else "false")
+                              keep=RELEVANCE_WINDOW, lists="true" if lists else "false", listed=listed)
 
 
 # What kind 0 carries besides the totals: [the id the kept totals reached (-1: none), the
@@ -343,7 +346,8 @@ WHERE EXISTS (SELECT 1 FROM word_count_epochs e WHERE e.tbl = ? AND e.epoch = ?
 ORDER BY k.word
 ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.tokens, up_to = excluded.up_to,
                                       newest = excluded.newest
-    WHERE c.up_to < excluded.up_to OR (c.up_to = excluded.up_to AND c.newest IS NULL AND excluded.newest IS NOT NULL)
+    WHERE c.up_to < excluded.up_to
+          OR (c.up_to = excluded.up_to AND cardinality(excluded.newest) > COALESCE(cardinality(c.newest), -1))
 """
 
 # The newest RELEVANCE_WINDOW matches, as the planner reads them: by walking the primary key
