@@ -359,7 +359,13 @@ FOUND_PLANNED = """found AS (
     SELECT z.id, z.tsv, z.tokens FROM {table} z
     WHERE z.ctid = ANY(ARRAY(SELECT {alias}.ctid FROM {source} WHERE {where} ORDER BY {alias}.id DESC LIMIT ?))"""
 
-# The same rows for a read without a filter (`found_ranged`), one of three ways picked by an
+# The same rows for a read without a filter (`found_ranged`). A question of phrases joined by OR
+# alone (`disjunctive`) takes them, when every term's newest ids are kept (KEPT_COUNTS, schema step
+# 12; read off the GIN index with its count when missing), from those ids ('kept'): each of its
+# newest matches holds a term in whose newest window it stands (fewer than a window of matches,
+# so of that term's rows, are newer), so the newest window of the terms' ids put together holds
+# them all; the rows are then read by id (no GIN bitmap, no range of the key, no row read twice).
+# Otherwise one of three ways picked by an
 # estimate of the matches made from the counts the statement holds (`guess`: the rows of the rarest
 # phrase every match holds, times the share of the rows each other such phrase is in, as if they
 # were independent; with none, the sum of the phrases' rows):
@@ -379,7 +385,8 @@ FOUND_PLANNED = """found AS (
 # statement, whatever the words: a read without a filter keeps one
 # generic plan (`_plan_kept`), its tsquery made once (`matching`: under a generic plan a walk's
 # `to_tsquery('nmem', $n)` was parsed again for every row it tested).
-# Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below.
+# Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below; 'kept'
+# holds every term's newest (a term in fewer rows than the window: all of them).
 FOUND_RANGED = """matching AS MATERIALIZED (
     SELECT to_tsquery('nmem', ?) AS q
 ), guess AS MATERIALIZED (
