@@ -166,3 +166,45 @@ def test_a_question_past_the_kept_ids_or_not_of_ors_alone_takes_another_way(
         assert not search.disjunctive(search.parse(match)), match
         best, kept = _ranked(store, match)
         assert not kept and best == _walked(store, match, monkeypatch), match
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_common_term_counted_already_gets_no_ids(store: Store, engine: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from nmem.store.postgres import search
+
+    monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
+    monkeypatch.setattr(search, "RELEVANCE_WINDOW", WINDOW)
+    _add(store, 30)
+    for _ in range(200):   # counted by a question that takes no ids
+        store._bm25_newest("observations", search.parse("token AND refresh"), SearchFilters(), 3)  # type: ignore[attr-defined]
+        if "token" in _lists(store):
+            break
+    assert _lists(store)["token"] is None
+    # past LIST_ROWS rows, its rows are not read again for ids: the question takes another way
+    monkeypatch.setattr(search, "LIST_ROWS", 3)
+    for _ in range(3):
+        best, kept = _ranked(store, "token OR logout")
+        assert not kept and best == _walked(store, "token OR logout", monkeypatch)
+    assert _lists(store)["token"] is None
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_read_only_store_takes_kept_ids_and_reads_none(store: Store, store_url: str, engine: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from nmem.store import open_store
+    from nmem.store.postgres import search
+
+    monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
+    monkeypatch.setattr(search, "RELEVANCE_WINDOW", WINDOW)
+    _add(store, 30)
+    _until_listed(store, "login OR cache", ("login", "cach"))
+    reader = open_store(store_url, readonly=True)
+    try:
+        best, kept = _ranked(reader, "login OR cache")   # kept by the writer: taken
+        assert kept and best == _walked(store, "login OR cache", monkeypatch)
+        best, kept = _ranked(reader, "redirect OR logout")   # none kept: not read for a store that keeps none
+        assert not kept and best == _walked(store, "redirect OR logout", monkeypatch)
+    finally:
+        reader.close()
+    assert _lists(store).get("redirect") is None
