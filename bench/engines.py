@@ -18,6 +18,9 @@ process (SQLite's whole search; PostgreSQL's client side), the statements sent t
 application_name; reported only when the server runs on this machine). On a shared machine
 these CPU figures move far less with load than wall time does.
 
+With `--per-question`, each FTS-syntax question is asked again (least wall time of five, and the
+PostgreSQL backends' CPU a search over the five), question by question on both engines.
+
 Last, each engine answers the plain, FTS-syntax and all-scopes questions once more with
 `limit=10`, and `identical_top10` counts the questions whose ten hits are the same, in the same
 order, on both: the redesign's equivalence (identical top 10s for at least 95% of questions).
@@ -120,6 +123,36 @@ def measured(calls: list[Any], engine: str, pg_url: str, app: str) -> dict[str, 
     return series
 
 
+def per_question(calls: list[Any], engine: str, pg_url: str, app: str, runs: int = 5) -> list[dict[str, Any]]:
+    """Each question of a series asked `runs` times more: least wall time, and PostgreSQL's
+    backend CPU a search (the backends found once: /proc read around each question)."""
+    pids: list[int] = []
+    if engine == "postgres":
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            pids = [int(r[0]) for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()", (app,))]
+
+    def cpu() -> int | None:
+        try:
+            return sum(int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) for pid in pids)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    out = []
+    for desc, call in calls:
+        walls, before = [], cpu()
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            call()
+            walls.append((time.perf_counter() - t0) * 1000)
+        after = cpu()
+        row: dict[str, Any] = {"question": desc, "min_ms": round(min(walls), 2)}
+        if pids and before is not None and after is not None:
+            row["backend_cpu_ms"] = round((after - before) / 1e6 / runs, 2)
+        out.append(row)
+    return out
+
+
 def top_tens(service: Service, n: int, seed: int) -> dict[str, list[list[tuple[str, str]]]]:
     """The first ten hits (kind, id) of each question of the ranked series, to compare the
     engines' rankings on the same rows (the redesign's equivalence: identical top 10s)."""
@@ -152,7 +185,7 @@ def kept_counts(pg_url: str, forget: bool) -> int:
 
 
 def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep: bool,
-        log: Any, schema: str | None = None, cold: bool = False) -> dict[str, Any]:
+        log: Any, schema: str | None = None, cold: bool = False, questions: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {"machine": machine(), "config": {
         "observations": rows, "queries_per_series": n_queries, "seed": seed,
         "corpus": "bench/corpus.py synthetic coding sessions"}}
@@ -199,6 +232,9 @@ def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep:
             try:
                 calls = workloads(service, corp, n_queries, seed, now)
                 result["latency"][engine] = {name: measured(calls[name], engine, pg_url, app) for name in SERIES}
+                if questions:
+                    result.setdefault("fts_questions", {})[engine] = per_question(calls["search_fts"], engine,
+                                                                                 pg_url, app)
                 tops[engine] = top_tens(service, n_queries, seed)
             finally:
                 service.close()
@@ -241,6 +277,14 @@ def render(r: dict[str, Any]) -> str:
                  if "backend_cpu_ms" in b and a["client_cpu_ms"] else "n/a")
         lines.append(f"| {name} | {a['client_cpu_ms']} ms | {backend} | {share} | {b['client_cpu_ms']} ms | "
                      f"{b['round_trips']} |")
+    if "fts_questions" in r:
+        lines += ["", "FTS-syntax questions one by one (least wall time of five; PostgreSQL backend CPU a search)", "",
+                  "| question | SQLite | PostgreSQL | PG ÷ SQLite | PostgreSQL backend CPU |",
+                  "|---|---:|---:|---:|---:|"]
+        for a, b in zip(r["fts_questions"]["sqlite"], r["fts_questions"]["postgres"], strict=True):
+            share = f"{b['min_ms'] / a['min_ms']:.2f}x" if a["min_ms"] else "n/a"
+            lines.append(f"| `{a['question'].strip(chr(39))}` | {a['min_ms']} ms | {b['min_ms']} ms | {share} | "
+                         f"{b.get('backend_cpu_ms', 'n/a')} ms |")
     if "identical_top10" in r:
         lines += ["", "Identical top 10s (the same hits in the same order on both engines): " + ", ".join(
             f"{name} {share}" for name, share in r["identical_top10"].items())]
@@ -259,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", action="store_true",
                         help="forget the words' counts PostgreSQL keeps (word_counts) before its queries: every "
                              "word's rows are counted again, as on a fresh schema")
+    parser.add_argument("--per-question", action="store_true",
+                        help="time each FTS-syntax question again, one by one, on both engines")
     args = parser.parse_args(argv)
     pg_base = os.environ.get("NMEM_BENCH_PG") or os.environ.get("NMEM_TEST_PG") or DEFAULT_PG
 
@@ -271,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     keep = args.keep or args.workdir is not None
     try:
         result = run(args.rows, args.queries, args.seed, pg_base, Path(tmp), args.keep or args.schema is not None,
-                     log, args.schema, args.cold)
+                     log, args.schema, args.cold, args.per_question)
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)

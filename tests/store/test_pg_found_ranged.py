@@ -1,7 +1,8 @@
 """The newest matches a relevance read without a filter ranks on PostgreSQL (`FOUND_RANGED`): the
-walk of the key, the fetch of every match off the GIN index, and the range above an id estimated
-from the kept counts (with the walk below it when the range holds too few) must all give the
-same rows, and so the same ranking, for every kind of question."""
+walk of the key, the fetch of every match off the GIN index, the range above an id estimated
+from the kept counts (with the walk below it when the range holds too few), and, for a question
+of phrases joined by OR alone, the union of its terms' kept newest ids, must all give the same
+rows, and so the same ranking, for every kind of question."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ QUESTIONS = ("login", "login OR cache", "login AND token", "login NOT cache", "l
              '"login page"', '"login page" OR cache', "NEAR(login token, 3)", "token AND refresh*")
 WINDOW = 6   # ranked: the newest 6 matches (RELEVANCE_WINDOW), of which the best 3 are returned
 
-# the three ways (range_limits: fetch below, walk from est² ≥ this × rows, ids above lo = this × ids ÷ est)
+# the ways (range_limits: fetch below, walk from est² ≥ this × rows, ids above lo = this × ids ÷ est);
+# "kept" leaves the terms' newest ids to a question of ORs alone (`disjunctive`), the walk to the rest
 WAYS = {"walk": lambda q, w: (0.0, 0.0, 1.0),
         "fetch": lambda q, w: (1e18, 1e18, 1.0),
         "range": lambda q, w: (0.0, 1e18, 1.5 * w),
-        "range, then the walk below it": lambda q, w: (0.0, 1e18, 0.01)}
+        "range, then the walk below it": lambda q, w: (0.0, 1e18, 0.01),
+        "kept": lambda q, w: (0.0, 0.0, 1.0)}
 
 
 def _add(store: Store) -> list[int]:
@@ -55,6 +58,13 @@ def _plan_rows(plan: dict[str, Any], name: str) -> int | None:
     return None
 
 
+def _by_key(plan: dict[str, Any]) -> bool:
+    """Whether the rows were read by their ids off the primary key (the 'kept' way)."""
+    if plan.get("Alias") == "z" and plan.get("Node Type") != "Tid Scan" and plan.get("Actual Rows"):
+        return True
+    return any(_by_key(child) for child in plan.get("Plans", ()))
+
+
 @pytest.mark.parametrize("engine", POSTGRES)
 def test_every_way_to_the_newest_matches_ranks_the_same_rows(store: Store, engine: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,8 +81,10 @@ def test_every_way_to_the_newest_matches_ranks_the_same_rows(store: Store, engin
         newest[match] = [int(r[0]) for r in rows]
         assert newest[match], match
     ranked: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    disjunctive = search.disjunctive
     for way, limits in WAYS.items():
         monkeypatch.setattr(search, "range_limits", limits)
+        monkeypatch.setattr(search, "disjunctive", disjunctive if way == "kept" else lambda parsed: False)
         with store.read_snapshot():  # type: ignore[attr-defined]   # one connection: prepared after five runs
             for _ in range(7):
                 ranked[way] = {match: store._bm25_newest(  # type: ignore[attr-defined]
@@ -88,6 +100,8 @@ def test_every_way_to_the_newest_matches_ranks_the_same_rows(store: Store, engin
                 assert near is not None and far == len(newest[match]) - near, (way, match)
             if not way.startswith("range"):
                 assert not near and not far, (way, match)
+            kept = _by_key(plan)
+            assert kept == (way == "kept" and disjunctive(parse(match))), (way, match)
     for match in QUESTIONS:
         best = ranked["walk"][match]
         assert best and {i for i, _ in best} <= set(newest[match]), match

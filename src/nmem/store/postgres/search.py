@@ -67,6 +67,13 @@ SESSION_WEIGHTS = "'{0.1, 0.2, 0.4, 1.0}'"
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
+def _id_list(ids: Any) -> str | None:
+    """A term's newest ids as the statement sent them (text, or a list) as an array's text."""
+    if ids is None or isinstance(ids, str):
+        return ids
+    return "{" + ",".join(str(int(i)) for i in ids) + "}"
+
+
 # What ranking one trail scope reads, in one statement (`rank_candidates`): the rows and tokens
 # indexed, the candidates as BM25_SQL finds them, each candidate's session window (`reach`
 # records each side, in session order), and the text, token count and time of every row named,
@@ -248,7 +255,8 @@ WITH words AS MATERIALIZED (
     SELECT term, query FROM unnest(?::text[], ?::text[]) AS w(term, query)
 ), {counts}
 SELECT t.docs, t.tokens, t.newest, {state} AS state,
-       (SELECT array_agg(term) FROM terms) AS terms, (SELECT array_agg(df) FROM terms) AS dfs
+       (SELECT array_agg(term) FROM terms) AS terms, (SELECT array_agg(df) FROM terms) AS dfs,
+       CASE WHEN s.settled THEN (SELECT array_agg(newest::text) FROM terms) END AS lists
 FROM totals t CROSS JOIN state s
 """
 
@@ -279,7 +287,9 @@ WRITE_BACK_LAG = 1000
 # written back: no row this statement could not see can still commit with an id at or below the
 # newest it saw (connection.SETTLED). `state.epoch`: the table's, checked again by the write.
 KEPT_COUNTS = """kept AS MATERIALIZED (
-    SELECT c.word, c.rows, c.tokens, c.up_to FROM (SELECT term FROM words UNION ALL SELECT '') AS w(term)
+    SELECT c.word, c.rows, c.tokens, c.up_to,
+           CASE WHEN cardinality(c.newest) >= {keep} OR cardinality(c.newest) = c.rows THEN c.newest END AS newest
+    FROM (SELECT term FROM words UNION ALL SELECT '') AS w(term)
     JOIN word_counts c ON c.tbl = '{table}' AND c.word = w.term
 ), base AS MATERIALIZED (
     SELECT COALESCE(k.rows, 0) AS docs, COALESCE(k.tokens, 0) AS tokens, k.up_to AS kept_to
@@ -291,18 +301,38 @@ KEPT_COUNTS = """kept AS MATERIALIZED (
     SELECT b.docs + f.n AS docs, b.tokens + f.tokens AS tokens, COALESCE(f.newest, b.kept_to, 0) AS newest
     FROM base b CROSS JOIN fresh f
 ), terms AS MATERIALIZED (
-    SELECT w.term, COALESCE(k.rows + (SELECT count(*) FROM {table} x
-                                      WHERE x.id > k.up_to AND ts_match_vq(x.tsv, {query})),
-                            (SELECT count(*) FROM {table} x WHERE x.tsv @@ {query})) AS df,
-           k.up_to AS kept_to
+    SELECT w.term, COALESCE(k.rows + f.n, a.n) AS df, k.up_to AS kept_to,
+           CASE WHEN k.newest IS NOT NULL THEN (f.ids || k.newest)[1:{keep}] WHEN a.read THEN a.ids END AS newest,
+           k.newest IS NULL AND a.read AND {lists} AS built
     FROM words w LEFT JOIN kept k ON k.word = w.term
+    CROSS JOIN LATERAL (SELECT count(*) AS n, COALESCE(array_agg(x.id ORDER BY x.id DESC), '{{}}') AS ids
+                        FROM {table} x WHERE x.id > k.up_to AND ts_match_vq(x.tsv, {query})) f
+    CROSS JOIN LATERAL (SELECT k.up_to IS NULL OR (k.newest IS NULL AND {lists} AND k.rows < {list_rows}) AS read) r
+    CROSS JOIN LATERAL (SELECT count(*) AS n, {listed} AS ids, r.read
+                        FROM {table} x WHERE r.read AND x.tsv @@ {query}) a
 ), state AS MATERIALIZED (
     SELECT CASE WHEN b.kept_to IS NULL OR t.newest - b.kept_to > {lag}
-                     OR EXISTS (SELECT 1 FROM terms WHERE kept_to IS NULL OR t.newest - kept_to > {lag})
+                     OR EXISTS (SELECT 1 FROM terms WHERE kept_to IS NULL OR t.newest - kept_to > {lag} OR built)
            THEN {settled} ELSE false END AS settled,
            (SELECT epoch FROM word_count_epochs WHERE tbl = '{table}') AS epoch, b.kept_to
     FROM totals t CROSS JOIN base b
 )"""
+
+# A term's newest ids are read off the GIN index (every match's row) only for a term in fewer rows
+# than this, when its count is kept already: a term in more is found faster by walking the key
+# (FOUND_RANGED), and reading its rows once cost 0.7 s for a word in 390k rows at 1M.
+LIST_ROWS = 50_000
+
+
+def kept_counts(table: str, query: str, lists: bool = False) -> str:
+    """KEPT_COUNTS for `table`, each term's rows counted with `query`; `lists`: a term's newest
+    ids are read off the GIN index when none are kept (FOUND_RANGED's 'kept' way takes them; a
+    term counted already only when in fewer than LIST_ROWS rows), and none otherwise."""
+    listed = (f"COALESCE((array_agg(x.id ORDER BY x.id DESC))[1:{RELEVANCE_WINDOW}], '{{}}')" if lists
+              else "NULL::bigint[]")
+    return KEPT_COUNTS.format(table=table, query=query, lag=WRITE_BACK_LAG, settled=SETTLED, keep=RELEVANCE_WINDOW,
+                              lists="true" if lists else "false", listed=listed, list_rows=LIST_ROWS)
+
 
 # What kind 0 carries besides the totals: [the id the kept totals reached (-1: none), the
 # table's epoch, 1 when the counts may be written back]
@@ -311,15 +341,20 @@ KEPT_STATE = "ARRAY[COALESCE(s.kept_to, -1), COALESCE(s.epoch, -1), s.settled::i
 # Counts written back (`_write_back`), only while the table's epoch is the one they were taken
 # at: no delete since, and none under way (it holds the epoch's row: the write is skipped). Its
 # commit is not waited for on disk (synchronous_commit off for it): a count lost is counted again.
+# A term's newest ids (as text, NULL when none were read) go with its count, taken to the same
+# `up_to`: a count moved on without them drops the ids kept before (they would miss the rows
+# past their `up_to`), and ids read for a count kept to the same row are added to it.
 WRITE_BACK_SQL = """
-INSERT INTO word_counts AS c (tbl, word, rows, tokens, up_to)
-SELECT ?, k.word, k.rows, k.tokens, ?::bigint
-FROM unnest(?::text[], ?::bigint[], ?::bigint[]) AS k(word, rows, tokens)
+INSERT INTO word_counts AS c (tbl, word, rows, tokens, up_to, newest)
+SELECT ?, k.word, k.rows, k.tokens, ?::bigint, k.newest::bigint[]
+FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::text[]) AS k(word, rows, tokens, newest)
 WHERE EXISTS (SELECT 1 FROM word_count_epochs e WHERE e.tbl = ? AND e.epoch = ?
               AND set_config('synchronous_commit', 'off', true) = 'off' FOR SHARE SKIP LOCKED)
 ORDER BY k.word
-ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.tokens, up_to = excluded.up_to
+ON CONFLICT (tbl, word) DO UPDATE SET rows = excluded.rows, tokens = excluded.tokens, up_to = excluded.up_to,
+                                      newest = excluded.newest
     WHERE c.up_to < excluded.up_to
+          OR (c.up_to = excluded.up_to AND cardinality(excluded.newest) > COALESCE(cardinality(c.newest), -1))
 """
 
 # The newest RELEVANCE_WINDOW matches, as the planner reads them: by walking the primary key
@@ -355,7 +390,13 @@ WHERE s.schemaname = current_schema() AND s.tablename = ? AND s.attname = 'proje
 """
 
 
-# The same rows for a read without a filter (`found_ranged`), one of three ways picked by an
+# The same rows for a read without a filter (`found_ranged`). A question of phrases joined by OR
+# alone (`disjunctive`) takes them, when every term's newest ids are kept (KEPT_COUNTS, schema step
+# 12; read off the GIN index with its count when missing), from those ids ('kept'): each of its
+# newest matches holds a term in whose newest window it stands (fewer than a window of matches,
+# so of that term's rows, are newer), so the newest window of the terms' ids put together holds
+# them all; the rows are then read by id (no GIN bitmap, no range of the key, no row read twice).
+# Otherwise one of three ways picked by an
 # estimate of the matches made from the counts the statement holds (`guess`: the rows of the rarest
 # phrase every match holds, times the share of the rows each other such phrase is in, as if they
 # were independent; with none, the sum of the phrases' rows):
@@ -375,7 +416,8 @@ WHERE s.schemaname = current_schema() AND s.tablename = ? AND s.attname = 'proje
 # statement, whatever the words: a read without a filter keeps one
 # generic plan (`_plan_kept`), its tsquery made once (`matching`: under a generic plan a walk's
 # `to_tsquery('nmem', $n)` was parsed again for every row it tested).
-# Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below.
+# Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below; 'kept'
+# holds every term's newest (a term in fewer rows than the window: all of them).
 FOUND_RANGED = """matching AS MATERIALIZED (
     SELECT to_tsquery('nmem', ?) AS q
 ), guess AS MATERIALIZED (
@@ -389,7 +431,10 @@ FOUND_RANGED = """matching AS MATERIALIZED (
           JOIN unnest(?::bool[]) WITH ORDINALITY AS r(required, ord) ON r.ord = k.ord) AS g
     CROSS JOIN totals t GROUP BY t.docs, t.newest
 ), choice AS MATERIALIZED (
-    SELECT CASE WHEN g.est IS NULL OR g.est < ?::float8 THEN 'fetch'
+    SELECT CASE WHEN {lists} AND (SELECT bool_and(tm.newest IS NOT NULL AND (cardinality(tm.newest) >= ?
+                                                                          OR cardinality(tm.newest) = tm.df))
+                                  FROM terms tm) THEN 'kept'
+                WHEN g.est IS NULL OR g.est < ?::float8 THEN 'fetch'
                 WHEN g.est * g.est >= ?::float8 * g.docs THEN 'walk' ELSE 'range' END AS how,
            g.newest - ceil(?::float8 * g.ids / GREATEST(g.est, 1))::bigint AS lo
     FROM (SELECT 1) AS one LEFT JOIN guess g ON true
@@ -407,6 +452,12 @@ FOUND_RANGED = """matching AS MATERIALIZED (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
      WHERE ts_match_vq({alias}.tsv, (SELECT q FROM matching)) AND (SELECT how FROM choice) = 'walk'
      ORDER BY {alias}.id DESC LIMIT ?)
+    UNION ALL
+    (SELECT z.id, z.tsv, z.tokens FROM {table} z
+     WHERE z.id = ANY(CASE WHEN (SELECT count(*) FROM terms) = 1 THEN (SELECT tm.newest[1:?] FROM terms tm)
+                           ELSE ARRAY(SELECT DISTINCT u.id FROM terms tm CROSS JOIN LATERAL unnest(tm.newest) AS u(id)
+                                      ORDER BY u.id DESC LIMIT ?) END)
+           AND (SELECT how FROM choice) = 'kept')
     UNION ALL
     (SELECT z.id, z.tsv, z.tokens FROM {table} z
      WHERE z.ctid = ANY(ARRAY(
@@ -433,12 +484,26 @@ def range_limits(q: str, window: int) -> tuple[float, float, float]:
 
 
 def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[Phrase],
-                 window: int) -> tuple[str, list[Any]]:
-    """FOUND_RANGED for a read without a filter, and its parameters."""
+                 window: int, lists: bool = False) -> tuple[str, list[Any]]:
+    """FOUND_RANGED for a read without a filter, and its parameters; `lists`: the terms' newest
+    ids are read (KEPT_COUNTS) and the 'kept' way may take them (`disjunctive`)."""
     fetch_below, walk_factor, span = range_limits(q, window)
-    sql = FOUND_RANGED.format(alias=alias, source=source, table=table)
-    return sql, [q, [p.required for p in phrases], fetch_below, walk_factor, span, window, window, window,
-                 window, window, window]
+    sql = FOUND_RANGED.format(alias=alias, source=source, table=table, lists="true" if lists else "false")
+    return sql, [q, [p.required for p in phrases], window, fetch_below, walk_factor, span, window, window, window,
+                 window, window, window, window, window]
+
+
+def disjunctive(parsed: Parsed) -> bool:
+    """Whether every row the query matches holds one of its phrases at least, and every row
+    holding one matches: phrases (words, prefixes, phrases of words) joined by OR alone, no
+    NOT, no NEAR. Its newest matches are then the newest of the union of its phrases' newest
+    (FOUND_RANGED's 'kept' way)."""
+    if parsed.text is None or not parsed.phrases or any(p.near for p in parsed.phrases):
+        return False
+    rest = parsed.text
+    for text in sorted({p.text for p in parsed.phrases}, key=len, reverse=True):
+        rest = rest.replace(text, "w")
+    return re.fullmatch(r"[w|() ]+", rest) is not None
 
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
@@ -483,7 +548,8 @@ UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
 UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
 UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {named} FROM {table} x
     WHERE x.id = ANY(ARRAY(SELECT id FROM named))
-UNION ALL SELECT 4, df, NULL, NULL, NULL, NULL, NULL, term, {nulls} FROM terms
+UNION ALL SELECT 4, df, NULL, NULL, NULL, CASE WHEN (SELECT settled FROM state) THEN newest END, NULL, term, {nulls}
+    FROM terms
 UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {record} FROM {records}
     WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
 """
@@ -595,7 +661,8 @@ def foldable(parsed: Sequence[Parsed]) -> bool:
 # row of NULL columns and rank when none matches: the counts come all the same).
 BM25_ROWS_SQL = BM25_HEAD + """
 SELECT f.*, t.docs AS nmem_docs, t.tokens AS nmem_tokens, t.newest AS nmem_newest, {state} AS nmem_state,
-       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs,
+       CASE WHEN s.settled THEN (SELECT array_agg(newest::text) FROM terms) END AS nmem_lists
 FROM totals t CROSS JOIN state s
 LEFT JOIN (SELECT {columns}, r.rank, {origin} FROM {full} JOIN ranked r ON r.id = {alias}.id{origin_join}) AS f ON true
 """
@@ -605,7 +672,7 @@ BM25_IDS_SQL = BM25_HEAD + """
 SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at, NULL::text AS term,
        {state} AS state FROM totals t CROSS JOIN state s
 UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL FROM ranked
-UNION ALL SELECT 4, df, NULL, NULL, NULL, term, NULL FROM terms
+UNION ALL SELECT 4, df, NULL, NULL, NULL, term, CASE WHEN (SELECT settled FROM state) THEN newest END FROM terms
 """
 
 # A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
@@ -749,8 +816,9 @@ class SearchReads(Connection, ScopedSearch):
         window = max(RELEVANCE_WINDOW, want)
         q = str(parsed.text)
         phrases = parsed.phrases
+        lists = not clauses and disjunctive(parsed)
         if not clauses:
-            found, reads = found_ranged(alias, source, table, q, phrases, window)
+            found, reads = found_ranged(alias, source, table, q, phrases, window, lists)
         else:
             first = self._words_first(table, parsed, filters) if scope == "observations" else None
             if first is not None:
@@ -758,7 +826,8 @@ class SearchReads(Connection, ScopedSearch):
             found = (FOUND_FETCHED if first == FETCHED else FOUND_PLANNED).format(
                 alias=alias, source=source, where=where, table=table)
             reads = [q, *params, window]
-        counts = KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED)
+        # a read-only store never keeps what it reads: it takes kept ids, never reads them
+        counts = kept_counts(table, "w.query::tsquery", lists and not self.readonly)
         if all("<" not in p.text and not p.near for p in phrases):
             ranked = term_ranking(phrases, avg)
         else:
@@ -866,31 +935,34 @@ class SearchReads(Connection, ScopedSearch):
         self._bounds[(table, q)] = (min(dfs) if joined == "and" else sum(dfs), docs)
 
     def _counted(self, table: str, totals: tuple[int, int, int], state: Sequence[int],
-                 counts: Sequence[tuple[str, int]]) -> None:
+                 counts: Sequence[tuple[str, int]], lists: Mapping[str, Any] | None = None) -> None:
         """Keep what a statement counted: the totals (rows, tokens, newest id) and the words'
         counts in this process's caches (a word's count there is replaced only once the rows
         moved 5% since it was taken, as on SQLite: `fts_stats` answers from it until then),
-        and, when `state` (KEPT_STATE) says they may be, in `word_counts` for every process."""
+        and, when `state` (KEPT_STATE) says they may be, in `word_counts` for every process,
+        with each term's newest ids the statement read (`lists`, sent only then)."""
         docs = totals[0]
         self._totals[table] = totals
         for term, df in counts:
             if self._cached_df(table, term, docs) is None:
                 self._remember_df(table, term, df, docs)
         if state[2] and not self.readonly and not self._in_write():
-            self._write_back(table, int(state[1]), totals, counts)
+            self._write_back(table, int(state[1]), totals, counts, lists)
 
     def _write_back(self, table: str, epoch: int, totals: tuple[int, int, int],
-                    counts: Sequence[tuple[str, int]]) -> None:
-        """Keep the counts, taken up to id totals[2], unless the table's epoch moved since
-        `epoch` (rows deleted: WRITE_BACK_SQL), in a statement of its own."""
+                    counts: Sequence[tuple[str, int]], lists: Mapping[str, Any] | None = None) -> None:
+        """Keep the counts, taken up to id totals[2], and the terms' newest ids (a list of ids
+        or its text; None: none read) unless the table's epoch moved since `epoch` (rows
+        deleted: WRITE_BACK_SQL), in a statement of its own."""
         # a word's lexeme, or a phrase's or prefix's key (tsquery text: `'a' <-> 'b'`, `'pre':*`,
         # BM25_HEAD); a term of several words that `fts_stats` counted is kept by no statement
         words = {term: (df, 0) for term, df in counts
                  if (_TERM.fullmatch(term) and term == term.lower()) or term.startswith("'")}
         kept = sorted({"": (totals[0], totals[1]), **words}.items())
+        newest = [_id_list((lists or {}).get(w)) if w else None for w, _ in kept]
         # a write that fails costs only a later count
         self._exec_aside(WRITE_BACK_SQL, [table, totals[2], [w for w, _ in kept], [n for _, (n, _) in kept],
-                                          [t for _, (_, t) in kept], table, epoch])
+                                          [t for _, (_, t) in kept], newest, table, epoch])
 
     def _bm25_newest(self, scope: str, q: Parsed, filters: SearchFilters, want: int) -> list[tuple[int, float]]:
         """(id, negated BM25) of the best `want` among the newest RELEVANCE_WINDOW matches that
@@ -900,6 +972,7 @@ class SearchReads(Connection, ScopedSearch):
         ranked: list[tuple[float, int]] = []
         totals, state, counts = (0, 0, 0), [-1, -1, 0], []
         generic = self._plan_kept(table, q, filters)
+        lists: dict[str, Any] = {}
         for kind, rid, rank, n, at, term, kept in self._query_kept(table, sql, params, generic):
             if kind == 0:
                 totals, state = (int(rid), int(n), int(at)), kept
@@ -907,7 +980,8 @@ class SearchReads(Connection, ScopedSearch):
                 ranked.append((float(rank), int(rid)))
             else:
                 counts.append((str(term), int(rid)))
-        self._counted(table, totals, state, counts)
+                lists[str(term)] = kept
+        self._counted(table, totals, state, counts, lists)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         return [(i, rank) for rank, i in ranked]
 
@@ -920,9 +994,11 @@ class SearchReads(Connection, ScopedSearch):
         rows = self._query_kept(table, sql, params, self._plan_kept(table, q, filters))
         if rows:   # always one at least: the totals and counts beside a NULL row when none matched
             first = rows[0]
+            terms = [str(term) for term in first["nmem_terms"] or ()]
             self._counted(table, (int(first["nmem_docs"]), int(first["nmem_tokens"]), int(first["nmem_newest"])),
-                          first["nmem_state"], [(str(term), int(df)) for term, df in zip(
-                              first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True)])
+                          first["nmem_state"], [(term, int(df)) for term, df in zip(
+                              terms, first["nmem_dfs"] or (), strict=True)],
+                          dict(zip(terms, first["nmem_lists"] or (), strict=False)))
         rows = sorted((r for r in rows if r["rank"] is not None), key=lambda r: (float(r["rank"]), -int(r["id"])))
         return Found([(scope.record(r), 0.0 - float(r["rank"])) for r in rows], origins_of(rows))
 
@@ -1000,7 +1076,7 @@ class SearchReads(Connection, ScopedSearch):
         sql = FOLDED_READ_SQL.format(
             table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
             found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
-            counts=KEPT_COUNTS.format(table=table, query="w.query::tsquery", lag=WRITE_BACK_LAG, settled=SETTLED),
+            counts=kept_counts(table, "w.query::tsquery"),
             key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
         texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
                  [p.group for p in phrases]]
@@ -1056,6 +1132,7 @@ class SearchReads(Connection, ScopedSearch):
         totals, state, counts, chosen = (0, 0, 0), [-1, -1, 0], [], None
         windows: dict[int, list[tuple[int, int]]] = {}
         texts: dict[int, IndexedText] = {}
+        lists: dict[str, Any] = {}
         for row in rows:
             kind, rid, rank, n, at, before, after, content = row[:8]
             if kind == 0:
@@ -1069,11 +1146,12 @@ class SearchReads(Connection, ScopedSearch):
                 texts[int(rid)] = (str(content), int(n or 0), int(at), row[10] if scope == "prompts" else None)
             elif kind == 4:
                 counts.append((str(content), int(rid)))
+                lists[str(content)] = before
             else:
                 whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
                                          "id": int(rid), "timestamp": int(at), "content": content})
                 origins[str(row["session_id"])] = (row["nmem_agent"], row["nmem_root"])
-        self._counted(table, totals, state, counts)
+        self._counted(table, totals, state, counts, lists)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole, origins)
         return found, totals, counts, None if chosen is None else int(chosen)
@@ -1240,15 +1318,15 @@ class SearchReads(Connection, ScopedSearch):
         the rows moved under 5% since is answered as it was (SQLite's `fts_stats` does the same)."""
         table, _ = self._ranked(scope)
         asked = [(term, expr) for term, expr in self._stems(terms) if expr]
-        counts = KEPT_COUNTS.format(table=table, query="to_tsquery('simple', w.query)", lag=WRITE_BACK_LAG,
-                                    settled=SETTLED)
+        counts = kept_counts(table, "to_tsquery('simple', w.query)")
         # its plan reads no value of its own (the words come as arrays): a generic plan is the same
         row = self._query_kept(table, FTS_STATS_SQL.format(counts=counts, state=KEPT_STATE),
                                [[term for term, _ in asked], [expr for _, expr in asked]], generic=True)[0]
         totals = (int(row["docs"]), int(row["tokens"]), int(row["newest"]))
         counted = [(str(term), int(df)) for term, df in zip(row["terms"] or (), row["dfs"] or (), strict=True)]
         kept = {term: self._cached_df(table, term, totals[0]) for term, _ in counted}
-        self._counted(table, totals, row["state"], counted)
+        self._counted(table, totals, row["state"], counted,
+                      dict(zip([term for term, _ in counted], row["lists"] or (), strict=False)))
         found = {term: df if (held := kept[term]) is None else held for term, df in counted}
         return FtsStats(totals[0], totals[1], {term: found[term] for term in dict.fromkeys(terms) if found.get(term)})
 
