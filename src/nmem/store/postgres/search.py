@@ -1050,9 +1050,14 @@ class SearchReads(Connection, ScopedSearch):
         known = {term: hit[0] for (t, term), hit in list(self._df_cache.items()) if t == kept}
         if viewer is not None:   # counts over what one viewer sees: neither taken from the cache nor kept
             rows_seen, stamps, known = -1, -1, {}
+        # a small table's statement keeps its generic plan (CUSTOM_PLAN_ROWS): whatever it
+        # reads, it reads at most those rows, and planning it cost as much as running it
+        rows_now = self._weighted.get(scope.table, ((-1, -1), (-1, 0)))[1][0]
+        plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS else None
         rows = self._query(sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, list(known),
                                  list(known.values()), q, *params,
-                                 *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset])
+                                 *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset],
+                           plans=plans)
         if rows and viewer is None:
             first = rows[0]
             if first["nmem_parts"] > FOLD_TOTALS_AT and not self.readonly and not self._in_write():
