@@ -140,7 +140,8 @@ def test_the_step_keeps_the_totals_of_a_populated_store() -> None:
                 conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (step,))
             for n in range(5):
                 conn.execute("INSERT INTO sessions (id, project, started_at, ended_at, summary) "
-                             "VALUES (%s, 'proj', %s, %s, %s)", (f"s-{n}", T0 + n, T0 + n + 1, f'{{"text": "run {n} ok"}}'))
+                             "VALUES (%s, 'proj', %s, %s, %s)",
+                             (f"s-{n}", T0 + n, T0 + n + 1, f'{{"text": "run {n} ok"}}'))
                 conn.execute("INSERT INTO memories (uid, domain, namespace, summary, content, tags, created_at, "
                              "updated_at) VALUES (%s, 'org', 'team', %s, 'the cache', '', %s, %s)",
                              (f"m-{n}", f"note {n} on the login page", T0, T0))
