@@ -671,8 +671,8 @@ WEIGHTED = {"memories": CLASS_WEIGHTED_SCORE.format(
 # were written, which only grows) and tokens, summed from the table's rows of `table_totals`,
 # and how many rows those were (`parts`). Summing the rows of every session instead was an
 # index-only scan of them all (2,402 at 100k observations: 0.45 ms; 6 ms at 1M).
-KEPT_TOTALS = ("SELECT sum(rows)::bigint AS n, sum(writes) AS stamp, sum(tokens)::bigint AS tokens, "
-               "count(*) AS parts FROM table_totals WHERE tbl = '{table}'")
+KEPT_TOTALS = ("SELECT COALESCE(sum(rows), 0)::bigint AS n, COALESCE(sum(writes), 0) AS stamp, "
+               "COALESCE(sum(tokens), 0)::bigint AS tokens, count(*) AS parts FROM table_totals WHERE tbl = '{table}'")
 # A viewer's totals leave the memories hidden from them out (VIEWER_HIDES): summed from the rows
 SEEN_TOTALS = ("SELECT count(*) AS n, COALESCE(sum({stamp}), 0) AS stamp, COALESCE(sum(tokens), 0) AS tokens, "
                "0::bigint AS parts FROM {table}{seen}")
