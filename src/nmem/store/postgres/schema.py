@@ -404,8 +404,76 @@ _V12_KEPT_NEWEST = """
 ALTER TABLE word_counts ADD COLUMN IF NOT EXISTS newest BIGINT[];
 """
 
+# Step 13: the sessions' and memories' totals, kept (nmem.store.postgres.search, BM25_WEIGHTED_SQL).
+# A ranked search of either summed its table's rows and tokens, and a signature of its rows (for
+# the words' counts each process keeps), on every run: an index-only scan of every session (6 ms
+# at 1M observations), a scan of the memories. Each write to them now adds a row of what it
+# changed here, in its own transaction (so a search's snapshot sees the totals of the rows it
+# sees): rows, tokens, and `writes`, the rows whose words changed (an insert, a delete, an update
+# that rewrote the text), which only grows: a search sums the few rows of its table. No row is
+# updated in place: writers never wait on each other here. A search that finds many folds them
+# into one (search.py, FOLD_TOTALS_SQL).
+_V13_TABLE_TOTALS = """
+CREATE TABLE table_totals (
+    tbl    TEXT NOT NULL,
+    rows   BIGINT NOT NULL,
+    tokens BIGINT NOT NULL,
+    writes BIGINT NOT NULL
+);
+CREATE INDEX idx_table_totals ON table_totals (tbl);
+INSERT INTO table_totals (tbl, rows, tokens, writes)
+    SELECT 'sessions', count(*), COALESCE(sum(tokens), 0), 0 FROM sessions;
+INSERT INTO table_totals (tbl, rows, tokens, writes)
+    SELECT 'memories', count(*), COALESCE(sum(tokens), 0), 0 FROM memories;
+CREATE FUNCTION nmem_totals_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO table_totals (tbl, rows, tokens, writes)
+        SELECT TG_TABLE_NAME, count(*), COALESCE(sum(tokens), 0), count(*) FROM added HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION nmem_totals_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO table_totals (tbl, rows, tokens, writes)
+        SELECT TG_TABLE_NAME, -count(*), -COALESCE(sum(tokens), 0), count(*) FROM gone HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION nmem_totals_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- `writes`: the rows whose words changed (an update of other columns moves no word's count)
+    INSERT INTO table_totals (tbl, rows, tokens, writes)
+        SELECT TG_TABLE_NAME, 0, d.tokens, d.writes FROM (
+            SELECT COALESCE((SELECT sum(tokens) FROM added), 0) - COALESCE((SELECT sum(tokens) FROM gone), 0) AS tokens,
+                   (SELECT count(*) FROM added a
+                    WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.id = a.id AND g.tsv = a.tsv)) AS writes) AS d
+        WHERE d.tokens <> 0 OR d.writes <> 0;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION nmem_totals_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO table_totals (tbl, rows, tokens, writes)
+        SELECT TG_TABLE_NAME, -sum(rows), -sum(tokens), 1 FROM table_totals WHERE tbl = TG_TABLE_NAME;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER table_totals_sessions_ai AFTER INSERT ON sessions
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_added();
+CREATE TRIGGER table_totals_sessions_ad AFTER DELETE ON sessions
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_gone();
+CREATE TRIGGER table_totals_sessions_au AFTER UPDATE ON sessions
+    REFERENCING OLD TABLE AS gone NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_changed();
+CREATE TRIGGER table_totals_sessions_at AFTER TRUNCATE ON sessions
+    FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_truncated();
+CREATE TRIGGER table_totals_memories_ai AFTER INSERT ON memories
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_added();
+CREATE TRIGGER table_totals_memories_ad AFTER DELETE ON memories
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_gone();
+CREATE TRIGGER table_totals_memories_au AFTER UPDATE ON memories
+    REFERENCING OLD TABLE AS gone NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_changed();
+CREATE TRIGGER table_totals_memories_at AFTER TRUNCATE ON memories
+    FOR EACH STATEMENT EXECUTE FUNCTION nmem_totals_truncated();
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_TEXT_SEARCH + _V1_TABLES, _V2_LIFECYCLE, _V3_CHANGE_LOG, _V4_TEAM,
                                _V5_SESSION_AGENT, _V6_TOKEN_COUNTS, _V7_WEIGHTED_TOKEN_COUNTS,
                                _V8_SEARCH_READS, _V9_WORD_COUNTS, _V10_SESSIONS_NEWEST,
-                               _V11_PRIVATE_MEMORIES, _V12_KEPT_NEWEST)
+                               _V11_PRIVATE_MEMORIES, _V12_KEPT_NEWEST, _V13_TABLE_TOTALS)
 LATEST_VERSION = len(MIGRATIONS)
