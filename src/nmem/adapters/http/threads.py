@@ -133,8 +133,10 @@ class Lane:
         """Whether a request that would wait `wait` (past `max_wait`) is better told to come back."""
         return True
 
-    async def run(self, call: Callable[[], T]) -> T:
-        self.admit()
+    async def run(self, call: Callable[[], T], admitted: bool = False) -> T:
+        """`admitted`: the request was let in already (a write's read once it is stored): not shed."""
+        if not admitted:
+            self.admit()
         self.taken += 1
         try:
             # The call acts for the request's signed-in user: the thread runs in a copy of this context.
@@ -459,12 +461,14 @@ class StoreThreads:
             reserve(threads + 1 + self.CHECK_THREADS + 4, ready=threads + 1)
         self.touches = Touches(store, self.writes.executor.submit)
 
-    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False, kind: str = "") -> T:
+    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False, kind: str = "",
+                  admitted: bool = False) -> T:
         """`grouped`: a write that may share its transaction with others waiting (group commit);
-        `kind`: what tells a write's cost (its route, a hook event's name), for its expected wait."""
+        `kind`: what tells a write's cost (its route, a hook event's name), for its expected wait;
+        `admitted`: a read for a request already let in (`routing.ThenRead`), never shed."""
         if write:
             return await self.writes.run(call, grouped, kind)
-        return await self.reads.run(call)
+        return await self.reads.run(call, admitted)
 
     async def check(self, call: Callable[[], T]) -> T:
         return await self.checks.run(call)
