@@ -14,7 +14,8 @@ whatever the calls cost and however the machine's cores are shared (a read's own
 thread, under load mostly spent waiting for a core, says little of how fast the queue moves);
 while no read has waited yet, the recent mean time of one call shared by the threads stands in.
 The writer thread counts each waiting write at its kind's recent time (`WriteLane.kind_wait`: a
-SessionStart rendering its context costs more than a prompt). Counting time rather than requests lets cheap
+SessionStart opening a session costs more than a prompt; its context block is rendered after the
+commit, on a read thread, `routing.ThenRead`). Counting time rather than requests lets cheap
 requests queue deep and sheds expensive ones early: 200 quick searches waiting are a fraction of
 a second, 200 slow ones are many. A shed request comes back after its Retry-After second, so
 shedding one that would have waited less than that only makes it later.
@@ -245,7 +246,7 @@ class WriteLane(Lane):
         """Seconds until a write of `kind` would be stored: what is left of the transaction
         running, then each waiting write at its own kind's cost, grouped into transactions as the
         writer will take them (a transaction's own part once each), its own the last. Fifty
-        SessionStarts rendering their context make a slow batch, but the prompts that follow
+        SessionStarts opening sessions make a slow batch, but the prompts that follow
         are counted at a prompt's cost, not at that batch's: a burst the writer clears within
         `max_wait` is admitted, while a queue of costly writes, or of many, is shed at once. A
         kind not measured yet counts as nothing until one of it is stored (as a read lane warming
