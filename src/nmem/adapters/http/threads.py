@@ -50,6 +50,7 @@ from nmem.errors import NmemError, TransactionLost
 T = TypeVar("T")
 log = logging.getLogger("nmem.http")
 MAX_AUTO_THREADS = 32
+WARM_SECONDS = 5.0   # longest the read threads' warming (`StoreThreads.warm`) may delay a server's start
 # How much one call's time moves the lane's mean (an exponentially weighted mean: recent calls count most)
 CALL_TIME_WEIGHT = 0.1
 
@@ -473,6 +474,27 @@ class StoreThreads:
 
     async def check(self, call: Callable[[], T]) -> T:
         return await self.checks.run(call)
+
+    async def warm(self, call: Callable[[], Any], seconds: float = WARM_SECONDS) -> None:
+        """Run `call` (a search) once on each read thread before the server answers: a server's
+        first burst otherwise meets every thread, its connection and its database backend cold
+        (statements parsed and planned, catalogs and the store's statistics read, modules
+        imported, all at once on every thread): `make bench-team --pg`'s first 250 requests cost
+        PostgreSQL four times the CPU of later ones. What it finds is dropped; an error or a
+        store slower than `seconds` leaves the rest cold, nothing more."""
+        lane = self.reads
+        together = threading.Barrier(lane.threads)
+
+        def each() -> None:
+            try:
+                together.wait(seconds)   # one call on each thread: none takes two while one is idle
+                call()
+            except (threading.BrokenBarrierError, NmemError):
+                pass
+
+        loop = asyncio.get_running_loop()
+        calls = [loop.run_in_executor(lane.executor, each) for _ in range(lane.threads)]
+        await asyncio.wait(calls, timeout=2 * seconds)
 
     def close(self) -> None:
         for lane in (self.reads, self.checks):
