@@ -23,7 +23,7 @@ and the request sent again after the pause it asks for, as a hook does; a reques
 from its first send to the answer served, so each shed adds its second (the table counts them per
 operation). --pg serves a fresh schema on that PostgreSQL server, --workers N runs
 `nmem serve --workers N`. --dump FILE writes every request's send time, latency and operation
-(where in the run the slow ones were).
+and how often it was shed (where in the run the slow ones were, and why).
 
     .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10] [--pg URL] [--workers N]
                                    [--dump FILE]
@@ -131,14 +131,14 @@ class Results:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.latency: dict[str, list[float]] = {}
-        self.timeline: list[tuple[float, float, str]] = []   # (sent at, seconds, operation), for --dump
+        self.timeline: list[tuple[float, float, str, int]] = []   # (sent at, seconds, operation, shed), for --dump
         self.shed: dict[str, int] = {}
         self.errors: list[str] = []
 
     def add(self, op: str, seconds: float, shed: int = 0) -> None:
         with self.lock:
             self.latency.setdefault(op, []).append(seconds)
-            self.timeline.append((time.perf_counter() - seconds, seconds, op))
+            self.timeline.append((time.perf_counter() - seconds, seconds, op, shed))
             self.shed[op] = self.shed.get(op, 0) + shed
 
     def error(self, what: str) -> None:
@@ -357,8 +357,8 @@ def run(args: argparse.Namespace, store: str | None) -> int:
             log.close()
     if args.dump:
         with open(args.dump, "w") as out:
-            out.writelines(f"{sent - began:.3f}\t{seconds * 1000:.1f}\t{op}\n"
-                           for sent, seconds, op in sorted(results.timeline))
+            out.writelines(f"{sent - began:.3f}\t{seconds * 1000:.1f}\t{op}\t{shed}\n"
+                           for sent, seconds, op, shed in sorted(results.timeline))
     writes = WRITERS * (args.events + 1)
     print(f"team server bench: {WRITERS} writers ({args.writers}, {args.events + 1} events each = {writes}), "
           f"{SEARCHERS} searchers ({args.searches} requests each), all concurrent; wall {wall:.1f} s; "

@@ -109,6 +109,20 @@ def test_threads_sharing_a_store_keep_every_concern_each_loaded(tmp_path: Path) 
         store.close()
 
 
+def test_a_name_whose_concern_another_thread_loaded_since_its_lookup_missed_is_found(tmp_path: Path) -> None:
+    """Two threads' first searches at once (a server warming its read threads): one misses
+    `rank_candidates` and reaches `__getattr__` after the other has loaded its concern. It gets
+    the method, not an AttributeError (which failed a search of the first burst)."""
+    store = SqliteStore(str(tmp_path / "nmem.db"))
+    try:
+        name = next(iter(CONCERNS["nmem.store.sqlite.search"][1]))
+        getattr(store, name)                  # the other thread loads the concern...
+        found = store.__getattr__(name)       # ...then this one's missed lookup goes on
+        assert found == getattr(store, name)
+    finally:
+        store.close()
+
+
 def test_opening_a_store_and_writing_the_trail_loads_no_concern(tmp_path: Path) -> None:
     code = ("import sys; from nmem.store import open_store; "
             f"s = open_store('sqlite:///{tmp_path}/nmem.db'); s.schema_version(); "

@@ -113,3 +113,28 @@ def test_the_read_threads_and_the_writer_have_their_connections_before_the_first
             time.sleep(0.1)
             gauges = pool(server.port)
         assert gauges["nmem_store_pool_connections:idle"] >= 3 + 1, gauges
+
+
+def taken_at_start(home: Path, url: str, threads: int) -> int:
+    """Connections a server just started took from its pool before its first request's."""
+    with http_server(home, env={"NMEM_STORE_URL": url, "NMEM_HTTP_THREADS": str(threads), **QUIET}) as server:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return taken(server.port)
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.05)
+
+
+@pytest.mark.postgres
+def test_every_read_thread_has_searched_before_the_first_request(tmp_path: Path, pg_url: str) -> None:
+    """A server warms each read thread with a search before it answers (`StoreThreads.warm`): the
+    first burst of requests does not meet every thread, connection and backend cold at once. Four
+    read threads take at least three searches' more connections than one thread does."""
+    home = tmp_path / "home"
+    home.mkdir()
+    seed(home, pg_url)
+    one = taken_at_start(home, pg_url, 1)
+    four = taken_at_start(home, pg_url, 4)
+    assert four - one >= 3 * 2, (one, four)   # a search on all scopes sends more than two statements

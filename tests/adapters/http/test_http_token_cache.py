@@ -146,3 +146,34 @@ def test_a_kept_check_answers_without_the_store_until_a_revocation_or_its_time(
     finally:
         store.close()
         other.close()
+
+
+def test_checks_queued_behind_the_first_read_of_a_token_take_its_answer(tmp_path: Path, store_url: str) -> None:
+    """A server just started has nothing kept: every request of a burst queues a check on the
+    token-check threads. The first read answers the ones behind it (a kept check younger than
+    half its time), not a read each; the renewal `cached` asks for past half its time, and a
+    stream's check on each message, read again."""
+    home = str(tmp_path / "home")
+    store, other = open_store(store_url), open_store(store_url)
+    try:
+        accounts.team_store(store).add_user("dave", False, 1)
+        token = accounts.create_token(store, "dave", 2)
+        headers = {"authorization": f"Bearer {token['token']}"}
+        auth = TeamAuth(store, 600.0, home)
+        found = auth.viewer(headers)
+        assert found is not None and found.name == "dave"
+        accounts.revoke(other, str(token["id"]), 3)   # elsewhere, the stamp left alone: seen by a read only
+        assert auth.viewer(headers) == found                      # the kept answer, no read
+        assert auth.viewer(headers, reuse=False) is None          # a stream's check reads
+        assert auth.viewer(headers) is None                       # a refusal is never kept
+        fresh = accounts.create_token(store, "dave", 4)
+        headers = {"authorization": f"Bearer {fresh['token']}"}
+        assert auth.viewer(headers) is not None
+        digest, (viewer, read_at, kept_stamp) = next(iter(auth._kept.items()))
+        auth._kept[digest] = (viewer, read_at - 301.0, kept_stamp)   # past half its time: renewed by a read
+        accounts.revoke(other, str(fresh["id"]), 5)
+        assert auth.viewer(headers) is None
+    finally:
+        auth.close()
+        store.close()
+        other.close()

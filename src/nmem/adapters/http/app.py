@@ -140,6 +140,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
             await stack.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
             await stack.enter_async_context(mcp.running())
             stack.callback(hub.close)
+            await threads.warm(functools.partial(svc.search, "nmem", scope="all", limit=10))
             yield
 
     async def health(_: Request) -> Response:

@@ -6,6 +6,8 @@ A handler is a plain function `(Context, params, body) -> JSON-ready object`. A 
 it off the event loop (`nmem.adapters.http.threads`): reads on its pool of threads, writes on its
 one writer thread; a Context without threads calls it on the loop. A handler that waits without
 holding a thread (the change feed's long-poll) returns an awaitable, which is awaited on the loop.
+A write whose answer needs a read after the commit (a SessionStart's context block) returns
+`ThenRead`: the writer thread only writes, and the read runs on a read thread once it is committed.
 """
 
 from __future__ import annotations
@@ -54,6 +56,16 @@ class Context:
     project: str | None = None          # the server's current project (search boost, memory domain)
     cwd: str | None = None              # relative file paths are read from this directory's project root
     threads: StoreThreads | None = None  # where handlers run; None: on the event loop
+
+
+@dataclass(frozen=True)
+class ThenRead:
+    """A write handler's answer when it needs a read after its write: `answer` runs once the write is
+    committed, on a read thread (not on the one writer thread, which meanwhile stores the next
+    writes), and returns the JSON-ready answer. It reads from the store's committed state, so it
+    sees what the write stored. The request was admitted for its write: the read is not shed."""
+
+    answer: Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,9 @@ class Endpoint:
             kind = self.operation_id if self.write_kind is None else f"{self.operation_id} {self.write_kind(body)}"
             result = await context.threads.run(call, write=self.writes, grouped=self.grouped, kind=kind) \
                 if context.threads else call()
+            if isinstance(result, ThenRead):
+                result = await context.threads.run(result.answer, write=False, admitted=True) \
+                    if context.threads else result.answer()
             if inspect.isawaitable(result):  # a handler that waits (the change feed's long-poll)
                 result = await result
         except NmemError as exc:

@@ -14,7 +14,8 @@ whatever the calls cost and however the machine's cores are shared (a read's own
 thread, under load mostly spent waiting for a core, says little of how fast the queue moves);
 while no read has waited yet, the recent mean time of one call shared by the threads stands in.
 The writer thread counts each waiting write at its kind's recent time (`WriteLane.kind_wait`: a
-SessionStart rendering its context costs more than a prompt). Counting time rather than requests lets cheap
+SessionStart opening a session costs more than a prompt; its context block is rendered after the
+commit, on a read thread, `routing.ThenRead`). Counting time rather than requests lets cheap
 requests queue deep and sheds expensive ones early: 200 quick searches waiting are a fraction of
 a second, 200 slow ones are many. A shed request comes back after its Retry-After second, so
 shedding one that would have waited less than that only makes it later.
@@ -49,6 +50,7 @@ from nmem.errors import NmemError, TransactionLost
 T = TypeVar("T")
 log = logging.getLogger("nmem.http")
 MAX_AUTO_THREADS = 32
+WARM_SECONDS = 5.0   # longest the read threads' warming (`StoreThreads.warm`) may delay a server's start
 # How much one call's time moves the lane's mean (an exponentially weighted mean: recent calls count most)
 CALL_TIME_WEIGHT = 0.1
 
@@ -133,8 +135,10 @@ class Lane:
         """Whether a request that would wait `wait` (past `max_wait`) is better told to come back."""
         return True
 
-    async def run(self, call: Callable[[], T]) -> T:
-        self.admit()
+    async def run(self, call: Callable[[], T], admitted: bool = False) -> T:
+        """`admitted`: the request was let in already (a write's read once it is stored): not shed."""
+        if not admitted:
+            self.admit()
         self.taken += 1
         try:
             # The call acts for the request's signed-in user: the thread runs in a copy of this context.
@@ -243,7 +247,7 @@ class WriteLane(Lane):
         """Seconds until a write of `kind` would be stored: what is left of the transaction
         running, then each waiting write at its own kind's cost, grouped into transactions as the
         writer will take them (a transaction's own part once each), its own the last. Fifty
-        SessionStarts rendering their context make a slow batch, but the prompts that follow
+        SessionStarts opening sessions make a slow batch, but the prompts that follow
         are counted at a prompt's cost, not at that batch's: a burst the writer clears within
         `max_wait` is admitted, while a queue of costly writes, or of many, is shed at once. A
         kind not measured yet counts as nothing until one of it is stored (as a read lane warming
@@ -459,15 +463,38 @@ class StoreThreads:
             reserve(threads + 1 + self.CHECK_THREADS + 4, ready=threads + 1)
         self.touches = Touches(store, self.writes.executor.submit)
 
-    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False, kind: str = "") -> T:
+    async def run(self, call: Callable[[], T], *, write: bool, grouped: bool = False, kind: str = "",
+                  admitted: bool = False) -> T:
         """`grouped`: a write that may share its transaction with others waiting (group commit);
-        `kind`: what tells a write's cost (its route, a hook event's name), for its expected wait."""
+        `kind`: what tells a write's cost (its route, a hook event's name), for its expected wait;
+        `admitted`: a read for a request already let in (`routing.ThenRead`), never shed."""
         if write:
             return await self.writes.run(call, grouped, kind)
-        return await self.reads.run(call)
+        return await self.reads.run(call, admitted)
 
     async def check(self, call: Callable[[], T]) -> T:
         return await self.checks.run(call)
+
+    async def warm(self, call: Callable[[], Any], seconds: float = WARM_SECONDS) -> None:
+        """Run `call` (a search) once on each read thread before the server answers: a server's
+        first burst otherwise meets every thread, its connection and its database backend cold
+        (statements parsed and planned, catalogs and the store's statistics read, modules
+        imported, all at once on every thread): a fresh server's first search on PostgreSQL took
+        ~340 ms under load, ~130 ms with its threads warmed. What it finds is dropped; an error
+        or a store slower than `seconds` leaves the rest cold, nothing more."""
+        lane = self.reads
+        together = threading.Barrier(lane.threads)
+
+        def each() -> None:
+            try:
+                together.wait(seconds)   # one call on each thread: none takes two while one is idle
+                call()
+            except (threading.BrokenBarrierError, NmemError):
+                pass
+
+        loop = asyncio.get_running_loop()
+        calls = [loop.run_in_executor(lane.executor, each) for _ in range(lane.threads)]
+        await asyncio.wait(calls, timeout=2 * seconds)
 
     def close(self) -> None:
         for lane in (self.reads, self.checks):

@@ -58,8 +58,10 @@ else:
         def __getattr__(self, name: str) -> object:
             # Only reached for a name the class lacks: a public one may be a concern's not yet loaded.
             module = None if name.startswith("_") else _concern_of(name)
-            if module is None or module in type(self)._concerns:
+            if module is None:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            if module in type(self)._concerns:   # another thread loaded it since this lookup missed
+                return object.__getattribute__(self, name)
             with _growing:   # threads of a server share a store: each adds to what the other added
                 self.__class__ = _with_concerns(type(self)._concerns | {module, *NEEDS.get(module, ())})
             return getattr(self, name)
