@@ -572,64 +572,94 @@ class _Trail:
         self.texts: dict[int, str] = {}
         self.sources: dict[int, str | None] = {}   # a prompt's writer (None for observations)
         self._read = read
-        self._near = _nearby(read, span) if read is not None and read.span > span else {}
+        self._near = _Nearby(read, span) if read is not None and read.span > span else None
 
     def _windows_of(self, ids: Sequence[int]) -> None:
         """Each id's window: cut from a wider one the candidates' read brought, else read."""
-        read, missing = self._read, []
+        read, near, windows, missing = self._read, self._near, self.windows, []
+        read_windows = read.windows if read is not None else {}
+        span = self.span
         for i in ids:
-            if i in self.windows:
+            if i in windows:
                 continue
-            if read is not None and i in read.windows:
-                self.windows[i] = [(n, d) for n, d in read.windows[i] if abs(d) <= self.span]
-            elif i in self._near:
-                self.windows[i] = self._near[i]
+            if i in read_windows:
+                windows[i] = [(n, d) for n, d in read_windows[i] if abs(d) <= span]
+            elif near is not None and (cut := near.window(i)) is not None:
+                windows[i] = cut
             else:
                 missing.append(i)
         if missing:
-            self.windows.update(self.store.session_windows(self.scope, missing, self.span))
+            windows.update(self.store.session_windows(self.scope, missing, span))
 
     def load(self, candidates: Sequence[int]) -> None:
         from nmem.search import rank
 
         if self.span and candidates:
             self._windows_of(candidates)
-        wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))} - self.docs.keys()
+        docs, windows, texts = self.docs, self.windows, self.texts
+        wanted = {*candidates, *(n for i in candidates for n, _ in windows.get(i, ()))} - docs.keys()
         known = self._read.texts if self._read is not None else {}
         rows = {i: known[i] for i in wanted if i in known}
         if len(rows) < len(wanted):
             rows.update(self.store.fts_texts(self.scope, sorted(wanted - rows.keys())))
-        rows = dict(sorted(rows.items()))
         counts = self.counter.count_many([text for text, _, _, _ in rows.values()])
+        times, sources = self.times, self.sources
+        asked = set(candidates)   # a candidate's Doc is made below, with what its own text says
+        fresh: dict[int, tuple[tuple[int, ...], int]] = {}
         for (i, (text, length, at, source)), c in zip(rows.items(), counts, strict=True):
-            self.docs[i] = rank.Doc(c, length)
-            self.times[i] = at
-            self.texts[i] = text
-            self.sources[i] = source
-        counter, cue = self.counter, self.cue
+            if i in asked:
+                fresh[i] = (c, length)
+            else:
+                docs[i] = rank.Doc(c, length)
+            times[i] = at
+            texts[i] = text
+            sources[i] = source
+        counter, cue, said_times, asking = self.counter, self.cue, self.said_times, rank.asking
         for i in candidates:
-            own = self.texts.get(i)
+            own = texts.get(i)
             if own is not None:
-                doc = self.docs[i]
-                said = find_time(own, self.times[i])[0] if self.said_times else None
-                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own),
-                                        said, rank.asking(own))
+                c, length = fresh[i] if i in fresh else (docs[i].counts, docs[i].length)
+                said = find_time(own, times[i])[0] if said_times else None
+                docs[i] = rank.Doc(c, length, counter.labelled(own), cue is not None and cue(own), said, asking(own))
 
 
-def _nearby(read: Candidates, span: int) -> dict[int, list[tuple[int, int]]]:
+class _Nearby:
     """The windows (reaching `span`) of the candidates' neighbours that the candidates' wider
     windows hold whole: a session is one line, so a neighbour `d` records from a candidate
-    has its own window inside the candidate's when |d| + span <= read.span."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for anchor, window in read.windows.items():
-        line = sorted([*window, (anchor, 0)], key=lambda item: item[1])
-        offsets = [d for _, d in line]
-        for pos, (n, d) in enumerate(line):
-            if n in out or n in read.windows or abs(d) + span > read.span:
-                continue
-            out[n] = [(m, offsets[q] - d) for q, (m, _) in enumerate(line)
-                      if q != pos and abs(offsets[q] - d) <= span]
-    return out
+    has its own window inside the candidate's when |d| + span <= read.span. Cut on demand
+    (only promoted neighbours and replies need one), from the first such candidate's window."""
+
+    def __init__(self, read: Candidates, span: int) -> None:
+        self.read, self.span = read, span
+        self._holder: dict[int, int] | None = None   # neighbour → the first candidate holding its window
+
+    def __contains__(self, n: int) -> bool:
+        return n in self._holders()
+
+    def __getitem__(self, n: int) -> list[tuple[int, int]]:
+        window = self.window(n)
+        if window is None:
+            raise KeyError(n)
+        return window
+
+    def _holders(self) -> dict[int, int]:
+        if self._holder is None:
+            windows, reach, holder = self.read.windows, self.read.span - self.span, {}
+            for anchor, window in windows.items():
+                for n, d in window:
+                    if n not in holder and abs(d) <= reach and n not in windows:
+                        holder[n] = anchor
+            self._holder = holder
+        return self._holder
+
+    def window(self, n: int) -> list[tuple[int, int]] | None:
+        anchor = self._holders().get(n)
+        if anchor is None:
+            return None
+        line = sorted([*self.read.windows[anchor], (anchor, 0)], key=lambda item: item[1])
+        d = next(d for m, d in line if m == n)
+        span = self.span
+        return [(m, e - d) for m, e in line if m != n and abs(e - d) <= span]
 
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:
