@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from nmem.store.protocol import Store
     from nmem.store.records import Candidates
 
+    _Keys = tuple[str, int | None, str | None, int]   # what arranging reads of a trail record
+
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
 TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
@@ -440,16 +442,23 @@ class Search(Base):
         head = ranked.ids[:pool] if arranging else []
         records: dict[int, Any] = dict(known or {})
         origins = dict(ranked.origins or {})   # the records' sessions' agents and roots, read with them
-        if [i for i in head if i not in records]:
-            fetched = fetch([i for i in head if i not in records])
-            records.update((int(r.id), r) for r in fetched)
-            origins.update(getattr(fetched, "origins", {}))
+        keys: dict[int, _Keys] = {}
+        missing = [i for i in head if i not in records]
+        if missing:
+            light = getattr(store, "trail_keys", None)
+            if light is not None:   # arranging reads only these of a row; the page's rows are read below
+                keys = light(scope, missing)
+            else:
+                fetched = fetch(missing)
+                records.update((int(r.id), r) for r in fetched)
+                origins.update(getattr(fetched, "origins", {}))
         order: list[tuple[int, float]] = []
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
-            turns = self._turns(kind, [records[i] for i in head if i in records])
-            placed = [arrange.Placed(i, scores[i], getattr(records[i], "session_id", None), trail.times.get(i, 0),
-                                     trail.docs.get(i, empty).counts, turns.get(i)) for i in head if i in records]
+            placing = {i: keys[i] if i in keys else _keys_of(records[i]) for i in head if i in keys or i in records}
+            turns = self._turns(kind, placing)
+            placed = [arrange.Placed(i, scores[i], key[0], trail.times.get(i, 0), trail.docs.get(i, empty).counts,
+                                     turns.get(i)) for i, key in placing.items()]
             adjusted = arrange.superseded(placed, idf, ranking.supersede_share,
                                           ranking.supersede)
             adjusted = arrange.session_weighted(placed, adjusted, ranking.session_weight, ranking.session_top)
@@ -471,26 +480,27 @@ class Search(Base):
                      for i, value in page if i in records]
         return hits
 
-    def _turns(self, kind: str, records: Sequence[Any]) -> dict[int, tuple[str | None, int]]:
+    def _turns(self, kind: str, rows: Mapping[int, _Keys]) -> dict[int, tuple[str | None, int]]:
         """Each record's turn: (session, the user prompt that opened it). An observation
         carries its prompt; a user prompt opens its own; an agent's reply belongs to the last
         user prompt before it in its session (one read of every such session's recent prompts)."""
         if kind == "observation":
-            return {int(r.id): (r.session_id, int(r.prompt_id)) for r in records if r.prompt_id is not None}
-        out = {int(r.id): (r.session_id, int(r.id)) for r in records if r.source == "user"}
-        replies: dict[str, list[Any]] = {}
-        for r in records:
-            if r.source != "user":
-                replies.setdefault(r.session_id, []).append(r)
+            return {i: (session, int(prompt)) for i, (session, prompt, _, _) in rows.items() if prompt is not None}
+        out: dict[int, tuple[str | None, int]] = {i: (session, i) for i, (session, _, source, _) in rows.items()
+                                                   if source == "user"}
+        replies: dict[str, list[tuple[int, int]]] = {}
+        for i, (session, _, source, at) in rows.items():
+            if source != "user":
+                replies.setdefault(session, []).append((i, at))
         spoken = self.store.sessions_prompts([
-            (session, max(r.timestamp for r in said) + 1, min(r.timestamp for r in said) - TURN_LOOKBACK)
+            (session, max(at for _, at in said) + 1, min(at for _, at in said) - TURN_LOOKBACK)
             for session, said in replies.items()], source="user")
         for session, said in replies.items():
             users = [p.id for p in spoken[session]]
-            for r in said:
-                opened = max((u for u in users if u < r.id), default=None)
+            for i, _ in said:
+                opened = max((u for u in users if u < i), default=None)
                 if opened is not None:
-                    out[int(r.id)] = (session, int(opened))
+                    out[i] = (session, int(opened))
         return out
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
@@ -538,6 +548,12 @@ class Search(Base):
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
         return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
+
+
+def _keys_of(record: Any) -> _Keys:
+    """A record's session, prompt (an observation's), source (a prompt's) and time."""
+    return (record.session_id, getattr(record, "prompt_id", None),
+            getattr(record, "source", None), record.timestamp)
 
 
 class _Ranked(Record):
