@@ -648,6 +648,7 @@ class _Nearby:
     def __init__(self, read: Candidates, span: int) -> None:
         self.read, self.span = read, span
         self._holder: dict[int, int] | None = None   # neighbour → the first candidate holding its window
+        self._lines: dict[int, tuple[list[tuple[int, int]], dict[int, int]]] = {}   # a holder's session line
 
     def __contains__(self, n: int) -> bool:
         return n in self._holders()
@@ -672,9 +673,11 @@ class _Nearby:
         anchor = self._holders().get(n)
         if anchor is None:
             return None
-        line = sorted([*self.read.windows[anchor], (anchor, 0)], key=lambda item: item[1])
-        d = next(d for m, d in line if m == n)
-        span = self.span
+        if anchor not in self._lines:
+            line = sorted([*self.read.windows[anchor], (anchor, 0)], key=lambda item: item[1])
+            self._lines[anchor] = (line, dict(line))
+        line, offset = self._lines[anchor]
+        d, span = offset[n], self.span
         return [(m, e - d) for m, e in line if m != n and abs(e - d) <= span]
 
 
