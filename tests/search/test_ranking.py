@@ -18,7 +18,7 @@ from nmem.search.porter import stem
 from nmem.search.rank import Candidate, Doc, IndexStats, Ranking, TermCounter
 from nmem.search.timeexpr import TimeRange
 from nmem.service.api import Service
-from nmem.service.search import _nearby, _within
+from nmem.service.search import _Nearby, _within
 from nmem.store import FtsStats, NewObservation, SearchFilters
 from nmem.store.records import Candidates
 from store_engines import both_engines
@@ -335,7 +335,7 @@ def test_a_neighbours_window_is_cut_from_a_wider_one_exactly(service: Service) -
     anchor = line[3]
     wide = store.session_windows("prompts", [anchor], 4)
     read = Candidates(FtsStats(9, 18, {}), "x", [anchor], 4, wide, {})
-    near = _nearby(read, 2)
+    near = _Nearby(read, 2)
     for n in line:
         if n != anchor and abs(line.index(n) - 3) <= 2:
             assert near[n] == store.session_windows("prompts", [n], 2)[n]

@@ -120,6 +120,12 @@ class Candidate(Record):
     timestamp: int
 
 _TOKEN = r"[^\W_]"
+
+
+@lru_cache(maxsize=256)
+def _prefix_pattern(prefixes: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The words starting with any of `prefixes` (longest first): compiled once per question's stems."""
+    return re.compile(rf"(?<!{_TOKEN})(?:{'|'.join(map(re.escape, prefixes))}){_TOKEN}*") if prefixes else None
 # A line that opens with a short label and a colon: a speaker ("Caroline: …"), a tool, a tag.
 # One to three words, the first a letter; `http://…` is no label.
 _LABEL = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ '.-]{1,2}[^\W_]+){0,2}):(?!//)")
@@ -131,16 +137,16 @@ def _fold_char(ch: str) -> str:
     return parts[0] if len(parts) == 2 and parts[0].isascii() and unicodedata.combining(parts[1]) else ch
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
 def fold(text: str) -> str:
     """Lower-case and strip a single diacritic from Latin letters, as FTS5's unicode61 does."""
     text = text.lower()
     if text.isascii():
         return text
-    table = {c: folded for c in set(text) if not c.isascii() and (folded := _fold_char(c)) != c}
-    if not table:
-        return text
-    # Few characters fold: replace just those rather than translate every character.
-    return re.sub("|".join(map(re.escape, table)), lambda m: table[m.group()], text)
+    table = {ord(c): folded for c in set(_NON_ASCII.findall(text)) if (folded := _fold_char(c)) != c}
+    return text.translate(table) if table else text
 
 
 def query_stems(terms: Iterable[str]) -> tuple[str, ...]:
@@ -176,9 +182,9 @@ class TermCounter:
     def __init__(self, stems: Sequence[str]) -> None:
         self.stems = tuple(stems)
         self._slot = {s: i for i, s in enumerate(self.stems)}
-        prefixes = sorted({s[:max(2, len(s) - 2)] for s in self.stems}, key=len, reverse=True)
-        self._words = (re.compile(rf"(?<!{_TOKEN})(?:{'|'.join(map(re.escape, prefixes))}){_TOKEN}*")
-                       if prefixes else None)
+        self._words = _prefix_pattern(tuple(sorted({s[:max(2, len(s) - 2)] for s in self.stems},
+                                                   key=len, reverse=True)))
+        self._word_slot: dict[str, int | None] = {}   # a word found → its stem's slot (None: no stem of ours)
 
     def counts(self, text: str) -> tuple[int, ...]:
         return self.count_many([text])[0]
@@ -186,20 +192,23 @@ class TermCounter:
     def count_many(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
         """Counts for each text: the words that start like a stem, stemmed and looked up."""
         words = self._words
+        blank = (0,) * len(self.stems)
         if words is None:
-            return [(0,) * len(self.stems) for _ in texts]
-        slot_of = self._slot.get
-        blank = [0] * len(self.stems)
+            return [blank for _ in texts]
+        find, known, slot_of = words.findall, self._word_slot, self._slot.get
         out: list[tuple[int, ...]] = []
         for text in texts:
-            counts = blank
-            for word in words.findall(fold(text)):
-                slot = slot_of(stem(word))
+            counts: list[int] | None = None
+            for word in find(fold(text)):
+                if word in known:
+                    slot = known[word]
+                else:
+                    slot = known[word] = slot_of(stem(word))
                 if slot is not None:
-                    if counts is blank:
-                        counts = blank.copy()
+                    if counts is None:
+                        counts = list(blank)
                     counts[slot] += 1
-            out.append(tuple(counts))
+            out.append(blank if counts is None else tuple(counts))
         return out
 
     def labelled(self, text: str) -> bool:
@@ -363,27 +372,44 @@ def score(candidates: Sequence[Candidate], docs: Mapping[int, Doc],
           ranking: Ranking, when: TimeRange | None = None, now: int = 0,
           term_weights: Sequence[float] | None = None) -> dict[int, float]:
     """Final score of every candidate (ids missing from `docs` count as empty records); a
-    stem's IDF counts `term_weights[i]` of itself (feedback words weigh less than the question's)."""
+    stem's IDF counts `term_weights[i]` of itself (feedback words weigh less than the question's).
+    `window_tf`, `bm25` and `coverage` worked out inline, in the same order of operations."""
     empty = Doc((0,) * len(stems), 0)
     idf = [stats.idf(t) * (term_weights[i] if term_weights is not None else 1.0) for i, t in enumerate(stems)]
     weights = window_weights(ranking)
     # The average window is as long as `window` records each side, decayed the same way.
     avg = stats.avg_length * sum(weights.values())
     k1, b = ranking.k1, ranking.b
+    unit, mean, top = 1.0 - b, max(avg, 1e-9), k1 + 1.0
+    timed = when is not None or ranking.recency
+    boost_label, boost_answer = 1.0 + ranking.label_boost, 1.0 + ranking.answer_boost
+    doc_of, window_of = docs.get, windows.get
     out: dict[int, float] = {}
     for cand in candidates:
-        doc = docs.get(cand.id, empty)
-        tf, length = window_tf(doc, ((docs.get(n, empty), d) for n, d in windows.get(cand.id, ())), weights)
-        value = bm25(tf, length, idf, avg, k1, b)
+        doc = doc_of(cand.id, empty)
+        tf: list[float] = list(doc.counts)
+        length = float(doc.length)
+        for n, offset in window_of(cand.id, ()):
+            weight = weights.get(offset)
+            if weight is None:
+                continue
+            other = doc_of(n, empty)
+            length += other.length * weight
+            if any(other.counts):
+                for i, c in enumerate(other.counts):
+                    if c:
+                        tf[i] += c * weight
+        norm = k1 * (unit + b * length / mean)
+        value = sum([w * t * top / (t + norm) for w, t in zip(idf, tf, strict=True) if t])
         if ranking.coverage:
             value *= 1.0 + ranking.coverage * coverage(doc, idf)
         if doc.labelled:
-            value *= 1.0 + ranking.label_boost
+            value *= boost_label
         if doc.answers:
-            value *= 1.0 + ranking.answer_boost
+            value *= boost_answer
         if doc.length <= ranking.brief and coverage(doc, idf) < 0.5:
             value *= ranking.brief_factor  # near-empty, and scored mostly for its neighbours' words
-        if when is not None or ranking.recency:
+        if timed:
             value *= (time_weight(cand.timestamp, when, ranking, doc.said)
                       * recency_weight(cand.timestamp, now, ranking))
         out[cand.id] = value

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from nmem.store.protocol import Store
     from nmem.store.records import Candidates
 
+    _Keys = tuple[str, int | None, str | None, int]   # what arranging reads of a trail record
+
 RANKED_SCOPES = ("observations", "prompts", "all")   # trail scopes ranked with context windows
 MAX_OFFSET = 2**62
 TURN_LOOKBACK = 6 * 3600   # how far before an agent's reply its turn's user prompt is looked for
@@ -440,16 +442,23 @@ class Search(Base):
         head = ranked.ids[:pool] if arranging else []
         records: dict[int, Any] = dict(known or {})
         origins = dict(ranked.origins or {})   # the records' sessions' agents and roots, read with them
-        if [i for i in head if i not in records]:
-            fetched = fetch([i for i in head if i not in records])
-            records.update((int(r.id), r) for r in fetched)
-            origins.update(getattr(fetched, "origins", {}))
+        keys: dict[int, _Keys] = {}
+        missing = [i for i in head if i not in records]
+        if missing:
+            light = getattr(store, "trail_keys", None)
+            if light is not None:   # arranging reads only these of a row; the page's rows are read below
+                keys = light(scope, missing)
+            else:
+                fetched = fetch(missing)
+                records.update((int(r.id), r) for r in fetched)
+                origins.update(getattr(fetched, "origins", {}))
         order: list[tuple[int, float]] = []
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
-            turns = self._turns(kind, [records[i] for i in head if i in records])
-            placed = [arrange.Placed(i, scores[i], getattr(records[i], "session_id", None), trail.times.get(i, 0),
-                                     trail.docs.get(i, empty).counts, turns.get(i)) for i in head if i in records]
+            placing = {i: keys[i] if i in keys else _keys_of(records[i]) for i in head if i in keys or i in records}
+            turns = self._turns(kind, placing)
+            placed = [arrange.Placed(i, scores[i], key[0], trail.times.get(i, 0), trail.docs.get(i, empty).counts,
+                                     turns.get(i)) for i, key in placing.items()]
             adjusted = arrange.superseded(placed, idf, ranking.supersede_share,
                                           ranking.supersede)
             adjusted = arrange.session_weighted(placed, adjusted, ranking.session_weight, ranking.session_top)
@@ -471,26 +480,27 @@ class Search(Base):
                      for i, value in page if i in records]
         return hits
 
-    def _turns(self, kind: str, records: Sequence[Any]) -> dict[int, tuple[str | None, int]]:
+    def _turns(self, kind: str, rows: Mapping[int, _Keys]) -> dict[int, tuple[str | None, int]]:
         """Each record's turn: (session, the user prompt that opened it). An observation
         carries its prompt; a user prompt opens its own; an agent's reply belongs to the last
         user prompt before it in its session (one read of every such session's recent prompts)."""
         if kind == "observation":
-            return {int(r.id): (r.session_id, int(r.prompt_id)) for r in records if r.prompt_id is not None}
-        out = {int(r.id): (r.session_id, int(r.id)) for r in records if r.source == "user"}
-        replies: dict[str, list[Any]] = {}
-        for r in records:
-            if r.source != "user":
-                replies.setdefault(r.session_id, []).append(r)
+            return {i: (session, int(prompt)) for i, (session, prompt, _, _) in rows.items() if prompt is not None}
+        out: dict[int, tuple[str | None, int]] = {i: (session, i) for i, (session, _, source, _) in rows.items()
+                                                   if source == "user"}
+        replies: dict[str, list[tuple[int, int]]] = {}
+        for i, (session, _, source, at) in rows.items():
+            if source != "user":
+                replies.setdefault(session, []).append((i, at))
         spoken = self.store.sessions_prompts([
-            (session, max(r.timestamp for r in said) + 1, min(r.timestamp for r in said) - TURN_LOOKBACK)
+            (session, max(at for _, at in said) + 1, min(at for _, at in said) - TURN_LOOKBACK)
             for session, said in replies.items()], source="user")
         for session, said in replies.items():
             users = [p.id for p in spoken[session]]
-            for r in said:
-                opened = max((u for u in users if u < r.id), default=None)
+            for i, _ in said:
+                opened = max((u for u in users if u < i), default=None)
                 if opened is not None:
-                    out[int(r.id)] = (session, int(opened))
+                    out[i] = (session, int(opened))
         return out
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
@@ -540,6 +550,12 @@ class Search(Base):
         return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
 
 
+def _keys_of(record: Any) -> _Keys:
+    """A record's session, prompt (an observation's), source (a prompt's) and time."""
+    return (record.session_id, getattr(record, "prompt_id", None),
+            getattr(record, "source", None), record.timestamp)
+
+
 class _Ranked(Record):
     """One ranking of a trail scope: candidate ids best first, their scores, what was read
     around them, the stems asked (question words, then feedback words) and their weights."""
@@ -572,64 +588,97 @@ class _Trail:
         self.texts: dict[int, str] = {}
         self.sources: dict[int, str | None] = {}   # a prompt's writer (None for observations)
         self._read = read
-        self._near = _nearby(read, span) if read is not None and read.span > span else {}
+        self._near = _Nearby(read, span) if read is not None and read.span > span else None
 
     def _windows_of(self, ids: Sequence[int]) -> None:
         """Each id's window: cut from a wider one the candidates' read brought, else read."""
-        read, missing = self._read, []
+        read, near, windows, missing = self._read, self._near, self.windows, []
+        read_windows = read.windows if read is not None else {}
+        span = self.span
         for i in ids:
-            if i in self.windows:
+            if i in windows:
                 continue
-            if read is not None and i in read.windows:
-                self.windows[i] = [(n, d) for n, d in read.windows[i] if abs(d) <= self.span]
-            elif i in self._near:
-                self.windows[i] = self._near[i]
+            if i in read_windows:
+                windows[i] = [(n, d) for n, d in read_windows[i] if abs(d) <= span]
+            elif near is not None and (cut := near.window(i)) is not None:
+                windows[i] = cut
             else:
                 missing.append(i)
         if missing:
-            self.windows.update(self.store.session_windows(self.scope, missing, self.span))
+            windows.update(self.store.session_windows(self.scope, missing, span))
 
     def load(self, candidates: Sequence[int]) -> None:
         from nmem.search import rank
 
         if self.span and candidates:
             self._windows_of(candidates)
-        wanted = {*candidates, *(n for i in candidates for n, _ in self.windows.get(i, ()))} - self.docs.keys()
+        docs, windows, texts = self.docs, self.windows, self.texts
+        wanted = {*candidates, *(n for i in candidates for n, _ in windows.get(i, ()))} - docs.keys()
         known = self._read.texts if self._read is not None else {}
         rows = {i: known[i] for i in wanted if i in known}
         if len(rows) < len(wanted):
             rows.update(self.store.fts_texts(self.scope, sorted(wanted - rows.keys())))
-        rows = dict(sorted(rows.items()))
         counts = self.counter.count_many([text for text, _, _, _ in rows.values()])
+        times, sources = self.times, self.sources
+        asked = set(candidates)   # a candidate's Doc is made below, with what its own text says
+        fresh: dict[int, tuple[tuple[int, ...], int]] = {}
         for (i, (text, length, at, source)), c in zip(rows.items(), counts, strict=True):
-            self.docs[i] = rank.Doc(c, length)
-            self.times[i] = at
-            self.texts[i] = text
-            self.sources[i] = source
-        counter, cue = self.counter, self.cue
+            if i in asked:
+                fresh[i] = (c, length)
+            else:
+                docs[i] = rank.Doc(c, length)
+            times[i] = at
+            texts[i] = text
+            sources[i] = source
+        counter, cue, said_times, asking = self.counter, self.cue, self.said_times, rank.asking
         for i in candidates:
-            own = self.texts.get(i)
+            own = texts.get(i)
             if own is not None:
-                doc = self.docs[i]
-                said = find_time(own, self.times[i])[0] if self.said_times else None
-                self.docs[i] = rank.Doc(doc.counts, doc.length, counter.labelled(own), cue is not None and cue(own),
-                                        said, rank.asking(own))
+                c, length = fresh[i] if i in fresh else (docs[i].counts, docs[i].length)
+                said = find_time(own, times[i])[0] if said_times else None
+                docs[i] = rank.Doc(c, length, counter.labelled(own), cue is not None and cue(own), said, asking(own))
 
 
-def _nearby(read: Candidates, span: int) -> dict[int, list[tuple[int, int]]]:
+class _Nearby:
     """The windows (reaching `span`) of the candidates' neighbours that the candidates' wider
     windows hold whole: a session is one line, so a neighbour `d` records from a candidate
-    has its own window inside the candidate's when |d| + span <= read.span."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for anchor, window in read.windows.items():
-        line = sorted([*window, (anchor, 0)], key=lambda item: item[1])
-        offsets = [d for _, d in line]
-        for pos, (n, d) in enumerate(line):
-            if n in out or n in read.windows or abs(d) + span > read.span:
-                continue
-            out[n] = [(m, offsets[q] - d) for q, (m, _) in enumerate(line)
-                      if q != pos and abs(offsets[q] - d) <= span]
-    return out
+    has its own window inside the candidate's when |d| + span <= read.span. Cut on demand
+    (only promoted neighbours and replies need one), from the first such candidate's window."""
+
+    def __init__(self, read: Candidates, span: int) -> None:
+        self.read, self.span = read, span
+        self._holder: dict[int, int] | None = None   # neighbour → the first candidate holding its window
+        self._lines: dict[int, tuple[list[tuple[int, int]], dict[int, int]]] = {}   # a holder's session line
+
+    def __contains__(self, n: int) -> bool:
+        return n in self._holders()
+
+    def __getitem__(self, n: int) -> list[tuple[int, int]]:
+        window = self.window(n)
+        if window is None:
+            raise KeyError(n)
+        return window
+
+    def _holders(self) -> dict[int, int]:
+        if self._holder is None:
+            windows, reach, holder = self.read.windows, self.read.span - self.span, {}
+            for anchor, window in windows.items():
+                for n, d in window:
+                    if n not in holder and abs(d) <= reach and n not in windows:
+                        holder[n] = anchor
+            self._holder = holder
+        return self._holder
+
+    def window(self, n: int) -> list[tuple[int, int]] | None:
+        anchor = self._holders().get(n)
+        if anchor is None:
+            return None
+        if anchor not in self._lines:
+            line = sorted([*self.read.windows[anchor], (anchor, 0)], key=lambda item: item[1])
+            self._lines[anchor] = (line, dict(line))
+        line, offset = self._lines[anchor]
+        d, span = offset[n], self.span
+        return [(m, e - d) for m, e in line if m != n and abs(e - d) <= span]
 
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:

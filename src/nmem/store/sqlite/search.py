@@ -400,14 +400,17 @@ class SearchReads(Connection, ScopedSearch):
         after = side.format(col=col, table=table, key=key, anchor=anchor, op=">", order=key)
         rows = self._query(f"SELECT a.id, {before} AS before, {after} AS after FROM {table} a "
                            f"WHERE a.id IN (SELECT value FROM json_each(?))",
-                           (span, span, json.dumps([int(i) for i in ids])))
+                           (span, span, _id_array(ids)))
 
         out: dict[int, list[tuple[int, int]]] = {}
         for anchor, before_items, after_items in rows:
-            earlier = sorted(before_items.split(",")) if before_items else []   # farthest first
-            later = sorted(after_items.split(",")) if after_items else []
-            out[int(anchor)] = ([(int(item[20:]), d - len(earlier)) for d, item in enumerate(earlier)]
-                                + [(int(item[20:]), d + 1) for d, item in enumerate(later)])
+            window: list[tuple[int, int]] = []
+            if before_items:
+                earlier = sorted(before_items.split(","))   # farthest first
+                window = [(int(item[20:]), d) for d, item in enumerate(earlier, -len(earlier))]
+            if after_items:
+                window += [(int(item[20:]), d) for d, item in enumerate(sorted(after_items.split(",")), 1)]
+            out[anchor] = window
         return out
 
     def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
@@ -431,8 +434,17 @@ class SearchReads(Connection, ScopedSearch):
         rows = self._query(f"SELECT t.id, t.content, d.sz, t.timestamp, {source} FROM {table} t "
                            f"LEFT JOIN {fts}_docsize d ON d.id = t.id "
                            f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
-                           (json.dumps([int(i) for i in ids]),))
-        return {int(r[0]): (str(r[1]), varint(bytes(r[2]), 0)[0] if r[2] else 0, int(r[3]), r[4]) for r in rows}
+                           (_id_array(ids),))
+        return {i: (str(text), _token_count(size), int(at), source) for i, text, size, at, source in rows}
+
+    def trail_keys(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int | None, str | None, int]]:
+        """(session, prompt, source, time) of each row: what arranging ranked records reads of
+        them, without their text and metadata (of a pool of 50, a page of 10 are shown)."""
+        table, _, _ = self._ranked(scope)
+        columns = "session_id, NULL, source" if scope == "prompts" else "session_id, prompt_id, NULL"
+        rows = self._query(f"SELECT id, {columns}, timestamp FROM {table} "
+                           "WHERE id IN (SELECT value FROM json_each(?))", (_id_array(ids),))
+        return {int(r[0]): (r[1], r[2], r[3], r[4]) for r in rows}
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""
@@ -468,6 +480,23 @@ class SearchReads(Connection, ScopedSearch):
                 self._df_cache[(fts, term)] = (counted.get(term, 0), docs)
             df.update(counted)
         return FtsStats(docs, tokens, df)
+
+
+def _id_array(ids: Sequence[int]) -> str:
+    """The ids as a JSON array, for json_each()."""
+    return f"[{','.join(map(str, map(int, ids)))}]"
+
+
+def _token_count(size: bytes | None) -> int:
+    """A row's tokens from its one-column docsize record: a varint, most often of one or two bytes."""
+    if not size:
+        return 0
+    first = size[0]
+    if first < 0x80:
+        return first
+    if len(size) > 1 and size[1] < 0x80:
+        return ((first & 0x7F) << 7) | size[1]
+    return varint(bytes(size), 0)[0]
 
 
 class _Totals:
