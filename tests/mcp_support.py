@@ -6,6 +6,7 @@ Every test drives nmem through the official SDK client (`mcp.Client`, `ClientSes
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -160,6 +161,24 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: 
                 return
         time.sleep(0.05)
     raise AssertionError(f"server did not listen on {port} within {timeout} s: {log.read_text(errors='replace')}")
+
+
+def wait_healthy(port: int, timeout: float = 60) -> None:
+    """Until the server on `port` answers /health with 200 (a server whose port is open may still
+    be starting its workers or warming its threads)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        assert time.monotonic() < deadline, "the server did not answer /health"
+        time.sleep(0.1)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fixtures.harness import event
-from mcp_support import http_server
+from mcp_support import http_server, wait_healthy
 from store_engines import ENGINES
 
 pytestmark = [pytest.mark.slow]
@@ -35,20 +35,6 @@ def post(port: int, path: str, body: Any, timeout: float = 30) -> tuple[int, Any
         conn.close()
 
 
-def ready(port: int) -> None:
-    ends = time.monotonic() + 60
-    while True:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        try:
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        finally:
-            conn.close()
-        assert time.monotonic() < ends, "the server did not answer /health"
-        time.sleep(0.1)
 
 
 def remote(port: int, key: str, at: int, name: str, session: str, **fields: Any) -> dict[str, Any]:
@@ -66,7 +52,7 @@ def test_a_resumed_sessions_block_shows_the_session_the_event_just_stored(
     env = {"NMEM_STORE_URL": request.getfixturevalue("pg_url")} if engine == "postgres" else {}
     with http_server(tmp_path / "home", env={**env, **QUIET}) as server:
         port = server.port
-        ready(port)
+        wait_healthy(port)
         first = remote(port, "start-0001", T0, "SessionStart", "sess-one-abc", source="startup")
         assert first["stored"] == "observation"
         remote(port, "prompt-0001", T0 + 5, "UserPromptSubmit", "sess-one-abc", prompt="fix the flaky deploy")
@@ -96,7 +82,7 @@ def test_the_writer_stores_other_events_while_a_session_start_renders(tmp_path: 
 
     with http_server(tmp_path / "home", env={"NMEM_STORE_URL": pg_url, **QUIET}) as server:
         port = server.port
-        ready(port)
+        wait_healthy(port)
         remote(port, "warm-0001", T0, "SessionStart", "sess-warm-1", source="startup")   # the first pays once
         remote(port, "warm-0002", T0 + 1, "UserPromptSubmit", "sess-warm-1", prompt="deploy the cache")
         answers: dict[str, Any] = {}

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from mcp_support import HttpServer, http_server
+from mcp_support import HttpServer, http_server, wait_healthy
 from store_engines import both_engines
 
 __all__ = ["both_engines"]
@@ -41,20 +41,6 @@ def workers_of(server: HttpServer, count: int) -> list[int]:
     raise AssertionError(f"{count} workers did not start")
 
 
-def wait_healthy(port: int) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        try:
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        finally:
-            conn.close()
-        assert time.monotonic() < deadline, "server not healthy"
-        time.sleep(0.2)
 
 
 def serving_pid(client: socket.socket, port: int, pids: list[int]) -> int:
