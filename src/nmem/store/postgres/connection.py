@@ -13,8 +13,8 @@ import logging
 import threading
 import time
 import weakref
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -88,14 +88,12 @@ FEED_WAIT_MS = 2000
 
 class Row(tuple[Any, ...]):
     """A result row read by column name or position, as `sqlite3.Row` is (the records'
-    `from_row` and nmem.store.oplog read rows by name)."""
+    `from_row` and nmem.store.oplog read rows by name). Each result's columns make a subclass
+    (`_shaped`) whose class holds the names: a row is a bare tuple with no dict of its own,
+    built by `tuple.__new__` without a Python frame (a ranked search reads thousands of rows)."""
 
-    names: dict[str, int]
-
-    def __new__(cls, values: Sequence[Any], names: dict[str, int]) -> Row:
-        row = super().__new__(cls, values)
-        row.names = names
-        return row
+    __slots__ = ()
+    names: ClassVar[dict[str, int]] = {}
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
@@ -106,16 +104,19 @@ class Row(tuple[Any, ...]):
         return list(self.names)
 
 
+@lru_cache(maxsize=1024)   # a statement's columns are one of a few hundred shapes
+def _shaped(columns: tuple[str, ...]) -> RowMaker[Row]:
+    shape = type("Row", (Row,), {"__slots__": (), "names": {name: i for i, name in enumerate(columns)}})
+    return partial(tuple.__new__, shape)
+
+
 def row_factory(cursor: BaseCursor[Any, Any]) -> RowMaker[Row]:
     # The column names straight from the result: `cursor.description` builds a Column object for
     # each (5.6 µs for 8 columns against 0.6), on every statement a request runs.
     result = cursor.pgresult
-    names = {} if result is None else {(result.fname(i) or b"").decode(): i for i in range(result.nfields)}
-
-    def make(values: Sequence[Any]) -> Row:
-        return Row(values, names)
-
-    return make
+    if result is None:
+        return _shaped(())
+    return _shaped(tuple((result.fname(i) or b"").decode() for i in range(result.nfields)))
 
 
 def redact(url: str) -> str:
