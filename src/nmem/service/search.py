@@ -268,22 +268,25 @@ class Search(Base):
 
         trail = [partial(self._rank_trail, one, query_plan, when, cue, filters, want)
                  for one in ("observations", "prompts")]
-        curated = [partial(self._first_tier, one, query_plan.tiers, filters, want) for one in ("sessions", "memories")]
-        parts = fanout.run_all(self.store, [*trail, *curated])
+        *ranked, curated = fanout.run_all(self.store, [*trail, partial(self._first_tiers, query_plan.tiers, filters,
+                                                                        want)])
+        parts = [*ranked, *curated]
         merged = [hit for hits, _ in parts for hit in hits]
         merged.sort(key=lambda h: -h.score)
         # the observations' expression, else (a project without sessions: trail not read) the first scope's that has one
         match = next((m for _, m in parts if m), parts[0][1])
         return SearchResult(curated_within_reach(merged)[offset:want], query, match)
 
-    def _first_tier(self, scope: str, tiers: Sequence[str], filters: SearchFilters,
-                    want: int) -> tuple[list[SearchHit], str]:
-        """A curated or summarised scope's hits by BM25, for the strictest tier that finds any."""
-        for tier in tiers:
-            hits = self._run_search(scope, tier, filters, "relevance", want, 0)
-            if hits:
-                return hits, tier
-        return [], ""
+    def _first_tiers(self, tiers: Sequence[str], filters: SearchFilters,
+                     want: int) -> list[tuple[list[SearchHit], str]]:
+        """Sessions' and memories' hits by BM25, each for the strictest tier that finds any
+        there, and that tier ("" when none does): one read of the store for both."""
+        scopes = [one for one in ("sessions", "memories") if not _scope_excluded(one, filters)]
+        found = self.store.search_curated(scopes, tiers, filters, want) if scopes and tiers else {}
+        sessions, session_tier = found.get("sessions", ([], ""))
+        memories, memory_tier = found.get("memories", ([], ""))
+        return [([SearchHit("session", score, r) for r, score in sessions], session_tier),
+                ([SearchHit("memory", score, r) for r, score in memories], memory_tier)]
 
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
                     cue: Callable[[str], bool] | None, filters: SearchFilters,

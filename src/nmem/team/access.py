@@ -192,6 +192,14 @@ class ViewerStore:
             self.viewer.name, match, filters, order, limit, offset)
         return rows
 
+    def search_curated(self, scopes: Sequence[str], tiers: Sequence[str], filters: Any, limit: int,
+                       viewer: str | None = None) -> dict[str, tuple[list[tuple[Any, float]], str]]:
+        """Sessions and memories for a tier each, as `search_memories`: always as this viewer sees
+        the memories, whoever the caller names."""
+        found: dict[str, tuple[list[tuple[Any, float]], str]] = self._store.search_curated(
+            scopes, tiers, filters, limit, viewer=self.viewer.name)
+        return found
+
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         return self._filtered(self._store.iter_memories(domain, namespace))
 
