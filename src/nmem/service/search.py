@@ -266,16 +266,20 @@ class Search(Base):
 
         from nmem.service import fanout
 
-        trail = [partial(self._rank_trail, one, query_plan, when, cue, filters, want)
-                 for one in ("observations", "prompts")]
-        *ranked, curated = fanout.run_all(self.store, [*trail, partial(self._first_tiers, query_plan.tiers, filters,
-                                                                        want)])
-        parts = [*ranked, *curated]
+        calls: list[Callable[[], list[tuple[list[SearchHit], str]]]] = [
+            partial(self._rank_trails, one, query_plan, when, cue, filters, want)
+            for one in ("observations", "prompts")]
+        calls.append(partial(self._first_tiers, query_plan.tiers, filters, want))
+        parts = [part for parts in fanout.run_all(self.store, calls) for part in parts]
         merged = [hit for hits, _ in parts for hit in hits]
         merged.sort(key=lambda h: -h.score)
         # the observations' expression, else (a project without sessions: trail not read) the first scope's that has one
         match = next((m for _, m in parts if m), parts[0][1])
         return SearchResult(curated_within_reach(merged)[offset:want], query, match)
+
+    def _rank_trails(self, *args: Any) -> list[tuple[list[SearchHit], str]]:
+        """`_rank_trail` as a fan-out's part: the list of one scope's hits and expression."""
+        return [self._rank_trail(*args)]
 
     def _first_tiers(self, tiers: Sequence[str], filters: SearchFilters,
                      want: int) -> list[tuple[list[SearchHit], str]]:
