@@ -139,3 +139,63 @@ def test_a_search_of_everything_reads_sessions_and_memories_in_one_statement(
     reads = curated_reads(received)
     assert len(reads) == 1, reads
     assert "tbl = 'sessions'" in reads[0] and "tbl = 'memories'" in reads[0]
+
+
+def seed_chat(service: Service) -> None:
+    """Sessions of user prompts and agent replies, some replies hours after their question (past
+    the turns' lookback), some sessions opened by a reply."""
+    import random
+
+    rng = random.Random(5)
+    words = ("invoice", "export", "drops", "rows", "page", "retry", "ledger", "total", "cache", "timeout")
+    store = service.store
+    with store.transaction():
+        for s in range(6):
+            sid, at = f"c{s}", T0 + s * 100_000
+            store.ensure_session(sid, "ledger", at)
+            for k in range(14):
+                at += rng.choice((5, 60, 3600, 7 * 3600))
+                source = "agent" if (k == 0 and s % 2) or rng.random() < 0.6 else "user"
+                store.add_prompt(sid, at, source, " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))))
+
+
+class _TurnsApart:
+    """The store without `prompt_turns`: arranging then reads the rows and the turns apart."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "prompt_turns":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def ranked(service: Service, query: str, scope: str, **kw: Any) -> list[tuple[str, str, str]]:
+    return [(h.kind, str(h.record.id), h.score.hex()) for h in service.search(query, scope=scope, **kw).hits]
+
+
+@pytest.mark.parametrize("scope", ["prompts", "all"])
+def test_the_replies_turns_read_with_the_rows_arrange_as_read_apart(service: Service, scope: str) -> None:
+    if not hasattr(service.store, "prompt_turns"):
+        pytest.skip("PostgreSQL reads the turns with the rows; SQLite reads them apart")
+    seed_chat(service)
+    queries = ["invoice export drops rows", "retry timeout", "ledger total cache", "page", "why does the export drop"]
+    pages: list[dict[str, Any]] = [{}, {"limit": 5}, {"limit": 5, "offset": 5}, {"project": "ledger"}]
+    together = [ranked(service, q, scope, **page) for q in queries for page in pages]
+    service.store = _TurnsApart(service.store)   # type: ignore[assignment]
+    apart = [ranked(service, q, scope, **page) for q in queries for page in pages]
+    assert together == apart
+    assert sum(len(h) for h in together) > 50
+
+
+@pytest.mark.postgres
+def test_a_search_of_prompts_reads_the_rows_and_the_turns_in_one_statement(
+        logged: tuple[Service, Received]) -> None:
+    service, received = logged
+    seed_chat(service)
+    received.statements.clear()
+    assert service.search("invoice export drops rows", scope="prompts", limit=10).hits
+    turns = [s for s in received.statements if "nmem_turn" in s]
+    apart = [s for s in received.statements if "p.timestamp < $2 AND p.timestamp > $3" in s]
+    assert len(turns) == 1 and apart == []

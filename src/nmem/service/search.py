@@ -451,7 +451,13 @@ class Search(Base):
         origins = dict(ranked.origins or {})   # the records' sessions' agents and roots, read with them
         keys: dict[int, _Keys] = {}
         missing = [i for i in head if i not in records]
-        if missing:
+        opened: dict[int, int] | None = None   # replies' turns, when read with the rows (`prompt_turns`)
+        turned = getattr(store, "prompt_turns", None) if scope == "prompts" else None
+        if head and turned is not None:   # the missing rows and the replies' turns in one read
+            fetched, opened = turned(head, missing, TURN_LOOKBACK)
+            records.update((int(r.id), r) for r in fetched)
+            origins.update(getattr(fetched, "origins", {}))
+        elif missing:
             light = getattr(store, "trail_keys", None)
             if light is not None:   # arranging reads only these of a row; the page's rows are read below
                 keys = light(scope, missing)
@@ -463,7 +469,7 @@ class Search(Base):
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
             placing = {i: keys[i] if i in keys else _keys_of(records[i]) for i in head if i in keys or i in records}
-            turns = self._turns(kind, placing)
+            turns = self._turns(kind, placing) if opened is None else _read_turns(placing, opened)
             placed = [arrange.Placed(i, scores[i], key[0], trail.times.get(i, 0), trail.docs.get(i, empty).counts,
                                      turns.get(i)) for i, key in placing.items()]
             adjusted = arrange.superseded(placed, idf, ranking.supersede_share,
@@ -555,6 +561,17 @@ class Search(Base):
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
         return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
+
+
+def _read_turns(rows: Mapping[int, _Keys], opened: Mapping[int, int]) -> dict[int, tuple[str | None, int]]:
+    """`Search._turns` of prompts from the replies' turns the store read (`prompt_turns`)."""
+    out: dict[int, tuple[str | None, int]] = {}
+    for i, (session, _, source, _) in rows.items():
+        if source == "user":
+            out[i] = (session, i)
+        elif i in opened:
+            out[i] = (session, opened[i])
+    return out
 
 
 def _keys_of(record: Any) -> _Keys:

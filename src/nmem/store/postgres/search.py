@@ -817,6 +817,25 @@ def curated_statement(parts: Sequence[tuple[str, str, Sequence[Any]]]) -> tuple[
     return f"WITH {', '.join(ctes)}\n{union}\nORDER BY nmem_part, nmem_at", params
 
 
+# `prompt_turns`: kind 1 a row asked whole (PROMPT_COLUMNS and its origin), kind 2 a reply's turn
+# (the user prompt before it, over the user prompts of its session's window: `sessions_prompts`)
+PROMPT_TURNS_SQL = f"""
+WITH replies AS MATERIALIZED (
+    SELECT p.id, p.session_id, p.timestamp FROM prompts p WHERE p.id = ANY(?) AND p.source IS DISTINCT FROM 'user'
+), bounds AS MATERIALIZED (
+    SELECT session_id, max(timestamp) + 1 AS until, min(timestamp) - ?::bigint AS since FROM replies GROUP BY session_id
+)
+SELECT 1 AS nmem_kind, {PROMPT_COLUMNS}, {PROMPT_ORIGIN_COLUMNS}, NULL::bigint AS nmem_turn
+FROM prompts p JOIN sessions s ON s.id = p.session_id WHERE p.id = ANY(?)
+UNION ALL
+SELECT 2, r.id, r.session_id, NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT max(u.id) FROM prompts u JOIN bounds b ON b.session_id = u.session_id
+        WHERE u.session_id = r.session_id AND u.source = 'user' AND u.timestamp < b.until
+          AND u.timestamp > b.since AND u.id < r.id)
+FROM replies r
+"""
+
+
 # scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
 # for a filter on them (project, agent: `_bm25`)
 BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
@@ -847,6 +866,18 @@ class SearchReads(Connection, ScopedSearch):
                            "JOIN sessions s ON s.id = p.session_id WHERE p.id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
         return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
+
+    def prompt_turns(self, ids: Sequence[int], fetch: Sequence[int], lookback: int) -> tuple[Found, dict[int, int]]:
+        """What arranging ranked prompts reads, in one statement (PROMPT_TURNS_SQL): the rows of
+        `fetch` whole (as `get_prompts`), and the turn of each reply among `ids` (a prompt not
+        the user's): the last user prompt before it in its session, looked for from `lookback`
+        seconds before the session's first reply among `ids` to just after its last (the user's
+        prompts `sessions_prompts` reads for them). Replies with no such prompt are left out."""
+        rows = self._query(PROMPT_TURNS_SQL, ([int(i) for i in ids], lookback, [int(i) for i in fetch]))
+        whole = [r for r in rows if r["nmem_kind"] == 1]
+        by_id = {row["id"]: Prompt.from_row(row) for row in whole}
+        turns = {int(r["id"]): int(r["nmem_turn"]) for r in rows if r["nmem_kind"] == 2 and r["nmem_turn"] is not None}
+        return Found([by_id[i] for i in fetch if i in by_id], origins_of(whole)), turns
 
     # -- the shared relevance read --------------------------------------------------------
 
