@@ -1320,7 +1320,7 @@ class SearchReads(Connection, ScopedSearch):
     def search_curated(self, scopes: Sequence[str], tiers: Sequence[str], filters: SearchFilters, limit: int,
                        viewer: str | None = None) -> dict[str, tuple[list[tuple[Any, float]], str]]:
         """Each of `scopes` (sessions, memories) searched by relevance for the strictest of `tiers`
-        that finds anything there, in one statement (CURATED_SQL): each tier's part runs only when
+        that finds anything there, in one statement (`curated_statement`): each tier's part runs only when
         the scope's stricter ones found nothing. Per scope, its best `limit` records and scores
         (as `search_sessions`/`search_memories`, `search_memories_seen_by` for a `viewer`) and the
         tier that found them ("" when none did)."""
