@@ -266,24 +266,31 @@ class Search(Base):
 
         from nmem.service import fanout
 
-        trail = [partial(self._rank_trail, one, query_plan, when, cue, filters, want)
-                 for one in ("observations", "prompts")]
-        curated = [partial(self._first_tier, one, query_plan.tiers, filters, want) for one in ("sessions", "memories")]
-        parts = fanout.run_all(self.store, [*trail, *curated])
+        calls: list[Callable[[], list[tuple[list[SearchHit], str]]]] = [
+            partial(self._rank_trails, one, query_plan, when, cue, filters, want)
+            for one in ("observations", "prompts")]
+        calls.append(partial(self._first_tiers, query_plan.tiers, filters, want))
+        parts = [part for parts in fanout.run_all(self.store, calls) for part in parts]
         merged = [hit for hits, _ in parts for hit in hits]
         merged.sort(key=lambda h: -h.score)
         # the observations' expression, else (a project without sessions: trail not read) the first scope's that has one
         match = next((m for _, m in parts if m), parts[0][1])
         return SearchResult(curated_within_reach(merged)[offset:want], query, match)
 
-    def _first_tier(self, scope: str, tiers: Sequence[str], filters: SearchFilters,
-                    want: int) -> tuple[list[SearchHit], str]:
-        """A curated or summarised scope's hits by BM25, for the strictest tier that finds any."""
-        for tier in tiers:
-            hits = self._run_search(scope, tier, filters, "relevance", want, 0)
-            if hits:
-                return hits, tier
-        return [], ""
+    def _rank_trails(self, *args: Any) -> list[tuple[list[SearchHit], str]]:
+        """`_rank_trail` as a fan-out's part: the list of one scope's hits and expression."""
+        return [self._rank_trail(*args)]
+
+    def _first_tiers(self, tiers: Sequence[str], filters: SearchFilters,
+                     want: int) -> list[tuple[list[SearchHit], str]]:
+        """Sessions' and memories' hits by BM25, each for the strictest tier that finds any
+        there, and that tier ("" when none does): one read of the store for both."""
+        scopes = [one for one in ("sessions", "memories") if not _scope_excluded(one, filters)]
+        found = self.store.search_curated(scopes, tiers, filters, want) if scopes and tiers else {}
+        sessions, session_tier = found.get("sessions", ([], ""))
+        memories, memory_tier = found.get("memories", ([], ""))
+        return [([SearchHit("session", score, r) for r, score in sessions], session_tier),
+                ([SearchHit("memory", score, r) for r, score in memories], memory_tier)]
 
     def _rank_trail(self, scope: str, query_plan: QueryPlan, when: TimeRange | None,
                     cue: Callable[[str], bool] | None, filters: SearchFilters,
@@ -444,7 +451,13 @@ class Search(Base):
         origins = dict(ranked.origins or {})   # the records' sessions' agents and roots, read with them
         keys: dict[int, _Keys] = {}
         missing = [i for i in head if i not in records]
-        if missing:
+        opened: dict[int, int] | None = None   # replies' turns, when read with the rows (`prompt_turns`)
+        turned = getattr(store, "prompt_turns", None) if scope == "prompts" else None
+        if head and turned is not None:   # the missing rows and the replies' turns in one read
+            fetched, opened = turned(head, missing, TURN_LOOKBACK)
+            records.update((int(r.id), r) for r in fetched)
+            origins.update(getattr(fetched, "origins", {}))
+        elif missing:
             light = getattr(store, "trail_keys", None)
             if light is not None:   # arranging reads only these of a row; the page's rows are read below
                 keys = light(scope, missing)
@@ -456,7 +469,7 @@ class Search(Base):
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
             placing = {i: keys[i] if i in keys else _keys_of(records[i]) for i in head if i in keys or i in records}
-            turns = self._turns(kind, placing)
+            turns = self._turns(kind, placing) if opened is None else _read_turns(placing, opened)
             placed = [arrange.Placed(i, scores[i], key[0], trail.times.get(i, 0), trail.docs.get(i, empty).counts,
                                      turns.get(i)) for i, key in placing.items()]
             adjusted = arrange.superseded(placed, idf, ranking.supersede_share,
@@ -548,6 +561,17 @@ class Search(Base):
             return [SearchHit("session", s, r)
                     for r, s in store.search_sessions(match, filters, order, limit, offset)]
         return [SearchHit("memory", s, r) for r, s in store.search_memories(match, filters, order, limit, offset)]
+
+
+def _read_turns(rows: Mapping[int, _Keys], opened: Mapping[int, int]) -> dict[int, tuple[str | None, int]]:
+    """`Search._turns` of prompts from the replies' turns the store read (`prompt_turns`)."""
+    out: dict[int, tuple[str | None, int]] = {}
+    for i, (session, _, source, _) in rows.items():
+        if source == "user":
+            out[i] = (session, i)
+        elif i in opened:
+            out[i] = (session, opened[i])
+    return out
 
 
 def _keys_of(record: Any) -> _Keys:

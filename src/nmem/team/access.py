@@ -120,7 +120,7 @@ PASSES_THROUGH = frozenset({
     "summarised_sessions", "expired_counts",
     # ranking reads of the trail scopes and their statistics (observations and prompts: the team's, shared;
     # memories are ranked by `search_memories_seen_by`, whose statistics leave out what the viewer may not see)
-    "match_ids", "rank_candidates", "fts_texts", "fts_stats", "trail_keys",
+    "match_ids", "rank_candidates", "fts_texts", "fts_stats", "trail_keys", "prompt_turns",
     # what a named viewer may not see, and a memory search for them: what `ViewerStore` calls
     "search_memories_seen_by", "hidden_memory_uids",
     # reads of memories the caller named by ids it got through ViewerStore
@@ -191,6 +191,14 @@ class ViewerStore:
         rows: list[tuple[Memory, float]] = self._store.search_memories_seen_by(
             self.viewer.name, match, filters, order, limit, offset)
         return rows
+
+    def search_curated(self, scopes: Sequence[str], tiers: Sequence[str], filters: Any, limit: int,
+                       viewer: str | None = None) -> dict[str, tuple[list[tuple[Any, float]], str]]:
+        """Sessions and memories for a tier each, as `search_memories`: always as this viewer sees
+        the memories, whoever the caller names."""
+        found: dict[str, tuple[list[tuple[Any, float]], str]] = self._store.search_curated(
+            scopes, tiers, filters, limit, viewer=self.viewer.name)
+        return found
 
     def iter_memories(self, domain: str | None, namespace: str | None) -> Iterator[Memory]:
         return self._filtered(self._store.iter_memories(domain, namespace))

@@ -786,6 +786,56 @@ VIEWER_HIDES = {"hidden": f"hidden AS MATERIALIZED ({HIDDEN_MEMORIES_SQL}), ",
                 "seen_x": " AND x.id NOT IN (SELECT id FROM hidden)"}
 
 
+# A search of the curated scopes (`search_curated`): each (scope, tier) part is BM25_WEIGHTED_SQL
+# as `_weighted_bm25` writes it, its rows tagged with the part and their place; a part runs only
+# when its scope's earlier (stricter) parts found nothing (an uncorrelated NOT EXISTS: a one-time
+# filter, so the part's plan is never executed). Rows of the two tables differ: each comes whole
+# as JSON beside the columns `_weighted_found` reads, typed alike for the UNION.
+CURATED_KEPT = ("rank", "nmem_sig_rows", "nmem_sig_stamp", "nmem_tokens", "nmem_parts", "nmem_terms", "nmem_dfs")
+CURATED_PART = """nmem_c{at} AS MATERIALIZED (
+    SELECT {at} AS nmem_part, row_number() OVER () AS nmem_at,
+           to_jsonb(q) - ARRAY['tsv', 'match_tsv', 'rank', 'nmem_sig_rows', 'nmem_sig_stamp', 'nmem_tokens',
+                               'nmem_parts', 'nmem_terms', 'nmem_dfs'] AS nmem_row,
+           q.rank::float8 AS rank, q.nmem_sig_rows::numeric AS nmem_sig_rows,
+           q.nmem_sig_stamp::numeric AS nmem_sig_stamp, q.nmem_tokens::numeric AS nmem_tokens,
+           q.nmem_parts::bigint AS nmem_parts, q.nmem_terms::text[] AS nmem_terms, q.nmem_dfs::bigint[] AS nmem_dfs
+    FROM ({sql}) AS q{unless})"""
+
+
+def curated_statement(parts: Sequence[tuple[str, str, Sequence[Any]]]) -> tuple[str, list[Any]]:
+    """CURATED_PART for each (scope, statement, parameters), in order, and their union."""
+    ctes: list[str] = []
+    params: list[Any] = []
+    earlier: dict[str, list[int]] = {}
+    for at, (name, sql, part_params) in enumerate(parts):
+        before = earlier.setdefault(name, [])
+        unless = "".join(f" AND NOT EXISTS (SELECT FROM nmem_c{b})" for b in before)
+        ctes.append(CURATED_PART.format(at=at, sql=sql.strip(), unless=" WHERE true" + unless if unless else ""))
+        params.extend(part_params)
+        before.append(at)
+    union = " UNION ALL ".join(f"SELECT * FROM nmem_c{at}" for at in range(len(parts)))
+    return f"WITH {', '.join(ctes)}\n{union}\nORDER BY nmem_part, nmem_at", params
+
+
+# `prompt_turns`: kind 1 a row asked whole (PROMPT_COLUMNS and its origin), kind 2 a reply's turn
+# (the user prompt before it, over the user prompts of its session's window: `sessions_prompts`)
+PROMPT_TURNS_SQL = f"""
+WITH replies AS MATERIALIZED (
+    SELECT p.id, p.session_id, p.timestamp FROM prompts p WHERE p.id = ANY(?) AND p.source IS DISTINCT FROM 'user'
+), bounds AS MATERIALIZED (
+    SELECT session_id, max(timestamp) + 1 AS until, min(timestamp) - ?::bigint AS since FROM replies GROUP BY session_id
+)
+SELECT 1 AS nmem_kind, {PROMPT_COLUMNS}, {PROMPT_ORIGIN_COLUMNS}, NULL::bigint AS nmem_turn
+FROM prompts p JOIN sessions s ON s.id = p.session_id WHERE p.id = ANY(?)
+UNION ALL
+SELECT 2, r.id, r.session_id, NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT max(u.id) FROM prompts u JOIN bounds b ON b.session_id = u.session_id
+        WHERE u.session_id = r.session_id AND u.source = 'user' AND u.timestamp < b.until
+          AND u.timestamp > b.since AND u.id < r.id)
+FROM replies r
+"""
+
+
 # scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
 # for a filter on them (project, agent: `_bm25`)
 BM25_SOURCES = {"observations": ("observations", "o", "observations o", observation_filters),
@@ -816,6 +866,18 @@ class SearchReads(Connection, ScopedSearch):
                            "JOIN sessions s ON s.id = p.session_id WHERE p.id = ANY(?)", ([int(i) for i in ids],))
         by_id = {row["id"]: Prompt.from_row(row) for row in rows}
         return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
+
+    def prompt_turns(self, ids: Sequence[int], fetch: Sequence[int], lookback: int) -> tuple[Found, dict[int, int]]:
+        """What arranging ranked prompts reads, in one statement (PROMPT_TURNS_SQL): the rows of
+        `fetch` whole (as `get_prompts`), and the turn of each reply among `ids` (a prompt not
+        the user's): the last user prompt before it in its session, looked for from `lookback`
+        seconds before the session's first reply among `ids` to just after its last (the user's
+        prompts `sessions_prompts` reads for them). Replies with no such prompt are left out."""
+        rows = self._query(PROMPT_TURNS_SQL, ([int(i) for i in ids], lookback, [int(i) for i in fetch]))
+        whole = [r for r in rows if r["nmem_kind"] == 1]
+        by_id = {row["id"]: Prompt.from_row(row) for row in whole}
+        turns = {int(r["id"]): int(r["nmem_turn"]) for r in rows if r["nmem_kind"] == 2 and r["nmem_turn"] is not None}
+        return Found([by_id[i] for i in fetch if i in by_id], origins_of(whole)), turns
 
     # -- the shared relevance read --------------------------------------------------------
 
@@ -1184,6 +1246,12 @@ class SearchReads(Connection, ScopedSearch):
         or whose words were rewritten (KEPT_TOTALS' `stamp`) counts them again.
         For a team server's `viewer` (memories), the memories hidden from them are neither found
         nor counted in the totals or the words' counts (VIEWER_HIDES)."""
+        sql, params, plans = self._weighted_statement(scope, q, filters, order, limit, offset, viewer)
+        return self._weighted_found(scope, self._query(sql, params, plans=plans), viewer)
+
+    def _weighted_statement(self, scope: Scope, q: str, filters: SearchFilters, order: str, limit: int,
+                            offset: int, viewer: str | None) -> tuple[str, list[Any], str | None]:
+        """`_weighted_bm25`'s statement, its parameters and how it is planned."""
         clauses, params = scope.where(filters, self.dialect)
         stamp = "updated_at" if scope.name == "memories" else "ended_at"
         where = " AND ".join([f"{scope.alias}.tsv @@ {TSQ}", *clauses])
@@ -1213,10 +1281,13 @@ class SearchReads(Connection, ScopedSearch):
         # reads, it reads at most those rows, and planning it cost as much as running it
         rows_now = self._weighted.get(scope.table, ((-1, -1), (-1, 0)))[1][0]
         plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS else None
-        rows = self._query(sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, list(known),
-                                 list(known.values()), q, *params,
-                                 *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset],
-                           plans=plans)
+        return sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, list(known),
+                     list(known.values()), q, *params,
+                     *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset], plans
+
+    def _weighted_found(self, scope: Scope, rows: Sequence[Any], viewer: str | None) -> list[tuple[Any, float]]:
+        """`_weighted_bm25`'s rows as records and scores; the table's signature, and the words'
+        counts the statement made for it, kept (a viewer's are theirs alone: not kept)."""
         if rows and viewer is None:
             first = rows[0]
             if first["nmem_parts"] > FOLD_TOTALS_AT and not self.readonly and not self._in_write():
@@ -1245,6 +1316,36 @@ class SearchReads(Connection, ScopedSearch):
                            f"ORDER BY {scope.order(order, True, self.dialect.binary)} LIMIT ? OFFSET ?",
                            [q, q, *params, viewer, limit, offset])
         return [(Memory.from_row(r), 0.0 - float(r["rank"])) for r in rows]
+
+    def search_curated(self, scopes: Sequence[str], tiers: Sequence[str], filters: SearchFilters, limit: int,
+                       viewer: str | None = None) -> dict[str, tuple[list[tuple[Any, float]], str]]:
+        """Each of `scopes` (sessions, memories) searched by relevance for the strictest of `tiers`
+        that finds anything there, in one statement (`curated_statement`): each tier's part runs only when
+        the scope's stricter ones found nothing. Per scope, its best `limit` records and scores
+        (as `search_sessions`/`search_memories`, `search_memories_seen_by` for a `viewer`) and the
+        tier that found them ("" when none did)."""
+        parts: list[tuple[str, str, str, list[Any], str | None]] = []   # (scope, tier, sql, params, plans)
+        for name in scopes:
+            scope = SCOPES[name]
+            for tier in tiers:
+                q = parse(tier).text
+                if q is not None:
+                    parts.append((name, tier, *self._weighted_statement(
+                        scope, q, filters, "relevance", limit, 0, viewer if name == "memories" else None)))
+        found: dict[str, tuple[list[tuple[Any, float]], str]] = {name: ([], "") for name in scopes}
+        if not parts:
+            return found
+        sql, params = curated_statement([(name, sql, params) for name, _, sql, params, _ in parts])
+        generic = all(plans == GENERIC_PLANS for *_, plans in parts)
+        rows: dict[int, list[dict[str, Any]]] = {}
+        for r in self._query(sql, params, plans=GENERIC_PLANS if generic else None):
+            rows.setdefault(int(r["nmem_part"]), []).append(
+                {**r["nmem_row"], **{key: r[key] for key in CURATED_KEPT}})
+        for at, part in sorted(rows.items()):
+            name, tier = parts[at][0], parts[at][1]
+            if not found[name][0]:
+                found[name] = (self._weighted_found(SCOPES[name], part, viewer if name == "memories" else None), tier)
+        return found
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
         if len(self._df_cache) > DF_CACHE_SIZE:

@@ -306,6 +306,25 @@ class SearchReads(Connection, ScopedSearch):
                 return listed_visible(self, viewer, filters, order, limit, offset)
             return self._memories_scored_visible(viewer, match, filters, order, limit, offset, (ids, times))
 
+    def search_curated(self, scopes: Sequence[str], tiers: Sequence[str], filters: SearchFilters, limit: int,
+                       viewer: str | None = None) -> dict[str, tuple[list[tuple[Any, float]], str]]:
+        """Each of `scopes` (sessions, memories) searched by relevance for the strictest of `tiers`
+        that finds anything there: per scope, its best `limit` records and scores (as
+        `search_sessions`/`search_memories`, `search_memories_seen_by` for a `viewer`) and the tier
+        that found them ("" when none did). A search a tier: in process, a statement costs no trip."""
+        found: dict[str, tuple[list[tuple[Any, float]], str]] = {}
+        for name in scopes:
+            found[name] = ([], "")
+            for tier in tiers:
+                if name == "memories" and viewer is not None:
+                    rows = self.search_memories_seen_by(viewer, tier, filters, "relevance", limit, 0)
+                else:
+                    rows = self.search(name, tier, filters, "relevance", limit, 0)
+                if rows:
+                    found[name] = (rows, tier)
+                    break
+        return found
+
     def _memories_scored_visible(self, viewer: str, match: str, filters: SearchFilters, order: str, limit: int,
                                  offset: int, hidden: tuple[str, str]) -> list[tuple[Memory, float]]:
         """`hidden`: the ids of the rows the viewer may not see and their write times, as JSON arrays."""
