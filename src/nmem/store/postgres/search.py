@@ -452,7 +452,7 @@ FOUND_RANGED = """matching AS MATERIALIZED (
     SELECT CASE WHEN {lists} AND (SELECT bool_and(tm.newest IS NOT NULL AND (cardinality(tm.newest) >= ?
                                                                           OR cardinality(tm.newest) = tm.df))
                                   FROM terms tm) THEN 'kept'
-                WHEN EXISTS (SELECT 1 FROM cover) THEN 'sieve'
+                WHEN (SELECT bound FROM cover) > 0 THEN 'sieve'
                 WHEN g.est IS NULL OR g.est < ?::float8 THEN 'fetch'
                 WHEN g.est * g.est >= ?::float8 * g.docs THEN 'walk' ELSE 'range' END AS how,
            g.newest - ceil(?::float8 * g.ids / GREATEST(g.est, 1))::bigint AS lo
