@@ -418,6 +418,21 @@ WHERE s.schemaname = current_schema() AND s.tablename = ? AND s.attname = 'proje
 # `to_tsquery('nmem', $n)` was parsed again for every row it tested).
 # Each way is exact: `near` holds the newest matches above `lo`, `far` the newest below; 'kept'
 # holds every term's newest (a term in fewer rows than the window: all of them).
+# A question with a NOT or a prefix (`sievable`) may take 'sieve': a term's kept ids (`usable`:
+# its newest window, or all its rows) hold every row of the term with an id at or above the
+# least of them (`bound`; 0 when all its rows are kept). A term every match holds (required: no
+# OR above it, and no NOT: a negated phrase is not listed) thus holds every match at or above its
+# bound: those rows, read by id and tested against the whole question (`sieved`), are exactly
+# the matches there. `cover` takes the required term of the least bound (the most ids proven),
+# else, when every term is kept, the union of all (each match holds one of them: the ids at or
+# above the greatest bound). When they give fewer than the window, the rest are the newest
+# matches below the bound: `near` between `lo` and the bound (`lo` from the density the sieve
+# measured above it: no estimate of the NOT's share) and `far` below `lo`, as for 'range'. A
+# cover whose term is in fewer rows than the window (bound 0) is left to the ways before: the
+# fetch reads the same rows off the GIN index, each for less than by id (a descent of the key).
+# A NOT's GIN read (`near`, the fetch) asks for its positive part (`qi`: Parsed.positive, the
+# question without its NOTs, which every match matches) and tests each row for the whole: the
+# index read of `a & !test` went through every id holding `test` (39% of the rows).
 FOUND_RANGED = """matching AS MATERIALIZED (
     SELECT m.q, COALESCE(to_tsquery('nmem', ?::text), m.q) AS qi, ?::text IS NULL AS whole
     FROM (SELECT to_tsquery('nmem', ?) AS q) AS m
