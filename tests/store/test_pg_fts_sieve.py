@@ -105,17 +105,6 @@ def _until_listed(store: Store, match: str, terms: tuple[str, ...]) -> None:
     raise AssertionError(f"ids of {terms} never kept")
 
 
-@pytest.mark.no_store
-def test_the_positive_part_of_a_question() -> None:
-    from nmem.store.postgres.tsquery import parse
-
-    assert parse("orders NOT test").positive == "'orders'"
-    assert parse("timeout* NOT auth").positive == "'timeout':*"
-    assert parse("a NOT (b OR c)").positive == "'a'"
-    assert parse("(a NOT b) OR c").positive == "('a' | 'c')"
-    assert parse("a AND b").positive is None and parse('a NOT ""').positive is None
-
-
 # (question, how many of its newest matches the sieved kept ids hold: all, some or none). A term
 # in fewer rows than the window (zzzq*: none) has all its rows kept: the fetch of its matches off
 # the GIN index reads no more rows, and each for less than by id, so it takes the ways before

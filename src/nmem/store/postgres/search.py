@@ -430,12 +430,8 @@ WHERE s.schemaname = current_schema() AND s.tablename = ? AND s.attname = 'proje
 # measured above it: no estimate of the NOT's share) and `far` below `lo`, as for 'range'. A
 # cover whose term is in fewer rows than the window (bound 0) is left to the ways before: the
 # fetch reads the same rows off the GIN index, each for less than by id (a descent of the key).
-# A NOT's GIN read (`near`, the fetch) asks for its positive part (`qi`: Parsed.positive, the
-# question without its NOTs, which every match matches) and tests each row for the whole: the
-# index read of `a & !test` went through every id holding `test` (39% of the rows).
 FOUND_RANGED = """matching AS MATERIALIZED (
-    SELECT m.q, COALESCE(to_tsquery('nmem', ?::text), m.q) AS qi, ?::text IS NULL AS whole
-    FROM (SELECT to_tsquery('nmem', ?) AS q) AS m
+    SELECT to_tsquery('nmem', ?) AS q
 ), guess AS MATERIALIZED (
     SELECT t.docs, t.newest, GREATEST(t.newest, t.docs) AS ids,
            CASE WHEN bool_or(g.required)
@@ -491,8 +487,7 @@ FOUND_RANGED = """matching AS MATERIALIZED (
     LEFT JOIN cover v ON true LEFT JOIN guess g ON true
 ), near AS MATERIALIZED (
     SELECT {alias}.id, {alias}.ctid FROM {source}
-    WHERE {alias}.tsv @@ (SELECT qi FROM matching)
-          AND ((SELECT whole FROM matching) OR ts_match_vq({alias}.tsv, (SELECT q FROM matching)))
+    WHERE {alias}.tsv @@ (SELECT q FROM matching)
           AND (({alias}.id > (SELECT lo FROM span) AND {alias}.id < (SELECT hi FROM span)) OR {alias}.id IS NULL)
           AND (SELECT ranged FROM span)
     ORDER BY {alias}.id + 0 DESC LIMIT (SELECT short FROM span)
@@ -518,9 +513,7 @@ FOUND_RANGED = """matching AS MATERIALIZED (
      WHERE z.ctid = ANY(ARRAY(
          SELECT u.ctid FROM (SELECT id, ctid FROM near UNION ALL SELECT id, ctid FROM far
                              UNION ALL (SELECT {alias}.id, {alias}.ctid FROM {source}
-                                        WHERE {alias}.tsv @@ (SELECT qi FROM matching)
-                                              AND ((SELECT whole FROM matching)
-                                                   OR ts_match_vq({alias}.tsv, (SELECT q FROM matching)))
+                                        WHERE {alias}.tsv @@ (SELECT q FROM matching)
                                               AND (SELECT how FROM choice) = 'fetch'
                                         ORDER BY {alias}.id + 0 DESC LIMIT ?)) AS u
          ORDER BY u.id DESC LIMIT (SELECT short FROM span))))"""
@@ -544,8 +537,7 @@ def range_limits(q: str, window: int) -> tuple[float, float, float]:
 
 
 def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[Phrase],
-                 window: int, lists: bool = False, sieve: bool = False,
-                 positive: str | None = None) -> tuple[str, list[Any]]:
+                 window: int, lists: bool = False, sieve: bool = False) -> tuple[str, list[Any]]:
     """FOUND_RANGED for a read without a filter, and its parameters; `lists`: the terms' newest
     ids are read (KEPT_COUNTS) and the 'kept' way may take them (`disjunctive`); `sieve`: so
     may the 'sieve' way (`sievable`)."""
@@ -553,7 +545,7 @@ def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[
     sql = FOUND_RANGED.format(alias=alias, source=source, table=table, lists="true" if lists else "false",
                               sieve="true" if sieve else "false")
     required = [p.required for p in phrases]
-    return sql, [positive, positive, q, required, required, window, window, fetch_below, walk_factor, span, window,
+    return sql, [q, required, required, window, window, fetch_below, walk_factor, span, window,
                  SIEVE_MARGIN, window, window, window, window, window, window, window]
 
 
@@ -914,7 +906,7 @@ class SearchReads(Connection, ScopedSearch):
         lists = not clauses and disjunctive(parsed)
         sieve = not clauses and not lists and sievable(parsed)
         if not clauses:
-            found, reads = found_ranged(alias, source, table, q, phrases, window, lists, sieve, parsed.positive)
+            found, reads = found_ranged(alias, source, table, q, phrases, window, lists, sieve)
         else:
             first = self._words_first(table, parsed, filters) if scope == "observations" else None
             if first is not None:

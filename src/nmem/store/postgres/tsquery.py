@@ -54,19 +54,15 @@ class Phrase:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A query's tsquery text (None: it matches nothing) and its phrases; `positive`: the text
-    with every NOT and its operand left out (`a NOT b`: 'a'), which every match matches too
-    (a NOT only narrows), None when it is the text itself."""
+    """A query's tsquery text (None: it matches nothing) and its phrases."""
 
     text: str | None
     phrases: tuple[Phrase, ...]
-    positive: str | None = None
 
 
 class _Parser:
-    def __init__(self, text: str, positive: bool = False) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
-        self.positive = positive   # leave every NOT and its operand out
         self.pieces = [p for p in _PIECE.findall(text) if not p.isspace()]
         if "".join(_PIECE.findall(text)) != text:
             self.fail("unterminated string")
@@ -127,7 +123,7 @@ class _Parser:
             self.negating += 1
             negated = self.primary()
             self.negating -= 1
-            if expr is not None and negated is not None and not self.positive:
+            if expr is not None and negated is not None:
                 expr = f"({expr} & !{negated})"
         return expr
 
@@ -242,7 +238,4 @@ def parse(match: str) -> Parsed:
     """The tsquery text of an FTS5 MATCH expression and the phrases bm25() weighs."""
     parser = _Parser(match)
     text = parser.parse()
-    if text is None:
-        return Parsed(None, ())
-    positive = _Parser(match, positive=True).parse() if "!" in text else None
-    return Parsed(text, tuple(parser.phrases), positive if positive != text else None)
+    return Parsed(text, tuple(parser.phrases) if text is not None else ())
