@@ -456,8 +456,8 @@ FOUND_RANGED = """matching AS MATERIALIZED (
         UNION ALL
         SELECT ARRAY(SELECT DISTINCT i.id FROM usable u CROSS JOIN LATERAL unnest(u.newest) AS i(id)
                      WHERE i.id >= m.bound), m.bound, 1
-        FROM (SELECT max(bound) AS bound, count(*) AS n FROM usable) AS m
-        WHERE m.n = (SELECT count(*) FROM terms)) AS c
+        FROM (SELECT max(bound) AS bound, count(*) AS n, bool_or(required) AS required FROM usable) AS m
+        WHERE m.n = (SELECT count(*) FROM terms) AND NOT m.required) AS c
     ORDER BY c.pick LIMIT 1
 ), choice AS MATERIALIZED (
     SELECT CASE WHEN {lists} AND (SELECT bool_and(tm.newest IS NOT NULL AND (cardinality(tm.newest) >= ?
