@@ -185,7 +185,8 @@ def kept_counts(pg_url: str, forget: bool) -> int:
 
 
 def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep: bool,
-        log: Any, schema: str | None = None, cold: bool = False, questions: bool = False) -> dict[str, Any]:
+        log: Any, schema: str | None = None, cold: bool = False, questions: bool = False,
+        series: tuple[str, ...] = SERIES) -> dict[str, Any]:
     result: dict[str, Any] = {"machine": machine(), "config": {
         "observations": rows, "queries_per_series": n_queries, "seed": seed,
         "corpus": "bench/corpus.py synthetic coding sessions"}}
@@ -231,7 +232,7 @@ def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep:
             service = open_service(workdir / "home", url, now)
             try:
                 calls = workloads(service, corp, n_queries, seed, now)
-                result["latency"][engine] = {name: measured(calls[name], engine, pg_url, app) for name in SERIES}
+                result["latency"][engine] = {name: measured(calls[name], engine, pg_url, app) for name in series}
                 if questions:
                     result.setdefault("fts_questions", {})[engine] = per_question(calls["search_fts"], engine,
                                                                                  pg_url, app)
@@ -261,7 +262,7 @@ def render(r: dict[str, Any]) -> str:
              "| results (sqlite/pg) |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     lite, pg = r["latency"]["sqlite"], r["latency"]["postgres"]
-    for name in SERIES:
+    for name in lite:
         a, b = lite[name], pg[name]
         ratio = f"{b['p50_ms'] / a['p50_ms']:.2f}x" if a["p50_ms"] else "n/a"
         lines.append(f"| {name} | {a['p50_ms']} ms | {a['p95_ms']} ms | {b['p50_ms']} ms | {b['p95_ms']} ms | "
@@ -270,7 +271,7 @@ def render(r: dict[str, Any]) -> str:
               "backend and client, and its statements (round trips)", "",
               "| series | SQLite CPU | PostgreSQL backend CPU | backend/SQLite | PostgreSQL client CPU | round trips |",
               "|---|---:|---:|---:|---:|---:|"]
-    for name in SERIES:
+    for name in lite:
         a, b = lite[name], pg[name]
         backend = f"{b['backend_cpu_ms']} ms" if "backend_cpu_ms" in b else "n/a"
         share = (f"{b['backend_cpu_ms'] / a['client_cpu_ms']:.2f}x"
@@ -305,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
                              "word's rows are counted again, as on a fresh schema")
     parser.add_argument("--per-question", action="store_true",
                         help="time each FTS-syntax question again, one by one, on both engines")
+    parser.add_argument("--series", help=f"the series to time, comma-separated (default all: {', '.join(SERIES)})")
     args = parser.parse_args(argv)
+    series = tuple(n for n in SERIES if n in args.series.split(",")) if args.series else SERIES
     pg_base = os.environ.get("NMEM_BENCH_PG") or os.environ.get("NMEM_TEST_PG") or DEFAULT_PG
 
     def log(message: str) -> None:
@@ -317,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     keep = args.keep or args.workdir is not None
     try:
         result = run(args.rows, args.queries, args.seed, pg_base, Path(tmp), args.keep or args.schema is not None,
-                     log, args.schema, args.cold, args.per_question)
+                     log, args.schema, args.cold, args.per_question, series)
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
