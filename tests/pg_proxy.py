@@ -16,6 +16,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 Cut = Literal["before", "after"]
+SLOW_COMMIT_LOCK = 0x636F6D6D   # the advisory lock a slowed COMMIT waits for ("comm")
 _UNTYPED = {80877103, 80877104, 80877102, 196608}   # SSL, GSS encryption, cancel requests; startup
 
 
@@ -186,3 +187,31 @@ class PgProxy:
 def proxy_for(pg_url: str) -> PgProxy:
     parts = urlsplit(pg_url)
     return PgProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+
+
+class SlowCommits:
+    """COMMITs of writes to `table` wait, in progress on the server, while the test holds a lock: a
+    deferred constraint trigger takes it at COMMIT (as a synchronous replica's wait, or a slow
+    disk, keeps a COMMIT running)."""
+
+    def __init__(self, pg_url: str, table: str) -> None:
+        import psycopg
+
+        self.admin = psycopg.connect(pg_url, autocommit=True)
+        self.table = table
+        self.admin.execute(
+            "CREATE FUNCTION wait_at_commit() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$$ BEGIN PERFORM pg_advisory_xact_lock_shared({SLOW_COMMIT_LOCK}); RETURN NULL; END $$")
+        self.admin.execute(f"CREATE CONSTRAINT TRIGGER wait_at_commit AFTER INSERT ON {table} "
+                           "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION wait_at_commit()")
+
+    def hold(self) -> None:
+        self.admin.execute("SELECT pg_advisory_lock(%s)", (SLOW_COMMIT_LOCK,))
+
+    def release(self) -> None:
+        self.admin.execute("SELECT pg_advisory_unlock(%s)", (SLOW_COMMIT_LOCK,))
+
+    def close(self) -> None:
+        self.admin.execute("SELECT pg_advisory_unlock_all()")
+        self.admin.execute(f"DROP TRIGGER wait_at_commit ON {self.table}; DROP FUNCTION wait_at_commit()")
+        self.admin.close()

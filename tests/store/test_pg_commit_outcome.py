@@ -23,14 +23,13 @@ from nmem.errors import CommitUnknown, NmemError, StoreDisconnected
 from nmem.service.api import Service
 from nmem.store import open_store
 from nmem.store.records import NewMemory
-from pg_proxy import PgProxy, proxy_for
+from pg_proxy import PgProxy, SlowCommits, proxy_for
 from store_engines import ENGINES
 
 psycopg = pytest.importorskip("psycopg")
 
 POSTGRES = [e for e in ENGINES if getattr(e, "values", (e,))[0] == "postgres"]
 pytestmark = pytest.mark.parametrize("engine", POSTGRES)
-SLOW_COMMIT_LOCK = 0x636F6D6D   # the advisory lock a slowed COMMIT waits for ("comm")
 CWD = "/home/dev/code/outcome"
 
 
@@ -55,32 +54,6 @@ def _outcome(call: Callable[[], Any]) -> Any:
         return call()
     except NmemError as exc:
         return exc
-
-
-class SlowCommits:
-    """COMMITs of writes to `table` wait, in progress on the server, while the test holds a lock: a
-    deferred constraint trigger takes it at COMMIT (as a synchronous replica's wait, or a slow
-    disk, keeps a COMMIT running)."""
-
-    def __init__(self, pg_url: str, table: str) -> None:
-        self.admin = _admin(pg_url)
-        self.table = table
-        self.admin.execute(
-            "CREATE FUNCTION wait_at_commit() RETURNS trigger LANGUAGE plpgsql AS "
-            f"$$ BEGIN PERFORM pg_advisory_xact_lock_shared({SLOW_COMMIT_LOCK}); RETURN NULL; END $$")
-        self.admin.execute(f"CREATE CONSTRAINT TRIGGER wait_at_commit AFTER INSERT ON {table} "
-                           "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION wait_at_commit()")
-
-    def hold(self) -> None:
-        self.admin.execute("SELECT pg_advisory_lock(%s)", (SLOW_COMMIT_LOCK,))
-
-    def release(self) -> None:
-        self.admin.execute("SELECT pg_advisory_unlock(%s)", (SLOW_COMMIT_LOCK,))
-
-    def close(self) -> None:
-        self.admin.execute("SELECT pg_advisory_unlock_all()")
-        self.admin.execute(f"DROP TRIGGER wait_at_commit ON {self.table}; DROP FUNCTION wait_at_commit()")
-        self.admin.close()
 
 
 def _wait_for(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
