@@ -431,24 +431,33 @@ class Connection(SqlBase):
         self._pool.putconn(conn)
 
     def _take(self, first: Callable[[psycopg.Connection[Row]], T], what: str) -> tuple[psycopg.Connection[Row], T]:
-        """A pooled connection and what `first` returned on it. `first` must be safe to run twice:
+        """A pooled connection and what `first` returned on it. `first` must be safe to run again:
         a read, or the BEGIN of a transaction. When the server had ended the connection (it sat in
-        the pool, or the read was under way), the pool is checked and `first` runs on another."""
-        for attempt in (1, 2):
+        the pool, or the read was under way), the pool is checked and `first` runs on another, at
+        once the first time, then for up to `busy_timeout`: a server ending backends over and over
+        (a failover, an administrator's clean-up) fails a second try too, and a server starting
+        then would exit on its first read."""
+        deadline = 0.0
+        while True:
             conn = self._acquire()
             try:
                 return conn, first(conn)
             except psycopg.Error as exc:
                 self._put(conn)
-                if attempt == 2 or not _connection_lost(exc):
+                if not _connection_lost(exc):
+                    raise
+                now = time.monotonic()
+                if deadline and now > deadline:
                     raise
                 log.warning("%s: the database server had closed the connection (%s); on another",
                             what, _cause(exc))
+                if deadline:
+                    time.sleep(0.01)
+                deadline = deadline or now + self.busy_timeout_ms / 1000
                 self._drop_dead()
             except BaseException:
                 self._put(conn)
                 raise
-        raise AssertionError("unreachable")
 
     def _once(self, first: Callable[[psycopg.Connection[Row]], T], what: str) -> T:
         """`first` on a pooled connection (`_take`), the connection given back after it."""
