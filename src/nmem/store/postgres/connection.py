@@ -449,11 +449,12 @@ class Connection(SqlBase):
                 now = time.monotonic()
                 if deadline and now > deadline:
                     raise
-                log.warning("%s: the database server had closed the connection (%s); on another",
-                            what, _cause(exc))
                 if deadline:
-                    time.sleep(0.01)
-                deadline = deadline or now + self.busy_timeout_ms / 1000
+                    time.sleep(0.01)   # ended again: the server is ending backends over and over
+                else:   # logged once a call: a storm of ended backends would flood the log
+                    log.warning("%s: the database server had closed the connection (%s); on another",
+                                what, _cause(exc))
+                    deadline = now + self.busy_timeout_ms / 1000
                 self._drop_dead()
             except BaseException:
                 self._put(conn)
@@ -552,6 +553,7 @@ class Connection(SqlBase):
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
         status: str | None = None
         conn: psycopg.Connection[Any] | None = None
+        unanswered = 0
         try:
             while xid is not None:
                 try:
@@ -560,7 +562,10 @@ class Connection(SqlBase):
                     row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
                     status = row[0] if row else None
                 except psycopg.Error as exc:
-                    log.warning("commit: cannot ask the server what became of transaction %s (%s)", xid, _cause(exc))
+                    if not unanswered:   # the first alone: the server may stay unreachable throughout
+                        log.warning("commit: cannot ask the server what became of transaction %s (%s)",
+                                    xid, _cause(exc))
+                    unanswered += 1
                     status = None
                 if status in ("committed", "aborted") or time.monotonic() > deadline:
                     return status
