@@ -122,8 +122,8 @@ def _shut(end: socket.socket) -> None:
 
 
 class PgProxy:
-    """Relays every connection to `host:port`; `arm(cut)` cuts the connection of the next COMMIT
-    (on any connection), once."""
+    """Relays every connection to `host:port`; `arm(cut, skip)` cuts the connection of the COMMIT
+    that comes after `skip` others (counted over every connection), once."""
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
@@ -131,18 +131,22 @@ class PgProxy:
         self.port = self.listener.getsockname()[1]
         self.lock = threading.Lock()
         self.cut: Cut | None = None
+        self.skip = 0
         self.done = threading.Event()    # the armed cut happened
         self.sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, cut: Cut) -> None:
+    def arm(self, cut: Cut, skip: int = 0) -> None:
         with self.lock:
-            self.cut = cut
+            self.cut, self.skip = cut, skip
             self.done.clear()
 
     def take_cut(self) -> Cut | None:
         """At a COMMIT: the cut armed for it, if any (then disarmed)."""
         with self.lock:
+            if self.cut is not None and self.skip:
+                self.skip -= 1
+                return None
             cut, self.cut = self.cut, None
             return cut
 
