@@ -1,8 +1,10 @@
-"""`POST /api/v1/memories` (no idempotency key: sent twice, stored twice) on a real server whose
-PostgreSQL connection a real TCP relay cuts at the COMMIT (`pg_proxy`): the client hears what the
-database did. Committed, answer lost: 201, stored once. Cut before the COMMIT reached the server:
-503 `disconnected` (nothing stored, sending it again is safe). Still running past the server's
-wait: 503 `commit_unknown` (it may be stored: read before sending it again), stored once."""
+"""Keyless writes (sent twice, stored twice) on a real server whose PostgreSQL connection a real
+TCP relay cuts at the COMMIT (`pg_proxy`): the client hears what the database did. `POST
+/api/v1/memories`, alone in its transaction: committed, answer lost: 201, stored once; cut before
+the COMMIT reached the server: 503 `disconnected` (nothing stored, sending it again is safe);
+still running past the server's wait: 503 `commit_unknown` (it may be stored: read before
+sending it again), stored once. Claude Code's `POST /api/v1/hook` events, grouped in one
+transaction by the writer: stored once each whatever became of their COMMIT."""
 
 from __future__ import annotations
 
