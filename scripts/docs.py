@@ -219,8 +219,9 @@ ERROR_CODES = (
      "nothing was changed", "6"),
     ("-32602", "`invalid_argument`, `query_syntax`", "malformed: the wrong type (`\"ten\"`, `true`, `1.5`), a missing "
      "argument, an unknown name, an FTS5 query SQLite cannot parse", "2"),
-    ("-32603", "`storage`, `busy`, `disconnected`, `internal`", "the database failed (the message says how, "
-     "without its path), or a bug: a generic message, the details only in the server's log", "4, 1"),
+    ("-32603", "`storage`, `busy`, `disconnected`, `commit_unknown`, `internal`",
+     "the database failed (the message says how, without its path), or a bug: a generic message, the details "
+     "only in the server's log", "4, 1"),
 )
 ERRORS = """
 ## Errors
@@ -238,7 +239,9 @@ How the code travels:
   the model reads the message and can correct itself. The code and kind are in the result's
   `_meta`: `{"nmem/error": {"code": -32001, "kind": "not_found"}}`; an error worth retrying
   (`busy`: the database stayed locked; `disconnected`: the PostgreSQL server dropped the
-  connection and nothing was written) adds `retry_after`, the seconds to wait. There is no
+  connection and nothing was written; `commit_unknown`: it dropped the connection after COMMIT
+  and whether the write was stored is unknown, so read before writing it again) adds
+  `retry_after`, the seconds to wait. There is no
   `structuredContent` on an error (some clients would check it against the tool's
   `outputSchema`). Arguments that break the tool's `inputSchema` are errors the same way:
   a wrong type -32602, a value outside the schema's range or length -32002. An unknown

@@ -93,6 +93,16 @@ class StoreDisconnected(StoreUnavailable):
     retry_after = 2
 
 
+class CommitUnknown(StoreUnavailable):
+    """The connection dropped after COMMIT was sent, and the database server could not tell within
+    the wait whether the transaction committed (it was still running, or could not be asked). The
+    write may be stored: unlike StoreDisconnected, sending it again may store it twice unless it
+    carries a key (a hook event's); a client should read before writing it again."""
+
+    kind = "commit_unknown"
+    retry_after = 2
+
+
 class StoreReadOnly(StoreUnavailable):
     """The database (its file, directory or file system) can be read but not written."""
 

@@ -27,6 +27,14 @@ waiting, it stores up to `http.write_batch` of them in one transaction, each in 
 answers each caller: nobody hears "stored" before the commit is durable. The change feed reads
 committed rows, so no stream sees a write the batch undid. A lone write, and every write not
 marked for grouping, runs exactly as before: alone, in its own transaction.
+
+A batch that failed stored nothing, so each of its writes runs again alone, with one exception: a
+COMMIT whose answer was lost (the connection dropped after PostgreSQL received it). The store asks
+the server what became of the transaction (`transaction()`'s contract): committed, the batch's
+answers stand; aborted, an ordinary failure; unknown within its wait, CommitUnknown (503, Retry-After)
+for each write and none runs again, since each may be stored already and a keyless one (a Claude
+Code HTTP hook's event) would be stored twice. SQLite's COMMIT runs in this process: its outcome
+is what it returned, never unknown.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from nmem.errors import NmemError, TransactionLost
+from nmem.errors import CommitUnknown, NmemError, TransactionLost
 
 T = TypeVar("T")
 log = logging.getLogger("nmem.http")
@@ -376,6 +384,12 @@ class WriteLane(Lane):
             self.commits += 1
             self.shared += len(batch)
             self._learn_batch(batch, parts, time.perf_counter() - began)
+        except CommitUnknown as unknown:
+            # The COMMIT's answer was lost and the server could not say whether it committed: it
+            # may have stored every write, so none runs again (a keyless one would be stored twice).
+            self.forget()
+            outcomes += [(False, unknown)] * (len(batch) - len(outcomes))
+            outcomes = [(False, unknown) if ok else (ok, value) for ok, value in outcomes]
         except Exception:
             # Nothing of the batch is stored (a failed BEGIN or COMMIT, a part that took the
             # transaction with it): each write runs again alone, as it would have without grouping.

@@ -24,6 +24,7 @@ from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from nmem.errors import (
+    CommitUnknown,
     QuerySyntaxError,
     StorageError,
     StoreBusy,
@@ -363,7 +364,11 @@ class Connection(SqlBase):
     # -- transactions and migrations ---------------------------------------------------------
 
     def transaction(self) -> _Transaction:
-        """A write transaction on this thread's connection; nested uses join the outer one."""
+        """A write transaction on this thread's connection; nested uses join the outer one.
+
+        What its end tells: a normal exit, committed (also when COMMIT's answer was lost and the
+        server says it committed); CommitUnknown, the answer lost and the outcome unknown (it may
+        have committed: not to be written again blindly); any other error, nothing committed."""
         return _Transaction(self)
 
     def _in_write(self) -> bool:
@@ -395,7 +400,9 @@ class Connection(SqlBase):
     # - under a read (a statement of its own, a snapshot's BEGIN, the feed's lock): read again;
     # - inside a write transaction: nothing of it committed; the caller hears StoreDisconnected
     #   (503, Retry-After) and the next write takes a fresh connection;
-    # - under COMMIT: the answer is lost, not the outcome: `_commit_outcome` asks the server;
+    # - under COMMIT: the answer is lost, not the outcome: `_commit_outcome` asks the server, and
+    #   raises CommitUnknown when it cannot tell (never StoreDisconnected, which promises nothing
+    #   was stored);
     # - while connecting: the pool gives the attempt up, and the next request connects again.
     # Nothing but nmem's own errors leaves this class, and the server's log names each cause.
 
@@ -425,24 +432,34 @@ class Connection(SqlBase):
         self._pool.putconn(conn)
 
     def _take(self, first: Callable[[psycopg.Connection[Row]], T], what: str) -> tuple[psycopg.Connection[Row], T]:
-        """A pooled connection and what `first` returned on it. `first` must be safe to run twice:
+        """A pooled connection and what `first` returned on it. `first` must be safe to run again:
         a read, or the BEGIN of a transaction. When the server had ended the connection (it sat in
-        the pool, or the read was under way), the pool is checked and `first` runs on another."""
-        for attempt in (1, 2):
+        the pool, or the read was under way), the pool is checked and `first` runs on another, at
+        once the first time, then for up to `busy_timeout`: a server ending backends over and over
+        (a failover, an administrator's clean-up) fails a second try too, and a server starting
+        then would exit on its first read."""
+        deadline = 0.0
+        while True:
             conn = self._acquire()
             try:
                 return conn, first(conn)
             except psycopg.Error as exc:
                 self._put(conn)
-                if attempt == 2 or not _connection_lost(exc):
+                if not _connection_lost(exc):
                     raise
-                log.warning("%s: the database server had closed the connection (%s); on another",
-                            what, _cause(exc))
+                now = time.monotonic()
+                if deadline and now > deadline:
+                    raise
+                if deadline:
+                    time.sleep(0.01)   # ended again: the server is ending backends over and over
+                else:   # logged once a call: a storm of ended backends would flood the log
+                    log.warning("%s: the database server had closed the connection (%s); on another",
+                                what, _cause(exc))
+                    deadline = now + self.busy_timeout_ms / 1000
                 self._drop_dead()
             except BaseException:
                 self._put(conn)
                 raise
-        raise AssertionError("unreachable")
 
     def _once(self, first: Callable[[psycopg.Connection[Row]], T], what: str) -> T:
         """`first` on a pooled connection (`_take`), the connection given back after it."""
@@ -510,18 +527,10 @@ class Connection(SqlBase):
         """After a COMMIT whose connection was lost, the server may have committed or not: told
         "try again" after it did, a caller would store the write twice. So the server is asked
         what became of the transaction (its id was taken at BEGIN): return when it committed,
-        StoreDisconnected when it did not (nothing stored: writing again is safe) or when that
-        cannot be known (the server unreachable, or the transaction still finishing)."""
-        deadline = time.monotonic() + self.busy_timeout_ms / 1000
-        status = None
-        while xid is not None:
-            try:
-                status = self._query("SELECT pg_xact_status(?::xid8)", (xid,))[0][0]
-            except StorageError:
-                status = None   # the server is unreachable for now (logged there): ask again
-            if status in ("committed", "aborted") or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)   # or the backend is still ending: it commits or aborts within moments
+        StoreDisconnected when it did not (nothing stored: writing again is safe), CommitUnknown
+        when that cannot be known within `busy_timeout` (the transaction still running, or the
+        server unreachable): the write may be stored, so nothing may write it again blindly."""
+        status = self._xact_status(xid)
         if status == "committed":
             log.warning("commit: the database server closed the connection (%s) after the transaction "
                         "committed; answered as committed", _cause(lost))
@@ -531,8 +540,41 @@ class Connection(SqlBase):
             raise StoreDisconnected(f"{error.message} (nothing was stored)") from lost
         log.error("commit: the database server closed the connection (%s); whether transaction %s "
                   "committed is unknown (%s)", _cause(lost), xid, status or "the server did not answer")
-        raise StoreDisconnected("cannot commit: the database server closed the connection, and whether "
-                                "the write was stored is unknown; check before writing it again") from lost
+        raise CommitUnknown("cannot commit: the database server closed the connection, and whether "
+                            "the write was stored is unknown; check before writing it again") from lost
+
+    def _xact_status(self, xid: str | None) -> str | None:
+        """What the server says became of transaction `xid`: `committed` or `aborted`, or what it
+        last said (`in progress`; None: not asked, or no answer) when it did not end within
+        `busy_timeout`. Asked on a connection of its own, not a pooled one: the pool's may have
+        gone with the lost one (a dropped link), or all be busy. A backend whose client went away
+        ends its transaction within moments (it commits what it had received COMMIT for, aborts
+        the rest); one still running past the wait is waiting for something (a lock, a
+        synchronous replica)."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        status: str | None = None
+        conn: psycopg.Connection[Any] | None = None
+        unanswered = 0
+        try:
+            while xid is not None:
+                try:
+                    conn = conn if conn is not None and not conn.closed else psycopg.connect(
+                        self._conninfo, autocommit=True, connect_timeout=max(1, self.busy_timeout_ms // 1000))
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+                    status = row[0] if row else None
+                except psycopg.Error as exc:
+                    if not unanswered:   # the first alone: the server may stay unreachable throughout
+                        log.warning("commit: cannot ask the server what became of transaction %s (%s)",
+                                    xid, _cause(exc))
+                    unanswered += 1
+                    status = None
+                if status in ("committed", "aborted") or time.monotonic() > deadline:
+                    return status
+                time.sleep(0.02)
+        finally:
+            if conn is not None:
+                conn.close()
+        return status
 
     def _open_snapshot(self) -> None:
         held = self._held
