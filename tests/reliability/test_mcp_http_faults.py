@@ -221,10 +221,12 @@ def test_a_get_that_declares_a_body_still_has_it_timed(server: HttpServer, decla
 def test_bytes_after_a_get_without_a_body_are_the_next_head_under_its_deadline(server: HttpServer) -> None:
     """A GET that declares no body is answered at once; what the client sends after it is the
     next request's head, cut at the head deadline when it never ends."""
-    outcome = SlowClient(server.port, get_head(server.port, "\r\n"), b"X-Slow: 1\r\n").wait()
+    next_head = b"GET /health HTTP/1.1\r\n" + b"X-Slow: 1\r\n" * 20
+    outcome = SlowClient(server.port, get_head(server.port, "\r\n"), next_head).wait()
     assert outcome.response.startswith(b"HTTP/1.1 200 "), outcome.response[:80]
     assert outcome.closed, outcome
-    assert outcome.seconds < TIMEOUT + 3, outcome
+    assert b"HTTP/1.1 408 " in outcome.response, outcome.response[-200:]
+    assert TIMEOUT * 0.9 <= outcome.seconds < TIMEOUT + 3, outcome
 
 
 def test_a_get_declaring_a_10_mb_body_is_413_and_a_chunked_one_is_cut(server: HttpServer) -> None:
@@ -275,6 +277,22 @@ def test_oversized_headers_are_431(server: HttpServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(fits + INITIALIZE)
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_head_too_large_in_several_reads_is_431(server: HttpServer) -> None:
+    """The head's size counts across reads: each part fits, the whole does not."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(head(server.port, extra=f"X-Big-1: {'a' * (MAX_HEADER * 3 // 4)}\r\n"))
+        time.sleep(0.2)
+        sock.sendall(f"X-Big-2: {'b' * (MAX_HEADER * 3 // 4)}\r\n\r\n".encode())
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:80]
+    assert initialize(server).status == 200
 
 
 def test_too_many_connections_get_503_until_the_slow_ones_are_cut(server: HttpServer) -> None:
