@@ -44,19 +44,24 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)  # type: ignore[arg-type]
         self._head_timer: asyncio.TimerHandle | None = None
         self._expect_head = True   # the next bytes begin (or continue) a request's head
+        self._in_head = False      # the parser has begun a head it has not finished
         self._head_so_far = b""    # a head begun in an earlier read, to find its end and size
-        self._wait_for_head()
+        self._wait_for_head()      # a client that never sends a byte
 
     def data_received(self, data: bytes) -> None:
         if self._expect_head and self._head_too_large(data):
             self._reject(431, "request header fields too large")
             return
         super().data_received(data)
-        if self._expect_head and not self.transport.is_closing():
+        if self._in_head:
             self._wait_for_head()  # a head begun (on an idle keep-alive connection too): the same deadline
 
+    def on_message_begin(self) -> None:
+        self._in_head = True
+        super().on_message_begin()
+
     def on_headers_complete(self) -> None:
-        self._expect_head = False
+        self._expect_head = self._in_head = False
         self._head_so_far = b""
         self._stop_waiting()
         super().on_headers_complete()
