@@ -278,7 +278,7 @@ class Guard:
 
 def _declares_no_body(headers: dict[str, str]) -> bool:
     """Whether the request's head says it has no body: no Transfer-Encoding and no Content-Length
-    (or 0). h11, under uvicorn, then reads no body at all (a request is never read to the
+    (or 0). The HTTP parser then reads no body at all (a request is never read to the
     connection's close), so there is nothing to time or to count: no timeout scope, no replay.
     Bytes sent after such a head are the next request's head, under the head limits
     (`nmem.adapters.http.protocol`)."""
