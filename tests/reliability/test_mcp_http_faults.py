@@ -204,6 +204,51 @@ def test_a_streamed_10_mb_body_is_cut_after_the_limit(server: HttpServer) -> Non
     assert initialize(server).status == 200
 
 
+def get_head(port: int, extra: str) -> bytes:
+    return f"GET /api/v1/search?query=cache HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}".encode()
+
+
+@pytest.mark.parametrize("declared", ["Content-Length: 10000\r\n\r\n{", "Transfer-Encoding: chunked\r\n\r\nffff\r\n"])
+def test_a_get_that_declares_a_body_still_has_it_timed(server: HttpServer, declared: str) -> None:
+    """Only a head that declares no body skips the body's deadline: a GET declaring one (a length,
+    or chunks) and trickling it is cut like a POST."""
+    outcome = SlowClient(server.port, get_head(server.port, declared), b"x").wait()
+    assert outcome.closed, outcome
+    assert TIMEOUT * 0.9 <= outcome.seconds < TIMEOUT + 3, outcome
+    assert initialize(server).status == 200
+
+
+def test_bytes_after_a_get_without_a_body_are_the_next_head_under_its_deadline(server: HttpServer) -> None:
+    """A GET that declares no body is answered at once; what the client sends after it is the
+    next request's head, cut at the head deadline when it never ends."""
+    next_head = b"GET /health HTTP/1.1\r\n" + b"X-Slow: 1\r\n" * 20
+    outcome = SlowClient(server.port, get_head(server.port, "\r\n"), next_head).wait()
+    assert outcome.response.startswith(b"HTTP/1.1 200 "), outcome.response[:80]
+    assert outcome.closed, outcome
+    assert b"HTTP/1.1 408 " in outcome.response, outcome.response[-200:]
+    assert TIMEOUT * 0.9 <= outcome.seconds < TIMEOUT + 3, outcome
+
+
+def test_a_get_declaring_a_10_mb_body_is_413_and_a_chunked_one_is_cut(server: HttpServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(get_head(server.port, f"Content-Length: {10 * 1024 * 1024}\r\n\r\n"))
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:80]
+    chunk = b"%x\r\n%s\r\n" % (16 * 1024, b"x" * 16 * 1024)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        sock.sendall(get_head(server.port, "Transfer-Encoding: chunked\r\n\r\n"))
+        with pytest.raises(OSError):
+            while sent < 10 * 1024 * 1024:
+                sock.sendall(chunk)
+                sent += len(chunk)
+    assert sent < 10 * 1024 * 1024 / 2, sent
+    assert initialize(server).status == 200
+
+
 def test_a_body_just_under_the_limit_is_served(server: HttpServer) -> None:
     padded = json.loads(INITIALIZE)
     padded["params"]["clientInfo"]["name"] = "x" * (MAX_BODY - len(INITIALIZE) - 100)
@@ -232,6 +277,22 @@ def test_oversized_headers_are_431(server: HttpServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(fits + INITIALIZE)
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_head_too_large_in_several_reads_is_431(server: HttpServer) -> None:
+    """The head's size counts across reads: each part fits, the whole does not."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(head(server.port, extra=f"X-Big-1: {'a' * (MAX_HEADER * 3 // 4)}\r\n"))
+        time.sleep(0.2)
+        sock.sendall(f"X-Big-2: {'b' * (MAX_HEADER * 3 // 4)}\r\n\r\n".encode())
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:80]
+    assert initialize(server).status == 200
 
 
 def test_too_many_connections_get_503_until_the_slow_ones_are_cut(server: HttpServer) -> None:

@@ -58,33 +58,19 @@ class NmemApp:
         self.mcp = mcp
         self.policy = guard.policy
         self.metrics = metrics or observe.Metrics()
-        self.front = observe.Observe(self._guarded, self.metrics, lambda: starlette.routes)
+        # The guard's own reads (a team server looks its users up in the store) may raise an
+        # NmemError before any response began: it answers with its status, so a dropped database
+        # connection is a 503 with Retry-After, not a 500.
+        self.front = observe.Observe(guard, self.metrics, lambda: starlette.routes,
+                                     on_error=lambda exc: error_response(exc, context.service))
 
     @property
     def service(self) -> Service:
         return self.context.service
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Request id and metrics around everything (`observe.Observe`), then `_guarded`."""
+        """Request id and metrics around everything (`observe.Observe`), then the guard, then the app."""
         await self.front(scope, receive, send)
-
-    async def _guarded(self, scope: Any, receive: Any, send: Any) -> None:
-        """The guard, then the app; an NmemError raised before any response began (the guard's
-        own reads: a team server looks its users up in the store) answers with its status, so
-        a dropped database connection is a 503 with Retry-After, not a 500."""
-        started = False
-
-        async def tracked(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] in ("http.response.start", "websocket.accept", "websocket.close")
-            await send(message)
-
-        try:
-            await self.guard(scope, receive, tracked)
-        except NmemError as exc:
-            if started or scope["type"] != "http":
-                raise
-            await error_response(exc, self.context.service)(scope, receive, send)
 
 
 def create_app(settings: Settings, *, service: Service | None = None, host: str | None = None,

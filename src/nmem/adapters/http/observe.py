@@ -38,6 +38,7 @@ from nmem.service.api import Service
 from nmem.team.accounts import require_admin
 
 HEADER = "x-request-id"
+_HEADER_BYTES = HEADER.encode()
 REQUEST_ID: ContextVar[str] = ContextVar("nmem_request_id", default="-")
 _CONVERTER = re.compile(r"\{(\w+):\w+\}")  # `{ref:path}` is shown as `{ref}`
 _SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -271,20 +272,33 @@ def route_of(routes: Iterable[BaseRoute], scope: dict[str, Any]) -> str:
     return "other"
 
 
+def _given_id(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The caller's `X-Request-Id`, when it is a sane token."""
+    for key, value in headers:
+        if key.lower() == _HEADER_BYTES:
+            given = value.decode("latin-1")
+            return given if _SANE_ID.fullmatch(given) else None
+    return None
+
+
 class Observe:
     """ASGI middleware: request id in and out, one access line, the request's metrics."""
 
-    def __init__(self, app: Callable[..., Any], metrics: Metrics, routes: Callable[[], Iterable[BaseRoute]]) -> None:
+    def __init__(self, app: Callable[..., Any], metrics: Metrics, routes: Callable[[], Iterable[BaseRoute]],
+                 on_error: Callable[[NmemError], Response] | None = None) -> None:
+        """`on_error`: the answer to an NmemError the app raised before an HTTP response began
+        (else it propagates)."""
         self.app = app
         self.metrics = metrics
         self.routes = routes
+        self.on_error = on_error
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        given = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == HEADER.encode()), "")
-        rid = given if _SANE_ID.fullmatch(given) else os.urandom(16).hex()
+        rid = _given_id(scope.get("headers", ())) or os.urandom(16).hex()
+        rid_bytes = rid.encode()
         token = REQUEST_ID.set(rid)
         started = time.perf_counter()
         status = 0
@@ -293,11 +307,15 @@ class Observe:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
-                message["headers"] = [*message.get("headers", []), (HEADER.encode(), rid.encode())]
+                message["headers"] = [*message.get("headers", ()), (_HEADER_BYTES, rid_bytes)]
             await send(message)
 
         try:
             await self.app(scope, receive, with_id)
+        except NmemError as exc:
+            if status or scope["type"] != "http" or self.on_error is None:
+                raise
+            await self.on_error(exc)(scope, receive, with_id)
         finally:
             seconds = time.perf_counter() - started
             method = scope.get("method", "WEBSOCKET")

@@ -1,24 +1,41 @@
-"""uvicorn's h11 protocol with the request-head limits uvicorn lacks (`http.header_timeout`,
+"""uvicorn's HTTP protocol with the request-head limits uvicorn lacks (`http.header_timeout`,
 `http.max_header_bytes`) and the connection cap it forgets for WebSockets
-(`http.max_connections`); the body limits live in `nmem.adapters.http.security`."""
+(`http.max_connections`); the body limits live in `nmem.adapters.http.security`.
+
+The server runs `GuardedHttpToolsProtocol` (uvicorn's protocol on httptools, llhttp's C parser):
+it parses a request and writes a response in about a third of the event loop's CPU that h11, a
+parser in pure Python, takes (`make bench-team`: the event loop held the GIL in over half the
+samples, h11 the largest part of it; uvicorn's h11 protocol guarded these limits before).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from nmem.adapters.net import Limits
 
-H11_REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
 
-class GuardedH11Protocol(H11Protocol):
-    """A deadline on each request's head and 431 for a head too large: uvicorn alone waits
-    forever for a head trickled a byte at a time (it times out only idle keep-alive
-    connections), and h11 alone lets a large head through when it arrives in one read."""
+def reject(transport: asyncio.WriteTransport, status: int, message: str) -> None:
+    """Answer `status` with the API's error shape and close, before any request reached the app."""
+    kind = {408: "timeout", 503: "busy"}.get(status, "too_large")
+    body = json.dumps({"error": {"type": kind, "message": message, "code": -32000}}).encode()
+    retry = "retry-after: 1\r\n" if status == 503 else ""
+    head = (f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n{retry}connection: close\r\n\r\n")
+    transport.write(head.encode("ascii") + body)
+    transport.close()
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, guarded: a deadline on each request's head, from
+    the connection's start or the first byte of a head on a keep-alive connection to the head's
+    end; 431 for a head larger than `max_head_bytes`, counted before the parser sees it (llhttp
+    sets no limit of its own); and the connection cap for WebSocket handshakes."""
 
     head_timeout: float = Limits.header_timeout
     max_head_bytes: int = Limits.max_header_bytes
@@ -26,37 +43,55 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         self._head_timer: asyncio.TimerHandle | None = None
-        self._wait_for_head()
+        self._expect_head = True   # the next bytes begin (or continue) a request's head
+        self._in_head = False      # the parser has begun a head it has not finished
+        self._head_so_far = b""    # a head begun in an earlier read, to find its end and size
+        self._wait_for_head()      # a client that never sends a byte
 
     def data_received(self, data: bytes) -> None:
-        if self.conn.their_state is h11.IDLE and self._head_size(data) > self.max_head_bytes:
+        if self._expect_head and self._head_too_large(data):
             self._reject(431, "request header fields too large")
             return
         super().data_received(data)
-        if self.conn.their_state is h11.IDLE:
-            self._wait_for_head()  # a head begun on an idle keep-alive connection: the same deadline
-        else:
-            self._stop_waiting()
+        if self._in_head:
+            self._wait_for_head()  # a head begun (on an idle keep-alive connection too): the same deadline
 
-    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+    def on_message_begin(self) -> None:
+        self._in_head = True
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._expect_head = self._in_head = False
+        self._head_so_far = b""
+        self._stop_waiting()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._expect_head = True   # what follows is the next request's head
+        super().on_message_complete()
+
+    def handle_websocket_upgrade(self) -> None:
         """uvicorn counts an open WebSocket among the connections but checks the cap only for
         plain requests: a WebSocket handshake past `http.max_connections` gets the same 503."""
         limit = self.limit_concurrency
         if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
             self._reject(503, "too many open connections; try again later")
             return
-        super().handle_websocket_upgrade(event)
+        super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
         super().connection_lost(exc)
 
-    def _head_size(self, data: bytes) -> int:
-        """The size of the head being received so far (h11 checks only a head still incomplete
-        after a read, so a large one arriving whole would pass)."""
-        pending = self.conn.trailing_data[0] + data
+    def _head_too_large(self, data: bytes) -> bool:
+        pending = self._head_so_far + data
         end = pending.find(b"\r\n\r\n")
-        return len(pending) if end < 0 else end + 4
+        if end >= 0:
+            return end + 4 > self.max_head_bytes
+        if len(pending) > self.max_head_bytes:
+            return True
+        self._head_so_far = pending   # at most max_head_bytes, kept until the head ends
+        return False
 
     def _wait_for_head(self) -> None:
         if self._head_timer is None and not self.transport.is_closing():
@@ -69,20 +104,14 @@ class GuardedH11Protocol(H11Protocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if self._expect_head and not self.transport.is_closing():
             self._reject(408, "request header not received in time")
 
     def _reject(self, status: int, message: str) -> None:
-        kind = {408: "timeout", 503: "busy"}.get(status, "too_large")
-        body = json.dumps({"error": {"type": kind, "message": message, "code": -32000}}).encode()
-        retry = "retry-after: 1\r\n" if status == 503 else ""
-        head = (f"HTTP/1.1 {status} {H11_REASONS[status]}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\n{retry}connection: close\r\n\r\n")
-        self.transport.write(head.encode("ascii") + body)
-        self.transport.close()
+        reject(self.transport, status, message)
 
 
 def protocol_for(limits: Limits) -> type[asyncio.Protocol]:
     """The HTTP protocol class uvicorn instantiates per connection, bound to these limits."""
-    return type("NmemHttpProtocol", (GuardedH11Protocol,),
+    return type("NmemHttpProtocol", (GuardedHttpToolsProtocol,),
                 {"head_timeout": limits.header_timeout, "max_head_bytes": limits.max_header_bytes})

@@ -144,8 +144,11 @@ class Endpoint:
         return json_response(result, self.status)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False)   # json.dumps' own, made once
+
+
 def json_response(data: Any, status: int = 200) -> Response:
-    text = json.dumps(data, ensure_ascii=False, default=str, allow_nan=False)
+    text = _ENCODER.encode(data)
     return Response(text, status_code=status, media_type="application/json",
                     headers={"cache-control": "no-store"})
 
@@ -171,15 +174,20 @@ def _is_list(annotation: Any) -> bool:
     return False
 
 
+@functools.cache
+def _query_fields(model: type[pydantic.BaseModel]) -> tuple[dict[str, str], frozenset[str]]:
+    """A parameter model's aliases (alias -> field) and its list fields, worked out once per model."""
+    fields = model.model_fields
+    by_alias = {f.alias: name for name, f in fields.items() if f.alias}
+    return by_alias, frozenset(name for name, f in fields.items() if _is_list(f.annotation))
+
+
 def _parse_params(model: type[pydantic.BaseModel], request: Request) -> Any:
     data: dict[str, Any] = dict(request.path_params)
     query = request.query_params
-    fields = model.model_fields
-    by_alias = {f.alias: name for name, f in fields.items() if f.alias}
+    by_alias, lists = _query_fields(model)
     for key in query:
-        name = by_alias.get(key, key)
-        info = fields.get(name)
-        if info is not None and _is_list(info.annotation):
+        if by_alias.get(key, key) in lists:
             # `files=a&files=b` and claude-mem's `files=a,b` both give a list
             data[key] = [part.strip() for value in query.getlist(key) for part in value.split(",") if part.strip()]
         else:

@@ -233,16 +233,17 @@ class Guard:
             else:
                 await refused(scope, receive, send)
             return
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not _declares_no_body(headers):
             replay = await self._body(scope, receive, send, headers, cors)
             if replay is None:
                 return
             receive = replay
+        extra = [*RESPONSE_HEADERS, *((k.encode(), v.encode()) for k, v in cors.items())] if cors \
+            else RESPONSE_HEADERS
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                extra = [*RESPONSE_HEADERS, *((k.encode(), v.encode()) for k, v in cors.items())]
-                message["headers"] = [*message.get("headers", []), *extra]
+                message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
         with acting_as(scope.get(SCOPE_KEY)):
@@ -273,6 +274,15 @@ class Guard:
         except TimeoutError:
             await refusal(408, "timeout", "request body not received in time", cors)(scope, receive, send)
         return None
+
+
+def _declares_no_body(headers: dict[str, str]) -> bool:
+    """Whether the request's head says it has no body: no Transfer-Encoding and no Content-Length
+    (or 0). The HTTP parser then reads no body at all (a request is never read to the
+    connection's close), so there is nothing to time or to count: no timeout scope, no replay.
+    Bytes sent after such a head are the next request's head, under the head limits
+    (`nmem.adapters.http.protocol`)."""
+    return "transfer-encoding" not in headers and headers.get("content-length", "0") == "0"
 
 
 def _cors_headers(origin: str) -> dict[str, str]:

@@ -35,7 +35,7 @@ async def serve(app: NmemApp, *, host: str, port: int, sockets: list[socket.sock
     limits = app.policy.limits
     tune_gc()
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                            http=protocol_for(limits), h11_max_incomplete_event_size=limits.max_header_bytes,
+                            http=protocol_for(limits),
                             timeout_keep_alive=limits.keep_alive_timeout, limit_concurrency=limits.max_connections,
                             ws_max_size=limits.max_body_bytes,  # a WebSocket message is a body too
                             timeout_graceful_shutdown=SHUTDOWN_GRACE)
