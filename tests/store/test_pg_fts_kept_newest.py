@@ -13,6 +13,7 @@ import pytest
 from nmem.store import NewObservation
 from nmem.store.protocol import Store
 from nmem.store.records import SearchFilters
+from pg_kept_support import kept_lists, until_listed, walked
 from store_engines import ENGINES
 
 pytest.importorskip("psycopg")
@@ -34,11 +35,6 @@ def _add(store: Store, n: int, start: int = 0) -> list[int]:
                                                  f"{TEXTS[(start + i) % len(TEXTS)]} step {start + i}",
                                                  tool_name="Bash"))
             for i in range(n)]
-
-
-def _lists(store: Store) -> dict[str, list[int] | None]:
-    rows = store._query("SELECT word, newest FROM word_counts WHERE tbl = 'observations' AND word <> ''")  # type: ignore[attr-defined]
-    return {str(r[0]): (None if r[1] is None else [int(i) for i in r[1]]) for r in rows}
 
 
 def _newest(store: Store, term: str, up_to: int | None = None) -> list[int]:
@@ -69,28 +65,6 @@ def _ranked(store: Store, match: str, want: int = 3) -> tuple[list[tuple[int, fl
     return best, _by_key(plan)
 
 
-def _walked(store: Store, match: str, monkeypatch: pytest.MonkeyPatch, want: int = 3) -> list[tuple[int, float]]:
-    """The same question ranked with the key walked (no kept ids taken)."""
-    from nmem.store.postgres import search
-    from nmem.store.postgres.tsquery import parse
-
-    with monkeypatch.context() as patched:
-        patched.setattr(search, "disjunctive", lambda parsed: False)
-        patched.setattr(search, "range_limits", lambda q, w: (0.0, 0.0, 1.0))
-        return store._bm25_newest("observations", parse(match), SearchFilters(), want)  # type: ignore[attr-defined]
-
-
-def _until_listed(store: Store, match: str, terms: tuple[str, ...]) -> None:
-    """Search until the terms' ids are kept (a write-back waits for a moment no other test
-    process's write is in flight: SETTLED)."""
-    for _ in range(200):
-        _ranked(store, match)
-        lists = _lists(store)
-        if all(lists.get(t) is not None for t in terms):
-            return
-    raise AssertionError(f"ids of {terms} never kept")
-
-
 @pytest.mark.parametrize("engine", POSTGRES)
 def test_the_kept_newest_ids_rank_as_the_walk_does(store: Store, engine: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,21 +74,21 @@ def test_the_kept_newest_ids_rank_as_the_walk_does(store: Store, engine: str,
     monkeypatch.setattr(search, "RELEVANCE_WINDOW", WINDOW)
     _add(store, 40)
     for match, terms in QUESTIONS:
-        _until_listed(store, match, terms)
-        lists = _lists(store)
+        until_listed(store, _ranked, match, terms)
+        lists = kept_lists(store)
         for term in terms:   # the newest WINDOW of each (all of a term in fewer rows)
             assert lists[term] == _newest(store, term), (match, term)
         best, kept = _ranked(store, match)
-        assert kept and best and best == _walked(store, match, monkeypatch), match
+        assert kept and best and best == walked(store, match, monkeypatch), match
 
     # rows past the kept ids (fewer than WRITE_BACK_LAG: nothing written back) are read in
     more = _add(store, 9, start=40)
-    before = _lists(store)
+    before = kept_lists(store)
     for match, _ in QUESTIONS:
         best, kept = _ranked(store, match)
-        assert kept and best == _walked(store, match, monkeypatch), match
+        assert kept and best == walked(store, match, monkeypatch), match
         assert {i for i, _ in best} & set(more), match   # the new rows are among the newest
-    assert _lists(store) == before
+    assert kept_lists(store) == before
 
 
 @pytest.mark.parametrize("engine", POSTGRES)
@@ -125,8 +99,8 @@ def test_kept_ids_move_on_with_their_count_and_go_with_a_delete(store: Store, en
     monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
     monkeypatch.setattr(search, "RELEVANCE_WINDOW", WINDOW)
     ids = _add(store, 30)
-    _until_listed(store, "login OR cache", ("login", "cach"))
-    assert _lists(store)["login"] == _newest(store, "login")
+    until_listed(store, _ranked, "login OR cache", ("login", "cach"))
+    assert kept_lists(store)["login"] == _newest(store, "login")
 
     # a question that needs no ids (an AND) moves the counts on: the kept ids move with them
     monkeypatch.setattr(search, "WRITE_BACK_LAG", 0)
@@ -136,18 +110,18 @@ def test_kept_ids_move_on_with_their_count_and_go_with_a_delete(store: Store, en
         kept = store._query("SELECT up_to FROM word_counts WHERE word = 'login'")  # type: ignore[attr-defined]
         if int(kept[0][0]) == max(ids) + 6:
             break
-    lists = _lists(store)
+    lists = kept_lists(store)
     assert lists["login"] == _newest(store, "login") and lists["login"][0] > max(ids)
     # cache was not asked: its count and ids stay as they were, to the row they were taken at
     assert lists["cach"] == _newest(store, "cach", max(ids)) != _newest(store, "cach")
     best, kept_way = _ranked(store, "login OR cache")
-    assert kept_way and best == _walked(store, "login OR cache", monkeypatch)
+    assert kept_way and best == walked(store, "login OR cache", monkeypatch)
 
     # a delete drops every kept count and id; the next search reads them again
     store.purge_observations([_newest(store, "login")[0]])
-    assert _lists(store) == {}
+    assert kept_lists(store) == {}
     best, kept_way = _ranked(store, "login OR cache")
-    assert kept_way and best == _walked(store, "login OR cache", monkeypatch)
+    assert kept_way and best == walked(store, "login OR cache", monkeypatch)
 
 
 @pytest.mark.parametrize("engine", POSTGRES)
@@ -158,14 +132,14 @@ def test_a_question_past_the_kept_ids_or_not_of_ors_alone_takes_another_way(
     monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
     monkeypatch.setattr(search, "RELEVANCE_WINDOW", WINDOW)
     _add(store, 30)
-    _until_listed(store, "login OR cache", ("login", "cach"))
+    until_listed(store, _ranked, "login OR cache", ("login", "cach"))
     # more rows wanted than are kept (login is in more than WINDOW rows): not the kept ids
     best, kept = _ranked(store, "login OR cache", want=WINDOW + 3)
-    assert not kept and best == _walked(store, "login OR cache", monkeypatch, want=WINDOW + 3)
+    assert not kept and best == walked(store, "login OR cache", monkeypatch, want=WINDOW + 3)
     for match in ("login AND cache", "login NOT cache", "NEAR(login page, 2)", "(login OR cache) AND token"):
         assert not search.disjunctive(search.parse(match)), match
         best, kept = _ranked(store, match)
-        assert not kept and best == _walked(store, match, monkeypatch), match
+        assert not kept and best == walked(store, match, monkeypatch), match
 
 
 @pytest.mark.parametrize("engine", POSTGRES)
@@ -178,15 +152,15 @@ def test_a_common_term_counted_already_gets_no_ids(store: Store, engine: str,
     _add(store, 30)
     for _ in range(200):   # counted by a question that takes no ids
         store._bm25_newest("observations", search.parse("token AND refresh"), SearchFilters(), 3)  # type: ignore[attr-defined]
-        if "token" in _lists(store):
+        if "token" in kept_lists(store):
             break
-    assert _lists(store)["token"] is None
+    assert kept_lists(store)["token"] is None
     # past LIST_ROWS rows, its rows are not read again for ids: the question takes another way
     monkeypatch.setattr(search, "LIST_ROWS", 3)
     for _ in range(3):
         best, kept = _ranked(store, "token OR logout")
-        assert not kept and best == _walked(store, "token OR logout", monkeypatch)
-    assert _lists(store)["token"] is None
+        assert not kept and best == walked(store, "token OR logout", monkeypatch)
+    assert kept_lists(store)["token"] is None
 
 
 @pytest.mark.parametrize("engine", POSTGRES)
@@ -198,13 +172,13 @@ def test_a_read_only_store_takes_kept_ids_and_reads_none(store: Store, store_url
     monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
     monkeypatch.setattr(search, "RELEVANCE_WINDOW", WINDOW)
     _add(store, 30)
-    _until_listed(store, "login OR cache", ("login", "cach"))
+    until_listed(store, _ranked, "login OR cache", ("login", "cach"))
     reader = open_store(store_url, readonly=True)
     try:
         best, kept = _ranked(reader, "login OR cache")   # kept by the writer: taken
-        assert kept and best == _walked(store, "login OR cache", monkeypatch)
+        assert kept and best == walked(store, "login OR cache", monkeypatch)
         best, kept = _ranked(reader, "redirect OR logout")   # none kept: not read for a store that keeps none
-        assert not kept and best == _walked(store, "redirect OR logout", monkeypatch)
+        assert not kept and best == walked(store, "redirect OR logout", monkeypatch)
     finally:
         reader.close()
-    assert _lists(store).get("redirect") is None
+    assert kept_lists(store).get("redirect") is None

@@ -15,6 +15,7 @@ import pytest
 from nmem.store import NewObservation
 from nmem.store.protocol import Store
 from nmem.store.records import SearchFilters
+from pg_kept_support import kept_lists, until_listed, walked
 from store_engines import ENGINES
 
 pytest.importorskip("psycopg")
@@ -70,39 +71,12 @@ def _ranked(store: Store, match: str, want: int = 3) -> tuple[list[tuple[int, fl
     return best, "sieve" if _sieved(plan) else "other"
 
 
-def _walked(store: Store, match: str, monkeypatch: pytest.MonkeyPatch, want: int = 3) -> list[tuple[int, float]]:
-    """The same question ranked with the key walked (no kept ids taken)."""
-    from nmem.store.postgres import search
-    from nmem.store.postgres.tsquery import parse
-
-    with monkeypatch.context() as patched:
-        patched.setattr(search, "sievable", lambda parsed: False)
-        patched.setattr(search, "disjunctive", lambda parsed: False)
-        patched.setattr(search, "range_limits", lambda q, w: (0.0, 0.0, 1.0))
-        return store._bm25_newest("observations", parse(match), SearchFilters(), want)  # type: ignore[attr-defined]
-
-
 def _newest(store: Store, match: str) -> list[int]:
     from nmem.store.postgres.tsquery import parse
 
     rows = store._query("SELECT id FROM observations WHERE tsv @@ to_tsquery('nmem', ?) "  # type: ignore[attr-defined]
                         "ORDER BY id DESC LIMIT ?", (str(parse(match).text), WINDOW))
     return [int(r[0]) for r in rows]
-
-
-def _lists(store: Store) -> dict[str, list[int] | None]:
-    rows = store._query("SELECT word, newest FROM word_counts WHERE tbl = 'observations' AND word <> ''")  # type: ignore[attr-defined]
-    return {str(r[0]): (None if r[1] is None else [int(i) for i in r[1]]) for r in rows}
-
-
-def _until_listed(store: Store, match: str, terms: tuple[str, ...]) -> None:
-    """Search until the terms' ids are kept (a write-back waits until no other test process's
-    write is in flight)."""
-    for _ in range(200):
-        _ranked(store, match)
-        if all(_lists(store).get(t) is not None for t in terms):
-            return
-    raise AssertionError(f"ids of {terms} never kept")
 
 
 # (question, how many of its newest matches the sieved kept ids hold: all, some or none). A term
@@ -126,17 +100,17 @@ def test_a_not_or_a_prefix_ranks_the_sieved_kept_ids_as_the_walk_does(store: Sto
         assert search.sievable(search.parse(match)), match
         best, way = _ranked(store, match)
         assert way == ("other" if match in FETCHED else "sieve"), match
-        assert best == _walked(store, match, monkeypatch), match
+        assert best == walked(store, match, monkeypatch), match
         assert (not best) == (held == "no match"), match
         assert {i for i, _ in best} <= set(_newest(store, match)), match
     # as the kept ids are taken once kept (none read again), and with the rest below them walked
-    _until_listed(store, "log* NOT cache", ("'log':*",))
+    until_listed(store, _ranked, "log* NOT cache", ("'log':*",))
     for margin in (1.2, 1e-6):
         monkeypatch.setattr(search, "SIEVE_MARGIN", margin)
         for match, _ in QUESTIONS:
             best, way = _ranked(store, match)
             assert way == ("other" if match in FETCHED else "sieve"), (match, margin)
-            assert best == _walked(store, match, monkeypatch), (match, margin)
+            assert best == walked(store, match, monkeypatch), (match, margin)
 
 
 @pytest.mark.parametrize("engine", POSTGRES)
@@ -169,14 +143,14 @@ def test_a_term_in_too_many_rows_gets_no_ids_and_the_question_takes_another_way(
     _add(store, 30)
     for _ in range(200):   # counted by a question that takes no ids
         store._bm25_newest("observations", search.parse("login AND page"), SearchFilters(), 3)  # type: ignore[attr-defined]
-        if "login" in _lists(store):
+        if "login" in kept_lists(store):
             break
-    assert _lists(store)["login"] is None
+    assert kept_lists(store)["login"] is None
     monkeypatch.setattr(search, "LIST_ROWS", 3)
     for _ in range(3):
         best, way = _ranked(store, "login NOT cache")
-        assert way == "other" and best == _walked(store, "login NOT cache", monkeypatch)
-    assert _lists(store)["login"] is None
+        assert way == "other" and best == walked(store, "login NOT cache", monkeypatch)
+    assert kept_lists(store)["login"] is None
 
 
 @pytest.mark.parametrize("engine", POSTGRES)
@@ -188,13 +162,13 @@ def test_a_read_only_store_sieves_kept_ids_and_reads_none(store: Store, store_ur
     monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)
     monkeypatch.setattr(search, "RELEVANCE_WINDOW", WINDOW)
     _add(store, 30)
-    _until_listed(store, "login NOT cache", ("login",))
+    until_listed(store, _ranked, "login NOT cache", ("login",))
     reader = open_store(store_url, readonly=True)
     try:
         best, way = _ranked(reader, "login NOT cache")   # kept by the writer: taken
-        assert way == "sieve" and best == _walked(store, "login NOT cache", monkeypatch)
+        assert way == "sieve" and best == walked(store, "login NOT cache", monkeypatch)
         best, way = _ranked(reader, "redirect NOT cache")   # none kept: not read by a store that keeps none
-        assert way == "other" and best == _walked(store, "redirect NOT cache", monkeypatch)
+        assert way == "other" and best == walked(store, "redirect NOT cache", monkeypatch)
     finally:
         reader.close()
-    assert _lists(store).get("redirect") is None
+    assert kept_lists(store).get("redirect") is None
