@@ -325,6 +325,8 @@ class Connection(SqlBase):
         self._totals: dict[str, tuple[int, int, int]] = {}   # table -> (rows, tokens, newest id then)
         self._bounds: dict[tuple[str, str], tuple[int, int]] = {}   # (table, tsquery) -> (most matches, docs then)
         self._weighted: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}   # memories, sessions
+        # memories, sessions -> (signature, the words' counts at it, the two arrays' texts or [])
+        self._weighted_dfs: dict[str, tuple[tuple[int, int], dict[str, int], list[str]]] = {}
         self._projects: dict[str, tuple[int, dict[str, float], float]] = {}   # table -> (docs then, shares, other's)
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)

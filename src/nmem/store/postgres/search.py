@@ -793,7 +793,7 @@ WITH {hidden}words AS MATERIALIZED (
 ), found AS (
     SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {found}
 )
-SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, t.parts AS nmem_parts,
+SELECT {output}, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, t.parts AS nmem_parts,
        (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs,
        {score} AS rank
 FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
@@ -817,6 +817,18 @@ EVEN_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
                / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
     FROM unnest(ts_filter(setweight(setweight({alias}.match_tsv, 'D'), 'A', w.terms), '{{a}}')) u), 0)"""
+
+# What BM25_WEIGHTED_SQL returns of a found row: every column but its tsvector (sessions, memories).
+# `{alias}.*` returned it twice (the row's, and `match_tsv` for the score), each written out as
+# text by PostgreSQL and read by Python on every row for nothing: 0.6 of the 4.7 ms of PostgreSQL
+# CPU a `search_curated` call took at 100k observations. tests/store/test_pg_plan_cost.py checks
+# these are the tables' columns.
+WEIGHTED_OUTPUT = {
+    "sessions": ("id", "project", "started_at", "ended_at", "signature", "summary", "root", "agent", "tokens"),
+    "memories": ("id", "uid", "domain", "namespace", "summary", "content", "tags", "source", "relates_to", "tier",
+                 "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at",
+                 "sync_version", "writer", "tokens"),
+}
 
 # scope -> how a found row is scored
 WEIGHTED = {"memories": CLASS_WEIGHTED_SCORE.format(
@@ -1305,21 +1317,33 @@ class SearchReads(Connection, ScopedSearch):
             where = f"{where} AND {scope.alias}.id NOT IN (SELECT id FROM hidden)"
             totals = SEEN_TOTALS.format(stamp=stamp, table=scope.table, seen=hide["seen"])
         sql = BM25_WEIGHTED_SQL.format(
+            output=", ".join(f"{scope.alias}.{c}" for c in WEIGHTED_OUTPUT[scope.name]),
             table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
             totals=totals, score=WEIGHTED[scope.name].format(alias=scope.alias), found=where,
             order=scope.order(order, True, self.dialect.binary), **hide)
         rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]
-        kept = f"{scope.table}:{rows_seen}:{stamps}"   # word counts kept for that signature
-        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items()) if t == kept}
+        terms, dfs = self._weighted_known(scope.table, (rows_seen, stamps))   # the counts kept for that signature
         if viewer is not None:   # counts over what one viewer sees: neither taken from the cache nor kept
-            rows_seen, stamps, known = -1, -1, {}
+            rows_seen, stamps, terms, dfs = -1, -1, "{}", "{}"
         # a small table's statement keeps its generic plan (CUSTOM_PLAN_ROWS): whatever it
         # reads, it reads at most those rows, and planning it cost as much as running it
         rows_now = self._weighted.get(scope.table, ((-1, -1), (-1, 0)))[1][0]
         plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS else None
-        return sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, list(known),
-                     list(known.values()), q, *params,
+        return sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, terms, dfs, q, *params,
                      *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset], plans
+
+    def _weighted_known(self, table: str, signature: tuple[int, int]) -> tuple[str, str]:
+        """The words' counts kept for `table` at `signature` (rows, stamp), as the texts of the
+        two arrays BM25_WEIGHTED_SQL takes them in (its words, their counts): written once for
+        each change of the counts, not for every statement (a few hundred words: dumping them as
+        lists cost 0.5 ms of Python a statement, and finding them among every table's counts 0.3)."""
+        kept = self._weighted_dfs.get(table)
+        if kept is None or kept[0] != signature:
+            return "{}", "{}"
+        if not kept[2]:
+            quoted = ('"' + term.replace("\\", "\\\\").replace('"', '\\"') + '"' for term in kept[1])
+            kept[2].extend(("{" + ",".join(quoted) + "}", "{" + ",".join(str(df) for df in kept[1].values()) + "}"))
+        return kept[2][0], kept[2][1]
 
     def _weighted_found(self, scope: Scope, rows: Sequence[Any], viewer: str | None) -> list[tuple[Any, float]]:
         """`_weighted_bm25`'s rows as records and scores; the table's signature, and the words'
@@ -1330,8 +1354,13 @@ class SearchReads(Connection, ScopedSearch):
                 self._exec_aside(FOLD_TOTALS_SQL, [scope.table, scope.table])   # lost, it is folded later
             signature = (int(first["nmem_sig_rows"]), int(first["nmem_sig_stamp"]))
             self._weighted[scope.table] = (signature, (signature[0], int(first["nmem_tokens"])))
-            for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
-                self._remember_df(f"{scope.table}:{signature[0]}:{signature[1]}", str(term), int(df), signature[0])
+            kept = self._weighted_dfs.get(scope.table)
+            if kept is None or kept[0] != signature or len(kept[1]) > DF_CACHE_SIZE:
+                kept = self._weighted_dfs[scope.table] = (signature, {}, [])
+            counts = dict(zip(map(str, first["nmem_terms"] or ()), map(int, first["nmem_dfs"] or ()), strict=True))
+            if any(kept[1].get(term) != df for term, df in counts.items()):
+                kept[1].update(counts)
+                kept[2].clear()   # the arrays' texts are written again at the next statement
         return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     def search_memories_seen_by(self, viewer: str, match: str | None, filters: SearchFilters, order: str,
