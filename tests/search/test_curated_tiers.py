@@ -1,7 +1,8 @@
 """A search of everything reads the curated scopes (sessions, memories) for the strictest tier
 that finds anything in each, in one read of the store (`search_curated`: on PostgreSQL a round
-trip a tier, the looser one only for the scopes the stricter found nothing in). What it finds is what searching each scope a tier at a time finds: the same records,
-scores and order, the same tier; a team server's user sees only what they may see."""
+trip a tier, the looser one only for the scopes the stricter found nothing in). What it finds is
+what searching each scope a tier at a time finds: the same records, scores and order, the same
+tier; a team server's user sees only what they may see."""
 
 from __future__ import annotations
 
