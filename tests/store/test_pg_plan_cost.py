@@ -147,3 +147,23 @@ def test_weighted_rows_come_without_their_tsvectors(logged: tuple[Store, Log]) -
             "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(?) AND attnum > 0 "
             "AND NOT attisdropped", (name,))}
         assert table - {"tsv"} <= columns
+
+
+def test_reads_by_key_run_their_generic_plan_from_the_first(logged: tuple[Store, Log]) -> None:
+    """A page's observations and the prompts' turns, read by their ids: one plan whatever the
+    ids, prepared at the first read and never planned again, even on a connection the ranking
+    reads set to plan every run (force_custom_plan)."""
+    from nmem.store import NewObservation
+
+    store, _ = logged
+    ids = [store.add_observation(NewObservation(session_id="s-1", project="ledger", timestamp=T0 + n, obs_type="note",
+                                                source_event="PostToolUse", tool_name="Edit", file_path=None,
+                                                content=f"note {n}")) for n in range(3)]
+    with store.read_snapshot():
+        store._query("SET plan_cache_mode = force_custom_plan")  # type: ignore[attr-defined]
+        for n in range(3):
+            assert [o.id for o in store.get_observations(ids[n:])] == ids[n:]
+            store.prompt_turns([n + 1], [n + 1], 60)  # type: ignore[attr-defined]
+        runs = {text: (generic, custom) for text, generic, custom in prepared(store)}
+    by_key = [plans for text, plans in runs.items() if "o.id = ANY" in text or "WITH replies AS" in text]
+    assert sorted(by_key) == [(3, 0), (3, 0)], runs
