@@ -14,6 +14,7 @@ import pytest
 
 from nmem.store import NewMemory, open_store
 from nmem.store.postgres import search as pg_search
+from nmem.store.postgres.connection import _plan_each_run as plan_each_run
 from nmem.store.records import SearchFilters
 from store_engines import ENGINES
 
@@ -151,16 +152,21 @@ def test_weighted_rows_come_without_their_tsvectors(logged: tuple[Store, Log]) -
 
 def test_reads_by_key_run_their_generic_plan_from_the_first(logged: tuple[Store, Log]) -> None:
     """A page's observations and the prompts' turns, read by their ids: one plan whatever the
-    ids, prepared at the first read and never planned again, even on a connection the ranking
-    reads set to plan every run (force_custom_plan)."""
+    ids, prepared at the first read and never planned again on a connection the ranking reads
+    set to plan every run (force_custom_plan)."""
     from nmem.store import NewObservation
 
     store, _ = logged
     ids = [store.add_observation(NewObservation(session_id="s-1", project="ledger", timestamp=T0 + n, obs_type="note",
                                                 source_event="PostToolUse", tool_name="Edit", file_path=None,
                                                 content=f"note {n}")) for n in range(3)]
+    # every pooled connection as a ranking read on a large table leaves it (CUSTOM_PLANS)
+    pool = store._pool  # type: ignore[attr-defined]
+    held = [pool.getconn() for _ in range(max(1, store.pool_stats()["pool_size"]))]  # type: ignore[attr-defined]
+    for conn in held:
+        plan_each_run(conn)
+        pool.putconn(conn)
     with store.read_snapshot():
-        store._query("SET plan_cache_mode = force_custom_plan")  # type: ignore[attr-defined]
         for n in range(3):
             assert [o.id for o in store.get_observations(ids[n:])] == ids[n:]
             store.prompt_turns([n + 1], [n + 1], 60)  # type: ignore[attr-defined]

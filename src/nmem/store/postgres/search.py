@@ -30,7 +30,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt
-from nmem.store.postgres.connection import CUSTOM_PLANS, GENERIC_PLANS, SETTLED, Connection
+from nmem.store.postgres.connection import CUSTOM_PLANS, GENERIC_PLANS, KEYED_PLANS, SETTLED, Connection
 from nmem.store.postgres.tsquery import Parsed, Phrase, parse
 from nmem.store.records import Candidates, Found, FtsStats, SearchFilters
 from nmem.store.sql.base import (
@@ -889,11 +889,6 @@ BM25_SOURCES = {"observations": ("observations", "o", "observations o", observat
                 "prompts": ("prompts", "p", "prompts p JOIN sessions s ON s.id = p.session_id", prompt_filters)}
 
 
-# BY_KEY: a read of rows by their keys (`id = ANY(?)`) runs its generic plan (connection.GENERIC_PLANS):
-# the plan is the same whatever the ids, and a connection that plans its statements at every run
-# (CUSTOM_PLANS, for the ranking statements) planned these each time: 0.3 ms for the page's
-# observations and 0.6 ms for the prompts' turns, a search of everything at 100k observations.
-
 # ts_rank's weights for a scope's weight classes, listed D, C, B, A
 RANK_WEIGHTS = {"memories": MEMORY_WEIGHTS, "sessions": SESSION_WEIGHTS}
 
@@ -907,7 +902,7 @@ class SearchReads(Connection, ScopedSearch):
         if not ids:
             return Found()
         rows = self._query(f"SELECT {OBS_COLUMNS_O}, {ORIGIN_COLUMNS} FROM observations o{origin_join('o')} "
-                           "WHERE o.id = ANY(?)", ([int(i) for i in ids],), plans=GENERIC_PLANS)   # BY_KEY
+                           "WHERE o.id = ANY(?)", ([int(i) for i in ids],), plans=KEYED_PLANS)
         by_id = {row["id"]: Observation.from_row(row) for row in rows}
         return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
 
@@ -926,7 +921,7 @@ class SearchReads(Connection, ScopedSearch):
         seconds before the session's first reply among `ids` to just after its last (the user's
         prompts `sessions_prompts` reads for them). Replies with no such prompt are left out."""
         rows = self._query(PROMPT_TURNS_SQL, ([int(i) for i in ids], lookback, [int(i) for i in fetch]),
-                           plans=GENERIC_PLANS)   # BY_KEY
+                           plans=KEYED_PLANS)
         whole = [r for r in rows if r["nmem_kind"] == 1]
         by_id = {row["id"]: Prompt.from_row(row) for row in whole}
         turns = {int(r["id"]): int(r["nmem_turn"]) for r in rows if r["nmem_kind"] == 2 and r["nmem_turn"] is not None}
