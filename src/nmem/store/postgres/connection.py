@@ -224,6 +224,8 @@ def _settle(conn: psycopg.Connection[Row]) -> bool:
 
 def _execute(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None, fetch: bool,
              plans: str | None) -> tuple[list[Row], int]:
+    if plans == KEYED_PLANS:
+        plans = GENERIC_PLANS if conn in _PLANS_EACH_RUN else None
     if plans == GENERIC_PLANS:
         return _execute_generic(conn, sql, params, fetch)
     if plans == CUSTOM_PLANS and conn not in _PLANS_EACH_RUN:
@@ -251,6 +253,39 @@ def _execute_generic(conn: psycopg.Connection[Row], sql: str, params: Sequence[A
     return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
 
 
+def _execute_many(conn: psycopg.Connection[Row],
+                  statements: Sequence[tuple[str, Sequence[Any], str | None]]) -> list[list[Row]]:
+    """Several reads sent together (a pipeline: one round trip), each run as `_execute` runs
+    it alone (`plans`), their rows in order. A GENERIC_PLANS statement is prepared at its first
+    run and runs its generic plan, the connection set to it for those statements alone (one SET
+    before a run of them, one after): the same as running them in turn, in fewer round trips."""
+    if len(statements) == 1:
+        sql, params, plans = statements[0]
+        return [_execute(conn, sql, params, True, plans)[0]]
+    keyed = GENERIC_PLANS if conn in _PLANS_EACH_RUN else None
+    statements = [(sql, params, keyed if plans == KEYED_PLANS else plans) for sql, params, plans in statements]
+    cursors = []
+    generic = False
+    try:
+        with conn.pipeline():
+            for sql, params, plans in statements:
+                if generic != (plans == GENERIC_PLANS):
+                    generic = not generic
+                    conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS if generic else CUSTOM_PLANS}", prepare=False)
+                elif plans == CUSTOM_PLANS and conn not in _PLANS_EACH_RUN:
+                    conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}", prepare=False)
+                cursors.append(conn.execute(sql, params, prepare=True if generic else None))
+            if generic:
+                conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}", prepare=False)
+    except BaseException:
+        _PLANS_EACH_RUN.discard(conn)   # the last SET may not have run: set again next time
+        raise
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and any(
+            plans is not None for _, _, plans in statements):
+        _PLANS_EACH_RUN.add(conn)
+    return [cur.fetchall() if cur.description else [] for cur in cursors]
+
+
 # How a connection plans the runs of its prepared statements (`plan_cache_mode`). psycopg prepares
 # a statement after five runs on a connection, and PostgreSQL may then keep one generic plan for
 # it: for the ranking statements on a large table those lost, on a server's many connections,
@@ -264,6 +299,11 @@ def _execute_generic(conn: psycopg.Connection[Row], sql: str, params: Sequence[A
 CUSTOM_PLANS = "force_custom_plan"
 GENERIC_PLANS = "force_generic_plan"
 _PLANS_EACH_RUN: weakref.WeakSet[psycopg.Connection[Row]] = weakref.WeakSet()   # set to CUSTOM_PLANS
+# A read of rows by their keys (`id = ANY(?)`), whose plan is the same whatever the ids: its generic
+# plan on a connection set to CUSTOM_PLANS (which planned it at every run: 0.3 ms for a page's
+# observations, 0.6 for the prompts' turns at 100k), else as the connection does (PostgreSQL's
+# own choice settles on the generic plan after five runs; no SET pair spent on it).
+KEYED_PLANS = "keyed"
 
 
 def _plan_each_run(conn: psycopg.Connection[Row]) -> None:
@@ -294,6 +334,8 @@ class Connection(SqlBase):
         self._totals: dict[str, tuple[int, int, int]] = {}   # table -> (rows, tokens, newest id then)
         self._bounds: dict[tuple[str, str], tuple[int, int]] = {}   # (table, tsquery) -> (most matches, docs then)
         self._weighted: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}   # memories, sessions
+        # memories, sessions -> (signature, the words' counts at it, the two arrays' texts or [])
+        self._weighted_dfs: dict[str, tuple[tuple[int, int], dict[str, int], list[str]]] = {}
         self._projects: dict[str, tuple[int, dict[str, float], float]] = {}   # table -> (docs then, shares, other's)
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
@@ -733,7 +775,8 @@ class Connection(SqlBase):
              plans: str | None = None) -> tuple[list[Row], int]:
         """Run one statement written with `?` marks (translated by `pg_sql`); `params` None
         sends the text as it is (VACUUM, which takes no marks). `plans`: how the connection
-        plans the runs of its prepared statements (CUSTOM_PLANS, GENERIC_PLANS; None: as it does)."""
+        plans the runs of its prepared statements (CUSTOM_PLANS, GENERIC_PLANS, KEYED_PLANS;
+        None: as it does)."""
         if params is not None:
             sql = pg_sql(sql)
         conn = self._reading()
@@ -742,6 +785,23 @@ class Connection(SqlBase):
                 return _execute(conn, sql, params, fetch, plans)
             # A statement of its own: a read (writes run in transactions), or a VACUUM: safe twice.
             return self._once(lambda c: _execute(c, sql, params, fetch, plans), "a read")
+        except pg_errors.SyntaxError as exc:
+            raise QuerySyntaxError(f"invalid search query: {exc}") from exc
+        except psycopg.Error as exc:
+            raise storage_error(exc) from exc
+
+    def _query_many(self, statements: Sequence[tuple[str, Sequence[Any], str | None]]) -> list[list[Row]]:
+        """The rows of several reads written with `?` marks, each (sql, params, plans) run as
+        `_query` runs it, all in one round trip (`_execute_many`) on this thread's connection or
+        one pooled connection."""
+        sent = [(pg_sql(sql), params, plans) for sql, params, plans in statements]
+        if not sent:
+            return []
+        conn = self._reading()
+        try:
+            if conn is not None:
+                return _execute_many(conn, sent)
+            return self._once(lambda c: _execute_many(c, sent), "a read")
         except pg_errors.SyntaxError as exc:
             raise QuerySyntaxError(f"invalid search query: {exc}") from exc
         except psycopg.Error as exc:

@@ -30,7 +30,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt
-from nmem.store.postgres.connection import CUSTOM_PLANS, GENERIC_PLANS, SETTLED, Connection
+from nmem.store.postgres.connection import CUSTOM_PLANS, GENERIC_PLANS, KEYED_PLANS, SETTLED, Connection
 from nmem.store.postgres.tsquery import Parsed, Phrase, parse
 from nmem.store.records import Candidates, Found, FtsStats, SearchFilters
 from nmem.store.sql.base import (
@@ -793,7 +793,7 @@ WITH {hidden}words AS MATERIALIZED (
 ), found AS (
     SELECT {columns}, {alias}.tsv AS match_tsv FROM {source} WHERE {found}
 )
-SELECT {alias}.*, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, t.parts AS nmem_parts,
+SELECT {output}, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, t.parts AS nmem_parts,
        (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs,
        {score} AS rank
 FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
@@ -817,6 +817,18 @@ EVEN_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
                / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
     FROM unnest(ts_filter(setweight(setweight({alias}.match_tsv, 'D'), 'A', w.terms), '{{a}}')) u), 0)"""
+
+# What BM25_WEIGHTED_SQL returns of a found row: every column but its tsvector (sessions, memories).
+# `{alias}.*` returned it twice (the row's, and `match_tsv` for the score), each written out as
+# text by PostgreSQL and read by Python on every row for nothing: 0.6 of the 4.7 ms of PostgreSQL
+# CPU a `search_curated` call took at 100k observations. tests/store/test_pg_plan_cost.py checks
+# these are the tables' columns.
+WEIGHTED_OUTPUT = {
+    "sessions": ("id", "project", "started_at", "ended_at", "signature", "summary", "root", "agent", "tokens"),
+    "memories": ("id", "uid", "domain", "namespace", "summary", "content", "tags", "source", "relates_to", "tier",
+                 "is_pinned", "created_at", "updated_at", "accessed_at", "access_count", "deleted_at",
+                 "sync_version", "writer", "tokens"),
+}
 
 # scope -> how a found row is scored
 WEIGHTED = {"memories": CLASS_WEIGHTED_SCORE.format(
@@ -850,37 +862,6 @@ SELECT ?, sum(rows), sum(tokens), sum(writes) FROM gone HAVING count(*) > 0
 VIEWER_HIDES = {"hidden": f"hidden AS MATERIALIZED ({HIDDEN_MEMORIES_SQL}), ",
                 "seen": " WHERE id NOT IN (SELECT id FROM hidden)",
                 "seen_x": " AND x.id NOT IN (SELECT id FROM hidden)"}
-
-
-# A search of the curated scopes (`search_curated`): each (scope, tier) part is BM25_WEIGHTED_SQL
-# as `_weighted_bm25` writes it, its rows tagged with the part and their place; a part runs only
-# when its scope's earlier (stricter) parts found nothing (an uncorrelated NOT EXISTS: a one-time
-# filter, so the part's plan is never executed). Rows of the two tables differ: each comes whole
-# as JSON beside the columns `_weighted_found` reads, typed alike for the UNION.
-CURATED_KEPT = ("rank", "nmem_sig_rows", "nmem_sig_stamp", "nmem_tokens", "nmem_parts", "nmem_terms", "nmem_dfs")
-CURATED_PART = """nmem_c{at} AS MATERIALIZED (
-    SELECT {at} AS nmem_part, row_number() OVER () AS nmem_at,
-           to_jsonb(q) - ARRAY['tsv', 'match_tsv', 'rank', 'nmem_sig_rows', 'nmem_sig_stamp', 'nmem_tokens',
-                               'nmem_parts', 'nmem_terms', 'nmem_dfs'] AS nmem_row,
-           q.rank::float8 AS rank, q.nmem_sig_rows::numeric AS nmem_sig_rows,
-           q.nmem_sig_stamp::numeric AS nmem_sig_stamp, q.nmem_tokens::numeric AS nmem_tokens,
-           q.nmem_parts::bigint AS nmem_parts, q.nmem_terms::text[] AS nmem_terms, q.nmem_dfs::bigint[] AS nmem_dfs
-    FROM ({sql}) AS q{unless})"""
-
-
-def curated_statement(parts: Sequence[tuple[str, str, Sequence[Any]]]) -> tuple[str, list[Any]]:
-    """CURATED_PART for each (scope, statement, parameters), in order, and their union."""
-    ctes: list[str] = []
-    params: list[Any] = []
-    earlier: dict[str, list[int]] = {}
-    for at, (name, sql, part_params) in enumerate(parts):
-        before = earlier.setdefault(name, [])
-        unless = "".join(f" AND NOT EXISTS (SELECT FROM nmem_c{b})" for b in before)
-        ctes.append(CURATED_PART.format(at=at, sql=sql.strip(), unless=" WHERE true" + unless if unless else ""))
-        params.extend(part_params)
-        before.append(at)
-    union = " UNION ALL ".join(f"SELECT * FROM nmem_c{at}" for at in range(len(parts)))
-    return f"WITH {', '.join(ctes)}\n{union}\nORDER BY nmem_part, nmem_at", params
 
 
 # `prompt_turns`: kind 1 a row asked whole (PROMPT_COLUMNS and its origin), kind 2 a reply's turn
@@ -921,7 +902,7 @@ class SearchReads(Connection, ScopedSearch):
         if not ids:
             return Found()
         rows = self._query(f"SELECT {OBS_COLUMNS_O}, {ORIGIN_COLUMNS} FROM observations o{origin_join('o')} "
-                           "WHERE o.id = ANY(?)", ([int(i) for i in ids],))
+                           "WHERE o.id = ANY(?)", ([int(i) for i in ids],), plans=KEYED_PLANS)
         by_id = {row["id"]: Observation.from_row(row) for row in rows}
         return Found([by_id[i] for i in ids if i in by_id], origins_of(rows))
 
@@ -939,7 +920,8 @@ class SearchReads(Connection, ScopedSearch):
         the user's): the last user prompt before it in its session, looked for from `lookback`
         seconds before the session's first reply among `ids` to just after its last (the user's
         prompts `sessions_prompts` reads for them). Replies with no such prompt are left out."""
-        rows = self._query(PROMPT_TURNS_SQL, ([int(i) for i in ids], lookback, [int(i) for i in fetch]))
+        rows = self._query(PROMPT_TURNS_SQL, ([int(i) for i in ids], lookback, [int(i) for i in fetch]),
+                           plans=KEYED_PLANS)
         whole = [r for r in rows if r["nmem_kind"] == 1]
         by_id = {row["id"]: Prompt.from_row(row) for row in whole}
         turns = {int(r["id"]): int(r["nmem_turn"]) for r in rows if r["nmem_kind"] == 2 and r["nmem_turn"] is not None}
@@ -1336,21 +1318,33 @@ class SearchReads(Connection, ScopedSearch):
             where = f"{where} AND {scope.alias}.id NOT IN (SELECT id FROM hidden)"
             totals = SEEN_TOTALS.format(stamp=stamp, table=scope.table, seen=hide["seen"])
         sql = BM25_WEIGHTED_SQL.format(
+            output=", ".join(f"{scope.alias}.{c}" for c in WEIGHTED_OUTPUT[scope.name]),
             table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
             totals=totals, score=WEIGHTED[scope.name].format(alias=scope.alias), found=where,
             order=scope.order(order, True, self.dialect.binary), **hide)
         rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]
-        kept = f"{scope.table}:{rows_seen}:{stamps}"   # word counts kept for that signature
-        known = {term: hit[0] for (t, term), hit in list(self._df_cache.items()) if t == kept}
+        terms, dfs = self._weighted_known(scope.table, (rows_seen, stamps))   # the counts kept for that signature
         if viewer is not None:   # counts over what one viewer sees: neither taken from the cache nor kept
-            rows_seen, stamps, known = -1, -1, {}
+            rows_seen, stamps, terms, dfs = -1, -1, "{}", "{}"
         # a small table's statement keeps its generic plan (CUSTOM_PLAN_ROWS): whatever it
         # reads, it reads at most those rows, and planning it cost as much as running it
         rows_now = self._weighted.get(scope.table, ((-1, -1), (-1, 0)))[1][0]
         plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS else None
-        return sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, list(known),
-                     list(known.values()), q, *params,
+        return sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, terms, dfs, q, *params,
                      *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset], plans
+
+    def _weighted_known(self, table: str, signature: tuple[int, int]) -> tuple[str, str]:
+        """The words' counts kept for `table` at `signature` (rows, stamp), as the texts of the
+        two arrays BM25_WEIGHTED_SQL takes them in (its words, their counts): written once for
+        each change of the counts, not for every statement (a few hundred words: dumping them as
+        lists cost 0.5 ms of Python a statement, and finding them among every table's counts 0.3)."""
+        kept = self._weighted_dfs.get(table)
+        if kept is None or kept[0] != signature:
+            return "{}", "{}"
+        if not kept[2]:
+            quoted = ('"' + term.replace("\\", "\\\\").replace('"', '\\"') + '"' for term in kept[1])
+            kept[2].extend(("{" + ",".join(quoted) + "}", "{" + ",".join(str(df) for df in kept[1].values()) + "}"))
+        return kept[2][0], kept[2][1]
 
     def _weighted_found(self, scope: Scope, rows: Sequence[Any], viewer: str | None) -> list[tuple[Any, float]]:
         """`_weighted_bm25`'s rows as records and scores; the table's signature, and the words'
@@ -1361,8 +1355,13 @@ class SearchReads(Connection, ScopedSearch):
                 self._exec_aside(FOLD_TOTALS_SQL, [scope.table, scope.table])   # lost, it is folded later
             signature = (int(first["nmem_sig_rows"]), int(first["nmem_sig_stamp"]))
             self._weighted[scope.table] = (signature, (signature[0], int(first["nmem_tokens"])))
-            for term, df in zip(first["nmem_terms"] or (), first["nmem_dfs"] or (), strict=True):
-                self._remember_df(f"{scope.table}:{signature[0]}:{signature[1]}", str(term), int(df), signature[0])
+            kept = self._weighted_dfs.get(scope.table)
+            if kept is None or kept[0] != signature or len(kept[1]) > DF_CACHE_SIZE:
+                kept = self._weighted_dfs[scope.table] = (signature, {}, [])
+            counts = dict(zip(map(str, first["nmem_terms"] or ()), map(int, first["nmem_dfs"] or ()), strict=True))
+            if any(kept[1].get(term) != df for term, df in counts.items()):
+                kept[1].update(counts)
+                kept[2].clear()   # the arrays' texts are written again at the next statement
         return [(scope.record(r), 0.0 - float(r["rank"])) for r in rows]
 
     def search_memories_seen_by(self, viewer: str, match: str | None, filters: SearchFilters, order: str,
@@ -1387,31 +1386,33 @@ class SearchReads(Connection, ScopedSearch):
     def search_curated(self, scopes: Sequence[str], tiers: Sequence[str], filters: SearchFilters, limit: int,
                        viewer: str | None = None) -> dict[str, tuple[list[tuple[Any, float]], str]]:
         """Each of `scopes` (sessions, memories) searched by relevance for the strictest of `tiers`
-        that finds anything there, in one statement (`curated_statement`): each tier's part runs only when
-        the scope's stricter ones found nothing. Per scope, its best `limit` records and scores
-        (as `search_sessions`/`search_memories`, `search_memories_seen_by` for a `viewer`) and the
-        tier that found them ("" when none did)."""
-        parts: list[tuple[str, str, str, list[Any], str | None]] = []   # (scope, tier, sql, params, plans)
-        for name in scopes:
-            scope = SCOPES[name]
-            for tier in tiers:
-                q = parse(tier).text
-                if q is not None:
-                    parts.append((name, tier, *self._weighted_statement(
-                        scope, q, filters, "relevance", limit, 0, viewer if name == "memories" else None)))
+        that finds anything there. Per scope, its best `limit` records and scores (as
+        `search_sessions`/`search_memories`, `search_memories_seen_by` for a `viewer`) and the
+        tier that found them ("" when none did).
+
+        A tier at a time: every scope's statement for the strictest tier (`_weighted_statement`)
+        goes in one round trip (`_query_many`), the next tier's only for the scopes it found
+        nothing in, and so on. A looser tier is thus neither sent nor planned when a stricter one
+        found rows (most searches: one round trip). Each statement is the scope's own, one text
+        for every tier and question (the words are parameters), so a connection prepares it once
+        and a small table's keeps its generic plan (`_weighted_statement`). They ran as one
+        statement (each tier's part behind a one-time filter), which PostgreSQL planned and
+        started whole, every tier's part for each scope, and whose rows of two tables came back
+        as JSON, tsvectors and all: 5.4 ms of PostgreSQL CPU and 4.4 ms of Python a call at 100k
+        observations, against about 2.8 and 1.4 ms now (docs/postgres.md)."""
         found: dict[str, tuple[list[tuple[Any, float]], str]] = {name: ([], "") for name in scopes}
-        if not parts:
-            return found
-        sql, params = curated_statement([(name, sql, params) for name, _, sql, params, _ in parts])
-        generic = all(plans == GENERIC_PLANS for *_, plans in parts)
-        rows: dict[int, list[dict[str, Any]]] = {}
-        for r in self._query(sql, params, plans=GENERIC_PLANS if generic else None):
-            rows.setdefault(int(r["nmem_part"]), []).append(
-                {**r["nmem_row"], **{key: r[key] for key in CURATED_KEPT}})
-        for at, part in sorted(rows.items()):
-            name, tier = parts[at][0], parts[at][1]
-            if not found[name][0]:
-                found[name] = (self._weighted_found(SCOPES[name], part, viewer if name == "memories" else None), tier)
+        pending = list(scopes)
+        for tier in tiers:
+            q = parse(tier).text
+            if q is None or not pending:
+                continue
+            who = {name: viewer if name == "memories" else None for name in pending}
+            results = self._query_many([self._weighted_statement(SCOPES[name], q, filters, "relevance", limit, 0,
+                                                                 who[name]) for name in pending])
+            for name, rows in zip(pending, results, strict=True):
+                if rows:
+                    found[name] = (self._weighted_found(SCOPES[name], rows, who[name]), tier)
+            pending = [name for name in pending if not found[name][0]]
         return found
 
     def _remember_df(self, table: str, term: str, count: int, docs: int) -> None:
