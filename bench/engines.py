@@ -18,7 +18,8 @@ process (SQLite's whole search; PostgreSQL's client side), the statements sent t
 application_name; reported only when the server runs on this machine). On a shared machine
 these CPU figures move far less with load than wall time does.
 
-With `--per-question`, each FTS-syntax question is asked again (least wall time of five, and the
+With `--per-question`, each question of the FTS-syntax and last-7-days series (those timed) is
+asked again (least wall time of five; this process's CPU, SQLite's whole search, and the
 PostgreSQL backends' CPU a search over the five), question by question on both engines.
 
 Last, each engine answers the plain, FTS-syntax and all-scopes questions once more with
@@ -51,6 +52,8 @@ from nmem.store.migrate import migrate
 
 SERIES = ("search_plain", "search_fts", "search_filtered", "search_date_desc", "search_last_7_days",
           "search_all_scopes")
+# the series `--per-question` times question by question, when they are timed
+QUESTION_SERIES = ("search_fts", "search_last_7_days")
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
@@ -140,13 +143,14 @@ def per_question(calls: list[Any], engine: str, pg_url: str, app: str, runs: int
 
     out = []
     for desc, call in calls:
-        walls, before = [], cpu()
+        walls, before, own = [], cpu(), time.process_time()
         for _ in range(runs):
             t0 = time.perf_counter()
             call()
             walls.append((time.perf_counter() - t0) * 1000)
         after = cpu()
-        row: dict[str, Any] = {"question": desc, "min_ms": round(min(walls), 2)}
+        row: dict[str, Any] = {"question": desc, "min_ms": round(min(walls), 2),
+                               "client_cpu_ms": round((time.process_time() - own) * 1000 / runs, 2)}
         if pids and before is not None and after is not None:
             row["backend_cpu_ms"] = round((after - before) / 1e6 / runs, 2)
         out.append(row)
@@ -233,9 +237,9 @@ def run(rows: int, n_queries: int, seed: int, pg_base: str, workdir: Path, keep:
             try:
                 calls = workloads(service, corp, n_queries, seed, now)
                 result["latency"][engine] = {name: measured(calls[name], engine, pg_url, app) for name in series}
-                if questions:
-                    result.setdefault("fts_questions", {})[engine] = per_question(calls["search_fts"], engine,
-                                                                                 pg_url, app)
+                for name in (n for n in QUESTION_SERIES if n in series) if questions else ():
+                    result.setdefault("questions", {}).setdefault(name, {})[engine] = per_question(
+                        calls[name], engine, pg_url, app)
                 tops[engine] = top_tens(service, n_queries, seed)
             finally:
                 service.close()
@@ -278,14 +282,15 @@ def render(r: dict[str, Any]) -> str:
                  if "backend_cpu_ms" in b and a["client_cpu_ms"] else "n/a")
         lines.append(f"| {name} | {a['client_cpu_ms']} ms | {backend} | {share} | {b['client_cpu_ms']} ms | "
                      f"{b['round_trips']} |")
-    if "fts_questions" in r:
-        lines += ["", "FTS-syntax questions one by one (least wall time of five; PostgreSQL backend CPU a search)", "",
-                  "| question | SQLite | PostgreSQL | PG ÷ SQLite | PostgreSQL backend CPU |",
-                  "|---|---:|---:|---:|---:|"]
-        for a, b in zip(r["fts_questions"]["sqlite"], r["fts_questions"]["postgres"], strict=True):
+    for name, asked in r.get("questions", {}).items():
+        lines += ["", f"{name}: questions one by one (least wall time of five; PostgreSQL backend CPU a search)", "",
+                  "| question | SQLite | PostgreSQL | PG ÷ SQLite | SQLite CPU | PostgreSQL backend CPU "
+                  "| PostgreSQL client CPU |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for a, b in zip(asked["sqlite"], asked["postgres"], strict=True):
             share = f"{b['min_ms'] / a['min_ms']:.2f}x" if a["min_ms"] else "n/a"
             lines.append(f"| `{a['question'].strip(chr(39))}` | {a['min_ms']} ms | {b['min_ms']} ms | {share} | "
-                         f"{b.get('backend_cpu_ms', 'n/a')} ms |")
+                         f"{a['client_cpu_ms']} ms | {b.get('backend_cpu_ms', 'n/a')} ms | {b['client_cpu_ms']} ms |")
     if "identical_top10" in r:
         lines += ["", "Identical top 10s (the same hits in the same order on both engines): " + ", ".join(
             f"{name} {share}" for name, share in r["identical_top10"].items())]
@@ -305,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="forget the words' counts PostgreSQL keeps (word_counts) before its queries: every "
                              "word's rows are counted again, as on a fresh schema")
     parser.add_argument("--per-question", action="store_true",
-                        help="time each FTS-syntax question again, one by one, on both engines")
+                        help="time each question of the FTS-syntax and last-7-days series again, one by one, "
+                             "on both engines")
     parser.add_argument("--series", help=f"the series to time, comma-separated (default all: {', '.join(SERIES)})")
     args = parser.parse_args(argv)
     series = tuple(n for n in SERIES if n in args.series.split(",")) if args.series else SERIES

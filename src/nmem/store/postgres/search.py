@@ -638,8 +638,14 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 # counted off the time index only as far as the choice needs:
 # - walking the dates' rows on the time index and testing each (ts_match_vq, the operator's
 #   function, which no index serves: no plan reads the words' index there), when they are fewer
-#   than its words' rows / WALK_COST (a walked row costs about as much as 30 GIN postings: 3,210
-#   rows walked in 1.7-5.4 ms, 410k postings of `schema & test` read in 11 ms) and WALK_ROWS;
+#   than the rows a read of its words' index passes / WALK_COST, and than WALK_ROWS. Those rows
+#   are its words' bound (`conjunction`): the rarest word's rows for an AND (GIN skips through
+#   the others), the sum of its words' for an OR. A walked row costs about as much as 2.5 GIN
+#   postings: at 1M rows the 3,210 rows of the last 7 days walked in 2.2-3.3 ms of backend CPU,
+#   whatever the words, against 3.5 ms for `lint`'s 9,900 postings ANDed with the dates, 6.4 ms
+#   for `fix`'s 21,500, 22 ms for `lint | errors | schema | change` (bench/engines.py's words;
+#   ~0.3 µs a posting at 100k rows too). 30, counted on the postings' sum, was measured on
+#   `schema & test` (410k postings, 11 ms), where GIN skips most of the common word's;
 # - else off the words' index ANDed with the dates, when its words bound its matches (few) or the
 #   dates hold fewer than WALK_ROWS rows: either way a bounded read;
 # - neither (many rows in the dates and many matches: a walk of the key backwards may be best,
@@ -652,16 +658,17 @@ UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {recor
 # that found the rows (`picked`) having no hits: it adds exactly 0 to the sum, so every score is
 # the one the chosen query's own statement gives, its additions in the same order.
 WALK_ROWS = 4 * RELEVANCE_WINDOW
-WALK_COST = 30
+WALK_COST = 2.5
 FOLDED_QUERIES = 3   # what rank.candidate_queries makes at most
 FOLDED_PHRASES = 8   # phrases are sent by this many
 FOLDED_PATHS = """bounds AS MATERIALIZED (
     SELECT i, walk, few, CASE WHEN few THEN walk ELSE {walk_rows} END AS cap FROM (
-        SELECT b.i, LEAST((COALESCE(sum(tm.df), 0) / {walk_cost})::bigint, {walk_rows}) AS walk,
-               COALESCE(CASE b.how WHEN 'and' THEN min(tm.df) WHEN 'or' THEN sum(tm.df) END < ?::bigint, false) AS few
-        FROM unnest(?::text[]) WITH ORDINALITY AS b(how, i)
-        LEFT JOIN keyed k ON (?::int[])[k.ord] = b.i LEFT JOIN terms tm ON tm.term = k.term
-        GROUP BY b.i, b.how) AS q
+        SELECT i, LEAST((COALESCE(bound, 0) / {walk_cost})::bigint, {walk_rows}) AS walk,
+               COALESCE(bound < ?::bigint, false) AS few
+        FROM (SELECT b.i, CASE b.how WHEN 'and' THEN min(tm.df) WHEN 'or' THEN sum(tm.df) END AS bound
+              FROM unnest(?::text[]) WITH ORDINALITY AS b(how, i)
+              LEFT JOIN keyed k ON (?::int[])[k.ord] = b.i LEFT JOIN terms tm ON tm.term = k.term
+              GROUP BY b.i, b.how) AS g) AS q
 )"""
 FOLDED_FOUND = """w{i} AS MATERIALIZED (
     SELECT d.n < b.walk AS walk, d.n < b.walk OR b.few OR d.n < {walk_rows} AS decided
