@@ -140,12 +140,25 @@ def _fold_char(ch: str) -> str:
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
+_UNFOLDED: set[str] = set()   # characters seen that fold to themselves ("→", "…", "ß")
+_UNFOLDED_KEPT = 4096
+
+
 def fold(text: str) -> str:
     """Lower-case and strip a single diacritic from Latin letters, as FTS5's unicode61 does."""
     text = text.lower()
     if text.isascii():
         return text
-    table = {ord(c): folded for c in set(_NON_ASCII.findall(text)) if (folded := _fold_char(c)) != c}
+    chars = set(_NON_ASCII.findall(text))
+    if chars <= _UNFOLDED:   # the common case of a text with only arrows, dashes, quotes: as it is
+        return text
+    table = {}
+    for c in chars:
+        folded = _fold_char(c)
+        if folded != c:
+            table[ord(c)] = folded
+        elif len(_UNFOLDED) < _UNFOLDED_KEPT:
+            _UNFOLDED.add(c)
     return text.translate(table) if table else text
 
 
@@ -157,7 +170,13 @@ def query_stems(terms: Iterable[str]) -> tuple[str, ...]:
 def label_stems(text: str) -> tuple[str, ...]:
     """Index terms of the label a record opens with ("Caroline: …" → ("carolin",)); none without one."""
     label = _LABEL.match(text)
-    return query_stems(re.findall(_TOKEN + "+", label.group(1))) if label else ()
+    return _label_stems(label.group(1)) if label else ()
+
+
+@lru_cache(maxsize=4096)
+def _label_stems(label: str) -> tuple[str, ...]:
+    """The index terms of a label's words: a few labels ("Caroline", "pytest") open most records."""
+    return query_stems(re.findall(_TOKEN + "+", label))
 
 
 def without_label(text: str) -> str:
@@ -200,9 +219,8 @@ class TermCounter:
         for text in texts:
             counts: list[int] | None = None
             for word in find(fold(text)):
-                if word in known:
-                    slot = known[word]
-                else:
+                slot = known.get(word, -1)
+                if slot == -1:
                     slot = known[word] = slot_of(stem(word))
                 if slot is not None:
                     if counts is None:
