@@ -204,6 +204,8 @@ class TermCounter:
         self._words = _prefix_pattern(tuple(sorted({s[:max(2, len(s) - 2)] for s in self.stems},
                                                    key=len, reverse=True)))
         self._word_slot: dict[str, int | None] = {}   # a word found → its stem's slot (None: no stem of ours)
+        self._counted: dict[str, tuple[int, ...]] = {}   # a text counted → its counts (a trail repeats itself:
+        # the same command, the same test run; a counter lives for one ranking pass)
 
     def counts(self, text: str) -> tuple[int, ...]:
         return self.count_many([text])[0]
@@ -214,9 +216,13 @@ class TermCounter:
         blank = (0,) * len(self.stems)
         if words is None:
             return [blank for _ in texts]
-        find, known, slot_of = words.findall, self._word_slot, self._slot.get
+        find, known, slot_of, counted = words.findall, self._word_slot, self._slot.get, self._counted
         out: list[tuple[int, ...]] = []
         for text in texts:
+            done = counted.get(text)
+            if done is not None:
+                out.append(done)
+                continue
             counts: list[int] | None = None
             for word in find(fold(text)):
                 slot = known.get(word, -1)
@@ -226,7 +232,8 @@ class TermCounter:
                     if counts is None:
                         counts = list(blank)
                     counts[slot] += 1
-            out.append(blank if counts is None else tuple(counts))
+            done = counted[text] = blank if counts is None else tuple(counts)
+            out.append(done)
         return out
 
     def labelled(self, text: str) -> bool:

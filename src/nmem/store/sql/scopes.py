@@ -127,9 +127,10 @@ class ScopedSearch(SqlBase):
             ids = self.match_ids(scope, match, filters, want)
             if ids:
                 break
-        windows = self.session_windows(scope, ids, span) if ids and span else {}
-        named = {*ids, *(n for i in ids for n, _ in windows.get(i, ()))}
-        return Candidates(stats, match, ids, span, windows, self.fts_texts(scope, sorted(named)) if named else {})
+        wide = max(span, reach) if span else 0
+        windows = self.session_windows(scope, ids, wide) if ids and wide else {}
+        named = {*ids, *(n for i in ids for n, d in windows.get(i, ()) if abs(d) <= span)}
+        return Candidates(stats, match, ids, wide, windows, self.fts_texts(scope, sorted(named)) if named else {})
 
     # The protocol's per-scope names, kept for the callers of this release.
 
