@@ -24,19 +24,15 @@ import cProfile
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import corpus  # noqa: E402
-from measure import loadavg, postgres_cpu_seconds  # noqa: E402
-
-from nmem.config import load_settings  # noqa: E402
-from nmem.service.api import Service  # noqa: E402
+import corpus
+from measure import loadavg, postgres_cpu_seconds
+from nmem.config import load_settings
+from nmem.service.api import Service
 
 PG_APP = "nmem_bench_rank_cpu"
 NOW = 1_790_000_000   # the service's clock for every run (2026-09-21)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 
 import pytest
 
+from nmem.search import rank
 from nmem.service.api import Service
 from nmem.store import NewObservation, SearchFilters
 from store_engines import both_engines
@@ -42,7 +44,7 @@ def fill(service: Service) -> None:
             sid, project = f"s{s}", ("web", "api")[s % 2]
             store.ensure_session(sid, project, T0 + s * 3600)
             at = T0 + s * 3600
-            for turn in range(8):
+            for _ in range(8):
                 words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))
                 asks = "?" if rng.random() < 0.3 else ""
                 prompt = store.add_prompt(sid, at, "user", f"please {words}{asks}")
@@ -102,3 +104,22 @@ def test_session_windows_order_records_of_one_second_by_id_past_a_power_of_ten(s
     windows = store.session_windows("observations", ids, 4)
     for at, anchor in enumerate(ids):
         assert windows[anchor] == [(n, d - at) for d, n in enumerate(ids) if n != anchor]
+
+
+@pytest.mark.no_store
+@pytest.mark.parametrize("seed", range(4))
+def test_the_prefix_scan_finds_what_a_lookbehind_at_every_position_finds(seed: int) -> None:
+    """The counter's scan, each alternative opening with its first character, finds the words
+    `(?<!T)(?:p1|p2|…)T*` finds: prefixes of one letter, sharing letters, digits, underscores,
+    accents and line breaks around them."""
+    rng = random.Random(seed)
+    alphabet = "aab_1é-. \nde"
+    token = r"[^\W_]"
+    for _ in range(300):
+        prefixes = tuple(sorted({"".join(rng.choice("abdeé1") for _ in range(rng.randint(1, 3)))
+                                 for _ in range(rng.randint(1, 4))}, key=len, reverse=True))
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        plain = re.compile(rf"(?<!{token})(?:{'|'.join(map(re.escape, prefixes))}){token}*")
+        pattern = rank._prefix_pattern(prefixes)
+        assert pattern is not None
+        assert pattern.findall(text) == plain.findall(text), (prefixes, text)

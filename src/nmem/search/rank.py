@@ -124,8 +124,21 @@ _TOKEN = r"[^\W_]"
 
 @lru_cache(maxsize=256)
 def _prefix_pattern(prefixes: tuple[str, ...]) -> re.Pattern[str] | None:
-    """The words starting with any of `prefixes` (longest first): compiled once per question's stems."""
-    return re.compile(rf"(?<!{_TOKEN})(?:{'|'.join(map(re.escape, prefixes))}){_TOKEN}*") if prefixes else None
+    """The words starting with any of `prefixes` (longest first): compiled once per question's stems.
+
+    What `(?<!T)(?:p1|p2|…)T*` finds (T a token character), written so that each alternative
+    opens with its first character: the regex engine then skips to the positions holding one
+    (a scan of the text, not an attempt at every position), and checks the character before
+    (the lookbehind, two characters wide) once the first matched. At any position only the
+    prefixes starting with its character can match, in the same order: the same words."""
+    if not prefixes:
+        return None
+    groups: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        groups.setdefault(prefix[0], []).append(prefix[1:])
+    heads = [f"{re.escape(c)}(?<!{_TOKEN}{re.escape(c)})(?:{'|'.join(map(re.escape, rest))})"
+             for c, rest in groups.items()]
+    return re.compile(rf"(?:{'|'.join(heads)}){_TOKEN}*")
 # A line that opens with a short label and a colon: a speaker ("Caroline: …"), a tool, a tag.
 # One to three words, the first a letter; `http://…` is no label.
 _LABEL = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ '.-]{1,2}[^\W_]+){0,2}):(?!//)")
@@ -169,6 +182,8 @@ def query_stems(terms: Iterable[str]) -> tuple[str, ...]:
 
 def label_stems(text: str) -> tuple[str, ...]:
     """Index terms of the label a record opens with ("Caroline: …" → ("carolin",)); none without one."""
+    if ":" not in text:   # no label without its colon: most records, spared the regex
+        return ()
     label = _LABEL.match(text)
     return _label_stems(label.group(1)) if label else ()
 
