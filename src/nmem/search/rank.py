@@ -124,8 +124,21 @@ _TOKEN = r"[^\W_]"
 
 @lru_cache(maxsize=256)
 def _prefix_pattern(prefixes: tuple[str, ...]) -> re.Pattern[str] | None:
-    """The words starting with any of `prefixes` (longest first): compiled once per question's stems."""
-    return re.compile(rf"(?<!{_TOKEN})(?:{'|'.join(map(re.escape, prefixes))}){_TOKEN}*") if prefixes else None
+    """The words starting with any of `prefixes` (longest first): compiled once per question's stems.
+
+    What `(?<!T)(?:p1|p2|…)T*` finds (T a token character), written so that each alternative
+    opens with its first character: the regex engine then skips to the positions holding one
+    (a scan of the text, not an attempt at every position), and checks the character before
+    (the lookbehind, two characters wide) once the first matched. At any position only the
+    prefixes starting with its character can match, in the same order: the same words."""
+    if not prefixes:
+        return None
+    groups: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        groups.setdefault(prefix[0], []).append(prefix[1:])
+    heads = [f"{re.escape(c)}(?<!{_TOKEN}{re.escape(c)})(?:{'|'.join(map(re.escape, rest))})"
+             for c, rest in groups.items()]
+    return re.compile(rf"(?:{'|'.join(heads)}){_TOKEN}*")
 # A line that opens with a short label and a colon: a speaker ("Caroline: …"), a tool, a tag.
 # One to three words, the first a letter; `http://…` is no label.
 _LABEL = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ '.-]{1,2}[^\W_]+){0,2}):(?!//)")
@@ -140,12 +153,25 @@ def _fold_char(ch: str) -> str:
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
+_UNFOLDED: set[str] = set()   # characters seen that fold to themselves ("→", "…", "ß")
+_UNFOLDED_KEPT = 4096
+
+
 def fold(text: str) -> str:
     """Lower-case and strip a single diacritic from Latin letters, as FTS5's unicode61 does."""
     text = text.lower()
     if text.isascii():
         return text
-    table = {ord(c): folded for c in set(_NON_ASCII.findall(text)) if (folded := _fold_char(c)) != c}
+    chars = set(_NON_ASCII.findall(text))
+    if chars <= _UNFOLDED:   # the common case of a text with only arrows, dashes, quotes: as it is
+        return text
+    table = {}
+    for c in chars:
+        folded = _fold_char(c)
+        if folded != c:
+            table[ord(c)] = folded
+        elif len(_UNFOLDED) < _UNFOLDED_KEPT:
+            _UNFOLDED.add(c)
     return text.translate(table) if table else text
 
 
@@ -156,8 +182,16 @@ def query_stems(terms: Iterable[str]) -> tuple[str, ...]:
 
 def label_stems(text: str) -> tuple[str, ...]:
     """Index terms of the label a record opens with ("Caroline: …" → ("carolin",)); none without one."""
+    if ":" not in text:   # no label without its colon: most records, spared the regex
+        return ()
     label = _LABEL.match(text)
-    return query_stems(re.findall(_TOKEN + "+", label.group(1))) if label else ()
+    return _label_stems(label.group(1)) if label else ()
+
+
+@lru_cache(maxsize=4096)
+def _label_stems(label: str) -> tuple[str, ...]:
+    """The index terms of a label's words: a few labels ("Caroline", "pytest") open most records."""
+    return query_stems(re.findall(_TOKEN + "+", label))
 
 
 def without_label(text: str) -> str:
@@ -185,6 +219,8 @@ class TermCounter:
         self._words = _prefix_pattern(tuple(sorted({s[:max(2, len(s) - 2)] for s in self.stems},
                                                    key=len, reverse=True)))
         self._word_slot: dict[str, int | None] = {}   # a word found → its stem's slot (None: no stem of ours)
+        self._counted: dict[str, tuple[int, ...]] = {}   # a text counted → its counts (a trail repeats itself:
+        # the same command, the same test run; a counter lives for one ranking pass)
 
     def counts(self, text: str) -> tuple[int, ...]:
         return self.count_many([text])[0]
@@ -195,20 +231,24 @@ class TermCounter:
         blank = (0,) * len(self.stems)
         if words is None:
             return [blank for _ in texts]
-        find, known, slot_of = words.findall, self._word_slot, self._slot.get
+        find, known, slot_of, counted = words.findall, self._word_slot, self._slot.get, self._counted
         out: list[tuple[int, ...]] = []
         for text in texts:
+            done = counted.get(text)
+            if done is not None:
+                out.append(done)
+                continue
             counts: list[int] | None = None
             for word in find(fold(text)):
-                if word in known:
-                    slot = known[word]
-                else:
+                slot = known.get(word, -1)
+                if slot == -1:
                     slot = known[word] = slot_of(stem(word))
                 if slot is not None:
                     if counts is None:
                         counts = list(blank)
                     counts[slot] += 1
-            out.append(blank if counts is None else tuple(counts))
+            done = counted[text] = blank if counts is None else tuple(counts)
+            out.append(done)
         return out
 
     def labelled(self, text: str) -> bool:

@@ -148,7 +148,8 @@ class Candidates(Record):
     """What ranking one trail scope reads (`Store.rank_candidates`): the index's statistics
     for the question's stems, the expression that found the candidates, their ids best first
     (the engine's BM25), each one's session window reaching `span` records each side, and the
-    text, token count, time and source of every row named (candidates and their windows); `records`,
+    text, token count, time and source of the rows named (the candidates and at least their
+    neighbours within the ranking's window; `span` may reach further, for promotion); `records`,
     the candidates' records when the engine read them in the same statement."""
 
     stats: FtsStats

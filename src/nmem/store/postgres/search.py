@@ -1272,24 +1272,30 @@ class SearchReads(Connection, ScopedSearch):
         windows: dict[int, list[tuple[int, int]]] = {}
         texts: dict[int, IndexedText] = {}
         lists: dict[str, Any] = {}
-        for row in rows:
-            kind, rid, rank, n, at, before, after, content = row[:8]
-            if kind == 0:
-                totals, state, chosen = (int(rid), int(n), int(at)), before, rank
-            elif kind == 1:
-                ranked.append((float(rank), int(rid)))
+        prompts = scope == "prompts"
+        names: list[str] | None = None   # the record columns past the first 8 (the statement's, once)
+        for row in rows:   # read by position: a tuple's own unpacking, not Row.__getitem__ a column
+            kind, rid, rank, n, at, before, after, content, *rest = row
+            if kind == 3:
+                texts[int(rid)] = (str(content), int(n or 0), int(at), rest[2] if prompts else None)
             elif kind == 2:
                 earlier = [(int(m), -(d + 1)) for d, m in enumerate(before)]
-                windows[int(rid)] = list(reversed(earlier)) + [(int(m), d + 1) for d, m in enumerate(after)]
-            elif kind == 3:
-                texts[int(rid)] = (str(content), int(n or 0), int(at), row[10] if scope == "prompts" else None)
+                earlier.reverse()
+                windows[int(rid)] = earlier + [(int(m), d + 1) for d, m in enumerate(after)]
+            elif kind == 1:
+                ranked.append((float(rank), int(rid)))
+            elif kind == 0:
+                totals, state, chosen = (int(rid), int(n), int(at)), before, rank
             elif kind == 4:
                 counts.append((str(content), int(rid)))
                 lists[str(content)] = before
             else:
-                whole[int(rid)] = build({**dict(zip(row.keys()[8:], row[8:], strict=True)),
-                                         "id": int(rid), "timestamp": int(at), "content": content})
-                origins[str(row["session_id"])] = (row["nmem_agent"], row["nmem_root"])
+                if names is None:
+                    names = row.keys()[8:]
+                fields = dict(zip(names, rest, strict=True))
+                fields.update(id=int(rid), timestamp=int(at), content=content)
+                whole[int(rid)] = build(fields)
+                origins[str(fields["session_id"])] = (fields["nmem_agent"], fields["nmem_root"])
         self._counted(table, totals, state, counts, lists)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole, origins)

@@ -116,9 +116,11 @@ class ScopedSearch(SqlBase):
         """What ranking one trail scope reads: the statistics of `stems`; the expressions
         `plan` makes of their document frequencies, tried in order until one finds any; its
         candidates (the best `want` by BM25 among its newest matches, as `match_ids`); their
-        session windows and the texts of every row named. Windows reach `span` records each
-        side here (`reach`, wider, is for an engine that reads them in the same statement: the
-        neighbours a promoted candidate needs then come without a second read)."""
+        session windows, and the texts of the candidates and the rows within `span` of them.
+        Windows reach `reach` records each side (`span` when that is wider): the windows of the
+        neighbours a promoted candidate needs are then cut from them (`_Nearby`), not read
+        again; the few texts those add are read when they are (an engine that reads everything
+        in one statement may bring the texts of every row named)."""
         stats = self.fts_stats(scope, stems)
         queries = plan(stats.df)
         ids: list[int] = []
@@ -127,9 +129,10 @@ class ScopedSearch(SqlBase):
             ids = self.match_ids(scope, match, filters, want)
             if ids:
                 break
-        windows = self.session_windows(scope, ids, span) if ids and span else {}
-        named = {*ids, *(n for i in ids for n, _ in windows.get(i, ()))}
-        return Candidates(stats, match, ids, span, windows, self.fts_texts(scope, sorted(named)) if named else {})
+        wide = max(span, reach) if span else 0
+        windows = self.session_windows(scope, ids, wide) if ids and wide else {}
+        named = {*ids, *(n for i in ids for n, d in windows.get(i, ()) if abs(d) <= span)}
+        return Candidates(stats, match, ids, wide, windows, self.fts_texts(scope, sorted(named)) if named else {})
 
     # The protocol's per-scope names, kept for the callers of this release.
 

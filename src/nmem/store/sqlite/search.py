@@ -411,8 +411,9 @@ class SearchReads(Connection, ScopedSearch):
             return {}
         table, _, col = self._ranked(scope)
         key, anchor = ("n.id", "a.id") if col == "id" else ("n.timestamp, n.id", "a.timestamp, a.id")
-        # "<order key, zero-padded>:<id>" items sort as text in session order
-        side = ("(SELECT group_concat(printf('%019d:%d', k, id)) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
+        # "<order key>:<id>", both zero-padded, sort as text in session order (an id unpadded put
+        # 10 before 9 among records of one second)
+        side = ("(SELECT group_concat(printf('%019d:%019d', k, id)) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
                 "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?))")
         before = side.format(col=col, table=table, key=key, anchor=anchor, op="<",
                              order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
