@@ -14,7 +14,7 @@ from nmem.service.relpaths import Roots
 from nmem.store import NewObservation
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from nmem.service.search import SearchResult
@@ -68,23 +68,29 @@ class Received:
             self.statements.append(text)
 
 
-@pytest.fixture
-def logged(pg_url: str, monkeypatch: pytest.MonkeyPatch, nmem_home: Path) -> Iterator[tuple[Service, Received]]:
-    from nmem.config import load_settings
+def statement_logging(pg_url: str, monkeypatch: pytest.MonkeyPatch, handler: Callable[[Any], None]) -> str:
+    """`pg_url` with every statement logged back to the client (log_statement = all as LOG
+    notices), and every connection the store opens from now on handing them to `handler`."""
     from nmem.store.postgres import connection
 
     parts = urlsplit(pg_url)
     options = parse_qs(parts.query)["options"][0] + " -clog_statement=all -cclient_min_messages=log"
-    url = parts._replace(query=f"options={quote(options, safe='')}").geturl()
-    received = Received()
     configure = connection._configure
 
     def with_notices(conn: Any) -> None:
         configure(conn)
-        conn.add_notice_handler(received)
+        conn.add_notice_handler(handler)
 
     monkeypatch.setattr(connection, "_configure", with_notices)
-    monkeypatch.setenv("NMEM_STORE_URL", url)
+    return parts._replace(query=f"options={quote(options, safe='')}").geturl()
+
+
+@pytest.fixture
+def logged(pg_url: str, monkeypatch: pytest.MonkeyPatch, nmem_home: Path) -> Iterator[tuple[Service, Received]]:
+    from nmem.config import load_settings
+
+    received = Received()
+    monkeypatch.setenv("NMEM_STORE_URL", statement_logging(pg_url, monkeypatch, received))
     service = Service.open(load_settings())
     yield service, received
     service.close()

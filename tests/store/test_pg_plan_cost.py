@@ -8,7 +8,6 @@ and no tsvector sent back with the rows. Counted from PostgreSQL's own statement
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
@@ -16,6 +15,7 @@ from nmem.store import NewMemory, open_store
 from nmem.store.postgres import search as pg_search
 from nmem.store.postgres.connection import _plan_each_run as plan_each_run
 from nmem.store.records import SearchFilters
+from search_origins_support import statement_logging
 from store_engines import ENGINES
 
 if TYPE_CHECKING:
@@ -54,19 +54,8 @@ class Log:
 
 @pytest.fixture
 def logged(pg_url: str, monkeypatch: pytest.MonkeyPatch, engine: str) -> Iterator[tuple[Store, Log]]:
-    from nmem.store.postgres import connection
-
-    parts = urlsplit(pg_url)
-    options = parse_qs(parts.query)["options"][0] + " -clog_statement=all -cclient_min_messages=log"
     log = Log()
-    configure = connection._configure
-
-    def with_notices(conn: Any) -> None:
-        configure(conn)
-        conn.add_notice_handler(log)
-
-    monkeypatch.setattr(connection, "_configure", with_notices)
-    store = open_store(parts._replace(query=f"options={quote(options, safe='')}").geturl())
+    store = open_store(statement_logging(pg_url, monkeypatch, log))
     for n, (sid, summary) in enumerate(SESSIONS):
         store.ensure_session(sid, "ledger", T0 + n)
         store.close_session(sid, T0 + n + 60, {}, {"text": summary})
