@@ -77,16 +77,25 @@ def start_server(home: Path, port: int, store: str | None = None, workers: int =
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, env=child_env(home, NMEM_HTTP_MAX_CONNECTIONS="1000", **extra), cwd=str(home),
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
+    # Ready is answering /health, not listening: `nmem serve` binds its port first, then imports
+    # the MCP SDK, builds the app and warms its read threads (seconds of CPU under load), which a
+    # series begun at the first accepted connection would count as the searches' own CPU.
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"nmem serve exited: {log.read_text(errors='replace')}")
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc
+            listening = s.connect_ex(("127.0.0.1", port)) == 0
+        if listening:
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/health",
+                              timeout=max(1.0, deadline - time.monotonic())).status_code == 200:
+                    return proc
+            except httpx2.TransportError:
+                pass
         time.sleep(0.05)
     stop_server(proc)
-    raise RuntimeError("nmem serve did not listen within 30 s")
+    raise RuntimeError("nmem serve did not answer /health within 60 s")
 
 
 def server_processes(proc: subprocess.Popen[bytes], workers: int) -> list[int]:
