@@ -34,7 +34,7 @@ from nmem import __version__
 from nmem.adapters.http import observe, openapi, streams, viewer
 from nmem.adapters.http import team as team_api
 from nmem.adapters.http.openapi import endpoints
-from nmem.adapters.http.routing import Context, error_response, json_response, routes
+from nmem.adapters.http.routing import Context, DirectRoutes, error_response, json_response, routes
 from nmem.adapters.http.security import MCP_PATH, Guard, Policy, login
 from nmem.adapters.http.threads import StoreThreads, auto_threads
 from nmem.adapters.mcp.server import NmemServer, current_project
@@ -159,7 +159,7 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     starlette.state.nmem = context
     starlette.state.stream_hub = hub
     exempt = frozenset((MCP_PATH, *streams.HEADER_EXEMPT, *(e.path for e in endpoints() if e.reads_only)))
-    guard = Guard(starlette, policy, exempt, users, offload=threads.check)
+    guard = Guard(DirectRoutes(starlette, _unexpected), policy, exempt, users, offload=threads.check)
     return NmemApp(starlette, guard, context, mcp, metrics)
 
 
