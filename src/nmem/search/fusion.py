@@ -34,6 +34,7 @@ RRF_K = 60
 # tail unrelated to the question.
 DENSE_FLOOR = 0.5
 _WORD = re.compile(r"[^\W_]+")
+_SPACES = re.compile(r"\s+")
 
 
 def weighted_fusion(lexical: Sequence[tuple[Key, float]], similarity: Mapping[Key, float],
@@ -121,7 +122,7 @@ def without_labels(query: str, labels: Iterable[str]) -> str:
         return "" if named and stem(fold(m.group(1))) in wanted else m.group(0)
 
     rest = _QUESTION_WORD.sub(keep, query)
-    rest = re.sub(r"\s+", " ", rest).strip()
+    rest = _SPACES.sub(" ", rest).strip()
     searchable = any(word.lower() not in STOP_WORDS for word in _WORD.findall(rest))
     return rest if searchable and rest != query.strip() else query
 

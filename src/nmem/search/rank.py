@@ -120,6 +120,10 @@ class Candidate(Record):
     timestamp: int
 
 _TOKEN = r"[^\W_]"
+# Patterns used per text are compiled here, not named by string: each question compiles its own
+# prefix pattern (`_prefix_pattern`), and once 512 have passed through `re`'s cache a pattern
+# named by string is compiled again.
+_WORD = re.compile(_TOKEN + "+")
 
 
 @lru_cache(maxsize=256)
@@ -191,7 +195,7 @@ def label_stems(text: str) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def _label_stems(label: str) -> tuple[str, ...]:
     """The index terms of a label's words: a few labels ("Caroline", "pytest") open most records."""
-    return query_stems(re.findall(_TOKEN + "+", label))
+    return query_stems(_WORD.findall(label))
 
 
 def without_label(text: str) -> str:
@@ -266,7 +270,7 @@ once twice couple few several dozen dozens""".split())
 def mentions_number(text: str) -> bool:
     """Whether the text says how many: a word that starts with a digit ("3", "5K", "1900s")
     or a number word."""
-    return any(word[0].isdigit() or word.lower() in _NUMBER_WORDS for word in re.findall(_TOKEN + "+", text))
+    return any(word[0].isdigit() or word.lower() in _NUMBER_WORDS for word in _WORD.findall(text))
 
 
 def answer_cue(question: str) -> Callable[[str], bool] | None:

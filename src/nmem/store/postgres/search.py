@@ -569,10 +569,11 @@ def disjunctive(parsed: Parsed) -> bool:
     rest = parsed.text
     for text in sorted({p.text for p in parsed.phrases}, key=len, reverse=True):
         rest = rest.replace(text, "w")
-    return re.fullmatch(r"[w|() ]+", rest) is not None
+    return _PHRASES_OR.fullmatch(rest) is not None
 
 
 # A tsquery's quoted lexemes, and what is left of it besides them and its brackets
+_PHRASES_OR = re.compile(r"[w|() ]+")   # phrases (each spelled w) joined by OR
 _LEXEME = re.compile(r"'(?:[^']|'')*'(?::\*)?")
 # the distances a NEAR of two words allows, spelled out (tsquery.parse), once its words are `w`
 _SPELLED_NEAR = re.compile(r" & \((?:w <\d+> w(?: \| )?)+\)")
