@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from http_support import queued_behind_one_write
 from nmem.adapters.http.threads import WriteLane
 from nmem.capture.agents import parse
 from nmem.config import load_settings
@@ -142,21 +143,8 @@ def _grouped(service: Service, calls: list[Callable[[], Any]]) -> tuple[list[Any
     """`calls` as grouped writes queued behind one that holds the writer thread, so the lane takes
     them in one transaction; their answers (or errors) and the lane."""
     lane = WriteLane(service.store, 64, 1000, float("inf"), service.forget_uncommitted)
-
-    async def scenario() -> list[Any]:
-        held, release = threading.Event(), threading.Event()
-        first = asyncio.ensure_future(lane.run(lambda: (held.set(), release.wait(30)), grouped=True))
-        while not held.is_set():
-            await asyncio.sleep(0.01)
-        waiting = [asyncio.ensure_future(lane.run(call, grouped=True)) for call in calls]
-        while len(lane.pending) < len(calls):
-            await asyncio.sleep(0.01)
-        release.set()
-        await first
-        return await asyncio.gather(*waiting, return_exceptions=True)
-
     try:
-        return asyncio.run(scenario()), lane
+        return asyncio.run(queued_behind_one_write(lane, calls)), lane
     finally:
         lane.close()
 

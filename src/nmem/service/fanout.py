@@ -1,6 +1,6 @@
 """Independent reads of one request side by side, where the engine serves each from a
 connection of its own (PostgreSQL: a search of everything is three reads, the observations', the
-prompts' and the curated scopes' (sessions and memories in one statement), each mostly the
+prompts' and the curated scopes' (sessions and memories together, a round trip a tier), each mostly the
 server's time). The caller's thread runs the first read; each other read runs on a spare thread
 when one is free, else after it on the caller's, so a busy server's requests (which already fill
 the cores) gain no extra threads. Each read runs in a copy of the caller's context: the signed-in

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from test_http_workers import SseClient
 
+from http_support import queued_behind_one_write
 from mcp_support import http_server
 from nmem.adapters.http.threads import WriteLane
 from nmem.capture.agents import parse
@@ -67,21 +68,6 @@ def post(port: int, body: dict[str, Any]) -> tuple[int, Any]:
             return status, answer
         time.sleep(min(float(wait), 2.0))
     return status, answer
-
-
-async def queued_behind_one_write(lane: WriteLane, calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run `calls` as grouped writes that all wait behind one held write, so the lane takes them
-    together once it is released; their answers (or exceptions), in order."""
-    held, release = threading.Event(), threading.Event()
-    first = asyncio.ensure_future(lane.run(lambda: (held.set(), release.wait(30)), grouped=True))
-    while not held.is_set():
-        await asyncio.sleep(0.01)
-    waiting = [asyncio.ensure_future(lane.run(call, grouped=True)) for call in calls]
-    while len(lane.pending) < len(calls):
-        await asyncio.sleep(0.01)
-    release.set()
-    await first
-    return await asyncio.gather(*waiting, return_exceptions=True)
 
 
 def test_waiting_writes_share_one_commit_and_a_failing_one_is_undone_alone(settings: Settings) -> None:

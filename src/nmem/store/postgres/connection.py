@@ -779,12 +779,15 @@ class Connection(SqlBase):
         None: as it does)."""
         if params is not None:
             sql = pg_sql(sql)
+        return self._on_reader(lambda c: _execute(c, sql, params, fetch, plans))
+
+    def _on_reader(self, call: Callable[[psycopg.Connection[Row]], T]) -> T:
+        """`call` on this thread's connection (its transaction's or snapshot's), else on a pooled
+        one (`_once`): outside a transaction a statement is a read (writes run in transactions)
+        or a VACUUM, safe to run again. psycopg's errors leave as nmem's."""
         conn = self._reading()
         try:
-            if conn is not None:
-                return _execute(conn, sql, params, fetch, plans)
-            # A statement of its own: a read (writes run in transactions), or a VACUUM: safe twice.
-            return self._once(lambda c: _execute(c, sql, params, fetch, plans), "a read")
+            return call(conn) if conn is not None else self._once(call, "a read")
         except pg_errors.SyntaxError as exc:
             raise QuerySyntaxError(f"invalid search query: {exc}") from exc
         except psycopg.Error as exc:
@@ -795,17 +798,7 @@ class Connection(SqlBase):
         `_query` runs it, all in one round trip (`_execute_many`) on this thread's connection or
         one pooled connection."""
         sent = [(pg_sql(sql), params, plans) for sql, params, plans in statements]
-        if not sent:
-            return []
-        conn = self._reading()
-        try:
-            if conn is not None:
-                return _execute_many(conn, sent)
-            return self._once(lambda c: _execute_many(c, sent), "a read")
-        except pg_errors.SyntaxError as exc:
-            raise QuerySyntaxError(f"invalid search query: {exc}") from exc
-        except psycopg.Error as exc:
-            raise storage_error(exc) from exc
+        return self._on_reader(lambda c: _execute_many(c, sent)) if sent else []
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a write; returns the rows it changed. Outside a transaction it is its own."""
