@@ -202,8 +202,10 @@ SETTINGS: tuple[Setting, ...] = (
             "change of users or tokens through the server voids every kept check at once (any worker), one "
             "made beside it (`nmem token revoke` on the database) is seen within this time; 0: read every time."),
     Setting("http.threads", int, 0, "NMEM_HTTP_THREADS",
-            "Threads each server process runs REST reads on (writes run on one more); 0: four per core, "
-            "shared by the `http.workers` processes (at least 2 each, at most 32)."),
+            "Threads each server process runs REST reads on (writes run on one more); 0: one per core on SQLite "
+            "(its reads compute in the process, and threads past the cores only pass Python's lock around), four "
+            "per core on PostgreSQL (its reads wait on the server), shared by the `http.workers` processes (at "
+            "least 2 each, at most 32)."),
     Setting("http.write_batch", int, 64, "NMEM_HTTP_WRITE_BATCH",
             "Hook events (`POST /api/v1/events`, `/api/v1/hook`) waiting for the writer thread that it stores "
             "in one transaction, each in a savepoint of its own, with one commit (group commit); 1: each alone."),

@@ -99,7 +99,9 @@ def create_app(settings: Settings, *, service: Service | None = None, host: str 
     users = team_api.TeamAuth(svc.store, int(settings["http.token_cache_ms"]) / 1000, settings.home)
     hub = streams.StreamHub(settings, users=users)
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    threads = StoreThreads(svc.store, auto_threads(int(settings["http.threads"]), workers), limits.max_queue,
+    # SQLite reads compute in this process; PostgreSQL's wait for its server as much
+    waits = not svc.store.url.startswith("sqlite:")
+    threads = StoreThreads(svc.store, auto_threads(int(settings["http.threads"]), workers, waits), limits.max_queue,
                            limits.max_wait_ms, int(settings["http.write_batch"]), svc.forget_uncommitted)
     context = Context(svc, project or current_project(svc), cwd, threads)
     mcp = NmemServer(svc, project=context.project, tools=tools or str(settings["mcp.tools"]),

@@ -77,13 +77,18 @@ class Overloaded(NmemError):
     retry_after = 1
 
 
-def auto_threads(setting: int, workers: int = 1) -> int:
-    """`http.threads`, or for 0 four per core (a read waits on the database as much as it computes),
-    shared by the `workers` processes serving on the same cores (at least two each): more threads
-    are more database connections, each planning and caching its statements apart."""
+def auto_threads(setting: int, workers: int = 1, waits: bool = True) -> int:
+    """`http.threads`, or for 0 a number per core shared by the `workers` processes serving on the
+    same cores (at least two each): four when a read `waits` on a database server as much as it
+    computes (PostgreSQL), one when it computes in this process (SQLite). There Python runs one
+    thread at a time and SQLite hands the GIL back at every step of a statement, so threads past
+    the cores only pass it around: at 100k observations 8 threads spent 24 ms of CPU a search, 2
+    spent 13.5 (bench/http_server.py, docs/http.md). More threads are also more database
+    connections, each planning and caching its statements apart."""
     if setting > 0:
         return setting
-    return max(2, min(MAX_AUTO_THREADS, 4 * len(os.sched_getaffinity(0)) // max(1, workers)))
+    per_core = 4 if waits else 1
+    return max(2, min(MAX_AUTO_THREADS, per_core * len(os.sched_getaffinity(0)) // max(1, workers)))
 
 
 @functools.cache
