@@ -265,6 +265,7 @@ class ReadLane(Lane):
         self.costs: dict[str, float] = {}     # each kind's seconds on a thread, recent mean
         self.queued_cost = 0.0                # what the requests waiting for a thread count, in all
         self.queued_counted = 0               # how many of them count (their kind measured)
+        self.window_cost = 0.0                # what the requests in `starts` count, in all
         self._queue_lock = threading.Lock()   # the loop adds to those, the threads take away
 
     def expected_wait(self, kind: str = "") -> float:
@@ -273,7 +274,9 @@ class ReadLane(Lane):
         now = time.perf_counter()
         starts = self.starts
         while starts and starts[0][0] < now - self.RATE_WINDOW:   # trimmed here alone (on the loop)
-            starts.popleft()
+            _, cost = starts.popleft()
+            with self._queue_lock:
+                self.window_cost -= cost
         if not self.first_start or now - self.first_start < self.RATE_WINDOW:
             return 0.0   # warming up: no rate measured over a whole window yet, nothing shed for time
         if len(starts) >= 2 * self.threads:   # each thread took two at least: a rate to go by
@@ -283,7 +286,7 @@ class ReadLane(Lane):
     def _weight(self, kind: str) -> float:
         """The mean cost of the requests waiting and of the next one (`kind`) over the mean cost of
         those taken in the window; 1 while no kind is measured, nor what the window took."""
-        taken = sum(cost for _, cost in self.starts)
+        taken = max(0.0, self.window_cost)
         if not self.costs:
             return 1.0
         new = self.costs.get(kind)
@@ -313,7 +316,12 @@ class ReadLane(Lane):
 
     def _started(self, now: float, waited: float, kind: str = "") -> None:
         self.first_start = self.first_start or now
-        self.starts.append((now, self.costs.get(kind, self.call_time)))   # deque appends and pops are atomic
+        cost = self.costs.get(kind, self.call_time)
+        with self._queue_lock:   # the sum with the deque: the loop trims both together
+            if len(self.starts) == self.RATE_KEPT:   # the oldest drops out
+                self.window_cost -= self.starts[0][1]
+            self.starts.append((now, cost))
+            self.window_cost += cost
         self.waited = moved(self.waited, waited)
 
     def _spent(self, seconds: float, kind: str = "") -> None:
