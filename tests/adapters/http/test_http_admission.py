@@ -201,8 +201,9 @@ def test_a_read_lane_counts_a_queue_of_cheap_reads_at_their_cost_not_at_the_rate
     try:
         now = time.perf_counter()
         lane._started(now - 1.5, 0.0, "search")   # the first request, a window and a half ago
-        lane._spent(0.02, "search")                # a search takes 20 ms on its thread,
-        lane._spent(0.002, "recall")               # a recall 2 ms
+        for kind, seconds in (("search", 0.02), ("recall", 0.002)):   # a search takes 20 ms, a recall 2
+            lane._spent(1.0, kind)                 # (a kind's first call on a thread teaches nothing)
+            lane._spent(seconds, kind)
         for i in range(100):                       # 100 searches taken over the last half second: 200 a second
             lane._started(now - 0.5 + i * 0.005, 0.0, "search")
         lane.waited = 1.0                          # the queue has been slow for a while: past max_wait, shed
@@ -220,6 +221,30 @@ def test_a_read_lane_counts_a_queue_of_cheap_reads_at_their_cost_not_at_the_rate
         assert lane.queued_cost == 0.0 and lane.queued_counted == 0
         lane._queued("unmeasured")                 # a kind not run yet counts as nothing
         assert lane.expected_wait("unmeasured") == 0.0
+    finally:
+        lane.executor.shutdown()
+
+
+def test_a_kinds_first_call_on_each_thread_is_not_its_cost() -> None:
+    """The first call of a kind on each read thread pays what is done once per thread (statements
+    prepared; on a fresh store the tiers recomputed, one thread storing them while the others
+    wait): its time is left out of the kind's cost, which the later calls teach."""
+    lane = ReadLane("read", threads=3, max_queue=1024, max_wait=1.0)
+
+    together = threading.Barrier(3)   # all alive at once: no thread's id is taken over by the next
+
+    def calls(seconds: list[float]) -> None:
+        together.wait(timeout=30)
+        for each in seconds:
+            lane._spent(each, "recall")
+
+    try:
+        threads = [threading.Thread(target=calls, args=([0.4, 0.002, 0.002],)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert lane.costs["recall"] == pytest.approx(0.002)   # the three 0.4 s first calls left out
     finally:
         lane.executor.shutdown()
 

@@ -299,6 +299,7 @@ class ReadLane(Lane):
         self.waited = 0.0                     # seconds the requests taken waited for a thread, recent mean
         self.first_start = 0.0                # when a thread first took a request
         self.costs: dict[str, float] = {}     # each kind's seconds on a thread, recent mean
+        self.warmed: set[tuple[str, int]] = set()   # (kind, thread) whose first call ran
         self.queued_cost = 0.0                # what the requests waiting for a thread count, in all
         self.queued_counted = 0               # how many of them count (their kind measured)
         self.window_cost = 0.0                # what the requests in `starts` count, in all
@@ -361,7 +362,16 @@ class ReadLane(Lane):
         self.waited = moved(self.waited, waited)
 
     def _spent(self, seconds: float, kind: str = "") -> None:
+        """A call of `kind` took `seconds` on this thread. A kind's first call on each thread is
+        not its cost: it pays what is done once per thread and connection (statements prepared,
+        caches filled), and a fresh store's first recalls recompute the tiers, one thread
+        storing them while the others wait for it (`Lifecycle.refresh_tiers`): as the first
+        samples of the mean, those would count every recall behind them at that time."""
         super()._spent(seconds)
+        first = (kind, threading.get_ident())
+        if first not in self.warmed:
+            self.warmed.add(first)   # a set's add is atomic under the GIL
+            return
         self.costs[kind] = moved(self.costs.get(kind, 0.0), seconds)   # one float store: atomic under the GIL
 
 
