@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from test_cli_support import as_json, ok
 __all__ = ["both_engines"]  # every service test here runs on SQLite and PostgreSQL
 
 NOW = 1_790_000_000
+THREADS = 4
 
 
 def tier_at(days: float, namespace: str = "learnings", count: int = 0, pinned: bool = False,
@@ -98,3 +101,34 @@ def test_status_shows_every_tier_as_bars_and_json(nmem_home: Path, service: Serv
     assert [line.split()[:2] for line in block[1:]] == [["hot", "1"], ["warm", "0"], ["cold", "0"],
                                                         ["archived", "1"]]
     assert "█" in block[1] and "█" in block[4]
+
+
+def test_recalls_at_once_recompute_stale_tiers_once(service: Service, clock: Clock) -> None:
+    """A server's read threads recalling together on stale tiers: one recomputes and stores them,
+    the others take its tiers (each used to store them again, a write transaction apiece)."""
+    service.remember("Staging uses the blue cluster", namespace="context", project="demo")
+    clock.advance(200 * DAY)
+    stored: list[int] = []
+    arrived = threading.Barrier(THREADS)
+    store_tiers = service.store.set_tiers
+
+    def counted(changed: Any, now: int) -> None:   # the real write, counted
+        stored.append(len(changed))
+        try:   # held until every thread recalls: none can find the tiers stored by another meanwhile
+            arrived.wait(timeout=1)
+        except threading.BrokenBarrierError:
+            pass   # the others wait for this one: it alone recomputes
+        store_tiers(changed, now)
+
+    service.store.set_tiers = counted   # type: ignore[method-assign]
+    found: list[int] = []
+
+    def recall() -> None:
+        found.append(len(service.recall("cluster", project="demo")))
+
+    threads = [threading.Thread(target=recall) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert stored == [1] and found == [0] * THREADS   # archived once, hidden from every recall

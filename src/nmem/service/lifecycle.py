@@ -8,6 +8,7 @@ like any other; each change a consolidation makes is also kept (before and after
 
 from __future__ import annotations
 
+import threading
 import time
 
 from nmem.errors import InvalidArgument, NotFound
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     Progress = Callable[[str], None]
 
 LAZY_TIERS_AFTER = 86400       # recall recomputes tiers when they are older than a day
+# One recomputation at a time in a process (it is one a day): the recalls meanwhile wait for it
+_RECOMPUTING = threading.Lock()
 EPHEMERAL = ("progress", "blockers", "context")   # namespaces that go stale
 ROLLUP_TAG = "nmem:rollup"
 ROLLUP_NAMESPACE = "context"
@@ -80,10 +83,18 @@ class Lifecycle(Base):
         now = self.now()
         if now < self._tiers_fresh_until:
             return
-        at = self.store.tiers_computed_at()
-        if at is None or now - at >= LAZY_TIERS_AFTER:
-            self.recompute_tiers()
-        else:
+        # A server's read threads recall at once: one recomputes, the others wait for it and then
+        # find the tiers fresh. Each used to recompute and store them itself, a write transaction
+        # on a read thread (queued behind the writer's batch, on PostgreSQL behind the change
+        # feed's lock), their UPDATEs of the same rows waiting on each other: under
+        # `bench/team.py` a fresh store's first 200 recalls, on every read thread at once.
+        with _RECOMPUTING:
+            if now < self._tiers_fresh_until:
+                return
+            at = self.store.tiers_computed_at()
+            if at is None or now - at >= LAZY_TIERS_AFTER:
+                self.recompute_tiers()
+                at = now
             self._tiers_fresh_until = at + LAZY_TIERS_AFTER
 
     # -- retention ---------------------------------------------------------------------------

@@ -192,6 +192,63 @@ def test_a_read_lane_sheds_by_the_rate_its_queue_clears_and_only_when_coming_bac
         lane.executor.shutdown()
 
 
+def test_a_read_lane_counts_a_queue_of_cheap_reads_at_their_cost_not_at_the_rate_of_dear_ones() -> None:
+    """The window's rate is weighed by what waits: 250 recalls behind a window of searches that
+    cost ten times as much clear in a tenth of the time those would; 250 searches are still shed.
+    (Under `bench/team.py` the searchers' recalls came in a wave right after their searches, and
+    were shed at the searches' rate while the ones let in waited under a second.)"""
+    lane = ReadLane("read", threads=2, max_queue=1024, max_wait=1.0)
+    try:
+        now = time.perf_counter()
+        lane._started(now - 1.5, 0.0, "search")   # the first request, a window and a half ago
+        for kind, seconds in (("search", 0.02), ("recall", 0.002)):   # a search takes 20 ms, a recall 2
+            lane._spent(1.0, kind)                 # (a kind's first call on a thread teaches nothing)
+            lane._spent(seconds, kind)
+        for i in range(100):                       # 100 searches taken over the last half second: 200 a second
+            lane._started(now - 0.5 + i * 0.005, 0.0, "search")
+        lane.waited = 1.0                          # the queue has been slow for a while: past max_wait, shed
+        lane.taken = 2 + 250
+        recalls = [lane._queued("recall") for _ in range(250)]   # 250 recalls waiting
+        assert lane.expected_wait("recall") == pytest.approx(251 / 200 / 10, rel=0.05)   # ~0.13 s, not 1.26
+        lane.admit(kind="recall")
+        for cost in recalls:                       # the threads took them
+            lane._dequeued(cost)
+        searches = [lane._queued("search") for _ in range(250)]   # 250 searches waiting: 1.26 s
+        with pytest.raises(Overloaded, match=r"http\.max_wait_ms"):
+            lane.admit(kind="recall")
+        for cost in searches:
+            lane._dequeued(cost)
+        assert lane.queued_cost == 0.0 and lane.queued_counted == 0
+        lane._queued("unmeasured")                 # a kind not run yet counts as nothing
+        assert lane.expected_wait("unmeasured") == 0.0
+    finally:
+        lane.executor.shutdown()
+
+
+def test_a_kinds_first_call_on_each_thread_is_not_its_cost() -> None:
+    """The first call of a kind on each read thread pays what is done once per thread (statements
+    prepared; on a fresh store the tiers recomputed, one thread storing them while the others
+    wait): its time is left out of the kind's cost, which the later calls teach."""
+    lane = ReadLane("read", threads=3, max_queue=1024, max_wait=1.0)
+
+    together = threading.Barrier(3)   # all alive at once: no thread's id is taken over by the next
+
+    def calls(seconds: list[float]) -> None:
+        together.wait(timeout=30)
+        for each in seconds:
+            lane._spent(each, "recall")
+
+    try:
+        threads = [threading.Thread(target=calls, args=([0.4, 0.002, 0.002],)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert lane.costs["recall"] == pytest.approx(0.002)   # the three 0.4 s first calls left out
+    finally:
+        lane.executor.shutdown()
+
+
 def post_event(port: int, body: dict[str, Any]) -> int:
     """One hook event, sent once (a 503 is not sent again): its status."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)

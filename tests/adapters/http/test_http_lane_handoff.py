@@ -83,4 +83,43 @@ async def test_the_answer_comes_back_as_one_callback_of_the_lane(lane: ReadLane)
         assert await lane.run(lambda: 42) == 42
     finally:
         del loop.call_soon_threadsafe
-    assert scheduled == ["_settle"]
+    assert scheduled == ["_Handoff.drain"]
+
+
+async def test_answers_ready_together_come_back_in_one_callback() -> None:
+    """Answers that finish while the loop is busy reach it in one callback (one wake-up of the
+    loop), each to its own caller, errors included; the next answer asks for a callback again."""
+    lane = ReadLane("read", threads=2, max_queue=1024)
+    loop = asyncio.get_running_loop()
+    scheduled: list[str] = []
+    plain = loop.call_soon_threadsafe
+
+    def spying(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        scheduled.append(getattr(callback, "__qualname__", repr(callback)))
+        return plain(callback, *args, **kwargs)
+
+    finished = threading.Semaphore(0)
+
+    def call(i: int) -> int:
+        try:
+            if i == 7:
+                raise NotFound("seven")
+            return i * i
+        finally:
+            finished.release()
+
+    loop.call_soon_threadsafe = spying   # type: ignore[method-assign]
+    try:
+        runs = [asyncio.ensure_future(lane.run(lambda i=i: call(i))) for i in range(20)]
+        await asyncio.sleep(0)             # each run handed to the threads
+        for _ in range(20):                # the loop held until every call finished
+            assert finished.acquire(timeout=30)
+        answers = await asyncio.gather(*runs, return_exceptions=True)
+        assert len(scheduled) == 1         # one callback brought all twenty back
+        assert await lane.run(lambda: "next") == "next" and len(scheduled) == 2
+    finally:
+        del loop.call_soon_threadsafe
+        lane.executor.shutdown(wait=True, cancel_futures=True)
+    assert [a if isinstance(a, int) else str(a) for a in answers] == \
+        [i * i if i != 7 else "seven" for i in range(20)]
+    assert lane.taken == 0

@@ -123,24 +123,25 @@ class Lane:
                                            initializer=name_os_thread, initargs=(os_name,))
         self.taken = 0
         self.call_time = 0.0   # seconds one call takes on its thread, recent mean
+        self._handoff: _Handoff | None = None   # answers on their way to the loop
 
     @property
     def waiting(self) -> int:
         return max(0, self.taken - self.threads)
 
-    def expected_wait(self) -> float:
-        """Seconds the next request would wait for a thread: none while one is free, else the
-        calls ahead of it (the waiting ones and one of the running) at the recent mean, shared
-        by the threads."""
+    def expected_wait(self, kind: str = "") -> float:
+        """Seconds the next request (of `kind`) would wait for a thread: none while one is free,
+        else the calls ahead of it (the waiting ones and one of the running) at the recent mean,
+        shared by the threads."""
         if self.taken < self.threads:
             return 0.0
         return (self.waiting + 1) * self.call_time / self.threads
 
-    def admit(self, wait: float | None = None) -> None:
+    def admit(self, wait: float | None = None, kind: str = "") -> None:
         if self.waiting >= self.max_queue:
             raise Overloaded(f"the server is busy: {self.waiting} {self.name} requests are waiting "
                              f"(http.max_queue = {self.max_queue}); try again shortly")
-        wait = self.expected_wait() if wait is None else wait
+        wait = self.expected_wait(kind) if wait is None else wait
         if wait > self.max_wait and self.worth_shedding(wait):
             raise Overloaded(f"the server is busy: a {self.name} request would wait about {wait * 1000:.0f} ms "
                              f"(http.max_wait_ms = {self.max_wait * 1000:.0f}); try again shortly")
@@ -149,7 +150,7 @@ class Lane:
         """Whether a request that would wait `wait` (past `max_wait`) is better told to come back."""
         return True
 
-    async def run(self, call: Callable[[], T], admitted: bool = False) -> T:
+    async def run(self, call: Callable[[], T], admitted: bool = False, kind: str = "") -> T:
         """`admitted`: the request was let in already (a write's read once it is stored): not shed.
 
         The thread hands the answer straight to the loop (`_answer`), one callback, rather than
@@ -158,47 +159,94 @@ class Lane:
         `make bench-team`. A call whose caller went (its request cancelled) before a thread took
         it does not run, as with `run_in_executor`."""
         if not admitted:
-            self.admit()
+            self.admit(kind=kind)
         self.taken += 1
+        queued = self._queued(kind)
         try:
             loop = asyncio.get_running_loop()
+            handoff = self._handoff
+            if handoff is None or handoff.loop is not loop:
+                handoff = self._handoff = _Handoff(loop)
             answer: asyncio.Future[T] = loop.create_future()
             # The call acts for the request's signed-in user: the thread runs in a copy of this context.
-            self.executor.submit(self._answer, loop, answer, contextvars.copy_context(), call, time.perf_counter())
+            self.executor.submit(self._answer, handoff, answer, contextvars.copy_context(), call, time.perf_counter(),
+                                 kind, queued)
             return await answer
         finally:
             self.taken -= 1
 
-    def _answer(self, loop: asyncio.AbstractEventLoop, answer: asyncio.Future[T], context: contextvars.Context,
-                call: Callable[[], T], queued: float) -> None:
+    def _answer(self, handoff: _Handoff, answer: asyncio.Future[T], context: contextvars.Context,
+                call: Callable[[], T], queued: float, kind: str = "", cost: float = 0.0) -> None:
         """On a thread: run `call` unless its caller went meanwhile, and settle `answer` on the loop."""
         if answer.cancelled():   # read without the loop's lock: at worst a call cancelled just now runs
+            self._dequeued(cost)
             return
         try:
-            result = self._timed(context, call, queued)
+            result = self._timed(context, call, queued, kind, cost)
         except BaseException as exc:   # the caller raises it, as with run_in_executor
             settle: tuple[Any, BaseException | None] = (None, exc)
         else:
             settle = (result, None)
-        try:
-            loop.call_soon_threadsafe(_settle, answer, *settle)
-        except RuntimeError:   # the loop closed meanwhile: nobody is left to answer
-            pass
+        handoff.put(answer, *settle)
 
-    def _timed(self, context: contextvars.Context, call: Callable[[], T], queued: float = 0.0) -> T:
+    def _timed(self, context: contextvars.Context, call: Callable[[], T], queued: float = 0.0, kind: str = "",
+               cost: float = 0.0) -> T:
         began = time.perf_counter()
-        self._started(began, began - queued)
+        self._dequeued(cost)
+        self._started(began, began - queued, kind)
         try:
             return context.run(call)
         finally:
-            self._spent(time.perf_counter() - began)
+            self._spent(time.perf_counter() - began, kind)
 
-    def _started(self, now: float, waited: float) -> None:
-        """A thread took a request at `now` that had waited `waited` seconds for it."""
+    def _queued(self, kind: str) -> float:
+        """A request of `kind` joins the queue (on the loop): what it counts there (`ReadLane`)."""
+        return 0.0
 
-    def _spent(self, seconds: float) -> None:
+    def _dequeued(self, cost: float) -> None:
+        """A request that counted `cost` in the queue left it (a thread took it, or its caller went)."""
+
+    def _started(self, now: float, waited: float, kind: str = "") -> None:
+        """A thread took a request of `kind` at `now` that had waited `waited` seconds for it."""
+
+    def _spent(self, seconds: float, kind: str = "") -> None:
         # a float store is atomic under the GIL; a lost update among threads only delays the mean
         self.call_time = moved(self.call_time, seconds)
+
+
+class _Handoff:
+    """Answers from a lane's threads to the loop, as many as are ready in one callback. Each
+    `call_soon_threadsafe` writes a byte to the loop's self-pipe, a system call that wakes the
+    loop (8.7% of the read threads' samples under `make bench-team`, py-spy); an answer that finds
+    a callback already on its way joins it instead."""
+
+    __slots__ = ("loop", "ready", "lock", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.ready: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
+        self.lock = threading.Lock()
+        self.scheduled = False   # a drain() is on its way to the loop
+
+    def put(self, answer: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+        """On a thread: `answer`'s outcome, settled on the loop."""
+        self.ready.append((answer, result, error))
+        with self.lock:
+            if self.scheduled:
+                return   # the drain on its way takes this one too: it empties `ready` after it was asked for
+            self.scheduled = True
+        try:
+            self.loop.call_soon_threadsafe(self.drain)
+        except RuntimeError:   # the loop closed meanwhile: nobody is left to answer
+            pass
+
+    def drain(self) -> None:
+        """On the loop: settle every answer ready."""
+        with self.lock:
+            self.scheduled = False   # from here on a new answer asks for a drain of its own
+        ready = self.ready
+        while ready:
+            _settle(*ready.popleft())
 
 
 def _settle(answer: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -229,38 +277,102 @@ class ReadLane(Lane):
     recent ones waited (`waited`, the mean wait of the requests the threads took, measured): so a
     request past `max_wait` is shed when the queue has been that slow for a while, or when it would
     wait longer than coming back takes. One just past `max_wait` at a crest of a queue that usually
-    clears in half of it is served, not sent back to return with the others a second later."""
+    clears in half of it is served, not sent back to return with the others a second later.
+
+    Requests differ in cost (a search over every scope takes ten times a recall's time), so the
+    rate is weighed by what is waiting: each kind of request (its route) has its recent time on a
+    thread, and the time per place is scaled by the mean cost of the requests waiting (the new one
+    included) over the mean cost of those the threads took in the window. Under `bench/team.py`
+    the searchers' recalls come in a wave right after their searches; counted at the rate the
+    searches cleared, 200 recalls looked like 1.3 s of wait and were shed, while they cleared in
+    well under a second. A kind not measured yet counts as nothing until one of it has run (as the
+    writer's kinds: `WriteLane.kind_wait`), the hard cap holding meanwhile."""
 
     RATE_WINDOW = 1.0
     RATE_KEPT = 4096
 
     def __init__(self, name: str, threads: int, max_queue: int, max_wait: float = float("inf")) -> None:
         super().__init__(name, threads, max_queue, max_wait)
-        # when the threads took requests: the last RATE_WINDOW seconds' (at most RATE_KEPT of them)
-        self.starts: deque[float] = deque(maxlen=self.RATE_KEPT)
+        # when the threads took requests: the last RATE_WINDOW seconds' (at most RATE_KEPT of them),
+        # with what each counted (its kind's cost then)
+        self.starts: deque[tuple[float, float]] = deque(maxlen=self.RATE_KEPT)
         self.waited = 0.0                     # seconds the requests taken waited for a thread, recent mean
         self.first_start = 0.0                # when a thread first took a request
+        self.costs: dict[str, float] = {}     # each kind's seconds on a thread, recent mean
+        self.warmed: set[tuple[str, int]] = set()   # (kind, thread) whose first call ran
+        self.queued_cost = 0.0                # what the requests waiting for a thread count, in all
+        self.queued_counted = 0               # how many of them count (their kind measured)
+        self.window_cost = 0.0                # what the requests in `starts` count, in all
+        self._queue_lock = threading.Lock()   # the loop adds to those, the threads take away
 
-    def expected_wait(self) -> float:
+    def expected_wait(self, kind: str = "") -> float:
         if self.taken < self.threads:
             return 0.0
         now = time.perf_counter()
         starts = self.starts
-        while starts and starts[0] < now - self.RATE_WINDOW:   # trimmed here alone (on the loop)
-            starts.popleft()
+        while starts and starts[0][0] < now - self.RATE_WINDOW:   # trimmed here alone (on the loop)
+            _, cost = starts.popleft()
+            with self._queue_lock:
+                self.window_cost -= cost
         if not self.first_start or now - self.first_start < self.RATE_WINDOW:
             return 0.0   # warming up: no rate measured over a whole window yet, nothing shed for time
         if len(starts) >= 2 * self.threads:   # each thread took two at least: a rate to go by
-            return (self.waiting + 1) * (now - starts[0]) / len(starts)
+            return (self.waiting + 1) * (now - starts[0][0]) / len(starts) * self._weight(kind)
         return super().expected_wait()   # the threads all but stopped taking requests: the mean call
+
+    def _weight(self, kind: str) -> float:
+        """The mean cost of the requests waiting and of the next one (`kind`) over the mean cost of
+        those taken in the window; 1 while no kind is measured, nor what the window took."""
+        taken = max(0.0, self.window_cost)
+        if not self.costs:
+            return 1.0
+        new = self.costs.get(kind)
+        counted = self.queued_counted + (new is not None)
+        if not taken or not counted:
+            return 1.0 if not taken else 0.0
+        waiting = (self.queued_cost + (new or 0.0)) / counted
+        return waiting / (taken / len(self.starts))
 
     def worth_shedding(self, wait: float) -> bool:
         return self.waited >= self.max_wait or wait > Overloaded.retry_after + self.waited
 
-    def _started(self, now: float, waited: float) -> None:
+    def _queued(self, kind: str) -> float:
+        cost = self.costs.get(kind)
+        if cost is None:
+            return 0.0
+        with self._queue_lock:
+            self.queued_cost += cost
+            self.queued_counted += 1
+        return cost
+
+    def _dequeued(self, cost: float) -> None:
+        if cost:
+            with self._queue_lock:
+                self.queued_cost = max(0.0, self.queued_cost - cost)
+                self.queued_counted = max(0, self.queued_counted - 1)
+
+    def _started(self, now: float, waited: float, kind: str = "") -> None:
         self.first_start = self.first_start or now
-        self.starts.append(now)   # deque appends and the loop's pops are atomic
+        cost = self.costs.get(kind, self.call_time)
+        with self._queue_lock:   # the sum with the deque: the loop trims both together
+            if len(self.starts) == self.RATE_KEPT:   # the oldest drops out
+                self.window_cost -= self.starts[0][1]
+            self.starts.append((now, cost))
+            self.window_cost += cost
         self.waited = moved(self.waited, waited)
+
+    def _spent(self, seconds: float, kind: str = "") -> None:
+        """A call of `kind` took `seconds` on this thread. A kind's first call on each thread is
+        not its cost: it pays what is done once per thread and connection (statements prepared,
+        caches filled), and a fresh store's first recalls recompute the tiers, one thread
+        storing them while the others wait for it (`Lifecycle.refresh_tiers`): as the first
+        samples of the mean, those would count every recall behind them at that time."""
+        super()._spent(seconds)
+        first = (kind, threading.get_ident())
+        if first not in self.warmed:
+            self.warmed.add(first)   # a set's add is atomic under the GIL
+            return
+        self.costs[kind] = moved(self.costs.get(kind, 0.0), seconds)   # one float store: atomic under the GIL
 
 
 @dataclass
@@ -525,7 +637,7 @@ class StoreThreads:
         `admitted`: a read for a request already let in (`routing.ThenRead`), never shed."""
         if write:
             return await self.writes.run(call, grouped, kind)
-        return await self.reads.run(call, admitted)
+        return await self.reads.run(call, admitted, kind)
 
     async def check(self, call: Callable[[], T]) -> T:
         return await self.checks.run(call)

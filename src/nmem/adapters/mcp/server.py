@@ -9,12 +9,14 @@ clients get the same events through `subscriptions/listen`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import wraps
 from typing import Any, TypeVar
@@ -319,17 +321,32 @@ class NmemServer:
                 await self.bus.publish(ResourcesListChanged())
 
     async def watch(self) -> None:
-        """Poll the database for commits from any process and notify subscribers."""
-        while True:
-            await anyio.sleep(self.poll_interval)
-            try:
-                changes = self.watcher.poll()
-                if changes:
-                    await self.notify(changes)
-            except NmemError as exc:
-                log.warning("change watch failed: %s", exc.message)
-            except Exception:  # a bug here must not end the lifespan while the server goes on answering
-                log.exception("change watch failed; still watching")
+        """Poll the database for commits from any process and notify subscribers.
+
+        Each poll reads on a thread of its own, never on the event loop: it reads every change
+        committed since the last one (under `make bench-team`, a batch of hook events each time),
+        and on PostgreSQL it first takes the change feed's lock for an instant (`settled_heads`),
+        which waits, up to 2 s, for the writer's transaction under way. On the loop that wait
+        stopped every request of the server: the first wave of `bench/team.py --pg` (200
+        searches, 50 SessionStarts) was answered all at once, 1.2-1.4 s after it came, the loop
+        held by the watcher behind the SessionStarts' transaction. One thread, always the same:
+        a SQLite change token (`PRAGMA data_version`) only compares on one connection."""
+        loop = asyncio.get_running_loop()
+        thread = ThreadPoolExecutor(1, thread_name_prefix="nmem-watch")
+        self.watcher.token = -1   # the token is read on that thread from now on: the first poll reads
+        try:
+            while True:
+                await anyio.sleep(self.poll_interval)
+                try:
+                    changes = await loop.run_in_executor(thread, self.watcher.poll)
+                    if changes:
+                        await self.notify(changes)
+                except NmemError as exc:
+                    log.warning("change watch failed: %s", exc.message)
+                except Exception:  # a bug here must not end the lifespan while the server goes on answering
+                    log.exception("change watch failed; still watching")
+        finally:   # stopping: a poll under way ends by itself (its store is closed after)
+            thread.shutdown(wait=False, cancel_futures=True)
 
     async def index_embeddings(self) -> None:
         """Embed new records in the background when optional embeddings are on (nmem.service.indexer)."""
