@@ -4,9 +4,12 @@ MCP over stdio with the SDK's client, backup/restore, export and sync."""
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from fixtures.harness import event, hook, hook_env, hook_ok
 from mcp_support import CWD, structured
 from nmem.config import load_settings
+from nmem.portable import encryption
 from nmem.service.api import Service
 from nmem.store.sqlite import SqliteStore
 from nmem.sync.engine import run_sync
@@ -123,6 +127,118 @@ def test_hooks_racing_encrypt_lose_no_event(tmp_path: Path) -> None:
     stored = stored_prompts(home)
     assert sorted(stored) == sorted([*sent, *drains])   # each exactly once
     assert b"race w0 n0" not in raw_bytes(home / "nmem.db")
+
+
+class PausedEncrypt:
+    """`nmem encrypt` of the database at `db`, run in a thread and paused right after its backup,
+    just before the rename (where a loaded machine may preempt it), until `resume()`. Only the
+    pause is added (around `_save_previous`); the conversion itself runs as it does for the CLI."""
+
+    def __init__(self, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reached, self.resumed = threading.Event(), threading.Event()
+        self.outcome: dict[str, object] = {}
+        backup = encryption._save_previous
+
+        def backup_then_pause(*args: object) -> str:
+            path = backup(*args)  # type: ignore[arg-type]
+            self.reached.set()
+            self.resumed.wait(60)
+            return path
+
+        monkeypatch.setattr(encryption, "_save_previous", backup_then_pause)
+        self.thread = threading.Thread(target=self._convert, args=(db,))
+        self.thread.start()
+        assert self.reached.wait(60), self.outcome
+
+    def _convert(self, db: Path) -> None:
+        try:
+            self.outcome["report"] = encryption.encrypt(str(db), key(), str(db.parent / "backups"))
+        except BaseException as exc:  # reported by resume()
+            self.outcome["error"] = exc
+            self.reached.set()
+
+    def resume(self) -> None:
+        self.resumed.set()
+        self.thread.join(60)
+        assert "error" not in self.outcome, self.outcome
+
+
+def test_a_hook_while_encrypt_swaps_the_file_writes_nothing_to_the_old_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nmem encrypt` holds its exclusive lock from the export until the old file is stale:
+    a hook run between the backup and the rename must wait for the lock and spool its event,
+    and leave an older spooled event in the spool. It stored both in the file about to be
+    replaced instead (both lost): the backup was read through a descriptor opened and closed
+    under the lock, and closing any descriptor of a file drops every POSIX lock the process
+    holds on it (SQLite's exclusive lock included)."""
+    home = tmp_path / "home"
+    db = home / "nmem.db"
+    hook_ok(home, prompt("swap", "before"))   # a plain database
+    locked = sqlite3.connect(db, isolation_level=None)   # a busy database: the next event is spooled
+    try:
+        locked.execute("BEGIN EXCLUSIVE")
+        spooled = hook(home, prompt("swap", "spooled before"), NMEM_KEY=KEY, NMEM_BUSY_BUDGET_MS="200")
+        locked.execute("ROLLBACK")
+    finally:
+        locked.close()
+    assert spooled.returncode == 0, spooled.stderr
+    assert len(list((home / "spool").glob("*.json"))) == 1
+    paused = PausedEncrypt(db, monkeypatch)
+    try:
+        during = hook(home, prompt("swap", "during"), NMEM_KEY=KEY, NMEM_BUSY_BUDGET_MS="300")
+    finally:
+        paused.resume()
+    assert during.returncode == 0, during.stderr   # busy past its budget: spooled
+    hook_ok(home, prompt("swap", "after"), NMEM_KEY=KEY)   # drains the spool first
+    assert list((home / "spool").glob("*")) == []
+    assert sorted(stored_prompts(home)) == sorted(["before", "spooled before", "during", "after"])
+
+
+def _waits_on(pid: int, inode: int) -> bool:
+    """Whether process `pid` sleeps (SQLite's busy handler waiting for a lock) while it has the
+    file with this inode open (Linux's /proc)."""
+    try:
+        if "nanosleep" not in Path(f"/proc/{pid}/wchan").read_text():
+            return False
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.stat(f"/proc/{pid}/fd/{name}").st_ino == inode:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/wchan"), reason="sees the hook wait in /proc")
+def test_a_hook_waiting_on_the_replaced_file_spools_its_event(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook that opened the database before the rename and waits for the lock: when the
+    conversion lets go, it finds the old file stale and spools its event (or, between two
+    tries, opens the new file and stores it there), never writes to the old file."""
+    home = tmp_path / "home"
+    db = home / "nmem.db"
+    hook_ok(home, prompt("wait", "before"))   # a plain database
+    old = os.stat(db).st_ino
+    payload = tmp_path / "waiting.json"
+    payload.write_text(json.dumps(prompt("wait", "waiting")))
+    paused = PausedEncrypt(db, monkeypatch)
+    try:
+        with payload.open() as stdin:
+            waiter = subprocess.Popen([sys.executable, "-m", "nmem", "record"], stdin=stdin,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=hook_env(home, NMEM_KEY=KEY, NMEM_BUSY_BUDGET_MS="30000"))
+        while waiter.poll() is None and not _waits_on(waiter.pid, old):
+            time.sleep(0.005)
+    finally:
+        paused.resume()
+    _, err = waiter.communicate(timeout=60)
+    assert waiter.returncode == 0 or (waiter.returncode == 4 and "kept in the spool" in err), err
+    hook_ok(home, prompt("wait", "after"), NMEM_KEY=KEY)   # drains the spool first
+    assert list((home / "spool").glob("*")) == []
+    assert sorted(stored_prompts(home)) == sorted(["before", "waiting", "after"])
 
 
 async def _mcp_round_trip(home: Path, environment: dict[str, str]) -> dict[str, object]:

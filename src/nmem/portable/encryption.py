@@ -16,6 +16,9 @@ One conversion, start to end:
    must equal the database's under the lock. It is then put in WAL mode and synced.
 5. The database is copied to `<data dir>/backups/` (still under the lock), then the new file is
    renamed over it: atomic, so the path holds the old database or the new one, never a mix.
+   The copy reads the file through a descriptor kept open until the lock is let go: closing any
+   descriptor of a file drops every POSIX lock the process holds on it, SQLite's included, and
+   a hook waiting for the lock would then write an event into the old file after its export.
 6. A hook that opened the old file before the rename and waits for the lock would write to the
    old file, which no name reaches any more. Its first page is overwritten before the lock is
    let go, so such a hook fails to read it and spools its event instead.
@@ -28,7 +31,6 @@ Any failure before the rename deletes the new file and leaves the database as it
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -107,16 +109,20 @@ def _convert(db_path: str, key: DatabaseKey, backups_dir: str, *, encrypt: bool,
             vacuum = int(live.execute("PRAGMA auto_vacuum").fetchone()[0])
             _export(live, tmp, key if encrypt else None, version, vacuum)
             _verify(lib, tmp, key if encrypt else None, expected)
-            backup = _save_previous(db_path, backups_dir, encrypt)
-            old = os.open(db_path, os.O_RDWR)   # the file about to be replaced, for step 6
+            # The file about to be replaced: copied (step 5) and made stale (step 6) through this
+            # one descriptor, closed only after `live`. Closing any descriptor of the file drops
+            # every POSIX lock this process holds on it, `live`'s exclusive lock included: a
+            # waiting hook would then write to the old file, unseen by the copy (an event lost).
+            old = os.open(db_path, os.O_RDWR)
             try:
+                backup = _save_previous(old, backups_dir, encrypt)
                 os.replace(tmp, db_path)
                 renamed = True
                 sync_dir(directory)
                 os.pwrite(old, STALE_PAGE.ljust(4096, b"\0"), 0)
                 os.fsync(old)
-                live.close()   # lets go of the lock: waiting hooks now fail on the stale page
             finally:
+                live.close()   # lets go of the lock: waiting hooks now fail on the stale page
                 os.close(old)
         except BaseException:
             if not renamed:
@@ -211,15 +217,20 @@ def _verify(lib: Any, tmp: str, key: DatabaseKey | None, expected: dict[str, int
         os.fsync(fh.fileno())
 
 
-def _save_previous(db_path: str, backups_dir: str, encrypt: bool) -> str:
+def _save_previous(src: int, backups_dir: str, encrypt: bool) -> str:
+    """Copy the database, read through the descriptor `src` (never opened and closed here: see
+    `_convert`), to a new file in `backups_dir`."""
     os.makedirs(backups_dir, mode=0o700, exist_ok=True)
     what = "encrypt" if encrypt else "decrypt"
     path = os.path.join(backups_dir, time.strftime(f"nmem-before-{what}-%Y%m%d-%H%M%S.db"))
     while os.path.exists(path):
         path = path.removesuffix(".db") + "-1.db"
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
-    with open(db_path, "rb") as src, os.fdopen(fd, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    with os.fdopen(fd, "wb") as dst:
+        offset = 0
+        while chunk := os.pread(src, 1 << 20, offset):
+            dst.write(chunk)
+            offset += len(chunk)
         dst.flush()
         os.fsync(dst.fileno())
     return path
