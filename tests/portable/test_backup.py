@@ -222,6 +222,41 @@ def test_no_hook_writes_into_a_half_restored_database(service: Service, tmp_path
     assert not list(spool.glob("*.json"))
 
 
+# Another process opening the database and closing it again, as every hook does.
+OPEN_AND_CLOSE = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+conn.close()
+"""
+
+
+def test_a_process_closing_the_database_mid_restore_leaves_the_restores_wal_alone(
+        service: Service, tmp_path: Path) -> None:
+    """The restore keeps its locks on the database from its first step to its commit, the safety
+    copy of the current database included. Closing a descriptor of a file drops every POSIX lock
+    the process holds on it: had saving that copy read the file through a descriptor of its own,
+    the next process to close the database (a hook exiting) would find no lock left, take itself
+    for the last one, checkpoint and delete the write-ahead log the restore is writing into."""
+    populated(service)
+    saved = tmp_path / "saved.db"
+    ok("backup", str(saved))
+    live = db_path(service)
+    service.close()
+    seen: list[bool] = []
+
+    def during(done: int, total: int) -> None:
+        if not seen:   # the current database is saved by now; the restore has copied a page
+            subprocess.run([sys.executable, "-c", OPEN_AND_CLOSE, live], check=True, timeout=60)
+            seen.append(os.path.exists(live + "-wal"))
+
+    report = backups.restore(live, str(saved), str(tmp_path / "set-aside"), progress=during)
+    assert seen == [True], "a process closing the database deleted the log the restore was writing"
+    assert report.counts == {"sessions": 2, "prompts": 1, "observations": 6, "memories": 2}
+    assert rows(live, "PRAGMA integrity_check") == [("ok",)]
+    assert count(live) == 6
+
+
 def test_backup_as_a_process_while_hook_processes_write(service: Service, tmp_path: Path) -> None:
     populated(service)
     stop = tmp_path / "stop"

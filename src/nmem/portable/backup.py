@@ -129,9 +129,13 @@ def backup_target(target: str, now: float) -> str:
 
 
 def backup(db_path: str, target: str, *, force: bool = False, progress: Progress | None = None,
-           pages_per_step: int = PAGES_PER_STEP, key: DatabaseKey | None = None) -> BackupReport:
+           pages_per_step: int = PAGES_PER_STEP, key: DatabaseKey | None = None,
+           encrypted: bool | None = None) -> BackupReport:
     """Copy the database at `db_path` to `target` (a file, or a directory for a dated name).
-    An encrypted database gives an encrypted backup, with the same key."""
+    An encrypted database gives an encrypted backup, with the same key. A caller that holds a
+    lock on the database says whether it is `encrypted`: finding out opens and closes the file,
+    and closing any descriptor of a file drops every POSIX lock the process holds on it,
+    SQLite's included (`restore` saves the current database under its write lock)."""
     if not os.path.isfile(db_path):
         raise StorageError(f"no database at {db_path}")
     target = backup_target(os.path.expanduser(target), time.time())
@@ -144,7 +148,8 @@ def backup(db_path: str, target: str, *, force: bool = False, progress: Progress
     if not os.path.isdir(directory):
         raise InvalidArgument(f"no directory {directory} to write the backup in")
     tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    encrypted = is_encrypted(db_path)
+    if encrypted is None:
+        encrypted = is_encrypted(db_path)
     source = _connect(db_path, key=key, encrypted=encrypted)
     try:
         source.execute("BEGIN")  # the snapshot: rows committed from now on are not in this backup
@@ -243,7 +248,9 @@ def restore(db_path: str, source_path: str, safety_dir: str, *, progress: Progre
                 # until it commits; nothing can be written between this copy and the restore.
                 if left == 0:
                     raise StorageError("the restore finished before the current database was saved")
-                saved.append(backup(db_path, safety_path, key=key))
+                # Told whether it is encrypted: reading that off the file would close a descriptor
+                # of it and drop this process's locks on it, the copy's included (backup's note).
+                saved.append(backup(db_path, safety_path, key=key, encrypted=encrypted))
             if progress:
                 progress(total - left, total)
 
