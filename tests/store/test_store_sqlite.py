@@ -90,6 +90,10 @@ def test_reader_pragmas(store: SqliteStore) -> None:
     assert pragma(r, "journal_mode") == "wal"
     assert pragma(r, "busy_timeout") == 5000
     assert pragma(r, "temp_store") == 2
+    # Readers map the file (its pages read in the kernel's cache, not copied in by pread); the
+    # writer, which every hook opens, does not.
+    assert pragma(r, "mmap_size") == sqlite_store.READ_MMAP_BYTES > 0
+    assert pragma(store._writer(), "mmap_size") == 0
 
 
 def test_busy_timeout_is_configurable(stores: Any) -> None:

@@ -69,6 +69,14 @@ if TYPE_CHECKING:
 # the WAL.
 WAL_AUTOCHECKPOINT_PAGES = 16_000
 
+# Bytes of the file a reader maps into memory rather than reading page by page. Without a map
+# every page a search touches past the connection's 2 MB cache is a pread() into that cache: at
+# 100k observations 2.5 ms of system time in a 12 ms search (bench/http_server.py). Mapped, the
+# kernel's page cache is read in place and the readers share it. SQLite still writes through
+# write() and remaps when the file grows or shrinks; WAL mode already asks for a local file
+# system, the only place where a map is safe. SQLCipher ignores it (pages are decrypted).
+READ_MMAP_BYTES = 256 * 1024 * 1024
+
 
 
 
@@ -239,6 +247,8 @@ class Connection(SqlBase):
         conn.row_factory = self._db.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA temp_store = MEMORY")
+        if not writer:
+            conn.execute(f"PRAGMA mmap_size = {READ_MMAP_BYTES}")
         if writer:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
