@@ -9,6 +9,8 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -19,6 +21,23 @@ from nmem.errors import NotFound
 pytestmark = pytest.mark.anyio
 
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
+@contextmanager
+def handoffs(loop: asyncio.AbstractEventLoop) -> Iterator[list[str]]:
+    """The callbacks threads hand to `loop` meanwhile (`call_soon_threadsafe`), by name."""
+    scheduled: list[str] = []
+    plain = loop.call_soon_threadsafe
+
+    def spying(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        scheduled.append(getattr(callback, "__qualname__", repr(callback)))
+        return plain(callback, *args, **kwargs)
+
+    loop.call_soon_threadsafe = spying   # type: ignore[method-assign]
+    try:
+        yield scheduled
+    finally:
+        del loop.call_soon_threadsafe
 
 
 @pytest.fixture
@@ -70,19 +89,8 @@ async def test_a_call_whose_caller_went_before_a_thread_took_it_never_runs(lane:
 async def test_the_answer_comes_back_as_one_callback_of_the_lane(lane: ReadLane) -> None:
     """No thread future is chained to the loop's (`run_in_executor`): the loop runs the lane's
     own callback, which settles the caller's future."""
-    loop = asyncio.get_running_loop()
-    scheduled: list[str] = []
-    plain = loop.call_soon_threadsafe
-
-    def spying(callback: Any, *args: Any, **kwargs: Any) -> Any:
-        scheduled.append(getattr(callback, "__qualname__", repr(callback)))
-        return plain(callback, *args, **kwargs)
-
-    loop.call_soon_threadsafe = spying   # type: ignore[method-assign]
-    try:
+    with handoffs(asyncio.get_running_loop()) as scheduled:
         assert await lane.run(lambda: 42) == 42
-    finally:
-        del loop.call_soon_threadsafe
     assert scheduled == ["_Handoff.drain"]
 
 
@@ -90,14 +98,6 @@ async def test_answers_ready_together_come_back_in_one_callback() -> None:
     """Answers that finish while the loop is busy reach it in one callback (one wake-up of the
     loop), each to its own caller, errors included; the next answer asks for a callback again."""
     lane = ReadLane("read", threads=2, max_queue=1024)
-    loop = asyncio.get_running_loop()
-    scheduled: list[str] = []
-    plain = loop.call_soon_threadsafe
-
-    def spying(callback: Any, *args: Any, **kwargs: Any) -> Any:
-        scheduled.append(getattr(callback, "__qualname__", repr(callback)))
-        return plain(callback, *args, **kwargs)
-
     finished = threading.Semaphore(0)
 
     def call(i: int) -> int:
@@ -108,17 +108,16 @@ async def test_answers_ready_together_come_back_in_one_callback() -> None:
         finally:
             finished.release()
 
-    loop.call_soon_threadsafe = spying   # type: ignore[method-assign]
     try:
-        runs = [asyncio.ensure_future(lane.run(lambda i=i: call(i))) for i in range(20)]
-        await asyncio.sleep(0)             # each run handed to the threads
-        for _ in range(20):                # the loop held until every call finished
-            assert finished.acquire(timeout=30)
-        answers = await asyncio.gather(*runs, return_exceptions=True)
-        assert len(scheduled) == 1         # one callback brought all twenty back
-        assert await lane.run(lambda: "next") == "next" and len(scheduled) == 2
+        with handoffs(asyncio.get_running_loop()) as scheduled:
+            runs = [asyncio.ensure_future(lane.run(lambda i=i: call(i))) for i in range(20)]
+            await asyncio.sleep(0)             # each run handed to the threads
+            for _ in range(20):                # the loop held until every call finished
+                assert finished.acquire(timeout=30)
+            answers = await asyncio.gather(*runs, return_exceptions=True)
+            assert len(scheduled) == 1         # one callback brought all twenty back
+            assert await lane.run(lambda: "next") == "next" and len(scheduled) == 2
     finally:
-        del loop.call_soon_threadsafe
         lane.executor.shutdown(wait=True, cancel_futures=True)
     assert [a if isinstance(a, int) else str(a) for a in answers] == \
         [i * i if i != 7 else "seven" for i in range(20)]
