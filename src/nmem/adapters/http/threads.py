@@ -161,7 +161,7 @@ class Lane:
         if not admitted:
             self.admit(kind=kind)
         self.taken += 1
-        queued = self._queued(kind)
+        cost = self._queued(kind)
         try:
             loop = asyncio.get_running_loop()
             handoff = self._handoff
@@ -170,7 +170,7 @@ class Lane:
             answer: asyncio.Future[T] = loop.create_future()
             # The call acts for the request's signed-in user: the thread runs in a copy of this context.
             self.executor.submit(self._answer, handoff, answer, contextvars.copy_context(), call, time.perf_counter(),
-                                 kind, queued)
+                                 kind, cost)
             return await answer
         finally:
             self.taken -= 1
@@ -324,12 +324,12 @@ class ReadLane(Lane):
         """The mean cost of the requests waiting and of the next one (`kind`) over the mean cost of
         those taken in the window; 1 while no kind is measured, nor what the window took."""
         taken = max(0.0, self.window_cost)
-        if not self.costs:
+        if not self.costs or not taken:
             return 1.0
         new = self.costs.get(kind)
         counted = self.queued_counted + (new is not None)
-        if not taken or not counted:
-            return 1.0 if not taken else 0.0
+        if not counted:
+            return 0.0   # nothing waiting is measured yet: it counts as nothing
         waiting = (self.queued_cost + (new or 0.0)) / counted
         return waiting / (taken / len(self.starts))
 

@@ -247,8 +247,6 @@ class Connection(SqlBase):
         conn.row_factory = self._db.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA temp_store = MEMORY")
-        if not writer:
-            conn.execute(f"PRAGMA mmap_size = {READ_MMAP_BYTES}")
         if writer:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
@@ -256,6 +254,8 @@ class Connection(SqlBase):
             # Deleted and overwritten content is zeroed, not left in free space: what is
             # forgotten or purged cannot be read back from the file.
             conn.execute("PRAGMA secure_delete = ON")
+        else:
+            conn.execute(f"PRAGMA mmap_size = {READ_MMAP_BYTES}")
         conn.create_function("exp_decay", 1, exp_decay, deterministic=True)
         try:
             conn.execute("SELECT exp(0.0)")
