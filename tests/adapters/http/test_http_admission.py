@@ -8,6 +8,7 @@ import contextvars
 import http.client
 import json
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -345,4 +346,32 @@ def test_a_write_lane_counts_each_kind_of_write_at_its_own_cost() -> None:
         lane.taken = 0
         assert lane.kind_wait("start", True) == 0.0   # the writer idle: no wait
     finally:
+        lane.close()
+
+
+def test_a_writes_wait_is_counted_while_the_writer_thread_takes_the_waiting_writes() -> None:
+    """`kind_wait` reads the waiting writes on the event loop while the writer thread takes them
+    (`_take`) from the same queue. Iterating the queue there failed ("deque mutated during
+    iteration"): under `make bench-team` a hook event was answered 500 and not stored."""
+    lane = WriteLane(store=None, batch=64, max_queue=100_000, max_wait=60.0)
+    lane.costs, lane.taken = {"prompt": 0.001}, 1
+    stop = threading.Event()
+
+    def writer_thread() -> None:
+        while not stop.is_set():
+            lane._take()
+
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # hand Python's lock between the two threads as often as it can
+    thread = threading.Thread(target=writer_thread)
+    thread.start()
+    try:
+        for _ in range(50):
+            lane.pending.extend(_Write(contextvars.copy_context(), lambda: None, True, "prompt") for _ in range(500))
+            for _ in range(10):
+                assert lane.kind_wait("prompt", True) >= 0.001
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switching)
         lane.close()

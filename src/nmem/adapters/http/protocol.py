@@ -6,6 +6,13 @@ The server runs `GuardedHttpToolsProtocol` (uvicorn's protocol on httptools, llh
 it parses a request and writes a response in about a third of the event loop's CPU that h11, a
 parser in pure Python, takes (`make bench-team`: the event loop held the GIL in over half the
 samples, h11 the largest part of it; uvicorn's h11 protocol guarded these limits before).
+
+A response's head and the start of its body leave in one write (`HeldHead`): uvicorn writes the
+head as soon as the app starts its response, then the body, two `send()` calls where one does. On
+loopback a send also runs the receiver's TCP work, and the two were a third of the event loop's
+samples under `make bench-team`. The head waits only until the body's first write in the same
+step of the loop, never longer: a streamed response (SSE) whose body comes later gets its head
+written at the end of that step.
 """
 
 from __future__ import annotations
@@ -29,6 +36,53 @@ def reject(transport: asyncio.WriteTransport, status: int, message: str) -> None
             f"content-length: {len(body)}\r\n{retry}connection: close\r\n\r\n")
     transport.write(head.encode("ascii") + body)
     transport.close()
+
+
+# Past this a body is written on its own after the held head: joining them would copy it
+JOIN_AT_MOST = 64 * 1024
+
+
+class HeldHead:
+    """The transport one request's cycle writes through: its first write (the response's head,
+    or a `100 Continue`) is held until its next write, which takes it along in one `send()`, or
+    until the loop's next step (`loop.call_soon`), whichever comes first. Closing writes what is
+    held first. Every later write goes straight to the transport."""
+
+    __slots__ = ("transport", "loop", "held", "first")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport, self.loop = transport, loop
+        self.held: bytes | None = None
+        self.first = True
+
+    def write(self, data: bytes) -> None:
+        if self.first:
+            self.first = False
+            self.held = data
+            self.loop.call_soon(self.flush)
+            return
+        held = self.held
+        if held is not None:
+            self.held = None
+            if len(data) <= JOIN_AT_MOST:
+                data = held + data
+            else:
+                self.transport.write(held)
+        self.transport.write(data)
+
+    def flush(self) -> None:
+        held = self.held
+        if held is not None:
+            self.held = None
+            if not self.transport.is_closing():
+                self.transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -64,7 +118,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._expect_head = self._in_head = False
         self._head_so_far = b""
         self._stop_waiting()
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before:   # a request's cycle (not a WebSocket's upgrade), its task not yet run
+            self.cycle.transport = HeldHead(self.transport, self.loop)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         self._expect_head = True   # what follows is the next request's head

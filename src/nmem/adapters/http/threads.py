@@ -424,7 +424,10 @@ class WriteLane(Lane):
             expected = overhead + sum(costs.get(w.kind, 0.0) for w in running)
             total = abs(expected - (time.perf_counter() - began))
         size, shared = 0, False
-        for each_grouped, each_kind in [*((w.grouped, w.kind) for w in self.pending), (grouped, kind)]:
+        # A copy taken in one step: the writer thread takes writes from the queue meanwhile, and
+        # iterating it in Python ("deque mutated during iteration") failed the request (a 500).
+        waiting = tuple(self.pending)
+        for each_grouped, each_kind in [*((w.grouped, w.kind) for w in waiting), (grouped, kind)]:
             if shared and each_grouped and size < self.batch:
                 size += 1
             else:
