@@ -149,7 +149,7 @@ def test_on_a_large_table_the_statements_that_read_kept_counts_are_planned_for_t
     # one generic plan for it: past CUSTOM_PLAN_ROWS the statements that read the kept counts are
     # still prepared (parsed once) but planned for their values at every run (a server's
     # connections each kept generic plans that doubled a search's cost at 100k rows,
-    # docs/postgres.md); on a small table PostgreSQL chooses. `fts_stats` (its words come as
+    # docs/benchmarks/postgres.md); on a small table PostgreSQL chooses. `fts_stats` (its words come as
     # arrays, no value its plan could follow) and a read without a filter (FOUND_RANGED: the
     # statement picks how its matches are read) keep their generic plans, the connection set
     # back to planning every run after them.
