@@ -730,6 +730,13 @@ FOLDED_READ_SQL = RANK_READ_SQL.replace("SELECT 0 AS kind, t.docs AS id, NULL::f
                                         "SELECT 0 AS kind, t.docs AS id, (SELECT qi FROM picked)::float8 AS rank,")
 
 
+# FOLDED_READ_SQL's text by its shape (scope, queries, the dates' clauses, which phrases are
+# prefixes: all that `folded_ranking` and `folded_found` read; and the constants written into
+# it), up to this many
+FOLDED_SHAPES = 256
+_FOLDED_SQL: dict[tuple[Any, ...], str] = {}
+
+
 def foldable(parsed: Sequence[Parsed]) -> bool:
     """Whether these queries are of whole words alone, joined by AND or by OR (`conjunction`)
     and so bounded by their words' counts; folded_ranking ranks their phrases."""
@@ -1218,13 +1225,20 @@ class SearchReads(Connection, ScopedSearch):
         texts_of = [str(q.text) for _, q in folded]
         texts_of += [texts_of[-1]] * (n - len(folded))
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
-        key, anchor, desc, asc = WINDOW_ORDER[scope]
-        record, nulls, records, named = RECORD_PARTS[scope]
-        sql = FOLDED_READ_SQL.format(
-            table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
-            found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
-            counts=kept_counts(table, "w.query::tsquery"),
-            key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
+        shape = (scope, n, tuple(dates), tuple(p.text.endswith(":*") for p in phrases),
+                 WALK_ROWS, WALK_COST, RELEVANCE_WINDOW, WRITE_BACK_LAG, LIST_ROWS)
+        sql = _FOLDED_SQL.get(shape)
+        if sql is None:   # the text follows from the shape alone: built once a process
+            key, anchor, desc, asc = WINDOW_ORDER[scope]
+            record, nulls, records, named = RECORD_PARTS[scope]
+            sql = FOLDED_READ_SQL.format(
+                table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
+                found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
+                counts=kept_counts(table, "w.query::tsquery"),
+                key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
+            if len(_FOLDED_SQL) >= FOLDED_SHAPES:
+                _FOLDED_SQL.clear()
+            _FOLDED_SQL[shape] = sql
         texts = [array_text([p.text for p in phrases]), array_text([p.near for p in phrases]),
                  array_text([p.distance for p in phrases]), array_text([p.group for p in phrases])]
         fetch_rows = min(fetch_bound(self._totals.get(table, (0, 0, 0))[0]), 2 * RELEVANCE_WINDOW)
