@@ -180,7 +180,7 @@ def pg_sql(sql: str) -> str:
 @lru_cache(maxsize=2048)
 def pg_raw(sql: str) -> str:
     """The shared statements' text with PostgreSQL's own marks: each `?` outside quoted text
-    becomes `$1`, `$2`, … in order, the rest sent as it is (psycopg's RawCursor). psycopg's `%s`
+    becomes `$1`, `$2`, … in order, the rest sent as it is (psycopg 3.2's RawCursor). psycopg's `%s`
     form is split and rebuilt by psycopg at every run of a statement longer than 4 kB (its cache
     holds shorter ones only): the ranking reads are 10-20 kB."""
     if "?" not in sql:
