@@ -38,7 +38,7 @@ from nmem.store.postgres.tsquery import to_tsquery_text
 from nmem.store.sql.base import SqlBase
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from psycopg._cursor_base import BaseCursor
 
@@ -177,6 +177,51 @@ def pg_sql(sql: str) -> str:
     return "".join(out)
 
 
+@lru_cache(maxsize=2048)
+def pg_raw(sql: str) -> str:
+    """The shared statements' text with PostgreSQL's own marks: each `?` outside quoted text
+    becomes `$1`, `$2`, … in order, the rest sent as it is (psycopg 3.2's RawCursor). psycopg's `%s`
+    form is split and rebuilt by psycopg at every run of a statement longer than 4 kB (its cache
+    holds shorter ones only): the ranking reads are 10-20 kB."""
+    if "?" not in sql:
+        return sql
+    out: list[str] = []
+    quote = ""
+    n = 0
+    for ch in sql:
+        if quote:
+            out.append(ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        elif ch == "?":
+            n += 1
+            out.append(f"${n}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def array_text(values: Iterable[Any]) -> str:
+    """The text of a PostgreSQL array of `values` (str, int, bool or None), for a mark cast to
+    its array type (`?::text[]`): psycopg dumps a list in Python, element by element, looking
+    up each one's type (a ranking read sends eight to ten lists: a tenth of its client CPU);
+    a str is sent as it is. Every text is quoted: a word, a tsquery's `'it''s'`, an empty one."""
+    out = []
+    for value in values:
+        if value is None:
+            out.append("NULL")
+        elif value is True or value is False:
+            out.append("t" if value else "f")
+        elif isinstance(value, int):
+            out.append(str(value))
+        else:
+            out.append('"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "{" + ",".join(out) + "}"
+
+
 def _connection_lost(exc: psycopg.Error) -> bool:
     """The server went away under the statement (restart, pg_terminate_backend, a dropped link),
     or refuses connections while it starts or stops: class 08 and 57P01-57P03."""
@@ -205,6 +250,7 @@ def _begin_write(conn: psycopg.Connection[Row]) -> str | None:
     return value.decode() if value is not None else None
 
 
+_TUPLES = psycopg.pq.ExecStatus.TUPLES_OK
 _IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
 
 
@@ -224,92 +270,101 @@ def _settle(conn: psycopg.Connection[Row]) -> bool:
 
 def _execute(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None, fetch: bool,
              plans: str | None) -> tuple[list[Row], int]:
-    if plans == KEYED_PLANS:
-        plans = GENERIC_PLANS if conn in _PLANS_EACH_RUN else None
-    if plans == GENERIC_PLANS:
-        return _execute_generic(conn, sql, params, fetch)
-    if plans == CUSTOM_PLANS and conn not in _PLANS_EACH_RUN:
-        _plan_each_run(conn)
-    cur = conn.execute(sql, params)
-    return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
-
-
-def _execute_generic(conn: psycopg.Connection[Row], sql: str, params: Sequence[Any] | None,
-                     fetch: bool) -> tuple[list[Row], int]:
-    """One statement run with the generic plan of its prepared form, its connection set back to
-    CUSTOM_PLANS after it: the three are sent together (a pipeline), one round trip. Prepared at
-    its first run (not psycopg's fifth): a question's statement seldom runs five times on one
-    connection, and parsing and planning it unprepared cost 2-3.5 ms at 1M rows."""
-    try:
-        with conn.pipeline():
-            conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}", prepare=False)
-            cur = conn.execute(sql, params, prepare=True)
-            conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}", prepare=False)
-    except BaseException:
-        _PLANS_EACH_RUN.discard(conn)   # the last SET may not have run: set again next time
-        raise
-    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        _PLANS_EACH_RUN.add(conn)
-    return (cur.fetchall() if fetch and cur.description else []), cur.rowcount
+    """One statement run as `plans` says (`_planned`)."""
+    return _planned(conn, [(sql, params, plans)], fetch)[0]
 
 
 def _execute_many(conn: psycopg.Connection[Row],
                   statements: Sequence[tuple[str, Sequence[Any], str | None]]) -> list[list[Row]]:
     """Several reads sent together (a pipeline: one round trip), each run as `_execute` runs
-    it alone (`plans`), their rows in order. A GENERIC_PLANS statement is prepared at its first
-    run and runs its generic plan, the connection set to it for those statements alone (one SET
-    before a run of them, one after): the same as running them in turn, in fewer round trips."""
-    if len(statements) == 1:
-        sql, params, plans = statements[0]
-        return [_execute(conn, sql, params, True, plans)[0]]
-    keyed = GENERIC_PLANS if conn in _PLANS_EACH_RUN else None
-    statements = [(sql, params, keyed if plans == KEYED_PLANS else plans) for sql, params, plans in statements]
-    cursors = []
-    generic = False
-    try:
-        with conn.pipeline():
-            for sql, params, plans in statements:
-                if generic != (plans == GENERIC_PLANS):
-                    generic = not generic
-                    conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS if generic else CUSTOM_PLANS}", prepare=False)
-                elif plans == CUSTOM_PLANS and conn not in _PLANS_EACH_RUN:
-                    conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}", prepare=False)
-                cursors.append(conn.execute(sql, params, prepare=True if generic else None))
-            if generic:
-                conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}", prepare=False)
-    except BaseException:
-        _PLANS_EACH_RUN.discard(conn)   # the last SET may not have run: set again next time
-        raise
-    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and any(
-            plans is not None for _, _, plans in statements):
-        _PLANS_EACH_RUN.add(conn)
-    return [cur.fetchall() if cur.description else [] for cur in cursors]
+    it alone (`plans`), their rows in order."""
+    return [rows for rows, _ in _planned(conn, statements, True)]
 
 
 # How a connection plans the runs of its prepared statements (`plan_cache_mode`). psycopg prepares
 # a statement after five runs on a connection, and PostgreSQL may then keep one generic plan for
 # it: for the ranking statements on a large table those lost, on a server's many connections,
 # about half of what a search costs (docs/postgres.md), so those run on a connection that plans
-# every run for its values (CUSTOM_PLANS: set the first time it runs one, and kept for its life;
-# its other statements are small, and planning them costs little). Preparing still saves parsing
-# them each time. A ranking read whose plan does not depend on its values (GENERIC_PLANS,
-# nmem.store.postgres.search `_generic_plan`) runs its generic plan, the connection set to it for
-# that statement alone (`_execute_generic`): planning a ranking statement costs about a
-# millisecond, most of a search filtered to the last days.
+# every run for its values (CUSTOM_PLANS; its other statements are small, and planning them costs
+# little). Preparing still saves parsing them each time. A ranking read whose plan does not depend
+# on its values (GENERIC_PLANS, nmem.store.postgres.search `_generic_plan`) runs its generic plan,
+# prepared at its first run (not psycopg's fifth: a question's statement seldom runs five times on
+# one connection, and parsing and planning it unprepared cost 2-3.5 ms at 1M rows): planning a
+# ranking statement costs about a millisecond, most of a search filtered to the last days.
 CUSTOM_PLANS = "force_custom_plan"
 GENERIC_PLANS = "force_generic_plan"
-_PLANS_EACH_RUN: weakref.WeakSet[psycopg.Connection[Row]] = weakref.WeakSet()   # set to CUSTOM_PLANS
 # A read of rows by their keys (`id = ANY(?)`), whose plan is the same whatever the ids: its generic
-# plan on a connection set to CUSTOM_PLANS (which planned it at every run: 0.3 ms for a page's
+# plan on a connection set to plan every run (which planned it at every run: 0.3 ms for a page's
 # observations, 0.6 for the prompts' turns at 100k), else as the connection does (PostgreSQL's
-# own choice settles on the generic plan after five runs; no SET pair spent on it).
+# own choice settles on the generic plan after five runs; no SET spent on it).
 KEYED_PLANS = "keyed"
+# The mode a connection is known to be in: at the session level (`_MODES`, set outside a
+# transaction), and within its transaction (`_LOCAL`, SET LOCAL: gone at its end, commit or
+# rollback, when `_put` forgets it). A connection missing from `_MODES` was never set
+# (PostgreSQL's `auto`); UNKNOWN_PLANS: a SET may or may not have run (its pipeline failed).
+# A connection keeps the mode its last statement needed, and a SET goes out only before a
+# statement that needs another: a run of ranking reads on their generic plans sends none, where a
+# SET before each and one back after cost two statements a search (client and backend CPU:
+# docs/postgres.md, 2026-11-29, pg-1m).
+UNKNOWN_PLANS = "unknown"
+_MODES: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKeyDictionary()
+_LOCAL: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKeyDictionary()
+
+
+def _needs(mode: str | None, plans: str | None) -> str | None:
+    """The mode a statement of `plans` needs on a connection in `mode` (None: any)."""
+    if plans == KEYED_PLANS:
+        return None if mode is None or mode == GENERIC_PLANS else GENERIC_PLANS
+    if plans is not None:
+        return plans
+    # as the connection plans, but never on a generic plan another statement's mode left (that
+    # mode holds unprepared statements too)
+    return CUSTOM_PLANS if mode in (GENERIC_PLANS, UNKNOWN_PLANS) else None
+
+
+def _planned(conn: psycopg.Connection[Row], statements: Sequence[tuple[str, Sequence[Any] | None, str | None]],
+             fetch: bool) -> list[tuple[list[Row], int]]:
+    """Statements (sql with $n marks, params, plans) run in order on `conn`, each in the plan
+    mode it needs (`_needs`), a SET sent before one only when the connection is in another mode
+    (SET LOCAL inside a transaction); a statement on its generic plan is prepared at its first run.
+    One statement alone is sent as it is; several (or one after a SET) go together in a pipeline:
+    one round trip. The connection keeps the last mode, known for the next statements."""
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    known = _MODES if idle else _LOCAL
+    start = mode = _MODES.get(conn) if idle else _LOCAL.get(conn, _MODES.get(conn))
+    steps: list[tuple[str, Sequence[Any] | None, bool | None, bool]] = []   # sql, params, prepare, a result
+    for sql, params, plans in statements:
+        need = _needs(mode, plans)
+        if need is not None and need != mode:
+            steps.append((f"SET {'' if idle else 'LOCAL '}plan_cache_mode = {need}", None, False, False))
+            mode = need
+        generic = mode == GENERIC_PLANS and plans in (GENERIC_PLANS, KEYED_PLANS)
+        steps.append((sql, params, True if generic else None, True))
+    cursors = []
+    try:
+        if len(steps) == 1:
+            sql, params, prepare, _ = steps[0]
+            cursors.append(psycopg.RawCursor(conn).execute(sql, params, prepare=prepare))
+        else:
+            with conn.pipeline():
+                for sql, params, prepare, result in steps:
+                    cur = psycopg.RawCursor(conn).execute(sql, params, prepare=prepare)
+                    if result:
+                        cursors.append(cur)
+    except BaseException:
+        if mode != start:
+            known[conn] = UNKNOWN_PLANS   # a SET may not have run: set again next time
+        raise
+    if mode != start and mode is not None:
+        known[conn] = mode
+    # a result's rows when it has some (`cur.description` would build a Column for each column)
+    return [((cur.fetchall() if fetch and cur.pgresult is not None and cur.pgresult.status == _TUPLES else []),
+             cur.rowcount) for cur in cursors]
 
 
 def _plan_each_run(conn: psycopg.Connection[Row]) -> None:
-    conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS}")
-    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        _PLANS_EACH_RUN.add(conn)   # inside a transaction, a rollback would undo it: set again next time
+    """Set `conn` to plan every run of its prepared statements (CUSTOM_PLANS)."""
+    _planned(conn, [("SELECT 1", None, CUSTOM_PLANS)], False)
 
 
 class _Held(threading.local):
@@ -466,6 +521,7 @@ class Connection(SqlBase):
 
     def _put(self, conn: psycopg.Connection[Row]) -> None:
         """Back to the pool, out of any transaction (a dropped connection is discarded there)."""
+        _LOCAL.pop(conn, None)   # its transaction's SET LOCAL ends with it
         if conn.pgconn.transaction_status in _IN_TRANSACTION:
             try:
                 conn.execute("ROLLBACK")
@@ -778,7 +834,7 @@ class Connection(SqlBase):
         plans the runs of its prepared statements (CUSTOM_PLANS, GENERIC_PLANS, KEYED_PLANS;
         None: as it does)."""
         if params is not None:
-            sql = pg_sql(sql)
+            sql = pg_raw(sql)
         return self._on_reader(lambda c: _execute(c, sql, params, fetch, plans))
 
     def _on_reader(self, call: Callable[[psycopg.Connection[Row]], T]) -> T:
@@ -797,7 +853,7 @@ class Connection(SqlBase):
         """The rows of several reads written with `?` marks, each (sql, params, plans) run as
         `_query` runs it, all in one round trip (`_execute_many`) on this thread's connection or
         one pooled connection."""
-        sent = [(pg_sql(sql), params, plans) for sql, params, plans in statements]
+        sent = [(pg_raw(sql), params, plans) for sql, params, plans in statements]
         return self._on_reader(lambda c: _execute_many(c, sent)) if sent else []
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -815,7 +871,7 @@ class Connection(SqlBase):
             return False
         try:
             with self._pool.connection(timeout=max(self.busy_timeout_ms / 1000, 1.0)) as conn:
-                conn.execute(pg_sql(sql), params)
+                _planned(conn, [(pg_raw(sql), params, None)], False)
             return True
         except (psycopg.Error, PoolTimeout):
             return False

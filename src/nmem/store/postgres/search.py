@@ -30,7 +30,14 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt
-from nmem.store.postgres.connection import CUSTOM_PLANS, GENERIC_PLANS, KEYED_PLANS, SETTLED, Connection
+from nmem.store.postgres.connection import (
+    CUSTOM_PLANS,
+    GENERIC_PLANS,
+    KEYED_PLANS,
+    SETTLED,
+    Connection,
+    array_text,
+)
 from nmem.store.postgres.tsquery import Parsed, Phrase, parse
 from nmem.store.records import Candidates, Found, FtsStats, SearchFilters
 from nmem.store.sql.base import (
@@ -544,7 +551,7 @@ def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[
     fetch_below, walk_factor, span = range_limits(q, window)
     sql = FOUND_RANGED.format(alias=alias, source=source, table=table, lists="true" if lists else "false",
                               sieve="true" if sieve else "false")
-    required = [p.required for p in phrases]
+    required = array_text([p.required for p in phrases])
     return sql, [q, required, required, window, window, fetch_below, walk_factor, span, window,
                  SIEVE_MARGIN, window, window, window, window, window, window, window]
 
@@ -721,6 +728,13 @@ def folded_ranking(phrases: Sequence[Phrase], avg: str) -> str:
 # RANK_READ_SQL whose totals row names the query that found the rows (its rank: 1, 2, …; 0: none)
 FOLDED_READ_SQL = RANK_READ_SQL.replace("SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank,",
                                         "SELECT 0 AS kind, t.docs AS id, (SELECT qi FROM picked)::float8 AS rank,")
+
+
+# FOLDED_READ_SQL's text by its shape (scope, queries, the dates' clauses, which phrases are
+# prefixes: all that `folded_ranking` and `folded_found` read; and the constants written into
+# it), up to this many
+FOLDED_SHAPES = 256
+_FOLDED_SQL: dict[tuple[Any, ...], str] = {}
 
 
 def foldable(parsed: Sequence[Parsed]) -> bool:
@@ -974,8 +988,8 @@ class SearchReads(Connection, ScopedSearch):
             ranked = phrase_ranking(phrases, avg)
         sql = template.format(table=table, alias=alias, source=source, full=full, ranked=ranked,
                               found=found, counts=counts, state=KEPT_STATE, **parts)
-        texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
-                 [p.group for p in phrases]]
+        texts = [array_text([p.text for p in phrases]), array_text([p.near for p in phrases]),
+                 array_text([p.distance for p in phrases]), array_text([p.group for p in phrases])]
         return sql, [*texts, *reads, want]
 
     def _query_kept(self, table: str, sql: str, params: Sequence[Any], generic: bool = False) -> list[Any]:
@@ -1211,19 +1225,27 @@ class SearchReads(Connection, ScopedSearch):
         texts_of = [str(q.text) for _, q in folded]
         texts_of += [texts_of[-1]] * (n - len(folded))
         avg = "(CASE WHEN t.docs > 0 THEN t.tokens::float8 / t.docs ELSE 1.0 END)"
-        key, anchor, desc, asc = WINDOW_ORDER[scope]
-        record, nulls, records, named = RECORD_PARTS[scope]
-        sql = FOLDED_READ_SQL.format(
-            table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
-            found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
-            counts=kept_counts(table, "w.query::tsquery"),
-            key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
-        texts = [[p.text for p in phrases], [p.near for p in phrases], [p.distance for p in phrases],
-                 [p.group for p in phrases]]
+        shape = (scope, n, tuple(dates), tuple(p.text.endswith(":*") for p in phrases),
+                 WALK_ROWS, WALK_COST, RELEVANCE_WINDOW, WRITE_BACK_LAG, LIST_ROWS)
+        sql = _FOLDED_SQL.get(shape)
+        if sql is None:   # the text follows from the shape alone: built once a process
+            key, anchor, desc, asc = WINDOW_ORDER[scope]
+            record, nulls, records, named = RECORD_PARTS[scope]
+            sql = FOLDED_READ_SQL.format(
+                table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
+                found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
+                counts=kept_counts(table, "w.query::tsquery"),
+                key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
+            if len(_FOLDED_SQL) >= FOLDED_SHAPES:
+                _FOLDED_SQL.clear()
+            _FOLDED_SQL[shape] = sql
+        texts = [array_text([p.text for p in phrases]), array_text([p.near for p in phrases]),
+                 array_text([p.distance for p in phrases]), array_text([p.group for p in phrases])]
         fetch_rows = min(fetch_bound(self._totals.get(table, (0, 0, 0))[0]), 2 * RELEVANCE_WINDOW)
-        paths = [fetch_rows, [conjunction(str(q.text)) for _, q in folded], owner]
+        owned = array_text(owner)
+        paths = [fetch_rows, array_text([conjunction(str(q.text)) for _, q in folded]), owned]
         reads = [value for text in texts_of for value in (*params, *(text, *params, window) * 2)]
-        rows = self._query_kept(table, sql, [*texts, *paths, *reads, owner, want, reach, reach], generic=True)
+        rows = self._query_kept(table, sql, [*texts, *paths, *reads, owned, want, reach, reach], generic=True)
         found, _, _, chosen = self._read_candidates(scope, rows, reach)
         return found, chosen or 0
 
@@ -1534,7 +1556,8 @@ class SearchReads(Connection, ScopedSearch):
         counts = kept_counts(table, "to_tsquery('simple', w.query)")
         # its plan reads no value of its own (the words come as arrays): a generic plan is the same
         row = self._query_kept(table, FTS_STATS_SQL.format(counts=counts, state=KEPT_STATE),
-                               [[term for term, _ in asked], [expr for _, expr in asked]], generic=True)[0]
+                               [array_text([term for term, _ in asked]), array_text([expr for _, expr in asked])],
+                               generic=True)[0]
         totals = (int(row["docs"]), int(row["tokens"]), int(row["newest"]))
         counted = [(str(term), int(df)) for term, df in zip(row["terms"] or (), row["dfs"] or (), strict=True)]
         kept = {term: self._cached_df(table, term, totals[0]) for term, _ in counted}

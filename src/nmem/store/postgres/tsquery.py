@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from nmem.errors import QuerySyntaxError
 
@@ -234,8 +235,10 @@ def to_tsquery_text(match: str) -> str | None:
     return _Parser(match).parse()
 
 
+@lru_cache(maxsize=4096)
 def parse(match: str) -> Parsed:
-    """The tsquery text of an FTS5 MATCH expression and the phrases bm25() weighs."""
+    """The tsquery text of an FTS5 MATCH expression and the phrases bm25() weighs (each question's
+    once: a search of the last days parses its candidate queries again at every search)."""
     parser = _Parser(match)
     text = parser.parse()
     return Parsed(text, tuple(parser.phrases) if text is not None else ())
