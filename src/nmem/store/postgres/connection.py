@@ -284,7 +284,7 @@ def _execute_many(conn: psycopg.Connection[Row],
 # How a connection plans the runs of its prepared statements (`plan_cache_mode`). psycopg prepares
 # a statement after five runs on a connection, and PostgreSQL may then keep one generic plan for
 # it: for the ranking statements on a large table those lost, on a server's many connections,
-# about half of what a search costs (docs/postgres.md), so those run on a connection that plans
+# about half of what a search costs (docs/benchmarks/postgres.md), so those run on a connection that plans
 # every run for its values (CUSTOM_PLANS; its other statements are small, and planning them costs
 # little). Preparing still saves parsing them each time. A ranking read whose plan does not depend
 # on its values (GENERIC_PLANS, nmem.store.postgres.search `_generic_plan`) runs its generic plan,
@@ -305,7 +305,7 @@ KEYED_PLANS = "keyed"
 # A connection keeps the mode its last statement needed, and a SET goes out only before a
 # statement that needs another: a run of ranking reads on their generic plans sends none, where a
 # SET before each and one back after cost two statements a search (client and backend CPU:
-# docs/postgres.md, 2026-11-29, pg-1m).
+# docs/benchmarks/postgres.md, 2026-11-29, pg-1m).
 UNKNOWN_PLANS = "unknown"
 _MODES: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKeyDictionary()
 _LOCAL: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKeyDictionary()

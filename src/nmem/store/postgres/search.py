@@ -272,7 +272,7 @@ FROM totals t CROSS JOIN state s
 # connection set to `plan_cache_mode = force_custom_plan` (connection.py, `CUSTOM_PLANS`).
 # Left to choose, PostgreSQL keeps one generic plan per prepared statement, which for these
 # statements walks the wrong index for many questions. Measured on `bench/http_server.py --pg`
-# (16 clients, 100k rows, every search of everything; docs/postgres.md): PostgreSQL CPU 36.4 ms a
+# (16 clients, 100k rows, every search of everything; docs/benchmarks/postgres.md): PostgreSQL CPU 36.4 ms a
 # search with generic plans allowed, 17.5 ms never prepared, 16.5-17.0 ms prepared and planned
 # each run (41 / 65 / 67-70 requests/s). Below the threshold (bench-team's small tables) planning
 # costs more than a generic plan loses: forcing custom plans there doubled PostgreSQL's CPU a request.
@@ -1435,7 +1435,7 @@ class SearchReads(Connection, ScopedSearch):
         statement (each tier's part behind a one-time filter), which PostgreSQL planned and
         started whole, every tier's part for each scope, and whose rows of two tables came back
         as JSON, tsvectors and all: 5.4 ms of PostgreSQL CPU and 4.4 ms of Python a call at 100k
-        observations, against about 2.8 and 1.4 ms now (docs/postgres.md)."""
+        observations, against about 2.8 and 1.4 ms now (docs/benchmarks/postgres.md)."""
         found: dict[str, tuple[list[tuple[Any, float]], str]] = {name: ([], "") for name in scopes}
         pending = list(scopes)
         for tier in tiers:
