@@ -24,7 +24,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q --durations=20
 
 docs: setup
 	$(BIN)/python scripts/docs.py
