@@ -1,7 +1,7 @@
 """The PostgreSQL engine: the same Store protocol on a server many machines can share.
 
 `PostgresStore` is this engine's `Connection` (a psycopg pool, transactions, migrations, and
-`pg_sql`, which turns the shared statements' `?` marks into psycopg's) and its full-text
+`pg_sql`, which turns the shared statements' `?` marks into PostgreSQL's `$1`, `$2`, …) and its full-text
 search, with the concern mixins both engines share from `nmem.store.sql`:
 
     connection.py  the pool, transactions, pg_sql, status and integrity

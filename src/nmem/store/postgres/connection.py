@@ -155,34 +155,11 @@ def _cause(exc: BaseException) -> str:
 
 @lru_cache(maxsize=2048)
 def pg_sql(sql: str) -> str:
-    """The shared statements' text for psycopg: `?` marks become `%s` outside quoted text and
-    every literal `%` is doubled (psycopg reads `%` as its own mark anywhere in the text).
-    Statements are few and repeat, so each is translated once."""
-    if "?" not in sql and "%" not in sql:
-        return sql
-    out: list[str] = []
-    quote = ""
-    for ch in sql:
-        if ch == "%":
-            out.append("%%")
-        elif quote:
-            out.append(ch)
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-            out.append(ch)
-        else:
-            out.append("%s" if ch == "?" else ch)
-    return "".join(out)
-
-
-@lru_cache(maxsize=2048)
-def pg_raw(sql: str) -> str:
     """The shared statements' text with PostgreSQL's own marks: each `?` outside quoted text
-    becomes `$1`, `$2`, … in order, the rest sent as it is (psycopg 3.2's RawCursor). psycopg's `%s`
-    form is split and rebuilt by psycopg at every run of a statement longer than 4 kB (its cache
-    holds shorter ones only): the ranking reads are 10-20 kB."""
+    becomes `$1`, `$2`, … in order, the rest (a `%` too) sent as it is, through psycopg 3.2's
+    RawCursor. psycopg's `%s` form is split and rebuilt by psycopg at every run of a statement
+    longer than 4 kB (its cache holds shorter ones only): the ranking reads are 10-20 kB.
+    Statements are few and repeat, so each is translated once."""
     if "?" not in sql:
         return sql
     out: list[str] = []
@@ -834,7 +811,7 @@ class Connection(SqlBase):
         plans the runs of its prepared statements (CUSTOM_PLANS, GENERIC_PLANS, KEYED_PLANS;
         None: as it does)."""
         if params is not None:
-            sql = pg_raw(sql)
+            sql = pg_sql(sql)
         return self._on_reader(lambda c: _execute(c, sql, params, fetch, plans))
 
     def _on_reader(self, call: Callable[[psycopg.Connection[Row]], T]) -> T:
@@ -853,7 +830,7 @@ class Connection(SqlBase):
         """The rows of several reads written with `?` marks, each (sql, params, plans) run as
         `_query` runs it, all in one round trip (`_execute_many`) on this thread's connection or
         one pooled connection."""
-        sent = [(pg_raw(sql), params, plans) for sql, params, plans in statements]
+        sent = [(pg_sql(sql), params, plans) for sql, params, plans in statements]
         return self._on_reader(lambda c: _execute_many(c, sent)) if sent else []
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -871,7 +848,7 @@ class Connection(SqlBase):
             return False
         try:
             with self._pool.connection(timeout=max(self.busy_timeout_ms / 1000, 1.0)) as conn:
-                _planned(conn, [(pg_raw(sql), params, None)], False)
+                _planned(conn, [(pg_sql(sql), params, None)], False)
             return True
         except (psycopg.Error, PoolTimeout):
             return False
@@ -881,7 +858,7 @@ class Connection(SqlBase):
             conn = self._held.conn
             assert conn is not None
             try:
-                conn.cursor().executemany(pg_sql(sql), rows)
+                psycopg.RawCursor(conn).executemany(pg_sql(sql), rows)
             except psycopg.Error as exc:
                 raise storage_error(exc) from exc
 
