@@ -13,7 +13,7 @@ import pytest
 
 from nmem.store import NewMemory, open_store
 from nmem.store.postgres import search as pg_search
-from nmem.store.postgres.connection import _plan_each_run as plan_each_run
+from nmem.store.postgres.connection import CUSTOM_PLANS, _planned
 from nmem.store.records import SearchFilters
 from search_origins_support import statement_logging
 from store_engines import ENGINES
@@ -153,7 +153,7 @@ def test_reads_by_key_run_their_generic_plan_from_the_first(logged: tuple[Store,
     pool = store._pool  # type: ignore[attr-defined]
     held = [pool.getconn() for _ in range(max(1, store.pool_stats()["pool_size"]))]  # type: ignore[attr-defined]
     for conn in held:
-        plan_each_run(conn)
+        _planned(conn, [("SELECT 1", None, CUSTOM_PLANS)], False)   # set to plan every run, as the store knows
         pool.putconn(conn)
     with store.read_snapshot():
         for n in range(3):

@@ -339,11 +339,6 @@ def _planned(conn: psycopg.Connection[Row], statements: Sequence[tuple[str, Sequ
              cur.rowcount) for cur in cursors]
 
 
-def _plan_each_run(conn: psycopg.Connection[Row]) -> None:
-    """Set `conn` to plan every run of its prepared statements (CUSTOM_PLANS)."""
-    _planned(conn, [("SELECT 1", None, CUSTOM_PLANS)], False)
-
-
 class _Held(threading.local):
     conn: psycopg.Connection[Row] | None = None   # the write transaction's connection
     xid: str | None = None                        # and its transaction id (what became of a lost COMMIT)
