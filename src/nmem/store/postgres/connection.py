@@ -275,6 +275,13 @@ GENERIC_PLANS = "force_generic_plan"
 # observations, 0.6 for the prompts' turns at 100k), else as the connection does (PostgreSQL's
 # own choice settles on the generic plan after five runs; no SET spent on it).
 KEYED_PLANS = "keyed"
+# A statement of a small store (`Connection._plans`, nmem.store.postgres.search `CUSTOM_PLAN_ROWS`)
+# runs in whatever mode its connection is in, a generic one too: there its ranking reads run on
+# their generic plans (planning them at every run cost more than running them), and a statement
+# that asked a connection back to custom plans before each of them cost a SET per statement
+# (docs/benchmarks/postgres.md, 2026-11-30, pg-plan). So a small store's connections go to
+# generic plans at its first ranking read and stay there.
+ANY_PLANS = "any"
 # The mode a connection is known to be in: at the session level (`_MODES`, set outside a
 # transaction), and within its transaction (`_LOCAL`, SET LOCAL: gone at its end, commit or
 # rollback, when `_put` forgets it). A connection missing from `_MODES` was never set
@@ -290,6 +297,8 @@ _LOCAL: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKe
 
 def _needs(mode: str | None, plans: str | None) -> str | None:
     """The mode a statement of `plans` needs on a connection in `mode` (None: any)."""
+    if plans == ANY_PLANS:
+        return None
     if plans == KEYED_PLANS:
         return None if mode is None or mode == GENERIC_PLANS else GENERIC_PLANS
     if plans is not None:
@@ -807,7 +816,14 @@ class Connection(SqlBase):
         None: as it does)."""
         if params is not None:
             sql = pg_sql(sql)
+        if plans is None:
+            plans = self._plans()
         return self._on_reader(lambda c: _execute(c, sql, params, fetch, plans))
+
+    def _plans(self) -> str | None:
+        """How a statement with no mode of its own is planned: as its connection plans (None),
+        or in any mode on a small store (ANY_PLANS: nmem.store.postgres.search says which)."""
+        return None
 
     def _on_reader(self, call: Callable[[psycopg.Connection[Row]], T]) -> T:
         """`call` on this thread's connection (its transaction's or snapshot's), else on a pooled
@@ -825,7 +841,8 @@ class Connection(SqlBase):
         """The rows of several reads written with `?` marks, each (sql, params, plans) run as
         `_query` runs it, all in one round trip (`_execute_many`) on this thread's connection or
         one pooled connection."""
-        sent = [(pg_sql(sql), params, plans) for sql, params, plans in statements]
+        default = self._plans()
+        sent = [(pg_sql(sql), params, plans if plans is not None else default) for sql, params, plans in statements]
         return self._on_reader(lambda c: _execute_many(c, sent)) if sent else []
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -843,7 +860,7 @@ class Connection(SqlBase):
             return False
         try:
             with self._pool.connection(timeout=max(self.busy_timeout_ms / 1000, 1.0)) as conn:
-                _planned(conn, [(pg_sql(sql), params, None)], False)
+                _planned(conn, [(pg_sql(sql), params, self._plans())], False)
             return True
         except (psycopg.Error, PoolTimeout):
             return False

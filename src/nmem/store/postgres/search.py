@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from nmem.models import Memory, Observation, Prompt
 from nmem.store.postgres.connection import (
+    ANY_PLANS,
     CUSTOM_PLANS,
     GENERIC_PLANS,
     KEYED_PLANS,
@@ -997,8 +998,22 @@ class SearchReads(Connection, ScopedSearch):
         (CUSTOM_PLAN_ROWS), planned for its own values at every run, unless `generic`
         (`_generic_plan`: its plan does not depend on them)."""
         if self._totals.get(table, (0, 0, 0))[0] <= CUSTOM_PLAN_ROWS:
-            return self._query(sql, params)
+            return self._query(sql, params, plans=GENERIC_PLANS if self._plans() == ANY_PLANS else None)
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
+
+    def _plans(self) -> str | None:
+        """ANY_PLANS on a small store: its observations' rows counted (by a ranking read) and no
+        table it ranks (observations, prompts, memories, sessions) known past CUSTOM_PLAN_ROWS.
+        Its ranking reads then run on their generic plans (`_query_kept`, `_weighted_statement`)
+        and every other statement in the mode its connection is in, so each of its connections
+        is set to generic plans once and stays (connection.ANY_PLANS). A store that grew past it
+        plans as a large one does from its next search (one SET a connection)."""
+        totals = self._totals
+        if "observations" not in totals or any(t[0] > CUSTOM_PLAN_ROWS for t in totals.values()):
+            return None
+        if any(w[1][0] > CUSTOM_PLAN_ROWS for w in self._weighted.values()):
+            return None
+        return ANY_PLANS
 
     def _plan_kept(self, table: str, parsed: Parsed, filters: SearchFilters) -> bool:
         """Whether a relevance read keeps one generic plan (connection.GENERIC_PLANS): a read
@@ -1365,7 +1380,7 @@ class SearchReads(Connection, ScopedSearch):
         # a small table's statement keeps its generic plan (CUSTOM_PLAN_ROWS): whatever it
         # reads, it reads at most those rows, and planning it cost as much as running it
         rows_now = self._weighted.get(scope.table, ((-1, -1), (-1, 0)))[1][0]
-        plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS else None
+        plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS or self._plans() == ANY_PLANS else None
         return sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, terms, dfs, q, *params,
                      *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset], plans
 
