@@ -278,7 +278,9 @@ FROM totals t CROSS JOIN state s
 # each run (41 / 65 / 67-70 requests/s). Below the threshold (bench-team's small tables) planning
 # costs more than a generic plan loses: forcing custom plans there doubled PostgreSQL's CPU a request.
 # Those whose plan reads no value of its own keep their generic plan all the same (`fts_stats`;
-# `_generic_plan`: a few days of a bounded few words).
+# `_generic_plan`: a few days of a bounded few words). On a store whose tables are all below it,
+# every ranking read keeps its generic plan and the other statements run in whatever mode their
+# connection is in, so no SET goes out between them (`_plans`, connection.ANY_PLANS).
 CUSTOM_PLAN_ROWS = 10_000
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
