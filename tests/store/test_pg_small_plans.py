@@ -115,3 +115,28 @@ def test_a_store_grown_past_the_bound_plans_as_a_large_one(store: Store, engine:
         prepared: list[Any] = store._query(  # type: ignore[attr-defined]
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%o.project = $%'")
     assert prepared and all(int(r[1]) >= 1 for r in prepared), prepared
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_small_store_opens_its_connections_on_generic_plans(store: Store, engine: str, store_url: str,
+                                                              tmp_path: Path) -> None:
+    """A store opened on a small schema knows it is small before any search (`_size_up`): every
+    connection its pool makes is set to generic plans as it is made, so its first searches, on
+    connections none of its searches used before, send no SET (main: each in `auto` until a
+    read asked otherwise)."""
+    from nmem.store import open_store
+
+    ids = _fill(store, 12)
+    opened = open_store(store_url)
+    try:
+        opened.reserve_connections(4, ready=4)  # type: ignore[attr-defined]
+        conns = _pooled(opened)
+        assert len(conns) >= 2
+        assert set(_modes(opened)) == {"force_generic_plan"}
+        with _traced(conns, tmp_path) as sent:
+            for n in range(3):
+                _round(opened, ids, 300 + n)
+        assert sent["statements"] > 3 * 5
+        assert sent["sets"] == 0, sent
+    finally:
+        opened.close()

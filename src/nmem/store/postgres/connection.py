@@ -373,6 +373,7 @@ class Connection(SqlBase):
         # memories, sessions -> (signature, the words' counts at it, the two arrays' texts or [])
         self._weighted_dfs: dict[str, tuple[tuple[int, int], dict[str, int], list[str]]] = {}
         self._projects: dict[str, tuple[int, dict[str, float], float]] = {}   # table -> (docs then, shares, other's)
+        self._past: dict[str, bool] = {}   # ranked table -> past CUSTOM_PLAN_ROWS when the store opened
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
         options = ""
@@ -392,7 +393,7 @@ class Connection(SqlBase):
             # down; the next request that finds the pool empty connects again, so the first request
             # after the server is back is served (`_acquire`).
             self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
-                conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem", configure=_configure,
+                conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem", configure=self._configure_pooled,
                 timeout=max(busy_timeout_ms / 1000, 1.0), reconnect_timeout=0,
                 kwargs={"autocommit": True, "row_factory": row_factory,
                         **({"options": options} if options else {})})
@@ -407,9 +408,21 @@ class Connection(SqlBase):
                 self._check_readable()
             else:
                 self._migrate_anew()
+            self._size_up()
         except BaseException:
             self._close_pool()
             raise
+
+    def _configure_pooled(self, conn: psycopg.Connection[Row]) -> None:
+        """A new pooled connection's session: on a small store (`_plans`) set to generic plans
+        at once, so that none of its searches sends a SET for it, then SESSION_SETTINGS."""
+        if self._plans() == ANY_PLANS:
+            conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}")
+            _MODES[conn] = GENERIC_PLANS
+        _configure(conn)
+
+    def _size_up(self) -> None:
+        """What the store learns of its tables' sizes when it opens (nmem.store.postgres.search)."""
 
     def _close_pool(self) -> None:
         pool = getattr(self, "_pool", None)

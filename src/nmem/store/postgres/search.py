@@ -29,8 +29,14 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg_pool import PoolTimeout
+
+from nmem.errors import StorageError
 from nmem.models import Memory, Observation, Prompt
 from nmem.store.postgres.connection import (
+    _MODES,
     ANY_PLANS,
     CUSTOM_PLANS,
     GENERIC_PLANS,
@@ -282,6 +288,8 @@ FROM totals t CROSS JOIN state s
 # every ranking read keeps its generic plan and the other statements run in whatever mode their
 # connection is in, so no SET goes out between them (`_plans`, connection.ANY_PLANS).
 CUSTOM_PLAN_ROWS = 10_000
+# The tables a store ranks (`_plans`: a store is small while none is past CUSTOM_PLAN_ROWS)
+SIZED_TABLES = ("observations", "prompts", "memories", "sessions")
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
 # past it (the walk past `up_to` costs a few microseconds a row).
@@ -1004,18 +1012,53 @@ class SearchReads(Connection, ScopedSearch):
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
 
     def _plans(self) -> str | None:
-        """ANY_PLANS on a small store: its observations' rows counted (by a ranking read) and no
-        table it ranks (observations, prompts, memories, sessions) known past CUSTOM_PLAN_ROWS.
+        """ANY_PLANS on a small store: no table it ranks (SIZED_TABLES) past CUSTOM_PLAN_ROWS, as
+        its last ranking read counted it, else as the store found it when it opened (`_size_up`).
         Its ranking reads then run on their generic plans (`_query_kept`, `_weighted_statement`)
         and every other statement in the mode its connection is in, so each of its connections
         is set to generic plans once and stays (connection.ANY_PLANS). A store that grew past it
         plans as a large one does from its next search (one SET a connection)."""
-        totals = self._totals
-        if "observations" not in totals or any(t[0] > CUSTOM_PLAN_ROWS for t in totals.values()):
-            return None
-        if any(w[1][0] > CUSTOM_PLAN_ROWS for w in self._weighted.values()):
-            return None
+        for table in SIZED_TABLES:
+            if table in self._totals:
+                past = self._totals[table][0] > CUSTOM_PLAN_ROWS
+            elif table in self._weighted:
+                past = self._weighted[table][1][0] > CUSTOM_PLAN_ROWS
+            else:   # as the store found it when it opened (`_size_up`); unknown: large
+                past = self._past.get(table, True)
+            if past:
+                return None
         return ANY_PLANS
+
+    def _size_up(self) -> None:
+        """Whether each ranked table holds more than CUSTOM_PLAN_ROWS rows, read when the store
+        opens (a few milliseconds: at most that many rows a table are stepped over), so a small
+        store's connections are set to generic plans as they are made (`_configure_pooled`) and
+        the one that read it at once: none of its searches sends a SET for it. A table read
+        since is judged by what its reads counted (`_plans`)."""
+        sql = "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {t} OFFSET {CUSTOM_PLAN_ROWS})" for t in SIZED_TABLES)
+
+        try:
+            row = self._query(sql)[0]
+        except StorageError:
+            return   # planned as a large store's until its reads count the tables
+        self._past = dict(zip(SIZED_TABLES, map(bool, row), strict=True))
+        if self._plans() != ANY_PLANS:
+            return
+        # the connections made before it was known (the pool's first, the migration's): no one
+        # else holds the pool yet
+        held = []
+        try:
+            for _ in range(self._pool.get_stats().get("pool_available", 0)):
+                conn = self._pool.getconn(timeout=1.0)
+                held.append(conn)
+                if _MODES.get(conn) != GENERIC_PLANS and conn.info.transaction_status == TransactionStatus.IDLE:
+                    conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}")
+                    _MODES[conn] = GENERIC_PLANS
+        except (psycopg.Error, PoolTimeout):
+            pass   # a connection left in `auto` is set by its first ranking read
+        finally:
+            for conn in held:
+                self._pool.putconn(conn)
 
     def _plan_kept(self, table: str, parsed: Parsed, filters: SearchFilters) -> bool:
         """Whether a relevance read keeps one generic plan (connection.GENERIC_PLANS): a read
