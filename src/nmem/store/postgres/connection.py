@@ -228,6 +228,7 @@ def _begin_write(conn: psycopg.Connection[Row]) -> str | None:
 
 
 _TUPLES = psycopg.pq.ExecStatus.TUPLES_OK
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 _IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
 
 
@@ -279,8 +280,9 @@ KEYED_PLANS = "keyed"
 # runs in whatever mode its connection is in, a generic one too: there its ranking reads run on
 # their generic plans (planning them at every run cost more than running them), and a statement
 # that asked a connection back to custom plans before each of them cost a SET per statement
-# (docs/benchmarks/postgres.md, 2026-11-30, pg-plan). So a small store's connections go to
-# generic plans at its first ranking read and stay there.
+# (docs/benchmarks/postgres.md, 2026-11-30, pg-plan). So a small store's connections are set to
+# generic plans as the pool makes them (`Connection._configure_pooled`; else at their first ranking
+# read) and stay there.
 ANY_PLANS = "any"
 # The mode a connection is known to be in: at the session level (`_MODES`, set outside a
 # transaction), and within its transaction (`_LOCAL`, SET LOCAL: gone at its end, commit or
@@ -293,6 +295,12 @@ ANY_PLANS = "any"
 UNKNOWN_PLANS = "unknown"
 _MODES: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKeyDictionary()
 _LOCAL: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKeyDictionary()
+
+
+def _generic_session(conn: psycopg.Connection[Row]) -> None:
+    """`conn`'s session set to generic plans (an idle connection), and known to be."""
+    conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}")
+    _MODES[conn] = GENERIC_PLANS
 
 
 def _needs(mode: str | None, plans: str | None) -> str | None:
@@ -417,12 +425,28 @@ class Connection(SqlBase):
         """A new pooled connection's session: on a small store (`_plans`) set to generic plans
         at once, so that none of its searches sends a SET for it, then SESSION_SETTINGS."""
         if self._plans() == ANY_PLANS:
-            conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}")
-            _MODES[conn] = GENERIC_PLANS
+            _generic_session(conn)
         _configure(conn)
 
     def _size_up(self) -> None:
         """What the store learns of its tables' sizes when it opens (nmem.store.postgres.search)."""
+
+    def _generic_pool(self) -> None:
+        """Every idle pooled connection set to generic plans (a store found small as it opened:
+        the connections made before it knew; no one else holds the pool yet). One that cannot
+        be is set by its first ranking read."""
+        held = []
+        try:
+            for _ in range(self._pool.get_stats().get("pool_available", 0)):
+                conn = self._pool.getconn(timeout=1.0)
+                held.append(conn)
+                if _MODES.get(conn) != GENERIC_PLANS and conn.info.transaction_status == _IDLE:
+                    _generic_session(conn)
+        except (psycopg.Error, PoolTimeout):
+            pass
+        finally:
+            for conn in held:
+                self._pool.putconn(conn)
 
     def _close_pool(self) -> None:
         pool = getattr(self, "_pool", None)

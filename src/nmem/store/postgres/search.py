@@ -29,14 +29,9 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg.pq import TransactionStatus
-from psycopg_pool import PoolTimeout
-
 from nmem.errors import StorageError
 from nmem.models import Memory, Observation, Prompt
 from nmem.store.postgres.connection import (
-    _MODES,
     ANY_PLANS,
     CUSTOM_PLANS,
     GENERIC_PLANS,
@@ -1031,34 +1026,18 @@ class SearchReads(Connection, ScopedSearch):
 
     def _size_up(self) -> None:
         """Whether each ranked table holds more than CUSTOM_PLAN_ROWS rows, read when the store
-        opens (a few milliseconds: at most that many rows a table are stepped over), so a small
-        store's connections are set to generic plans as they are made (`_configure_pooled`) and
-        the one that read it at once: none of its searches sends a SET for it. A table read
-        since is judged by what its reads counted (`_plans`)."""
+        opens (a few milliseconds: at most that many rows a table are stepped over). On a small
+        store the connections the pool holds are set to generic plans at once and those it makes
+        later as it makes them (`_configure_pooled`): none of its searches sends a SET for it. A
+        table read since is judged by what its reads counted (`_plans`)."""
         sql = "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {t} OFFSET {CUSTOM_PLAN_ROWS})" for t in SIZED_TABLES)
-
         try:
             row = self._query(sql)[0]
         except StorageError:
             return   # planned as a large store's until its reads count the tables
         self._past = dict(zip(SIZED_TABLES, map(bool, row), strict=True))
-        if self._plans() != ANY_PLANS:
-            return
-        # the connections made before it was known (the pool's first, the migration's): no one
-        # else holds the pool yet
-        held = []
-        try:
-            for _ in range(self._pool.get_stats().get("pool_available", 0)):
-                conn = self._pool.getconn(timeout=1.0)
-                held.append(conn)
-                if _MODES.get(conn) != GENERIC_PLANS and conn.info.transaction_status == TransactionStatus.IDLE:
-                    conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}")
-                    _MODES[conn] = GENERIC_PLANS
-        except (psycopg.Error, PoolTimeout):
-            pass   # a connection left in `auto` is set by its first ranking read
-        finally:
-            for conn in held:
-                self._pool.putconn(conn)
+        if self._plans() == ANY_PLANS:
+            self._generic_pool()
 
     def _plan_kept(self, table: str, parsed: Parsed, filters: SearchFilters) -> bool:
         """Whether a relevance read keeps one generic plan (connection.GENERIC_PLANS): a read
