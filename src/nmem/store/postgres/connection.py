@@ -228,6 +228,7 @@ def _begin_write(conn: psycopg.Connection[Row]) -> str | None:
 
 
 _TUPLES = psycopg.pq.ExecStatus.TUPLES_OK
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 _IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
 
 
@@ -275,6 +276,14 @@ GENERIC_PLANS = "force_generic_plan"
 # observations, 0.6 for the prompts' turns at 100k), else as the connection does (PostgreSQL's
 # own choice settles on the generic plan after five runs; no SET spent on it).
 KEYED_PLANS = "keyed"
+# A statement of a small store (`Connection._plans`, nmem.store.postgres.search `CUSTOM_PLAN_ROWS`)
+# runs in whatever mode its connection is in, a generic one too: there its ranking reads run on
+# their generic plans (planning them at every run cost more than running them), and a statement
+# that asked a connection back to custom plans before each of them cost a SET per statement
+# (docs/benchmarks/postgres.md, 2026-11-30, pg-plan). So a small store's connections are set to
+# generic plans as the pool makes them (`Connection._configure_pooled`; else at their first ranking
+# read) and stay there.
+ANY_PLANS = "any"
 # The mode a connection is known to be in: at the session level (`_MODES`, set outside a
 # transaction), and within its transaction (`_LOCAL`, SET LOCAL: gone at its end, commit or
 # rollback, when `_put` forgets it). A connection missing from `_MODES` was never set
@@ -288,8 +297,16 @@ _MODES: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKe
 _LOCAL: weakref.WeakKeyDictionary[psycopg.Connection[Row], str] = weakref.WeakKeyDictionary()
 
 
+def _generic_session(conn: psycopg.Connection[Row]) -> None:
+    """`conn`'s session set to generic plans (an idle connection), and known to be."""
+    conn.execute(f"SET plan_cache_mode = {GENERIC_PLANS}")
+    _MODES[conn] = GENERIC_PLANS
+
+
 def _needs(mode: str | None, plans: str | None) -> str | None:
     """The mode a statement of `plans` needs on a connection in `mode` (None: any)."""
+    if plans == ANY_PLANS:
+        return None
     if plans == KEYED_PLANS:
         return None if mode is None or mode == GENERIC_PLANS else GENERIC_PLANS
     if plans is not None:
@@ -364,6 +381,7 @@ class Connection(SqlBase):
         # memories, sessions -> (signature, the words' counts at it, the two arrays' texts or [])
         self._weighted_dfs: dict[str, tuple[tuple[int, int], dict[str, int], list[str]]] = {}
         self._projects: dict[str, tuple[int, dict[str, float], float]] = {}   # table -> (docs then, shares, other's)
+        self._past: dict[str, bool] = {}   # ranked table -> past CUSTOM_PLAN_ROWS when the store opened
         conninfo = self._conninfo = url.replace("postgres://", "postgresql://", 1)
         # a read-only store's sessions refuse writes server-side too (kept beside the URL's own options)
         options = ""
@@ -383,7 +401,7 @@ class Connection(SqlBase):
             # down; the next request that finds the pool empty connects again, so the first request
             # after the server is back is served (`_acquire`).
             self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
-                conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem", configure=_configure,
+                conninfo, min_size=1, max_size=POOL_MAX, open=False, name="nmem", configure=self._configure_pooled,
                 timeout=max(busy_timeout_ms / 1000, 1.0), reconnect_timeout=0,
                 kwargs={"autocommit": True, "row_factory": row_factory,
                         **({"options": options} if options else {})})
@@ -398,9 +416,37 @@ class Connection(SqlBase):
                 self._check_readable()
             else:
                 self._migrate_anew()
+            self._size_up()
         except BaseException:
             self._close_pool()
             raise
+
+    def _configure_pooled(self, conn: psycopg.Connection[Row]) -> None:
+        """A new pooled connection's session: on a small store (`_plans`) set to generic plans
+        at once, so that none of its searches sends a SET for it, then SESSION_SETTINGS."""
+        if self._plans() == ANY_PLANS:
+            _generic_session(conn)
+        _configure(conn)
+
+    def _size_up(self) -> None:
+        """What the store learns of its tables' sizes when it opens (nmem.store.postgres.search)."""
+
+    def _generic_pool(self) -> None:
+        """Every idle pooled connection set to generic plans (a store found small as it opened:
+        the connections made before it knew; no one else holds the pool yet). One that cannot
+        be is set by its first ranking read."""
+        held = []
+        try:
+            for _ in range(self._pool.get_stats().get("pool_available", 0)):
+                conn = self._pool.getconn(timeout=1.0)
+                held.append(conn)
+                if _MODES.get(conn) != GENERIC_PLANS and conn.info.transaction_status == _IDLE:
+                    _generic_session(conn)
+        except (psycopg.Error, PoolTimeout):
+            pass
+        finally:
+            for conn in held:
+                self._pool.putconn(conn)
 
     def _close_pool(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -807,7 +853,14 @@ class Connection(SqlBase):
         None: as it does)."""
         if params is not None:
             sql = pg_sql(sql)
+        if plans is None:
+            plans = self._plans()
         return self._on_reader(lambda c: _execute(c, sql, params, fetch, plans))
+
+    def _plans(self) -> str | None:
+        """How a statement with no mode of its own is planned: as its connection plans (None),
+        or in any mode on a small store (ANY_PLANS: nmem.store.postgres.search says which)."""
+        return None
 
     def _on_reader(self, call: Callable[[psycopg.Connection[Row]], T]) -> T:
         """`call` on this thread's connection (its transaction's or snapshot's), else on a pooled
@@ -825,7 +878,8 @@ class Connection(SqlBase):
         """The rows of several reads written with `?` marks, each (sql, params, plans) run as
         `_query` runs it, all in one round trip (`_execute_many`) on this thread's connection or
         one pooled connection."""
-        sent = [(pg_sql(sql), params, plans) for sql, params, plans in statements]
+        default = self._plans()
+        sent = [(pg_sql(sql), params, plans if plans is not None else default) for sql, params, plans in statements]
         return self._on_reader(lambda c: _execute_many(c, sent)) if sent else []
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -843,7 +897,7 @@ class Connection(SqlBase):
             return False
         try:
             with self._pool.connection(timeout=max(self.busy_timeout_ms / 1000, 1.0)) as conn:
-                _planned(conn, [(pg_sql(sql), params, None)], False)
+                _planned(conn, [(pg_sql(sql), params, self._plans())], False)
             return True
         except (psycopg.Error, PoolTimeout):
             return False

@@ -29,8 +29,10 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from nmem.errors import StorageError
 from nmem.models import Memory, Observation, Prompt
 from nmem.store.postgres.connection import (
+    ANY_PLANS,
     CUSTOM_PLANS,
     GENERIC_PLANS,
     KEYED_PLANS,
@@ -277,8 +279,12 @@ FROM totals t CROSS JOIN state s
 # each run (41 / 65 / 67-70 requests/s). Below the threshold (bench-team's small tables) planning
 # costs more than a generic plan loses: forcing custom plans there doubled PostgreSQL's CPU a request.
 # Those whose plan reads no value of its own keep their generic plan all the same (`fts_stats`;
-# `_generic_plan`: a few days of a bounded few words).
+# `_generic_plan`: a few days of a bounded few words). On a store whose tables are all below it,
+# every ranking read keeps its generic plan and the other statements run in whatever mode their
+# connection is in, so no SET goes out between them (`_plans`, connection.ANY_PLANS).
 CUSTOM_PLAN_ROWS = 10_000
+# The tables a store ranks (`_plans`: a store is small while none is past CUSTOM_PLAN_ROWS)
+SIZED_TABLES = ("observations", "prompts", "memories", "sessions")
 
 # A kept count is written back when none is kept or more than this many ids have been drawn
 # past it (the walk past `up_to` costs a few microseconds a row).
@@ -997,8 +1003,41 @@ class SearchReads(Connection, ScopedSearch):
         (CUSTOM_PLAN_ROWS), planned for its own values at every run, unless `generic`
         (`_generic_plan`: its plan does not depend on them)."""
         if self._totals.get(table, (0, 0, 0))[0] <= CUSTOM_PLAN_ROWS:
-            return self._query(sql, params)
+            return self._query(sql, params, plans=GENERIC_PLANS if self._plans() == ANY_PLANS else None)
         return self._query(sql, params, plans=GENERIC_PLANS if generic else CUSTOM_PLANS)
+
+    def _plans(self) -> str | None:
+        """ANY_PLANS on a small store: no table it ranks (SIZED_TABLES) past CUSTOM_PLAN_ROWS, as
+        its last ranking read counted it, else as the store found it when it opened (`_size_up`).
+        Its ranking reads then run on their generic plans (`_query_kept`, `_weighted_statement`)
+        and every other statement in the mode its connection is in, so each of its connections
+        is set to generic plans once and stays (connection.ANY_PLANS). A store that grew past it
+        plans as a large one does from its next search (one SET a connection)."""
+        for table in SIZED_TABLES:
+            if table in self._totals:
+                past = self._totals[table][0] > CUSTOM_PLAN_ROWS
+            elif table in self._weighted:
+                past = self._weighted[table][1][0] > CUSTOM_PLAN_ROWS
+            else:   # as the store found it when it opened (`_size_up`); unknown: large
+                past = self._past.get(table, True)
+            if past:
+                return None
+        return ANY_PLANS
+
+    def _size_up(self) -> None:
+        """Whether each ranked table holds more than CUSTOM_PLAN_ROWS rows, read when the store
+        opens (a few milliseconds: at most that many rows a table are stepped over). On a small
+        store the connections the pool holds are set to generic plans at once and those it makes
+        later as it makes them (`_configure_pooled`): none of its searches sends a SET for it. A
+        table read since is judged by what its reads counted (`_plans`)."""
+        sql = "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {t} OFFSET {CUSTOM_PLAN_ROWS})" for t in SIZED_TABLES)
+        try:
+            row = self._query(sql)[0]
+        except StorageError:
+            return   # planned as a large store's until its reads count the tables
+        self._past = dict(zip(SIZED_TABLES, map(bool, row), strict=True))
+        if self._plans() == ANY_PLANS:
+            self._generic_pool()
 
     def _plan_kept(self, table: str, parsed: Parsed, filters: SearchFilters) -> bool:
         """Whether a relevance read keeps one generic plan (connection.GENERIC_PLANS): a read
@@ -1365,7 +1404,7 @@ class SearchReads(Connection, ScopedSearch):
         # a small table's statement keeps its generic plan (CUSTOM_PLAN_ROWS): whatever it
         # reads, it reads at most those rows, and planning it cost as much as running it
         rows_now = self._weighted.get(scope.table, ((-1, -1), (-1, 0)))[1][0]
-        plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS else None
+        plans = GENERIC_PLANS if 0 <= rows_now <= CUSTOM_PLAN_ROWS or self._plans() == ANY_PLANS else None
         return sql, [*([viewer] if viewer is not None else []), q, rows_seen, stamps, terms, dfs, q, *params,
                      *([max(RELEVANCE_WINDOW, offset + limit)] if window else []), limit, offset], plans
 
