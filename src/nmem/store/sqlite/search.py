@@ -410,27 +410,29 @@ class SearchReads(Connection, ScopedSearch):
         if not ids or span <= 0:
             return {}
         table, _, col = self._ranked(scope)
-        key, anchor = ("n.id", "a.id") if col == "id" else ("n.timestamp, n.id", "a.timestamp, a.id")
-        # "<order key>:<id>", both zero-padded, sort as text in session order (an id unpadded put
-        # 10 before 9 among records of one second)
-        side = ("(SELECT group_concat(printf('%019d:%019d', k, id)) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
-                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?))")
-        before = side.format(col=col, table=table, key=key, anchor=anchor, op="<",
+        # Each side as a JSON array (of ids; of [timestamp, id] for observations), every anchor's
+        # in one JSON value: one row for the whole read, not a row (and a text to split) an
+        # anchor. Python sorts each side, so no aggregate order is relied on.
+        item, key, anchor, k = (("n.id", "n.id", "a.id", "k") if col == "id"   # a pair passes the subquery as text
+                                else ("json_array(n.timestamp, n.id)", "n.timestamp, n.id", "a.timestamp, a.id", "json(k)"))
+        side = ("(SELECT json_group_array({k}) FROM (SELECT {item} AS k FROM {table} n "
+                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?1))")
+        before = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op="<",
                              order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
-        after = side.format(col=col, table=table, key=key, anchor=anchor, op=">", order=key)
-        rows = self._query(f"SELECT a.id, {before} AS before, {after} AS after FROM {table} a "
-                           f"WHERE a.id IN (SELECT value FROM json_each(?))",
-                           (span, span, _id_array(ids)))
-
+        after = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op=">", order=key)
+        rows = self._query(f"SELECT json_group_array(json_array(a.id, {before}, {after})) FROM {table} a "
+                           f"WHERE a.id IN (SELECT value FROM json_each(?2))", (span, _id_array(ids)))
         out: dict[int, list[tuple[int, int]]] = {}
-        for anchor, before_items, after_items in rows:
-            window: list[tuple[int, int]] = []
-            if before_items:
-                earlier = sorted(before_items.split(","))   # farthest first
-                window = [(int(item[20:]), d) for d, item in enumerate(earlier, -len(earlier))]
-            if after_items:
-                window += [(int(item[20:]), d) for d, item in enumerate(sorted(after_items.split(",")), 1)]
-            out[anchor] = window
+        by_id = col == "id"
+        for found, earlier, later in json.loads(rows[0][0]):
+            earlier.sort()   # farthest first
+            later.sort()
+            if not by_id:
+                earlier = [n for _, n in earlier]
+                later = [n for _, n in later]
+            window = [(n, d) for d, n in enumerate(earlier, -len(earlier))]
+            window += [(n, d) for d, n in enumerate(later, 1)]
+            out[found] = window
         return out
 
     def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
