@@ -413,6 +413,7 @@ class SearchReads(Connection, ScopedSearch):
         # Each side as a JSON array (of ids; of [timestamp, id] for observations), every anchor's
         # in one JSON value: one row for the whole read, not a row (and a text to split) an
         # anchor. Python sorts each side, so no aggregate order is relied on.
+        own = "a.session_id, NULL" if col == "id" else "a.session_id, a.prompt_id"
         item, key, anchor, k = (("n.id", "n.id", "a.id", "k") if col == "id"   # a pair passes the subquery as text
                                 else ("json_array(n.timestamp, n.id)", "n.timestamp, n.id", "a.timestamp, a.id", "json(k)"))
         side = ("(SELECT json_group_array({k}) FROM (SELECT {item} AS k FROM {table} n "
@@ -420,11 +421,13 @@ class SearchReads(Connection, ScopedSearch):
         before = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op="<",
                              order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
         after = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op=">", order=key)
-        rows = self._query(f"SELECT json_group_array(json_array(a.id, {before}, {after})) FROM {table} a "
+        rows = self._query(f"SELECT json_group_array(json_array(a.id, {own}, {before}, {after})) FROM {table} a "
                            f"WHERE a.id IN (SELECT value FROM json_each(?2))", (span, _id_array(ids)))
-        out: dict[int, list[tuple[int, int]]] = {}
+        out = Windows()
+        sessions = out.sessions
         by_id = col == "id"
-        for found, earlier, later in json.loads(rows[0][0]):
+        for found, session, prompt, earlier, later in json.loads(rows[0][0]):
+            sessions[found] = (session, prompt)
             earlier.sort()   # farthest first
             later.sort()
             if not by_id:
@@ -453,11 +456,13 @@ class SearchReads(Connection, ScopedSearch):
             return {}
         table, fts, _ = self._ranked(scope)
         source = "t.source" if scope == "prompts" else "NULL"
-        rows = self._query(f"SELECT t.id, t.content, d.sz, t.timestamp, {source} FROM {table} t "
-                           f"LEFT JOIN {fts}_docsize d ON d.id = t.id "
-                           f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
-                           (_id_array(ids),))
-        return {i: (str(text), _token_count(size), int(at), source) for i, text, size, at, source in rows}
+        rows = self._tuples(f"SELECT t.id, t.content, d.sz, t.timestamp, {source} FROM {table} t "
+                            f"LEFT JOIN {fts}_docsize d ON d.id = t.id "
+                            f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
+                            (_id_array(ids),))
+        # a one-byte docsize (under 128 tokens, most rows) read inline: ~250 rows a ranked search
+        return {i: (str(text), size[0] if size and size[0] < 0x80 else _token_count(size), int(at), source)
+                for i, text, size, at, source in rows}
 
     def trail_keys(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int | None, str | None, int]]:
         """(session, prompt, source, time) of each row: what arranging ranked records reads of
@@ -502,6 +507,18 @@ class SearchReads(Connection, ScopedSearch):
                 self._df_cache[(fts, term)] = (counted.get(term, 0), docs)
             df.update(counted)
         return FtsStats(docs, tokens, df)
+
+
+class Windows(dict):  # type: ignore[type-arg]
+    """Session windows by anchor (`session_windows`), with `sessions`: each anchor's session and
+    (an observation's) prompt, read in the same statement: what arranging the ranked records
+    reads of them besides their times and sources (`trail_keys`), which their texts bring."""
+
+    __slots__ = ("sessions",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: dict[int, tuple[str, int | None]] = {}
 
 
 def _id_array(ids: Sequence[int]) -> str:
