@@ -562,7 +562,7 @@ class Connection(SqlBase):
         except driver.ERRORS as exc:
             raise self._read_error(exc) from exc
 
-    def _read_error(self, exc: Exception) -> Exception:
+    def _read_error(self, exc: BaseException) -> Exception:
         if result_code(exc) == 1:  # SQLITE_ERROR
             fts = _fts_error(exc)
             if fts is not None:

@@ -414,8 +414,9 @@ class SearchReads(Connection, ScopedSearch):
         # in one JSON value: one row for the whole read, not a row (and a text to split) an
         # anchor. Python sorts each side, so no aggregate order is relied on.
         own = "a.session_id, NULL" if col == "id" else "a.session_id, a.prompt_id"
-        item, key, anchor, k = (("n.id", "n.id", "a.id", "k") if col == "id"   # a pair passes the subquery as text
-                                else ("json_array(n.timestamp, n.id)", "n.timestamp, n.id", "a.timestamp, a.id", "json(k)"))
+        # a [time, id] pair leaves the subquery as text: json() reads it back as an array
+        item, key, anchor, k = (("n.id", "n.id", "a.id", "k") if col == "id" else
+                                ("json_array(n.timestamp, n.id)", "n.timestamp, n.id", "a.timestamp, a.id", "json(k)"))
         side = ("(SELECT json_group_array({k}) FROM (SELECT {item} AS k FROM {table} n "
                 "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?1))")
         before = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op="<",
@@ -426,13 +427,12 @@ class SearchReads(Connection, ScopedSearch):
         out = Windows()
         sessions = out.sessions
         by_id = col == "id"
-        for found, session, prompt, earlier, later in json.loads(rows[0][0]):
+        for found, session, prompt, before_items, after_items in json.loads(rows[0][0]):
             sessions[found] = (session, prompt)
-            earlier.sort()   # farthest first
-            later.sort()
-            if not by_id:
-                earlier = [n for _, n in earlier]
-                later = [n for _, n in later]
+            before_items.sort()   # farthest first
+            after_items.sort()
+            earlier = before_items if by_id else [n for _, n in before_items]
+            later = after_items if by_id else [n for _, n in after_items]
             window = [(n, d) for d, n in enumerate(earlier, -len(earlier))]
             window += [(n, d) for d, n in enumerate(later, 1)]
             out[found] = window
