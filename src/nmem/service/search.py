@@ -366,6 +366,7 @@ class Search(Base):
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
         if not read.ids:
             return _Ranked([], {}, trail, stats, stems, weights, match, read.records, read.origins)
+        sessions = getattr(read.windows, "sessions", None)   # read with the windows (SQLite)
         candidates = list(dict.fromkeys(read.ids))
         if when is not None and ranking.time_candidates:
             candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
@@ -397,7 +398,7 @@ class Search(Base):
                 if doc is not None and doc.asking:
                     scores[i] *= factor[doc.asking]
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
-        return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records, read.origins)
+        return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records, read.origins, sessions)
 
     def _replies(self, scope: str, trail: _Trail, candidates: list[int], scores: dict[int, float],
                  score: Callable[[list[int]], dict[int, float]]) -> list[int]:
@@ -460,7 +461,10 @@ class Search(Base):
         elif missing:
             light = getattr(store, "trail_keys", None)
             if light is not None:   # arranging reads only these of a row; the page's rows are read below
-                keys = light(scope, missing)
+                keys = _read_keys(ranked, missing)
+                rest = [i for i in missing if i not in keys]
+                if rest:
+                    keys.update(light(scope, rest))
             else:
                 fetched = fetch(missing)
                 records.update((int(r.id), r) for r in fetched)
@@ -574,6 +578,21 @@ def _read_turns(rows: Mapping[int, _Keys], opened: Mapping[int, int]) -> dict[in
     return out
 
 
+def _read_keys(ranked: _Ranked, ids: Sequence[int]) -> dict[int, _Keys]:
+    """What `trail_keys` returns of the `ids` the ranking's reads brought already: session and
+    prompt with the windows (`_Ranked.sessions`), source and time with the texts."""
+    sessions = ranked.sessions
+    if not sessions:
+        return {}
+    times, sources = ranked.trail.times, ranked.trail.sources
+    out: dict[int, _Keys] = {}
+    for i in ids:
+        known = sessions.get(i)
+        if known is not None and i in times:
+            out[i] = (known[0], known[1], sources.get(i), times[i])
+    return out
+
+
 def _keys_of(record: Any) -> _Keys:
     """A record's session, prompt (an observation's), source (a prompt's) and time."""
     return (record.session_id, getattr(record, "prompt_id", None),
@@ -593,6 +612,9 @@ class _Ranked(Record):
     match: str
     records: dict[int, Any] | None
     origins: dict[str, tuple[str | None, str | None]] | None = None
+    sessions: Mapping[int, tuple[str, int | None]] | None = None   # the candidates' (session, prompt), when read
+
+
 
 
 class _Trail:

@@ -550,11 +550,24 @@ class Connection(SqlBase):
         try:
             return conn.execute(sql, params).fetchall()
         except driver.ERRORS as exc:
-            if result_code(exc) == 1:  # SQLITE_ERROR
-                fts = _fts_error(exc)
-                if fts is not None:
-                    raise fts from exc
-            raise storage_error(exc, self.path) from exc
+            raise self._read_error(exc) from exc
+
+    def _tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """`_query`'s rows as plain tuples: a read of many rows spared a `Row` object each."""
+        conn = self._w if (self._depth and self._w is not None) else self._reader()
+        try:
+            cursor = conn.cursor()
+            cursor.row_factory = None
+            return cursor.execute(sql, params).fetchall()
+        except driver.ERRORS as exc:
+            raise self._read_error(exc) from exc
+
+    def _read_error(self, exc: BaseException) -> Exception:
+        if result_code(exc) == 1:  # SQLITE_ERROR
+            fts = _fts_error(exc)
+            if fts is not None:
+                return fts
+        return storage_error(exc, self.path)
 
 
 class Snapshot:

@@ -410,27 +410,32 @@ class SearchReads(Connection, ScopedSearch):
         if not ids or span <= 0:
             return {}
         table, _, col = self._ranked(scope)
-        key, anchor = ("n.id", "a.id") if col == "id" else ("n.timestamp, n.id", "a.timestamp, a.id")
-        # "<order key>:<id>", both zero-padded, sort as text in session order (an id unpadded put
-        # 10 before 9 among records of one second)
-        side = ("(SELECT group_concat(printf('%019d:%019d', k, id)) FROM (SELECT n.{col} AS k, n.id FROM {table} n "
-                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?))")
-        before = side.format(col=col, table=table, key=key, anchor=anchor, op="<",
+        # Each side as a JSON array (of ids; of [timestamp, id] for observations), every anchor's
+        # in one JSON value: one row for the whole read, not a row (and a text to split) an
+        # anchor. Python sorts each side, so no aggregate order is relied on.
+        own = "a.session_id, NULL" if col == "id" else "a.session_id, a.prompt_id"
+        # a [time, id] pair leaves the subquery as text: json() reads it back as an array
+        item, key, anchor, k = (("n.id", "n.id", "a.id", "k") if col == "id" else
+                                ("json_array(n.timestamp, n.id)", "n.timestamp, n.id", "a.timestamp, a.id", "json(k)"))
+        side = ("(SELECT json_group_array({k}) FROM (SELECT {item} AS k FROM {table} n "
+                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?1))")
+        before = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op="<",
                              order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
-        after = side.format(col=col, table=table, key=key, anchor=anchor, op=">", order=key)
-        rows = self._query(f"SELECT a.id, {before} AS before, {after} AS after FROM {table} a "
-                           f"WHERE a.id IN (SELECT value FROM json_each(?))",
-                           (span, span, _id_array(ids)))
-
-        out: dict[int, list[tuple[int, int]]] = {}
-        for anchor, before_items, after_items in rows:
-            window: list[tuple[int, int]] = []
-            if before_items:
-                earlier = sorted(before_items.split(","))   # farthest first
-                window = [(int(item[20:]), d) for d, item in enumerate(earlier, -len(earlier))]
-            if after_items:
-                window += [(int(item[20:]), d) for d, item in enumerate(sorted(after_items.split(",")), 1)]
-            out[anchor] = window
+        after = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op=">", order=key)
+        rows = self._query(f"SELECT json_group_array(json_array(a.id, {own}, {before}, {after})) "
+                           f"FROM json_each(?2) j JOIN {table} a ON a.id = j.value", (span, _id_array(ids)))
+        out = Windows()
+        sessions = out.sessions
+        by_id = col == "id"
+        for found, session, prompt, before_items, after_items in json.loads(rows[0][0]):
+            sessions[found] = (session, prompt)
+            before_items.sort()   # farthest first
+            after_items.sort()
+            earlier = before_items if by_id else [n for _, n in before_items]
+            later = after_items if by_id else [n for _, n in after_items]
+            window = [(n, d) for d, n in enumerate(earlier, -len(earlier))]
+            window += [(n, d) for d, n in enumerate(later, 1)]
+            out[found] = window
         return out
 
     def match_ids(self, scope: str, match: str, filters: SearchFilters, want: int) -> list[int]:
@@ -451,11 +456,13 @@ class SearchReads(Connection, ScopedSearch):
             return {}
         table, fts, _ = self._ranked(scope)
         source = "t.source" if scope == "prompts" else "NULL"
-        rows = self._query(f"SELECT t.id, t.content, d.sz, t.timestamp, {source} FROM {table} t "
-                           f"LEFT JOIN {fts}_docsize d ON d.id = t.id "
-                           f"WHERE t.id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
-                           (_id_array(ids),))
-        return {i: (str(text), _token_count(size), int(at), source) for i, text, size, at, source in rows}
+        # joined to json_each (ids distinct), not `IN` it, which first copies them into a temporary index
+        rows = self._tuples(f"SELECT t.id, t.content, d.sz, t.timestamp, {source} FROM json_each(?) j "
+                            f"JOIN {table} t ON t.id = j.value LEFT JOIN {fts}_docsize d ON d.id = t.id",
+                            (_id_array(sorted({int(i) for i in ids})),))
+        # a one-byte docsize (under 128 tokens, most rows) read inline: ~250 rows a ranked search
+        return {i: (str(text), size[0] if size and size[0] < 0x80 else _token_count(size), int(at), source)
+                for i, text, size, at, source in rows}
 
     def trail_keys(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int | None, str | None, int]]:
         """(session, prompt, source, time) of each row: what arranging ranked records reads of
@@ -502,9 +509,21 @@ class SearchReads(Connection, ScopedSearch):
         return FtsStats(docs, tokens, df)
 
 
+class Windows(dict):  # type: ignore[type-arg]
+    """Session windows by anchor (`session_windows`), with `sessions`: each anchor's session and
+    (an observation's) prompt, read in the same statement: what arranging the ranked records
+    reads of them besides their times and sources (`trail_keys`), which their texts bring."""
+
+    __slots__ = ("sessions",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: dict[int, tuple[str, int | None]] = {}
+
+
 def _id_array(ids: Sequence[int]) -> str:
     """The ids as a JSON array, for json_each()."""
-    return f"[{','.join(map(str, map(int, ids)))}]"
+    return repr(list(map(int, ids)))   # a list of ints reads as JSON, and costs half a join
 
 
 def _token_count(size: bytes | None) -> int:
