@@ -615,8 +615,6 @@ class _Ranked(Record):
     sessions: Mapping[int, tuple[str, int | None]] | None = None   # the candidates' (session, prompt), when read
 
 
-
-
 class _Trail:
     """What ranking gathers around the candidates of one trail scope: their session windows
     and, for every record involved, its stem counts, length and time. A label or an answer
