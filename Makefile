@@ -23,10 +23,8 @@ lint: setup
 	$(BIN)/ruff check src tests scripts $(wildcard bench)
 	$(BIN)/mypy
 
-# Four xdist workers on two cores: much of the suite waits (servers starting, hooks as processes, PostgreSQL,
-# the browser), so two workers left the cores idle about half the time.
 test: lint
-	$(BIN)/pytest -n 4 -q --durations=20
+	$(BIN)/pytest -n 2 -q --durations=20
 
 docs: setup
 	$(BIN)/python scripts/docs.py
