@@ -191,25 +191,49 @@ def _crashed(done: subprocess.CompletedProcess[str]) -> bool:
 MEMORY_FIELDS = ("content", "summary", "tags", "relates_to")
 
 
+PLAIN: dict[str, Any] = {"content": "deploy notes for the billing service", "summary": "deploy notes",
+                         "tags": ["ci"], "relates_to": []}
+
+
 def memory_rounds(surface: str, pool: Pool, field: str) -> Iterator[tuple[dict[str, Any], Placement]]:
     """Memories with one secret each, in `field`; the other fields plain."""
     for text, values in pool:
-        fields: dict[str, Any] = {"content": "deploy notes for the billing service", "summary": "deploy notes",
-                                  "tags": ["ci"], "relates_to": []}
+        fields: dict[str, Any] = dict(PLAIN)
         fields[field] = {"content": f"deploy notes\n{text}", "summary": text[:100], "tags": [text[:200], "ci"],
                          "relates_to": [text]}[field]
         yield fields, Placement(surface, field, text, values)
 
 
+def _remember(home: Path, fields: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    args = ["remember", fields["content"], "--summary", fields["summary"],
+            "--tags", ",".join(t.replace(",", " ") for t in fields["tags"])]
+    if fields["relates_to"]:
+        args += ["--relates-to", fields["relates_to"][0].replace(",", " ")]
+    return _nmem(home, *args)
+
+
 def run_cli(home: Path, pool: Pool, field: str) -> tuple[list[Placement], int]:
+    """Each `nmem remember` process carries four secrets, one a field, rather than one (a process
+    costs ~0.2 s of CPU): the database of `field` gets every secret of the pool once, secret i in
+    field (i + k) % 4 where `field` is the k-th of MEMORY_FIELDS, so over the four databases every
+    secret goes through every field, as when each went alone, and a leak is still counted in the
+    field it was placed in. A memory the command refuses (stored nothing) is sent again one secret
+    at a time, the other fields plain, so no placement goes unstored behind another's refusal."""
+    shift = MEMORY_FIELDS.index(field)
+    by_field: dict[str, list[tuple[dict[str, Any], Placement]]] = {f: [] for f in MEMORY_FIELDS}
+    for at, (text, values) in enumerate(pool):
+        placed_in = MEMORY_FIELDS[(at + shift) % len(MEMORY_FIELDS)]
+        by_field[placed_in].append(next(memory_rounds("cli remember", [(text, values)], placed_in)))
     placements, errors = [], 0
-    for fields, placed in memory_rounds("cli remember", pool, field):
-        args = ["remember", fields["content"], "--summary", fields["summary"],
-                "--tags", ",".join(t.replace(",", " ") for t in fields["tags"])]
-        if fields["relates_to"]:
-            args += ["--relates-to", fields["relates_to"][0].replace(",", " ")]
-        errors += _crashed(_nmem(home, *args))
-        placements.append(placed)
+    for call in range(max(map(len, by_field.values()))):
+        alone = [by_field[f][call] for f in MEMORY_FIELDS if call < len(by_field[f])]
+        fields = {f: by_field[f][call][0][f] if call < len(by_field[f]) else PLAIN[f] for f in MEMORY_FIELDS}
+        done = _remember(home, fields)
+        errors += _crashed(done)
+        if done.returncode != 0 and not _crashed(done):
+            for one, _ in alone:
+                errors += _crashed(_remember(home, one))
+        placements += [placed for _, placed in alone]
     return placements, errors
 
 

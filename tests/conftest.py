@@ -22,6 +22,12 @@ from nmem.service.api import Service
 from nmem.store.keys import database_key
 from store_engines import ENGINES, pg_schemas, pg_url, sqlite_template, store, store_url
 
+# Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE, set in some CI
+# images and shells): otherwise every test process rewrites and compiles every test module, and every
+# `nmem serve` a test starts compiles the HTTP and MCP adapters again. Only speed changes.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 __all__ = ["pg_schemas", "pg_url", "sqlite_template", "store", "store_url"]  # fixtures every test module may use
 
 # Every test under these directories that opens a store (through `store`, `store_url`, `nmem_home`,

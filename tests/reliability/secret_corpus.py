@@ -13,6 +13,7 @@ SHAs, UUIDs used as ids, lockfile digests, data URIs, code that reads a secret f
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import random
 import string
@@ -66,15 +67,58 @@ class Case:
 
 
 def leaked(output: str | bytes, cases: list[Case] | tuple[Case, ...]) -> dict[str, list[str]]:
-    """Case id -> pieces of its secrets found in `output` (also lower-cased: FTS5 stores lower-case tokens)."""
+    """Case id -> pieces of its secrets found in `output` (also lower-cased: FTS5 stores lower-case tokens).
+
+    A piece counts when its bytes are in the output, or its lower-cased bytes in the lower-cased
+    output. Many pieces (the whole corpus has some 50,000) against a short output are found by
+    looking every window of the output up in an index of the pieces, rather than by one substring
+    search a piece (a third of a second a call); the same pieces are found either way."""
     blob = output.encode() if isinstance(output, str) else output
     lowered = blob.lower()
+    index = _index(tuple(cases))
+    hit: dict[int, set[str]] = {}
+    if index.count * (600 + len(blob)) < len(blob) * index.sizes * 200:   # ns: the searches against the windows
+        for at, pieces in enumerate(index.per_case):
+            found_here = {piece for piece, exact, lower in pieces if exact in blob or lower in lowered}
+            if found_here:
+                hit[at] = found_here
+    else:
+        for text, by_size in ((blob, index.exact), (lowered, index.lower)):
+            for size, by_bytes in by_size.items():
+                for window in _windows(text, size) & by_bytes.keys():
+                    for at, piece in by_bytes[window]:
+                        hit.setdefault(at, set()).add(piece)
     found: dict[str, list[str]] = {}
-    for case in cases:
-        hits = sorted(p for p in case.pieces() if p.encode() in blob or p.lower().encode() in lowered)
-        if hits:
-            found[case.id] = hits[:3]
+    for at, case in enumerate(cases):
+        if at in hit:
+            found[case.id] = sorted(hit[at])[:3]
     return found
+
+
+class _Index:
+    """The pieces of some cases: per case, and by their bytes (as written, and lower-cased) and length."""
+
+    def __init__(self, cases: tuple[Case, ...]) -> None:
+        self.per_case = [[(piece, piece.encode(), piece.lower().encode()) for piece in case.pieces()]
+                         for case in cases]
+        self.exact: dict[int, dict[bytes, list[tuple[int, str]]]] = {}
+        self.lower: dict[int, dict[bytes, list[tuple[int, str]]]] = {}
+        for at, pieces in enumerate(self.per_case):
+            for piece, exact, lower in pieces:
+                self.exact.setdefault(len(exact), {}).setdefault(exact, []).append((at, piece))
+                self.lower.setdefault(len(lower), {}).setdefault(lower, []).append((at, piece))
+        self.count = sum(map(len, self.per_case))
+        self.sizes = len(self.exact) + len(self.lower)
+
+
+@functools.lru_cache(maxsize=4096)
+def _index(cases: tuple[Case, ...]) -> _Index:
+    return _Index(cases)
+
+
+def _windows(text: bytes, size: int) -> set[bytes]:
+    """Every run of `size` bytes of `text`."""
+    return {text[i:i + size] for i in range(len(text) - size + 1)}
 
 
 # -- tokens with a prefix of their own: found anywhere, labelled or not ---------------------------
