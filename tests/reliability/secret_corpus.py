@@ -111,7 +111,7 @@ class _Index:
         self.sizes = len(self.exact) + len(self.lower)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=32)   # a few case sets a test process; each index holds every piece twice
 def _index(cases: tuple[Case, ...]) -> _Index:
     return _Index(cases)
 

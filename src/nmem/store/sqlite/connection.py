@@ -380,7 +380,7 @@ class Connection(SqlBase):
             self._w = None
 
     def schema_version(self) -> int:
-        conn = self._w if (self._depth and self._w is not None) else self._reader()
+        conn = self._reading()
         try:
             return int(conn.execute("PRAGMA user_version").fetchone()[0])
         except driver.ERRORS as exc:
@@ -544,9 +544,13 @@ class Connection(SqlBase):
     def _insert_id(self, sql: str, params: Sequence[Any]) -> int:
         return int(self._cursor(sql, params).lastrowid or 0)
 
+    def _reading(self) -> sqlite3.Connection:
+        """The connection a read goes through: inside a write transaction the writer's, so the
+        transaction sees its own writes; else this thread's read connection."""
+        return self._w if (self._depth and self._w is not None) else self._reader()
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        # Inside a write transaction, read through the writer so we see our own writes.
-        conn = self._w if (self._depth and self._w is not None) else self._reader()
+        conn = self._reading()
         try:
             return conn.execute(sql, params).fetchall()
         except driver.ERRORS as exc:
@@ -554,7 +558,7 @@ class Connection(SqlBase):
 
     def _tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """`_query`'s rows as plain tuples: a read of many rows spared a `Row` object each."""
-        conn = self._w if (self._depth and self._w is not None) else self._reader()
+        conn = self._reading()
         try:
             cursor = conn.cursor()
             cursor.row_factory = None

@@ -460,9 +460,7 @@ class SearchReads(Connection, ScopedSearch):
         rows = self._tuples(f"SELECT t.id, t.content, d.sz, t.timestamp, {source} FROM json_each(?) j "
                             f"JOIN {table} t ON t.id = j.value LEFT JOIN {fts}_docsize d ON d.id = t.id",
                             (_id_array(sorted({int(i) for i in ids})),))
-        # a one-byte docsize (under 128 tokens, most rows) read inline: ~250 rows a ranked search
-        return {i: (str(text), size[0] if size and size[0] < 0x80 else _token_count(size), int(at), source)
-                for i, text, size, at, source in rows}
+        return {i: (str(text), _token_count(size), int(at), source) for i, text, size, at, source in rows}
 
     def trail_keys(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int | None, str | None, int]]:
         """(session, prompt, source, time) of each row: what arranging ranked records reads of
