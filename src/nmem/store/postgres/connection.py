@@ -422,14 +422,19 @@ class Connection(SqlBase):
             raise
 
     def _configure_pooled(self, conn: psycopg.Connection[Row]) -> None:
-        """A new pooled connection's session: on a small store (`_plans`) set to generic plans
-        at once, so that none of its searches sends a SET for it, then SESSION_SETTINGS."""
+        """A new pooled connection's session: SESSION_SETTINGS, then, on a small store (`_plans`),
+        generic plans at once, so that none of its searches sends a SET for it. Until the store
+        knows its size, the new connection finds it out itself (`_size_up`): a connection the
+        pool made while the store sized up at open, and put in the pool after, is set too."""
+        _configure(conn)
+        if not self._past:
+            self._size_up(conn)
         if self._plans() == ANY_PLANS:
             _generic_session(conn)
-        _configure(conn)
 
-    def _size_up(self) -> None:
-        """What the store learns of its tables' sizes when it opens (nmem.store.postgres.search)."""
+    def _size_up(self, conn: psycopg.Connection[Row] | None = None) -> None:
+        """What the store learns of its tables' sizes, when it opens or through a new pooled
+        connection `conn` (nmem.store.postgres.search)."""
 
     def _generic_pool(self) -> None:
         """Every idle pooled connection set to generic plans (a store found small as it opened:

@@ -29,6 +29,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+import psycopg
+
 from nmem.errors import StorageError
 from nmem.models import Memory, Observation, Prompt
 from nmem.store.postgres.connection import (
@@ -38,6 +40,7 @@ from nmem.store.postgres.connection import (
     KEYED_PLANS,
     SETTLED,
     Connection,
+    Row,
     array_text,
 )
 from nmem.store.postgres.tsquery import Parsed, Phrase, parse
@@ -1024,19 +1027,22 @@ class SearchReads(Connection, ScopedSearch):
                 return None
         return ANY_PLANS
 
-    def _size_up(self) -> None:
+    def _size_up(self, conn: psycopg.Connection[Row] | None = None) -> None:
         """Whether each ranked table holds more than CUSTOM_PLAN_ROWS rows, read when the store
-        opens (a few milliseconds: at most that many rows a table are stepped over). On a small
-        store the connections the pool holds are set to generic plans at once and those it makes
-        later as it makes them (`_configure_pooled`): none of its searches sends a SET for it. A
-        table read since is judged by what its reads counted (`_plans`)."""
+        opens (a few milliseconds: at most that many rows a table are stepped over), or by a new
+        pooled connection `conn` before it knew. On a small store the connections the pool holds
+        are then set to generic plans at once and those it makes later as it makes them
+        (`_configure_pooled`): none of its searches sends a SET for it. A table read since is
+        judged by what its reads counted (`_plans`)."""
         sql = "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {t} OFFSET {CUSTOM_PLAN_ROWS})" for t in SIZED_TABLES)
         try:
-            row = self._query(sql)[0]
-        except StorageError:
-            return   # planned as a large store's until its reads count the tables
+            row = self._query(sql)[0] if conn is None else conn.execute(sql).fetchone()
+        except (StorageError, psycopg.Error):
+            return   # (no tables yet: a schema being made) planned as a large store's until known
+        if row is None:
+            return
         self._past = dict(zip(SIZED_TABLES, map(bool, row), strict=True))
-        if self._plans() == ANY_PLANS:
+        if conn is None and self._plans() == ANY_PLANS:
             self._generic_pool()
 
     def _plan_kept(self, table: str, parsed: Parsed, filters: SearchFilters) -> bool:
