@@ -131,10 +131,16 @@ def taken_at_start(home: Path, url: str, threads: int) -> int:
 def test_every_read_thread_has_searched_before_the_first_request(tmp_path: Path, pg_url: str) -> None:
     """A server warms each read thread with a search before it answers (`StoreThreads.warm`): the
     first burst of requests does not meet every thread, connection and backend cold at once. Four
-    read threads take at least three searches' more connections than one thread does."""
+    read threads take at least three searches' more connections than one thread does.
+
+    A search sends one statement at least; how many more depends on what a concurrent search
+    on another thread has just read (the store's sizes, its statistics), so the bound counts one
+    a search. The store's first server also takes connections once for the store itself (~4 of
+    24 here): a first start settles it, and the two starts compared both come after it."""
     home = tmp_path / "home"
     home.mkdir()
     seed(home, pg_url)
+    taken_at_start(home, pg_url, 1)
     one = taken_at_start(home, pg_url, 1)
     four = taken_at_start(home, pg_url, 4)
-    assert four - one >= 3 * 2, (one, four)   # a search on all scopes sends more than two statements
+    assert four - one >= 3, (one, four)
