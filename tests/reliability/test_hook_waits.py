@@ -35,7 +35,7 @@ def test_a_locked_out_hook_waits_its_budget_once_then_spools(tmp_path: Path) -> 
         lock.rollback()
         lock.close()
     assert elapsed_ms >= 0.8 * BUDGET_MS, "it gives up only once the budget is spent"
-    assert elapsed_ms < 1.6 * BUDGET_MS, f"waited {elapsed_ms:.0f} ms for a budget of {BUDGET_MS} ms"
+    assert elapsed_ms < 2 * BUDGET_MS, f"waited {elapsed_ms:.0f} ms for a budget of {BUDGET_MS} ms"
     assert len(waiting) == 4 and sum("echo locked-out" in text for text in waiting) == 1
     warning = faults.log_lines(home, "WARNING")[-1]
     assert f"database busy past the hook's budget ({BUDGET_MS} ms); spooled PostToolUse event" in warning
