@@ -288,6 +288,41 @@ def test_the_store_serves_the_first_call_after_the_server_takes_connections_agai
         store.close()
 
 
+def test_a_call_that_waits_out_the_servers_refusal_is_served(pg_url: str, own_role: str, engine: str) -> None:
+    """A call that began while the server refused connections (its backends ended, its logins
+    refused: a failover), and is still waiting when the server takes them again, is served. The
+    pool tried to make a connection once, was refused, and made no other while the call waited:
+    the store asks it once more, as the pool was not out of connections (before, the call failed
+    on "no database connection free", a server starting then exited on it)."""
+    parts = urlsplit(pg_url)
+    url = urlunsplit((parts.scheme, f"{own_role}@{parts.hostname}:{parts.port or 5432}", parts.path,
+                      parts.query, ""))
+    store = open_store(url, busy_timeout_ms=3000)
+    try:
+        assert store.schema_version() > 0
+        pool = store._pool
+        outcome: list[Any] = []
+        with _admin(pg_url) as admin:
+            admin.execute(f"ALTER ROLE {own_role} NOLOGIN")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (own_role,))
+            _wait_for(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE usename = %s",
+                                                (own_role,)).fetchall(), "the role's backends ended")
+            pool.check()   # the ended connections out of the pool: the call finds it empty
+            _wait_for(lambda: pool.get_stats().get("pool_size", 0) == 0, "an empty pool")
+            refused = pool.get_stats().get("connections_errors", 0)
+            call = threading.Thread(target=lambda: outcome.append(_outcome(store.schema_version)))
+            call.start()
+            # the pool's one attempt for the call (nothing else asks it for one) was refused
+            _wait_for(lambda: pool.get_stats().get("connections_errors", 0) > refused
+                      and pool.get_stats().get("requests_waiting", 0) > 0,
+                      "the call waiting after the pool's attempt was refused")
+            admin.execute(f"ALTER ROLE {own_role} LOGIN")
+        call.join(30)
+        assert len(outcome) == 1 and outcome[0] == store.schema_version() > 0, outcome
+    finally:
+        store.close()
+
+
 def test_a_store_whose_backend_ends_while_it_opens_opens(pg_url: str, app_name: str, engine: str) -> None:
     """A server starting while PostgreSQL ends its backends: the opening's migration check (one
     transaction, under the migration lock that another opener holds here) runs again."""

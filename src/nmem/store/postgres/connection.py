@@ -530,7 +530,23 @@ class Connection(SqlBase):
         try:
             return self._pool.getconn()
         except PoolTimeout as exc:
+            why = self._no_connection()
+            if not (isinstance(why, StoreBusy) and self._short_of_connections()):
+                raise why from exc
+        # The pool was not out of connections: it could not make one (the server refused it or
+        # ended it as it was made, as in a failover) and waits for none after it gave up on that
+        # attempt (reconnect_timeout 0); the server takes connections again now, so asking once
+        # more makes one. A server started during a storm of ended backends otherwise exited
+        # on "no database connection free" a moment after the storm.
+        try:
+            return self._pool.getconn()
+        except PoolTimeout as exc:
             raise self._no_connection() from exc
+
+    def _short_of_connections(self) -> bool:
+        """Whether the pool holds fewer connections than it may: none of its own is busy past them."""
+        stats = self._pool.get_stats()
+        return stats.get("pool_size", 0) < stats.get("pool_max", 0)
 
     def _no_connection(self) -> StorageError:
         """Why the pool had no connection within the timeout: the server refuses new ones (down,
