@@ -512,16 +512,12 @@ FOUND_RANGED = """matching AS MATERIALIZED (
     WHERE {alias}.id <= (SELECT lo FROM span) AND ts_match_vq({alias}.tsv, (SELECT q FROM matching))
           AND (SELECT ranged FROM span) AND (SELECT count(*) FROM near) < (SELECT short FROM span)
     ORDER BY {alias}.id DESC LIMIT (SELECT short - (SELECT count(*) FROM near) FROM span)
-), found AS (
+){kept}, found AS (
     (SELECT {alias}.id, {alias}.tsv, {alias}.tokens FROM {source}
      WHERE ts_match_vq({alias}.tsv, (SELECT q FROM matching)) AND (SELECT how FROM choice) = 'walk'
      ORDER BY {alias}.id DESC LIMIT ?)
     UNION ALL
-    (SELECT z.id, z.tsv, z.tokens FROM {table} z
-     WHERE z.id = ANY(CASE WHEN (SELECT count(*) FROM terms) = 1 THEN (SELECT tm.newest[1:?] FROM terms tm)
-                           ELSE ARRAY(SELECT DISTINCT u.id FROM terms tm CROSS JOIN LATERAL unnest(tm.newest) AS u(id)
-                                      ORDER BY u.id DESC LIMIT ?) END)
-           AND (SELECT how FROM choice) = 'kept')
+    {kept_rows}
     UNION ALL
     SELECT s.id, s.tsv, s.tokens FROM sieved s
     UNION ALL
@@ -533,6 +529,63 @@ FOUND_RANGED = """matching AS MATERIALIZED (
                                               AND (SELECT how FROM choice) = 'fetch'
                                         ORDER BY {alias}.id + 0 DESC LIMIT ?)) AS u
          ORDER BY u.id DESC LIMIT (SELECT short FROM span))))"""
+
+# The 'kept' way's rows (FOUND_RANGED): the newest window of the terms' kept ids, read by id.
+KEPT_ROWS = """(SELECT z.id, z.tsv, z.tokens FROM {table} z
+     WHERE z.id = ANY(CASE WHEN (SELECT count(*) FROM terms) = 1 THEN (SELECT tm.newest[1:?] FROM terms tm)
+                           ELSE ARRAY(SELECT DISTINCT u.id FROM terms tm CROSS JOIN LATERAL unnest(tm.newest) AS u(id)
+                                      ORDER BY u.id DESC LIMIT ?) END)
+           AND (SELECT how FROM choice) = 'kept')"""
+
+# The same rows for a question of several terms (`pruned`), of which only those that can still
+# reach the page have their vectors read and scored. Which of its terms a row of the window holds
+# is known without the row: a term's kept ids are its newest window (or all its rows), and a row
+# of the question's newest window that holds the term has fewer than a window of the term's rows
+# newer than it (they all match), so it stands in them. A row's BM25 is a sum over the phrases of
+# idf × tf × 2.2 ÷ (tf + k), k > 0: each under 2.2 × idf, and 0 for a phrase whose term the row
+# lacks (no hit). So 2.2 × the summed IDFs of the terms a row holds is above its score (`kub`:
+# the window's ids, the newest of the terms' ids put together, each with that bound). The rows
+# are taken from the highest bound down to a level (`kcut.tau`), read (`found1`) and scored
+# (`pre`: the ranking's own `ranked`, over them); when the page's last of them scores above the
+# highest bound left (`kcut.rest`), no other row can reach the page, and none is read (`kenough`).
+# Otherwise the rest are read too, and the page is the whole window's, as before. The level: the
+# highest at which `want` rows at least have a bound PRUNE_LIKELY times the next one (a row that
+# holds each of its terms once, of average length, scores its bound ÷ 2.2). For `error OR
+# LedgerError` the rows of the window holding LedgerError are read (160 at 100k), not its 2,000.
+PRUNED_ROWS = """kwant AS MATERIALIZED (
+    SELECT ?::int AS n
+), kub AS MATERIALIZED (
+    SELECT g.id, g.ub FROM (
+        SELECT u.id, 2.2 * sum(w.w) AS ub
+        FROM (SELECT d.term, sum(d.idf) AS w FROM idf d GROUP BY d.term) AS w
+        JOIN terms tm ON tm.term = w.term CROSS JOIN LATERAL unnest(tm.newest) AS u(id)
+        WHERE (SELECT how FROM choice) = 'kept'
+        GROUP BY u.id) AS g
+    ORDER BY g.id DESC LIMIT ?
+), kcut AS MATERIALIZED (
+    SELECT l.ub AS tau, l.next AS rest
+    FROM (SELECT d.ub, lead(d.ub) OVER (ORDER BY d.ub DESC) AS next FROM (SELECT DISTINCT ub FROM kub) AS d) AS l
+    WHERE l.next IS NULL OR (SELECT count(*) FROM kub k WHERE k.ub > ?::float8 * l.next) >= (SELECT n FROM kwant)
+    ORDER BY l.ub DESC LIMIT 1
+), found1 AS MATERIALIZED (
+    SELECT z.id, z.tsv, z.tokens FROM {table} z
+    WHERE z.id = ANY(ARRAY(SELECT k.id FROM kub k WHERE k.ub >= (SELECT tau FROM kcut)))
+), {pre}, kenough AS MATERIALIZED (
+    SELECT (SELECT rest FROM kcut) IS NULL
+           OR ((SELECT count(*) FROM pre) >= (SELECT n FROM kwant)
+               AND -(SELECT max(rank) FROM pre) > (SELECT rest FROM kcut)) AS ok
+)"""
+PRUNED_FOUND = """(SELECT z.id, z.tsv, z.tokens FROM {table} z
+     WHERE z.id = ANY(ARRAY(SELECT k.id FROM kub k WHERE k.ub < (SELECT tau FROM kcut)))
+           AND NOT (SELECT ok FROM kenough))"""
+# The page: the best of the first rows (`pre`) and of the rest, when read (`ranked0`, the
+# ranking's own over `found`), each row scored once
+PRUNED_RANKED = """, ranked AS MATERIALIZED (
+    SELECT u.id, u.rank FROM (SELECT id, rank FROM ranked0 UNION ALL SELECT id, rank FROM pre) AS u
+    ORDER BY u.rank, u.id DESC LIMIT (SELECT n FROM kwant)
+)"""
+PRUNE_LIKELY = 2.2
+
 
 # How many ids a range holds per expected match, in windows (`found_ranged`): 1.2 windows of
 # matches expected above `lo` (a few short are found by `far`'s walk, which costs less than a
@@ -553,16 +606,33 @@ def range_limits(q: str, window: int) -> tuple[float, float, float]:
 
 
 def found_ranged(alias: str, source: str, table: str, q: str, phrases: Sequence[Phrase],
-                 window: int, lists: bool = False, sieve: bool = False) -> tuple[str, list[Any]]:
+                 window: int, lists: bool = False, sieve: bool = False, pre: str | None = None,
+                 want: int = 0) -> tuple[str, list[Any]]:
     """FOUND_RANGED for a read without a filter, and its parameters; `lists`: the terms' newest
     ids are read (KEPT_COUNTS) and the 'kept' way may take them (`disjunctive`); `sieve`: so
-    may the 'sieve' way (`sievable`)."""
+    may the 'sieve' way (`sievable`); `pre`: the ranking of the 'kept' way's first rows
+    (PRUNED_ROWS, `pruned`; its `ranked` CTE read from `found1` as `pre`), of the best `want`."""
     fetch_below, walk_factor, span = range_limits(q, window)
+    more: list[Any]
+    if pre is None:
+        kept, rows, more = "", KEPT_ROWS.format(table=table), [window, window]
+    else:
+        kept = ", " + PRUNED_ROWS.format(table=table, pre=pre)
+        rows, more = PRUNED_FOUND.format(table=table), [want, window, PRUNE_LIKELY, want]
     sql = FOUND_RANGED.format(alias=alias, source=source, table=table, lists="true" if lists else "false",
-                              sieve="true" if sieve else "false")
+                              sieve="true" if sieve else "false", kept=kept, kept_rows=rows)
     required = array_text([p.required for p in phrases])
+    if pre is None:   # the kept rows' marks come after the walk's
+        return sql, [q, required, required, window, window, fetch_below, walk_factor, span, window,
+                     SIEVE_MARGIN, window, window, window, window, *more, window]
     return sql, [q, required, required, window, window, fetch_below, walk_factor, span, window,
-                 SIEVE_MARGIN, window, window, window, window, window, window, window]
+                 SIEVE_MARGIN, window, window, window, *more, window, window]   # (kub's window first)
+
+
+def pruned(parsed: Parsed) -> bool:
+    """Whether a `disjunctive` question's 'kept' way reads only the rows that can reach the page
+    (PRUNED_ROWS): one of two phrases or more (of one phrase, every row holds the same term)."""
+    return len({p.text for p in parsed.phrases}) > 1
 
 
 def sievable(parsed: Parsed) -> bool:
@@ -980,8 +1050,22 @@ class SearchReads(Connection, ScopedSearch):
         phrases = parsed.phrases
         lists = not clauses and disjunctive(parsed)
         sieve = not clauses and not lists and sievable(parsed)
+        if all("<" not in p.text and not p.near for p in phrases):
+            ranked = term_ranking(phrases, avg)
+        else:
+            ranked = phrase_ranking(phrases, avg)
         if not clauses:
-            found, reads = found_ranged(alias, source, table, q, phrases, window, lists, sieve)
+            pre = None
+            if lists and pruned(parsed):
+                # x before the found rows: their first part is ranked as `pre` (PRUNED_ROWS)
+                head, ranked = ranked.split("), ranked AS MATERIALIZED (", 1)
+                ranked = "ranked AS MATERIALIZED (" + ranked
+                pre = ranked.replace("ranked AS MATERIALIZED (", "pre AS MATERIALIZED (", 1).replace(
+                    "FROM found r ", "FROM found1 r ", 1)
+                ranked = ranked.replace("ranked AS MATERIALIZED (", "ranked0 AS MATERIALIZED (", 1) + PRUNED_RANKED
+            found, reads = found_ranged(alias, source, table, q, phrases, window, lists, sieve, pre, want)
+            if pre is not None:
+                found = head + "),\n" + found
         else:
             first = self._words_first(table, parsed, filters) if scope == "observations" else None
             if first is not None:
@@ -991,10 +1075,6 @@ class SearchReads(Connection, ScopedSearch):
             reads = [q, *params, window]
         # a read-only store never keeps what it reads: it takes kept ids, never reads them
         counts = kept_counts(table, "w.query::tsquery", (lists or sieve) and not self.readonly)
-        if all("<" not in p.text and not p.near for p in phrases):
-            ranked = term_ranking(phrases, avg)
-        else:
-            ranked = phrase_ranking(phrases, avg)
         sql = template.format(table=table, alias=alias, source=source, full=full, ranked=ranked,
                               found=found, counts=counts, state=KEPT_STATE, **parts)
         texts = [array_text([p.text for p in phrases]), array_text([p.near for p in phrases]),
