@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
 
@@ -138,17 +138,35 @@ WITH phrases AS MATERIALIZED (
 # query are its places, each weighing 1 (six times ts_rank's cost, still a fifth of unnesting).
 # A phrase's hits are taken once (`tf`, kept from being inlined by OFFSET 0), with the row's length
 # term `k`; then FTS5's sum over the phrases, in their order (a word asked twice weighs twice).
-_TERMS = """x AS MATERIALIZED (
+# The question's values (`x`, TERMS_X) and the rows' ranking (RANKED_TERMS) are two CTEs, the
+# second named and given its rows where the statement has them (`Ranking.over`).
+_TERMS_X = """x AS MATERIALIZED (
     SELECT (SELECT array_agg(CASE WHEN w.k = 1 THEN ph.key::tsquery END ORDER BY ph.ord)
             FROM phrases ph LEFT JOIN pwords w ON w.ord = ph.ord AND w.j = 0) AS q,
            ARRAY[{idfs}]::float8[] AS idf<x columns>
-), ranked AS MATERIALIZED (
+)"""
+TERMS_X = _TERMS_X.replace("<x columns>", "")
+RANKED_TERMS = """<name> AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
-    FROM found r CROSS JOIN x CROSS JOIN totals t
+    FROM <rows> r CROSS JOIN x CROSS JOIN totals t
     CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
-RANKED_TERMS = _TERMS.replace("<x columns>", "")
+
+
+class Ranking(NamedTuple):
+    """A ranking's two CTEs: `x`, the question's values, and `ranked`, the rows' scores, whose
+    name (`<name>`) and rows (`<rows>`, each with its id, tsv and tokens) it is given where used."""
+    x: str
+    ranked: str
+
+    def over(self, rows: str = "found", name: str = "ranked") -> str:
+        """The ranking CTE named `name`, of the best rows of `rows` (its LIMIT is a mark)."""
+        return self.ranked.replace("<name>", name, 1).replace("<rows>", rows, 1)
+
+    def sql(self) -> str:
+        """Both CTEs, ranking `found` as `ranked`: what the statements' `{ranked}` takes."""
+        return f"{self.x}, {self.over()}"
 
 # A word's hits in a row and a prefix's (RANKED_TERMS), from its tsquery `q`; 0 for a phrase
 # PostgreSQL's parser gave no lexeme or several (`q` NULL)
@@ -156,14 +174,15 @@ WORD_HITS = "COALESCE(round(1 / (1.64493406685 * (1 - ts_rank('{{1,1,1,1}}', r.t
 PREFIX_HITS = "COALESCE(ts_rank_cd('{{1,1,1,1}}', r.tsv, {q})::float8, 0)"
 
 
-def term_ranking(phrases: Sequence[Phrase], avg: str) -> str:
-    """RANKED_TERMS for phrases of one word or one prefix each."""
+def term_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
+    """TERMS_X and RANKED_TERMS for phrases of one word or one prefix each."""
     tfs, score = [], "0::float8"
     for i, phrase in enumerate(phrases, start=1):
         hits = PREFIX_HITS if phrase.text.endswith(":*") else WORD_HITS
         tfs.append(f"{hits.format(q=f'x.q[{i}]')}::float8 AS t{i}")
         score = f"({score} + x.idf[{i}] * ((tf.t{i} * 2.2) / (tf.t{i} + tf.k)))"
-    return RANKED_TERMS.format(idfs=_phrase_idfs(len(phrases)), score=score, tfs=", ".join(tfs), avg=avg)
+    return Ranking(TERMS_X.format(idfs=_phrase_idfs(len(phrases))),
+                   RANKED_TERMS.format(score=score, tfs=", ".join(tfs), avg=avg))
 
 
 def _phrase_idfs(n: int) -> str:
@@ -181,15 +200,16 @@ def _phrase_idfs(n: int) -> str:
 # NEAR's where the other phrase's ends or starts close enough. Each phrase's hits are taken once
 # (`tf`, kept from being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
 # Reading every found row's places instead (unnesting its filtered vector) cost about 3 µs a row.
-RANKED_PHRASES = """x AS MATERIALIZED (
+PHRASES_X = """x AS MATERIALIZED (
     SELECT ARRAY[{lexemes}] AS l,
            ARRAY[{words}]::tsquery[] AS w,
            (SELECT array_agg(key::tsquery ORDER BY ord) FROM phrases) AS q,
            (SELECT array_agg(nearq ORDER BY ord) FROM phrases) AS nq,
            ARRAY[{idfs}]::float8[] AS idf
-), ranked AS MATERIALIZED (
+)"""
+RANKED_PHRASES = """<name> AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
-    FROM found r CROSS JOIN x CROSS JOIN totals t
+    FROM <rows> r CROSS JOIN x CROSS JOIN totals t
     CROSS JOIN LATERAL (SELECT {counts} OFFSET 0) c
     CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
@@ -202,8 +222,8 @@ WORD_PLACES = ("ARRAY(SELECT unnest(u.positions)::int "
 PREFIX_PLACES = "ARRAY(SELECT unnest(u.positions)::int FROM unnest(r.tsv) u WHERE starts_with(u.lexeme, x.l[{slot}]))"
 
 
-def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
-    """RANKED_PHRASES for these phrases: their words are `x.l[1…]` (lexemes) and `x.w[1…]`
+def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
+    """PHRASES_X and RANKED_PHRASES for these phrases: their words are `x.l[1…]` (lexemes) and `x.w[1…]`
     (tsqueries) in order, each looked up by its phrase and place (a word PostgreSQL's parser
     drops, `½`, is NULL there and has no hits), their IDFs `x.idf[1…]` (0 for a phrase of no lexeme)."""
     slots: list[list[int]] = []   # per phrase: its words' places in x.l
@@ -258,8 +278,8 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> str:
     words = ", ".join(f"(SELECT quote_literal(w.lexeme) || CASE WHEN w.prefix THEN ':*' ELSE '' END "
                       f"FROM pwords w WHERE w.ord = {i + 1} AND w.j = {j})"
                       for i, mine in enumerate(slots) for j in range(len(mine)))
-    return RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), lexemes=lexemes,
-                                 words=words, idfs=_phrase_idfs(len(phrases)), avg=avg)
+    return Ranking(PHRASES_X.format(lexemes=lexemes, words=words, idfs=_phrase_idfs(len(phrases))),
+                   RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), avg=avg))
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
@@ -776,7 +796,7 @@ FOLDED_PICKED = """picked AS MATERIALIZED (
 ), found AS (
     SELECT z.id, z.tsv, z.tokens FROM {table} z WHERE z.ctid = ANY(ARRAY({chosen}))"""
 # RANKED_TERMS whose `x` also names each phrase's query (`owner`) and the query that found the rows
-FOLDED_TERMS = _TERMS.replace("<x columns>", ", ?::int[] AS owner, (SELECT qi FROM picked) AS qi")
+FOLDED_X = _TERMS_X.replace("<x columns>", ", ?::int[] AS owner, (SELECT qi FROM picked) AS qi")
 
 
 def folded_found(n: int, alias: str, table: str, dates: str) -> str:
@@ -794,14 +814,15 @@ def folded_found(n: int, alias: str, table: str, dates: str) -> str:
 
 
 def folded_ranking(phrases: Sequence[Phrase], avg: str) -> str:
-    """FOLDED_TERMS for phrases of one word or one prefix each: RANKED_TERMS's sum, a phrase
+    """FOLDED_X and RANKED_TERMS for phrases of one word or one prefix each: RANKED_TERMS's sum, a phrase
     counted only in a row its own query found (`x.owner`, `x.qi`), else 0 hits."""
     tfs, score = [], "0::float8"
     for i, phrase in enumerate(phrases, start=1):
         hits = (PREFIX_HITS if phrase.text.endswith(":*") else WORD_HITS).format(q=f"x.q[{i}]")
         tfs.append(f"(CASE WHEN x.owner[{i}] = x.qi THEN {hits} ELSE 0 END)::float8 AS t{i}")
         score = f"({score} + x.idf[{i}] * ((tf.t{i} * 2.2) / (tf.t{i} + tf.k)))"
-    return FOLDED_TERMS.format(idfs=_phrase_idfs(len(phrases)), score=score, tfs=", ".join(tfs), avg=avg)
+    return Ranking(FOLDED_X.format(idfs=_phrase_idfs(len(phrases))),
+                   RANKED_TERMS.format(score=score, tfs=", ".join(tfs), avg=avg)).sql()
 
 
 # RANK_READ_SQL whose totals row names the query that found the rows (its rank: 1, 2, …; 0: none)
@@ -1051,21 +1072,20 @@ class SearchReads(Connection, ScopedSearch):
         lists = not clauses and disjunctive(parsed)
         sieve = not clauses and not lists and sievable(parsed)
         if all("<" not in p.text and not p.near for p in phrases):
-            ranked = term_ranking(phrases, avg)
+            ranking = term_ranking(phrases, avg)
         else:
-            ranked = phrase_ranking(phrases, avg)
+            ranking = phrase_ranking(phrases, avg)
+        ranked = ranking.sql()
         if not clauses:
-            pre = None
             if lists and pruned(parsed):
-                # x before the found rows: their first part is ranked as `pre` (PRUNED_ROWS)
-                head, ranked = ranked.split("), ranked AS MATERIALIZED (", 1)
-                ranked = "ranked AS MATERIALIZED (" + ranked
-                pre = ranked.replace("ranked AS MATERIALIZED (", "pre AS MATERIALIZED (", 1).replace(
-                    "FROM found r ", "FROM found1 r ", 1)
-                ranked = ranked.replace("ranked AS MATERIALIZED (", "ranked0 AS MATERIALIZED (", 1) + PRUNED_RANKED
-            found, reads = found_ranged(alias, source, table, q, phrases, window, lists, sieve, pre, want)
-            if pre is not None:
-                found = head + "),\n" + found
+                # `x` comes before the found rows, whose first part it ranks as `pre` (PRUNED_ROWS);
+                # the rest are ranked as `ranked0`, and the page is the best of both (PRUNED_RANKED)
+                found, reads = found_ranged(alias, source, table, q, phrases, window, lists, sieve,
+                                            ranking.over("found1", "pre"), want)
+                found = f"{ranking.x},\n{found}"
+                ranked = ranking.over("found", "ranked0") + PRUNED_RANKED
+            else:
+                found, reads = found_ranged(alias, source, table, q, phrases, window, lists, sieve)
         else:
             first = self._words_first(table, parsed, filters) if scope == "observations" else None
             if first is not None:
