@@ -412,25 +412,37 @@ class SearchReads(Connection, ScopedSearch):
         table, _, col = self._ranked(scope)
         # Each side as a JSON array (of ids; of [timestamp, id] for observations), every anchor's
         # in one JSON value: one row for the whole read, not a row (and a text to split) an
-        # anchor. Python sorts each side, so no aggregate order is relied on.
-        own = "a.session_id, NULL" if col == "id" else "a.session_id, a.prompt_id"
-        # a [time, id] pair leaves the subquery as text: json() reads it back as an array
-        item, key, anchor, k = (("n.id", "n.id", "a.id", "k") if col == "id" else
-                                ("json_array(n.timestamp, n.id)", "n.timestamp, n.id", "a.timestamp, a.id", "json(k)"))
-        side = ("(SELECT json_group_array({k}) FROM (SELECT {item} AS k FROM {table} n "
-                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?1))")
-        before = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op="<",
-                             order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
-        after = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op=">", order=key)
+        # anchor. Python sorts each side and keeps its `span` nearest, so no aggregate order is
+        # relied on.
+        by_id = col == "id"
+        if by_id:   # a session's prompts in id order: idx_prompts_session (session_id, id)
+            side = ("(SELECT json_group_array(k) FROM (SELECT n.id AS k FROM prompts n "
+                    "WHERE n.session_id = a.session_id AND n.id {op} a.id ORDER BY n.id {way} LIMIT ?1))")
+        else:
+            # idx_obs_session orders a session by time, not by (time, id): an ORDER BY of both sorted
+            # each side's rows in a temporary b-tree (a page allocated and zeroed, twice an anchor).
+            # The rows are rather those from the time of the span-th nearest by time alone (index
+            # order), ties at that time included; Python's sort then keeps the `span` nearest.
+            side = ("(SELECT json_group_array(json_array(n.timestamp, n.id)) FROM observations n "
+                    "WHERE n.session_id = a.session_id AND (n.timestamp, n.id) {op} (a.timestamp, a.id) "
+                    "AND n.timestamp {bound} coalesce((SELECT m.timestamp FROM observations m "
+                    "WHERE m.session_id = a.session_id AND (m.timestamp, m.id) {op} (a.timestamp, a.id) "
+                    "ORDER BY m.timestamp {way} LIMIT 1 OFFSET ?1 - 1), {edge}))")
+        before = side.format(op="<", way="DESC", bound=">=", edge=ROWID_MIN)
+        after = side.format(op=">", way="ASC", bound="<=", edge=ROWID_MAX)
+        own = "a.session_id, NULL" if by_id else "a.session_id, a.prompt_id"
         rows = self._query(f"SELECT json_group_array(json_array(a.id, {own}, {before}, {after})) "
                            f"FROM json_each(?2) j JOIN {table} a ON a.id = j.value", (span, _id_array(ids)))
         out = Windows()
         sessions = out.sessions
-        by_id = col == "id"
         for found, session, prompt, before_items, after_items in json.loads(rows[0][0]):
             sessions[found] = (session, prompt)
             before_items.sort()   # farthest first
             after_items.sort()
+            if len(before_items) > span:
+                del before_items[:-span]
+            if len(after_items) > span:
+                del after_items[span:]
             earlier = before_items if by_id else [n for _, n in before_items]
             later = after_items if by_id else [n for _, n in after_items]
             window = [(n, d) for d, n in enumerate(earlier, -len(earlier))]
@@ -471,6 +483,20 @@ class SearchReads(Connection, ScopedSearch):
                            "WHERE id IN (SELECT value FROM json_each(?))", (_id_array(ids),))
         return {int(r[0]): (r[1], r[2], r[3], r[4]) for r in rows}
 
+    def user_prompt_ids(self, windows: Sequence[tuple[str, int, int]]) -> dict[str, list[int]]:
+        """For each (session, before, after), the ids of its user prompts strictly between the two
+        times, in order: what a search's turns read of `sessions_prompts(windows, source="user")`,
+        without reading their texts or building them (a prompt's session is its foreign key)."""
+        if not windows:
+            return {}
+        clauses = " OR ".join(["(session_id = ? AND timestamp < ? AND timestamp > ?)"] * len(windows))
+        rows = self._tuples(f"SELECT session_id, id FROM prompts WHERE ({clauses}) AND source = 'user' ORDER BY id",
+                            [v for window in windows for v in window])
+        out: dict[str, list[int]] = {session: [] for session, _, _ in windows}
+        for session, i in rows:
+            out[session].append(i)
+        return out
+
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""
         _, fts, _ = self._ranked(scope)
@@ -509,8 +535,9 @@ class SearchReads(Connection, ScopedSearch):
 
 class Windows(dict):  # type: ignore[type-arg]
     """Session windows by anchor (`session_windows`), with `sessions`: each anchor's session and
-    (an observation's) prompt, read in the same statement: what arranging the ranked records
-    reads of them besides their times and sources (`trail_keys`), which their texts bring."""
+    (an observation's) prompt, read in the same statement, which `rank_candidates` hands on as
+    `Candidates.sessions`: what arranging the ranked records reads of them besides their times
+    and sources (`trail_keys`), which their texts bring."""
 
     __slots__ = ("sessions",)
 
