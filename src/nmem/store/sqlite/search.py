@@ -177,9 +177,11 @@ class SearchReads(Connection, ScopedSearch):
         where = " AND ".join([f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
         newest = (f"SELECT f.rowid AS id, bm25({fts}) AS rank FROM {fts} f{join} WHERE {where} "
                   "ORDER BY f.rowid DESC LIMIT ?")
-        return self._query(f"SELECT {select} FROM (SELECT id, rank FROM ({newest}) ORDER BY rank, id DESC LIMIT ?) r "
-                           f"{rows} ORDER BY r.rank, r.id DESC",
-                           [match, *ids, *params, max(RELEVANCE_WINDOW, want), want])
+        ranked = f"SELECT id, rank FROM ({newest}) ORDER BY rank, id DESC LIMIT ?"
+        if rows or select != "r.id, r.rank":
+            # sorted again after the joins (a temporary b-tree): when nothing is joined, spared
+            ranked = f"SELECT {select} FROM ({ranked}) r {rows} ORDER BY r.rank, r.id DESC"
+        return self._query(ranked, [match, *ids, *params, max(RELEVANCE_WINDOW, want), want])
 
     def _observation_matches(self, match: str, filters: SearchFilters, ids: tuple[int, int], order: str,
                              n: int, since: int | None = None) -> list[sqlite3.Row]:
@@ -457,7 +459,7 @@ class SearchReads(Connection, ScopedSearch):
         self._ranked(scope)  # a ValueError for a scope without ranking support
         if scope == "prompts":
             return [int(r[0]) for r in self._prompts_by_bm25(match, filters, self._prompt_id_range(filters),
-                                                             want, "r.id", "")]
+                                                             want, "r.id, r.rank", "")]
         ids = self._observation_id_range(filters)
         return [] if ids is None else [i for i, _ in self._observations_by_bm25(match, filters, ids, want)]
 
@@ -490,11 +492,13 @@ class SearchReads(Connection, ScopedSearch):
         if not windows:
             return {}
         clauses = " OR ".join(["(session_id = ? AND timestamp < ? AND timestamp > ?)"] * len(windows))
-        rows = self._tuples(f"SELECT session_id, id FROM prompts WHERE ({clauses}) AND source = 'user' ORDER BY id",
+        rows = self._tuples(f"SELECT session_id, id FROM prompts WHERE ({clauses}) AND source = 'user'",
                             [v for window in windows for v in window])
         out: dict[str, list[int]] = {session: [] for session, _, _ in windows}
         for session, i in rows:
             out[session].append(i)
+        for ids in out.values():
+            ids.sort()   # here, not by an ORDER BY (a temporary b-tree)
         return out
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
