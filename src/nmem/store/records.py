@@ -161,8 +161,9 @@ class Candidates(Record):
     texts: dict[int, IndexedText]
     records: dict[int, Any] | None = None
     origins: Origins | None = None   # the agent and root of the records' sessions, read with them
-    # each candidate's session and (an observation's) prompt, when the engine read them with the
-    # windows: what arranging the ranked records reads of them besides the texts' times and sources
+    # the session and (an observation's) prompt of each candidate and of each row in its window, when
+    # the engine read them with the windows: what arranging the ranked records reads of them besides
+    # the texts' times and sources
     sessions: dict[int, tuple[str, int | None]] | None = None
 
 
