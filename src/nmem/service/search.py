@@ -619,7 +619,7 @@ class _Ranked(Record):
     match: str
     records: dict[int, Any] | None
     origins: dict[str, tuple[str | None, str | None]] | None = None
-    sessions: Mapping[int, tuple[str, int | None]] | None = None   # (session, prompt) of the windows' rows, when read
+    sessions: Mapping[int, tuple[str, int | None]] | None = None   # the candidates' (session, prompt), when read
 
 
 class _Trail:

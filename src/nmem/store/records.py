@@ -161,9 +161,8 @@ class Candidates(Record):
     texts: dict[int, IndexedText]
     records: dict[int, Any] | None = None
     origins: Origins | None = None   # the agent and root of the records' sessions, read with them
-    # the session and (an observation's) prompt of each candidate and of each row in its window, when
-    # the engine read them with the windows: what arranging the ranked records reads of them besides
-    # the texts' times and sources
+    # each candidate's session and (an observation's) prompt, when the engine read them with the
+    # windows: what arranging the ranked records reads of them besides the texts' times and sources
     sessions: dict[int, tuple[str, int | None]] | None = None
 
 

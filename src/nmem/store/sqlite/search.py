@@ -408,13 +408,11 @@ class SearchReads(Connection, ScopedSearch):
                         ) -> dict[int, list[tuple[int, int]]]:
         """For each id, the ids up to `span` records before (-1, -2, …) and after (1, 2, …) it
         in its session, in session order: (timestamp, id) for observations, id for prompts.
-        Each side is an index range scan on (session_id, order column); an observation's two (the
-        time of its span-th nearest, then the rows from there). The `Windows` returned name the
-        session (and an observation's prompt) of every anchor and every row in its window."""
+        Each side is one index range scan on (session_id, order column)."""
         if not ids or span <= 0:
             return {}
         table, _, col = self._ranked(scope)
-        # Each side as a JSON array (of ids; of [timestamp, id, prompt] for observations), every anchor's
+        # Each side as a JSON array (of ids; of [timestamp, id] for observations), every anchor's
         # in one JSON value: one row for the whole read, not a row (and a text to split) an
         # anchor. Python sorts each side and keeps its `span` nearest, so no aggregate order is
         # relied on.
@@ -427,7 +425,7 @@ class SearchReads(Connection, ScopedSearch):
             # each side's rows in a temporary b-tree (a page allocated and zeroed, twice an anchor).
             # The rows are rather those from the time of the span-th nearest by time alone (index
             # order), ties at that time included; Python's sort then keeps the `span` nearest.
-            side = ("(SELECT json_group_array(json_array(n.timestamp, n.id, n.prompt_id)) FROM observations n "
+            side = ("(SELECT json_group_array(json_array(n.timestamp, n.id)) FROM observations n "
                     "WHERE n.session_id = a.session_id AND (n.timestamp, n.id) {op} (a.timestamp, a.id) "
                     "AND n.timestamp {bound} coalesce((SELECT m.timestamp FROM observations m "
                     "WHERE m.session_id = a.session_id AND (m.timestamp, m.id) {op} (a.timestamp, a.id) "
@@ -447,15 +445,8 @@ class SearchReads(Connection, ScopedSearch):
                 del before_items[:-span]
             if len(after_items) > span:
                 del after_items[span:]
-            if by_id:
-                earlier, later = before_items, after_items
-                for n in earlier + later:
-                    sessions[n] = (session, None)
-            else:
-                earlier = [n for _, n, _ in before_items]
-                later = [n for _, n, _ in after_items]
-                for _, n, its in before_items + after_items:
-                    sessions[n] = (session, its)
+            earlier = before_items if by_id else [n for _, n in before_items]
+            later = after_items if by_id else [n for _, n in after_items]
             window = [(n, d) for d, n in enumerate(earlier, -len(earlier))]
             window += [(n, d) for d, n in enumerate(later, 1)]
             out[found] = window
@@ -547,11 +538,10 @@ class SearchReads(Connection, ScopedSearch):
 
 
 class Windows(dict):  # type: ignore[type-arg]
-    """Session windows by anchor (`session_windows`), with `sessions`: the session and (an
-    observation's) prompt of each anchor and of each row in its window, read in the same
-    statement, which `rank_candidates` hands on as `Candidates.sessions`: what arranging the
-    ranked records (candidates, and the neighbours promoted or taken as replies) reads of them
-    besides their times and sources (`trail_keys`), which their texts bring."""
+    """Session windows by anchor (`session_windows`), with `sessions`: each anchor's session and
+    (an observation's) prompt, read in the same statement, which `rank_candidates` hands on as
+    `Candidates.sessions`: what arranging the ranked records reads of them besides their times
+    and sources (`trail_keys`), which their texts bring."""
 
     __slots__ = ("sessions",)
 
