@@ -59,7 +59,7 @@ class _KeysApart:
 
     def rank_candidates(self, *args: Any) -> Any:
         read = self._store.rank_candidates(*args)
-        return read.replace(windows=dict(read.windows))
+        return read.replace(sessions=None)
 
 
 def hits(service: Service, query: str, scope: str) -> list[tuple[str, str, str]]:
@@ -112,3 +112,105 @@ def _filters() -> Any:
     from nmem.store import SearchFilters
 
     return SearchFilters()
+
+
+def chat_trail(service: Service, sessions: int = 6, turns: int = 12) -> None:
+    """Sessions where each user prompt is answered by the agent, a word said on both sides."""
+    store = service.store
+    with store.transaction():
+        for w in range(sessions):
+            sid = f"chat-{w}"
+            store.ensure_session(sid, f"proj{w % 3}", T0 + w)
+            for i in range(1, turns + 1):
+                word = WORDS[(w + i) % len(WORDS)]
+                store.add_prompt(sid, T0 + 100 * i + w, "user", f"what about the {word} step, turn {i}?")
+                store.add_prompt(sid, T0 + 100 * i + w + 5, "agent", f"the {word} step of turn {i} is done")
+
+
+class _PromptsRead:
+    """The store without its light turns read: arranging reads the user prompts whole (`sessions_prompts`)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "user_prompt_ids":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+@SQLITE
+@pytest.mark.parametrize("scope", ["prompts", "all"])
+def test_a_page_of_prompts_builds_only_its_prompts(service: Service, scope: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arranging places each agent reply in its user's turn by the ids of the user prompts before it,
+    not by those prompts built whole: a search of 10 hits builds the 10 it shows (the old code built
+    every user prompt of the replies' sessions too: 70 here)."""
+    from nmem.models import Prompt
+
+    chat_trail(service)
+    built: list[int] = []
+    original = Prompt.from_row.__func__   # type: ignore[attr-defined]
+
+    def counted(cls: type[Prompt], row: Any) -> Prompt:
+        built.append(row["id"])
+        return original(cls, row)
+
+    monkeypatch.setattr(Prompt, "from_row", classmethod(counted))
+    found = service.search("deploy step", scope=scope, project="*", limit=10)
+    assert found.hits and any(h.record.source == "agent" for h in found.hits)
+    assert len(built) <= 10
+    assert sorted(built) == sorted(h.record.id for h in found.hits if h.kind == "prompt")
+
+
+@SQLITE
+@pytest.mark.parametrize("scope", ["prompts", "all"])
+def test_turns_from_ids_rank_as_turns_from_whole_prompts(service: Service, scope: str) -> None:
+    """Equivalence guard (passes before and after): the same hits, ids and scores to the bit."""
+    chat_trail(service)
+    questions = [*WORDS, "deploy step", "what about turn 3", "the retry step done"]
+    light = [hits(service, q, scope) for q in questions]
+    service.store = _PromptsRead(service.store)
+    whole = [hits(service, q, scope) for q in questions]
+    assert light == whole
+    assert sum(len(h) for h in light) > 50
+
+
+def tied_trail(service: Service) -> list[int]:
+    """Two sessions whose observations share seconds (ids out of time order within a session),
+    interleaved; the ids of one of them."""
+    store = service.store
+    mine: list[int] = []
+    with store.transaction():
+        for s in ("tie-a", "tie-b"):
+            store.ensure_session(s, "proj", T0)
+        for i in range(40):
+            at = T0 + i // 3 + (i % 5 == 0)   # three a second, every fifth a second late
+            for s in ("tie-a", "tie-b"):
+                o = store.add_observation(NewObservation(s, "proj", at, "command", "PostToolUse", f"make deploy {i}"))
+                if s == "tie-a":
+                    mine.append(o)
+    return mine
+
+
+@SQLITE
+def test_observation_windows_sort_nothing_in_sqlite(service: Service) -> None:
+    """Each observation's window is its `span` nearest in the session by (time, id), ties of a second
+    included, as a walk of the session's rows says (an equivalence guard in itself); read without a
+    temporary b-tree (the old statement sorted each side of each anchor in one)."""
+    ids = tied_trail(service)
+    store = service.store
+    reader = store._reader()   # type: ignore[attr-defined]
+    line = [r[0] for r in reader.execute("SELECT id FROM observations WHERE session_id = 'tie-a' "
+                                         "ORDER BY timestamp, id")]
+    assert sorted(line) == sorted(ids) and line != sorted(ids)   # ids out of time order
+    times = [r[0] for r in reader.execute("SELECT timestamp FROM observations WHERE session_id = 'tie-a'")]
+    assert len(set(times)) < len(times) - 10   # many ties
+    for span in (1, 2, 4):
+        windows, statements = traced(service, lambda span=span: store.session_windows("observations", ids, span))
+        assert len(statements) == 1
+        for i in ids:
+            at = line.index(i)
+            assert windows[i] == [(n, d - at) for d, n in enumerate(line) if n != i and abs(d - at) <= span]
+        plan = [r[3] for r in reader.execute("EXPLAIN QUERY PLAN " + statements[0])]
+        assert not [step for step in plan if "TEMP B-TREE" in step]

@@ -366,7 +366,6 @@ class Search(Base):
         stats = rank.IndexStats(fts.docs, fts.tokens / fts.docs if fts.docs else 0.0, fts.df)
         if not read.ids:
             return _Ranked([], {}, trail, stats, stems, weights, match, read.records, read.origins)
-        sessions = getattr(read.windows, "sessions", None)   # read with the windows (SQLite)
         candidates = list(dict.fromkeys(read.ids))
         if when is not None and ranking.time_candidates:
             candidates += self._time_candidates(scope, query_plan, when, filters, fts.df, set(candidates))
@@ -398,7 +397,8 @@ class Search(Base):
                 if doc is not None and doc.asking:
                     scores[i] *= factor[doc.asking]
         ranked = sorted(candidates, key=lambda i: (-scores[i], -i))
-        return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records, read.origins, sessions)
+        return _Ranked(ranked, scores, trail, stats, stems, weights, match, read.records, read.origins,
+                       read.sessions)
 
     def _replies(self, scope: str, trail: _Trail, candidates: list[int], scores: dict[int, float],
                  score: Callable[[list[int]], dict[int, float]]) -> list[int]:
@@ -509,15 +509,22 @@ class Search(Base):
         for i, (session, _, source, at) in rows.items():
             if source != "user":
                 replies.setdefault(session, []).append((i, at))
-        spoken = self.store.sessions_prompts([
-            (session, max(at for _, at in said) + 1, min(at for _, at in said) - TURN_LOOKBACK)
-            for session, said in replies.items()], source="user")
+        windows = [(session, max(at for _, at in said) + 1, min(at for _, at in said) - TURN_LOOKBACK)
+                   for session, said in replies.items()]
+        light = getattr(self.store, "user_prompt_ids", None)   # their ids, no prompt built (SQLite)
+        if light is not None:
+            spoken: Mapping[str, list[int]] = light(windows)
+        else:
+            spoken = {session: [p.id for p in prompts]
+                      for session, prompts in self.store.sessions_prompts(windows, source="user").items()}
+        from bisect import bisect_left
+
         for session, said in replies.items():
-            users = [p.id for p in spoken[session]]
+            users = spoken[session]   # in id order
             for i, _ in said:
-                opened = max((u for u in users if u < i), default=None)
-                if opened is not None:
-                    out[i] = (session, int(opened))
+                before = bisect_left(users, i)   # the last user prompt before the reply
+                if before:
+                    out[i] = (session, int(users[before - 1]))
         return out
 
     def _time_candidates(self, scope: str, query_plan: QueryPlan, when: TimeRange, filters: SearchFilters,
@@ -643,7 +650,7 @@ class _Trail:
             if i in windows:
                 continue
             if i in read_windows:
-                windows[i] = [(n, d) for n, d in read_windows[i] if abs(d) <= span]
+                windows[i] = [(n, d) for n, d in read_windows[i] if -span <= d <= span]
             elif near is not None and (cut := near.window(i)) is not None:
                 windows[i] = cut
             else:
@@ -708,7 +715,7 @@ class _Nearby:
             windows, reach, holder = self.read.windows, self.read.span - self.span, {}
             for anchor, window in windows.items():
                 for n, d in window:
-                    if n not in holder and abs(d) <= reach and n not in windows:
+                    if -reach <= d <= reach and n not in holder and n not in windows:
                         holder[n] = anchor
             self._holder = holder
         return self._holder
@@ -722,7 +729,8 @@ class _Nearby:
             self._lines[anchor] = (line, dict(line))
         line, offset = self._lines[anchor]
         d, span = offset[n], self.span
-        return [(m, e - d) for m, e in line if m != n and abs(e - d) <= span]
+        low, high = d - span, d + span
+        return [(m, e - d) for m, e in line if low <= e <= high and m != n]
 
 
 def _within(filters: SearchFilters, when: TimeRange, slack_days: float) -> SearchFilters:

@@ -150,7 +150,8 @@ class Candidates(Record):
     (the engine's BM25), each one's session window reaching `span` records each side, and the
     text, token count, time and source of the rows named (the candidates and at least their
     neighbours within the ranking's window; `span` may reach further, for promotion); `records`,
-    the candidates' records when the engine read them in the same statement."""
+    the candidates' records when the engine read them in the same statement; `sessions`, their
+    session and prompt when it read those with the windows."""
 
     stats: FtsStats
     match: str
@@ -160,6 +161,9 @@ class Candidates(Record):
     texts: dict[int, IndexedText]
     records: dict[int, Any] | None = None
     origins: Origins | None = None   # the agent and root of the records' sessions, read with them
+    # each candidate's session and (an observation's) prompt, when the engine read them with the
+    # windows: what arranging the ranked records reads of them besides the texts' times and sources
+    sessions: dict[int, tuple[str, int | None]] | None = None
 
 
 def day_counts(observations: Iterable[Sequence[Any]], prompts: Iterable[Sequence[Any]]

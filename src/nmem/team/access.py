@@ -120,7 +120,7 @@ PASSES_THROUGH = frozenset({
     "summarised_sessions", "expired_counts",
     # ranking reads of the trail scopes and their statistics (observations and prompts: the team's, shared;
     # memories are ranked by `search_memories_seen_by`, whose statistics leave out what the viewer may not see)
-    "match_ids", "rank_candidates", "fts_texts", "fts_stats", "trail_keys", "prompt_turns",
+    "match_ids", "rank_candidates", "fts_texts", "fts_stats", "trail_keys", "prompt_turns", "user_prompt_ids",
     # what a named viewer may not see, and a memory search for them: what `ViewerStore` calls
     "search_memories_seen_by", "hidden_memory_uids",
     # reads of memories the caller named by ids it got through ViewerStore

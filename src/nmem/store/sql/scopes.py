@@ -131,8 +131,9 @@ class ScopedSearch(SqlBase):
                 break
         wide = max(span, reach) if span else 0
         windows = self.session_windows(scope, ids, wide) if ids and wide else {}
-        named = {*ids, *(n for i in ids for n, d in windows.get(i, ()) if abs(d) <= span)}
-        return Candidates(stats, match, ids, wide, windows, self.fts_texts(scope, sorted(named)) if named else {})
+        named = {*ids, *(n for i in ids for n, d in windows.get(i, ()) if -span <= d <= span)}
+        return Candidates(stats, match, ids, wide, windows, self.fts_texts(scope, sorted(named)) if named else {},
+                          sessions=getattr(windows, "sessions", None))   # read with the windows (SQLite's `Windows`)
 
     # The protocol's per-scope names, kept for the callers of this release.
 

@@ -20,7 +20,8 @@ CONCERNS: dict[str, tuple[str, tuple[str, ...]]] = {   # module: (mixin class, i
     "nmem.store.sqlite.search": ("SearchReads", (
         "fts_stats", "fts_texts", "get_observations", "get_prompts", "match_ids", "memory_indexed",
         "rank_candidates", "search", "search_curated", "search_memories", "search_memories_seen_by",
-        "search_observations", "search_prompts", "search_sessions", "session_windows", "trail_keys")),
+        "search_observations", "search_prompts", "search_sessions", "session_windows", "trail_keys",
+        "user_prompt_ids")),
     "nmem.store.sql.context": ("ContextReads", (
         "active_sessions", "curated_memories", "file_touches", "last_prompt", "last_prompts", "latest_checkpoint",
         "project_root", "project_roots", "recent_intents", "recent_observations", "recent_scored",

@@ -177,9 +177,11 @@ class SearchReads(Connection, ScopedSearch):
         where = " AND ".join([f"{fts} MATCH ?", "f.rowid BETWEEN ? AND ?", *clauses])
         newest = (f"SELECT f.rowid AS id, bm25({fts}) AS rank FROM {fts} f{join} WHERE {where} "
                   "ORDER BY f.rowid DESC LIMIT ?")
-        return self._query(f"SELECT {select} FROM (SELECT id, rank FROM ({newest}) ORDER BY rank, id DESC LIMIT ?) r "
-                           f"{rows} ORDER BY r.rank, r.id DESC",
-                           [match, *ids, *params, max(RELEVANCE_WINDOW, want), want])
+        ranked = f"SELECT id, rank FROM ({newest}) ORDER BY rank, id DESC LIMIT ?"
+        if rows or select != "r.id, r.rank":
+            # sorted again after the joins (a temporary b-tree): when nothing is joined, spared
+            ranked = f"SELECT {select} FROM ({ranked}) r {rows} ORDER BY r.rank, r.id DESC"
+        return self._query(ranked, [match, *ids, *params, max(RELEVANCE_WINDOW, want), want])
 
     def _observation_matches(self, match: str, filters: SearchFilters, ids: tuple[int, int], order: str,
                              n: int, since: int | None = None) -> list[sqlite3.Row]:
@@ -412,25 +414,37 @@ class SearchReads(Connection, ScopedSearch):
         table, _, col = self._ranked(scope)
         # Each side as a JSON array (of ids; of [timestamp, id] for observations), every anchor's
         # in one JSON value: one row for the whole read, not a row (and a text to split) an
-        # anchor. Python sorts each side, so no aggregate order is relied on.
-        own = "a.session_id, NULL" if col == "id" else "a.session_id, a.prompt_id"
-        # a [time, id] pair leaves the subquery as text: json() reads it back as an array
-        item, key, anchor, k = (("n.id", "n.id", "a.id", "k") if col == "id" else
-                                ("json_array(n.timestamp, n.id)", "n.timestamp, n.id", "a.timestamp, a.id", "json(k)"))
-        side = ("(SELECT json_group_array({k}) FROM (SELECT {item} AS k FROM {table} n "
-                "WHERE n.session_id = a.session_id AND ({key}) {op} ({anchor}) ORDER BY {order} LIMIT ?1))")
-        before = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op="<",
-                             order=", ".join(f"{k.strip()} DESC" for k in key.split(",")))
-        after = side.format(k=k, item=item, table=table, key=key, anchor=anchor, op=">", order=key)
+        # anchor. Python sorts each side and keeps its `span` nearest, so no aggregate order is
+        # relied on.
+        by_id = col == "id"
+        if by_id:   # a session's prompts in id order: idx_prompts_session (session_id, id)
+            side = ("(SELECT json_group_array(k) FROM (SELECT n.id AS k FROM prompts n "
+                    "WHERE n.session_id = a.session_id AND n.id {op} a.id ORDER BY n.id {way} LIMIT ?1))")
+        else:
+            # idx_obs_session orders a session by time, not by (time, id): an ORDER BY of both sorted
+            # each side's rows in a temporary b-tree (a page allocated and zeroed, twice an anchor).
+            # The rows are rather those from the time of the span-th nearest by time alone (index
+            # order), ties at that time included; Python's sort then keeps the `span` nearest.
+            side = ("(SELECT json_group_array(json_array(n.timestamp, n.id)) FROM observations n "
+                    "WHERE n.session_id = a.session_id AND (n.timestamp, n.id) {op} (a.timestamp, a.id) "
+                    "AND n.timestamp {bound} coalesce((SELECT m.timestamp FROM observations m "
+                    "WHERE m.session_id = a.session_id AND (m.timestamp, m.id) {op} (a.timestamp, a.id) "
+                    "ORDER BY m.timestamp {way} LIMIT 1 OFFSET ?1 - 1), {edge}))")
+        before = side.format(op="<", way="DESC", bound=">=", edge=ROWID_MIN)
+        after = side.format(op=">", way="ASC", bound="<=", edge=ROWID_MAX)
+        own = "a.session_id, NULL" if by_id else "a.session_id, a.prompt_id"
         rows = self._query(f"SELECT json_group_array(json_array(a.id, {own}, {before}, {after})) "
                            f"FROM json_each(?2) j JOIN {table} a ON a.id = j.value", (span, _id_array(ids)))
         out = Windows()
         sessions = out.sessions
-        by_id = col == "id"
         for found, session, prompt, before_items, after_items in json.loads(rows[0][0]):
             sessions[found] = (session, prompt)
             before_items.sort()   # farthest first
             after_items.sort()
+            if len(before_items) > span:
+                del before_items[:-span]
+            if len(after_items) > span:
+                del after_items[span:]
             earlier = before_items if by_id else [n for _, n in before_items]
             later = after_items if by_id else [n for _, n in after_items]
             window = [(n, d) for d, n in enumerate(earlier, -len(earlier))]
@@ -445,7 +459,7 @@ class SearchReads(Connection, ScopedSearch):
         self._ranked(scope)  # a ValueError for a scope without ranking support
         if scope == "prompts":
             return [int(r[0]) for r in self._prompts_by_bm25(match, filters, self._prompt_id_range(filters),
-                                                             want, "r.id", "")]
+                                                             want, "r.id, r.rank", "")]
         ids = self._observation_id_range(filters)
         return [] if ids is None else [i for i, _ in self._observations_by_bm25(match, filters, ids, want)]
 
@@ -470,6 +484,22 @@ class SearchReads(Connection, ScopedSearch):
         rows = self._query(f"SELECT id, {columns}, timestamp FROM {table} "
                            "WHERE id IN (SELECT value FROM json_each(?))", (_id_array(ids),))
         return {int(r[0]): (r[1], r[2], r[3], r[4]) for r in rows}
+
+    def user_prompt_ids(self, windows: Sequence[tuple[str, int, int]]) -> dict[str, list[int]]:
+        """For each (session, before, after), the ids of its user prompts strictly between the two
+        times, in order: what a search's turns read of `sessions_prompts(windows, source="user")`,
+        without reading their texts or building them (a prompt's session is its foreign key)."""
+        if not windows:
+            return {}
+        clauses = " OR ".join(["(session_id = ? AND timestamp < ? AND timestamp > ?)"] * len(windows))
+        rows = self._tuples(f"SELECT session_id, id FROM prompts WHERE ({clauses}) AND source = 'user'",
+                            [v for window in windows for v in window])
+        out: dict[str, list[int]] = {session: [] for session, _, _ in windows}
+        for session, i in rows:
+            out[session].append(i)
+        for ids in out.values():
+            ids.sort()   # here, not by an ORDER BY (a temporary b-tree)
+        return out
 
     def fts_stats(self, scope: str, terms: Sequence[str]) -> FtsStats:
         """Rows and tokens indexed (FTS5's averages record), and rows holding each term."""
@@ -509,8 +539,9 @@ class SearchReads(Connection, ScopedSearch):
 
 class Windows(dict):  # type: ignore[type-arg]
     """Session windows by anchor (`session_windows`), with `sessions`: each anchor's session and
-    (an observation's) prompt, read in the same statement: what arranging the ranked records
-    reads of them besides their times and sources (`trail_keys`), which their texts bring."""
+    (an observation's) prompt, read in the same statement, which `rank_candidates` hands on as
+    `Candidates.sessions`: what arranging the ranked records reads of them besides their times
+    and sources (`trail_keys`), which their texts bring."""
 
     __slots__ = ("sessions",)
 
