@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
@@ -58,7 +59,7 @@ from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, VISIBLE_TO, listed_visi
 from nmem.store.sql.scopes import SCOPES, Scope, ScopedSearch
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from nmem.store.records import IndexedText
 
@@ -844,6 +845,38 @@ def foldable(parsed: Sequence[Parsed]) -> bool:
         conjunction(str(q.text)) is not None for q in parsed)
 
 
+
+class _Rows(Mapping[int, Any]):
+    """The candidates' records as the ranking statement read them (kind 5: timestamp, content
+    and the scope's other columns), each built the first time it is read: the service arranges
+    the candidates on their sessions, prompts and times (`Candidates.sessions`, the texts) and
+    builds only the page it shows, not each of the pool's ~50 (an observation's metadata is JSON)."""
+
+    __slots__ = ("_build", "_built", "_names", "_rows")
+
+    def __init__(self, rows: dict[int, tuple[Any, Any, Sequence[Any]]], names: Sequence[str],
+                 build: Callable[[Any], Any]) -> None:
+        self._rows, self._names, self._build = rows, names, build
+        self._built: dict[int, Any] = {}
+
+    def __getitem__(self, rid: int) -> Any:
+        record = self._built.get(rid)
+        if record is None:
+            at, content, rest = self._rows[rid]
+            fields = dict(zip(self._names, rest, strict=True))
+            fields.update(id=rid, timestamp=int(at), content=content)
+            record = self._built[rid] = self._build(fields)
+        return record
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._rows
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
 # counts beside each: what a relevance-ordered search of observations or prompts returns (one
 # row of NULL columns and rank when none matches: the counts come all the same).
@@ -1318,7 +1351,7 @@ class SearchReads(Connection, ScopedSearch):
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, folded[chosen - 1][0], found.ids, found.span, found.windows, found.texts,
-                                  found.records, found.origins)
+                                  found.records, found.origins, found.sessions)
             if chosen == 0:
                 return Candidates(stats, match, [], span, {}, {})
             queries = [m for m, _ in folded[-chosen - 1:]]   # the ones no path suited: in turn
@@ -1330,7 +1363,7 @@ class SearchReads(Connection, ScopedSearch):
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
-                                  found.records, found.origins)
+                                  found.records, found.origins, found.sessions)
         return Candidates(stats, match, [], span, {}, {})
 
     @staticmethod
@@ -1432,9 +1465,9 @@ class SearchReads(Connection, ScopedSearch):
         counts the statement took (kept: `_counted`), and which of a folded read's queries found
         them (its totals row's rank: 1, 2, …, 0 when none did; None for a read of one query)."""
         table = BM25_SOURCES[scope][0]
-        build = Observation.from_row if scope == "observations" else Prompt.from_row
-        whole: dict[int, Any] = {}
+        whole: dict[int, tuple[Any, Any, Sequence[Any]]] = {}
         origins: dict[str, tuple[str | None, str | None]] = {}
+        sessions: dict[int, tuple[str, int | None]] = {}
         ranked: list[tuple[float, int]] = []
         totals, state, counts, chosen = (0, 0, 0), [-1, -1, 0], [], None
         windows: dict[int, list[tuple[int, int]]] = {}
@@ -1442,6 +1475,7 @@ class SearchReads(Connection, ScopedSearch):
         lists: dict[str, Any] = {}
         prompts = scope == "prompts"
         names: list[str] | None = None   # the record columns past the first 8 (the statement's, once)
+        place = (0, 0, 0, 0)   # where session_id, prompt_id, agent and root are among them
         for row in rows:   # read by position: a tuple's own unpacking, not Row.__getitem__ a column
             kind, rid, rank, n, at, before, after, content, *rest = row
             if kind == 3:
@@ -1457,16 +1491,20 @@ class SearchReads(Connection, ScopedSearch):
             elif kind == 4:
                 counts.append((str(content), int(rid)))
                 lists[str(content)] = before
-            else:
+            else:   # a candidate's record: kept as read, built only if the page shows it (`_Rows`)
                 if names is None:
-                    names = row.keys()[8:]
-                fields = dict(zip(names, rest, strict=True))
-                fields.update(id=int(rid), timestamp=int(at), content=content)
-                whole[int(rid)] = build(fields)
-                origins[str(fields["session_id"])] = (fields["nmem_agent"], fields["nmem_root"])
+                    names = list(row.keys()[8:])
+                    place = (names.index("session_id"), names.index("prompt_id") if not prompts else -1,
+                             names.index("nmem_agent"), names.index("nmem_root"))
+                whole[int(rid)] = (at, content, rest)
+                session = str(rest[place[0]])
+                sessions[int(rid)] = (session, None if prompts else rest[place[1]])
+                origins[session] = (rest[place[2]], rest[place[3]])
         self._counted(table, totals, state, counts, lists)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
-        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole, origins)
+        records = _Rows(whole, names or [], Prompt.from_row if prompts else Observation.from_row)
+        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, records, origins,
+                           sessions)
         return found, totals, counts, None if chosen is None else int(chosen)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
