@@ -19,7 +19,7 @@ pytest.importorskip("psycopg")
 
 POSTGRES = [e for e in ENGINES if getattr(e, "values", (e,))[0] == "postgres"]
 T0 = 1_790_000_000
-SESSIONS = 80   # each says "deploy" once: more candidates than the pool (50), no neighbour to promote
+SESSIONS = 80   # each says "deploy" in a prompt and two observations: more candidates than the pool (50)
 
 
 def _fill(service: Service) -> None:
@@ -29,9 +29,10 @@ def _fill(service: Service) -> None:
             sid = f"s-{s}"
             store.ensure_session(sid, "proj", T0 + 10 * s)
             said = store.add_prompt(sid, T0 + 10 * s, "user", f"deploy step {s} of the release " + "x " * (s % 7))
-            store.add_observation(NewObservation(sid, "proj", T0 + 10 * s + 1, "command", "PostToolUse",
-                                                 f"deploy script run {s} " + "y " * (s % 5), tool_name="Bash",
-                                                 metadata={"n": s}, prompt_id=said))
+            for k in range(2):   # a neighbour sharing the word: promoted past the pool, or not
+                store.add_observation(NewObservation(sid, "proj", T0 + 10 * s + 1 + k, "command", "PostToolUse",
+                                                     f"deploy script run {s} " + "y " * ((s + 3 * k) % 5),
+                                                     tool_name="Bash", metadata={"n": s}, prompt_id=said))
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, cls: Any) -> list[int]:

@@ -897,7 +897,8 @@ UNION ALL SELECT 4, df, NULL, NULL, NULL, term, CASE WHEN (SELECT settled FROM s
 """
 
 # A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
-# same as NULLs for the other kinds, what x is read from, what kind 3 reads: a prompt's source).
+# same as NULLs for the other kinds, what x is read from, what kind 3 reads: the row's session and
+# an observation's prompt or a prompt's source, what arranging reads of a row besides its time).
 # Kind 5 reads the agent and root of the record's session too (`Candidates.origins`).
 RECORD_PARTS = {
     "observations": ("x.session_id, x.project, x.prompt_id, x.obs_type, x.source_event, x.tool_name, x.file_path, "
@@ -907,11 +908,11 @@ RECORD_PARTS = {
                      "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned, "
                      "NULL::text AS nmem_agent, NULL::text AS nmem_root",
                      "observations x LEFT JOIN sessions s2 ON s2.id = x.session_id",
-                     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
+                     "x.session_id, NULL, x.prompt_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
     "prompts": ("x.session_id, s2.project, x.source, s2.agent AS nmem_agent, s2.root AS nmem_root",
                 "NULL::text AS session_id, NULL::text AS project, NULL::text AS source, "
                 "NULL::text AS nmem_agent, NULL::text AS nmem_root",
-                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "NULL, NULL, x.source, NULL, NULL"),
+                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "x.session_id, NULL, x.source, NULL, NULL"),
 }
 # What a relevance read of a scope's rows (BM25_ROWS_SQL) reads of their sessions: (columns, join)
 ROW_ORIGINS = {"observations": (ORIGIN_COLUMNS, origin_join("o")), "prompts": (PROMPT_ORIGIN_COLUMNS, "")}
@@ -1475,11 +1476,12 @@ class SearchReads(Connection, ScopedSearch):
         lists: dict[str, Any] = {}
         prompts = scope == "prompts"
         names: list[str] | None = None   # the record columns past the first 8 (the statement's, once)
-        place = (0, 0, 0, 0)   # where session_id, prompt_id, agent and root are among them
+        place = (0, 0)   # where the session's agent and root are among them
         for row in rows:   # read by position: a tuple's own unpacking, not Row.__getitem__ a column
             kind, rid, rank, n, at, before, after, content, *rest = row
             if kind == 3:
                 texts[int(rid)] = (str(content), int(n or 0), int(at), rest[2] if prompts else None)
+                sessions[int(rid)] = (str(rest[0]), None if prompts else rest[2])
             elif kind == 2:
                 earlier = [(int(m), -(d + 1)) for d, m in enumerate(before)]
                 earlier.reverse()
@@ -1494,12 +1496,9 @@ class SearchReads(Connection, ScopedSearch):
             else:   # a candidate's record: kept as read, built only if the page shows it (`_Rows`)
                 if names is None:
                     names = list(row.keys()[8:])
-                    place = (names.index("session_id"), names.index("prompt_id") if not prompts else -1,
-                             names.index("nmem_agent"), names.index("nmem_root"))
+                    place = (names.index("nmem_agent"), names.index("nmem_root"))
                 whole[int(rid)] = (at, content, rest)
-                session = str(rest[place[0]])
-                sessions[int(rid)] = (session, None if prompts else rest[place[1]])
-                origins[session] = (rest[place[2]], rest[place[3]])
+                origins[str(rest[0])] = (rest[place[0]], rest[place[1]])   # session_id first
         self._counted(table, totals, state, counts, lists)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         records = _Rows(whole, names or [], Prompt.from_row if prompts else Observation.from_row)
@@ -1718,6 +1717,19 @@ class SearchReads(Connection, ScopedSearch):
             return []
         ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(parsed, filters, want)
         return [i for i, _ in ranked]
+
+    def trail_keys(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int | None, str | None, int]]:
+        """(session, prompt, source, time) of each row: what arranging ranked records reads of
+        them, without their text and metadata (of a pool of 50, a page of 10 are shown). The
+        ranking statement brings these of every row it names (`Candidates.sessions`, the texts):
+        this reads only a row it did not name (a time candidate's)."""
+        if not ids:
+            return {}
+        table, _ = self._ranked(scope)
+        columns = "session_id, NULL::bigint, source" if scope == "prompts" else "session_id, prompt_id, NULL::text"
+        rows = self._query(f"SELECT id, {columns}, timestamp FROM {table} WHERE id = ANY(?)",
+                           ([int(i) for i in ids],), plans=KEYED_PLANS)
+        return {int(r[0]): (r[1], r[2], r[3], int(r[4])) for r in rows}
 
     def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, IndexedText]:
         """Each row's text, its token count as FTS5's unicode61 counts it, its time, and a prompt's source."""
