@@ -437,21 +437,23 @@ class Search(Base):
     def _arranged(self, scope: str, ranked: _Ranked, pool: int, want: int) -> list[SearchHit]:
         """The best `want` hits: the first `pool` ranked records arranged together (an older
         statement restated elsewhere, sessions spread out), then the rest in score order.
-        The records the candidates' read brought are fetched no more."""
+        The records the candidates' read brought are fetched no more, and only the page's are
+        taken from it (an engine may build each when it is read: PostgreSQL's)."""
         from nmem.search import arrange, rank
 
         ranking, store = self.ranking, self.store
-        scores, trail, stems, known = ranked.scores, ranked.trail, ranked.stems, ranked.records
+        scores, trail, stems = ranked.scores, ranked.trail, ranked.stems
+        known: Mapping[int, Any] = ranked.records or {}
         idf = [ranked.stats.idf(t) * w for t, w in zip(stems, ranked.weights, strict=True)]
         kind, fetch = (("prompt", store.get_prompts) if scope == "prompts"
                        else ("observation", store.get_observations))
         arranging = (ranking.spread < 1.0 or ranking.supersede < 1.0 or ranking.turn_spread < 1.0
                      or ranking.session_weight > 0.0 or ranking.turn_weight > 0.0)
         head = ranked.ids[:pool] if arranging else []
-        records: dict[int, Any] = dict(known or {})
+        records: dict[int, Any] = {}   # those fetched, and those of `known` taken
         origins = dict(ranked.origins or {})   # the records' sessions' agents and roots, read with them
-        keys: dict[int, _Keys] = {}
-        missing = [i for i in head if i not in records]
+        keys: dict[int, _Keys] = _read_keys(ranked, [i for i in head if i in known]) if known else {}
+        missing = [i for i in head if i not in known]
         opened: dict[int, int] | None = None   # replies' turns, when read with the rows (`prompt_turns`)
         turned = getattr(store, "prompt_turns", None) if scope == "prompts" else None
         if head and turned is not None:   # the missing rows and the replies' turns in one read
@@ -461,7 +463,7 @@ class Search(Base):
         elif missing:
             light = getattr(store, "trail_keys", None)
             if light is not None:   # arranging reads only these of a row; the page's rows are read below
-                keys = _read_keys(ranked, missing)
+                keys.update(_read_keys(ranked, missing))
                 rest = [i for i in missing if i not in keys]
                 if rest:
                     keys.update(light(scope, rest))
@@ -472,7 +474,8 @@ class Search(Base):
         order: list[tuple[int, float]] = []
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
-            placing = {i: keys[i] if i in keys else _keys_of(records[i]) for i in head if i in keys or i in records}
+            placing = {i: keys[i] if i in keys else _keys_of(records[i] if i in records else known[i])
+                       for i in head if i in keys or i in records or i in known}
             turns = self._turns(kind, placing) if opened is None else _read_turns(placing, opened)
             placed = [arrange.Placed(i, scores[i], key[0], trail.times.get(i, 0), trail.docs.get(i, empty).counts,
                                      turns.get(i)) for i, key in placing.items()]
@@ -488,6 +491,7 @@ class Search(Base):
         while len(hits) < want and done < len(order):  # again only if a row went meanwhile (a purge)
             page = order[done:done + want - len(hits)]
             done += len(page)
+            records.update((i, known[i]) for i, _ in page if i not in records and i in known)
             missing = [i for i, _ in page if i not in records]
             if missing:
                 fetched = fetch(missing)
@@ -617,7 +621,7 @@ class _Ranked(Record):
     stems: tuple[str, ...]
     weights: list[float]
     match: str
-    records: dict[int, Any] | None
+    records: Mapping[int, Any] | None
     origins: dict[str, tuple[str | None, str | None]] | None = None
     sessions: Mapping[int, tuple[str, int | None]] | None = None   # the candidates' (session, prompt), when read
 

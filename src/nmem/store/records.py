@@ -6,7 +6,7 @@ from nmem.models import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
     from nmem.models import Session
@@ -159,7 +159,7 @@ class Candidates(Record):
     span: int
     windows: dict[int, list[tuple[int, int]]]
     texts: dict[int, IndexedText]
-    records: dict[int, Any] | None = None
+    records: Mapping[int, Any] | None = None   # an engine may build each record only when it is read
     origins: Origins | None = None   # the agent and root of the records' sessions, read with them
     # each candidate's session and (an observation's) prompt, when the engine read them with the
     # windows: what arranging the ranked records reads of them besides the texts' times and sources

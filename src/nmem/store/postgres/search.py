@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
@@ -58,7 +59,7 @@ from nmem.store.sql.memories import HIDDEN_MEMORIES_SQL, VISIBLE_TO, listed_visi
 from nmem.store.sql.scopes import SCOPES, Scope, ScopedSearch
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from nmem.store.records import IndexedText
 
@@ -844,6 +845,38 @@ def foldable(parsed: Sequence[Parsed]) -> bool:
         conjunction(str(q.text)) is not None for q in parsed)
 
 
+
+class _Rows(Mapping[int, Any]):
+    """The candidates' records as the ranking statement read them (kind 5: timestamp, content
+    and the scope's other columns), each built the first time it is read: the service arranges
+    the candidates on their sessions, prompts and times (`Candidates.sessions`, the texts) and
+    builds only the page it shows, not each of the pool's ~50 (an observation's metadata is JSON)."""
+
+    __slots__ = ("_build", "_built", "_names", "_rows")
+
+    def __init__(self, rows: dict[int, tuple[Any, Any, Sequence[Any]]], names: Sequence[str],
+                 build: Callable[[Any], Any]) -> None:
+        self._rows, self._names, self._build = rows, names, build
+        self._built: dict[int, Any] = {}
+
+    def __getitem__(self, rid: int) -> Any:
+        record = self._built.get(rid)
+        if record is None:
+            at, content, rest = self._rows[rid]
+            fields = dict(zip(self._names, rest, strict=True))
+            fields.update(id=rid, timestamp=int(at), content=content)
+            record = self._built[rid] = self._build(fields)
+        return record
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._rows
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
 # counts beside each: what a relevance-ordered search of observations or prompts returns (one
 # row of NULL columns and rank when none matches: the counts come all the same).
@@ -864,7 +897,8 @@ UNION ALL SELECT 4, df, NULL, NULL, NULL, term, CASE WHEN (SELECT settled FROM s
 """
 
 # A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
-# same as NULLs for the other kinds, what x is read from, what kind 3 reads: a prompt's source).
+# same as NULLs for the other kinds, what x is read from, what kind 3 reads: the row's session and
+# an observation's prompt or a prompt's source, what arranging reads of a row besides its time).
 # Kind 5 reads the agent and root of the record's session too (`Candidates.origins`).
 RECORD_PARTS = {
     "observations": ("x.session_id, x.project, x.prompt_id, x.obs_type, x.source_event, x.tool_name, x.file_path, "
@@ -874,11 +908,11 @@ RECORD_PARTS = {
                      "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned, "
                      "NULL::text AS nmem_agent, NULL::text AS nmem_root",
                      "observations x LEFT JOIN sessions s2 ON s2.id = x.session_id",
-                     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
+                     "x.session_id, NULL, x.prompt_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
     "prompts": ("x.session_id, s2.project, x.source, s2.agent AS nmem_agent, s2.root AS nmem_root",
                 "NULL::text AS session_id, NULL::text AS project, NULL::text AS source, "
                 "NULL::text AS nmem_agent, NULL::text AS nmem_root",
-                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "NULL, NULL, x.source, NULL, NULL"),
+                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "x.session_id, NULL, x.source, NULL, NULL"),
 }
 # What a relevance read of a scope's rows (BM25_ROWS_SQL) reads of their sessions: (columns, join)
 ROW_ORIGINS = {"observations": (ORIGIN_COLUMNS, origin_join("o")), "prompts": (PROMPT_ORIGIN_COLUMNS, "")}
@@ -1318,7 +1352,7 @@ class SearchReads(Connection, ScopedSearch):
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, folded[chosen - 1][0], found.ids, found.span, found.windows, found.texts,
-                                  found.records, found.origins)
+                                  found.records, found.origins, found.sessions)
             if chosen == 0:
                 return Candidates(stats, match, [], span, {}, {})
             queries = [m for m, _ in folded[-chosen - 1:]]   # the ones no path suited: in turn
@@ -1330,7 +1364,7 @@ class SearchReads(Connection, ScopedSearch):
             stats = FtsStats(*self._fts_totals_cached(table), stats.df)
             if found.ids:
                 return Candidates(stats, match, found.ids, found.span, found.windows, found.texts,
-                                  found.records, found.origins)
+                                  found.records, found.origins, found.sessions)
         return Candidates(stats, match, [], span, {}, {})
 
     @staticmethod
@@ -1432,9 +1466,9 @@ class SearchReads(Connection, ScopedSearch):
         counts the statement took (kept: `_counted`), and which of a folded read's queries found
         them (its totals row's rank: 1, 2, …, 0 when none did; None for a read of one query)."""
         table = BM25_SOURCES[scope][0]
-        build = Observation.from_row if scope == "observations" else Prompt.from_row
-        whole: dict[int, Any] = {}
+        whole: dict[int, tuple[Any, Any, Sequence[Any]]] = {}
         origins: dict[str, tuple[str | None, str | None]] = {}
+        sessions: dict[int, tuple[str, int | None]] = {}
         ranked: list[tuple[float, int]] = []
         totals, state, counts, chosen = (0, 0, 0), [-1, -1, 0], [], None
         windows: dict[int, list[tuple[int, int]]] = {}
@@ -1442,10 +1476,12 @@ class SearchReads(Connection, ScopedSearch):
         lists: dict[str, Any] = {}
         prompts = scope == "prompts"
         names: list[str] | None = None   # the record columns past the first 8 (the statement's, once)
+        place = (0, 0)   # where the session's agent and root are among them
         for row in rows:   # read by position: a tuple's own unpacking, not Row.__getitem__ a column
             kind, rid, rank, n, at, before, after, content, *rest = row
             if kind == 3:
                 texts[int(rid)] = (str(content), int(n or 0), int(at), rest[2] if prompts else None)
+                sessions[int(rid)] = (str(rest[0]), None if prompts else rest[2])
             elif kind == 2:
                 earlier = [(int(m), -(d + 1)) for d, m in enumerate(before)]
                 earlier.reverse()
@@ -1457,16 +1493,17 @@ class SearchReads(Connection, ScopedSearch):
             elif kind == 4:
                 counts.append((str(content), int(rid)))
                 lists[str(content)] = before
-            else:
+            else:   # a candidate's record: kept as read, built only if the page shows it (`_Rows`)
                 if names is None:
-                    names = row.keys()[8:]
-                fields = dict(zip(names, rest, strict=True))
-                fields.update(id=int(rid), timestamp=int(at), content=content)
-                whole[int(rid)] = build(fields)
-                origins[str(fields["session_id"])] = (fields["nmem_agent"], fields["nmem_root"])
+                    names = list(row.keys()[8:])
+                    place = (names.index("nmem_agent"), names.index("nmem_root"))
+                whole[int(rid)] = (at, content, rest)
+                origins[str(rest[0])] = (rest[place[0]], rest[place[1]])   # session_id first
         self._counted(table, totals, state, counts, lists)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
-        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, whole, origins)
+        records = _Rows(whole, names or [], Prompt.from_row if prompts else Observation.from_row)
+        found = Candidates(FtsStats(0, 0, {}), "", [i for _, i in ranked], reach, windows, texts, records, origins,
+                           sessions)
         return found, totals, counts, None if chosen is None else int(chosen)
 
     def _weighted_bm25(self, scope: Scope, q: str, filters: SearchFilters, order: str,
@@ -1680,6 +1717,19 @@ class SearchReads(Connection, ScopedSearch):
             return []
         ranked = (self._prompt_ranks if scope == "prompts" else self._observation_ranks)(parsed, filters, want)
         return [i for i, _ in ranked]
+
+    def trail_keys(self, scope: str, ids: Sequence[int]) -> dict[int, tuple[str, int | None, str | None, int]]:
+        """(session, prompt, source, time) of each row: what arranging ranked records reads of
+        them, without their text and metadata (of a pool of 50, a page of 10 are shown). The
+        ranking statement brings these of every row it names (`Candidates.sessions`, the texts):
+        this reads only a row it did not name (a time candidate's)."""
+        if not ids:
+            return {}
+        table, _ = self._ranked(scope)
+        columns = "session_id, NULL::bigint, source" if scope == "prompts" else "session_id, prompt_id, NULL::text"
+        rows = self._query(f"SELECT id, {columns}, timestamp FROM {table} WHERE id = ANY(?)",
+                           ([int(i) for i in ids],), plans=KEYED_PLANS)
+        return {int(r[0]): (r[1], r[2], r[3], int(r[4])) for r in rows}
 
     def fts_texts(self, scope: str, ids: Sequence[int]) -> dict[int, IndexedText]:
         """Each row's text, its token count as FTS5's unicode61 counts it, its time, and a prompt's source."""
