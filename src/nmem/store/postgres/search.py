@@ -845,7 +845,6 @@ def foldable(parsed: Sequence[Parsed]) -> bool:
         conjunction(str(q.text)) is not None for q in parsed)
 
 
-
 class _Rows(Mapping[int, Any]):
     """The candidates' records as the ranking statement read them (kind 5: timestamp, content
     and the scope's other columns), each built the first time it is read: the service arranges
@@ -876,6 +875,7 @@ class _Rows(Mapping[int, Any]):
 
     def __len__(self) -> int:
         return len(self._rows)
+
 
 # The ranked rows themselves (columns as the scope reads them) with the totals and the words'
 # counts beside each: what a relevance-ordered search of observations or prompts returns (one
