@@ -260,14 +260,18 @@ def own_role(pg_url: str) -> Iterator[str]:
             admin.execute(f"DROP ROLE {role}")
 
 
+def _as_role(pg_url: str, role: str) -> str:
+    """The test server's URL, logging in as `role`."""
+    parts = urlsplit(pg_url)
+    return urlunsplit((parts.scheme, f"{role}@{parts.hostname}:{parts.port or 5432}", parts.path, parts.query, ""))
+
+
 def test_the_store_serves_the_first_call_after_the_server_takes_connections_again(
         pg_url: str, own_role: str, engine: str) -> None:
     """While the server refuses connections (a restart, a failover: here its logins refused and
     its backends ended) every call is refused as unavailable, and the first call after it takes
     connections again is served: the pool does not wait out a back-off of its own first."""
-    parts = urlsplit(pg_url)
-    url = urlunsplit((parts.scheme, f"{own_role}@{parts.hostname}:{parts.port or 5432}", parts.path,
-                      parts.query, ""))
+    url = _as_role(pg_url, own_role)
     store = open_store(url, busy_timeout_ms=1000)
     try:
         assert store.schema_version() > 0
@@ -294,9 +298,7 @@ def test_a_call_that_waits_out_the_servers_refusal_is_served(pg_url: str, own_ro
     pool tried to make a connection once, was refused, and made no other while the call waited:
     the store asks it once more, as the pool was not out of connections (before, the call failed
     on "no database connection free", a server starting then exited on it)."""
-    parts = urlsplit(pg_url)
-    url = urlunsplit((parts.scheme, f"{own_role}@{parts.hostname}:{parts.port or 5432}", parts.path,
-                      parts.query, ""))
+    url = _as_role(pg_url, own_role)
     store = open_store(url, busy_timeout_ms=3000)
     try:
         assert store.schema_version() > 0
