@@ -7,6 +7,7 @@ ranked with the keys read apart (an equivalence guard: it passes on the code bef
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -67,6 +68,15 @@ def hits(service: Service, query: str, scope: str) -> list[tuple[str, str, str]]
     return [(h.kind, str(h.record.id), h.score.hex()) for h in found.hits]
 
 
+def ranked_alike(service: Service, scope: str, questions: list[str], wrap: Callable[[Any], Any]) -> None:
+    """The same hits, ids and scores to the bit, with the store as it is and wrapped by `wrap`
+    (which takes a light read away), over questions that find more than 50 hits in all."""
+    light = [hits(service, q, scope) for q in questions]
+    service.store = wrap(service.store)
+    assert light == [hits(service, q, scope) for q in questions]
+    assert sum(len(h) for h in light) > 50
+
+
 @SQLITE
 @pytest.mark.parametrize("scope", ["prompts", "all"])
 def test_arranging_reads_no_key_the_windows_brought(service: Service, scope: str) -> None:
@@ -84,12 +94,7 @@ def test_arranging_reads_no_key_the_windows_brought(service: Service, scope: str
 def test_keys_from_the_windows_rank_as_keys_read_apart(service: Service, scope: str) -> None:
     """Equivalence guard (passes before and after): the same hits, ids and scores to the bit."""
     team_trail(service)
-    questions = [*WORDS, "deploy cache", "writer 3 prompt", "the retry path"]
-    with_windows = [hits(service, q, scope) for q in questions]
-    service.store = _KeysApart(service.store)
-    apart = [hits(service, q, scope) for q in questions]
-    assert with_windows == apart
-    assert sum(len(h) for h in with_windows) > 50
+    ranked_alike(service, scope, [*WORDS, "deploy cache", "writer 3 prompt", "the retry path"], _KeysApart)
 
 
 @SQLITE
@@ -168,12 +173,7 @@ def test_a_page_of_prompts_builds_only_its_prompts(service: Service, scope: str,
 def test_turns_from_ids_rank_as_turns_from_whole_prompts(service: Service, scope: str) -> None:
     """Equivalence guard (passes before and after): the same hits, ids and scores to the bit."""
     chat_trail(service)
-    questions = [*WORDS, "deploy step", "what about turn 3", "the retry step done"]
-    light = [hits(service, q, scope) for q in questions]
-    service.store = _PromptsRead(service.store)
-    whole = [hits(service, q, scope) for q in questions]
-    assert light == whole
-    assert sum(len(h) for h in light) > 50
+    ranked_alike(service, scope, [*WORDS, "deploy step", "what about turn 3", "the retry step done"], _PromptsRead)
 
 
 def tied_trail(service: Service) -> list[int]:

@@ -544,7 +544,8 @@ class Connection(SqlBase):
             raise self._no_connection() from exc
 
     def _short_of_connections(self) -> bool:
-        """Whether the pool holds fewer connections than it may: none of its own is busy past them."""
+        """Whether the pool holds fewer connections than it may make: a wait for one that timed
+        out then was not for a busy pool but for a connection it could not make."""
         stats = self._pool.get_stats()
         return stats.get("pool_size", 0) < stats.get("pool_max", 0)
 
