@@ -68,9 +68,11 @@ bench-coding: setup
 	$(BIN)/python bench/coding_sessions.py --sessions 60
 
 # The team server on loopback: 50 concurrent writers posting hook events and 200 concurrent searches;
-# p50/p99 per operation, lost / duplicated / errors (docs/team.md). `--writers hooks` uses real hook processes.
+# p50/p99 per operation, lost / duplicated / errors (docs/team.md); one server process, then one per core
+# (`--workers 0`, as a team server runs). `--writers hooks` uses real hook processes.
 bench-team: setup
 	$(BIN)/python bench/team.py
+	$(BIN)/python bench/team.py --workers 0
 
 # SIGKILLs during hook writes and imports, 16 hooks draining 2,000 spooled events: a table of lost / duplicated / errors.
 faults: setup

@@ -22,7 +22,8 @@ A 503 with Retry-After (the server's admission control, `http.max_wait_ms`) is c
 and the request sent again after the pause it asks for, as a hook does; a request's latency runs
 from its first send to the answer served, so each shed adds its second (the table counts them per
 operation). --pg serves a fresh schema on that PostgreSQL server, --workers N runs
-`nmem serve --workers N`. --dump FILE writes every request's send time, latency and operation
+`nmem serve --workers N` (0: one per core, as a team server runs; `make bench-team` runs one
+process, then that). --dump FILE writes every request's send time, latency and operation
 and how often it was shed (where in the run the slow ones were, and why).
 
     .venv/bin/python bench/team.py [--writers http|hooks] [--events 20] [--searches 10] [--pg URL] [--workers N]
@@ -263,10 +264,12 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=20, help="prompts per writer (after its SessionStart)")
     parser.add_argument("--searches", type=int, default=10, help="requests per searcher")
     parser.add_argument("--pg", metavar="URL", help="serve a fresh schema on this PostgreSQL server")
-    parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N")
+    parser.add_argument("--workers", type=int, default=1, help="nmem serve --workers N (0: one per core)")
     parser.add_argument("--dump", metavar="FILE", help="write each request's send time (s from the start), "
                                                        "latency (ms) and operation, tab-separated")
     args = parser.parse_args()
+    if args.workers == 0:   # as `nmem serve` counts them
+        args.workers = len(os.sched_getaffinity(0))
     schema, store = pg_schema(args.pg, PG_APP) if args.pg else (None, None)
     try:
         return run(args, store)
@@ -291,7 +294,7 @@ def run(args: argparse.Namespace, store: str | None) -> int:
         port = free_port()
         log = open(home / "serve.log", "wb")  # noqa: SIM115 - closed after the server stops
         argv = [sys.executable, "-m", "nmem", "serve", "--transport", "http", "--port", str(port)]
-        server = subprocess.Popen([*argv, *(["--workers", str(args.workers)] if args.workers > 1 else [])],
+        server = subprocess.Popen([*argv, *(["--workers", str(args.workers)] if args.workers != 1 else [])],
                                   env={**os.environ, "NMEM_HOME": str(home), "NMEM_HTTP_MAX_CONNECTIONS": "1000",
                                        **extra},
                                   stdout=log, stderr=subprocess.STDOUT)

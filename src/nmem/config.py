@@ -211,7 +211,8 @@ SETTINGS: tuple[Setting, ...] = (
             "in one transaction, each in a savepoint of its own, with one commit (group commit); 1: each alone."),
     Setting("http.workers", int, 1, "NMEM_HTTP_WORKERS",
             "Server processes `nmem serve --transport http` runs behind its one port (`--workers`); each has its "
-            "own threads and connections, and every one sees every change (docs/http.md)."),
+            "own threads and connections, and every one sees every change (docs/http.md); 0: one per core, "
+            "what a team server wants (each process is about 75 MB)."),
     Setting("hooks.server_drain_ms", int, 2000, "NMEM_SERVER_DRAIN_MS",
             "How often a running `nmem serve` (HTTP or MCP) stores the events hooks spooled for a server store "
             "(PostgreSQL), so they are searchable within seconds without `nmem drain`; 0: never."),

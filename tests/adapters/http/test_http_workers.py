@@ -210,6 +210,19 @@ def test_workers_need_the_http_transport(tmp_path: Path) -> None:
 
     from mcp_support import child_env, nmem_argv
 
-    done = subprocess.run(nmem_argv("serve", "--workers", "2"), env=child_env(tmp_path / "home"), capture_output=True,
-                          text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
-    assert done.returncode == 2 and "--workers needs --transport http" in done.stderr, done.stderr
+    for workers in ("2", "0"):
+        done = subprocess.run(nmem_argv("serve", "--workers", workers), env=child_env(tmp_path / "home"),
+                              capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+        assert done.returncode == 2 and "--workers needs --transport http" in done.stderr, (workers, done.stderr)
+
+
+def test_workers_0_runs_one_worker_per_core(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    with http_server(tmp_path / "home", "--workers", "0") as server:
+        wait_healthy(server.port)
+        if cores == 1:   # one process serves alone, as --workers 1 does
+            assert Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split() == []
+        else:
+            assert len(workers_of(server, cores)) == cores
+            time.sleep(1)   # no more come later
+            assert len(Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split()) == cores

@@ -48,8 +48,9 @@ HTTP_ALIASES = ("sse", "websocket")
 @click.option("--source", default=None, metavar="NAME",
               help="The source of memories remembered through this server (srvrmgr's rule_name; default: the "
                    "mcp.source setting, `mcp`). A call's own source or rule_name wins.")
-@click.option("--workers", type=Integer(1, 256), default=None,
-              help="HTTP server processes behind the one port (default: the http.workers setting, 1).")
+@click.option("--workers", type=Integer(0, 256), default=None,
+              help="HTTP server processes behind the one port; 0: one per core (default: the http.workers "
+                   "setting, 1).")
 @pass_state
 def serve(state: State, transport: str, host: str | None, port: int | None, token: str | None,
           tools: str | None, project: str | None, store: str | None, source: str | None,
@@ -64,6 +65,7 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
         nmem serve --transport http             # http://127.0.0.1:37777/api/v1 and /mcp
         nmem serve --transport http --host 0.0.0.0 --token "$(openssl rand -hex 16)"
         nmem serve --transport http --workers 4  # four processes on one port
+        nmem serve --transport http --workers 0  # one process per core (a team server)
     """
     if store:
         state.use_store(store)
@@ -73,11 +75,13 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     if source is not None:
         settings.values["mcp.source"] = read_source(source, "mcp")
         settings.sources["mcp.source"] = "runtime"
-    if workers is not None and workers > 1 and transport != "http":
+    if workers is not None and workers != 1 and transport != "http":
         raise click.UsageError("--workers needs --transport http (a stdio server has one client)")
     processes = workers if workers is not None else int(settings["http.workers"])
-    if processes < 1:
-        raise ConfigError(f"http.workers must be at least 1, got {processes}")
+    if processes < 0:
+        raise ConfigError(f"http.workers must be 0 (one per core) or more, got {processes}")
+    if processes == 0:
+        processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
     endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store), processes) \
         if transport == "http" else None
