@@ -54,8 +54,8 @@ def filled(pg_url: str, engine: str) -> Iterator[Any]:
     store.close()
 
 
-def _statement(store: Any, scope: str, q: str) -> tuple[str, list[Any]]:
-    sql, params, _ = store._weighted_statement(SCOPES[scope], q, SearchFilters(), "relevance", 50, 0, None)
+def _statement(store: Any, scope: str, q: str, limit: int = 50) -> tuple[str, list[Any]]:
+    sql, params, _ = store._weighted_statement(SCOPES[scope], q, SearchFilters(), "relevance", limit, 0, None)
     return pg_sql(sql), params
 
 
@@ -67,8 +67,8 @@ def _rows(store: Any, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
 
 
 def _unnested(plan: dict[str, Any]) -> tuple[int, int]:
-    """Rows the plan's function scans over a memory's vector returned and removed by their
-    filter, summed over their loops."""
+    """Rows the plan's function scans over a row's vector returned and removed by their filter,
+    summed over their loops."""
     kept = removed = 0
     if plan.get("Node Type") == "Function Scan" and ".tsv" in str(plan.get("Function Call", "")):
         loops = int(plan.get("Actual Loops", 1))
@@ -78,6 +78,17 @@ def _unnested(plan: dict[str, Any]) -> tuple[int, int]:
         k, r = _unnested(child)
         kept, removed = kept + k, removed + r
     return kept, removed
+
+
+def _sorted_whole(plan: dict[str, Any]) -> int:
+    """Rows the plan's sorts took in with their summaries (whole rows carried through a sort)."""
+    n = 0
+    if plan.get("Node Type") == "Sort" and any("summary" in c for c in plan.get("Output", ())):
+        n += sum(int(c["Actual Rows"]) * int(c.get("Actual Loops", 1))
+                 for c in plan.get("Plans", ()) if c.get("Parent Relationship") == "Outer")
+    for child in plan.get("Plans", ()):
+        n += _sorted_whole(child)
+    return n
 
 
 def test_a_memory_s_vector_is_unnested_for_the_query_s_lexemes_alone(filled: Any) -> None:
@@ -94,23 +105,54 @@ def test_a_memory_s_vector_is_unnested_for_the_query_s_lexemes_alone(filled: Any
     assert removed == 0
 
 
-@pytest.mark.parametrize("scope", ["memories", "sessions"])
-def test_scores_are_the_former_expressions_to_the_bit(filled: Any, scope: str) -> None:
-    """Equivalence guard (passes on the old code too): the scores and order of the statement as
-    it is, against the statement with each scope's former expression (the whole vector unnested
-    for memories; every class set to D, then the query's lexemes to A, for sessions)."""
-    former = {"memories": "FROM unnest(m.match_tsv) AS v",
-              "sessions": "FROM unnest(ts_filter(setweight(setweight(s.match_tsv, 'D'), 'A', w.terms), '{a}')) u"}
-    current = {"memories": "FROM unnest(ts_delete(m.match_tsv, "
-                           "tsvector_to_array(ts_delete(m.match_tsv, w.terms)))) AS v",
-               "sessions": "FROM unnest(ts_filter(setweight(s.match_tsv, 'C', w.terms), '{c}')) u"}
+def test_a_session_is_scored_without_a_sub_select_and_sorted_whole_for_the_page_alone(filled: Any) -> None:
+    import psycopg
+
+    sql, params = _statement(filled, "sessions", str(pg_search.parse("invoice AND rotate").text), limit=5)
+    with psycopg.connect(filled.test_url, autocommit=True) as conn:
+        plan = psycopg.RawCursor(conn).execute("EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) " + sql,
+                                               params).fetchone()[0][0]["Plan"]
+    # before: the sub-select unnesting each of the 24 matching sessions' vectors ran 24 times,
+    # and the 24 were sorted for the page as whole rows
+    assert _unnested(plan) == (0, 0)
+    assert _sorted_whole(plan) == 5
+
+
+def test_scores_are_the_former_statements_to_the_bit(filled: Any) -> None:
+    """Equivalence guard (passes on the old code too): each scope's scores and order as the
+    statement reads them now, against its former statement (memories: the whole vector unnested;
+    sessions: BM25_WEIGHTED_SQL's sub-select a session, every class set to D, then the query's
+    lexemes to A), for words, an AND, an OR of three and a NOT."""
     for q in QUESTIONS:
-        sql, params = _statement(filled, scope, str(pg_search.parse(q).text))
-        assert current[scope] in sql
-        now = _rows(filled, sql, params)
-        before = _rows(filled, sql.replace(current[scope], former[scope]), params)
-        assert now, q
-        assert [(r[0], r[-1].hex()) for r in now] == [(r[0], r[-1].hex()) for r in before], q
+        text = str(pg_search.parse(q).text)
+        for scope in ("memories", "sessions"):
+            sql, params = _statement(filled, scope, text)
+            now = _rows(filled, sql, params)
+            before = _rows(filled, _former(sql, scope), params)
+            assert now, (scope, q)
+            assert [(r[0], r[-1].hex()) for r in now] == [(r[0], r[-1].hex()) for r in before], (scope, q)
+
+
+def _former(sql: str, scope: str) -> str:
+    """The statement `sql` as the scope's statement was written before."""
+    if scope == "memories":
+        return sql.replace("FROM unnest(ts_delete(m.match_tsv, tsvector_to_array(ts_delete(m.match_tsv, w.terms)))) "
+                           "AS v", "FROM unnest(m.match_tsv) AS v")
+    where = sql.split("FROM sessions s CROSS JOIN weighted w WHERE ", 1)[1].split("\n), found AS", 1)[0]
+    score = ("-COALESCE((SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)"
+             " / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * s.tokens / (t.tokens::float8 / t.n))))"
+             " FROM unnest(ts_filter(setweight(setweight(s.match_tsv, 'D'), 'A', w.terms), '{a}')) u), 0)")
+    output = ", ".join(f"s.{c}" for c in pg_search.WEIGHTED_OUTPUT["sessions"])
+    head = sql.split("), weighted AS MATERIALIZED (", 1)[0]
+    return head + f"""), weighted AS MATERIALIZED (
+    SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
+    FROM (SELECT term, ln(((t.n - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
+), found AS (
+    SELECT s.*, s.tsv AS match_tsv FROM sessions s WHERE {where}
+)
+SELECT {output}, t.n, t.stamp, t.tokens, t.parts, NULL, NULL, {score} AS rank
+FROM found s CROSS JOIN totals t CROSS JOIN weighted w
+ORDER BY rank ASC, s.id COLLATE "C" DESC LIMIT $8 OFFSET $9"""
 
 
 def test_a_session_s_vector_holds_classes_a_and_b_alone(filled: Any) -> None:

@@ -931,7 +931,7 @@ WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "
 # caller knows them for the table's signature (its rows and the rows whose words were written
 # since it was made, returned with every row), so a word in every session (20k rows at 1M) is
 # counted once while the sessions' words stay as they are.
-BM25_WEIGHTED_SQL = """
+WEIGHTED_HEAD = """
 WITH {hidden}words AS MATERIALIZED (
     SELECT DISTINCT replace(m[2], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
@@ -943,7 +943,8 @@ WITH {hidden}words AS MATERIALIZED (
                             (SELECT count(*) FROM {table} x
                              WHERE x.tsv @@ quote_literal(w.term)::tsquery{seen_x})) AS df
     FROM words w CROSS JOIN totals t LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
-), weighted AS MATERIALIZED (
+"""
+BM25_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
     SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
     FROM (SELECT term, ln(((t.n - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
 ), found AS (
@@ -955,6 +956,53 @@ SELECT {output}, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nm
 FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
 ORDER BY {order} LIMIT ? OFFSET ?
 """
+
+# Sessions (BM25_WEIGHTED_SQL's window): each of the newest RELEVANCE_WINDOW matches is read once
+# for its query lexemes (`kept`: the vector cut to them, EVEN_WEIGHTED_SCORE's filter), their hits
+# counted off that small vector (WORD_HITS, a slot a lexeme), scored and sorted on its place, id
+# and score alone; the page's rows are read whole after, by place. The terms and their IDFs are
+# in the vectors' order (bytes, as "C" collates), so the slots add up in the order the sub-select
+# of EVEN_WEIGHTED_SCORE summed them: the same floats. A sub-select a session (unnest, sum) and
+# the whole rows carried through the sort cost about 20% of the statement at 1M observations.
+SESSIONS_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
+    SELECT array_agg(term ORDER BY term COLLATE "C") AS terms,
+           array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END ORDER BY term COLLATE "C") AS idfs,
+           array_agg(quote_literal(term)::tsquery ORDER BY term COLLATE "C") AS queries
+    FROM (SELECT term, ln(((t.n - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
+), kept AS MATERIALIZED (
+    SELECT s.ctid AS nmem_place, s.id, s.tokens, ts_filter(setweight(s.tsv, 'C', w.terms), '{{c}}') AS match_tsv
+    FROM sessions s CROSS JOIN weighted w WHERE {found}
+), found AS MATERIALIZED (
+    SELECT s.*, {hits} FROM kept s CROSS JOIN weighted w
+), ranked AS MATERIALIZED (
+    SELECT s.nmem_place, s.id, {score} AS rank FROM found s CROSS JOIN totals t CROSS JOIN weighted w
+    ORDER BY {order} LIMIT ? OFFSET ?
+)
+SELECT {output}, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, t.parts AS nmem_parts,
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs, r.rank
+FROM ranked r JOIN sessions s ON s.ctid = r.nmem_place CROSS JOIN totals t
+ORDER BY {order}
+"""
+SESSION_HITS = WORD_HITS.replace("r.tsv", "s.match_tsv") + "::int"   # {q}: the lexeme's tsquery
+SESSION_TERM = ("CASE WHEN s.nmem_h{i} > 0 THEN w.idfs[{i}] * (s.nmem_h{i} * 2.2) / (s.nmem_h{i} + 1.2 * "
+                "(1 - 0.75 + 0.75 * s.tokens / (t.tokens::float8 / t.n))) ELSE 0 END")
+
+
+def session_slots(q: str) -> int:
+    """Slots for a tsquery's lexemes in SESSIONS_WEIGHTED_SQL: as many as its quoted words (a word
+    stems to one lexeme or none), by fours then eights, so that a few texts serve every question."""
+    n = len(_LEXEME.findall(q))
+    return 4 if n <= 4 else -(-n // 8) * 8
+
+
+def session_scoring(slots: int) -> tuple[str, str]:
+    """SESSIONS_WEIGHTED_SQL's hits and score for `slots` lexemes; a question whose words gave
+    more lexemes than that is scored by EVEN_WEIGHTED_SCORE's sub-select, to the same floats."""
+    hits = ", ".join(f"{SESSION_HITS.format(q=f'w.queries[{i}]')} AS nmem_h{i}" for i in range(1, slots + 1))
+    terms = " + ".join(SESSION_TERM.format(i=i) for i in range(1, slots + 1))
+    return hits, (f"CASE WHEN cardinality(w.terms) <= {slots} THEN -(0::float8 + {terms}) "
+                  f"ELSE {EVEN_WEIGHTED_SCORE.format(alias='s')} END")
+
 
 # A found row's negated BM25 when its weight classes weigh differently (memories): each of the
 # query's lexemes' positions counts its class's weight. Only the query's lexemes of the vector
@@ -1543,11 +1591,16 @@ class SearchReads(Connection, ScopedSearch):
         if viewer is not None:
             where = f"{where} AND {scope.alias}.id NOT IN (SELECT id FROM hidden)"
             totals = SEEN_TOTALS.format(stamp=stamp, table=scope.table, seen=hide["seen"])
-        sql = BM25_WEIGHTED_SQL.format(
-            output=", ".join(f"{scope.alias}.{c}" for c in WEIGHTED_OUTPUT[scope.name]),
-            table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
-            totals=totals, score=WEIGHTED[scope.name].format(alias=scope.alias), found=where,
-            order=scope.order(order, True, self.dialect.binary), **hide)
+        output = ", ".join(f"{scope.alias}.{c}" for c in WEIGHTED_OUTPUT[scope.name])
+        keys = scope.order(order, True, self.dialect.binary)
+        if window and order == "relevance" and viewer is None:
+            hits, score = session_scoring(session_slots(q))
+            sql = SESSIONS_WEIGHTED_SQL.format(output=output, table=scope.table, totals=totals, hits=hits,
+                                               score=score, found=where, order=keys, **hide)
+        else:
+            sql = BM25_WEIGHTED_SQL.format(
+                output=output, table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
+                totals=totals, score=WEIGHTED[scope.name].format(alias=scope.alias), found=where, order=keys, **hide)
         rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]
         terms, dfs = self._weighted_known(scope.table, (rows_seen, stamps))   # the counts kept for that signature
         if viewer is not None:   # counts over what one viewer sees: neither taken from the cache nor kept
