@@ -1,9 +1,9 @@
-"""How PostgreSQL scores the curated scopes of a search of everything (sessions, memories:
-BM25_WEIGHTED_SQL) at a million observations (issue 25): each matching row's vector is read for
-the query's lexemes alone, not unnested whole. Unnesting a memory's whole vector (55 lexemes,
-each with its arrays of places and classes) cost about 30 µs a matching memory; a session's
-vector was copied twice more than needed. The scores stay those of the former expressions, to
-the bit."""
+"""How PostgreSQL scores the curated scopes of a search of everything at a million observations
+(issue 25): a memory's vector is unnested for the query's lexemes alone (BM25_WEIGHTED_SQL), not
+whole (55 lexemes, each with its arrays of places and classes: about 30 µs a matching memory); a
+session's hits are read a slot a lexeme off its vector cut to the query's lexemes, with no
+sub-select a session, and the sessions are sorted for the page on their places and scores alone
+(SESSIONS_WEIGHTED_SQL). The scores stay those of the former statements, to the bit."""
 
 from __future__ import annotations
 
