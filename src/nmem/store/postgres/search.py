@@ -962,8 +962,9 @@ ORDER BY {order} LIMIT ? OFFSET ?
 # counted off that small vector (WORD_HITS, a slot a lexeme), scored and sorted on its place, id
 # and score alone; the page's rows are read whole after, by place. The terms and their IDFs are
 # in the vectors' order (bytes, as "C" collates), so the slots add up in the order the sub-select
-# of EVEN_WEIGHTED_SCORE summed them: the same floats. A sub-select a session (unnest, sum) and
-# the whole rows carried through the sort cost about 20% of the statement at 1M observations.
+# of EVEN_WEIGHTED_SCORE summed them: the same floats. A sub-select a session (unnest, sum), the
+# whole rows carried through the sort and the length part worked out again for each slot cost
+# about 25% of the statement at 1M observations.
 SESSIONS_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
     SELECT array_agg(term ORDER BY term COLLATE "C") AS terms,
            array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END ORDER BY term COLLATE "C") AS idfs,
@@ -973,7 +974,8 @@ SESSIONS_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
     SELECT s.ctid AS nmem_place, s.id, s.tokens, ts_filter(setweight(s.tsv, 'C', w.terms), '{{c}}') AS match_tsv
     FROM sessions s CROSS JOIN weighted w WHERE {found}
 ), found AS MATERIALIZED (
-    SELECT s.*, {hits} FROM kept s CROSS JOIN weighted w
+    SELECT s.*, 1.2 * (1 - 0.75 + 0.75 * s.tokens / (t.tokens::float8 / t.n)) AS nmem_length, {hits}
+    FROM kept s CROSS JOIN weighted w CROSS JOIN totals t
 ), ranked AS MATERIALIZED (
     SELECT s.nmem_place, s.id, {score} AS rank FROM found s CROSS JOIN totals t CROSS JOIN weighted w
     ORDER BY {order} LIMIT ? OFFSET ?
@@ -984,8 +986,10 @@ FROM ranked r JOIN sessions s ON s.ctid = r.nmem_place CROSS JOIN totals t
 ORDER BY {order}
 """
 SESSION_HITS = WORD_HITS.replace("r.tsv", "s.match_tsv") + "::int"   # {q}: the lexeme's tsquery
-SESSION_TERM = ("CASE WHEN s.nmem_h{i} > 0 THEN w.idfs[{i}] * (s.nmem_h{i} * 2.2) / (s.nmem_h{i} + 1.2 * "
-                "(1 - 0.75 + 0.75 * s.tokens / (t.tokens::float8 / t.n))) ELSE 0 END")
+# a slot's term of the sum, as EVEN_WEIGHTED_SCORE writes it (the same operations on the same
+# types: the same float); the row's length part, the same for every slot, is worked out once a row
+SESSION_TERM = ("CASE WHEN s.nmem_h{i} > 0 THEN w.idfs[{i}] * (s.nmem_h{i} * 2.2) / (s.nmem_h{i} + s.nmem_length) "
+                "ELSE 0 END")
 
 
 def session_slots(q: str) -> int:
