@@ -160,3 +160,16 @@ def test_a_session_s_vector_holds_classes_a_and_b_alone(filled: Any) -> None:
     of a session's vector is of class C, the class it marks the query's lexemes with."""
     classes = _rows(filled, "SELECT DISTINCT c FROM sessions, unnest(tsv) AS v, unnest(v.weights) AS c", [])
     assert sorted(c for (c,) in classes) == sorted(pg_search.SESSIONS_TSV_CLASSES)
+
+
+def test_a_question_with_more_lexemes_than_slots_scores_the_same(filled: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equivalence guard of the fallback (main has no slots to fall back from: it errors there):
+    a question whose words give more lexemes than its statement's slots is scored by the former
+    sub-select, to the same floats as the slots give."""
+    text = str(pg_search.parse("invoice OR rotate OR export").text)
+    sql, params = _statement(filled, "sessions", text)
+    slotted = _rows(filled, sql, params)
+    monkeypatch.setattr(pg_search, "session_slots", lambda q: 1)
+    fewer, params = _statement(filled, "sessions", text)
+    assert "<= 1 THEN" in fewer
+    assert [(r[0], r[-1].hex()) for r in _rows(filled, fewer, params)] == [(r[0], r[-1].hex()) for r in slotted]
