@@ -931,7 +931,7 @@ WINDOW_ORDER = {"observations": ("(n.timestamp, n.id)", "(a.timestamp, a.id)", "
 # caller knows them for the table's signature (its rows and the rows whose words were written
 # since it was made, returned with every row), so a word in every session (20k rows at 1M) is
 # counted once while the sessions' words stay as they are.
-BM25_WEIGHTED_SQL = """
+WEIGHTED_HEAD = """
 WITH {hidden}words AS MATERIALIZED (
     SELECT DISTINCT replace(m[2], '''''', '''') AS term
     FROM regexp_matches(to_tsquery('nmem', ?)::text, '(!?)''((?:[^'']|'''')+)''', 'g') AS m
@@ -943,7 +943,8 @@ WITH {hidden}words AS MATERIALIZED (
                             (SELECT count(*) FROM {table} x
                              WHERE x.tsv @@ quote_literal(w.term)::tsquery{seen_x})) AS df
     FROM words w CROSS JOIN totals t LEFT JOIN unnest(?::text[], ?::bigint[]) AS k(term, df) ON k.term = w.term
-), weighted AS MATERIALIZED (
+"""
+BM25_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
     SELECT array_agg(term) AS terms, array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END) AS idfs
     FROM (SELECT term, ln(((t.n - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
 ), found AS (
@@ -956,23 +957,83 @@ FROM found {alias} CROSS JOIN totals t CROSS JOIN weighted w
 ORDER BY {order} LIMIT ? OFFSET ?
 """
 
+# Sessions (BM25_WEIGHTED_SQL's window): each of the newest RELEVANCE_WINDOW matches is read once
+# for its query lexemes (`kept`: the vector cut to them, EVEN_WEIGHTED_SCORE's filter), their hits
+# counted off that small vector (WORD_HITS, a slot a lexeme), scored and sorted on its place, id
+# and score alone; the page's rows are read whole after, by place. The terms and their IDFs are
+# in the vectors' order (bytes, as "C" collates), so the slots add up in the order the sub-select
+# of EVEN_WEIGHTED_SCORE summed them: the same floats. A sub-select a session (unnest, sum), the
+# whole rows carried through the sort and the length part worked out again for each slot cost
+# about a fifth of the statement at 1M observations (8.8 → 7.0 ms a search of everything).
+SESSIONS_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
+    SELECT array_agg(term ORDER BY term COLLATE "C") AS terms,
+           array_agg(CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END ORDER BY term COLLATE "C") AS idfs,
+           array_agg(quote_literal(term)::tsquery ORDER BY term COLLATE "C") AS queries
+    FROM (SELECT term, ln(((t.n - df)::float8 + 0.5) / (df + 0.5)) AS idf FROM terms CROSS JOIN totals t) AS raw
+), kept AS MATERIALIZED (
+    SELECT s.ctid AS nmem_place, s.id, s.tokens, ts_filter(setweight(s.tsv, 'C', w.terms), '{{c}}') AS match_tsv
+    FROM sessions s CROSS JOIN weighted w WHERE {found}
+), found AS MATERIALIZED (
+    SELECT s.*, 1.2 * (1 - 0.75 + 0.75 * s.tokens / (t.tokens::float8 / t.n)) AS nmem_length, {hits}
+    FROM kept s CROSS JOIN weighted w CROSS JOIN totals t
+), ranked AS MATERIALIZED (
+    SELECT s.nmem_place, s.id, {score} AS rank FROM found s CROSS JOIN totals t CROSS JOIN weighted w
+    ORDER BY {order} LIMIT ? OFFSET ?
+)
+SELECT {output}, t.n AS nmem_sig_rows, t.stamp AS nmem_sig_stamp, t.tokens AS nmem_tokens, t.parts AS nmem_parts,
+       (SELECT array_agg(term) FROM terms) AS nmem_terms, (SELECT array_agg(df) FROM terms) AS nmem_dfs, r.rank
+FROM ranked r JOIN sessions s ON s.ctid = r.nmem_place CROSS JOIN totals t
+ORDER BY {order}
+"""
+SESSION_HITS = WORD_HITS.replace("r.tsv", "s.match_tsv") + "::int"   # {q}: the lexeme's tsquery
+# a slot's term of the sum, as EVEN_WEIGHTED_SCORE writes it (the same operations on the same
+# types: the same float); the row's length part, the same for every slot, is worked out once a row
+SESSION_TERM = ("CASE WHEN s.nmem_h{i} > 0 THEN w.idfs[{i}] * (s.nmem_h{i} * 2.2) / (s.nmem_h{i} + s.nmem_length) "
+                "ELSE 0 END")
+
+
+def session_slots(q: str) -> int:
+    """Slots for a tsquery's lexemes in SESSIONS_WEIGHTED_SQL: as many as its quoted words (a word
+    stems to one lexeme or none), by fours then eights, so that a few texts serve every question."""
+    n = len(_LEXEME.findall(q))
+    return 4 if n <= 4 else -(-n // 8) * 8
+
+
+def session_scoring(slots: int) -> tuple[str, str]:
+    """SESSIONS_WEIGHTED_SQL's hits and score for `slots` lexemes; a question whose words gave
+    more lexemes than that is scored by EVEN_WEIGHTED_SCORE's sub-select, to the same floats."""
+    hits = ", ".join(f"{SESSION_HITS.format(q=f'w.queries[{i}]')} AS nmem_h{i}" for i in range(1, slots + 1))
+    terms = " + ".join(SESSION_TERM.format(i=i) for i in range(1, slots + 1))
+    return hits, (f"CASE WHEN cardinality(w.terms) <= {slots} THEN -(0::float8 + {terms}) "
+                  f"ELSE {EVEN_WEIGHTED_SCORE.format(alias='s')} END")
+
+
 # A found row's negated BM25 when its weight classes weigh differently (memories): each of the
-# query's lexemes' positions counts its class's weight.
+# query's lexemes' positions counts its class's weight. Only the query's lexemes of the vector
+# are unnested, their classes intact (the vector less every other lexeme): unnesting the whole
+# vector (55 lexemes a memory, each with its arrays of places and classes) cost about 30 µs a
+# matching memory: memories cost a search of everything 4.4 ms of PostgreSQL CPU at 1M
+# observations, 2.8 ms with their query lexemes alone.
 CLASS_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
                / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
-    FROM unnest({alias}.match_tsv) AS v
+    FROM unnest(ts_delete({alias}.match_tsv, tsvector_to_array(ts_delete({alias}.match_tsv, w.terms)))) AS v
     CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
     WHERE v.lexeme = ANY(w.terms)), 0)"""
 
 # The same when every class weighs 1 (sessions: project and summary alike): a lexeme's positions
-# counted, and only the query's lexemes read of the vector, as BM25_ROW reads them (every class
-# set to D first, so no other lexeme keeps an A). Unnesting each matching session's whole vector
-# (70 lexemes a session at 1M rows) cost 38 ms of a 88 ms search of sessions.
+# counted, and only the query's lexemes read of the vector: they are set to class C, which no
+# other lexeme of a session's vector holds (SESSIONS_TSV_CLASSES: project B, summary A), and kept
+# alone. Unnesting each matching session's whole vector (70 lexemes a session at 1M rows) cost
+# 38 ms of a 88 ms search of sessions; setting every class to D first, a copy of the vector more,
+# about 9% of the statement.
 EVEN_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
                / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
-    FROM unnest(ts_filter(setweight(setweight({alias}.match_tsv, 'D'), 'A', w.terms), '{{a}}')) u), 0)"""
+    FROM unnest(ts_filter(setweight({alias}.match_tsv, 'C', w.terms), '{{c}}')) u), 0)"""
+# The weight classes a session's vector holds (schema.py: project B, summary A); EVEN_WEIGHTED_SCORE
+# marks the query's lexemes with a class outside them.
+SESSIONS_TSV_CLASSES = ("A", "B")
 
 # What BM25_WEIGHTED_SQL returns of a found row: every column but its tsvector (sessions, memories).
 # `{alias}.*` returned it twice (the row's, and `match_tsv` for the score), each written out as
@@ -1535,11 +1596,16 @@ class SearchReads(Connection, ScopedSearch):
         if viewer is not None:
             where = f"{where} AND {scope.alias}.id NOT IN (SELECT id FROM hidden)"
             totals = SEEN_TOTALS.format(stamp=stamp, table=scope.table, seen=hide["seen"])
-        sql = BM25_WEIGHTED_SQL.format(
-            output=", ".join(f"{scope.alias}.{c}" for c in WEIGHTED_OUTPUT[scope.name]),
-            table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
-            totals=totals, score=WEIGHTED[scope.name].format(alias=scope.alias), found=where,
-            order=scope.order(order, True, self.dialect.binary), **hide)
+        output = ", ".join(f"{scope.alias}.{c}" for c in WEIGHTED_OUTPUT[scope.name])
+        keys = scope.order(order, True, self.dialect.binary)
+        if window and order == "relevance" and viewer is None:
+            hits, score = session_scoring(session_slots(q))
+            sql = SESSIONS_WEIGHTED_SQL.format(output=output, table=scope.table, totals=totals, hits=hits,
+                                               score=score, found=where, order=keys, **hide)
+        else:
+            sql = BM25_WEIGHTED_SQL.format(
+                output=output, table=scope.table, alias=scope.alias, source=scope.source, columns=scope.columns,
+                totals=totals, score=WEIGHTED[scope.name].format(alias=scope.alias), found=where, order=keys, **hide)
         rows_seen, stamps = self._weighted.get(scope.table, ((-1, -1), (0, 0)))[0]
         terms, dfs = self._weighted_known(scope.table, (rows_seen, stamps))   # the counts kept for that signature
         if viewer is not None:   # counts over what one viewer sees: neither taken from the cache nor kept
