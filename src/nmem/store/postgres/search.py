@@ -1099,6 +1099,13 @@ SELECT 2, r.id, r.session_id, NULL, NULL, NULL, NULL, NULL, NULL,
 FROM replies r
 """
 
+# `user_prompt_ids`: each window's user prompts' ids, in id order, off the session's index
+USER_PROMPT_IDS_SQL = """
+SELECT w.session, ARRAY(SELECT p.id FROM prompts p WHERE p.session_id = w.session AND p.timestamp < w.before
+                        AND p.timestamp > w.after AND p.source = 'user' ORDER BY p.id)
+FROM unnest(?::text[], ?::bigint[], ?::bigint[]) AS w(session, before, after)
+"""
+
 
 # scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
 # for a filter on them (project, agent: `_bm25`)
@@ -1143,6 +1150,20 @@ class SearchReads(Connection, ScopedSearch):
         by_id = {row["id"]: Prompt.from_row(row) for row in whole}
         turns = {int(r["id"]): int(r["nmem_turn"]) for r in rows if r["nmem_kind"] == 2 and r["nmem_turn"] is not None}
         return Found([by_id[i] for i in fetch if i in by_id], origins_of(whole)), turns
+
+    def user_prompt_ids(self, windows: Sequence[tuple[str, int, int]]) -> dict[str, list[int]]:
+        """For each (session, before, after), the ids of its user prompts strictly between the two
+        times, in order: what a search's turns read of `sessions_prompts(windows, source="user")`,
+        without reading their rows whole or building them (USER_PROMPT_IDS_SQL: one array a window)."""
+        if not windows:
+            return {}
+        rows = self._query(USER_PROMPT_IDS_SQL, (array_text([s for s, _, _ in windows]),
+                                                 array_text([int(b) for _, b, _ in windows]),
+                                                 array_text([int(a) for _, _, a in windows])), plans=KEYED_PLANS)
+        out: dict[str, list[int]] = {session: [] for session, _, _ in windows}
+        for session, ids in rows:
+            out[session] = sorted({*out[session], *ids}) if out[session] else list(ids)
+        return out
 
     # -- the shared relevance read --------------------------------------------------------
 
