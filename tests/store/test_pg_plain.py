@@ -4,12 +4,14 @@ SQLite reads them), not from those prompts read whole and built."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from nmem.models import Prompt
 from nmem.service.api import Service
+from nmem.store import NewObservation
 from store_engines import ENGINES
 
 pytest.importorskip("psycopg")
@@ -79,3 +81,43 @@ def test_a_page_of_prompts_builds_only_its_prompts(service: Service, engine: str
     found = service.search("deploy step", scope=scope, project="*", limit=10)
     assert found.hits and any(h.record.source == "agent" for h in found.hits)
     assert sorted(built) == sorted(h.record.id for h in found.hits if h.kind == "prompt")
+
+
+def _read_by_key(plan: dict[str, Any]) -> int:
+    """Rows of observations a plan read as x or a (x_1, …: EXPLAIN's names for the others), over
+    every loop: the candidates' and the named rows' reads by id, and the kept counts' (none once
+    the words' counts are kept); not the matches (o, z, sv) nor the walks of the sessions (n)."""
+    mine = (plan.get("Relation Name") == "observations"
+            and re.fullmatch(r"[ax](_\d+)?", str(plan.get("Alias", ""))) is not None)
+    own = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 0)) if mine else 0
+    return own + sum(_read_by_key(child) for child in plan.get("Plans", ()))
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_the_ranking_read_reads_each_candidate_by_key_once(service: Service, engine: str) -> None:
+    """The ranking statement reads each candidate's row by its id once (its record, text, session and
+    the anchor of its window) and each neighbour's row on the walk of its session that finds it:
+    no row is read again by key for its text (before: each candidate twice, as its window's anchor
+    and as its record, and every row the windows named again for its text: 253 rows here)."""
+    store = service.store
+    with store.transaction():
+        for s in range(40):
+            sid = f"w-{s}"
+            store.ensure_session(sid, "proj", T0 + 100 * s)
+            for k in range(9):
+                text = f"deploy the release step {s}.{k}" if k % 3 == 1 else f"plain work step {s}.{k}"
+                store.add_observation(NewObservation(sid, "proj", T0 + 100 * s + k, "command", "PostToolUse", text))
+    service.search("deploy release", limit=10)   # the words' counts cached: one statement below
+    sent: list[tuple[str, list[Any]]] = []
+    original = store._query_kept   # type: ignore[attr-defined]
+
+    def kept(table: str, sql: str, params: Any, generic: bool = False) -> Any:
+        sent.append((sql, list(params)))
+        return original(table, sql, params, generic)
+
+    store._query_kept = kept   # type: ignore[attr-defined]
+    found = service.search("deploy release", limit=10)
+    assert len(found.hits) == 10
+    [(sql, params)] = [(s, p) for s, p in sent if "nbr" in s or "windows" in s]
+    plan = store._query("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)[0][0][0]["Plan"]  # type: ignore[attr-defined]
+    assert _read_by_key(plan) == 50   # the pool's 50 candidates, once each
