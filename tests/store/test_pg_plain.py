@@ -121,3 +121,56 @@ def test_the_ranking_read_reads_each_candidate_by_key_once(service: Service, eng
     [(sql, params)] = [(s, p) for s, p in sent if "nbr" in s or "windows" in s]
     plan = store._query("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)[0][0][0]["Plan"]  # type: ignore[attr-defined]
     assert _read_by_key(plan) == 50   # the pool's 50 candidates, once each
+
+
+def _merged_kept_ids(plan: dict[str, Any]) -> int:
+    """Rows of the terms' kept ids the plan unnested to merge them (KEPT_ROWS' `unnest(tm.newest) AS
+    u`; EXPLAIN names the others u_1, …), over every loop."""
+    mine = plan.get("Node Type") == "Function Scan" and re.fullmatch(r"u(_\d+)?", str(plan.get("Alias", "")))
+    own = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 0)) if mine else 0
+    return own + sum(_merged_kept_ids(child) for child in plan.get("Plans", ()))
+
+
+@pytest.mark.parametrize("engine", POSTGRES)
+def test_a_question_that_does_not_take_the_kept_ids_does_not_merge_them(
+        store: Any, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 'kept' way's rows are read by the ids of the union of its terms' kept ids; a question that
+    takes another way (an AND: it is not `disjunctive`) does not build that union. Before, the
+    union's sub-select ran whatever the way (its index condition was evaluated though the scan
+    under it never ran): a sort of every term's kept ids, 0.5-0.9 ms of an empty AND at 1M rows."""
+    from psycopg import sql as psql
+
+    from nmem.store.postgres import search
+    from nmem.store.postgres.connection import pg_sql
+    from nmem.store.postgres.tsquery import parse
+    from nmem.store.records import SearchFilters
+    from pg_kept_support import until_listed
+
+    monkeypatch.setattr(search, "CUSTOM_PLAN_ROWS", 4)   # planned as past 10,000 rows
+    monkeypatch.setattr(search, "RELEVANCE_WINDOW", 5)
+    store.ensure_session("s-kept", "proj", T0)
+    texts = ("login redirect fails after the token refresh", "cache timeout on the login page",
+             "refresh the token when the login expires", "logout after the cache refresh")
+    for i in range(40):
+        store.add_observation(NewObservation("s-kept", "proj", T0 + i, "command", "PostToolUse",
+                                             f"{texts[i % len(texts)]} step {i}", tool_name="Bash"))
+
+    def ask(s: Any, match: str) -> Any:
+        return s.search_observations(match, SearchFilters(), "relevance", 3, 0)
+
+    until_listed(store, ask, "login OR cache", ("login", "cach"))
+    plans = {}
+    with store._pool.connection() as conn:   # the statement's generic plan, its scans as at 1M rows
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        for n, match in enumerate(("login OR cache", "login AND cache")):
+            sql, params = store._bm25(search.BM25_IDS_SQL, "observations", parse(match), SearchFilters(), 3)
+            conn.execute(f"PREPARE q{n} AS {pg_sql(sql)}")
+            run = psql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {}({})").format(
+                psql.Identifier(f"q{n}"), psql.SQL(", ").join(psql.Literal(p) for p in params))
+            plans[match] = conn.execute(run).fetchone()[0][0]["Plan"]
+            conn.execute(f"DEALLOCATE q{n}")
+        conn.execute("RESET enable_seqscan")
+        conn.execute("RESET plan_cache_mode")
+    assert _merged_kept_ids(plans["login OR cache"]) > 0   # the 'kept' way merges them (an equivalence guard)
+    assert _merged_kept_ids(plans["login AND cache"]) == 0
