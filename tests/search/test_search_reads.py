@@ -133,15 +133,18 @@ def chat_trail(service: Service, sessions: int = 6, turns: int = 12) -> None:
 
 
 class _PromptsRead:
-    """The store without its light turns read: arranging reads the user prompts whole (`sessions_prompts`)."""
+    """The store whose turns read takes the user prompts' ids off the prompts read whole and built
+    (`sessions_prompts`), as arranging did before `user_prompt_ids`."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
 
     def __getattr__(self, name: str) -> Any:
-        if name == "user_prompt_ids":
-            raise AttributeError(name)
         return getattr(self._store, name)
+
+    def user_prompt_ids(self, windows: Any) -> dict[str, list[int]]:
+        return {session: [int(p.id) for p in prompts]
+                for session, prompts in self._store.sessions_prompts(windows, source="user").items()}
 
 
 @SQLITE

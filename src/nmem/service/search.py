@@ -515,12 +515,7 @@ class Search(Base):
                 replies.setdefault(session, []).append((i, at))
         windows = [(session, max(at for _, at in said) + 1, min(at for _, at in said) - TURN_LOOKBACK)
                    for session, said in replies.items()]
-        light = getattr(self.store, "user_prompt_ids", None)   # their ids, no prompt built (SQLite)
-        if light is not None:
-            spoken: Mapping[str, list[int]] = light(windows)
-        else:
-            spoken = {session: [p.id for p in prompts]
-                      for session, prompts in self.store.sessions_prompts(windows, source="user").items()}
+        spoken = self.store.user_prompt_ids(windows)   # their ids alone: no prompt read whole or built
         from bisect import bisect_left
 
         for session, said in replies.items():

@@ -552,8 +552,12 @@ FOUND_RANGED = """matching AS MATERIALIZED (
          ORDER BY u.id DESC LIMIT (SELECT short FROM span))))"""
 
 # The 'kept' way's rows (FOUND_RANGED): the newest window of the terms' kept ids, read by id.
+# The ids are gated by the way inside the CASE as well as beside it: PostgreSQL evaluated the
+# index condition, and so the union of every term's kept ids (a sort of up to 2,000 ids a term),
+# though the gate kept the scan under it from running (0.5-0.9 ms of an AND at 1M rows).
 KEPT_ROWS = """(SELECT z.id, z.tsv, z.tokens FROM {table} z
-     WHERE z.id = ANY(CASE WHEN (SELECT count(*) FROM terms) = 1 THEN (SELECT tm.newest[1:?] FROM terms tm)
+     WHERE z.id = ANY(CASE WHEN (SELECT how FROM choice) <> 'kept' THEN NULL::bigint[]
+                           WHEN (SELECT count(*) FROM terms) = 1 THEN (SELECT tm.newest[1:?] FROM terms tm)
                            ELSE ARRAY(SELECT DISTINCT u.id FROM terms tm CROSS JOIN LATERAL unnest(tm.newest) AS u(id)
                                       ORDER BY u.id DESC LIMIT ?) END)
            AND (SELECT how FROM choice) = 'kept')"""
@@ -706,26 +710,29 @@ def fetch_bound(docs: int) -> int:
 
 
 RANK_READ_SQL = BM25_HEAD.rstrip() + """,
-windows AS MATERIALIZED (
-    SELECT a.id,
-           ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor}
-                 ORDER BY {desc} LIMIT ?) AS before,
-           ARRAY(SELECT n.id FROM {table} n WHERE n.session_id = a.session_id AND {key} > {anchor}
-                 ORDER BY {asc} LIMIT ?) AS after
-    FROM {table} a WHERE a.id = ANY(ARRAY(SELECT id FROM ranked))
-), named AS (
-    SELECT id FROM ranked UNION SELECT unnest(before) FROM windows UNION SELECT unnest(after) FROM windows
+cand AS MATERIALIZED (
+    SELECT x.id, x.timestamp, x.content, x.tokens, {record} FROM {records}
+    WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
+), nbr AS MATERIALIZED (
+    SELECT a.id AS anchor, n.* FROM cand a CROSS JOIN LATERAL (
+        (SELECT false AS after, {neighbour} FROM {table} n WHERE n.session_id = a.session_id AND {key} < {anchor}
+         ORDER BY {desc} LIMIT ?)
+        UNION ALL
+        (SELECT true, {neighbour} FROM {table} n WHERE n.session_id = a.session_id AND {key} > {anchor}
+         ORDER BY {asc} LIMIT ?)) AS n
 )
 SELECT 0 AS kind, t.docs AS id, NULL::float8 AS rank, t.tokens AS n, t.newest AS at,
        {state} AS before, NULL::bigint[] AS after, NULL::text AS content, {nulls} FROM totals t CROSS JOIN state s
 UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL, NULL, {nulls} FROM ranked
-UNION ALL SELECT 2, id, NULL, NULL, NULL, before, after, NULL, {nulls} FROM windows
-UNION ALL SELECT 3, x.id, NULL, x.tokens, x.timestamp, NULL, NULL, x.content, {named} FROM {table} x
-    WHERE x.id = ANY(ARRAY(SELECT id FROM named))
+UNION ALL SELECT 2, a.id, NULL, NULL, NULL, COALESCE(w.before, '{{}}'), COALESCE(w.after, '{{}}'), NULL, {nulls}
+    FROM cand a LEFT JOIN (SELECT n.anchor, array_agg(n.id ORDER BY {desc}) FILTER (WHERE NOT n.after) AS before,
+                                  array_agg(n.id ORDER BY {asc}) FILTER (WHERE n.after) AS after
+                           FROM nbr n GROUP BY n.anchor) AS w ON w.anchor = a.id
+UNION ALL SELECT 3, n.id, NULL, n.tokens, n.timestamp, NULL, NULL, n.content, {named} FROM nbr n
+    WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.id = n.id)
 UNION ALL SELECT 4, df, NULL, NULL, NULL, CASE WHEN (SELECT settled FROM state) THEN newest END, NULL, term, {nulls}
     FROM terms
-UNION ALL SELECT 5, x.id, NULL, NULL, x.timestamp, NULL, NULL, x.content, {record} FROM {records}
-    WHERE x.id = ANY(ARRAY(SELECT id FROM ranked))
+UNION ALL SELECT 5, c.id, NULL, c.tokens, c.timestamp, NULL, NULL, c.content, {cand_record} FROM cand c
 """
 
 # A ranking read of observations filtered by dates alone, its candidate queries folded into one
@@ -896,10 +903,10 @@ UNION ALL SELECT 1, id, rank, NULL, NULL, NULL, NULL FROM ranked
 UNION ALL SELECT 4, df, NULL, NULL, NULL, term, CASE WHEN (SELECT settled FROM state) THEN newest END FROM terms
 """
 
-# A scope's record columns besides id, timestamp and content: (what kind 5 reads of `x`, the
-# same as NULLs for the other kinds, what x is read from, what kind 3 reads: the row's session and
-# an observation's prompt or a prompt's source, what arranging reads of a row besides its time).
-# Kind 5 reads the agent and root of the record's session too (`Candidates.origins`).
+# A scope's record columns besides id, timestamp and content: (what `cand` reads of `x`, the
+# same as NULLs for the other kinds, what x is read from, what kind 3 reads of a neighbour `n`:
+# its session and an observation's prompt or a prompt's source, what arranging reads of a row
+# besides its time). `cand` reads the agent and root of the record's session too (`Candidates.origins`).
 RECORD_PARTS = {
     "observations": ("x.session_id, x.project, x.prompt_id, x.obs_type, x.source_event, x.tool_name, x.file_path, "
                      "x.metadata, x.is_pinned, s2.agent AS nmem_agent, s2.root AS nmem_root",
@@ -908,12 +915,29 @@ RECORD_PARTS = {
                      "NULL::text AS file_path, NULL::text AS metadata, NULL::integer AS is_pinned, "
                      "NULL::text AS nmem_agent, NULL::text AS nmem_root",
                      "observations x LEFT JOIN sessions s2 ON s2.id = x.session_id",
-                     "x.session_id, NULL, x.prompt_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
+                     "n.session_id, NULL, n.prompt_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"),
     "prompts": ("x.session_id, s2.project, x.source, s2.agent AS nmem_agent, s2.root AS nmem_root",
                 "NULL::text AS session_id, NULL::text AS project, NULL::text AS source, "
                 "NULL::text AS nmem_agent, NULL::text AS nmem_root",
-                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "x.session_id, NULL, x.source, NULL, NULL"),
+                "prompts x JOIN sessions s2 ON s2.id = x.session_id", "n.session_id, NULL, n.source, NULL, NULL"),
 }
+# What the windows' walks read of each neighbour `n` (RANK_READ_SQL's `nbr`): its id, its text and
+# what kind 3 sends of it (RECORD_PARTS' last)
+NEIGHBOUR_COLUMNS = {"observations": "n.id, n.tokens, n.timestamp, n.content, n.session_id, n.prompt_id",
+                     "prompts": "n.id, n.tokens, n.timestamp, n.content, n.session_id, n.source"}
+
+
+def window_parts(scope: str) -> dict[str, str]:
+    """RANK_READ_SQL's (and FOLDED_READ_SQL's) scope-dependent parts: the windows' order, the
+    candidates' record columns (as `cand` reads them, and as kind 5 reads them of `cand`), the
+    neighbours' columns."""
+    key, anchor, desc, asc = WINDOW_ORDER[scope]
+    record, nulls, records, named = RECORD_PARTS[scope]
+    cand_record = ", ".join("c." + column.split(" AS ")[-1].split(".")[-1] for column in record.split(", "))
+    return {"key": key, "anchor": anchor, "desc": desc, "asc": asc, "record": record, "nulls": nulls,
+            "records": records, "named": named, "cand_record": cand_record, "neighbour": NEIGHBOUR_COLUMNS[scope]}
+
+
 # What a relevance read of a scope's rows (BM25_ROWS_SQL) reads of their sessions: (columns, join)
 ROW_ORIGINS = {"observations": (ORIGIN_COLUMNS, origin_join("o")), "prompts": (PROMPT_ORIGIN_COLUMNS, "")}
 
@@ -1099,6 +1123,13 @@ SELECT 2, r.id, r.session_id, NULL, NULL, NULL, NULL, NULL, NULL,
 FROM replies r
 """
 
+# `user_prompt_ids`: each window's user prompts' ids, in id order, off the session's index
+USER_PROMPT_IDS_SQL = """
+SELECT w.session, ARRAY(SELECT p.id FROM prompts p WHERE p.session_id = w.session AND p.timestamp < w.before
+                        AND p.timestamp > w.after AND p.source = 'user' ORDER BY p.id)
+FROM unnest(?::text[], ?::bigint[], ?::bigint[]) AS w(session, before, after)
+"""
+
 
 # scope -> (table, alias, what the filters read, the filters); prompts read their sessions only
 # for a filter on them (project, agent: `_bm25`)
@@ -1143,6 +1174,20 @@ class SearchReads(Connection, ScopedSearch):
         by_id = {row["id"]: Prompt.from_row(row) for row in whole}
         turns = {int(r["id"]): int(r["nmem_turn"]) for r in rows if r["nmem_kind"] == 2 and r["nmem_turn"] is not None}
         return Found([by_id[i] for i in fetch if i in by_id], origins_of(whole)), turns
+
+    def user_prompt_ids(self, windows: Sequence[tuple[str, int, int]]) -> dict[str, list[int]]:
+        """For each (session, before, after), the ids of its user prompts strictly between the two
+        times, in order: what a search's turns read of `sessions_prompts(windows, source="user")`,
+        without reading their rows whole or building them (USER_PROMPT_IDS_SQL: one array a window)."""
+        if not windows:
+            return {}
+        rows = self._query(USER_PROMPT_IDS_SQL, (array_text([s for s, _, _ in windows]),
+                                                 array_text([int(b) for _, b, _ in windows]),
+                                                 array_text([int(a) for _, _, a in windows])), plans=KEYED_PLANS)
+        out: dict[str, list[int]] = {session: [] for session, _, _ in windows}
+        for session, ids in rows:
+            out[session] = sorted({*out[session], *ids}) if out[session] else list(ids)
+        return out
 
     # -- the shared relevance read --------------------------------------------------------
 
@@ -1469,13 +1514,10 @@ class SearchReads(Connection, ScopedSearch):
                  WALK_ROWS, WALK_COST, RELEVANCE_WINDOW, WRITE_BACK_LAG, LIST_ROWS)
         sql = _FOLDED_SQL.get(shape)
         if sql is None:   # the text follows from the shape alone: built once a process
-            key, anchor, desc, asc = WINDOW_ORDER[scope]
-            record, nulls, records, named = RECORD_PARTS[scope]
             sql = FOLDED_READ_SQL.format(
                 table=table, alias=alias, source=source, full=source, ranked=folded_ranking(phrases, avg),
                 found=folded_found(n, alias, table, " AND ".join(dates)), state=KEPT_STATE,
-                counts=kept_counts(table, "w.query::tsquery"),
-                key=key, anchor=anchor, desc=desc, asc=asc, record=record, nulls=nulls, records=records, named=named)
+                counts=kept_counts(table, "w.query::tsquery"), **window_parts(scope))
             if len(_FOLDED_SQL) >= FOLDED_SHAPES:
                 _FOLDED_SQL.clear()
             _FOLDED_SQL[shape] = sql
@@ -1511,10 +1553,7 @@ class SearchReads(Connection, ScopedSearch):
 
     def _rank_read(self, scope: str, q: Parsed, filters: SearchFilters, want: int, reach: int) -> Candidates:
         table = BM25_SOURCES[scope][0]
-        key, anchor, desc, asc = WINDOW_ORDER[scope]
-        record, nulls, records, named = RECORD_PARTS[scope]
-        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, key=key, anchor=anchor, desc=desc,
-                                          asc=asc, record=record, nulls=nulls, records=records, named=named)
+        sql, params = self._bm25(RANK_READ_SQL, scope, q, filters, want, **window_parts(scope))
         generic = self._plan_kept(table, q, filters)
         rows = self._query_kept(table, sql, [*params, reach, reach], generic)
         found, totals, counts, _ = self._read_candidates(scope, rows, reach)
@@ -1560,6 +1599,9 @@ class SearchReads(Connection, ScopedSearch):
                     place = (names.index("nmem_agent"), names.index("nmem_root"))
                 whole[int(rid)] = (at, content, rest)
                 origins[str(rest[0])] = (rest[place[0]], rest[place[1]])   # session_id first
+                # its text and keys as kind 3 gives a neighbour's (the record's columns begin alike)
+                texts[int(rid)] = (str(content), int(n or 0), int(at), rest[2] if prompts else None)
+                sessions[int(rid)] = (str(rest[0]), None if prompts else rest[2])
         self._counted(table, totals, state, counts, lists)
         ranked.sort(key=lambda item: (item[0], -item[1]))   # the statement's order: rank, then newest
         records = _Rows(whole, names or [], Prompt.from_row if prompts else Observation.from_row)
