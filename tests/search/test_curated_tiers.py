@@ -15,6 +15,7 @@ from nmem.store.records import SearchFilters
 from nmem.team.access import Viewer, ViewerStore, acting_as
 from search_origins_support import logged
 from store_engines import both_engines
+from trail_support import Without
 
 if TYPE_CHECKING:
     from nmem.service.api import Service
@@ -162,18 +163,6 @@ def seed_chat(service: Service) -> None:
                 store.add_prompt(sid, at, source, " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))))
 
 
-class _TurnsApart:
-    """The store without `prompt_turns`: arranging then reads the rows and the turns apart."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "prompt_turns":
-            raise AttributeError(name)
-        return getattr(self._store, name)
-
-
 def ranked(service: Service, query: str, scope: str, **kw: Any) -> list[tuple[str, str, str]]:
     return [(h.kind, str(h.record.id), h.score.hex()) for h in service.search(query, scope=scope, **kw).hits]
 
@@ -186,7 +175,7 @@ def test_the_replies_turns_read_with_the_rows_arrange_as_read_apart(service: Ser
     queries = ["invoice export drops rows", "retry timeout", "ledger total cache", "page", "why does the export drop"]
     pages: list[dict[str, Any]] = [{}, {"limit": 5}, {"limit": 5, "offset": 5}, {"project": "ledger"}]
     together = [ranked(service, q, scope, **page) for q in queries for page in pages]
-    service.store = _TurnsApart(service.store)   # type: ignore[assignment]
+    service.store = Without(service.store, "prompt_turns")   # type: ignore[assignment]
     apart = [ranked(service, q, scope, **page) for q in queries for page in pages]
     assert together == apart
     assert sum(len(h) for h in together) > 50

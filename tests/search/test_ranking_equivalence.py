@@ -19,6 +19,7 @@ from nmem.search.rank import Candidate, Doc, IndexStats, Ranking, TermCounter
 from nmem.search.timewords import TimeRange
 from nmem.service.api import Service
 from nmem.store import NewObservation
+from trail_support import Without
 
 T0 = 1_790_000_000
 DAY = 86400
@@ -122,18 +123,6 @@ def seed_trail(service: Service, sessions: int = 8, per_session: int = 12) -> No
                     content=" ".join(rng.choice(words) for _ in range(rng.randint(3, 20)))))
 
 
-class _PoolRead:
-    """The store without `trail_keys`: ranking then reads its whole pool's rows, as it did before."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "trail_keys":
-            raise AttributeError(name)
-        return getattr(self._store, name)
-
-
 def hits(service: Service, query: str, scope: str, **kw: Any) -> list[tuple[str, str, str, str | None]]:
     found = service.search(query, scope=scope, **kw)
     return [(h.kind, str(h.record.id), h.score.hex(), h.agent) for h in found.hits]
@@ -145,7 +134,7 @@ def test_reading_only_the_pages_rows_ranks_as_reading_the_pool(service: Service,
     queries = ["invoice export drops rows", "retry timeout", "ledger total cache", "page", "why does the export drop"]
     pages = [{}, {"limit": 5}, {"limit": 5, "offset": 5}, {"limit": 3, "offset": 40}, {"project": "ledger"}]
     keyed = [hits(service, q, scope, **page) for q in queries for page in pages]
-    service.store = _PoolRead(service.store)
+    service.store = Without(service.store, "trail_keys")
     pooled = [hits(service, q, scope, **page) for q in queries for page in pages]
     assert keyed == pooled
     assert sum(len(h) for h in keyed) > 50

@@ -14,6 +14,7 @@ import pytest
 
 from nmem.service.api import Service
 from nmem.store import NewObservation
+from trail_support import chat_trail
 
 T0 = 1_790_000_000
 WORDS = ("deploy", "cache", "migration", "token", "index", "retry", "schema", "budget", "spool", "audit")
@@ -119,19 +120,6 @@ def _filters() -> Any:
     return SearchFilters()
 
 
-def chat_trail(service: Service, sessions: int = 6, turns: int = 12) -> None:
-    """Sessions where each user prompt is answered by the agent, a word said on both sides."""
-    store = service.store
-    with store.transaction():
-        for w in range(sessions):
-            sid = f"chat-{w}"
-            store.ensure_session(sid, f"proj{w % 3}", T0 + w)
-            for i in range(1, turns + 1):
-                word = WORDS[(w + i) % len(WORDS)]
-                store.add_prompt(sid, T0 + 100 * i + w, "user", f"what about the {word} step, turn {i}?")
-                store.add_prompt(sid, T0 + 100 * i + w + 5, "agent", f"the {word} step of turn {i} is done")
-
-
 class _PromptsRead:
     """The store whose turns read takes the user prompts' ids off the prompts read whole and built
     (`sessions_prompts`), as arranging did before `user_prompt_ids`."""
@@ -149,33 +137,9 @@ class _PromptsRead:
 
 @SQLITE
 @pytest.mark.parametrize("scope", ["prompts", "all"])
-def test_a_page_of_prompts_builds_only_its_prompts(service: Service, scope: str,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Arranging places each agent reply in its user's turn by the ids of the user prompts before it,
-    not by those prompts built whole: a search of 10 hits builds the 10 it shows (the old code built
-    every user prompt of the replies' sessions too: 70 here)."""
-    from nmem.models import Prompt
-
-    chat_trail(service)
-    built: list[int] = []
-    original = Prompt.from_row.__func__   # type: ignore[attr-defined]
-
-    def counted(cls: type[Prompt], row: Any) -> Prompt:
-        built.append(row["id"])
-        return original(cls, row)
-
-    monkeypatch.setattr(Prompt, "from_row", classmethod(counted))
-    found = service.search("deploy step", scope=scope, project="*", limit=10)
-    assert found.hits and any(h.record.source == "agent" for h in found.hits)
-    assert len(built) <= 10
-    assert sorted(built) == sorted(h.record.id for h in found.hits if h.kind == "prompt")
-
-
-@SQLITE
-@pytest.mark.parametrize("scope", ["prompts", "all"])
 def test_turns_from_ids_rank_as_turns_from_whole_prompts(service: Service, scope: str) -> None:
     """Equivalence guard (passes before and after): the same hits, ids and scores to the bit."""
-    chat_trail(service)
+    chat_trail(service, WORDS)
     ranked_alike(service, scope, [*WORDS, "deploy step", "what about turn 3", "the retry step done"], _PromptsRead)
 
 
