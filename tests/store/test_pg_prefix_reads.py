@@ -62,8 +62,8 @@ def test_a_prefixs_hits_are_ts_rank_cds_for_one_lexeme_or_several(store: Store, 
 def test_a_prefix_counts_with_ts_rank_cd_only_rows_holding_two_of_its_lexemes(
         store_url: str, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Of ten rows of `log*`, two hold two of its lexemes (login, logout): ranking the question
-    calls ts_rank_cd for those two alone (the code before: for all ten), and ranks them as
-    ts_rank_cd alone does."""
+    calls ts_rank_cd for those two alone (the code before: for all ten; counted by a ts_rank_cd
+    of the test's schema, put before pg_catalog's), and ranks them as with pg_catalog's."""
     from nmem.store.postgres import connection
     from nmem.store.postgres.tsquery import parse
 
