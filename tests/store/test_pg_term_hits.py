@@ -21,7 +21,7 @@ FILLER = ("queue", "drain", "spool", "batch", "retry", "ledger", "socket", "buck
 
 
 def _hits(store: Store, expr: str, vector: str, query: str) -> float:
-    sql = f"SELECT {expr.format(q='?::tsquery').replace('r.tsv', '?::tsvector')}"
+    sql = f"SELECT {expr.format(q='r.q')} FROM (SELECT ?::tsvector AS tsv, ?::tsquery AS q) AS r"
     return float(store._query(sql, (vector, query))[0][0])  # type: ignore[attr-defined]
 
 

@@ -170,9 +170,17 @@ class Ranking(NamedTuple):
         return f"{self.x}, {self.over()}"
 
 # A word's hits in a row and a prefix's (RANKED_TERMS), from its tsquery `q`; 0 for a phrase
-# PostgreSQL's parser gave no lexeme or several (`q` NULL)
-WORD_HITS = "COALESCE(round(1 / (1.64493406685 * (1 - ts_rank('{{1,1,1,1}}', r.tsv, {q})::float8)) - 0.5), 0)"
-PREFIX_HITS = "COALESCE(ts_rank_cd('{{1,1,1,1}}', r.tsv, {q})::float8, 0)"
+# PostgreSQL's parser gave no lexeme or several (`q` NULL). A prefix's: ts_rank sums each lexeme
+# the prefix begins as WORD_HITS reads one, each over 1 / 1.645 (the lexeme's first place alone
+# weighs 1), so under 1.1 the row holds one such lexeme, whose count WORD_HITS's formula reads
+# back; from two lexemes up (1.216 at least) ts_rank_cd counts every place of them. Most rows of
+# a prefix's window hold one of its lexemes, and ts_rank costs a third of ts_rank_cd: about 0.8
+# ms of a single prefix's 6.7 at 1M rows (docs/benchmarks/postgres.md, pg-prefix).
+_RANK = "ts_rank('{{1,1,1,1}}', r.tsv, {q})::float8"
+_ONE_LEXEME = "round(1 / (1.64493406685 * (1 - " + _RANK + ")) - 0.5)"
+WORD_HITS = "COALESCE(" + _ONE_LEXEME + ", 0)"
+PREFIX_HITS = ("COALESCE(CASE WHEN " + _RANK + " < 1.1 THEN " + _ONE_LEXEME
+               + " ELSE ts_rank_cd('{{1,1,1,1}}', r.tsv, {q})::float8 END, 0)")
 
 
 def term_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
