@@ -150,7 +150,7 @@ TERMS_X = _TERMS_X.replace("<x columns>", "")
 RANKED_TERMS = """<name> AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
     FROM <rows> r CROSS JOIN x CROSS JOIN totals t
-    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
+    CROSS JOIN LATERAL (SELECT {tfs}, 1.2::float8 * (0.25::float8 + 0.75::float8 * r.tokens / {avg}) AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
 
@@ -220,7 +220,7 @@ RANKED_PHRASES = """<name> AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
     FROM <rows> r CROSS JOIN x CROSS JOIN totals t
     CROSS JOIN LATERAL (SELECT {counts} OFFSET 0) c
-    CROSS JOIN LATERAL (SELECT {tfs}, 1.2 * (1 - 0.75 + 0.75 * r.tokens / {avg}) AS k OFFSET 0) tf
+    CROSS JOIN LATERAL (SELECT {tfs}, 1.2::float8 * (0.25::float8 + 0.75::float8 * r.tokens / {avg}) AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
 
@@ -1006,7 +1006,7 @@ SESSIONS_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
     SELECT s.ctid AS nmem_place, s.id, s.tokens, ts_filter(setweight(s.tsv, 'C', w.terms), '{{c}}') AS match_tsv
     FROM sessions s CROSS JOIN weighted w WHERE {found}
 ), found AS MATERIALIZED (
-    SELECT s.*, 1.2 * (1 - 0.75 + 0.75 * s.tokens / (t.tokens::float8 / t.n)) AS nmem_length, {hits}
+    SELECT s.*, 1.2::float8 * (0.25::float8 + 0.75::float8 * s.tokens / (t.tokens::float8 / t.n)) AS nmem_length, {hits}
     FROM kept s CROSS JOIN weighted w CROSS JOIN totals t
 ), ranked AS MATERIALIZED (
     SELECT s.nmem_place, s.id, {score} AS rank FROM found s CROSS JOIN totals t CROSS JOIN weighted w
@@ -1048,7 +1048,7 @@ def session_scoring(slots: int) -> tuple[str, str]:
 # observations, 2.8 ms with their query lexemes alone.
 CLASS_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
-               / (u.tf + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
+               / (u.tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * {alias}.tokens / (t.tokens::float8 / t.n))))
     FROM unnest(ts_delete({alias}.match_tsv, tsvector_to_array(ts_delete({alias}.match_tsv, w.terms)))) AS v
     CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
     WHERE v.lexeme = ANY(w.terms)), 0)"""
@@ -1061,7 +1061,7 @@ CLASS_WEIGHTED_SCORE = """-COALESCE((
 # about 9% of the statement.
 EVEN_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
-               / (array_length(u.positions, 1) + 1.2 * (1 - 0.75 + 0.75 * {alias}.tokens / (t.tokens::float8 / t.n))))
+               / (array_length(u.positions, 1) + 1.2::float8 * (0.25::float8 + 0.75::float8 * {alias}.tokens / (t.tokens::float8 / t.n))))
     FROM unnest(ts_filter(setweight({alias}.match_tsv, 'C', w.terms), '{{c}}')) u), 0)"""
 # The weight classes a session's vector holds (schema.py: project B, summary A); EVEN_WEIGHTED_SCORE
 # marks the query's lexemes with a class outside them.
