@@ -1061,7 +1061,8 @@ CLASS_WEIGHTED_SCORE = """-COALESCE((
 # about 9% of the statement.
 EVEN_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
-               / (array_length(u.positions, 1) + 1.2::float8 * (0.25::float8 + 0.75::float8 * {alias}.tokens / (t.tokens::float8 / t.n))))
+               / (array_length(u.positions, 1)
+                  + 1.2::float8 * (0.25::float8 + 0.75::float8 * {alias}.tokens / (t.tokens::float8 / t.n))))
     FROM unnest(ts_filter(setweight({alias}.match_tsv, 'C', w.terms), '{{c}}')) u), 0)"""
 # The weight classes a session's vector holds (schema.py: project B, summary A); EVEN_WEIGHTED_SCORE
 # marks the query's lexemes with a class outside them.
