@@ -452,7 +452,7 @@ class Search(Base):
         head = ranked.ids[:pool] if arranging else []
         records: dict[int, Any] = {}   # those fetched, and those of `known` taken
         origins = dict(ranked.origins or {})   # the records' sessions' agents and roots, read with them
-        keys: dict[int, _Keys] = _read_keys(ranked, [i for i in head if i in known]) if known else {}
+        keys: dict[int, _Keys] = _read_keys(ranked, head)   # what arranging reads of a row, as read with it
         missing = [i for i in head if i not in known]
         opened: dict[int, int] | None = None   # replies' turns, when read with the rows (`prompt_turns`)
         turned = getattr(store, "prompt_turns", None) if scope == "prompts" else None
@@ -460,17 +460,10 @@ class Search(Base):
             fetched, opened = turned(head, missing, TURN_LOOKBACK)
             records.update((int(r.id), r) for r in fetched)
             origins.update(getattr(fetched, "origins", {}))
-        elif missing:
-            light = getattr(store, "trail_keys", None)
-            if light is not None:   # arranging reads only these of a row; the page's rows are read below
-                keys.update(_read_keys(ranked, missing))
-                rest = [i for i in missing if i not in keys]
-                if rest:
-                    keys.update(light(scope, rest))
-            else:
-                fetched = fetch(missing)
-                records.update((int(r.id), r) for r in fetched)
-                origins.update(getattr(fetched, "origins", {}))
+        else:   # the keys alone of the rows not read with the ranking; the page's rows are read below
+            rest = [i for i in missing if i not in keys]
+            if rest:
+                keys.update(store.trail_keys(scope, rest))
         order: list[tuple[int, float]] = []
         if head:
             empty = rank.Doc((0,) * len(stems), 0)
