@@ -56,6 +56,7 @@ from measure import (
     thread_kinds,
     thread_times,
 )
+from nmem.adapters.net import usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 50
@@ -269,7 +270,7 @@ def main() -> int:
                                                        "latency (ms) and operation, tab-separated")
     args = parser.parse_args()
     if args.workers == 0:   # as `nmem serve` counts them
-        args.workers = len(os.sched_getaffinity(0))
+        args.workers = usable_cores()
     schema, store = pg_schema(args.pg, PG_APP) if args.pg else (None, None)
     try:
         return run(args, store)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 import socket
 from dataclasses import dataclass
 
@@ -34,6 +35,14 @@ class Limits:
             if not value > 0:
                 raise ConfigError(f"http.{name} must be greater than 0, got {value}")
         return cls(**values)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS has one, as under `taskset` or a
+    container's cpuset; else every core): what `--workers 0` and the read threads count."""
+    if hasattr(os, "sched_getaffinity"):   # Linux; macOS and Windows have none
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def is_loopback(host: str) -> bool:

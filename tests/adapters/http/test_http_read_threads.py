@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from nmem.adapters.http.app import create_app
 from nmem.adapters.http.threads import MAX_AUTO_THREADS, auto_threads
+from nmem.adapters.net import usable_cores
 from nmem.service.api import Service
 from store_engines import both_engines
 
@@ -23,6 +26,15 @@ def test_a_thread_per_core_for_reads_that_compute_four_for_reads_that_wait() -> 
     assert auto_threads(0) == auto_threads(0, waits=True)   # the default for a caller that does not say
     assert auto_threads(0, workers=64, waits=True) == 2 == auto_threads(0, workers=64, waits=False)
     assert auto_threads(3, waits=False) == 3 == auto_threads(3, waits=True)   # a set value is taken as it is
+
+
+def test_without_an_affinity_every_core_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS and Windows have no `sched_getaffinity`: the read threads and `--workers 0` count
+    every core there (the read threads' count raised AttributeError before)."""
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert usable_cores() == 3
+    assert auto_threads(0, waits=False) == 3 and auto_threads(0, waits=True) == min(MAX_AUTO_THREADS, 12)
 
 
 def test_the_server_sizes_its_read_pool_by_its_engine(service: Service) -> None:

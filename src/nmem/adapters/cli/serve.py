@@ -16,7 +16,7 @@ import click
 
 from nmem.adapters.cli.app import State, note, pass_state
 from nmem.adapters.cli.params import Integer
-from nmem.adapters.net import Limits, is_loopback, listen_per_worker
+from nmem.adapters.net import Limits, is_loopback, listen_per_worker, usable_cores
 from nmem.capture.project import project_name
 from nmem.config import Settings
 from nmem.errors import ConfigError, InvalidArgument
@@ -81,7 +81,7 @@ def serve(state: State, transport: str, host: str | None, port: int | None, toke
     if processes < 0:
         raise ConfigError(f"http.workers must be 0 (one per core) or more, got {processes}")
     if processes == 0:
-        processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        processes = usable_cores()
     # Where to listen is settled first: a busy port or a bad host is one line and exit 3 at once.
     endpoint = _endpoint(settings, host, port, token, lambda: team.active(state.service().store), processes) \
         if transport == "http" else None

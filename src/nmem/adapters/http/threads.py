@@ -44,7 +44,6 @@ import concurrent.futures
 import contextvars
 import functools
 import logging
-import os
 import sys
 import threading
 import time
@@ -54,6 +53,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from nmem.adapters.net import usable_cores
 from nmem.errors import CommitUnknown, NmemError, TransactionLost
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ def auto_threads(setting: int, workers: int = 1, waits: bool = True) -> int:
     if setting > 0:
         return setting
     per_core = 4 if waits else 1
-    return max(2, min(MAX_AUTO_THREADS, per_core * len(os.sched_getaffinity(0)) // max(1, workers)))
+    return max(2, min(MAX_AUTO_THREADS, per_core * usable_cores() // max(1, workers)))
 
 
 @functools.cache
