@@ -105,7 +105,8 @@ def varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 class _PerThread(_thread._local):
-    """What each thread holds of a store: its reader and its open read_snapshot() blocks."""
+    """What each thread holds of a store: its reader and its open read_snapshot() blocks. Only
+    this holds a reader: it closes when its thread ends, or when the store closes (`close`)."""
 
     reader: sqlite3.Connection | None = None
     snapshots = 0
@@ -135,7 +136,6 @@ class Connection(SqlBase):
         self.readonly = readonly
         self._w: sqlite3.Connection | None = None
         self._this_thread = _PerThread()
-        self._readers: list[sqlite3.Connection] = []   # every thread's, closed with the store
         self._write_lock = _thread.allocate_lock()
         self._owner: int | None = None   # the thread whose write transaction holds the writer
         self._tx_depth = 0
@@ -287,7 +287,6 @@ class Connection(SqlBase):
             except driver.ERRORS as exc:
                 raise storage_error(exc, self.path, f"cannot open database {self.path}") from exc
             self._this_thread.reader = conn
-            self._readers.append(conn)
         return conn
 
     @property
@@ -299,10 +298,23 @@ class Connection(SqlBase):
         if getattr(self, "_counted", False):
             self._counted = False
             store_closed(self.path)
-        readers, self._readers, self._this_thread = self._readers, [], _PerThread()
-        for reader in readers:
-            reader.close()
-        if self._w is not None:
+        # CPython's sqlite3 crashes the process when a connection is closed while another thread
+        # is inside one of its statements (a server's change watch mid-poll as the server stops
+        # did). So only this thread's reader is closed here; another thread's is let go, and
+        # closes when its last reference does: at once if that thread is idle, else when its
+        # statement (or its read_snapshot() block) is done.
+        mine = self._this_thread.reader
+        self._this_thread = _PerThread()
+        if mine is not None:
+            mine.close()
+        if self._w is None:
+            return
+        # The writer likewise: a write under way on another thread ends (commits or rolls back)
+        # before its connection closes. One that outlasts the busy timeout keeps it.
+        held = self._owner == _thread.get_ident() or self._write_lock.acquire(True, self.busy_timeout_ms / 1000)
+        if not held:
+            return
+        try:
             if checkpoint:
                 try:
                     self._w.execute("PRAGMA busy_timeout = 100")
@@ -311,6 +323,9 @@ class Connection(SqlBase):
                     pass  # another connection is active; the next clean close folds the WAL
             self._w.close()
             self._w = None
+        finally:
+            if self._owner != _thread.get_ident():
+                self._write_lock.release()
 
     # -- transactions and migrations -----------------------------------------------------
 
