@@ -209,6 +209,13 @@ def _phrase_idfs(n: int) -> str:
 # NEAR's where the other phrase's ends or starts close enough. Each phrase's hits are taken once
 # (`tf`, kept from being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
 # Reading every found row's places instead (unnesting its filtered vector) cost about 3 µs a row.
+# A phrase of adjacent words (`x.adjacent`: its tsquery `'a' <-> 'b' <-> …`, no word dropped, no
+# prefix) takes its hits from ts_rank_cd given unit weights instead, in C (about 1-2 µs a row
+# against about 7.5 for the places compared): each cover it finds of such a phrase is one hit, of
+# as many entries as words and as wide, so it weighs exactly 1, and it finds them one by one. That
+# holds while no place holds two of its words, which happens only past place 16,383, where
+# PostgreSQL puts every later place: such a row (`x.clash`, `'a' <0> 'b'`) compares its places
+# (tests/store/test_pg_phrase_bounds.py checks the count over vectors clamped there).
 PHRASES_X = """x AS MATERIALIZED (
     SELECT ARRAY[{lexemes}] AS l,
            ARRAY[{words}]::tsquery[] AS w,
@@ -229,9 +236,10 @@ PHRASES_X = """x AS MATERIALIZED (
 # by that bound, best first: the first PHRASE_BATCH × `want` are scored exactly (`<name>_1`);
 # when the `want`-th best of them scores strictly better than the best bound left (`<name>_cut`),
 # no other row can reach the page (nor tie with it), and none is scored (`<name>_ok`); else the
-# rest are scored too (`<name>_2`), and the page is the whole window's as before. Every score is
-# the same expression as before (the same float), the page the same rows in the same order.
-# Where a phrase's hits are mostly its rarest word's (the usual case) the bound is its score.
+# rest whose bound reaches the page's last score so far are scored too (`<name>_2`: a row whose
+# bound is below it scores below `want` rows). Every score is the same expression as before (the
+# same float), the page the same rows in the same order as when every row was scored. Where a
+# phrase's hits are mostly its rarest word's (the usual case) the bound is its score.
 RANKED_PHRASES = """<name>_n AS MATERIALIZED (
     SELECT ?::bigint AS n
 ), <name>_b AS MATERIALIZED (
