@@ -163,7 +163,7 @@ class Ranking(NamedTuple):
 
     def over(self, rows: str = "found", name: str = "ranked") -> str:
         """The ranking CTE named `name`, of the best rows of `rows` (its LIMIT is a mark)."""
-        return self.ranked.replace("<name>", name, 1).replace("<rows>", rows, 1)
+        return self.ranked.replace("<name>", name).replace("<rows>", rows)
 
     def sql(self) -> str:
         """Both CTEs, ranking `found` as `ranked`: what the statements' `{ranked}` takes."""
@@ -209,20 +209,69 @@ def _phrase_idfs(n: int) -> str:
 # NEAR's where the other phrase's ends or starts close enough. Each phrase's hits are taken once
 # (`tf`, kept from being inlined by OFFSET 0), then FTS5's sum over the phrases, in their order.
 # Reading every found row's places instead (unnesting its filtered vector) cost about 3 µs a row.
+# A phrase of adjacent words (`x.adjacent`: its tsquery `'a' <-> 'b' <-> …`, no word dropped, no
+# prefix) takes its hits from ts_rank_cd given unit weights instead, in C (about 1-2 µs a row
+# against about 7.5 for the places compared): each cover it finds of such a phrase is one hit, of
+# as many entries as words and as wide, so it weighs exactly 1, and it finds them one by one. That
+# holds while no place holds two of its words, which happens only past place 16,383, where
+# PostgreSQL puts every later place: such a row (`x.clash`, `'a' <0> 'b'`) compares its places
+# (tests/store/test_pg_phrase_bounds.py checks the count over vectors clamped there).
 PHRASES_X = """x AS MATERIALIZED (
     SELECT ARRAY[{lexemes}] AS l,
            ARRAY[{words}]::tsquery[] AS w,
            (SELECT array_agg(key::tsquery ORDER BY ord) FROM phrases) AS q,
            (SELECT array_agg(nearq ORDER BY ord) FROM phrases) AS nq,
+           (SELECT array_agg(ph.key !~ '<[0-9]' ORDER BY ph.ord) FROM phrases ph) AS adjacent,
+           (SELECT array_agg((SELECT string_agg(quote_literal(a.lexeme) || ' <0> ' || quote_literal(b.lexeme), ' | ')
+                              FROM pwords a JOIN pwords b ON b.ord = a.ord AND a.lexeme < b.lexeme
+                              WHERE a.ord = ph.ord)::tsquery ORDER BY ph.ord) FROM phrases ph) AS clash,
            ARRAY[{idfs}]::float8[] AS idf
 )"""
-RANKED_PHRASES = """<name> AS MATERIALIZED (
-    SELECT r.id, -({score}) AS rank
+# The phrases' places are compared (`exact`, about 11 µs a row: 22 of the 29 ms of `"no such table"`
+# at 1M rows, whose 2,000 rows of the window each hold the phrase three times) only for the rows
+# that can reach the page. A phrase's hits are at most its rarest word's (`least`: a hit needs
+# each of its words, or each of a NEAR phrase's own), so the row's score with `least` in place of
+# each phrase's hits is a bound above its score (`<name>_b`, `ub`: the same sum, each term rising
+# with the hits, and PostgreSQL's float operations rising with their operands). The rows are taken
+# by that bound, best first: the first PHRASE_BATCH × `want` are scored exactly (`<name>_1`);
+# when the `want`-th best of them scores strictly better than the best bound left (`<name>_cut`),
+# no other row can reach the page (nor tie with it), and none is scored (`<name>_ok`); else the
+# rest whose bound reaches the page's last score so far are scored too (`<name>_2`: a row whose
+# bound is below it scores below `want` rows). Every score is the same expression as before (the
+# same float), the page the same rows in the same order as when every row was scored. Where a
+# phrase's hits are mostly its rarest word's (the usual case) the bound is its score.
+RANKED_PHRASES = """<name>_n AS MATERIALIZED (
+    SELECT ?::bigint AS n
+), <name>_b AS MATERIALIZED (
+    SELECT r.id, r.tsv, r.tokens, {columns}, -({score}) AS ub
     FROM <rows> r CROSS JOIN x CROSS JOIN totals t
     CROSS JOIN LATERAL (SELECT {counts} OFFSET 0) c
-    CROSS JOIN LATERAL (SELECT {tfs}, 1.2::float8 * (0.25::float8 + 0.75::float8 * r.tokens / {avg}) AS k OFFSET 0) tf
-    ORDER BY rank, r.id DESC LIMIT ?
+    CROSS JOIN LATERAL (SELECT {bounds}, {k} AS k OFFSET 0) tf
+), <name>_cut AS MATERIALIZED (
+    SELECT (SELECT b.ub FROM <name>_b b ORDER BY b.ub, b.id DESC
+            OFFSET (SELECT {batch} * n FROM <name>_n) LIMIT 1) AS rest
+), <name>_1 AS MATERIALIZED (
+    SELECT r.id, -({score}) AS rank
+    FROM (SELECT * FROM <name>_b b ORDER BY b.ub, b.id DESC LIMIT (SELECT {batch} * n FROM <name>_n)) r
+    CROSS JOIN x CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT {tfs}, {k} AS k OFFSET 0) tf
+), <name>_ok AS MATERIALIZED (
+    SELECT l.last, (SELECT rest FROM <name>_cut) IS NULL OR l.last < (SELECT rest FROM <name>_cut) AS ok
+    FROM (SELECT (SELECT max(p.rank) FROM (SELECT o.rank FROM <name>_1 o ORDER BY o.rank, o.id DESC
+                                           LIMIT (SELECT n FROM <name>_n)) p) AS last) AS l
+), <name>_2 AS MATERIALIZED (
+    SELECT r.id, -({score}) AS rank
+    FROM (SELECT * FROM <name>_b b WHERE NOT (SELECT ok FROM <name>_ok) AND b.ub <= (SELECT last FROM <name>_ok)
+          ORDER BY b.ub, b.id DESC OFFSET (SELECT {batch} * n FROM <name>_n)) r
+    CROSS JOIN x CROSS JOIN totals t
+    CROSS JOIN LATERAL (SELECT {tfs}, {k} AS k OFFSET 0) tf
+), <name> AS MATERIALIZED (
+    SELECT u.id, u.rank FROM (SELECT id, rank FROM <name>_1 UNION ALL SELECT id, rank FROM <name>_2) AS u
+    ORDER BY u.rank, u.id DESC LIMIT (SELECT n FROM <name>_n)
 )"""
+# How many times the page's rows are scored exactly first (RANKED_PHRASES)
+PHRASE_BATCH = 2
+LENGTH_TERM = "1.2::float8 * (0.25::float8 + 0.75::float8 * r.tokens / {avg})"
 
 # The places of the word in slot {slot} of x.l in a row: a whole word's, or a prefix's (every
 # lexeme it begins)
@@ -257,9 +306,12 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
         return (f"SELECT p AS s FROM unnest(pa.a{first}) AS p"
                 + (f" WHERE {follow}" if follow else ""))
 
-    tfs, score = [], "0::float8"
+    tfs, bounds, score = [], [], "0::float8"
     for i, phrase in enumerate(phrases):
-        n = [f"c.n{slot}" for slot in slots[i]]
+        n = [f"r.n{slot}" for slot in slots[i]]
+        least = n[0] if len(n) == 1 else f"LEAST({', '.join(n)})"
+        # the bound: the phrase's hits are at most its rarest word's
+        bounds.append(f"({least.replace('r.n', 'c.n')})::float8 AS t{i + 1}")
         if len(n) == 1 and not phrase.near:
             tf = n[0]
         else:
@@ -276,7 +328,9 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
                 count = f"count(*) FROM ({starts(i)}) a"
                 held = f"r.tsv @@ x.q[{i + 1}]"
             exact = (f"(SELECT (SELECT {count}) FROM (SELECT {', '.join(places(s) for s in read)} OFFSET 0) pa)")
-            least = n[0] if len(n) == 1 else f"LEAST({', '.join(n)})"
+            if not phrase.near and not any(slot in prefixed for slot in slots[i]):
+                exact = (f"CASE WHEN NOT x.adjacent[{i + 1}] OR r.tsv @@ x.clash[{i + 1}] THEN {exact} "
+                         f"ELSE ts_rank_cd('{{1,1,1,1}}', r.tsv, x.q[{i + 1}])::float8 END")
             # a phrase (or NEAR) every match holds needs no test of its own
             absent = "" if phrase.required else f"WHEN NOT ({held}) THEN 0 "
             tf = f"CASE {absent}WHEN {least} <= 1 THEN {least} ELSE {exact} END"
@@ -288,7 +342,9 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
                       f"FROM pwords w WHERE w.ord = {i + 1} AND w.j = {j})"
                       for i, mine in enumerate(slots) for j in range(len(mine)))
     return Ranking(PHRASES_X.format(lexemes=lexemes, words=words, idfs=_phrase_idfs(len(phrases))),
-                   RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs), avg=avg))
+                   RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs),
+                                         bounds=", ".join(bounds), k=LENGTH_TERM.format(avg=avg), batch=PHRASE_BATCH,
+                                         columns=", ".join(f"c.n{slot}" for slot in every)))
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
 FTS_STATS_SQL = """
