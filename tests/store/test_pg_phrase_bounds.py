@@ -7,40 +7,19 @@ scored exactly first, the rest only when one of them could still reach the page.
 from __future__ import annotations
 
 import random
-from typing import Any
-from urllib.parse import quote
 
 import pytest
 
 from nmem.store import NewObservation, open_store
 from nmem.store.protocol import Store
 from nmem.store.records import SearchFilters
+from pg_counted_support import COUNTED_FILTER, COUNTED_RANK_CD, counting_store, notices
 from store_engines import ENGINES
 
 pytest.importorskip("psycopg")
 
 POSTGRES = [e for e in ENGINES if getattr(e, "values", (e,))[0] == "postgres"]
 T0 = 1_790_000_000
-
-# ts_filter as PostgreSQL's, each call told to the client (a notice): found before pg_catalog's
-# once the search path names pg_catalog after the test's schema. A phrase's places are read
-# through it (WORD_PLACES), once a word for each row whose places are compared.
-COUNTED_FILTER = """
-CREATE OR REPLACE FUNCTION ts_filter(v tsvector, w "char"[]) RETURNS tsvector LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE NOTICE 'nmem_test ts_filter';
-    RETURN pg_catalog.ts_filter(v, w);
-END $$
-"""
-
-COUNTED_RANK_CD = """
-CREATE OR REPLACE FUNCTION ts_rank_cd(w real[], v tsvector, q tsquery) RETURNS real LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE NOTICE 'nmem_test ts_rank_cd';
-    RETURN pg_catalog.ts_rank_cd(w, v, q);
-END $$
-"""
-
 
 def _record(store: Store, texts: list[str]) -> list[int]:
     store.ensure_session("s-phrase", "proj", T0)
@@ -57,17 +36,9 @@ def test_a_phrases_hits_are_counted_only_in_rows_that_can_reach_the_page(
     ts_filter and a ts_rank_cd of the test's schema, put before pg_catalog's: a row's hits are
     counted by ts_rank_cd (one call a row) or by comparing its words' places (ts_filter, once a
     word: three calls a row, the code before). The ranking is the one pg_catalog's give."""
-    from nmem.store.postgres import connection
     from nmem.store.postgres.tsquery import parse
 
-    calls: list[str] = []
-    configure = connection._configure
-
-    def with_notices(conn: Any) -> None:
-        configure(conn)
-        conn.add_notice_handler(lambda diag: calls.append(str(diag.message_primary or "")))
-
-    monkeypatch.setattr(connection, "_configure", with_notices)
+    calls = notices(monkeypatch)
     texts = [" ".join(["error: no such table users"] * 3 + ["retry the migration step"] * (i % 7))
              for i in range(30)]
     store = open_store(store_url)
@@ -80,8 +51,7 @@ def test_a_phrases_hits_are_counted_only_in_rows_that_can_reach_the_page(
     finally:
         store.close()
     assert not [c for c in calls if c.startswith("nmem_test")]   # pg_catalog's, first in the search path
-    counted = open_store(store_url.replace(quote(f"search_path={schema}", safe=""),
-                                           quote(f"search_path={schema},pg_catalog", safe="")))
+    counted = counting_store(store_url, schema)
     try:
         after = counted._bm25_newest("observations", parse('"no such table"'), SearchFilters(), 3)  # type: ignore[attr-defined]
     finally:
@@ -108,17 +78,10 @@ def test_phrase_rankings_are_those_of_every_row_scored(store_url: str, engine: s
     the same order, as when every row is scored (PHRASE_BATCH past the rows: the first batch is
     the whole window, as before), for pages of 1, 3 and 10. Both ends are reached: pages whose
     first rows settle them (fewer places compared) and pages that needed the rest."""
-    from nmem.store.postgres import connection, search
+    from nmem.store.postgres import search
     from nmem.store.postgres.tsquery import parse
 
-    calls: list[str] = []
-    configure = connection._configure
-
-    def with_notices(conn: Any) -> None:
-        configure(conn)
-        conn.add_notice_handler(lambda diag: calls.append(str(diag.message_primary or "")))
-
-    monkeypatch.setattr(connection, "_configure", with_notices)
+    calls = notices(monkeypatch)
     rng = random.Random(25)
     words = ("red", "blue", "green", "gray", "greet")
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 30))) for _ in range(80)]
@@ -134,8 +97,7 @@ def test_phrase_rankings_are_those_of_every_row_scored(store_url: str, engine: s
         schema = store._query("SELECT current_schema()")[0][0]  # type: ignore[attr-defined]
     finally:
         store.close()
-    counted = open_store(store_url.replace(quote(f"search_path={schema}", safe=""),
-                                           quote(f"search_path={schema},pg_catalog", safe="")))
+    counted = counting_store(store_url, schema)
     fewer = more = 0
     try:
         for question in QUESTIONS:

@@ -5,31 +5,18 @@ them of one lexeme (docs/benchmarks/postgres.md, pg-prefix)."""
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import quote
-
 import pytest
 
 from nmem.store import NewObservation, open_store
 from nmem.store.protocol import Store
 from nmem.store.records import SearchFilters
+from pg_counted_support import COUNTED_RANK_CD, counting_store, notices
 from store_engines import ENGINES
 
 pytest.importorskip("psycopg")
 
 POSTGRES = [e for e in ENGINES if getattr(e, "values", (e,))[0] == "postgres"]
 T0 = 1_790_000_000
-
-# ts_rank_cd as PostgreSQL's, each call told to the client (a notice): found before pg_catalog's
-# once the search path names pg_catalog after the test's schema
-COUNTED_RANK_CD = """
-CREATE OR REPLACE FUNCTION ts_rank_cd(w real[], v tsvector, q tsquery) RETURNS real LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE NOTICE 'nmem_test ts_rank_cd';
-    RETURN pg_catalog.ts_rank_cd(w, v, q);
-END $$
-"""
-
 
 def _hits(store: Store, expr: str, vector: str, query: str) -> float:
     sql = f"SELECT {expr.format(q='r.q')} FROM (SELECT ?::tsvector AS tsv, ?::tsquery AS q) AS r"
@@ -64,17 +51,9 @@ def test_a_prefix_counts_with_ts_rank_cd_only_rows_holding_two_of_its_lexemes(
     """Of ten rows of `log*`, two hold two of its lexemes (login, logout): ranking the question
     calls ts_rank_cd for those two alone (the code before: for all ten; counted by a ts_rank_cd
     of the test's schema, put before pg_catalog's), and ranks them as with pg_catalog's."""
-    from nmem.store.postgres import connection
     from nmem.store.postgres.tsquery import parse
 
-    calls: list[str] = []
-    configure = connection._configure
-
-    def with_notices(conn: Any) -> None:
-        configure(conn)
-        conn.add_notice_handler(lambda diag: calls.append(str(diag.message_primary or "")))
-
-    monkeypatch.setattr(connection, "_configure", with_notices)
+    calls = notices(monkeypatch)
     store = open_store(store_url)
     try:
         store.ensure_session("s-prefix", "proj", T0)
@@ -89,8 +68,7 @@ def test_a_prefix_counts_with_ts_rank_cd_only_rows_holding_two_of_its_lexemes(
     finally:
         store.close()
     assert "nmem_test ts_rank_cd" not in calls   # pg_catalog's, first in the search path
-    counted = open_store(store_url.replace(quote(f"search_path={schema}", safe=""),
-                                           quote(f"search_path={schema},pg_catalog", safe="")))
+    counted = counting_store(store_url, schema)
     try:
         after = counted._bm25_newest("observations", parse("log*"), SearchFilters(), 10)  # type: ignore[attr-defined]
     finally:
