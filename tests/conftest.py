@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from crash_report import pytest_configure, pytest_terminal_summary  # noqa: F401 - hooks
 from nmem.adapters.mcp.server import NmemServer
 from nmem.capture.claude_code import parse
 from nmem.config import Settings, load_settings
