@@ -128,6 +128,13 @@ WITH phrases AS MATERIALIZED (
 ), {ranked}
 """
 
+def length_term(tokens: str, avg: str) -> str:
+    """BM25's length part of a row's term, k1 · (1 − b + b · tokens / avg), as SQL: in float8 (not
+    numeric, cast a row), the same operations in the same order in every statement that ranks, so
+    each gives the same float for the same row (0.75 × tokens and 0.25 are exact in both types)."""
+    return f"1.2::float8 * (0.25::float8 + 0.75::float8 * {tokens} / {avg})"
+
+
 # Ranking where every phrase is one word or one prefix (`term_ranking`): each found row's hits of
 # each phrase are read by one of PostgreSQL's rank functions in C, given unit weights, so no row
 # unnests its vector (unnesting even the filtered vector cost about 3 µs a row: 6 of a 12 ms
@@ -150,7 +157,7 @@ TERMS_X = _TERMS_X.replace("<x columns>", "")
 RANKED_TERMS = """<name> AS MATERIALIZED (
     SELECT r.id, -({score}) AS rank
     FROM <rows> r CROSS JOIN x CROSS JOIN totals t
-    CROSS JOIN LATERAL (SELECT {tfs}, 1.2::float8 * (0.25::float8 + 0.75::float8 * r.tokens / {avg}) AS k OFFSET 0) tf
+    CROSS JOIN LATERAL (SELECT {tfs}, """ + length_term("r.tokens", "{avg}") + """ AS k OFFSET 0) tf
     ORDER BY rank, r.id DESC LIMIT ?
 )"""
 
@@ -271,7 +278,6 @@ RANKED_PHRASES = """<name>_n AS MATERIALIZED (
 )"""
 # How many times the page's rows are scored exactly first (RANKED_PHRASES)
 PHRASE_BATCH = 2
-LENGTH_TERM = "1.2::float8 * (0.25::float8 + 0.75::float8 * r.tokens / {avg})"
 
 # The places of the word in slot {slot} of x.l in a row: a whole word's, or a prefix's (every
 # lexeme it begins)
@@ -306,14 +312,17 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
         return (f"SELECT p AS s FROM unnest(pa.a{first}) AS p"
                 + (f" WHERE {follow}" if follow else ""))
 
+    def rarest(i: int, row: str) -> str:
+        """The least of phrase i's words' hits, as `row` carries them (n{slot}): a bound of its hits."""
+        n = [f"{row}.n{slot}" for slot in slots[i]]
+        return n[0] if len(n) == 1 else f"LEAST({', '.join(n)})"
+
     tfs, bounds, score = [], [], "0::float8"
     for i, phrase in enumerate(phrases):
-        n = [f"r.n{slot}" for slot in slots[i]]
-        least = n[0] if len(n) == 1 else f"LEAST({', '.join(n)})"
-        # the bound: the phrase's hits are at most its rarest word's
-        bounds.append(f"({least.replace('r.n', 'c.n')})::float8 AS t{i + 1}")
-        if len(n) == 1 and not phrase.near:
-            tf = n[0]
+        least = rarest(i, "r")
+        bounds.append(f"({rarest(i, 'c')})::float8 AS t{i + 1}")   # counted (c), then carried by the row (r)
+        if len(slots[i]) == 1 and not phrase.near:
+            tf = least   # a word's (or prefix's) hits
         else:
             read = slots[i]
             if phrase.near:
@@ -343,7 +352,7 @@ def phrase_ranking(phrases: Sequence[Phrase], avg: str) -> Ranking:
                       for i, mine in enumerate(slots) for j in range(len(mine)))
     return Ranking(PHRASES_X.format(lexemes=lexemes, words=words, idfs=_phrase_idfs(len(phrases))),
                    RANKED_PHRASES.format(score=score, counts=", ".join(counts), tfs=", ".join(tfs),
-                                         bounds=", ".join(bounds), k=LENGTH_TERM.format(avg=avg), batch=PHRASE_BATCH,
+                                         bounds=", ".join(bounds), k=length_term("r.tokens", avg), batch=PHRASE_BATCH,
                                          columns=", ".join(f"c.n{slot}" for slot in every)))
 
 # The statistics of some terms (`fts_stats`): `words` their terms and tsquery texts.
@@ -1062,7 +1071,7 @@ SESSIONS_WEIGHTED_SQL = WEIGHTED_HEAD + """), weighted AS MATERIALIZED (
     SELECT s.ctid AS nmem_place, s.id, s.tokens, ts_filter(setweight(s.tsv, 'C', w.terms), '{{c}}') AS match_tsv
     FROM sessions s CROSS JOIN weighted w WHERE {found}
 ), found AS MATERIALIZED (
-    SELECT s.*, 1.2::float8 * (0.25::float8 + 0.75::float8 * s.tokens / (t.tokens::float8 / t.n)) AS nmem_length, {hits}
+    SELECT s.*, """ + length_term("s.tokens", "(t.tokens::float8 / t.n)") + """ AS nmem_length, {hits}
     FROM kept s CROSS JOIN weighted w CROSS JOIN totals t
 ), ranked AS MATERIALIZED (
     SELECT s.nmem_place, s.id, {score} AS rank FROM found s CROSS JOIN totals t CROSS JOIN weighted w
@@ -1104,7 +1113,7 @@ def session_scoring(slots: int) -> tuple[str, str]:
 # observations, 2.8 ms with their query lexemes alone.
 CLASS_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, v.lexeme)] * (u.tf * 2.2)
-               / (u.tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * {alias}.tokens / (t.tokens::float8 / t.n))))
+               / (u.tf + """ + length_term("{alias}.tokens", "(t.tokens::float8 / t.n)") + """))
     FROM unnest(ts_delete({alias}.match_tsv, tsvector_to_array(ts_delete({alias}.match_tsv, w.terms)))) AS v
     CROSS JOIN LATERAL (SELECT sum(CASE c {weights} END) AS tf FROM unnest(v.weights) AS c) AS u
     WHERE v.lexeme = ANY(w.terms)), 0)"""
@@ -1118,7 +1127,7 @@ CLASS_WEIGHTED_SCORE = """-COALESCE((
 EVEN_WEIGHTED_SCORE = """-COALESCE((
     SELECT sum(w.idfs[array_position(w.terms, u.lexeme)] * (array_length(u.positions, 1) * 2.2)
                / (array_length(u.positions, 1)
-                  + 1.2::float8 * (0.25::float8 + 0.75::float8 * {alias}.tokens / (t.tokens::float8 / t.n))))
+                  + """ + length_term("{alias}.tokens", "(t.tokens::float8 / t.n)") + """))
     FROM unnest(ts_filter(setweight({alias}.match_tsv, 'C', w.terms), '{{c}}')) u), 0)"""
 # The weight classes a session's vector holds (schema.py: project B, summary A); EVEN_WEIGHTED_SCORE
 # marks the query's lexemes with a class outside them.
