@@ -12,6 +12,7 @@ import pytest
 
 from nmem.store import open_store
 from nmem.store.protocol import Store
+from nmem.store.records import SearchFilters
 
 COUNTED_RANK_CD = """
 CREATE OR REPLACE FUNCTION ts_rank_cd(w real[], v tsvector, q tsquery) RETURNS real LANGUAGE plpgsql AS $$
@@ -49,3 +50,14 @@ def counting_store(store_url: str, schema: str) -> Store:
     """The store at `store_url` with pg_catalog after its schema: the counted functions answer."""
     return open_store(store_url.replace(quote(f"search_path={schema}", safe=""),
                                         quote(f"search_path={schema},pg_catalog", safe="")))
+
+
+def counted_newest(store_url: str, schema: str, question: str, want: int) -> list[tuple[int, float]]:
+    """The best `want` observations for `question` (ids and scores), ranked through the counted functions."""
+    from nmem.store.postgres.tsquery import parse
+
+    counted = counting_store(store_url, schema)
+    try:
+        return counted._bm25_newest("observations", parse(question), SearchFilters(), want)  # type: ignore[attr-defined, no-any-return]
+    finally:
+        counted.close()

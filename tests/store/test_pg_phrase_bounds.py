@@ -13,7 +13,7 @@ import pytest
 from nmem.store import NewObservation, open_store
 from nmem.store.protocol import Store
 from nmem.store.records import SearchFilters
-from pg_counted_support import COUNTED_FILTER, COUNTED_RANK_CD, counting_store, notices
+from pg_counted_support import COUNTED_FILTER, COUNTED_RANK_CD, counted_newest, counting_store, notices
 from store_engines import ENGINES
 
 pytest.importorskip("psycopg")
@@ -51,11 +51,7 @@ def test_a_phrases_hits_are_counted_only_in_rows_that_can_reach_the_page(
     finally:
         store.close()
     assert not [c for c in calls if c.startswith("nmem_test")]   # pg_catalog's, first in the search path
-    counted = counting_store(store_url, schema)
-    try:
-        after = counted._bm25_newest("observations", parse('"no such table"'), SearchFilters(), 3)  # type: ignore[attr-defined]
-    finally:
-        counted.close()
+    after = counted_newest(store_url, schema, '"no such table"', 3)
 
     assert after == before
     # the shortest rows (no filler: i % 7 == 0) score best, newest first on ties

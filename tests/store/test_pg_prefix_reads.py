@@ -10,7 +10,7 @@ import pytest
 from nmem.store import NewObservation, open_store
 from nmem.store.protocol import Store
 from nmem.store.records import SearchFilters
-from pg_counted_support import COUNTED_RANK_CD, counting_store, notices
+from pg_counted_support import COUNTED_RANK_CD, counted_newest, notices
 from store_engines import ENGINES
 
 pytest.importorskip("psycopg")
@@ -68,11 +68,7 @@ def test_a_prefix_counts_with_ts_rank_cd_only_rows_holding_two_of_its_lexemes(
     finally:
         store.close()
     assert "nmem_test ts_rank_cd" not in calls   # pg_catalog's, first in the search path
-    counted = counting_store(store_url, schema)
-    try:
-        after = counted._bm25_newest("observations", parse("log*"), SearchFilters(), 10)  # type: ignore[attr-defined]
-    finally:
-        counted.close()
+    after = counted_newest(store_url, schema, "log*", 10)
 
     assert after == before
     assert sorted(i for i, _ in after) == sorted(ids)

@@ -5,7 +5,6 @@ their statements and transactions end first. On both engines."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -141,10 +140,6 @@ def test_a_store_closed_while_other_threads_read_leaves_the_process_running(nmem
     """Closing a SQLite connection while another thread is inside one of its statements crashes
     CPython (a test worker died so when a server's change watch was mid-poll as its store closed).
     In a child process, since on the old code it is a segmentation fault."""
-    done = run_nmem_python(["-c", CLOSED_UNDER_READS, "100"], env=os.environ.copy())
+    done = subprocess.run([sys.executable, "-c", CLOSED_UNDER_READS, "100"], capture_output=True, text=True,
+                          timeout=120, check=False)   # its NMEM_HOME: nmem_home's
     assert done.returncode == 0 and "closed 100 times" in done.stdout, (done.returncode, done.stderr[-2000:])
-
-
-def run_nmem_python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
